@@ -1,0 +1,165 @@
+package algorithms
+
+import (
+	"errors"
+	"fmt"
+	"math/bits"
+	"time"
+)
+
+// Algorithm names one rate-limiting algorithm. The zero value is TokenBucket,
+// the default.
+type Algorithm uint8
+
+// The algorithms limitnode knows by name. Only TokenBucket is implemented so
+// far; the others are reserved so that their names are rejected with a clear
+// error rather than being mistaken for a typo.
+const (
+	TokenBucket Algorithm = iota
+	LeakyBucket
+	GCRA
+	FixedWindow
+	SlidingWindowLog
+	SlidingWindowCounter
+)
+
+var algorithmNames = [...]string{
+	TokenBucket:          "token_bucket",
+	LeakyBucket:          "leaky_bucket",
+	GCRA:                 "gcra",
+	FixedWindow:          "fixed_window",
+	SlidingWindowLog:     "sliding_window_log",
+	SlidingWindowCounter: "sliding_window_counter",
+}
+
+// String returns the algorithm's name as it appears in the HTTP API.
+func (a Algorithm) String() string {
+	if int(a) < len(algorithmNames) {
+		return algorithmNames[a]
+	}
+	return fmt.Sprintf("algorithm(%d)", uint8(a))
+}
+
+// ParseAlgorithm returns the algorithm with the given API name. The empty
+// name is the default, TokenBucket.
+func ParseAlgorithm(name string) (Algorithm, error) {
+	if name == "" {
+		return TokenBucket, nil
+	}
+	for i, n := range algorithmNames {
+		if n == name {
+			return Algorithm(i), nil
+		}
+	}
+	return 0, fmt.Errorf("unknown algorithm %q", name)
+}
+
+// Implemented reports whether Decide supports the algorithm.
+func (a Algorithm) Implemented() bool { return a == TokenBucket }
+
+// Bounds on a limit's parameters. They are part of the HTTP contract and are
+// documented in the README; each exists so that every intermediate product in
+// Decide fits in 64 bits (or in 128 bits where math/bits is used).
+const (
+	// MaxRate is the largest rate accepted, in requests per period.
+	MaxRate = 1_000_000_000
+	// MaxBurst is the largest bucket capacity accepted.
+	MaxBurst = 1_000_000_000
+	// MinPeriod and MaxPeriod bound the period of a limit.
+	MinPeriod = time.Millisecond
+	MaxPeriod = 8760 * time.Hour
+	// MaxFillTime bounds burst × period / rate: the time an empty bucket
+	// takes to refill completely. Fifty years keeps "now + 2 × fill time"
+	// (the furthest a theoretical arrival time can reach) far below the
+	// largest int64 nanosecond timestamp (year 2262).
+	MaxFillTime = 50 * 8760 * time.Hour
+)
+
+// Limit is a validated rate limit: at most Rate units of cost per
+// PeriodNanos on average, and at most Burst at once.
+type Limit struct {
+	Algorithm   Algorithm
+	Rate        int64
+	PeriodNanos int64
+	Burst       int64
+}
+
+// Errors returned by Validate and ValidateCost. Each names the field of the
+// HTTP API it concerns, so that the API can point the caller at it.
+var (
+	ErrUnknownAlgorithm = errors.New("algorithm is not supported")
+	ErrRate             = fmt.Errorf("rate must be an integer from 1 to %d", MaxRate)
+	ErrPeriod           = fmt.Errorf("period must be from %s to %s", MinPeriod, MaxPeriod)
+	ErrBurst            = fmt.Errorf("burst must be an integer from 1 to %d", MaxBurst)
+	ErrFillTime         = fmt.Errorf("burst / rate × period (the time to refill an empty bucket) must be at most %s", MaxFillTime)
+	ErrCost             = errors.New("cost must be an integer from 0 to the limit's burst")
+)
+
+// FieldError is a validation error that names the offending field of a limit,
+// using the JSON names of the HTTP API ("rate", "period", "burst", "cost").
+type FieldError struct {
+	Field string
+	Err   error
+}
+
+func (e *FieldError) Error() string { return e.Field + ": " + e.Err.Error() }
+
+// Unwrap returns the underlying sentinel error.
+func (e *FieldError) Unwrap() error { return e.Err }
+
+// Validate reports whether the limit can be decided by Decide without
+// overflow. The error is a *FieldError.
+func (l Limit) Validate() error {
+	switch {
+	case !l.Algorithm.Implemented():
+		return &FieldError{"algorithm", fmt.Errorf("%w: %s (implemented: token_bucket)", ErrUnknownAlgorithm, l.Algorithm)}
+	case l.Rate < 1 || l.Rate > MaxRate:
+		return &FieldError{"rate", ErrRate}
+	case l.PeriodNanos < int64(MinPeriod) || l.PeriodNanos > int64(MaxPeriod):
+		return &FieldError{"period", ErrPeriod}
+	case l.Burst < 1 || l.Burst > MaxBurst:
+		return &FieldError{"burst", ErrBurst}
+	}
+	// burst ≤ 1e9 and period ≤ 3.2e16 ns, so the product fits in 128 bits
+	// and the quotient by rate ≥ 1 needs a check before Div64.
+	hi, lo := bits.Mul64(uint64(l.Burst), uint64(l.PeriodNanos))
+	if hi >= uint64(l.Rate) {
+		return &FieldError{"burst", ErrFillTime}
+	}
+	fill, _ := bits.Div64(hi, lo, uint64(l.Rate))
+	if fill > uint64(MaxFillTime) {
+		return &FieldError{"burst", ErrFillTime}
+	}
+	return nil
+}
+
+// ValidateCost reports whether cost can ever be admitted under the limit.
+func (l Limit) ValidateCost(cost int64) error {
+	if cost < 0 || cost > l.Capacity() {
+		return &FieldError{"cost", fmt.Errorf("%w (%d)", ErrCost, l.Capacity())}
+	}
+	return nil
+}
+
+// Capacity is the most cost the limit can admit at once: its burst for the
+// bucket algorithms.
+func (l Limit) Capacity() int64 { return l.Burst }
+
+// Decision is the outcome of one check against one limit.
+type Decision struct {
+	// Allowed reports whether the cost was admitted (and consumed).
+	Allowed bool
+	// Limit is the most that can be admitted at once (the burst).
+	Limit int64
+	// Remaining is what can still be admitted right after this decision,
+	// rounded down to whole units.
+	Remaining int64
+	// ResetAfterNanos is the time until the limit is fully available again.
+	ResetAfterNanos int64
+	// RetryAfterNanos is zero when allowed; otherwise the time until the
+	// same request could be allowed, rounded up to the nanosecond.
+	RetryAfterNanos int64
+	// RefillAfterNanos is the time until at least one more unit becomes
+	// available (zero when the limit is fully available).
+	RefillAfterNanos int64
+}

@@ -1,0 +1,5 @@
+module github.com/limitnode/limitnode
+
+go 1.26.8
+
+require pgregory.net/rapid v1.3.0
