@@ -1,5 +1,28 @@
 module github.com/limitnode/limitnode
 
-go 1.26.8
+// Dependency pins, and why:
+//   - hashicorp/raft v1.8.0 with raft-boltdb/v2 v2.3.0. raft v1.8.0 moved to
+//     hashicorp/go-metrics v0.7.0, which no longer has the "compat" package
+//     that raft-boltdb/v2 v2.3.1 imports, so v1.8.0 + v2.3.1 does not build.
+//     A replace directive would fix only this module, not the programs that
+//     embed limitnode, so we take the newest raft with the raft-boltdb that
+//     resolves with it.
 
-require pgregory.net/rapid v1.3.0
+go 1.26
+
+require (
+	github.com/hashicorp/go-msgpack/v2 v2.1.5
+	github.com/hashicorp/raft v1.8.0
+	pgregory.net/rapid v1.3.0
+)
+
+require (
+	github.com/fatih/color v1.13.0 // indirect
+	github.com/hashicorp/go-hclog v1.6.3 // indirect
+	github.com/hashicorp/go-immutable-radix v1.3.1 // indirect
+	github.com/hashicorp/go-metrics v0.7.0 // indirect
+	github.com/hashicorp/golang-lru v1.0.2 // indirect
+	github.com/mattn/go-colorable v0.1.12 // indirect
+	github.com/mattn/go-isatty v0.0.14 // indirect
+	golang.org/x/sys v0.47.0 // indirect
+)

@@ -1,0 +1,402 @@
+package fsm
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+	"github.com/limitnode/limitnode/algorithms"
+)
+
+const t0 = int64(1_800_000_000_000_000_000)
+
+var perMinute100 = algorithms.Limit{Rate: 100, PeriodNanos: int64(time.Minute), Burst: 100}
+
+// applier feeds commands to an FSM as numbered Raft log entries.
+type applier struct {
+	t     testing.TB
+	fsm   *FSM
+	index uint64
+}
+
+func newApplier(t testing.TB) *applier {
+	return &applier{t: t, fsm: New(slog.New(slog.DiscardHandler))}
+}
+
+func (a *applier) raw(data []byte) any {
+	a.index++
+	return a.fsm.Apply(&raft.Log{Index: a.index, Term: 1, Type: raft.LogCommand, Data: data})
+}
+
+func (a *applier) allow(now int64, reqs ...Request) []Result {
+	a.t.Helper()
+	data, err := Encode(CommandAllow, &AllowCommand{NowNanos: now, Requests: reqs})
+	if err != nil {
+		a.t.Fatal(err)
+	}
+	resp, ok := a.raw(data).(*Response)
+	if !ok {
+		a.t.Fatalf("apply did not return a *Response")
+	}
+	return resp.Results
+}
+
+func one(key string, l algorithms.Limit, cost int64) Request {
+	return Request{Checks: []Check{NewCheck(key, l, cost)}}
+}
+
+func mustSnapshot(t testing.TB, f *FSM) []byte {
+	t.Helper()
+	snap, err := f.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sink := &memorySink{}
+	if err := snap.Persist(sink); err != nil {
+		t.Fatal(err)
+	}
+	return sink.Bytes()
+}
+
+type memorySink struct{ bytes.Buffer }
+
+func (*memorySink) ID() string    { return "test" }
+func (*memorySink) Cancel() error { return nil }
+func (*memorySink) Close() error  { return nil }
+
+// randomLog builds a reproducible log of allow commands over a few keys and
+// limits, with request IDs, node changes and a clock that sometimes steps back.
+func randomLog(t testing.TB, seed uint64, entries int) [][]byte {
+	rng := rand.New(rand.NewPCG(seed, seed))
+	limits := []algorithms.Limit{perMinute100, {Rate: 5, PeriodNanos: int64(time.Second), Burst: 10}, {Rate: 3, PeriodNanos: int64(time.Second), Burst: 1}}
+	var log [][]byte
+	now := t0
+	for i := range entries {
+		now += rng.Int64N(int64(300 * time.Millisecond))
+		stamp := now
+		if rng.IntN(10) == 0 {
+			stamp -= int64(time.Second) // a new leader with a slower clock
+		}
+		var reqs []Request
+		for range 1 + rng.IntN(8) {
+			req := Request{}
+			for c := range 1 + rng.IntN(3) {
+				l := limits[(rng.IntN(len(limits))+c)%len(limits)]
+				key := string(rune('a' + rng.IntN(6)))
+				if len(req.Checks) > 0 && req.Checks[0].Key == key {
+					continue
+				}
+				req.Checks = append(req.Checks, NewCheck(key, l, rng.Int64N(l.Burst+1)))
+			}
+			if rng.IntN(3) == 0 {
+				req.RequestID = string(rune('A' + rng.IntN(20)))
+			}
+			reqs = append(reqs, req)
+		}
+		data, err := Encode(CommandAllow, &AllowCommand{NowNanos: stamp, Requests: reqs})
+		if err != nil {
+			t.Fatal(err)
+		}
+		log = append(log, data)
+		if i%50 == 0 {
+			data, _ := Encode(CommandSetNode, &NodeCommand{ID: string(rune('m' + rng.IntN(3))), HTTPAddr: "127.0.0.1:1"})
+			log = append(log, data)
+		}
+	}
+	return log
+}
+
+func TestSameLogGivesByteIdenticalSnapshots(t *testing.T) {
+	t.Parallel()
+	for seed := range uint64(5) {
+		log := randomLog(t, seed, 400)
+		a, b := newApplier(t), newApplier(t)
+		for _, e := range log {
+			a.raw(e)
+		}
+		// The second replica applies the same entries in batches of
+		// varying size, as raft's BatchingFSM delivers them.
+		for i := 0; i < len(log); {
+			n := min(1+i%7, len(log)-i)
+			var logs []*raft.Log
+			for j := range n {
+				b.index++
+				logs = append(logs, &raft.Log{Index: b.index, Type: raft.LogCommand, Data: log[i+j]})
+			}
+			b.fsm.ApplyBatch(logs)
+			i += n
+		}
+		if sa, sb := mustSnapshot(t, a.fsm), mustSnapshot(t, b.fsm); !bytes.Equal(sa, sb) {
+			t.Fatalf("seed %d: snapshots differ (%d and %d bytes)", seed, len(sa), len(sb))
+		}
+	}
+}
+
+func TestRestoredStateDecidesTheSame(t *testing.T) {
+	t.Parallel()
+	log := randomLog(t, 42, 300)
+	original := newApplier(t)
+	for _, e := range log[:200] {
+		original.raw(e)
+	}
+	restored := newApplier(t)
+	if err := restored.fsm.Restore(io.NopCloser(bytes.NewReader(mustSnapshot(t, original.fsm)))); err != nil {
+		t.Fatalf("Restore: %v", err)
+	}
+	for i, e := range log[200:] {
+		ra, rb := original.raw(e), restored.raw(e)
+		ca, okA := ra.(*Response)
+		cb, okB := rb.(*Response)
+		if okA != okB || (okA && !equalResults(ca.Results, cb.Results)) {
+			t.Fatalf("entry %d decided differently after restore", 200+i)
+		}
+	}
+	if sa, sb := mustSnapshot(t, original.fsm), mustSnapshot(t, restored.fsm); !bytes.Equal(sa, sb) {
+		t.Fatal("snapshots differ after the same entries")
+	}
+}
+
+func equalResults(a, b []Result) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i].Allowed != b[i].Allowed || a[i].Duplicate != b[i].Duplicate || a[i].Error != b[i].Error || len(a[i].Decisions) != len(b[i].Decisions) {
+			return false
+		}
+		for j := range a[i].Decisions {
+			if a[i].Decisions[j] != b[i].Decisions[j] {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+func TestAllowSpendsAndDenies(t *testing.T) {
+	t.Parallel()
+	a := newApplier(t)
+	var admitted int
+	for range 150 {
+		if a.allow(t0, one("k", perMinute100, 1))[0].Allowed {
+			admitted++
+		}
+	}
+	if admitted != 100 {
+		t.Fatalf("admitted %d of 150 at one instant, want 100", admitted)
+	}
+	// The same key under another limit is another counter.
+	if r := a.allow(t0, one("k", algorithms.Limit{Rate: 10, PeriodNanos: int64(time.Second), Burst: 10}, 1))[0]; !r.Allowed {
+		t.Fatal("a different limit on the same key shared the counter")
+	}
+}
+
+func TestTimeNeverRunsBackwards(t *testing.T) {
+	t.Parallel()
+	a := newApplier(t)
+	l := algorithms.Limit{Rate: 1, PeriodNanos: int64(time.Second), Burst: 1}
+	if !a.allow(t0, one("k", l, 1))[0].Allowed {
+		t.Fatal("first request denied")
+	}
+	// A leader whose clock is an hour behind must not see the bucket as
+	// it was an hour ago: the FSM keeps the later time.
+	r := a.allow(t0-int64(time.Hour), one("k", l, 1))[0]
+	if r.Allowed || r.Decisions[0].RetryAfterNanos != int64(time.Second) {
+		t.Fatalf("stale clock: got %+v, want denied with retry-after 1s", r)
+	}
+	if got := a.fsm.Stats().NowNanos; got != t0 {
+		t.Fatalf("cluster time %d, want %d", got, t0)
+	}
+}
+
+func TestSeveralChecksAreAllOrNothing(t *testing.T) {
+	t.Parallel()
+	a := newApplier(t)
+	global := algorithms.Limit{Rate: 3, PeriodNanos: int64(time.Hour), Burst: 3}
+	perClient := algorithms.Limit{Rate: 2, PeriodNanos: int64(time.Hour), Burst: 2}
+	both := func(client string) Request {
+		return Request{Checks: []Check{NewCheck("client:"+client, perClient, 1), NewCheck("global", global, 1)}}
+	}
+	want := []bool{true, true, false, true, false}
+	for i, client := range []string{"a", "a", "a", "b", "b"} {
+		r := a.allow(t0, both(client))[0]
+		if r.Allowed != want[i] {
+			t.Fatalf("request %d (client %s): allowed=%v, want %v", i, client, r.Allowed, want[i])
+		}
+	}
+	// Client a's third request was denied by its own limit and took
+	// nothing from the global one, so b got the global's last unit; b's
+	// second request was denied by the global limit and took nothing
+	// from b's own.
+	if r := a.allow(t0, one("client:b", perClient, 0))[0]; r.Decisions[0].Remaining != 1 {
+		t.Fatalf("client b has %d left, want 1", r.Decisions[0].Remaining)
+	}
+}
+
+func TestRequestIDIsAnsweredOnce(t *testing.T) {
+	t.Parallel()
+	a := newApplier(t)
+	l := algorithms.Limit{Rate: 2, PeriodNanos: int64(time.Hour), Burst: 2}
+	req := one("k", l, 1)
+	req.RequestID = "retry-me"
+	first := a.allow(t0, req)[0]
+	for range 3 {
+		again := a.allow(t0+int64(time.Second), req)[0]
+		if !again.Duplicate || !equalResults([]Result{{Allowed: first.Allowed, Decisions: first.Decisions}}, []Result{{Allowed: again.Allowed, Decisions: again.Decisions}}) {
+			t.Fatalf("retry answered %+v, want the first result %+v", again, first)
+		}
+	}
+	if r := a.allow(t0+int64(time.Second), one("k", l, 0))[0]; r.Decisions[0].Remaining != 1 {
+		t.Fatalf("retries consumed: %d left, want 1", r.Decisions[0].Remaining)
+	}
+	// After the window the ID is forgotten and counts as new.
+	if r := a.allow(t0+int64(DedupWindow), req)[0]; r.Duplicate {
+		t.Fatal("request ID remembered past the dedup window")
+	}
+}
+
+func TestIdleStateIsDropped(t *testing.T) {
+	t.Parallel()
+	a := newApplier(t)
+	l := algorithms.Limit{Rate: 10, PeriodNanos: int64(time.Second), Burst: 10}
+	for i := range 1000 {
+		a.allow(t0, one(string(rune(0x100+i)), l, 3))
+	}
+	if got := a.fsm.Stats().Keys; got != 1000 {
+		t.Fatalf("%d keys with state, want 1000", got)
+	}
+	// 3 tokens refill in exactly 300ms: one nanosecond before, all state
+	// is live; at 300ms it is equivalent to no state and is deleted.
+	a.allow(t0+int64(300*time.Millisecond)-1, one("other", l, 0))
+	if got := a.fsm.Stats().Keys; got != 1000 {
+		t.Fatalf("%d keys 1ns before refill, want 1000", got)
+	}
+	a.allow(t0+int64(300*time.Millisecond), one("other", l, 0))
+	if got := a.fsm.Stats().Keys; got != 0 {
+		t.Fatalf("%d keys after refill, want 0", got)
+	}
+}
+
+func TestCorruptEntriesChangeNothing(t *testing.T) {
+	t.Parallel()
+	good, err := Encode(CommandAllow, &AllowCommand{NowNanos: t0, Requests: []Request{one("k", perMinute100, 1)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name string
+		data []byte
+	}{
+		{"an empty entry", nil},
+		{"an unknown type", append([]byte{99}, good[1:]...)},
+		{"a truncated body", good[:len(good)-3]},
+		{"trailing bytes", append(append([]byte{}, good...), 0xc0)},
+		{"a body of the wrong shape", append([]byte{byte(CommandAllow)}, 0x93, 0x01, 0x02, 0x03)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			a := newApplier(t)
+			before := mustSnapshot(t, a.fsm)
+			resp := a.raw(tt.data)
+			if err, ok := resp.(error); !ok || !errors.Is(err, ErrCorruptCommand) {
+				t.Fatalf("apply returned %v, want ErrCorruptCommand", resp)
+			}
+			if !bytes.Equal(before, mustSnapshot(t, a.fsm)) {
+				t.Fatal("a corrupt entry changed the state")
+			}
+		})
+	}
+}
+
+func TestInvalidRequestsAreRefusedOneByOne(t *testing.T) {
+	t.Parallel()
+	a := newApplier(t)
+	bad := []Request{
+		one("", perMinute100, 1),
+		one("k", algorithms.Limit{Rate: 0, PeriodNanos: 1e9, Burst: 1}, 1),
+		one("k", perMinute100, 101),
+		{Checks: []Check{NewCheck("k", perMinute100, 1), NewCheck("k", perMinute100, 1)}},
+		{RequestID: string(make([]byte, MaxRequestIDBytes+1)), Checks: []Check{NewCheck("k", perMinute100, 1)}},
+		{},
+	}
+	results := a.allow(t0, append(bad, one("k", perMinute100, 1))...)
+	for i, r := range results[:len(bad)] {
+		if r.Error == "" || r.Allowed {
+			t.Errorf("invalid request %d answered %+v", i, r)
+		}
+	}
+	if last := results[len(bad)]; !last.Allowed || last.Decisions[0].Remaining != 99 {
+		t.Fatalf("the valid request after them got %+v", last)
+	}
+}
+
+func TestCorruptSnapshotKeepsState(t *testing.T) {
+	t.Parallel()
+	a := newApplier(t)
+	for _, e := range randomLog(t, 7, 50) {
+		a.raw(e)
+	}
+	good := mustSnapshot(t, a.fsm)
+	tests := []struct {
+		name string
+		data []byte
+	}{
+		{"empty", nil},
+		{"truncated", good[:len(good)/2]},
+		{"trailing garbage", append(append([]byte{}, good...), 1, 2, 3)},
+		{"another version", func() []byte { b := append([]byte{}, good...); b[1] = 9; return b }()},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			target := newApplier(t)
+			for _, e := range randomLog(t, 8, 20) {
+				target.raw(e)
+			}
+			before := mustSnapshot(t, target.fsm)
+			err := target.fsm.Restore(io.NopCloser(bytes.NewReader(tt.data)))
+			if !errors.Is(err, ErrCorruptSnapshot) {
+				t.Fatalf("Restore = %v, want ErrCorruptSnapshot", err)
+			}
+			if !bytes.Equal(before, mustSnapshot(t, target.fsm)) {
+				t.Fatal("a failed restore changed the state")
+			}
+		})
+	}
+}
+
+func TestNodeAddresses(t *testing.T) {
+	t.Parallel()
+	a := newApplier(t)
+	set, _ := Encode(CommandSetNode, &NodeCommand{ID: "n1", HTTPAddr: "127.0.0.1:7001"})
+	a.raw(set)
+	if got := a.fsm.NodeHTTPAddr("n1"); got != "127.0.0.1:7001" {
+		t.Fatalf("NodeHTTPAddr = %q", got)
+	}
+	remove, _ := Encode(CommandRemoveNode, &NodeCommand{ID: "n1"})
+	a.raw(remove)
+	if got := a.fsm.NodeHTTPAddr("n1"); got != "" {
+		t.Fatalf("NodeHTTPAddr after removal = %q", got)
+	}
+}
+
+func BenchmarkApplyBatch(b *testing.B) {
+	a := newApplier(b)
+	reqs := make([]Request, 256)
+	for i := range reqs {
+		reqs[i] = one(string(rune(0x100+i)), perMinute100, 1)
+	}
+	now := t0
+	data, _ := Encode(CommandAllow, &AllowCommand{NowNanos: now, Requests: reqs})
+	b.ReportAllocs()
+	for b.Loop() {
+		a.raw(data)
+	}
+	b.ReportMetric(float64(b.N*len(reqs))/b.Elapsed().Seconds(), "decisions/s")
+}

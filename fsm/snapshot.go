@@ -1,0 +1,215 @@
+package fsm
+
+import (
+	"bufio"
+	"container/heap"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+
+	"github.com/hashicorp/go-msgpack/v2/codec"
+	"github.com/hashicorp/raft"
+	"github.com/limitnode/limitnode/algorithms"
+)
+
+// snapshotVersion is the first field of every snapshot; Restore refuses any
+// other.
+const snapshotVersion = 1
+
+// ErrCorruptSnapshot is returned by Restore for a snapshot it cannot read.
+// The FSM keeps the state it had.
+var ErrCorruptSnapshot = errors.New("fsm: corrupt snapshot")
+
+// The snapshot is a msgpack stream: a header, then the buckets sorted by key
+// and limit, then the request IDs oldest first, then the nodes sorted by ID.
+// Sorting makes the bytes a function of the state alone.
+type snapshotHeader struct {
+	_struct    bool `codec:",toarray"` //nolint:unused // msgpack: encode as an array
+	Version    int
+	NowNanos   int64
+	Buckets    int
+	RequestIDs int
+	Nodes      int
+}
+
+type bucketRecord struct {
+	_struct   bool `codec:",toarray"` //nolint:unused // msgpack: encode as an array
+	Key       string
+	Algorithm algorithms.Algorithm
+	Rate      int64
+	Period    int64
+	Burst     int64
+	TATNanos  int64
+	TATFrac   int64
+}
+
+type requestIDRecord struct {
+	_struct bool `codec:",toarray"` //nolint:unused // msgpack: encode as an array
+	ID      string
+	AtNanos int64
+	Result  Result
+}
+
+type snapshot struct {
+	header     snapshotHeader
+	buckets    []bucketRecord
+	requestIDs []requestIDRecord
+	nodes      []NodeCommand
+}
+
+// Snapshot copies the state. Raft calls it on the goroutine that applies, so
+// the copy is consistent; Persist then writes it while applies go on.
+func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	s := &snapshot{buckets: make([]bucketRecord, 0, len(f.buckets))}
+	for _, b := range f.expiry {
+		l := b.id.limit
+		s.buckets = append(s.buckets, bucketRecord{
+			Key: b.id.key, Algorithm: l.Algorithm, Rate: l.Rate, Period: l.PeriodNanos, Burst: l.Burst,
+			TATNanos: b.state.TATNanos, TATFrac: b.state.TATFrac,
+		})
+	}
+	for _, e := range f.dedupQueue[f.dedupHead:] {
+		s.requestIDs = append(s.requestIDs, requestIDRecord{ID: e.id, AtNanos: e.atNano, Result: e.result})
+	}
+	for id, addr := range f.nodes {
+		s.nodes = append(s.nodes, NodeCommand{ID: id, HTTPAddr: addr})
+	}
+	s.header = snapshotHeader{Version: snapshotVersion, NowNanos: f.nowNanos,
+		Buckets: len(s.buckets), RequestIDs: len(s.requestIDs), Nodes: len(s.nodes)}
+	return s, nil
+}
+
+// Persist sorts and writes the copy taken by Snapshot.
+func (s *snapshot) Persist(sink raft.SnapshotSink) error {
+	if err := s.writeTo(sink); err != nil {
+		_ = sink.Cancel()
+		return fmt.Errorf("fsm: persist snapshot: %w", err)
+	}
+	return sink.Close()
+}
+
+func (s *snapshot) writeTo(w io.Writer) error {
+	slices.SortFunc(s.buckets, func(a, b bucketRecord) int {
+		ka := bucketKey{a.Key, algorithms.Limit{Algorithm: a.Algorithm, Rate: a.Rate, PeriodNanos: a.Period, Burst: a.Burst}}
+		kb := bucketKey{b.Key, algorithms.Limit{Algorithm: b.Algorithm, Rate: b.Rate, PeriodNanos: b.Period, Burst: b.Burst}}
+		switch {
+		case ka.less(kb):
+			return -1
+		case kb.less(ka):
+			return 1
+		}
+		return 0
+	})
+	slices.SortFunc(s.nodes, func(a, b NodeCommand) int { return strings.Compare(a.ID, b.ID) })
+
+	bw := bufio.NewWriterSize(w, 64<<10)
+	enc := codec.NewEncoder(bw, msgpackHandle)
+	if err := enc.Encode(&s.header); err != nil {
+		return err
+	}
+	for i := range s.buckets {
+		if err := enc.Encode(&s.buckets[i]); err != nil {
+			return err
+		}
+	}
+	for i := range s.requestIDs {
+		if err := enc.Encode(&s.requestIDs[i]); err != nil {
+			return err
+		}
+	}
+	for i := range s.nodes {
+		if err := enc.Encode(&s.nodes[i]); err != nil {
+			return err
+		}
+	}
+	return bw.Flush()
+}
+
+// Release is a no-op: the copy is garbage once Persist returns.
+func (s *snapshot) Release() {}
+
+// Restore replaces the whole state with a snapshot's. It validates every
+// record first and swaps the state in only when all of it is sound, so a
+// corrupt snapshot leaves the FSM as it was and returns an error wrapping
+// ErrCorruptSnapshot.
+func (f *FSM) Restore(rc io.ReadCloser) error {
+	defer rc.Close()
+	fresh := New(f.logger)
+	if err := fresh.readSnapshot(bufio.NewReaderSize(rc, 64<<10)); err != nil {
+		return fmt.Errorf("%w: %w", ErrCorruptSnapshot, err)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.nowNanos, f.buckets, f.expiry = fresh.nowNanos, fresh.buckets, fresh.expiry
+	f.dedup, f.dedupQueue, f.dedupHead = fresh.dedup, fresh.dedupQueue, fresh.dedupHead
+	f.nodes = fresh.nodes
+	return nil
+}
+
+func (f *FSM) readSnapshot(r io.Reader) error {
+	dec := codec.NewDecoder(r, msgpackHandle)
+	var h snapshotHeader
+	if err := dec.Decode(&h); err != nil {
+		return fmt.Errorf("header: %w", err)
+	}
+	if h.Version != snapshotVersion {
+		return fmt.Errorf("version %d, want %d", h.Version, snapshotVersion)
+	}
+	if h.Buckets < 0 || h.RequestIDs < 0 || h.Nodes < 0 {
+		return fmt.Errorf("negative count in header")
+	}
+	f.nowNanos = h.NowNanos
+	for i := range h.Buckets {
+		var rec bucketRecord
+		if err := dec.Decode(&rec); err != nil {
+			return fmt.Errorf("bucket %d: %w", i, err)
+		}
+		l := algorithms.Limit{Algorithm: rec.Algorithm, Rate: rec.Rate, PeriodNanos: rec.Period, Burst: rec.Burst}
+		if err := l.Validate(); err != nil {
+			return fmt.Errorf("bucket %d: %w", i, err)
+		}
+		if rec.Key == "" || len(rec.Key) > MaxKeyBytes || rec.TATFrac < 0 || rec.TATFrac >= rec.Rate {
+			return fmt.Errorf("bucket %d: key or state out of range", i)
+		}
+		id := bucketKey{rec.Key, l}
+		if f.buckets[id] != nil {
+			return fmt.Errorf("bucket %d: duplicate key %q", i, rec.Key)
+		}
+		s := algorithms.State{TATNanos: rec.TATNanos, TATFrac: rec.TATFrac}
+		b := &bucket{id: id, state: s, expiresAt: s.ExpiresAtNanos(), heapIndex: len(f.expiry)}
+		f.buckets[id] = b
+		f.expiry = append(f.expiry, b)
+	}
+	heap.Init(&f.expiry)
+	for i := range h.RequestIDs {
+		var rec requestIDRecord
+		if err := dec.Decode(&rec); err != nil {
+			return fmt.Errorf("request ID %d: %w", i, err)
+		}
+		if rec.ID == "" || len(rec.ID) > MaxRequestIDBytes || f.dedup[rec.ID] != nil {
+			return fmt.Errorf("request ID %d: empty, too long or repeated", i)
+		}
+		e := &dedupEntry{id: rec.ID, atNano: rec.AtNanos, result: rec.Result}
+		f.dedup[rec.ID] = e
+		f.dedupQueue = append(f.dedupQueue, e)
+	}
+	for i := range h.Nodes {
+		var rec NodeCommand
+		if err := dec.Decode(&rec); err != nil {
+			return fmt.Errorf("node %d: %w", i, err)
+		}
+		if rec.ID == "" {
+			return fmt.Errorf("node %d: empty ID", i)
+		}
+		f.nodes[rec.ID] = rec.HTTPAddr
+	}
+	var extra any
+	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
+		return errors.New("trailing data after the last record")
+	}
+	return nil
+}
