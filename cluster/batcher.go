@@ -1,0 +1,160 @@
+package cluster
+
+import (
+	"context"
+	"sync"
+
+	"github.com/limitnode/limitnode/fsm"
+)
+
+// call is one submission to a batcher: requests that travel together and
+// are answered together (one caller's request, or one forwarded batch).
+type call struct {
+	requests []fsm.Request
+	results  []fsm.Result
+	err      error
+	done     chan struct{}
+}
+
+// batcher is limitnode's group commit. Callers submit requests; a single
+// loop sends them on through flush, many at a time:
+//
+//   - when fewer than maxInFlight flushes are running, what is pending is sent
+//     at once, so an idle node adds no latency (no linger timer);
+//   - while flushes are running, new requests gather and go out together as
+//     soon as one finishes, so under load one Raft entry (or one forwarded
+//     message) carries as many requests as arrived during one round trip.
+//
+// flush must set results (one per request) or err on every call it is given.
+type batcher struct {
+	flush       func(calls []*call)
+	maxRequests int
+	maxInFlight int
+
+	submitCh chan *call
+	doneCh   chan struct{}
+	stopCh   chan struct{}
+	wg       sync.WaitGroup
+
+	// mu guards stopped: once it is set nothing more enters submitCh, so
+	// stop can fail every call left there.
+	mu      sync.RWMutex
+	stopped bool
+}
+
+func newBatcher(flush func([]*call), maxRequests, maxInFlight int) *batcher {
+	b := &batcher{
+		flush:       flush,
+		maxRequests: maxRequests,
+		maxInFlight: maxInFlight,
+		submitCh:    make(chan *call, 1024),
+		doneCh:      make(chan struct{}, maxInFlight),
+		stopCh:      make(chan struct{}),
+	}
+	b.wg.Go(b.loop)
+	return b
+}
+
+// submit hands requests to the batcher and waits for their results. If ctx
+// ends first, the requests may still be decided: the error then says the
+// outcome is unknown.
+func (b *batcher) submit(ctx context.Context, requests []fsm.Request) ([]fsm.Result, error) {
+	c := &call{requests: requests, done: make(chan struct{})}
+	b.mu.RLock()
+	if b.stopped {
+		b.mu.RUnlock()
+		return nil, ErrShutdown
+	}
+	select {
+	case b.submitCh <- c:
+		b.mu.RUnlock()
+	case <-ctx.Done():
+		b.mu.RUnlock()
+		return nil, ErrNoLeader
+	}
+	select {
+	case <-c.done:
+		return c.results, c.err
+	case <-ctx.Done():
+		return nil, ErrOutcomeUnknown
+	}
+}
+
+func (b *batcher) loop() {
+	var pending []*call
+	pendingRequests := 0
+	inFlight := 0
+	for {
+		if inFlight < b.maxInFlight && len(pending) > 0 {
+			// Take whole calls up to maxRequests (at least one call, however
+			// large), so a forwarded batch is never split across entries.
+			n, size := 0, 0
+			for n < len(pending) && (n == 0 || size+len(pending[n].requests) <= b.maxRequests) {
+				size += len(pending[n].requests)
+				n++
+			}
+			batch := pending[:n:n]
+			pending = append([]*call(nil), pending[n:]...)
+			pendingRequests -= size
+			inFlight++
+			b.wg.Go(func() {
+				b.flush(batch)
+				for _, c := range batch {
+					close(c.done)
+				}
+				b.doneCh <- struct{}{}
+			})
+			continue
+		}
+		select {
+		case c := <-b.submitCh:
+			pending = append(pending, c)
+			pendingRequests += len(c.requests)
+			// Take whatever else is already queued without blocking.
+			for drained := false; !drained && pendingRequests < b.maxRequests; {
+				select {
+				case c := <-b.submitCh:
+					pending = append(pending, c)
+					pendingRequests += len(c.requests)
+				default:
+					drained = true
+				}
+			}
+		case <-b.doneCh:
+			inFlight--
+		case <-b.stopCh:
+			for _, c := range pending {
+				c.err = ErrShutdown
+				close(c.done)
+			}
+			for ; inFlight > 0; inFlight-- {
+				<-b.doneCh
+			}
+			return
+		}
+	}
+}
+
+// stop fails pending calls with ErrShutdown, waits for running flushes and
+// ends the loop. Calls submitted concurrently with stop also fail.
+func (b *batcher) stop() {
+	b.mu.Lock()
+	if b.stopped {
+		b.mu.Unlock()
+		return
+	}
+	b.stopped = true
+	b.mu.Unlock()
+	close(b.stopCh)
+	b.wg.Wait()
+	// Calls that reached submitCh after the loop exited.
+	for {
+		select {
+		case c := <-b.submitCh:
+			c.err = ErrShutdown
+			close(c.done)
+		default:
+			return
+		}
+	}
+}

@@ -1,0 +1,272 @@
+package cluster
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-msgpack/v2/codec"
+	"github.com/limitnode/limitnode/fsm"
+)
+
+// The forwarding protocol runs over the Raft address (see mux.go). A
+// connection carries request/response pairs in turn, each a msgpack value;
+// a follower keeps a small pool of connections to the leader, and its
+// batcher sends one message per batch, so under load one round trip carries
+// many requests.
+
+type forwardOp uint8
+
+const (
+	opAllow forwardOp = iota + 1
+	opJoin
+	opRemove
+)
+
+type forwardRequest struct {
+	_struct  bool `codec:",toarray"` //nolint:unused // msgpack: encode as an array
+	Op       forwardOp
+	Requests []fsm.Request
+	Member   Member // for opJoin; only ID for opRemove
+}
+
+// forwardStatus tells the follower what happened to its message, so that it
+// knows whether it may send it again.
+type forwardStatus uint8
+
+const (
+	statusOK forwardStatus = iota
+	// statusNotLeader: the receiver is not the leader and did nothing; the
+	// follower may send the message to the leader it now knows.
+	statusNotLeader
+	// statusUnknown: the outcome is unknown (leadership was lost after the
+	// entry was appended, or the receiver is shutting down).
+	statusUnknown
+	// statusFailed: the operation failed and did nothing (a bad join).
+	statusFailed
+	// statusNotFound: opRemove named no member.
+	statusNotFound
+	// statusInvalid: the message was refused as invalid and did nothing.
+	statusInvalid
+)
+
+type forwardResponse struct {
+	_struct bool `codec:",toarray"` //nolint:unused // msgpack: encode as an array
+	Status  forwardStatus
+	Error   string
+	Results []fsm.Result
+}
+
+var forwardHandle = func() *codec.MsgpackHandle {
+	h := &codec.MsgpackHandle{}
+	h.MaxInitLen = 4096
+	h.ErrorIfNoField = true
+	h.WriteExt = true
+	return h
+}()
+
+// forwardConn is one pooled connection with its stream encoder and decoder.
+type forwardConn struct {
+	conn net.Conn
+	bw   *bufio.Writer
+	enc  *codec.Encoder
+	dec  *codec.Decoder
+}
+
+func newForwardConn(conn net.Conn) *forwardConn {
+	bw := bufio.NewWriterSize(conn, 32<<10)
+	return &forwardConn{
+		conn: conn,
+		bw:   bw,
+		enc:  codec.NewEncoder(bw, forwardHandle),
+		dec:  codec.NewDecoder(bufio.NewReaderSize(conn, 32<<10), forwardHandle),
+	}
+}
+
+// errNotSent marks a failure before any byte of the message left this node:
+// the receiver cannot have acted on it.
+var errNotSent = errors.New("forward: message not sent")
+
+// forwarder sends messages to other nodes' forwarding listeners.
+type forwarder struct {
+	dialTimeout time.Duration
+	mu          sync.Mutex
+	idle        map[string][]*forwardConn
+}
+
+const maxIdleForwardConns = 4
+
+func newForwarder(dialTimeout time.Duration) *forwarder {
+	return &forwarder{dialTimeout: dialTimeout, idle: make(map[string][]*forwardConn)}
+}
+
+func (f *forwarder) get(addr string) (*forwardConn, error) {
+	f.mu.Lock()
+	if conns := f.idle[addr]; len(conns) > 0 {
+		c := conns[len(conns)-1]
+		f.idle[addr] = conns[:len(conns)-1]
+		f.mu.Unlock()
+		return c, nil
+	}
+	f.mu.Unlock()
+	conn, err := dialProtocol(addr, protocolForward, f.dialTimeout)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", errNotSent, err)
+	}
+	return newForwardConn(conn), nil
+}
+
+func (f *forwarder) put(addr string, c *forwardConn) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.idle[addr]) >= maxIdleForwardConns {
+		c.conn.Close()
+		return
+	}
+	f.idle[addr] = append(f.idle[addr], c)
+}
+
+// dropExcept closes pooled connections to every address but keep: after a
+// change of leader they lead to a follower, or to a node that restarted.
+func (f *forwarder) dropExcept(keep string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for addr, conns := range f.idle {
+		if addr == keep {
+			continue
+		}
+		for _, c := range conns {
+			c.conn.Close()
+		}
+		delete(f.idle, addr)
+	}
+}
+
+func (f *forwarder) close() { f.dropExcept("") }
+
+// send delivers one message and returns the reply. An error wrapping
+// errNotSent means the receiver cannot have acted; any other error leaves
+// the outcome unknown.
+func (f *forwarder) send(ctx context.Context, addr string, req *forwardRequest) (*forwardResponse, error) {
+	c, err := f.get(addr)
+	if err != nil {
+		return nil, err
+	}
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		deadline = time.Now().Add(defaultRequestTimeout)
+	}
+	_ = c.conn.SetDeadline(deadline)
+	var resp forwardResponse
+	if err := c.enc.Encode(req); err != nil {
+		c.conn.Close()
+		return nil, fmt.Errorf("forward to %s: %w", addr, err)
+	}
+	if err := c.bw.Flush(); err != nil {
+		c.conn.Close()
+		return nil, fmt.Errorf("forward to %s: %w", addr, err)
+	}
+	if err := c.dec.Decode(&resp); err != nil {
+		c.conn.Close()
+		return nil, fmt.Errorf("forward to %s: %w", addr, err)
+	}
+	_ = c.conn.SetDeadline(time.Time{})
+	f.put(addr, c)
+	return &resp, nil
+}
+
+// serveForwarding answers forwarded messages on ln until it is closed.
+func (n *Node) serveForwarding(ln net.Listener) {
+	var conns sync.WaitGroup
+	defer conns.Wait()
+	for {
+		conn, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		n.trackConn(conn, true)
+		conns.Go(func() {
+			defer n.trackConn(conn, false)
+			defer conn.Close()
+			fc := newForwardConn(conn)
+			for {
+				var req forwardRequest
+				if err := fc.dec.Decode(&req); err != nil {
+					return
+				}
+				resp := n.handleForward(&req)
+				if err := fc.enc.Encode(resp); err != nil {
+					return
+				}
+				if err := fc.bw.Flush(); err != nil {
+					return
+				}
+			}
+		})
+	}
+}
+
+func (n *Node) handleForward(req *forwardRequest) *forwardResponse {
+	ctx, cancel := context.WithTimeout(context.Background(), n.requestTimeout)
+	defer cancel()
+	switch req.Op {
+	case opAllow:
+		if !n.isLeader() {
+			return &forwardResponse{Status: statusNotLeader}
+		}
+		results, err := n.leaderBatch.submit(ctx, req.Requests)
+		if err != nil {
+			return &forwardResponse{Status: statusFor(err), Error: err.Error()}
+		}
+		return &forwardResponse{Results: results}
+	case opJoin:
+		if err := n.Join(ctx, req.Member); err != nil {
+			return &forwardResponse{Status: statusFor(err), Error: err.Error()}
+		}
+		return &forwardResponse{}
+	case opRemove:
+		if err := n.RemoveMember(ctx, req.Member.ID); err != nil {
+			return &forwardResponse{Status: statusFor(err), Error: err.Error()}
+		}
+		return &forwardResponse{}
+	default:
+		return &forwardResponse{Status: statusFailed, Error: fmt.Sprintf("unknown forwarding operation %d", req.Op)}
+	}
+}
+
+func statusFor(err error) forwardStatus {
+	switch {
+	case errors.Is(err, errNotLeader):
+		return statusNotLeader
+	case errors.Is(err, ErrNotFound):
+		return statusNotFound
+	case errors.Is(err, ErrInvalid):
+		return statusInvalid
+	case errors.Is(err, ErrOutcomeUnknown), errors.Is(err, ErrShutdown):
+		return statusUnknown
+	default:
+		return statusFailed
+	}
+}
+
+// errorFor turns a forwarded reply back into this package's errors.
+func errorFor(resp *forwardResponse) error {
+	switch resp.Status {
+	case statusOK:
+		return nil
+	case statusNotLeader:
+		return errNotLeader
+	case statusUnknown:
+		return fmt.Errorf("%w: %s", ErrOutcomeUnknown, resp.Error)
+	case statusNotFound:
+		return fmt.Errorf("%w: %s", ErrNotFound, resp.Error)
+	case statusInvalid:
+		return fmt.Errorf("%w: %s", ErrInvalid, resp.Error)
+	default:
+		return fmt.Errorf("leader: %s", resp.Error)
+	}
+}

@@ -1,0 +1,219 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/hashicorp/raft"
+	"github.com/limitnode/limitnode/fsm"
+)
+
+// Join adds m to the cluster as a voter, or updates it if a member with the
+// same ID and Raft address is already there (so a retried join is harmless).
+// A member with the same ID at another address, or another ID at the same
+// address, is removed first: that is a node that was rebuilt. Any member may
+// be asked; a follower passes the request to the leader.
+func (n *Node) Join(ctx context.Context, m Member) error {
+	if m.ID == "" || m.RaftAddr == "" {
+		return fmt.Errorf("%w: a member needs an ID and a Raft address", ErrInvalid)
+	}
+	return n.leaderOp(ctx, &forwardRequest{Op: opJoin, Member: m}, func() error { return n.joinAsLeader(m) })
+}
+
+// RemoveMember removes the member with the given ID from the cluster.
+// Removing the leader itself is allowed: it steps down once the change is
+// committed. It returns ErrNotFound if there is no such member.
+func (n *Node) RemoveMember(ctx context.Context, id string) error {
+	if id == "" {
+		return fmt.Errorf("%w: a member ID is required", ErrInvalid)
+	}
+	return n.leaderOp(ctx, &forwardRequest{Op: opRemove, Member: Member{ID: id}}, func() error { return n.removeAsLeader(id) })
+}
+
+// leaderOp runs a membership operation on the leader: here if this node
+// leads, otherwise by forwarding it, retrying while no leader is known.
+func (n *Node) leaderOp(ctx context.Context, forward *forwardRequest, local func() error) error {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, n.requestTimeout)
+		defer cancel()
+	}
+	backoff := 10 * time.Millisecond
+	for {
+		var err error
+		if n.isLeader() {
+			err = local()
+		} else if addr, id := n.raft.LeaderWithID(); addr == "" || string(id) == n.cfg.ID {
+			err = errNotLeader
+		} else {
+			var resp *forwardResponse
+			resp, err = n.fwd.send(ctx, string(addr), forward)
+			if errors.Is(err, errNotSent) {
+				err = errNotLeader
+			} else if err == nil {
+				err = errorFor(resp)
+			}
+		}
+		// Membership changes are idempotent, so unlike Allow they may be
+		// retried after an unknown outcome too.
+		if !errors.Is(err, errNotLeader) && !errors.Is(err, ErrOutcomeUnknown) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w: %w", ErrNoLeader, err)
+		case <-n.stopCh:
+			return ErrShutdown
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 200*time.Millisecond)
+	}
+}
+
+func (n *Node) joinAsLeader(m Member) error {
+	future := n.raft.GetConfiguration()
+	if err := future.Error(); err != nil {
+		return translate(err)
+	}
+	present := false
+	for _, s := range future.Configuration().Servers {
+		sameID, sameAddr := string(s.ID) == m.ID, string(s.Address) == m.RaftAddr
+		switch {
+		case sameID && sameAddr:
+			present = true
+		case sameID || sameAddr:
+			n.logger.Info("removing a member before it rejoins", "id", s.ID, "raft_addr", s.Address)
+			if err := n.raft.RemoveServer(s.ID, 0, 0).Error(); err != nil {
+				return translate(err)
+			}
+		}
+	}
+	if !present {
+		if err := n.raft.AddVoter(raft.ServerID(m.ID), raft.ServerAddress(m.RaftAddr), 0, 0).Error(); err != nil {
+			return translate(err)
+		}
+		n.logger.Info("member joined", "id", m.ID, "raft_addr", m.RaftAddr, "http_addr", m.HTTPAddr)
+	}
+	if n.fsm.NodeHTTPAddr(m.ID) == m.HTTPAddr {
+		return nil
+	}
+	return n.applyNodeCommand(fsm.CommandSetNode, fsm.NodeCommand{ID: m.ID, HTTPAddr: m.HTTPAddr})
+}
+
+func (n *Node) removeAsLeader(id string) error {
+	future := n.raft.GetConfiguration()
+	if err := future.Error(); err != nil {
+		return translate(err)
+	}
+	found := false
+	for _, s := range future.Configuration().Servers {
+		found = found || string(s.ID) == id
+	}
+	if !found {
+		return fmt.Errorf("%w: %q", ErrNotFound, id)
+	}
+	// Forget the address first: once the leader removes itself it can no
+	// longer append anything.
+	if err := n.applyNodeCommand(fsm.CommandRemoveNode, fsm.NodeCommand{ID: id}); err != nil {
+		return err
+	}
+	if err := n.raft.RemoveServer(raft.ServerID(id), 0, 0).Error(); err != nil {
+		return translate(err)
+	}
+	n.logger.Info("member removed", "id", id)
+	return nil
+}
+
+func (n *Node) applyNodeCommand(t fsm.CommandType, cmd fsm.NodeCommand) error {
+	data, err := fsm.Encode(t, &cmd)
+	if err != nil {
+		return err
+	}
+	future := n.raft.Apply(data, n.requestTimeout)
+	if err := future.Error(); err != nil {
+		return translate(err)
+	}
+	if err, ok := future.Response().(error); ok {
+		return fmt.Errorf("cluster: apply: %w", err)
+	}
+	return nil
+}
+
+// translate maps Raft's errors to this package's.
+func translate(err error) error {
+	switch {
+	case notApplied(err):
+		return errNotLeader
+	case errors.Is(err, raft.ErrRaftShutdown):
+		return ErrShutdown
+	case errors.Is(err, raft.ErrLeadershipLost):
+		return fmt.Errorf("%w: %w", ErrOutcomeUnknown, err)
+	default:
+		return fmt.Errorf("cluster: raft: %w", err)
+	}
+}
+
+// MemberStatus is one member as this node sees it.
+type MemberStatus struct {
+	Member
+	Voter  bool
+	Leader bool
+}
+
+// Status is this node's view of the cluster.
+type Status struct {
+	// LeaderID is the leader's ID, or "" while none is known.
+	LeaderID     string
+	Term         uint64
+	CommitIndex  uint64
+	AppliedIndex uint64
+	Members      []MemberStatus
+	// Keys is the number of (key, limit) pairs with live state.
+	Keys int
+}
+
+// Status returns this node's view of the cluster, without asking the
+// leader; it is cheap and always answers while the node runs.
+func (n *Node) Status() Status {
+	_, leaderID := n.raft.LeaderWithID()
+	st := Status{
+		LeaderID:     string(leaderID),
+		Term:         n.raft.CurrentTerm(),
+		CommitIndex:  n.raft.CommitIndex(),
+		AppliedIndex: n.raft.AppliedIndex(),
+		Keys:         n.fsm.Stats().Keys,
+	}
+	future := n.raft.GetConfiguration()
+	if future.Error() == nil {
+		for _, s := range future.Configuration().Servers {
+			st.Members = append(st.Members, MemberStatus{
+				Member: Member{ID: string(s.ID), RaftAddr: string(s.Address), HTTPAddr: n.fsm.NodeHTTPAddr(string(s.ID))},
+				Voter:  s.Suffrage == raft.Voter,
+				Leader: s.ID == leaderID,
+			})
+		}
+	}
+	return st
+}
+
+// Ready reports whether the node knows a leader and has applied every entry
+// it knows to be committed.
+func (n *Node) Ready() bool {
+	_, leaderID := n.raft.LeaderWithID()
+	return leaderID != "" && n.raft.AppliedIndex() >= n.raft.CommitIndex()
+}
+
+// LeaderHTTPAddr returns the HTTP address of the current leader, or "" when
+// no leader is known or its address is not recorded yet.
+func (n *Node) LeaderHTTPAddr() string {
+	_, id := n.raft.LeaderWithID()
+	if id == "" {
+		return ""
+	}
+	return n.fsm.NodeHTTPAddr(string(id))
+}
+
+// IsLeader reports whether this node currently believes it is the leader.
+func (n *Node) IsLeader() bool { return n.isLeader() }

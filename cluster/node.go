@@ -1,0 +1,627 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/raft"
+	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+	"github.com/limitnode/limitnode/algorithms"
+	"github.com/limitnode/limitnode/fsm"
+	"go.etcd.io/bbolt"
+)
+
+// Errors returned by Node. Raft's own errors never leave this package; each
+// is translated into one of these.
+var (
+	// ErrNoLeader: no leader could be reached before the request's
+	// deadline. Nothing was decided; the caller may retry.
+	ErrNoLeader = errors.New("cluster: no leader reachable")
+	// ErrOutcomeUnknown: the request reached the log but its outcome could
+	// not be learnt (leadership was lost, the deadline passed or the leader
+	// went away mid-request). It may or may not have consumed; a retry with
+	// the same request ID is answered with the first decision.
+	ErrOutcomeUnknown = errors.New("cluster: outcome unknown")
+	// ErrInvalid: the request was refused as invalid and decided nothing.
+	ErrInvalid = errors.New("cluster: invalid request")
+	// ErrNotFound: a member to remove is not in the cluster.
+	ErrNotFound = errors.New("cluster: no such member")
+	// ErrShutdown: the node is shutting down.
+	ErrShutdown = errors.New("cluster: node is shut down")
+
+	// errNotLeader: the node asked is not the leader and did nothing, so
+	// the request may be sent again to the leader. Never returned to
+	// callers: Node retries until its deadline, then returns ErrNoLeader.
+	errNotLeader = errors.New("cluster: not the leader")
+)
+
+// Defaults for Config's zero values.
+const (
+	defaultRequestTimeout   = 5 * time.Second
+	defaultTransferTimeout  = 3 * time.Second
+	defaultMaxBatchRequests = 4096
+	// Raft timeouts: a leader that stops is noticed after 500ms to 1s
+	// (hashicorp/raft randomises between one and two heartbeat timeouts),
+	// and a new one is elected a few hundred milliseconds later, so
+	// failover takes about a second and a half on one box. Going lower
+	// makes a loaded 2-core machine (GC pauses, -race) call spurious
+	// elections.
+	defaultHeartbeatTimeout = 500 * time.Millisecond
+	defaultElectionTimeout  = 500 * time.Millisecond
+	defaultLeaderLease      = 250 * time.Millisecond
+)
+
+// Config configures a Node. ID, RaftAddr and DataDir are required.
+type Config struct {
+	// ID names the node in the cluster; unique and stable across restarts.
+	ID string
+	// RaftAddr is the address Raft listens on and advertises to the other
+	// members, for example "127.0.0.1:7071". It must name a host, not
+	// 0.0.0.0. Port 0 picks a free port (see Node.RaftAddr); a node that
+	// restarts must then be given the port it had.
+	RaftAddr string
+	// HTTPAddr is the node's HTTP API address as the other members should
+	// see it. It is recorded in the replicated state for GET /v1/cluster.
+	HTTPAddr string
+	// DataDir holds the Raft log, the stable store and snapshots.
+	DataDir string
+	// Bootstrap makes a node whose DataDir holds no state start a new
+	// single-node cluster. Leave it false for a node that will join an
+	// existing cluster. A node with state ignores it.
+	Bootstrap bool
+
+	// Logger receives the node's logs and Raft's (at RaftLogLevel and
+	// above). Nil means slog.Default().
+	Logger *slog.Logger
+	// RaftLogLevel is the least level of Raft's own logs that reaches
+	// Logger: "debug", "info", "warn" (the default) or "error".
+	RaftLogLevel string
+	// Clock is the time the leader stamps each batch with. Nil means
+	// time.Now. Tests inject a skewed one.
+	Clock func() time.Time
+
+	// RequestTimeout bounds Allow, Join and RemoveMember when their context
+	// has no deadline. Default 5s.
+	RequestTimeout time.Duration
+	// TransferTimeout bounds the hand-over of leadership in Close. Default 3s.
+	TransferTimeout time.Duration
+	// MaxBatchRequests bounds the requests in one Raft entry. Default 4096.
+	MaxBatchRequests int
+	// HeartbeatTimeout, ElectionTimeout and LeaderLeaseTimeout are Raft's;
+	// defaults 500ms, 500ms and 250ms.
+	HeartbeatTimeout   time.Duration
+	ElectionTimeout    time.Duration
+	LeaderLeaseTimeout time.Duration
+	// SnapshotThreshold and SnapshotInterval are Raft's: a snapshot is taken
+	// when that many entries have been applied since the last, checked at
+	// that interval. Defaults 8192 and 30s.
+	SnapshotThreshold uint64
+	SnapshotInterval  time.Duration
+}
+
+// Member is one member of the cluster as the HTTP API names it.
+type Member struct {
+	_struct  bool `codec:",toarray"` //nolint:unused // msgpack: encode as an array
+	ID       string
+	RaftAddr string
+	HTTPAddr string
+}
+
+// Node is one limitnode cluster member. It decides requests against the
+// limits shared by the cluster: as the leader by appending them to the Raft
+// log, as a follower by forwarding them to the leader.
+type Node struct {
+	cfg            Config
+	logger         *slog.Logger
+	clock          func() time.Time
+	requestTimeout time.Duration
+
+	raft      *raft.Raft
+	fsm       *fsm.FSM
+	logStore  *raftboltdb.BoltStore
+	transport *raft.NetworkTransport
+	mux       *mux
+	advertise string
+
+	leaderBatch   *batcher
+	followerBatch *batcher
+	fwd           *forwarder
+
+	connsMu sync.Mutex
+	conns   map[net.Conn]struct{}
+
+	stopCh    chan struct{}
+	wg        sync.WaitGroup
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// Open starts a node: it opens (or creates) the stores under DataDir, starts
+// Raft on RaftAddr and, if Bootstrap is set and there is no state yet,
+// bootstraps a single-node cluster. A node with state rejoins the cluster it
+// belonged to. The node serves until Close.
+func Open(cfg Config) (*Node, error) {
+	if cfg.ID == "" || cfg.RaftAddr == "" || cfg.DataDir == "" {
+		return nil, fmt.Errorf("%w: ID, RaftAddr and DataDir are required", ErrInvalid)
+	}
+	cfg = withDefaults(cfg)
+	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
+		return nil, fmt.Errorf("cluster: create data directory: %w", err)
+	}
+	ln, err := net.Listen("tcp", cfg.RaftAddr)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: listen for raft on %s: %w", cfg.RaftAddr, err)
+	}
+	tcpAddr, ok := ln.Addr().(*net.TCPAddr)
+	if !ok || tcpAddr.IP.IsUnspecified() {
+		ln.Close()
+		return nil, fmt.Errorf("%w: raft address %s must name a host the other members can reach, not 0.0.0.0", ErrInvalid, cfg.RaftAddr)
+	}
+
+	n := &Node{
+		cfg:            cfg,
+		logger:         cfg.Logger.With("node", cfg.ID),
+		clock:          cfg.Clock,
+		requestTimeout: cfg.RequestTimeout,
+		advertise:      tcpAddr.String(),
+		conns:          make(map[net.Conn]struct{}),
+		stopCh:         make(chan struct{}),
+		fwd:            newForwarder(cfg.RequestTimeout),
+	}
+	n.mux = newMux(ln, n.logger, protocolRaft, protocolForward)
+	if err := n.startRaft(); err != nil {
+		n.mux.close()
+		return nil, err
+	}
+	n.leaderBatch = newBatcher(n.applyBatch, cfg.MaxBatchRequests, 1)
+	n.followerBatch = newBatcher(n.forwardBatch, cfg.MaxBatchRequests, 1)
+	n.wg.Go(func() { n.serveForwarding(n.mux.listener(protocolForward)) })
+	n.wg.Go(n.watchLeadership)
+	return n, nil
+}
+
+func withDefaults(cfg Config) Config {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = time.Now
+	}
+	if cfg.RequestTimeout <= 0 {
+		cfg.RequestTimeout = defaultRequestTimeout
+	}
+	if cfg.TransferTimeout <= 0 {
+		cfg.TransferTimeout = defaultTransferTimeout
+	}
+	if cfg.MaxBatchRequests <= 0 {
+		cfg.MaxBatchRequests = defaultMaxBatchRequests
+	}
+	if cfg.HeartbeatTimeout <= 0 {
+		cfg.HeartbeatTimeout = defaultHeartbeatTimeout
+	}
+	if cfg.ElectionTimeout <= 0 {
+		cfg.ElectionTimeout = defaultElectionTimeout
+	}
+	if cfg.LeaderLeaseTimeout <= 0 {
+		cfg.LeaderLeaseTimeout = min(defaultLeaderLease, cfg.HeartbeatTimeout)
+	}
+	if cfg.SnapshotThreshold == 0 {
+		cfg.SnapshotThreshold = 8192
+	}
+	if cfg.SnapshotInterval <= 0 {
+		cfg.SnapshotInterval = 30 * time.Second
+	}
+	return cfg
+}
+
+func (n *Node) startRaft() error {
+	hlog := newRaftLogger(n.logger, n.cfg.RaftLogLevel)
+	logStore, err := raftboltdb.New(raftboltdb.Options{
+		Path: filepath.Join(n.cfg.DataDir, "raft.db"),
+		// bbolt waits forever for the file lock by default; a second
+		// process on the same directory must fail instead.
+		BoltOptions: &bbolt.Options{Timeout: time.Second},
+	})
+	if err != nil {
+		return fmt.Errorf("cluster: open raft log in %s: %w", n.cfg.DataDir, err)
+	}
+	snapshots, err := raft.NewFileSnapshotStoreWithLogger(n.cfg.DataDir, 2, hlog)
+	if err != nil {
+		logStore.Close()
+		return fmt.Errorf("cluster: open snapshot store: %w", err)
+	}
+	hasState, err := raft.HasExistingState(logStore, logStore, snapshots)
+	if err != nil {
+		logStore.Close()
+		return fmt.Errorf("cluster: inspect existing state: %w", err)
+	}
+	transport := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
+		Stream:  &raftStream{Listener: n.mux.listener(protocolRaft), advertise: n.mux.ln.Addr()},
+		MaxPool: 5,
+		Timeout: 10 * time.Second,
+		Logger:  hlog,
+	})
+
+	rc := raft.DefaultConfig()
+	rc.LocalID = raft.ServerID(n.cfg.ID)
+	rc.Logger = hlog
+	rc.HeartbeatTimeout = n.cfg.HeartbeatTimeout
+	rc.ElectionTimeout = n.cfg.ElectionTimeout
+	rc.LeaderLeaseTimeout = n.cfg.LeaderLeaseTimeout
+	rc.SnapshotThreshold = n.cfg.SnapshotThreshold
+	rc.SnapshotInterval = n.cfg.SnapshotInterval
+	rc.BatchApplyCh = true
+	rc.MaxAppendEntries = 256
+	// The FSM's snapshot is small next to the log; keeping fewer trailing
+	// entries keeps raft.db from growing for no use.
+	rc.TrailingLogs = 4096
+
+	n.fsm = fsm.New(n.logger)
+	r, err := raft.NewRaft(rc, n.fsm, logStore, logStore, snapshots, transport)
+	if err != nil {
+		transport.Close()
+		logStore.Close()
+		return fmt.Errorf("cluster: start raft: %w", err)
+	}
+	if !hasState && n.cfg.Bootstrap {
+		boot := raft.Configuration{Servers: []raft.Server{{
+			Suffrage: raft.Voter, ID: rc.LocalID, Address: transport.LocalAddr(),
+		}}}
+		if err := r.BootstrapCluster(boot).Error(); err != nil && !errors.Is(err, raft.ErrCantBootstrap) {
+			r.Shutdown()
+			transport.Close()
+			logStore.Close()
+			return fmt.Errorf("cluster: bootstrap: %w", err)
+		}
+		n.logger.Info("bootstrapped a new single-node cluster", "raft_addr", n.advertise)
+	}
+	n.raft, n.logStore, n.transport = r, logStore, transport
+	return nil
+}
+
+// RaftAddr returns the address Raft listens on and advertises.
+func (n *Node) RaftAddr() string { return n.advertise }
+
+// ID returns the node's ID.
+func (n *Node) ID() string { return n.cfg.ID }
+
+func (n *Node) isLeader() bool { return n.raft.State() == raft.Leader }
+
+// Check is one limit check: Cost against Limit on Key.
+type Check struct {
+	Key   string
+	Limit algorithms.Limit
+	Cost  int64
+}
+
+// Request asks the cluster to admit every check's cost atomically: all are
+// admitted and consumed, or none is.
+type Request struct {
+	Checks []Check
+	// RequestID, optional and at most 64 bytes, makes the request safe to
+	// retry: for fsm.DedupWindow a request with the same ID is answered
+	// with the first decision and consumes nothing more.
+	RequestID string
+}
+
+// Decision is the cluster's answer to a Request.
+type Decision struct {
+	// Allowed is true when every check allowed, and all consumed.
+	Allowed bool
+	// Checks has one decision per check, in order. When Allowed is false,
+	// a check that would have allowed on its own is reported as it stands
+	// (it consumed nothing).
+	Checks []algorithms.Decision
+	// Duplicate is true when the answer is the first decision for a
+	// request ID seen before.
+	Duplicate bool
+}
+
+// Allow decides req. It returns ErrInvalid (wrapping an
+// *algorithms.FieldError where one field is at fault) for a bad request,
+// ErrNoLeader when no leader answered in time, ErrOutcomeUnknown when the
+// request may or may not have been decided, and ErrShutdown after Close.
+func (n *Node) Allow(ctx context.Context, req Request) (Decision, error) {
+	fr, err := req.toFSM()
+	if err != nil {
+		return Decision{}, err
+	}
+	results, err := n.decide(ctx, []fsm.Request{fr})
+	if err != nil {
+		return Decision{}, err
+	}
+	r := results[0]
+	if r.Error != "" {
+		return Decision{}, fmt.Errorf("%w: %s", ErrInvalid, r.Error)
+	}
+	return Decision{Allowed: r.Allowed, Checks: r.Decisions, Duplicate: r.Duplicate}, nil
+}
+
+func (req Request) toFSM() (fsm.Request, error) {
+	if len(req.Checks) == 0 || len(req.Checks) > fsm.MaxChecks {
+		return fsm.Request{}, fmt.Errorf("%w: a request needs 1 to %d checks", ErrInvalid, fsm.MaxChecks)
+	}
+	if len(req.RequestID) > fsm.MaxRequestIDBytes {
+		return fsm.Request{}, fmt.Errorf("%w: request ID longer than %d bytes", ErrInvalid, fsm.MaxRequestIDBytes)
+	}
+	fr := fsm.Request{RequestID: req.RequestID, Checks: make([]fsm.Check, len(req.Checks))}
+	for i, c := range req.Checks {
+		if c.Key == "" || len(c.Key) > fsm.MaxKeyBytes {
+			return fsm.Request{}, fmt.Errorf("%w: key must be 1 to %d bytes", ErrInvalid, fsm.MaxKeyBytes)
+		}
+		if err := c.Limit.Validate(); err != nil {
+			return fsm.Request{}, fmt.Errorf("%w: %w", ErrInvalid, err)
+		}
+		if err := c.Limit.ValidateCost(c.Cost); err != nil {
+			return fsm.Request{}, fmt.Errorf("%w: %w", ErrInvalid, err)
+		}
+		fr.Checks[i] = fsm.NewCheck(c.Key, c.Limit, c.Cost)
+	}
+	return fr, nil
+}
+
+// decide sends requests through the leader's group commit, locally or by
+// forwarding, and retries only where nothing can have been applied.
+func (n *Node) decide(ctx context.Context, reqs []fsm.Request) ([]fsm.Result, error) {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, n.requestTimeout)
+		defer cancel()
+	}
+	backoff := 2 * time.Millisecond
+	for {
+		var results []fsm.Result
+		var err error
+		if n.isLeader() {
+			results, err = n.leaderBatch.submit(ctx, reqs)
+		} else {
+			results, err = n.followerBatch.submit(ctx, reqs)
+		}
+		if !errors.Is(err, errNotLeader) {
+			return results, err
+		}
+		timer := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return nil, ErrNoLeader
+		case <-n.stopCh:
+			timer.Stop()
+			return nil, ErrShutdown
+		case <-timer.C:
+		}
+		backoff = min(2*backoff, 100*time.Millisecond)
+	}
+}
+
+// applyBatch is the leader's flush: one Raft entry for all the calls.
+func (n *Node) applyBatch(calls []*call) {
+	reqs := concatRequests(calls)
+	data, err := fsm.Encode(fsm.CommandAllow, &fsm.AllowCommand{NowNanos: n.clock().UnixNano(), Requests: reqs})
+	if err != nil {
+		failAll(calls, err)
+		return
+	}
+	future := n.raft.Apply(data, n.requestTimeout)
+	if err := future.Error(); err != nil {
+		if notApplied(err) {
+			failAll(calls, errNotLeader)
+		} else {
+			failAmbiguous(calls, err)
+		}
+		return
+	}
+	switch resp := future.Response().(type) {
+	case *fsm.Response:
+		distribute(calls, resp.Results)
+	case error:
+		failAll(calls, fmt.Errorf("cluster: apply: %w", resp))
+	default:
+		failAll(calls, fmt.Errorf("cluster: apply returned %T", resp))
+	}
+}
+
+// forwardBatch is a follower's flush: one message to the leader for all the
+// calls.
+func (n *Node) forwardBatch(calls []*call) {
+	addr, id := n.raft.LeaderWithID()
+	if addr == "" || string(id) == n.cfg.ID {
+		failAll(calls, errNotLeader)
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), n.requestTimeout)
+	defer cancel()
+	resp, err := n.fwd.send(ctx, string(addr), &forwardRequest{Op: opAllow, Requests: concatRequests(calls)})
+	switch {
+	case errors.Is(err, errNotSent):
+		failAll(calls, errNotLeader)
+	case err != nil:
+		failAmbiguous(calls, err)
+	case resp.Status == statusUnknown:
+		failAmbiguous(calls, errorFor(resp))
+	case resp.Status != statusOK:
+		failAll(calls, errorFor(resp))
+	default:
+		distribute(calls, resp.Results)
+	}
+}
+
+// notApplied reports whether a Raft apply error guarantees that the entry
+// was never appended, so the request may go to another leader.
+func notApplied(err error) bool {
+	return errors.Is(err, raft.ErrNotLeader) ||
+		errors.Is(err, raft.ErrLeadershipTransferInProgress) ||
+		errors.Is(err, raft.ErrEnqueueTimeout)
+}
+
+func concatRequests(calls []*call) []fsm.Request {
+	if len(calls) == 1 {
+		return calls[0].requests
+	}
+	size := 0
+	for _, c := range calls {
+		size += len(c.requests)
+	}
+	reqs := make([]fsm.Request, 0, size)
+	for _, c := range calls {
+		reqs = append(reqs, c.requests...)
+	}
+	return reqs
+}
+
+func distribute(calls []*call, results []fsm.Result) {
+	if len(results) != len(concatRequests(calls)) {
+		failAll(calls, fmt.Errorf("cluster: %d results for %d requests", len(results), len(concatRequests(calls))))
+		return
+	}
+	for _, c := range calls {
+		c.results, results = results[:len(c.requests):len(c.requests)], results[len(c.requests):]
+	}
+}
+
+func failAll(calls []*call, err error) {
+	for _, c := range calls {
+		c.err = err
+	}
+}
+
+// failAmbiguous answers calls whose outcome is unknown. A call whose every
+// request carries an ID is safe to send again, since the FSM answers a
+// repeated ID with its first result; the others get ErrOutcomeUnknown.
+func failAmbiguous(calls []*call, cause error) {
+	for _, c := range calls {
+		c.err = fmt.Errorf("%w: %w", ErrOutcomeUnknown, cause)
+		if allHaveIDs(c.requests) {
+			c.err = errNotLeader
+		}
+	}
+}
+
+func allHaveIDs(reqs []fsm.Request) bool {
+	for _, r := range reqs {
+		if r.RequestID == "" {
+			return false
+		}
+	}
+	return true
+}
+
+func (n *Node) trackConn(c net.Conn, add bool) {
+	n.connsMu.Lock()
+	defer n.connsMu.Unlock()
+	if add {
+		n.conns[c] = struct{}{}
+	} else {
+		delete(n.conns, c)
+	}
+}
+
+// watchLeadership reacts to changes of leader: it drops pooled forwarding
+// connections to the old leader and makes sure the replicated state knows
+// this node's HTTP address.
+func (n *Node) watchLeadership() {
+	observations := make(chan raft.Observation, 16)
+	observer := raft.NewObserver(observations, false, func(o *raft.Observation) bool {
+		_, ok := o.Data.(raft.LeaderObservation)
+		return ok
+	})
+	n.raft.RegisterObserver(observer)
+	defer n.raft.DeregisterObserver(observer)
+	ticker := time.NewTicker(time.Second)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-n.stopCh:
+			return
+		case <-observations:
+		case <-ticker.C:
+		}
+		addr, _ := n.raft.LeaderWithID()
+		n.fwd.dropExcept(string(addr))
+		if addr != "" && n.cfg.HTTPAddr != "" && n.fsm.NodeHTTPAddr(n.cfg.ID) != n.cfg.HTTPAddr {
+			ctx, cancel := context.WithTimeout(context.Background(), n.requestTimeout)
+			if err := n.Join(ctx, Member{ID: n.cfg.ID, RaftAddr: n.advertise, HTTPAddr: n.cfg.HTTPAddr}); err != nil {
+				n.logger.Debug("recording this node's HTTP address", "err", err)
+			}
+			cancel()
+		}
+	}
+}
+
+// Close shuts the node down cleanly: a leader first hands leadership to
+// another voter (for at most TransferTimeout), then requests still pending
+// fail with ErrShutdown, Raft stops and the stores are closed.
+func (n *Node) Close() error { return n.shutdown(true) }
+
+// Abort stops the node at once, as a crash would as far as the cluster can
+// tell: no hand-over of leadership, pending requests fail. Every entry the
+// node acknowledged is already on disk, so the node can be reopened from
+// its DataDir. Tests use it to kill a node.
+func (n *Node) Abort() error { return n.shutdown(false) }
+
+func (n *Node) shutdown(transfer bool) error {
+	n.closeOnce.Do(func() {
+		if transfer && n.isLeader() && n.otherVoters() > 0 {
+			n.transferLeadership()
+		}
+		close(n.stopCh)
+		n.leaderBatch.stop()
+		n.followerBatch.stop()
+		var errs []error
+		if err := n.raft.Shutdown().Error(); err != nil {
+			errs = append(errs, fmt.Errorf("raft shutdown: %w", err))
+		}
+		n.mux.close()
+		n.connsMu.Lock()
+		for c := range n.conns {
+			c.Close()
+		}
+		n.connsMu.Unlock()
+		n.fwd.close()
+		n.wg.Wait()
+		if err := n.transport.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("transport: %w", err))
+		}
+		if err := n.logStore.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("log store: %w", err))
+		}
+		n.closeErr = errors.Join(errs...)
+	})
+	return n.closeErr
+}
+
+func (n *Node) otherVoters() int {
+	future := n.raft.GetConfiguration()
+	if future.Error() != nil {
+		return 0
+	}
+	count := 0
+	for _, s := range future.Configuration().Servers {
+		if s.Suffrage == raft.Voter && string(s.ID) != n.cfg.ID {
+			count++
+		}
+	}
+	return count
+}
+
+func (n *Node) transferLeadership() {
+	done := make(chan error, 1)
+	go func() { done <- n.raft.LeadershipTransfer().Error() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			n.logger.Warn("leadership transfer failed", "err", err)
+		} else {
+			n.logger.Info("handed leadership over")
+		}
+	case <-time.After(n.cfg.TransferTimeout):
+		n.logger.Warn("leadership transfer timed out", "after", n.cfg.TransferTimeout)
+	}
+}

@@ -1,0 +1,215 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/limitnode/limitnode/algorithms"
+	"github.com/limitnode/limitnode/cluster"
+	"github.com/limitnode/limitnode/fsm"
+)
+
+// Size limits of the HTTP API, documented in the README.
+const (
+	// MaxBodyBytes bounds the body of a single request.
+	MaxBodyBytes = 64 << 10
+	// MaxKeyBytes, MaxRequestIDBytes and MaxChecks are the FSM's bounds.
+	MaxKeyBytes       = fsm.MaxKeyBytes
+	MaxRequestIDBytes = fsm.MaxRequestIDBytes
+	MaxChecks         = fsm.MaxChecks
+)
+
+// apiError is an error the API reports to the caller as it is.
+type apiError struct {
+	status  int
+	code    string
+	field   string
+	message string
+}
+
+func (e *apiError) Error() string { return e.message }
+
+func invalid(field, format string, args ...any) *apiError {
+	return &apiError{status: http.StatusBadRequest, code: "invalid_argument", field: field, message: fmt.Sprintf(format, args...)}
+}
+
+// decodeJSON decodes exactly one JSON value from the body into v, whatever
+// the Content-Type: unknown fields, trailing data and a body over maxBytes
+// are errors.
+func decodeJSON(w http.ResponseWriter, r *http.Request, maxBytes int64, v any) *apiError {
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBytes))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return decodeError(err, maxBytes)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			return decodeError(err, maxBytes)
+		}
+		return invalid("", "the body must hold one JSON value and nothing after it")
+	}
+	return nil
+}
+
+func decodeError(err error, maxBytes int64) *apiError {
+	var (
+		tooLarge  *http.MaxBytesError
+		typeErr   *json.UnmarshalTypeError
+		syntaxErr *json.SyntaxError
+	)
+	switch {
+	case errors.As(err, &tooLarge):
+		return &apiError{status: http.StatusRequestEntityTooLarge, code: "payload_too_large",
+			message: fmt.Sprintf("the body is larger than %d bytes", maxBytes)}
+	case errors.As(err, &typeErr):
+		want := typeErr.Type.String()
+		if strings.HasPrefix(want, "int") || strings.HasPrefix(want, "*int") {
+			want = "an integer"
+		}
+		return invalid(typeErr.Field, "%s must be %s, not a JSON %s", fieldName(typeErr.Field), want, typeErr.Value)
+	case errors.As(err, &syntaxErr):
+		return invalid("", "malformed JSON at byte %d: %v", syntaxErr.Offset, err)
+	case errors.Is(err, io.EOF):
+		return invalid("", "the body is empty; it must be a JSON object")
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return invalid("", "the JSON body ends too early")
+	}
+	if field, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+		return invalid(strings.Trim(field, `"`), "unknown field %s", field)
+	}
+	return invalid("", "malformed request: %v", err)
+}
+
+func fieldName(f string) string {
+	if f == "" {
+		return "the value"
+	}
+	return f
+}
+
+// limitJSON is a limit as the API spells it.
+type limitJSON struct {
+	Algorithm string  `json:"algorithm"`
+	Rate      *int64  `json:"rate"`
+	Period    *string `json:"period"`
+	Burst     *int64  `json:"burst"`
+}
+
+// checkJSON is one check of a multi-check request.
+type checkJSON struct {
+	Key    string     `json:"key"`
+	Limit  *limitJSON `json:"limit"`
+	Cost   *int64     `json:"cost"`
+	Policy *string    `json:"policy"`
+}
+
+// allowJSON is the body of POST /v1/allow: one check inline, or several
+// under "checks".
+type allowJSON struct {
+	Key       string      `json:"key"`
+	Limit     *limitJSON  `json:"limit"`
+	Cost      *int64      `json:"cost"`
+	Policy    *string     `json:"policy"`
+	RequestID string      `json:"request_id"`
+	Checks    []checkJSON `json:"checks"`
+}
+
+// toRequest validates the body and returns the cluster request. Every error
+// names the JSON path at fault.
+func (a *allowJSON) toRequest() (cluster.Request, *apiError) {
+	if len(a.RequestID) > MaxRequestIDBytes {
+		return cluster.Request{}, invalid("request_id", "request_id must be at most %d bytes", MaxRequestIDBytes)
+	}
+	req := cluster.Request{RequestID: a.RequestID}
+	if a.Checks == nil {
+		single := checkJSON{Key: a.Key, Limit: a.Limit, Cost: a.Cost, Policy: a.Policy}
+		c, err := single.toCheck("")
+		if err != nil {
+			return cluster.Request{}, err
+		}
+		req.Checks = []cluster.Check{c}
+		return req, nil
+	}
+	if a.Key != "" || a.Limit != nil || a.Cost != nil || a.Policy != nil {
+		return cluster.Request{}, invalid("checks", "give either key/limit/cost or checks, not both")
+	}
+	if len(a.Checks) == 0 || len(a.Checks) > MaxChecks {
+		return cluster.Request{}, invalid("checks", "checks must hold 1 to %d checks", MaxChecks)
+	}
+	for i := range a.Checks {
+		prefix := fmt.Sprintf("checks[%d].", i)
+		c, err := a.Checks[i].toCheck(prefix)
+		if err != nil {
+			return cluster.Request{}, err
+		}
+		for j, prev := range req.Checks {
+			if prev.Key == c.Key && prev.Limit == c.Limit {
+				return cluster.Request{}, invalid(prefix+"key", "checks[%d] and checks[%d] name the same key and limit", j, i)
+			}
+		}
+		req.Checks = append(req.Checks, c)
+	}
+	return req, nil
+}
+
+func (c *checkJSON) toCheck(prefix string) (cluster.Check, *apiError) {
+	if c.Policy != nil {
+		return cluster.Check{}, invalid(prefix+"policy", "named policies are not available yet; give the limit inline")
+	}
+	if c.Key == "" || len(c.Key) > MaxKeyBytes {
+		return cluster.Check{}, invalid(prefix+"key", "key is required and must be 1 to %d bytes", MaxKeyBytes)
+	}
+	if c.Limit == nil {
+		return cluster.Check{}, invalid(prefix+"limit", "limit is required")
+	}
+	l, err := c.Limit.toLimit(prefix + "limit.")
+	if err != nil {
+		return cluster.Check{}, err
+	}
+	cost := int64(1)
+	if c.Cost != nil {
+		cost = *c.Cost
+	}
+	if err := l.ValidateCost(cost); err != nil {
+		return cluster.Check{}, invalid(prefix+"cost", "cost must be an integer from 0 to %d (the most this limit can ever admit at once)", l.Capacity())
+	}
+	return cluster.Check{Key: c.Key, Limit: l, Cost: cost}, nil
+}
+
+func (j *limitJSON) toLimit(prefix string) (algorithms.Limit, *apiError) {
+	alg, err := algorithms.ParseAlgorithm(j.Algorithm)
+	if err != nil {
+		return algorithms.Limit{}, invalid(prefix+"algorithm", "unknown algorithm %q; one of token_bucket, leaky_bucket, gcra, fixed_window, sliding_window_log, sliding_window_counter", j.Algorithm)
+	}
+	if !alg.Implemented() {
+		return algorithms.Limit{}, invalid(prefix+"algorithm", "algorithm %s is not implemented yet; use token_bucket", alg)
+	}
+	if j.Rate == nil {
+		return algorithms.Limit{}, invalid(prefix+"rate", "rate is required")
+	}
+	period := time.Second
+	if j.Period != nil {
+		period, err = time.ParseDuration(*j.Period)
+		if err != nil {
+			return algorithms.Limit{}, invalid(prefix+"period", "period %q is not a Go duration such as \"500ms\", \"1m\" or \"24h\"", *j.Period)
+		}
+	}
+	l := algorithms.Limit{Algorithm: alg, Rate: *j.Rate, PeriodNanos: int64(period), Burst: *j.Rate}
+	if j.Burst != nil {
+		l.Burst = *j.Burst
+	}
+	if err := l.Validate(); err != nil {
+		var fe *algorithms.FieldError
+		if errors.As(err, &fe) {
+			return algorithms.Limit{}, invalid(prefix+fe.Field, "%s", fe.Error())
+		}
+		return algorithms.Limit{}, invalid(strings.TrimSuffix(prefix, "."), "%v", err)
+	}
+	return l, nil
+}

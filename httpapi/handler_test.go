@@ -1,0 +1,396 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/limitnode/limitnode/algorithms"
+	"github.com/limitnode/limitnode/cluster"
+)
+
+// fakeLimiter decides with the real algorithms on in-memory state at a
+// fixed instant, and can be told to fail.
+type fakeLimiter struct {
+	mu      sync.Mutex
+	now     int64
+	states  map[string]algorithms.State
+	err     error
+	last    cluster.Request
+	joined  []cluster.Member
+	removed []string
+	ready   bool
+}
+
+func newFake() *fakeLimiter {
+	return &fakeLimiter{now: 1e18, states: make(map[string]algorithms.State), ready: true}
+}
+
+func (f *fakeLimiter) Allow(_ context.Context, req cluster.Request) (cluster.Decision, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.last = req
+	if f.err != nil {
+		return cluster.Decision{}, f.err
+	}
+	d := cluster.Decision{Allowed: true}
+	next := map[string]algorithms.State{}
+	for _, c := range req.Checks {
+		id := fmt.Sprint(c.Key, c.Limit)
+		dec, s := algorithms.Decide(c.Limit, f.states[id], f.now, c.Cost)
+		d.Checks = append(d.Checks, dec)
+		d.Allowed = d.Allowed && dec.Allowed
+		next[id] = s
+	}
+	if d.Allowed {
+		for id, s := range next {
+			f.states[id] = s
+		}
+	}
+	return d, nil
+}
+
+func (f *fakeLimiter) Join(_ context.Context, m cluster.Member) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.joined = append(f.joined, m)
+	return f.err
+}
+
+func (f *fakeLimiter) RemoveMember(_ context.Context, id string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if id == "ghost" {
+		return fmt.Errorf("%w: %q", cluster.ErrNotFound, id)
+	}
+	f.removed = append(f.removed, id)
+	return f.err
+}
+
+func (f *fakeLimiter) Status() cluster.Status {
+	return cluster.Status{LeaderID: "n1", Term: 3, CommitIndex: 120, AppliedIndex: 119, Members: []cluster.MemberStatus{
+		{Member: cluster.Member{ID: "n1", RaftAddr: "127.0.0.1:8001", HTTPAddr: "127.0.0.1:7001"}, Voter: true, Leader: true},
+	}}
+}
+
+func (f *fakeLimiter) Ready() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.ready
+}
+
+func newTestAPI(f *fakeLimiter) *API {
+	return New(f, Options{Logger: slog.New(slog.DiscardHandler), Jitter: func(n int64) int64 { return n }})
+}
+
+func do(t *testing.T, h http.Handler, method, path, body string) *httptest.ResponseRecorder {
+	t.Helper()
+	req := httptest.NewRequest(method, path, strings.NewReader(body))
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	return rec
+}
+
+func decodeBody(t *testing.T, rec *httptest.ResponseRecorder) map[string]any {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal(rec.Body.Bytes(), &m); err != nil {
+		t.Fatalf("response is not JSON: %q", rec.Body.String())
+	}
+	return m
+}
+
+func TestBadRequestsGetAClearError(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name       string
+		method     string
+		body       string
+		wantStatus int
+		wantCode   string
+		wantField  string
+	}{
+		{"malformed JSON", "POST", `{"key":`, 400, "invalid_argument", ""},
+		{"not JSON at all", "POST", `key=a`, 400, "invalid_argument", ""},
+		{"an empty body", "POST", ``, 400, "invalid_argument", ""},
+		{"an unknown field", "POST", `{"key":"a","limit":{"rate":1},"colour":"red"}`, 400, "invalid_argument", "colour"},
+		{"an unknown nested field", "POST", `{"key":"a","limit":{"rate":1,"ratee":2}}`, 400, "invalid_argument", "ratee"},
+		{"data after the JSON value", "POST", `{"key":"a","limit":{"rate":1}} {}`, 400, "invalid_argument", ""},
+		{"an empty key", "POST", `{"key":"","limit":{"rate":1}}`, 400, "invalid_argument", "key"},
+		{"a key of 513 bytes", "POST", `{"key":"` + strings.Repeat("k", 513) + `","limit":{"rate":1}}`, 400, "invalid_argument", "key"},
+		{"no limit", "POST", `{"key":"a"}`, 400, "invalid_argument", "limit"},
+		{"no rate", "POST", `{"key":"a","limit":{}}`, 400, "invalid_argument", "limit.rate"},
+		{"rate 0", "POST", `{"key":"a","limit":{"rate":0}}`, 400, "invalid_argument", "limit.rate"},
+		{"a negative rate", "POST", `{"key":"a","limit":{"rate":-5}}`, 400, "invalid_argument", "limit.rate"},
+		{"a fractional rate", "POST", `{"key":"a","limit":{"rate":10.5}}`, 400, "invalid_argument", "limit.rate"},
+		{"a rate given as a string", "POST", `{"key":"a","limit":{"rate":"10"}}`, 400, "invalid_argument", "limit.rate"},
+		{"an unparseable period", "POST", `{"key":"a","limit":{"rate":1,"period":"a minute"}}`, 400, "invalid_argument", "limit.period"},
+		{"a zero period", "POST", `{"key":"a","limit":{"rate":1,"period":"0s"}}`, 400, "invalid_argument", "limit.period"},
+		{"a period over a year", "POST", `{"key":"a","limit":{"rate":1,"period":"8761h"}}`, 400, "invalid_argument", "limit.period"},
+		{"burst 0", "POST", `{"key":"a","limit":{"rate":1,"burst":0}}`, 400, "invalid_argument", "limit.burst"},
+		{"an unknown algorithm", "POST", `{"key":"a","limit":{"rate":1,"algorithm":"magic"}}`, 400, "invalid_argument", "limit.algorithm"},
+		{"a not yet implemented algorithm", "POST", `{"key":"a","limit":{"rate":1,"algorithm":"fixed_window"}}`, 400, "invalid_argument", "limit.algorithm"},
+		{"a negative cost", "POST", `{"key":"a","limit":{"rate":10},"cost":-1}`, 400, "invalid_argument", "cost"},
+		{"a cost above burst", "POST", `{"key":"a","limit":{"rate":10,"burst":5},"cost":6}`, 400, "invalid_argument", "cost"},
+		{"a request ID of 65 bytes", "POST", `{"key":"a","limit":{"rate":1},"request_id":"` + strings.Repeat("r", 65) + `"}`, 400, "invalid_argument", "request_id"},
+		{"a policy (not available yet)", "POST", `{"key":"a","policy":"p"}`, 400, "invalid_argument", "policy"},
+		{"empty checks", "POST", `{"checks":[]}`, 400, "invalid_argument", "checks"},
+		{"checks and a key together", "POST", `{"key":"a","checks":[{"key":"b","limit":{"rate":1}}]}`, 400, "invalid_argument", "checks"},
+		{"a bad check", "POST", `{"checks":[{"key":"b","limit":{"rate":1}},{"key":"c","limit":{"rate":0}}]}`, 400, "invalid_argument", "checks[1].limit.rate"},
+		{"duplicate checks", "POST", `{"checks":[{"key":"b","limit":{"rate":1}},{"key":"b","limit":{"rate":1}}]}`, 400, "invalid_argument", "checks[1].key"},
+		{"too many checks", "POST", `{"checks":[` + strings.Repeat(`{"key":"b","limit":{"rate":1}},`, 32) + `{"key":"c","limit":{"rate":1}}]}`, 400, "invalid_argument", "checks"},
+		{"a body over 64 KiB", "POST", `{"key":"` + strings.Repeat("k", 70<<10) + `"}`, 413, "payload_too_large", ""},
+		{"the wrong method", "GET", ``, 405, "method_not_allowed", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			fake := newFake()
+			rec := do(t, newTestAPI(fake), tt.method, "/v1/allow", tt.body)
+			if rec.Code != tt.wantStatus {
+				t.Fatalf("status %d, want %d; body %s", rec.Code, tt.wantStatus, rec.Body)
+			}
+			body := decodeBody(t, rec)
+			if body["code"] != tt.wantCode || body["error"] == "" {
+				t.Fatalf("body %v, want code %q and an error", body, tt.wantCode)
+			}
+			if got, _ := body["field"].(string); got != tt.wantField {
+				t.Fatalf("field %q, want %q (error: %v)", got, tt.wantField, body["error"])
+			}
+			if ct := rec.Header().Get("Content-Type"); ct != "application/json" {
+				t.Fatalf("Content-Type %q", ct)
+			}
+			if tt.wantStatus == 405 && rec.Header().Get("Allow") != "POST" {
+				t.Fatalf("Allow header %q", rec.Header().Get("Allow"))
+			}
+			if fake.last.Checks != nil {
+				t.Fatal("a bad request reached the limiter")
+			}
+		})
+	}
+}
+
+func TestAllowedAndDeniedResponses(t *testing.T) {
+	t.Parallel()
+	api := newTestAPI(newFake())
+	const body = `{"key":"api-key:abc123","limit":{"algorithm":"token_bucket","rate":100,"period":"1m","burst":100},"cost":1}`
+	rec := do(t, api, "POST", "/v1/allow", body)
+	if rec.Code != 200 {
+		t.Fatalf("status %d: %s", rec.Code, rec.Body)
+	}
+	if got, want := strings.TrimSpace(rec.Body.String()), `{"allowed":true,"limit":100,"remaining":99,"reset_after_ms":600,"retry_after_ms":0}`; got != want {
+		t.Fatalf("body %s, want %s", got, want)
+	}
+	wantHeaders := map[string]string{
+		"RateLimit-Limit":     "100",
+		"RateLimit-Remaining": "99",
+		"RateLimit-Reset":     "1",
+		"RateLimit-Policy":    `"default";q=100;w=60`,
+		"RateLimit":           `"default";r=99;t=1`,
+		"Retry-After":         "",
+	}
+	for name, want := range wantHeaders {
+		if got := rec.Header().Get(name); got != want {
+			t.Errorf("%s: %q, want %q", name, got, want)
+		}
+	}
+	// Spend the rest: the 100th is allowed, the 101st denied.
+	for range 98 {
+		do(t, api, "POST", "/v1/allow", body)
+	}
+	if rec := do(t, api, "POST", "/v1/allow", body); rec.Code != 200 || rec.Header().Get("RateLimit-Remaining") != "0" {
+		t.Fatalf("100th request: %d, remaining %q", rec.Code, rec.Header().Get("RateLimit-Remaining"))
+	}
+	rec = do(t, api, "POST", "/v1/allow", body)
+	if rec.Code != 429 {
+		t.Fatalf("101st request: %d", rec.Code)
+	}
+	if got, want := strings.TrimSpace(rec.Body.String()), `{"allowed":false,"limit":100,"remaining":0,"reset_after_ms":60000,"retry_after_ms":600}`; got != want {
+		t.Fatalf("body %s, want %s", got, want)
+	}
+	// 600ms rounds up to 1s, and the test's jitter takes its maximum, 1s.
+	if got := rec.Header().Get("Retry-After"); got != "2" {
+		t.Fatalf("Retry-After %q, want 2", got)
+	}
+	if got := rec.Header().Get("RateLimit"); got != `"default";r=0;t=1` {
+		t.Fatalf("RateLimit %q", got)
+	}
+}
+
+func TestDefaultsApply(t *testing.T) {
+	t.Parallel()
+	fake := newFake()
+	rec := do(t, newTestAPI(fake), "POST", "/v1/allow", `{"key":"k","limit":{"rate":5}}`)
+	if rec.Code != 200 {
+		t.Fatalf("status %d: %s", rec.Code, rec.Body)
+	}
+	want := cluster.Check{Key: "k", Limit: algorithms.Limit{Rate: 5, PeriodNanos: int64(time.Second), Burst: 5}, Cost: 1}
+	if got := fake.last.Checks[0]; got != want {
+		t.Fatalf("check %+v, want %+v", got, want)
+	}
+	do(t, newTestAPI(fake), "POST", "/v1/allow", `{"key":"k","limit":{"rate":5},"cost":0,"request_id":"abc"}`)
+	if got := fake.last; got.Checks[0].Cost != 0 || got.RequestID != "abc" {
+		t.Fatalf("request %+v, want cost 0 and request ID abc", got)
+	}
+}
+
+func TestSeveralChecksReportTheMostRestrictive(t *testing.T) {
+	t.Parallel()
+	api := newTestAPI(newFake())
+	const body = `{"checks":[
+		{"key":"client:a","limit":{"rate":10,"period":"1s"}},
+		{"key":"global","limit":{"rate":2,"period":"1m"}}]}`
+	rec := do(t, api, "POST", "/v1/allow", body)
+	resp := decodeBody(t, rec)
+	if rec.Code != 200 || resp["remaining"] != 1.0 || resp["limit"] != 2.0 {
+		t.Fatalf("first: %d %v", rec.Code, resp)
+	}
+	if checks, _ := resp["checks"].([]any); len(checks) != 2 {
+		t.Fatalf("checks %v", resp["checks"])
+	}
+	if got := rec.Header().Get("RateLimit-Policy"); got != `"default";q=2;w=60` {
+		t.Fatalf("RateLimit-Policy %q follows the wrong check", got)
+	}
+	do(t, api, "POST", "/v1/allow", body)
+	rec = do(t, api, "POST", "/v1/allow", body)
+	if rec.Code != 429 {
+		t.Fatalf("third: %d", rec.Code)
+	}
+	if resp := decodeBody(t, rec); resp["retry_after_ms"] != 30000.0 {
+		t.Fatalf("third: %v", resp)
+	}
+}
+
+func TestClusterErrorsBecomeStatuses(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name       string
+		err        error
+		wantStatus int
+		wantCode   string
+	}{
+		{"no leader", fmt.Errorf("wrapped: %w", cluster.ErrNoLeader), 503, "unavailable"},
+		{"an unknown outcome", cluster.ErrOutcomeUnknown, 503, "unavailable"},
+		{"a node shutting down", cluster.ErrShutdown, 503, "unavailable"},
+		{"an invalid request", fmt.Errorf("%w: %w", cluster.ErrInvalid, &algorithms.FieldError{Field: "rate", Err: algorithms.ErrRate}), 400, "invalid_argument"},
+		{"anything else", io.ErrClosedPipe, 500, "internal"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			fake := newFake()
+			fake.err = tt.err
+			rec := do(t, newTestAPI(fake), "POST", "/v1/allow", `{"key":"k","limit":{"rate":5}}`)
+			body := decodeBody(t, rec)
+			if rec.Code != tt.wantStatus || body["code"] != tt.wantCode {
+				t.Fatalf("got %d %v, want %d %s", rec.Code, body, tt.wantStatus, tt.wantCode)
+			}
+			if tt.wantStatus == 503 && rec.Header().Get("Retry-After") != "1" {
+				t.Fatalf("503 without Retry-After: 1")
+			}
+		})
+	}
+}
+
+func TestClusterEndpoints(t *testing.T) {
+	t.Parallel()
+	fake := newFake()
+	api := newTestAPI(fake)
+
+	rec := do(t, api, "GET", "/v1/cluster", "")
+	want := `{"leader":"n1","term":3,"commit_index":120,"applied_index":119,"nodes":[{"id":"n1","raft_addr":"127.0.0.1:8001","http_addr":"127.0.0.1:7001","voter":true,"leader":true}]}`
+	if rec.Code != 200 || strings.TrimSpace(rec.Body.String()) != want {
+		t.Fatalf("GET /v1/cluster: %d %s", rec.Code, rec.Body)
+	}
+
+	rec = do(t, api, "POST", "/v1/cluster/join", `{"id":"n2","raft_addr":"127.0.0.1:8002","http_addr":"127.0.0.1:7002"}`)
+	if rec.Code != 200 || len(fake.joined) != 1 || fake.joined[0].ID != "n2" || fake.joined[0].RaftAddr != "127.0.0.1:8002" {
+		t.Fatalf("join: %d %s, joined %+v", rec.Code, rec.Body, fake.joined)
+	}
+	if rec := do(t, api, "POST", "/v1/cluster/join", `{"id":"n3"}`); rec.Code != 400 || decodeBody(t, rec)["field"] != "raft_addr" {
+		t.Fatalf("join without raft_addr: %d %s", rec.Code, rec.Body)
+	}
+
+	if rec := do(t, api, "DELETE", "/v1/cluster/nodes/n2", ""); rec.Code != 200 || fake.removed[0] != "n2" {
+		t.Fatalf("remove: %d %s", rec.Code, rec.Body)
+	}
+	if rec := do(t, api, "DELETE", "/v1/cluster/nodes/ghost", ""); rec.Code != 404 || decodeBody(t, rec)["code"] != "not_found" {
+		t.Fatalf("remove unknown: %d %s", rec.Code, rec.Body)
+	}
+	if rec := do(t, api, "POST", "/v1/cluster/nodes/n2", ""); rec.Code != 405 || rec.Header().Get("Allow") != "DELETE" {
+		t.Fatalf("wrong method: %d, Allow %q", rec.Code, rec.Header().Get("Allow"))
+	}
+	if rec := do(t, api, "GET", "/v1/nothing", ""); rec.Code != 404 || decodeBody(t, rec)["code"] != "not_found" {
+		t.Fatalf("unknown path: %d %s", rec.Code, rec.Body)
+	}
+}
+
+func TestHealthAndReadiness(t *testing.T) {
+	t.Parallel()
+	fake := newFake()
+	api := newTestAPI(fake)
+	if rec := do(t, api, "GET", "/healthz", ""); rec.Code != 200 {
+		t.Fatalf("healthz %d", rec.Code)
+	}
+	if rec := do(t, api, "GET", "/readyz", ""); rec.Code != 200 {
+		t.Fatalf("readyz %d while ready", rec.Code)
+	}
+	fake.mu.Lock()
+	fake.ready = false
+	fake.mu.Unlock()
+	if rec := do(t, api, "GET", "/readyz", ""); rec.Code != 503 {
+		t.Fatalf("readyz %d while not ready", rec.Code)
+	}
+}
+
+func TestRetryAfterHeader(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name         string
+		retryAfterMS int64
+		jitterPick   func(n int64) int64
+		want         string
+	}{
+		{"a short wait with no jitter is one second", 1, func(int64) int64 { return 0 }, "1"},
+		{"600ms with no jitter rounds up to 1s", 600, func(int64) int64 { return 0 }, "1"},
+		{"600ms with the most jitter (1s) is 2s", 600, func(n int64) int64 { return n }, "2"},
+		{"exactly 2s with no jitter stays 2s", 2000, func(int64) int64 { return 0 }, "2"},
+		{"a minute spreads by up to 6s (10%)", 60000, func(n int64) int64 { return n }, "66"},
+		{"a minute with no jitter is never early", 60000, func(int64) int64 { return 0 }, "60"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			if got := retryAfterHeader(tt.retryAfterMS, tt.jitterPick); got != tt.want {
+				t.Fatalf("got %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestRateLimitHeaderStrings(t *testing.T) {
+	t.Parallel()
+	h := http.Header{}
+	d := algorithms.Decision{Limit: 50, Remaining: 7, ResetAfterNanos: 1500 * int64(time.Millisecond), RefillAfterNanos: 200 * int64(time.Millisecond)}
+	setRateLimitHeaders(h, "burst", d, int64(90*time.Second))
+	want := map[string]string{
+		"RateLimit-Limit":     "50",
+		"RateLimit-Remaining": "7",
+		"RateLimit-Reset":     "2",
+		"RateLimit-Policy":    `"burst";q=50;w=90`,
+		"RateLimit":           `"burst";r=7;t=1`,
+	}
+	for name, v := range want {
+		if got := h.Get(name); got != v {
+			t.Errorf("%s: %q, want %q", name, got, v)
+		}
+	}
+}
