@@ -129,6 +129,7 @@ type Node struct {
 	transport *raft.NetworkTransport
 	mux       *mux
 	advertise string
+	hadState  bool
 
 	leaderBatch   *batcher
 	followerBatch *batcher
@@ -282,12 +283,16 @@ func (n *Node) startRaft() error {
 		}
 		n.logger.Info("bootstrapped a new single-node cluster", "raft_addr", n.advertise)
 	}
-	n.raft, n.logStore, n.transport = r, logStore, transport
+	n.raft, n.logStore, n.transport, n.hadState = r, logStore, transport, hasState
 	return nil
 }
 
 // RaftAddr returns the address Raft listens on and advertises.
 func (n *Node) RaftAddr() string { return n.advertise }
+
+// HadState reports whether DataDir held Raft state when the node opened: the
+// node then restarted into the cluster it belonged to, and needs no join.
+func (n *Node) HadState() bool { return n.hadState }
 
 // ID returns the node's ID.
 func (n *Node) ID() string { return n.cfg.ID }

@@ -1,0 +1,211 @@
+// Package client is a Go client for limitnode's HTTP API.
+//
+// It speaks the contract of the README (POST /v1/allow, GET /v1/cluster,
+// POST /v1/cluster/join) against one or more node addresses, trying the
+// next address when one cannot be reached. Every node answers every
+// endpoint, so any address will do.
+package client
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+)
+
+// Client calls limitnode nodes over HTTP.
+type Client struct {
+	addrs []string
+	http  *http.Client
+}
+
+// New returns a client for the nodes at addrs ("127.0.0.1:7070" or a full
+// "http://..." base URL). A nil httpClient means one with a 10s timeout.
+func New(httpClient *http.Client, addrs ...string) *Client {
+	if httpClient == nil {
+		httpClient = &http.Client{Timeout: 10 * time.Second}
+	}
+	c := &Client{http: httpClient}
+	for _, a := range addrs {
+		if !strings.HasPrefix(a, "http://") && !strings.HasPrefix(a, "https://") {
+			a = "http://" + a
+		}
+		c.addrs = append(c.addrs, a)
+	}
+	return c
+}
+
+// Limit is a limit as the API spells it.
+type Limit struct {
+	Algorithm string `json:"algorithm,omitempty"`
+	Rate      int64  `json:"rate"`
+	Period    string `json:"period,omitempty"`
+	Burst     int64  `json:"burst,omitempty"`
+}
+
+// Check is one check of a multi-check request.
+type Check struct {
+	Key   string `json:"key"`
+	Limit Limit  `json:"limit"`
+	Cost  *int64 `json:"cost,omitempty"`
+}
+
+// AllowRequest is the body of POST /v1/allow: Key and Limit (and Cost), or
+// Checks.
+type AllowRequest struct {
+	Key       string  `json:"key,omitempty"`
+	Limit     *Limit  `json:"limit,omitempty"`
+	Cost      *int64  `json:"cost,omitempty"`
+	RequestID string  `json:"request_id,omitempty"`
+	Checks    []Check `json:"checks,omitempty"`
+}
+
+// Decision is the body of a /v1/allow answer, with the headers a client
+// acts on.
+type Decision struct {
+	Allowed      bool  `json:"allowed"`
+	Limit        int64 `json:"limit"`
+	Remaining    int64 `json:"remaining"`
+	ResetAfterMS int64 `json:"reset_after_ms"`
+	RetryAfterMS int64 `json:"retry_after_ms"`
+	// StatusCode is 200 or 429.
+	StatusCode int `json:"-"`
+	// RetryAfter is the 429's Retry-After header (with jitter), or 0.
+	RetryAfter time.Duration `json:"-"`
+}
+
+// Error is an error answer of the API.
+type Error struct {
+	StatusCode int
+	Message    string `json:"error"`
+	Code       string `json:"code"`
+	Field      string `json:"field"`
+}
+
+func (e *Error) Error() string {
+	if e.Field != "" {
+		return fmt.Sprintf("limitnode: %d %s (%s): %s", e.StatusCode, e.Code, e.Field, e.Message)
+	}
+	return fmt.Sprintf("limitnode: %d %s: %s", e.StatusCode, e.Code, e.Message)
+}
+
+// ErrUnreachable is returned when no address answered.
+var ErrUnreachable = errors.New("limitnode: no node reachable")
+
+// Allow asks for a decision. A 429 is not an error: it is a Decision with
+// Allowed false. Other 4xx and 5xx answers are *Error.
+func (c *Client) Allow(ctx context.Context, req AllowRequest) (Decision, error) {
+	var d Decision
+	resp, err := c.do(ctx, http.MethodPost, "/v1/allow", req, &d, http.StatusOK, http.StatusTooManyRequests)
+	if err != nil {
+		return Decision{}, err
+	}
+	d.StatusCode = resp.StatusCode
+	if s := resp.Header.Get("Retry-After"); s != "" {
+		var secs int64
+		if _, err := fmt.Sscan(s, &secs); err == nil {
+			d.RetryAfter = time.Duration(secs) * time.Second
+		}
+	}
+	return d, nil
+}
+
+// Member is a cluster member as the API names it.
+type Member struct {
+	ID       string `json:"id"`
+	RaftAddr string `json:"raft_addr"`
+	HTTPAddr string `json:"http_addr"`
+}
+
+// Join asks the cluster to add m as a voter.
+func (c *Client) Join(ctx context.Context, m Member) error {
+	_, err := c.do(ctx, http.MethodPost, "/v1/cluster/join", m, nil, http.StatusOK)
+	return err
+}
+
+// ClusterNode is one node in a ClusterStatus.
+type ClusterNode struct {
+	Member
+	Voter  bool `json:"voter"`
+	Leader bool `json:"leader"`
+}
+
+// ClusterStatus is the body of GET /v1/cluster.
+type ClusterStatus struct {
+	Leader       string        `json:"leader"`
+	Term         uint64        `json:"term"`
+	CommitIndex  uint64        `json:"commit_index"`
+	AppliedIndex uint64        `json:"applied_index"`
+	Nodes        []ClusterNode `json:"nodes"`
+}
+
+// Cluster returns a node's view of the cluster.
+func (c *Client) Cluster(ctx context.Context) (ClusterStatus, error) {
+	var st ClusterStatus
+	_, err := c.do(ctx, http.MethodGet, "/v1/cluster", nil, &st, http.StatusOK)
+	return st, err
+}
+
+// do sends the request to each address in turn until one answers; an answer
+// with a status in ok is decoded into out, any other is an *Error. Only a
+// failure to connect moves on to the next address: a request that may have
+// reached a node is not sent twice.
+func (c *Client) do(ctx context.Context, method, path string, in, out any, ok ...int) (*http.Response, error) {
+	var body []byte
+	if in != nil {
+		var err error
+		if body, err = json.Marshal(in); err != nil {
+			return nil, fmt.Errorf("limitnode: encode request: %w", err)
+		}
+	}
+	var lastErr error
+	for _, addr := range c.addrs {
+		req, err := http.NewRequestWithContext(ctx, method, addr+path, bytes.NewReader(body))
+		if err != nil {
+			return nil, fmt.Errorf("limitnode: %w", err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := c.http.Do(req)
+		if err != nil {
+			lastErr = err
+			if isDialError(err) {
+				continue
+			}
+			return nil, fmt.Errorf("limitnode: %s %s: %w", method, addr+path, err)
+		}
+		defer resp.Body.Close()
+		data, err := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
+		if err != nil {
+			return nil, fmt.Errorf("limitnode: read answer of %s: %w", addr, err)
+		}
+		for _, code := range ok {
+			if resp.StatusCode == code {
+				if out != nil {
+					if err := json.Unmarshal(data, out); err != nil {
+						return nil, fmt.Errorf("limitnode: decode answer of %s: %w", addr, err)
+					}
+				}
+				return resp, nil
+			}
+		}
+		apiErr := &Error{StatusCode: resp.StatusCode}
+		if err := json.Unmarshal(data, apiErr); err != nil {
+			apiErr.Message = string(data)
+		}
+		return resp, apiErr
+	}
+	return nil, fmt.Errorf("%w: %w", ErrUnreachable, lastErr)
+}
+
+// isDialError reports whether err is a failure to connect, after which the
+// request cannot have reached the node.
+func isDialError(err error) bool {
+	var opErr *net.OpError
+	return errors.As(err, &opErr) && opErr.Op == "dial"
+}

@@ -1,0 +1,314 @@
+package cluster_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/limitnode/limitnode/algorithms"
+	"github.com/limitnode/limitnode/cluster"
+	"github.com/limitnode/limitnode/testcluster"
+)
+
+var httpClient = &http.Client{
+	Timeout:   20 * time.Second,
+	Transport: &http.Transport{MaxIdleConnsPerHost: 128},
+}
+
+type allowAnswer struct {
+	status  int
+	header  http.Header
+	Allowed bool   `json:"allowed"`
+	Limit   int64  `json:"limit"`
+	Remain  int64  `json:"remaining"`
+	Retry   int64  `json:"retry_after_ms"`
+	Code    string `json:"code"`
+	Field   string `json:"field"`
+}
+
+func post(t testing.TB, url, body string) allowAnswer {
+	t.Helper()
+	resp, err := httpClient.Post(url, "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatalf("POST %s: %v", url, err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("read answer: %v", err)
+	}
+	a := allowAnswer{status: resp.StatusCode, header: resp.Header}
+	if err := json.Unmarshal(data, &a); err != nil {
+		t.Fatalf("answer of %s is not JSON: %q", url, data)
+	}
+	return a
+}
+
+// TestSeedsOpeningFailureCannotHappen replays the seeds' opening story: 380
+// requests for one key limited to 100 a minute, fired concurrently at all
+// three nodes. Four in-memory limiters admitted all of them; the cluster
+// admits 100, plus at most what refills while the burst lasts.
+func TestSeedsOpeningFailureCannotHappen(t *testing.T) {
+	t.Parallel()
+	c := testcluster.Start(t, 3)
+	const body = `{"key":"api-key:abc123","limit":{"rate":100,"period":"1m"}}`
+	var admitted, denied atomic.Int64
+	var wg sync.WaitGroup
+	start := time.Now()
+	for worker := range 38 {
+		wg.Go(func() {
+			for i := range 10 {
+				node := c.Nodes[(worker+i)%len(c.Nodes)]
+				a := post(t, node.URL()+"/v1/allow", body)
+				switch a.status {
+				case http.StatusOK:
+					admitted.Add(1)
+				case http.StatusTooManyRequests:
+					denied.Add(1)
+					if secs, err := strconv.Atoi(a.header.Get("Retry-After")); err != nil || secs < 1 {
+						t.Errorf("429 with Retry-After %q", a.header.Get("Retry-After"))
+					}
+				default:
+					t.Errorf("status %d (%s) from %s", a.status, a.Code, node.ID)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	refill := int64(100 * elapsed / time.Minute)
+	t.Logf("380 requests in %s: %d admitted, %d denied (bound 100 + %d refilled)", elapsed, admitted.Load(), denied.Load(), refill)
+	if got := admitted.Load(); got < 100 || got > 100+refill {
+		t.Fatalf("admitted %d, want between 100 and %d", got, 100+refill)
+	}
+}
+
+// TestSpentTokensSurviveFailoverAndRestart spends half a bucket, kills the
+// leader, and checks that the new leader serves within seconds with the
+// spent tokens still spent; then stops and restarts every node and checks
+// again.
+func TestSpentTokensSurviveFailoverAndRestart(t *testing.T) {
+	t.Parallel()
+	c := testcluster.Start(t, 3)
+	// 100 an hour: one token refills every 36s, so the test's own
+	// duration can refill at most a couple.
+	const spend = `{"key":"tenant:7","limit":{"rate":100,"period":"1h"}}`
+	const peek = `{"key":"tenant:7","limit":{"rate":100,"period":"1h"},"cost":0}`
+	start := time.Now()
+	for i := range 50 {
+		if a := post(t, c.Nodes[i%3].URL()+"/v1/allow", spend); a.status != 200 {
+			t.Fatalf("spend %d: status %d", i, a.status)
+		}
+	}
+	maxRefill := func() int64 { return int64(100*time.Since(start)/time.Hour) + 1 }
+	checkRemaining := func(url, when string) {
+		t.Helper()
+		a := post(t, url+"/v1/allow", peek)
+		if a.status != 200 || a.Remain < 50 || a.Remain > 50+maxRefill() {
+			t.Fatalf("%s: status %d remaining %d, want 50 (+ at most %d refilled)", when, a.status, a.Remain, maxRefill())
+		}
+	}
+
+	leader := c.WaitLeader()
+	leader.Kill()
+	killedAt := time.Now()
+	survivor := c.Running()[0]
+	var served allowAnswer
+	for deadline := time.Now().Add(testcluster.WaitTimeout); time.Now().Before(deadline); {
+		if served = post(t, survivor.URL()+"/v1/allow", peek); served.status == 200 {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Logf("failover: %s from killing the leader to the next decision", time.Since(killedAt))
+	if served.status != 200 {
+		t.Fatalf("no decision after killing the leader: %d %s", served.status, served.Code)
+	}
+	checkRemaining(survivor.URL(), "after failover")
+
+	leader.Restart()
+	c.WaitConverged()
+	checkRemaining(leader.URL(), "on the old leader after it rejoined")
+
+	c.StopAll()
+	for _, n := range c.Nodes {
+		n.Restart()
+	}
+	c.WaitConverged()
+	for _, n := range c.Nodes {
+		checkRemaining(n.URL(), "after restarting every node on "+n.ID)
+	}
+}
+
+// TestRequestIDIsChargedOnceOnAnyNode sends one request ID to every node in
+// turn: the first consumes, the others get the same decision for free.
+func TestRequestIDIsChargedOnceOnAnyNode(t *testing.T) {
+	t.Parallel()
+	c := testcluster.Start(t, 3)
+	const body = `{"key":"k","limit":{"rate":10,"period":"1h"},"cost":3,"request_id":"order-42"}`
+	var first allowAnswer
+	for i, n := range c.Nodes {
+		a := post(t, n.URL()+"/v1/allow", body)
+		if i == 0 {
+			first = a
+		}
+		if a.status != 200 || a.Remain != first.Remain {
+			t.Fatalf("attempt on %s: status %d remaining %d, want the first answer (remaining %d)", n.ID, a.status, a.Remain, first.Remain)
+		}
+	}
+	if a := post(t, c.Nodes[1].URL()+"/v1/allow", `{"key":"k","limit":{"rate":10,"period":"1h"},"cost":0}`); a.Remain != 7 {
+		t.Fatalf("remaining %d after three attempts with one ID, want 7", a.Remain)
+	}
+}
+
+// TestBadRequestsLeaveTheClusterServing sends malformed and invalid bodies
+// to a follower over a real connection and checks the answers and that the
+// node then decides as usual.
+func TestBadRequestsLeaveTheClusterServing(t *testing.T) {
+	t.Parallel()
+	c := testcluster.Start(t, 3)
+	url := c.Followers()[0].URL() + "/v1/allow"
+	tests := []struct {
+		name       string
+		body       string
+		wantStatus int
+		wantField  string
+	}{
+		{"malformed JSON", `{"key":"k","limit":`, 400, ""},
+		{"an unknown field", `{"key":"k","limit":{"rate":1},"extra":1}`, 400, "extra"},
+		{"an empty key", `{"key":"","limit":{"rate":1}}`, 400, "key"},
+		{"a key over 512 bytes", `{"key":"` + strings.Repeat("x", 513) + `","limit":{"rate":1}}`, 400, "key"},
+		{"rate 0", `{"key":"k","limit":{"rate":0}}`, 400, "limit.rate"},
+		{"an unparseable period", `{"key":"k","limit":{"rate":1,"period":"soon"}}`, 400, "limit.period"},
+		{"a zero period", `{"key":"k","limit":{"rate":1,"period":"0s"}}`, 400, "limit.period"},
+		{"a negative cost", `{"key":"k","limit":{"rate":5},"cost":-2}`, 400, "cost"},
+		{"a cost above burst", `{"key":"k","limit":{"rate":5},"cost":6}`, 400, "cost"},
+		{"an oversized body", `{"key":"` + strings.Repeat("x", 100<<10) + `"}`, 413, ""},
+	}
+	for _, tt := range tests {
+		a := post(t, url, tt.body)
+		if a.status != tt.wantStatus || a.Field != tt.wantField || a.Code == "" {
+			t.Errorf("%s: got %d code %q field %q, want %d field %q", tt.name, a.status, a.Code, a.Field, tt.wantStatus, tt.wantField)
+		}
+	}
+	resp, err := httpClient.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 405 || resp.Header.Get("Allow") != "POST" {
+		t.Errorf("GET /v1/allow: %d, Allow %q", resp.StatusCode, resp.Header.Get("Allow"))
+	}
+	if a := post(t, url, `{"key":"k","limit":{"rate":5}}`); a.status != 200 || a.Remain != 4 {
+		t.Fatalf("a good request after the bad ones: %d remaining %d", a.status, a.Remain)
+	}
+}
+
+// TestEmbeddedAPIAndMembership uses the Go API directly: decisions from
+// every node agree, and a member can be removed and the rest keep deciding.
+func TestEmbeddedAPIAndMembership(t *testing.T) {
+	t.Parallel()
+	c := testcluster.Start(t, 3)
+	limit := algorithms.Limit{Rate: 6, PeriodNanos: int64(time.Hour), Burst: 6}
+	req := cluster.Request{Checks: []cluster.Check{{Key: "embedded", Limit: limit, Cost: 1}}}
+	ctx := context.Background()
+	for i := range 9 {
+		d, err := c.Nodes[i%3].Node().Allow(ctx, req)
+		if err != nil {
+			t.Fatalf("Allow %d: %v", i, err)
+		}
+		if want := i < 6; d.Allowed != want {
+			t.Fatalf("request %d allowed=%v, want %v", i, d.Allowed, want)
+		}
+	}
+	if _, err := c.Nodes[0].Node().Allow(ctx, cluster.Request{}); err == nil {
+		t.Fatal("an empty request was accepted")
+	}
+
+	// Remove a follower through another follower's HTTP API.
+	followers := c.Followers()
+	removed, via := followers[0], followers[1]
+	hreq, _ := http.NewRequest(http.MethodDelete, via.URL()+"/v1/cluster/nodes/"+removed.ID, nil)
+	resp, err := httpClient.Do(hreq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("DELETE member: %d", resp.StatusCode)
+	}
+	removed.Kill()
+	leader := c.WaitLeader()
+	if got := len(leader.Node().Status().Members); got != 2 {
+		t.Fatalf("%d members after removal, want 2", got)
+	}
+	d, err := via.Node().Allow(ctx, cluster.Request{Checks: []cluster.Check{{Key: "after-removal", Limit: limit, Cost: 1}}})
+	if err != nil || !d.Allowed {
+		t.Fatalf("after removal: %+v, %v", d, err)
+	}
+	hreq, _ = http.NewRequest(http.MethodDelete, via.URL()+"/v1/cluster/nodes/nobody", nil)
+	if resp, err := httpClient.Do(hreq); err != nil || resp.StatusCode != 404 {
+		t.Fatalf("DELETE unknown member: %v %v", resp, err)
+	}
+}
+
+// TestGracefulStopHandsLeadershipOver: a leader that stops cleanly hands
+// over, and the others keep deciding.
+func TestGracefulStopHandsLeadershipOver(t *testing.T) {
+	t.Parallel()
+	c := testcluster.Start(t, 3)
+	old := c.WaitLeader()
+	old.Stop()
+	next := c.WaitLeader()
+	if next == old {
+		t.Fatal("the stopped node still leads")
+	}
+	for _, n := range c.Running() {
+		if a := post(t, n.URL()+"/v1/allow", `{"key":"k","limit":{"rate":5}}`); a.status != 200 {
+			t.Fatalf("after hand-over, %s answered %d", n.ID, a.status)
+		}
+	}
+}
+
+// BenchmarkAllowHTTP reports /v1/allow decisions per second on a 3-node
+// cluster, with callers spread over all nodes.
+func BenchmarkAllowHTTP(b *testing.B) {
+	c := testcluster.Start(b, 3)
+	for _, callers := range []int{1, 64} {
+		b.Run(fmt.Sprintf("callers=%d", callers), func(b *testing.B) {
+			var next atomic.Int64
+			var wg sync.WaitGroup
+			b.ResetTimer()
+			for w := range callers {
+				wg.Go(func() {
+					url := c.Nodes[w%3].URL() + "/v1/allow"
+					body := []byte(fmt.Sprintf(`{"key":"bench-%d","limit":{"rate":1000000000}}`, w))
+					for next.Add(1) <= int64(b.N) {
+						resp, err := httpClient.Post(url, "application/json", bytes.NewReader(body))
+						if err != nil {
+							b.Error(err)
+							return
+						}
+						_, _ = io.Copy(io.Discard, resp.Body)
+						resp.Body.Close()
+						if resp.StatusCode != 200 {
+							b.Errorf("status %d", resp.StatusCode)
+							return
+						}
+					}
+				})
+			}
+			wg.Wait()
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "decisions/s")
+		})
+	}
+}

@@ -1,0 +1,327 @@
+// Package testcluster starts real limitnode clusters inside one test process:
+// N nodes, each with its Raft listener and its HTTP API on 127.0.0.1 at a
+// port the OS picks, state in t.TempDir(). It can kill a node abruptly,
+// restart it from its data directory, and stop everything at the end of the
+// test.
+//
+// Set LIMITNODE_TEST_LOG=debug (or info, warn) to see the nodes' logs on
+// stderr.
+package testcluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/limitnode/limitnode/cluster"
+	"github.com/limitnode/limitnode/httpapi"
+)
+
+// WaitTimeout bounds every wait of this package (for a leader, for a node to
+// catch up). It is generous because tests run on loaded 2-core machines with
+// the race detector.
+const WaitTimeout = 30 * time.Second
+
+// Options adjusts the nodes of a cluster.
+type Options struct {
+	// Clock, when set, is each node's clock; a test can skew it.
+	Clock func() time.Time
+	// Configure, when set, may change each node's cluster.Config before
+	// it opens.
+	Configure func(*cluster.Config)
+}
+
+// Cluster is a set of nodes started by Start.
+type Cluster struct {
+	t     testing.TB
+	opts  Options
+	Nodes []*Node
+}
+
+// Node is one member of a test cluster.
+type Node struct {
+	ID      string
+	DataDir string
+	// RaftAddr and HTTPAddr are fixed at the first start, so that a
+	// restarted node comes back where the others expect it.
+	RaftAddr string
+	HTTPAddr string
+
+	c       *Cluster
+	mu      sync.Mutex
+	node    *cluster.Node
+	server  *http.Server
+	running bool
+}
+
+// Start starts a cluster of size nodes named n1, n2, ...: n1 bootstraps, the
+// others join through it, and Start returns once every node knows the same
+// leader and all members. The cluster is stopped when the test ends.
+func Start(t testing.TB, size int, opts ...Options) *Cluster {
+	t.Helper()
+	c := &Cluster{t: t}
+	if len(opts) > 0 {
+		c.opts = opts[0]
+	}
+	t.Cleanup(c.StopAll)
+	for i := range size {
+		n := &Node{ID: fmt.Sprintf("n%d", i+1), DataDir: t.TempDir(), RaftAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0", c: c}
+		c.Nodes = append(c.Nodes, n)
+		if err := n.start(i == 0); err != nil {
+			t.Fatalf("testcluster: start %s: %v", n.ID, err)
+		}
+		if i == 0 {
+			c.WaitLeader()
+			continue
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), WaitTimeout)
+		err := c.Nodes[0].Node().Join(ctx, cluster.Member{ID: n.ID, RaftAddr: n.RaftAddr, HTTPAddr: n.HTTPAddr})
+		cancel()
+		if err != nil {
+			t.Fatalf("testcluster: join %s: %v", n.ID, err)
+		}
+	}
+	c.WaitConverged()
+	return c
+}
+
+func (n *Node) start(bootstrap bool) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.running {
+		return errors.New("already running")
+	}
+	httpListener, err := listenRetrying(n.HTTPAddr)
+	if err != nil {
+		return fmt.Errorf("listen for HTTP: %w", err)
+	}
+	cfg := cluster.Config{
+		ID:        n.ID,
+		RaftAddr:  n.RaftAddr,
+		HTTPAddr:  httpListener.Addr().String(),
+		DataDir:   n.DataDir,
+		Bootstrap: bootstrap,
+		Logger:    testLogger().With("test_node", n.ID),
+		Clock:     n.c.opts.Clock,
+	}
+	if lvl := os.Getenv("LIMITNODE_TEST_LOG"); lvl != "" {
+		cfg.RaftLogLevel = lvl
+	}
+	if n.c.opts.Configure != nil {
+		n.c.opts.Configure(&cfg)
+	}
+	var node *cluster.Node
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		node, err = cluster.Open(cfg)
+		// The Raft port of a restarted node may linger in the kernel
+		// for a moment after the old listener closed.
+		if err == nil || !errors.Is(err, syscall.EADDRINUSE) || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err != nil {
+		httpListener.Close()
+		return err
+	}
+	n.node = node
+	n.RaftAddr = node.RaftAddr()
+	n.HTTPAddr = httpListener.Addr().String()
+	n.server = httpapi.NewServer(httpapi.New(node, httpapi.Options{Logger: cfg.Logger}))
+	server := n.server
+	go func() { _ = server.Serve(httpListener) }()
+	n.running = true
+	return nil
+}
+
+func listenRetrying(addr string) (net.Listener, error) {
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		ln, err := net.Listen("tcp", addr)
+		if err == nil || !errors.Is(err, syscall.EADDRINUSE) || time.Now().After(deadline) {
+			return ln, err
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func testLogger() *slog.Logger {
+	lvl := os.Getenv("LIMITNODE_TEST_LOG")
+	if lvl == "" {
+		return slog.New(slog.DiscardHandler)
+	}
+	var level slog.Level
+	_ = level.UnmarshalText([]byte(lvl))
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+}
+
+// Node returns the running cluster.Node (nil while the node is down).
+func (n *Node) Node() *cluster.Node {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if !n.running {
+		return nil
+	}
+	return n.node
+}
+
+// Running reports whether the node is up.
+func (n *Node) Running() bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.running
+}
+
+// URL returns the base URL of the node's HTTP API.
+func (n *Node) URL() string { return "http://" + n.HTTPAddr }
+
+// Kill stops the node abruptly: its HTTP server closes its connections and
+// the node stops without handing over leadership, as in a crash.
+func (n *Node) Kill() {
+	n.stop(false)
+}
+
+// Stop stops the node cleanly, handing over leadership if it leads.
+func (n *Node) Stop() {
+	n.stop(true)
+}
+
+func (n *Node) stop(clean bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if !n.running {
+		return
+	}
+	n.running = false
+	if clean {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_ = n.server.Shutdown(ctx)
+		cancel()
+		if err := n.node.Close(); err != nil {
+			n.c.t.Logf("testcluster: close %s: %v", n.ID, err)
+		}
+		return
+	}
+	_ = n.server.Close()
+	if err := n.node.Abort(); err != nil {
+		n.c.t.Logf("testcluster: abort %s: %v", n.ID, err)
+	}
+}
+
+// Restart starts a stopped node again from its data directory, at the same
+// addresses.
+func (n *Node) Restart() {
+	n.c.t.Helper()
+	if err := n.start(false); err != nil {
+		n.c.t.Fatalf("testcluster: restart %s: %v", n.ID, err)
+	}
+}
+
+// StopAll kills every running node. It is registered with t.Cleanup.
+func (c *Cluster) StopAll() {
+	var wg sync.WaitGroup
+	for _, n := range c.Nodes {
+		wg.Go(n.Kill)
+	}
+	wg.Wait()
+}
+
+// Running returns the nodes that are up.
+func (c *Cluster) Running() []*Node {
+	var up []*Node
+	for _, n := range c.Nodes {
+		if n.Running() {
+			up = append(up, n)
+		}
+	}
+	return up
+}
+
+// WaitLeader waits until every running node names the same leader, which
+// is itself running, and returns it.
+func (c *Cluster) WaitLeader() *Node {
+	c.t.Helper()
+	var leader *Node
+	c.waitFor("a leader known to every running node", func() bool {
+		leader = c.agreedLeader()
+		return leader != nil
+	})
+	return leader
+}
+
+// WaitConverged waits until every running node knows the same leader, sees
+// every node as a member, and has applied all it knows to be committed.
+func (c *Cluster) WaitConverged() {
+	c.t.Helper()
+	c.waitFor("the cluster to converge", func() bool {
+		if c.agreedLeader() == nil {
+			return false
+		}
+		for _, n := range c.Running() {
+			node := n.Node()
+			if node == nil {
+				return false
+			}
+			st := node.Status()
+			if len(st.Members) != len(c.Nodes) || !node.Ready() {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+func (c *Cluster) agreedLeader() *Node {
+	leaderID := ""
+	for _, n := range c.Running() {
+		node := n.Node()
+		if node == nil {
+			return nil
+		}
+		id := node.Status().LeaderID
+		if id == "" || (leaderID != "" && id != leaderID) {
+			return nil
+		}
+		leaderID = id
+	}
+	for _, n := range c.Running() {
+		if n.ID == leaderID {
+			if node := n.Node(); node != nil && node.IsLeader() {
+				return n
+			}
+		}
+	}
+	return nil
+}
+
+// Followers returns the running nodes that are not the leader.
+func (c *Cluster) Followers() []*Node {
+	c.t.Helper()
+	leader := c.WaitLeader()
+	var out []*Node
+	for _, n := range c.Running() {
+		if n != leader {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+func (c *Cluster) waitFor(what string, cond func() bool) {
+	c.t.Helper()
+	deadline := time.Now().Add(WaitTimeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			c.t.Fatalf("testcluster: timed out after %s waiting for %s", WaitTimeout, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
