@@ -28,7 +28,6 @@ const (
 )
 
 type forwardRequest struct {
-	_struct  bool `codec:",toarray"` //nolint:unused // msgpack: encode as an array
 	Op       forwardOp
 	Requests []fsm.Request
 	Member   Member // for opJoin; only ID for opRemove
@@ -55,7 +54,6 @@ const (
 )
 
 type forwardResponse struct {
-	_struct bool `codec:",toarray"` //nolint:unused // msgpack: encode as an array
 	Status  forwardStatus
 	Error   string
 	Results []fsm.Result
@@ -66,6 +64,7 @@ var forwardHandle = func() *codec.MsgpackHandle {
 	h.MaxInitLen = 4096
 	h.ErrorIfNoField = true
 	h.WriteExt = true
+	h.StructToArray = true // fields by position, not by name: smaller and faster
 	return h
 }()
 

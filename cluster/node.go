@@ -108,7 +108,6 @@ type Config struct {
 
 // Member is one member of the cluster as the HTTP API names it.
 type Member struct {
-	_struct  bool `codec:",toarray"` //nolint:unused // msgpack: encode as an array
 	ID       string
 	RaftAddr string
 	HTTPAddr string

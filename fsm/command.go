@@ -29,7 +29,6 @@ var ErrCorruptCommand = errors.New("fsm: corrupt command")
 
 // Check is one limit check of an allow request: cost against the limit of key.
 type Check struct {
-	_struct   bool `codec:",toarray"` //nolint:unused // msgpack: encode as an array
 	Key       string
 	Algorithm algorithms.Algorithm
 	Rate      int64
@@ -50,7 +49,6 @@ func NewCheck(key string, l algorithms.Limit, cost int64) Check {
 
 // Request is one caller's allow request: every check is admitted, or none.
 type Request struct {
-	_struct bool `codec:",toarray"` //nolint:unused // msgpack: encode as an array
 	// RequestID, when not empty, makes the request idempotent for
 	// DedupWindow of cluster time: a request with an ID already seen is
 	// answered with the first result and consumes nothing.
@@ -60,7 +58,6 @@ type Request struct {
 
 // AllowCommand is a batch of independent requests decided at one instant.
 type AllowCommand struct {
-	_struct bool `codec:",toarray"` //nolint:unused // msgpack: encode as an array
 	// NowNanos is the leader's clock when it built the batch. The FSM uses
 	// max(NowNanos, the latest time it has applied), so time never runs
 	// backwards across a change of leader.
@@ -70,7 +67,6 @@ type AllowCommand struct {
 
 // Result is the outcome of one Request.
 type Result struct {
-	_struct bool `codec:",toarray"` //nolint:unused // msgpack: encode as an array
 	// Allowed is true when every check allowed and all consumed.
 	Allowed bool
 	// Decisions has one decision per check, in order.
@@ -87,7 +83,6 @@ type Result struct {
 // HTTP address of a cluster member, so that every node can find the HTTP
 // address of any other, for example the leader's.
 type NodeCommand struct {
-	_struct  bool `codec:",toarray"` //nolint:unused // msgpack: encode as an array
 	ID       string
 	HTTPAddr string
 }
@@ -111,6 +106,7 @@ var msgpackHandle = func() *codec.MsgpackHandle {
 	h.MaxInitLen = 4096 // a corrupt length prefix must not allocate gigabytes up front
 	h.ErrorIfNoField = true
 	h.WriteExt = true
+	h.StructToArray = true // fields by position, not by name: smaller and faster
 	return h
 }()
 

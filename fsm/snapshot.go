@@ -26,7 +26,6 @@ var ErrCorruptSnapshot = errors.New("fsm: corrupt snapshot")
 // and limit, then the request IDs oldest first, then the nodes sorted by ID.
 // Sorting makes the bytes a function of the state alone.
 type snapshotHeader struct {
-	_struct    bool `codec:",toarray"` //nolint:unused // msgpack: encode as an array
 	Version    int
 	NowNanos   int64
 	Buckets    int
@@ -35,7 +34,6 @@ type snapshotHeader struct {
 }
 
 type bucketRecord struct {
-	_struct   bool `codec:",toarray"` //nolint:unused // msgpack: encode as an array
 	Key       string
 	Algorithm algorithms.Algorithm
 	Rate      int64
@@ -46,7 +44,6 @@ type bucketRecord struct {
 }
 
 type requestIDRecord struct {
-	_struct bool `codec:",toarray"` //nolint:unused // msgpack: encode as an array
 	ID      string
 	AtNanos int64
 	Result  Result

@@ -1,0 +1,143 @@
+package main
+
+import (
+	"context"
+	"io"
+	"testing"
+	"time"
+
+	"github.com/limitnode/limitnode/client"
+)
+
+func env(vars map[string]string) func(string) string {
+	return func(k string) string { return vars[k] }
+}
+
+func TestParseConfig(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name    string
+		args    []string
+		env     map[string]string
+		want    config
+		wantErr bool
+	}{
+		{
+			name: "no flags gives a single local node",
+			want: config{id: "node1", httpAddr: "127.0.0.1:7070", raftAddr: "127.0.0.1:7071", dataDir: "./limitnode-data", logLevel: "info", raftLogLevel: "warn", joinTimeout: time.Minute},
+		},
+		{
+			name: "environment variables set flags",
+			env:  map[string]string{"LIMITNODE_ID": "n2", "LIMITNODE_HTTP": "127.0.0.1:7002", "LIMITNODE_JOIN": "127.0.0.1:7001", "LIMITNODE_LOG_LEVEL": "debug"},
+			want: config{id: "n2", httpAddr: "127.0.0.1:7002", raftAddr: "127.0.0.1:7071", dataDir: "./limitnode-data", join: "127.0.0.1:7001", logLevel: "debug", raftLogLevel: "warn", joinTimeout: time.Minute},
+		},
+		{
+			name: "a flag on the command line wins over its variable",
+			args: []string{"-id", "from-flag", "-data", "d1"},
+			env:  map[string]string{"LIMITNODE_ID": "from-env"},
+			want: config{id: "from-flag", httpAddr: "127.0.0.1:7070", raftAddr: "127.0.0.1:7071", dataDir: "d1", logLevel: "info", raftLogLevel: "warn", joinTimeout: time.Minute},
+		},
+		{name: "a bad variable is an error", env: map[string]string{"LIMITNODE_JOIN_TIMEOUT": "forever"}, wantErr: true},
+		{name: "an unknown flag is an error", args: []string{"-color"}, wantErr: true},
+		{name: "a stray argument is an error", args: []string{"start"}, wantErr: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			got, err := parseConfig(tt.args, env(tt.env), io.Discard)
+			if (err != nil) != tt.wantErr {
+				t.Fatalf("err = %v, wantErr %v", err, tt.wantErr)
+			}
+			if !tt.wantErr && got != tt.want {
+				t.Fatalf("got %+v\nwant %+v", got, tt.want)
+			}
+		})
+	}
+}
+
+type running struct {
+	addr string
+	done chan error
+}
+
+func startNode(t *testing.T, ctx context.Context, args []string, vars map[string]string) running {
+	t.Helper()
+	ready := make(chan string, 1)
+	r := running{done: make(chan error, 1)}
+	go func() { r.done <- run(ctx, args, env(vars), io.Discard, ready) }()
+	select {
+	case r.addr = <-ready:
+	case err := <-r.done:
+		t.Fatalf("node exited early: %v", err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("node did not become ready")
+	}
+	return r
+}
+
+// TestThreeNodesFromTheCommandLine starts three nodes the way the README
+// does (the second configured through environment variables, the third
+// joining through a follower), checks that they form one cluster that
+// decides on every node, and that cancelling (SIGINT/SIGTERM) stops each
+// with no error.
+func TestThreeNodesFromTheCommandLine(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	n1 := startNode(t, ctx, []string{"-id", "n1", "-http", "127.0.0.1:0", "-raft", "127.0.0.1:0", "-data", t.TempDir()}, nil)
+	n2 := startNode(t, ctx, nil, map[string]string{
+		"LIMITNODE_ID": "n2", "LIMITNODE_HTTP": "127.0.0.1:0", "LIMITNODE_RAFT": "127.0.0.1:0",
+		"LIMITNODE_DATA": t.TempDir(), "LIMITNODE_JOIN": n1.addr,
+	})
+	n3 := startNode(t, ctx, []string{"-id", "n3", "-http", "127.0.0.1:0", "-raft", "127.0.0.1:0", "-data", t.TempDir(), "-join", "127.0.0.1:1," + n2.addr}, nil)
+
+	var st client.ClusterStatus
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		var err error
+		st, err = client.New(nil, n3.addr).Cluster(ctx)
+		if err == nil && len(st.Nodes) == 3 && st.Leader != "" && allHaveHTTPAddrs(st) {
+			break
+		}
+	}
+	if len(st.Nodes) != 3 || st.Leader != "n1" || !allHaveHTTPAddrs(st) {
+		t.Fatalf("cluster as n3 sees it: %+v", st)
+	}
+
+	limit := &client.Limit{Rate: 2, Period: "1h"}
+	var allowed int
+	for _, n := range []running{n1, n2, n3} {
+		d, err := client.New(nil, n.addr).Allow(ctx, client.AllowRequest{Key: "cli", Limit: limit})
+		if err != nil {
+			t.Fatalf("allow on %s: %v", n.addr, err)
+		}
+		if d.Allowed {
+			allowed++
+		} else if d.StatusCode != 429 || d.RetryAfter < time.Second {
+			t.Fatalf("denied with status %d and Retry-After %s", d.StatusCode, d.RetryAfter)
+		}
+	}
+	if allowed != 2 {
+		t.Fatalf("%d of 3 allowed under a limit of 2", allowed)
+	}
+
+	cancel()
+	for _, n := range []running{n3, n2, n1} {
+		select {
+		case err := <-n.done:
+			if err != nil {
+				t.Fatalf("node %s stopped with %v", n.addr, err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatalf("node %s did not stop", n.addr)
+		}
+	}
+}
+
+func allHaveHTTPAddrs(st client.ClusterStatus) bool {
+	for _, n := range st.Nodes {
+		if n.HTTPAddr == "" {
+			return false
+		}
+	}
+	return true
+}
