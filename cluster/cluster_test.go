@@ -312,3 +312,73 @@ func BenchmarkAllowHTTP(b *testing.B) {
 		})
 	}
 }
+
+// TestSnapshotsCarryTheState makes Raft snapshot and truncate its log often,
+// so that a node that was down catches up from an installed snapshot, and a
+// restart of every node restores from snapshots; the decisions stay the same.
+func TestSnapshotsCarryTheState(t *testing.T) {
+	t.Parallel()
+	c := testcluster.Start(t, 3, testcluster.Options{Configure: func(cfg *cluster.Config) {
+		cfg.SnapshotThreshold = 16
+		cfg.SnapshotInterval = 20 * time.Millisecond
+		cfg.TrailingLogs = 4
+	}})
+	ctx := context.Background()
+	limit := algorithms.Limit{Rate: 10, PeriodNanos: int64(time.Hour), Burst: 10}
+	spend := func(node *cluster.Node, key string, cost int64) {
+		t.Helper()
+		d, err := node.Allow(ctx, cluster.Request{Checks: []cluster.Check{{Key: key, Limit: limit, Cost: cost}}})
+		if err != nil || !d.Allowed {
+			t.Fatalf("spend %d on %s: %+v, %v", cost, key, d, err)
+		}
+	}
+	remaining := func(node *cluster.Node, key string) int64 {
+		t.Helper()
+		d, err := node.Allow(ctx, cluster.Request{Checks: []cluster.Check{{Key: key, Limit: limit, Cost: 0}}})
+		if err != nil {
+			t.Fatalf("peek %s: %v", key, err)
+		}
+		return d.Checks[0].Remaining
+	}
+	lagging := c.Followers()[0]
+	lagging.Kill()
+	// Each call below is its own Raft entry: far more than the threshold.
+	for i := range 60 {
+		spend(c.Running()[i%2].Node(), fmt.Sprintf("key-%d", i%20), 1+int64(i%3))
+	}
+	leader := c.WaitLeader()
+	for deadline := time.Now().Add(testcluster.WaitTimeout); leader.Node().Status().LastSnapshotIndex < 40; {
+		if time.Now().After(deadline) {
+			t.Fatal("the leader took no snapshot")
+		}
+		spend(leader.Node(), "tick", 0)
+		time.Sleep(20 * time.Millisecond)
+	}
+	want := map[string]int64{}
+	for i := range 20 {
+		key := fmt.Sprintf("key-%d", i)
+		want[key] = remaining(leader.Node(), key)
+	}
+
+	lagging.Restart()
+	c.WaitConverged()
+	if got := lagging.Node().Status().LastSnapshotIndex; got == 0 {
+		t.Fatal("the lagging node caught up without a snapshot; the test did not exercise InstallSnapshot")
+	}
+	for key, w := range want {
+		if got := remaining(lagging.Node(), key); got != w {
+			t.Fatalf("%s on the caught-up node: %d remaining, want %d", key, got, w)
+		}
+	}
+
+	c.StopAll()
+	for _, n := range c.Nodes {
+		n.Restart()
+	}
+	c.WaitConverged()
+	for key, w := range want {
+		if got := remaining(c.Nodes[0].Node(), key); got != w {
+			t.Fatalf("%s after restarting every node: %d remaining, want %d", key, got, w)
+		}
+	}
+}

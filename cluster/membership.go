@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -170,6 +171,9 @@ type Status struct {
 	CommitIndex  uint64
 	AppliedIndex uint64
 	Members      []MemberStatus
+	// LastSnapshotIndex is the log index of this node's latest snapshot
+	// (0 when it has none).
+	LastSnapshotIndex uint64
 	// Keys is the number of (key, limit) pairs with live state.
 	Keys int
 }
@@ -185,6 +189,7 @@ func (n *Node) Status() Status {
 		AppliedIndex: n.raft.AppliedIndex(),
 		Keys:         n.fsm.Stats().Keys,
 	}
+	st.LastSnapshotIndex, _ = strconv.ParseUint(n.raft.Stats()["last_snapshot_index"], 10, 64)
 	future := n.raft.GetConfiguration()
 	if future.Error() == nil {
 		for _, s := range future.Configuration().Servers {

@@ -104,6 +104,10 @@ type Config struct {
 	// that interval. Defaults 8192 and 30s.
 	SnapshotThreshold uint64
 	SnapshotInterval  time.Duration
+	// TrailingLogs is how many entries Raft keeps after a snapshot, so a
+	// follower that is slightly behind catches up from the log rather
+	// than from a whole snapshot. Default 4096.
+	TrailingLogs uint64
 }
 
 // Member is one member of the cluster as the HTTP API names it.
@@ -218,6 +222,11 @@ func withDefaults(cfg Config) Config {
 	if cfg.SnapshotInterval <= 0 {
 		cfg.SnapshotInterval = 30 * time.Second
 	}
+	if cfg.TrailingLogs == 0 {
+		// The FSM's snapshot is small next to the log; keeping fewer
+		// trailing entries than Raft's 10240 keeps raft.db smaller.
+		cfg.TrailingLogs = 4096
+	}
 	return cfg
 }
 
@@ -259,9 +268,7 @@ func (n *Node) startRaft() error {
 	rc.SnapshotInterval = n.cfg.SnapshotInterval
 	rc.BatchApplyCh = true
 	rc.MaxAppendEntries = 256
-	// The FSM's snapshot is small next to the log; keeping fewer trailing
-	// entries keeps raft.db from growing for no use.
-	rc.TrailingLogs = 4096
+	rc.TrailingLogs = n.cfg.TrailingLogs
 
 	n.fsm = fsm.New(n.logger)
 	r, err := raft.NewRaft(rc, n.fsm, logStore, logStore, snapshots, transport)
