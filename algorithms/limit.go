@@ -11,9 +11,8 @@ import (
 // the default.
 type Algorithm uint8
 
-// The algorithms limitnode knows by name. Only TokenBucket is implemented so
-// far; the others are reserved so that their names are rejected with a clear
-// error rather than being mistaken for a typo.
+// The algorithms limitnode offers. The values are stored in the Raft log and
+// in snapshots: never renumber one.
 const (
 	TokenBucket Algorithm = iota
 	LeakyBucket
@@ -54,8 +53,10 @@ func ParseAlgorithm(name string) (Algorithm, error) {
 	return 0, fmt.Errorf("unknown algorithm %q", name)
 }
 
-// Implemented reports whether Decide supports the algorithm.
-func (a Algorithm) Implemented() bool { return a == TokenBucket }
+// IsBucket reports whether the algorithm is one of the bucket algorithms
+// (token_bucket, leaky_bucket, gcra), whose capacity is Burst. The others
+// are window algorithms, whose capacity is Rate and which take no Burst.
+func (a Algorithm) IsBucket() bool { return a == TokenBucket || a == LeakyBucket || a == GCRA }
 
 // Bounds on a limit's parameters. They are part of the HTTP contract and are
 // documented in the README; each exists so that every intermediate product in
@@ -75,8 +76,9 @@ const (
 	MaxFillTime = 50 * 8760 * time.Hour
 )
 
-// Limit is a validated rate limit: at most Rate units of cost per
-// PeriodNanos on average, and at most Burst at once.
+// Limit is a rate limit: at most Rate units of cost per PeriodNanos, and
+// for the bucket algorithms at most Burst at once. Window algorithms have
+// Burst 0. The same key under two different Limits is two counters.
 type Limit struct {
 	Algorithm   Algorithm
 	Rate        int64
@@ -92,7 +94,9 @@ var (
 	ErrPeriod           = fmt.Errorf("period must be from %s to %s", MinPeriod, MaxPeriod)
 	ErrBurst            = fmt.Errorf("burst must be an integer from 1 to %d", MaxBurst)
 	ErrFillTime         = fmt.Errorf("burst / rate × period (the time to refill an empty bucket) must be at most %s", MaxFillTime)
-	ErrCost             = errors.New("cost must be an integer from 0 to the limit's burst")
+	ErrCost             = errors.New("cost must be an integer from 0 to the most the limit can admit at once")
+	ErrBurstWithWindow  = errors.New("burst applies to token_bucket, leaky_bucket and gcra only")
+	ErrLogRate          = fmt.Errorf("sliding_window_log keeps one timestamp per admitted unit, so its rate is at most %d; use sliding_window_counter for larger rates", MaxLogRate)
 )
 
 // FieldError is a validation error that names the offending field of a limit,
@@ -111,12 +115,18 @@ func (e *FieldError) Unwrap() error { return e.Err }
 // overflow. The error is a *FieldError.
 func (l Limit) Validate() error {
 	switch {
-	case !l.Algorithm.Implemented():
-		return &FieldError{"algorithm", fmt.Errorf("%w: %s (implemented: token_bucket)", ErrUnknownAlgorithm, l.Algorithm)}
+	case int(l.Algorithm) >= len(algorithmNames):
+		return &FieldError{"algorithm", fmt.Errorf("%w: %s", ErrUnknownAlgorithm, l.Algorithm)}
 	case l.Rate < 1 || l.Rate > MaxRate:
 		return &FieldError{"rate", ErrRate}
 	case l.PeriodNanos < int64(MinPeriod) || l.PeriodNanos > int64(MaxPeriod):
 		return &FieldError{"period", ErrPeriod}
+	case l.Algorithm == SlidingWindowLog && l.Rate > MaxLogRate:
+		return &FieldError{"rate", ErrLogRate}
+	case !l.Algorithm.IsBucket() && l.Burst != 0:
+		return &FieldError{"burst", ErrBurstWithWindow}
+	case !l.Algorithm.IsBucket():
+		return nil
 	case l.Burst < 1 || l.Burst > MaxBurst:
 		return &FieldError{"burst", ErrBurst}
 	}
@@ -141,15 +151,20 @@ func (l Limit) ValidateCost(cost int64) error {
 	return nil
 }
 
-// Capacity is the most cost the limit can admit at once: its burst for the
-// bucket algorithms.
-func (l Limit) Capacity() int64 { return l.Burst }
+// Capacity is the most cost the limit can admit at once: Burst for the
+// bucket algorithms, Rate for the window algorithms.
+func (l Limit) Capacity() int64 {
+	if l.Algorithm.IsBucket() {
+		return l.Burst
+	}
+	return l.Rate
+}
 
 // Decision is the outcome of one check against one limit.
 type Decision struct {
 	// Allowed reports whether the cost was admitted (and consumed).
 	Allowed bool
-	// Limit is the most that can be admitted at once (the burst).
+	// Limit is the most that can be admitted at once (Capacity).
 	Limit int64
 	// Remaining is what can still be admitted right after this decision,
 	// rounded down to whole units.

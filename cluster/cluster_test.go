@@ -30,6 +30,7 @@ type allowAnswer struct {
 	Allowed bool   `json:"allowed"`
 	Limit   int64  `json:"limit"`
 	Remain  int64  `json:"remaining"`
+	ResetMS int64  `json:"reset_after_ms"`
 	Retry   int64  `json:"retry_after_ms"`
 	Code    string `json:"code"`
 	Field   string `json:"field"`

@@ -276,13 +276,14 @@ func (f *FSM) decide(now int64, req *Request) Result {
 }
 
 func (f *FSM) store(id bucketKey, s algorithms.State) {
+	expiresAt := id.limit.ExpiresAtNanos(s)
 	if b := f.buckets[id]; b != nil {
 		b.state = s
-		b.expiresAt = s.ExpiresAtNanos()
+		b.expiresAt = expiresAt
 		heap.Fix(&f.expiry, b.heapIndex)
 		return
 	}
-	b := &bucket{id: id, state: s, expiresAt: s.ExpiresAtNanos()}
+	b := &bucket{id: id, state: s, expiresAt: expiresAt}
 	f.buckets[id] = b
 	heap.Push(&f.expiry, b)
 }

@@ -73,7 +73,15 @@ func (*memorySink) Close() error  { return nil }
 // limits, with request IDs, node changes and a clock that sometimes steps back.
 func randomLog(t testing.TB, seed uint64, entries int) [][]byte {
 	rng := rand.New(rand.NewPCG(seed, seed))
-	limits := []algorithms.Limit{perMinute100, {Rate: 5, PeriodNanos: int64(time.Second), Burst: 10}, {Rate: 3, PeriodNanos: int64(time.Second), Burst: 1}}
+	limits := []algorithms.Limit{
+		perMinute100,
+		{Rate: 5, PeriodNanos: int64(time.Second), Burst: 10},
+		{Algorithm: algorithms.GCRA, Rate: 3, PeriodNanos: int64(time.Second), Burst: 1},
+		{Algorithm: algorithms.LeakyBucket, Rate: 4, PeriodNanos: int64(time.Second), Burst: 4},
+		{Algorithm: algorithms.FixedWindow, Rate: 6, PeriodNanos: int64(time.Second)},
+		{Algorithm: algorithms.SlidingWindowLog, Rate: 8, PeriodNanos: int64(2 * time.Second)},
+		{Algorithm: algorithms.SlidingWindowCounter, Rate: 7, PeriodNanos: int64(time.Second)},
+	}
 	var log [][]byte
 	now := t0
 	for i := range entries {
@@ -91,7 +99,7 @@ func randomLog(t testing.TB, seed uint64, entries int) [][]byte {
 				if len(req.Checks) > 0 && req.Checks[0].Key == key {
 					continue
 				}
-				req.Checks = append(req.Checks, NewCheck(key, l, rng.Int64N(l.Burst+1)))
+				req.Checks = append(req.Checks, NewCheck(key, l, rng.Int64N(l.Capacity()+1)))
 			}
 			if rng.IntN(3) == 0 {
 				req.RequestID = string(rune('A' + rng.IntN(20)))

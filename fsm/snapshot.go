@@ -39,8 +39,11 @@ type bucketRecord struct {
 	Rate      int64
 	Period    int64
 	Burst     int64
-	TATNanos  int64
-	TATFrac   int64
+	At        int64
+	Frac      int64
+	Count     int64
+	Previous  int64
+	Log       []int64
 }
 
 type requestIDRecord struct {
@@ -66,7 +69,10 @@ func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
 		l := b.id.limit
 		s.buckets = append(s.buckets, bucketRecord{
 			Key: b.id.key, Algorithm: l.Algorithm, Rate: l.Rate, Period: l.PeriodNanos, Burst: l.Burst,
-			TATNanos: b.state.TATNanos, TATFrac: b.state.TATFrac,
+			At: b.state.At, Frac: b.state.Frac, Count: b.state.Count, Previous: b.state.Previous,
+			// Decide never writes into a Log it was given, so sharing it
+			// with the live state while Persist runs is safe.
+			Log: b.state.Log,
 		})
 	}
 	for _, e := range f.dedupQueue[f.dedupHead:] {
@@ -169,15 +175,15 @@ func (f *FSM) readSnapshot(r io.Reader) error {
 		if err := l.Validate(); err != nil {
 			return fmt.Errorf("bucket %d: %w", i, err)
 		}
-		if rec.Key == "" || len(rec.Key) > MaxKeyBytes || rec.TATFrac < 0 || rec.TATFrac >= rec.Rate {
+		s := algorithms.State{At: rec.At, Frac: rec.Frac, Count: rec.Count, Previous: rec.Previous, Log: rec.Log}
+		if rec.Key == "" || len(rec.Key) > MaxKeyBytes || !l.ValidState(s) {
 			return fmt.Errorf("bucket %d: key or state out of range", i)
 		}
 		id := bucketKey{rec.Key, l}
 		if f.buckets[id] != nil {
 			return fmt.Errorf("bucket %d: duplicate key %q", i, rec.Key)
 		}
-		s := algorithms.State{TATNanos: rec.TATNanos, TATFrac: rec.TATFrac}
-		b := &bucket{id: id, state: s, expiresAt: s.ExpiresAtNanos(), heapIndex: len(f.expiry)}
+		b := &bucket{id: id, state: s, expiresAt: l.ExpiresAtNanos(s), heapIndex: len(f.expiry)}
 		f.buckets[id] = b
 		f.expiry = append(f.expiry, b)
 	}

@@ -187,9 +187,6 @@ func (j *limitJSON) toLimit(prefix string) (algorithms.Limit, *apiError) {
 	if err != nil {
 		return algorithms.Limit{}, invalid(prefix+"algorithm", "unknown algorithm %q; one of token_bucket, leaky_bucket, gcra, fixed_window, sliding_window_log, sliding_window_counter", j.Algorithm)
 	}
-	if !alg.Implemented() {
-		return algorithms.Limit{}, invalid(prefix+"algorithm", "algorithm %s is not implemented yet; use token_bucket", alg)
-	}
 	if j.Rate == nil {
 		return algorithms.Limit{}, invalid(prefix+"rate", "rate is required")
 	}
@@ -200,9 +197,14 @@ func (j *limitJSON) toLimit(prefix string) (algorithms.Limit, *apiError) {
 			return algorithms.Limit{}, invalid(prefix+"period", "period %q is not a Go duration such as \"500ms\", \"1m\" or \"24h\"", *j.Period)
 		}
 	}
-	l := algorithms.Limit{Algorithm: alg, Rate: *j.Rate, PeriodNanos: int64(period), Burst: *j.Rate}
-	if j.Burst != nil {
+	l := algorithms.Limit{Algorithm: alg, Rate: *j.Rate, PeriodNanos: int64(period)}
+	switch {
+	case j.Burst != nil && !alg.IsBucket():
+		return algorithms.Limit{}, invalid(prefix+"burst", "burst applies to token_bucket, leaky_bucket and gcra; %s admits up to rate per period", alg)
+	case j.Burst != nil:
 		l.Burst = *j.Burst
+	case alg.IsBucket():
+		l.Burst = l.Rate
 	}
 	if err := l.Validate(); err != nil {
 		var fe *algorithms.FieldError

@@ -89,7 +89,7 @@ func TestDecideInvariants(t *testing.T) {
 			now += rapid.Int64Range(0, l.PeriodNanos/l.Rate+1).Draw(t, "gap")
 			cost := rapid.Int64Range(0, l.Burst).Draw(t, "cost")
 			d, next := Decide(l, s, now, cost)
-			if (!d.Allowed || cost == 0) && next != s {
+			if (!d.Allowed || cost == 0) && !next.Equal(s) {
 				t.Fatalf("allowed=%v cost=%d changed the state from %+v to %+v", d.Allowed, cost, s, next)
 			}
 			if d.Remaining < 0 || d.Remaining > l.Burst {
@@ -204,7 +204,7 @@ func TestDecideReportsTimes(t *testing.T) {
 	if d != want {
 		t.Fatalf("denied decision %+v, want %+v", d, want)
 	}
-	if got := s.ExpiresAtNanos(); got != now+400e6 {
+	if got := l.ExpiresAtNanos(s); got != now+400e6 {
 		t.Fatalf("expires at %d, want %d", got, now+400e6)
 	}
 }
@@ -218,7 +218,10 @@ func TestValidate(t *testing.T) {
 		wantErr   error
 	}{
 		{"a typical limit is valid", Limit{Rate: 100, PeriodNanos: int64(time.Minute), Burst: 100}, "", nil},
-		{"an unimplemented algorithm is refused", Limit{Algorithm: FixedWindow, Rate: 1, PeriodNanos: int64(time.Second), Burst: 1}, "algorithm", ErrUnknownAlgorithm},
+		{"an unknown algorithm is refused", Limit{Algorithm: 42, Rate: 1, PeriodNanos: int64(time.Second), Burst: 1}, "algorithm", ErrUnknownAlgorithm},
+		{"a window algorithm takes no burst", Limit{Algorithm: FixedWindow, Rate: 1, PeriodNanos: int64(time.Second), Burst: 1}, "burst", ErrBurstWithWindow},
+		{"a window algorithm without burst is valid", Limit{Algorithm: SlidingWindowCounter, Rate: MaxRate, PeriodNanos: int64(MaxPeriod)}, "", nil},
+		{"a log over its maximum rate is refused", Limit{Algorithm: SlidingWindowLog, Rate: MaxLogRate + 1, PeriodNanos: int64(time.Second)}, "rate", ErrLogRate},
 		{"rate 0 is refused", Limit{Rate: 0, PeriodNanos: int64(time.Second), Burst: 1}, "rate", ErrRate},
 		{"rate above the maximum is refused", Limit{Rate: MaxRate + 1, PeriodNanos: int64(time.Second), Burst: 1}, "rate", ErrRate},
 		{"a period under 1ms is refused", Limit{Rate: 1, PeriodNanos: int64(time.Microsecond), Burst: 1}, "period", ErrPeriod},

@@ -1,0 +1,97 @@
+package algorithms
+
+import "slices"
+
+// State is what the cluster stores for one (key, limit) pair. Its fields
+// mean different things for different algorithms; each algorithm's file
+// documents its use, and the zero State always means "no state".
+//
+//	token_bucket, leaky_bucket, gcra:  At + Frac/rate is the theoretical
+//	                                   arrival time (the instant the bucket
+//	                                   is full, or empty for the leaky
+//	                                   bucket, again); 0 ≤ Frac < rate.
+//	fixed_window:                      At is the start of the current window,
+//	                                   Count the cost admitted in it.
+//	sliding_window_counter:            as fixed_window, plus Previous, the
+//	                                   cost admitted in the window before.
+//	sliding_window_log:                Log holds one timestamp per unit of
+//	                                   cost admitted in the last period,
+//	                                   oldest first.
+type State struct {
+	At       int64
+	Frac     int64
+	Count    int64
+	Previous int64
+	Log      []int64
+}
+
+// rule is one algorithm, split into the questions Decide asks of it. Every
+// method is pure; admit must not write to memory that s refers to.
+type rule interface {
+	// wait is 0 if cost can be admitted at now, else the time until it
+	// could be, rounded up to the nanosecond. cost ≤ the limit's capacity.
+	wait(l Limit, s State, now, cost int64) int64
+	// admit returns the state after admitting cost at now (wait was 0).
+	admit(l Limit, s State, now, cost int64) State
+	// remaining is what could be admitted at now, rounded down.
+	remaining(l Limit, s State, now int64) int64
+	// expiresAt is the first instant from which s is equivalent to no
+	// state (the limit fully available again). It depends on the state
+	// alone, so every replica, restored from a snapshot or not, computes the
+	// same value.
+	expiresAt(l Limit, s State) int64
+	// valid reports whether s is a state the rule can produce for l; used
+	// to reject corrupt snapshots.
+	valid(l Limit, s State) bool
+}
+
+var rules = [...]rule{
+	TokenBucket:          tokenBucket{},
+	LeakyBucket:          leakyBucket{},
+	GCRA:                 gcra{},
+	FixedWindow:          fixedWindow{},
+	SlidingWindowLog:     slidingWindowLog{},
+	SlidingWindowCounter: slidingWindowCounter{},
+}
+
+// Decide checks cost against the limit at time now and returns the decision
+// and the key's next state. The limit must have passed Validate and the cost
+// ValidateCost; the state must be one Decide returned for the same limit, or
+// the zero State.
+//
+// A denied request, and a request of cost 0, return s unchanged: only an
+// admission changes state. Decide never modifies memory that s refers to.
+func Decide(l Limit, s State, nowNanos, cost int64) (Decision, State) {
+	r := rules[l.Algorithm]
+	d := Decision{Limit: l.Capacity()}
+	next := s
+	if wait := r.wait(l, s, nowNanos, cost); wait > 0 {
+		d.RetryAfterNanos = wait
+	} else {
+		d.Allowed = true
+		if cost > 0 {
+			next = r.admit(l, s, nowNanos, cost)
+		}
+	}
+	d.Remaining = r.remaining(l, next, nowNanos)
+	d.ResetAfterNanos = max(r.expiresAt(l, next)-nowNanos, 0)
+	if d.Remaining < d.Limit {
+		d.RefillAfterNanos = r.wait(l, next, nowNanos, d.Remaining+1)
+	}
+	return d, next
+}
+
+// ExpiresAtNanos is the first instant from which s is equivalent to no state
+// at all under l, so the caller may delete it without changing any future
+// decision. It depends on s alone. Time must not run backwards for this to
+// hold; the FSM ensures it.
+func (l Limit) ExpiresAtNanos(s State) int64 { return rules[l.Algorithm].expiresAt(l, s) }
+
+// ValidState reports whether s could have been produced by Decide under l.
+// A restored snapshot is checked with it.
+func (l Limit) ValidState(s State) bool { return rules[l.Algorithm].valid(l, s) }
+
+// Equal reports whether two states are the same.
+func (s State) Equal(o State) bool {
+	return s.At == o.At && s.Frac == o.Frac && s.Count == o.Count && s.Previous == o.Previous && slices.Equal(s.Log, o.Log)
+}
