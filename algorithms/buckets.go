@@ -126,7 +126,7 @@ func (tokenBucket) remaining(l Limit, s State, now int64) int64 {
 }
 
 func (tokenBucket) expiresAt(_ Limit, s State) int64 { return bucketExpiresAt(s) }
-func (tokenBucket) valid(l Limit, s State) bool                  { return bucketValid(l, s) }
+func (tokenBucket) valid(l Limit, s State) bool      { return bucketValid(l, s) }
 
 // leakyBucket is the leaky bucket as a meter (decide at once, never queue):
 // a bucket of capacity burst leaks at rate units per period; a request pours
@@ -169,7 +169,7 @@ func (b leakyBucket) remaining(l Limit, s State, now int64) int64 {
 }
 
 func (leakyBucket) expiresAt(_ Limit, s State) int64 { return bucketExpiresAt(s) }
-func (leakyBucket) valid(l Limit, s State) bool                  { return bucketValid(l, s) }
+func (leakyBucket) valid(l Limit, s State) bool      { return bucketValid(l, s) }
 
 // gcra is the Generic Cell Rate Algorithm in the form redis-cell and
 // redis_rate use: each key keeps only its TAT; a request of cost n is
@@ -211,4 +211,4 @@ func (gcra) remaining(l Limit, s State, now int64) int64 {
 }
 
 func (gcra) expiresAt(_ Limit, s State) int64 { return bucketExpiresAt(s) }
-func (gcra) valid(l Limit, s State) bool                  { return bucketValid(l, s) }
+func (gcra) valid(l Limit, s State) bool      { return bucketValid(l, s) }

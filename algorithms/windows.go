@@ -68,7 +68,9 @@ func (fixedWindow) expiresAt(l Limit, s State) int64 {
 	return s.At + l.PeriodNanos
 }
 
-func (fixedWindow) valid(l Limit, s State) bool { return windowsValid(l, s) && s.Previous == 0 && s.Log == nil }
+func (fixedWindow) valid(l Limit, s State) bool {
+	return windowsValid(l, s) && s.Previous == 0 && s.Log == nil
+}
 
 // slidingWindowCounter approximates a sliding window from two fixed-window
 // counters, the current one and the one before, weighting the previous by
