@@ -95,3 +95,19 @@ func (l Limit) ValidState(s State) bool { return rules[l.Algorithm].valid(l, s) 
 func (s State) Equal(o State) bool {
 	return s.At == o.At && s.Frac == o.Frac && s.Count == o.Count && s.Previous == o.Previous && slices.Equal(s.Log, o.Log)
 }
+
+// Convert carries a key's usage over from one limit to another, for a
+// policy whose limit changed: what the key has used of the old limit at now
+// (its capacity minus what remains, so a partly used unit counts as used)
+// counts as used of the new one, as if taken at now, up to the new capacity.
+// An unused key converts to no state. The result is a state of the new
+// limit; the old limit's timing (when each unit was taken) is not kept, so a
+// window algorithm holds the carried usage for a whole new period.
+func Convert(from Limit, s State, to Limit, nowNanos int64) State {
+	used := from.Capacity() - rules[from.Algorithm].remaining(from, s, nowNanos)
+	if used <= 0 {
+		return State{}
+	}
+	_, next := Decide(to, State{}, nowNanos, min(used, to.Capacity()))
+	return next
+}

@@ -295,3 +295,39 @@ func TestWindowTimes(t *testing.T) {
 		})
 	}
 }
+
+func TestConvertCarriesUsage(t *testing.T) {
+	t.Parallel()
+	now := int64(30_000_000) * int64(time.Minute)
+	perMinute := func(a Algorithm, rate, burst int64) Limit {
+		return Limit{Algorithm: a, Rate: rate, PeriodNanos: int64(time.Minute), Burst: burst}
+	}
+	tests := []struct {
+		name          string
+		from, to      Limit
+		spend         int64
+		wantRemaining int64
+	}{
+		{"a bigger bucket keeps what was used", perMinute(TokenBucket, 10, 10), perMinute(TokenBucket, 100, 100), 7, 93},
+		{"a smaller bucket is used up to its capacity", perMinute(TokenBucket, 10, 10), perMinute(TokenBucket, 5, 5), 7, 0},
+		{"an unused key stays unused", perMinute(TokenBucket, 10, 10), perMinute(TokenBucket, 5, 5), 0, 5},
+		{"a bucket becomes a window", perMinute(TokenBucket, 10, 10), perMinute(FixedWindow, 20, 0), 4, 16},
+		{"a log becomes a counter", perMinute(SlidingWindowLog, 10, 0), perMinute(SlidingWindowCounter, 10, 0), 3, 7},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			var s State
+			if tt.spend > 0 {
+				_, s = Decide(tt.from, s, now, tt.spend)
+			}
+			converted := Convert(tt.from, s, tt.to, now)
+			if !tt.to.ValidState(converted) {
+				t.Fatalf("converted state %+v is not valid under %+v", converted, tt.to)
+			}
+			if d, _ := Decide(tt.to, converted, now, 0); d.Remaining != tt.wantRemaining {
+				t.Fatalf("remaining %d after conversion, want %d", d.Remaining, tt.wantRemaining)
+			}
+		})
+	}
+}

@@ -25,12 +25,15 @@ const (
 	opAllow forwardOp = iota + 1
 	opJoin
 	opRemove
+	opPutPolicy
+	opDeletePolicy
 )
 
 type forwardRequest struct {
 	Op       forwardOp
 	Requests []fsm.Request
-	Member   Member // for opJoin; only ID for opRemove
+	Member   Member     // for opJoin; only ID for opRemove
+	Policy   fsm.Policy // for opPutPolicy; only Name for opDeletePolicy
 }
 
 // forwardStatus tells the follower what happened to its message, so that it
@@ -56,6 +59,7 @@ const (
 type forwardResponse struct {
 	Status  forwardStatus
 	Error   string
+	Field   string // for statusInvalid and statusNotFound
 	Results []fsm.Result
 }
 
@@ -223,18 +227,30 @@ func (n *Node) handleForward(req *forwardRequest) *forwardResponse {
 		}
 		return &forwardResponse{Results: results}
 	case opJoin:
-		if err := n.Join(ctx, req.Member); err != nil {
-			return &forwardResponse{Status: statusFor(err), Error: err.Error()}
-		}
-		return &forwardResponse{}
+		return replyTo(n.Join(ctx, req.Member))
 	case opRemove:
-		if err := n.RemoveMember(ctx, req.Member.ID); err != nil {
-			return &forwardResponse{Status: statusFor(err), Error: err.Error()}
-		}
-		return &forwardResponse{}
+		return replyTo(n.RemoveMember(ctx, req.Member.ID))
+	case opPutPolicy:
+		return replyTo(n.PutPolicy(ctx, req.Policy))
+	case opDeletePolicy:
+		return replyTo(n.DeletePolicy(ctx, req.Policy.Name))
 	default:
 		return &forwardResponse{Status: statusFailed, Error: fmt.Sprintf("unknown forwarding operation %d", req.Op)}
 	}
+}
+
+// replyTo answers an operation that returns only an error.
+func replyTo(err error) *forwardResponse {
+	if err == nil {
+		return &forwardResponse{}
+	}
+	resp := &forwardResponse{Status: statusFor(err), Error: err.Error()}
+	var rej *RejectedError
+	if errors.As(err, &rej) {
+		resp.Field = rej.Field
+		resp.Error = rej.Message
+	}
+	return resp
 }
 
 func statusFor(err error) forwardStatus {
@@ -262,9 +278,9 @@ func errorFor(resp *forwardResponse) error {
 	case statusUnknown:
 		return fmt.Errorf("%w: %s", ErrOutcomeUnknown, resp.Error)
 	case statusNotFound:
-		return fmt.Errorf("%w: %s", ErrNotFound, resp.Error)
+		return &RejectedError{Field: resp.Field, Message: resp.Error, cause: ErrNotFound}
 	case statusInvalid:
-		return fmt.Errorf("%w: %s", ErrInvalid, resp.Error)
+		return &RejectedError{Field: resp.Field, Message: resp.Error, cause: ErrInvalid}
 	default:
 		return fmt.Errorf("leader: %s", resp.Error)
 	}

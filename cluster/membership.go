@@ -100,7 +100,7 @@ func (n *Node) joinAsLeader(m Member) error {
 	if n.fsm.NodeHTTPAddr(m.ID) == m.HTTPAddr {
 		return nil
 	}
-	return n.applyNodeCommand(fsm.CommandSetNode, fsm.NodeCommand{ID: m.ID, HTTPAddr: m.HTTPAddr})
+	return n.applyCommand(fsm.CommandSetNode, &fsm.NodeCommand{ID: m.ID, HTTPAddr: m.HTTPAddr})
 }
 
 func (n *Node) removeAsLeader(id string) error {
@@ -113,11 +113,11 @@ func (n *Node) removeAsLeader(id string) error {
 		found = found || string(s.ID) == id
 	}
 	if !found {
-		return fmt.Errorf("%w: %q", ErrNotFound, id)
+		return &RejectedError{Field: "id", Message: fmt.Sprintf("no member %q", id), cause: ErrNotFound}
 	}
 	// Forget the address first: once the leader removes itself it can no
 	// longer append anything.
-	if err := n.applyNodeCommand(fsm.CommandRemoveNode, fsm.NodeCommand{ID: id}); err != nil {
+	if err := n.applyCommand(fsm.CommandRemoveNode, &fsm.NodeCommand{ID: id}); err != nil {
 		return err
 	}
 	if err := n.raft.RemoveServer(raft.ServerID(id), 0, 0).Error(); err != nil {
@@ -127,8 +127,10 @@ func (n *Node) removeAsLeader(id string) error {
 	return nil
 }
 
-func (n *Node) applyNodeCommand(t fsm.CommandType, cmd fsm.NodeCommand) error {
-	data, err := fsm.Encode(t, &cmd)
+// applyCommand appends one command (not an allow batch) on the leader and
+// returns its outcome: nil, a *RejectedError, or a translated Raft error.
+func (n *Node) applyCommand(t fsm.CommandType, body any) error {
+	data, err := fsm.Encode(t, body)
 	if err != nil {
 		return err
 	}
@@ -136,10 +138,16 @@ func (n *Node) applyNodeCommand(t fsm.CommandType, cmd fsm.NodeCommand) error {
 	if err := future.Error(); err != nil {
 		return translate(err)
 	}
-	if err, ok := future.Response().(error); ok {
-		return fmt.Errorf("cluster: apply: %w", err)
+	switch resp := future.Response().(type) {
+	case nil:
+		return nil
+	case *fsm.Rejection:
+		return rejected(resp)
+	case error:
+		return fmt.Errorf("cluster: apply: %w", resp)
+	default:
+		return fmt.Errorf("cluster: apply returned %T", resp)
 	}
-	return nil
 }
 
 // translate maps Raft's errors to this package's.

@@ -13,7 +13,6 @@ import (
 
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
-	"github.com/limitnode/limitnode/algorithms"
 	"github.com/limitnode/limitnode/fsm"
 	"go.etcd.io/bbolt"
 )
@@ -304,79 +303,6 @@ func (n *Node) HadState() bool { return n.hadState }
 func (n *Node) ID() string { return n.cfg.ID }
 
 func (n *Node) isLeader() bool { return n.raft.State() == raft.Leader }
-
-// Check is one limit check: Cost against Limit on Key.
-type Check struct {
-	Key   string
-	Limit algorithms.Limit
-	Cost  int64
-}
-
-// Request asks the cluster to admit every check's cost atomically: all are
-// admitted and consumed, or none is.
-type Request struct {
-	Checks []Check
-	// RequestID, optional and at most 64 bytes, makes the request safe to
-	// retry: for fsm.DedupWindow a request with the same ID is answered
-	// with the first decision and consumes nothing more.
-	RequestID string
-}
-
-// Decision is the cluster's answer to a Request.
-type Decision struct {
-	// Allowed is true when every check allowed, and all consumed.
-	Allowed bool
-	// Checks has one decision per check, in order. When Allowed is false,
-	// a check that would have allowed on its own is reported as it stands
-	// (it consumed nothing).
-	Checks []algorithms.Decision
-	// Duplicate is true when the answer is the first decision for a
-	// request ID seen before.
-	Duplicate bool
-}
-
-// Allow decides req. It returns ErrInvalid (wrapping an
-// *algorithms.FieldError where one field is at fault) for a bad request,
-// ErrNoLeader when no leader answered in time, ErrOutcomeUnknown when the
-// request may or may not have been decided, and ErrShutdown after Close.
-func (n *Node) Allow(ctx context.Context, req Request) (Decision, error) {
-	fr, err := req.toFSM()
-	if err != nil {
-		return Decision{}, err
-	}
-	results, err := n.decide(ctx, []fsm.Request{fr})
-	if err != nil {
-		return Decision{}, err
-	}
-	r := results[0]
-	if r.Error != "" {
-		return Decision{}, fmt.Errorf("%w: %s", ErrInvalid, r.Error)
-	}
-	return Decision{Allowed: r.Allowed, Checks: r.Decisions, Duplicate: r.Duplicate}, nil
-}
-
-func (req Request) toFSM() (fsm.Request, error) {
-	if len(req.Checks) == 0 || len(req.Checks) > fsm.MaxChecks {
-		return fsm.Request{}, fmt.Errorf("%w: a request needs 1 to %d checks", ErrInvalid, fsm.MaxChecks)
-	}
-	if len(req.RequestID) > fsm.MaxRequestIDBytes {
-		return fsm.Request{}, fmt.Errorf("%w: request ID longer than %d bytes", ErrInvalid, fsm.MaxRequestIDBytes)
-	}
-	fr := fsm.Request{RequestID: req.RequestID, Checks: make([]fsm.Check, len(req.Checks))}
-	for i, c := range req.Checks {
-		if c.Key == "" || len(c.Key) > fsm.MaxKeyBytes {
-			return fsm.Request{}, fmt.Errorf("%w: key must be 1 to %d bytes", ErrInvalid, fsm.MaxKeyBytes)
-		}
-		if err := c.Limit.Validate(); err != nil {
-			return fsm.Request{}, fmt.Errorf("%w: %w", ErrInvalid, err)
-		}
-		if err := c.Limit.ValidateCost(c.Cost); err != nil {
-			return fsm.Request{}, fmt.Errorf("%w: %w", ErrInvalid, err)
-		}
-		fr.Checks[i] = fsm.NewCheck(c.Key, c.Limit, c.Cost)
-	}
-	return fr, nil
-}
 
 // decide sends requests through the leader's group commit, locally or by
 // forwarding, and retries only where nothing can have been applied.

@@ -2,6 +2,8 @@ package fsm
 
 import (
 	"bytes"
+	"slices"
+	"strings"
 	"errors"
 	"fmt"
 
@@ -21,23 +23,39 @@ const (
 	CommandSetNode CommandType = 2
 	// CommandRemoveNode forgets a member's HTTP address.
 	CommandRemoveNode CommandType = 3
+	// CommandPutPolicy creates or replaces a named policy.
+	CommandPutPolicy CommandType = 4
+	// CommandDeletePolicy deletes a named policy.
+	CommandDeletePolicy CommandType = 5
 )
 
 // ErrCorruptCommand is returned (as the Apply response) for a log entry that
 // cannot be decoded. No state changes for such an entry, on any replica.
 var ErrCorruptCommand = errors.New("fsm: corrupt command")
 
-// Check is one limit check of an allow request: cost against the limit of key.
+// Check is one limit check of an allow request: Cost against a limit on a
+// key. The limit is given inline (Algorithm ... Burst), or by Policy, a named
+// policy resolved when the entry is applied, so that every replica uses the
+// policy as it stands at that log index. With a policy that has a key
+// template, Dimensions fill the template and Key is empty.
 type Check struct {
-	Key       string
-	Algorithm algorithms.Algorithm
-	Rate      int64
-	Period    int64 // nanoseconds
-	Burst     int64
-	Cost      int64
+	Key        string
+	Algorithm  algorithms.Algorithm
+	Rate       int64
+	Period     int64 // nanoseconds
+	Burst      int64
+	Cost       int64
+	Policy     string
+	Dimensions []Dimension // sorted by name
 }
 
-// Limit returns the check's limit.
+// Dimension is one named part of a key, for a policy's key template.
+type Dimension struct {
+	Name  string
+	Value string
+}
+
+// Limit returns the check's inline limit.
 func (c Check) Limit() algorithms.Limit {
 	return algorithms.Limit{Algorithm: c.Algorithm, Rate: c.Rate, PeriodNanos: c.Period, Burst: c.Burst}
 }
@@ -45,6 +63,12 @@ func (c Check) Limit() algorithms.Limit {
 // NewCheck returns a check of cost against limit l on key.
 func NewCheck(key string, l algorithms.Limit, cost int64) Check {
 	return Check{Key: key, Algorithm: l.Algorithm, Rate: l.Rate, Period: l.PeriodNanos, Burst: l.Burst, Cost: cost}
+}
+
+// NewPolicyCheck returns a check of cost against the named policy, on key or
+// on the key the policy's template makes of dimensions.
+func NewPolicyCheck(key, policy string, dimensions []Dimension, cost int64) Check {
+	return Check{Key: key, Policy: policy, Dimensions: dimensions, Cost: cost}
 }
 
 // Request is one caller's allow request: every check is admitted, or none.
@@ -67,16 +91,52 @@ type AllowCommand struct {
 
 // Result is the outcome of one Request.
 type Result struct {
-	// Allowed is true when every check allowed and all consumed.
+	// Allowed is true when every check that is not in shadow mode allowed,
+	// and then all consumed.
 	Allowed bool
-	// Decisions has one decision per check, in order.
-	Decisions []algorithms.Decision
+	// Checks has one result per check, in order.
+	Checks []CheckResult
 	// Duplicate is true when the request's ID had been seen: the result is
 	// the first one, and nothing was consumed this time.
 	Duplicate bool
-	// Error, when not empty, says why the request was refused as invalid;
-	// it consumed nothing.
-	Error string
+	// Rejection, when not nil, says why the request was refused without a
+	// decision; it consumed nothing.
+	Rejection *Rejection
+}
+
+// CheckResult is the outcome of one check.
+type CheckResult struct {
+	Decision algorithms.Decision
+	// PeriodNanos is the period of the limit the check was decided under
+	// (a policy's limit is only known when the entry is applied).
+	PeriodNanos int64
+	// Key is the key the check was decided on, when a policy's template
+	// made it from dimensions; empty otherwise.
+	Key string
+	// Shadow is true when the check's policy is in shadow mode: its
+	// decision is reported and counted but never denies the request.
+	Shadow bool
+}
+
+// Rejection is a request refused as it stands: Code says how
+// ("invalid_argument" or "not_found"), Field names the offending field in
+// the HTTP API's terms when one is at fault.
+type Rejection struct {
+	Code    string
+	Field   string
+	Message string
+}
+
+// Rejection codes.
+const (
+	CodeInvalid  = "invalid_argument"
+	CodeNotFound = "not_found"
+)
+
+func (r *Rejection) Error() string { return r.Message }
+
+func reject(code, field, format string, args ...any) *Rejection {
+	return &Rejection{Code: code, Field: field, Message: fmt.Sprintf(format, args...)}
 }
 
 // NodeCommand records (CommandSetNode) or forgets (CommandRemoveNode) the
@@ -145,32 +205,72 @@ func EncodeValue(v any) ([]byte, error) {
 // trailing bytes.
 func DecodeValue(data []byte, v any) error { return decodeBody(data, v) }
 
-// validate checks a decoded allow request as strictly as the HTTP API does,
-// so that a corrupt or hand-built entry can never reach the algorithms with
-// values they would overflow on.
-func (r *Request) validate() error {
+// Validate checks what can be checked of an allow request before
+// policies are resolved, as strictly as the HTTP API does, so that a corrupt
+// or hand-built entry can never reach the algorithms with values they would
+// overflow on.
+func (r *Request) Validate() *Rejection {
 	if len(r.RequestID) > MaxRequestIDBytes {
-		return fmt.Errorf("request_id longer than %d bytes", MaxRequestIDBytes)
+		return reject(CodeInvalid, "request_id", "request_id longer than %d bytes", MaxRequestIDBytes)
 	}
 	if len(r.Checks) == 0 || len(r.Checks) > MaxChecks {
-		return fmt.Errorf("a request needs 1 to %d checks", MaxChecks)
+		return reject(CodeInvalid, "checks", "a request needs 1 to %d checks", MaxChecks)
 	}
-	for i, c := range r.Checks {
-		if c.Key == "" || len(c.Key) > MaxKeyBytes {
-			return fmt.Errorf("check %d: key must be 1 to %d bytes", i, MaxKeyBytes)
-		}
-		l := c.Limit()
-		if err := l.Validate(); err != nil {
-			return fmt.Errorf("check %d: %w", i, err)
-		}
-		if err := l.ValidateCost(c.Cost); err != nil {
-			return fmt.Errorf("check %d: %w", i, err)
-		}
-		for j := range i {
-			if r.Checks[j].Key == c.Key && r.Checks[j].Limit() == l {
-				return fmt.Errorf("checks %d and %d name the same key and limit", j, i)
+	for i := range r.Checks {
+		if err := r.Checks[i].validate(); err != nil {
+			if len(r.Checks) > 1 {
+				err.Field = fmt.Sprintf("checks[%d].%s", i, err.Field)
 			}
+			return err
 		}
 	}
 	return nil
+}
+
+func (c *Check) validate() *Rejection {
+	if c.Cost < 0 {
+		return reject(CodeInvalid, "cost", "cost must not be negative")
+	}
+	if len(c.Key) > MaxKeyBytes {
+		return reject(CodeInvalid, "key", "key must be 1 to %d bytes", MaxKeyBytes)
+	}
+	if c.Policy != "" {
+		if c.Limit() != (algorithms.Limit{}) {
+			return reject(CodeInvalid, "policy", "a check names a policy or gives a limit, not both")
+		}
+		if (c.Key == "") == (len(c.Dimensions) == 0) {
+			return reject(CodeInvalid, "key", "a policy check needs a key, or dimensions for a policy with a key template")
+		}
+		return validateDimensions(c.Dimensions)
+	}
+	if c.Key == "" {
+		return reject(CodeInvalid, "key", "key must be 1 to %d bytes", MaxKeyBytes)
+	}
+	if len(c.Dimensions) > 0 {
+		return reject(CodeInvalid, "dimensions", "dimensions need a policy with a key template")
+	}
+	l := c.Limit()
+	if err := l.Validate(); err != nil {
+		return limitRejection("limit.", err)
+	}
+	if err := l.ValidateCost(c.Cost); err != nil {
+		return limitRejection("", err)
+	}
+	return nil
+}
+
+// limitRejection turns a validation error of package algorithms into a
+// rejection naming the field under prefix.
+func limitRejection(prefix string, err error) *Rejection {
+	var fe *algorithms.FieldError
+	if errors.As(err, &fe) {
+		return reject(CodeInvalid, prefix+fe.Field, "%v", err)
+	}
+	return reject(CodeInvalid, strings.TrimSuffix(prefix, "."), "%v", err)
+}
+
+// sameTarget reports whether two checks of one request would decide on the
+// same state, which an atomic request may not do.
+func sameTarget(a, b Check) bool {
+	return a.Key == b.Key && a.Policy == b.Policy && a.Limit() == b.Limit() && slices.Equal(a.Dimensions, b.Dimensions)
 }

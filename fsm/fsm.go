@@ -4,6 +4,8 @@ import (
 	"container/heap"
 	"fmt"
 	"log/slog"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -26,16 +28,22 @@ const MaxDedupEntries = 1 << 20
 // were gone (a full bucket).
 const maxExpiriesPerApply = 4096
 
-// bucketKey identifies one piece of state: a key under one limit. The same
-// key under a different limit is a different counter.
+// bucketKey identifies one piece of state: a key under one inline limit
+// (the same key under a different limit is a different counter), or a key
+// under a named policy, whatever the policy's limit is now (limit is then
+// zero, and the bucket remembers the limit its state was decided under).
 type bucketKey struct {
-	key   string
-	limit algorithms.Limit
+	key    string
+	policy string
+	limit  algorithms.Limit
 }
 
 func (a bucketKey) less(b bucketKey) bool {
 	if a.key != b.key {
 		return a.key < b.key
+	}
+	if a.policy != b.policy {
+		return a.policy < b.policy
 	}
 	la, lb := a.limit, b.limit
 	switch {
@@ -51,10 +59,21 @@ func (a bucketKey) less(b bucketKey) bool {
 }
 
 type bucket struct {
-	id        bucketKey
-	state     algorithms.State
+	id    bucketKey
+	state algorithms.State
+	// under is the limit a policy bucket's state was decided under (shared
+	// with the policy version that set it); nil for inline buckets.
+	under     *algorithms.Limit
 	expiresAt int64
 	heapIndex int
+}
+
+// limit returns the limit the bucket's state is under.
+func (b *bucket) limit() algorithms.Limit {
+	if b.under != nil {
+		return *b.under
+	}
+	return b.id.limit
 }
 
 // expiryHeap orders buckets by expiry, then by key, so that which buckets an
@@ -107,6 +126,7 @@ type FSM struct {
 	dedupQueue []*dedupEntry // oldest first; dedupHead is the first live one
 	dedupHead  int
 	nodes      map[string]string
+	policies   map[string]*policyEntry
 	logger     *slog.Logger
 }
 
@@ -133,6 +153,7 @@ func (f *FSM) reset() {
 	f.dedupQueue = nil
 	f.dedupHead = 0
 	f.nodes = make(map[string]string)
+	f.policies = make(map[string]*policyEntry)
 }
 
 // Apply applies one log entry; see ApplyBatch.
@@ -191,6 +212,43 @@ var applyCommands = map[CommandType]func(f *FSM, body []byte) (any, error){
 		delete(f.nodes, cmd.ID)
 		return nil, nil
 	},
+	CommandPutPolicy: func(f *FSM, body []byte) (any, error) {
+		var p Policy
+		if err := decodeBody(body, &p); err != nil {
+			return nil, err
+		}
+		return f.putPolicy(p), nil
+	},
+	CommandDeletePolicy: func(f *FSM, body []byte) (any, error) {
+		var cmd NamedDeleteCommand
+		if err := decodeBody(body, &cmd); err != nil {
+			return nil, err
+		}
+		if f.policies[cmd.Name] == nil {
+			return reject(CodeNotFound, "name", "policy %q does not exist", cmd.Name), nil
+		}
+		delete(f.policies, cmd.Name)
+		return nil, nil
+	},
+}
+
+// putPolicy stores a policy, returning a *Rejection (as the apply response)
+// if it is invalid or there are too many. Keys already limited by the policy
+// keep their state; it is converted to the new limit when next used.
+func (f *FSM) putPolicy(p Policy) any {
+	if err := ValidatePolicy(&p); err != nil {
+		return err
+	}
+	old := f.policies[p.Name]
+	if old == nil && len(f.policies) >= MaxPolicies {
+		return reject(CodeInvalid, "name", "at most %d policies", MaxPolicies)
+	}
+	e := newPolicyEntry(p)
+	if old != nil {
+		e.shadowDenied = old.shadowDenied
+	}
+	f.policies[p.Name] = e
+	return nil
 }
 
 func (f *FSM) applyCommand(data []byte) (any, error) {
@@ -225,65 +283,139 @@ func (f *FSM) applyAllow(cmd *AllowCommand) *Response {
 				continue
 			}
 		}
-		if err := req.validate(); err != nil {
-			resp.Results[i] = Result{Error: err.Error()}
-			continue
-		}
 		resp.Results[i] = f.decide(now, req)
-		if req.RequestID != "" {
+		if req.RequestID != "" && resp.Results[i].Rejection == nil {
 			f.remember(req.RequestID, now, resp.Results[i])
 		}
 	}
 	return resp
 }
 
-// decide applies one request's checks all-or-nothing: each is decided on the
-// current state; only if all allow are the new states stored. When one
-// denies, the others are reported as they stand (decided with cost 0), since
-// they consumed nothing.
-func (f *FSM) decide(now int64, req *Request) Result {
-	res := Result{Allowed: true, Decisions: make([]algorithms.Decision, len(req.Checks))}
-	var nextStates [MaxChecks]algorithms.State
-	for i, c := range req.Checks {
+// target is a check resolved against the state: the bucket it decides on,
+// the limit that applies, and the state under that limit.
+type target struct {
+	id     bucketKey
+	limit  *algorithms.Limit
+	state  algorithms.State
+	cost   int64
+	key    string // rendered from a template, else ""
+	policy *policyEntry
+}
+
+// resolve finds a check's bucket and limit. A policy check uses the policy
+// as it stands at this entry; a bucket whose state was decided under an
+// earlier version of the policy has its usage converted to the current one.
+func (f *FSM) resolve(now int64, c *Check) (target, *Rejection) {
+	if c.Policy == "" {
 		l := c.Limit()
-		var s algorithms.State
-		if b := f.buckets[bucketKey{c.Key, l}]; b != nil {
-			s = b.state
+		t := target{id: bucketKey{key: c.Key, limit: l}, limit: &l, cost: c.Cost}
+		if b := f.buckets[t.id]; b != nil {
+			t.state = b.state
 		}
-		res.Decisions[i], nextStates[i] = algorithms.Decide(l, s, now, c.Cost)
-		if !res.Decisions[i].Allowed {
-			res.Allowed = false
+		return t, nil
+	}
+	p := f.policies[c.Policy]
+	if p == nil {
+		return target{}, reject(CodeNotFound, "policy", "policy %q does not exist", c.Policy)
+	}
+	t := target{cost: c.Cost, policy: p}
+	key := c.Key
+	switch {
+	case p.policy.KeyTemplate != "" && len(c.Dimensions) > 0:
+		var err *Rejection
+		if key, err = renderKey(p.policy.KeyTemplate, c.Dimensions); err != nil {
+			return target{}, err
+		}
+		t.key = key
+	case len(c.Dimensions) > 0:
+		return target{}, reject(CodeInvalid, "dimensions", "policy %q has no key_template; give a key", c.Policy)
+	}
+	t.id = bucketKey{key: key, policy: c.Policy}
+	t.limit = p.limitFor(key)
+	if err := t.limit.ValidateCost(c.Cost); err != nil {
+		return target{}, limitRejection("", err)
+	}
+	if b := f.buckets[t.id]; b != nil {
+		t.state = b.state
+		if from := b.limit(); from != *t.limit {
+			t.state = algorithms.Convert(from, b.state, *t.limit, now)
 		}
 	}
-	if !res.Allowed {
-		for i, c := range req.Checks {
-			if res.Decisions[i].Allowed {
-				var s algorithms.State
-				if b := f.buckets[bucketKey{c.Key, c.Limit()}]; b != nil {
-					s = b.state
-				}
-				res.Decisions[i], _ = algorithms.Decide(c.Limit(), s, now, 0)
+	return t, nil
+}
+
+// decide applies one request's checks all-or-nothing: each is decided on the
+// current state; only if every check that is not in shadow mode allows are
+// the new states stored (a shadow check stores only if it allows too). When
+// one denies, the others are reported as they stand (decided with cost 0),
+// since they consumed nothing.
+func (f *FSM) decide(now int64, req *Request) Result {
+	if err := req.Validate(); err != nil {
+		return Result{Rejection: err}
+	}
+	var targets [MaxChecks]target
+	for i := range req.Checks {
+		t, err := f.resolve(now, &req.Checks[i])
+		if err != nil {
+			if len(req.Checks) > 1 {
+				err.Field = fmt.Sprintf("checks[%d].%s", i, err.Field)
+			}
+			return Result{Rejection: err}
+		}
+		for j := range i {
+			if targets[j].id == t.id {
+				return Result{Rejection: reject(CodeInvalid, fmt.Sprintf("checks[%d]", i), "checks %d and %d decide on the same key and limit", j, i)}
 			}
 		}
-		return res
+		targets[i] = t
 	}
-	for i, c := range req.Checks {
-		if c.Cost > 0 {
-			f.store(bucketKey{c.Key, c.Limit()}, nextStates[i])
+	res := Result{Allowed: true, Checks: make([]CheckResult, len(req.Checks))}
+	var nextStates [MaxChecks]algorithms.State
+	for i := range req.Checks {
+		t := &targets[i]
+		shadow := t.policy != nil && t.policy.policy.Shadow
+		d, next := algorithms.Decide(*t.limit, t.state, now, t.cost)
+		res.Checks[i] = CheckResult{Decision: d, PeriodNanos: t.limit.PeriodNanos, Key: t.key, Shadow: shadow}
+		nextStates[i] = next
+		if !d.Allowed {
+			if shadow {
+				t.policy.shadowDenied++
+			} else {
+				res.Allowed = false
+			}
+		}
+	}
+	for i := range req.Checks {
+		t := &targets[i]
+		d := &res.Checks[i].Decision
+		switch {
+		case !res.Allowed && d.Allowed:
+			// Report what this check would leave if nothing is consumed.
+			*d, _ = algorithms.Decide(*t.limit, t.state, now, 0)
+		case res.Allowed && d.Allowed && t.cost > 0:
+			f.store(t.id, nextStates[i], t.policy, t.limit)
 		}
 	}
 	return res
 }
 
-func (f *FSM) store(id bucketKey, s algorithms.State) {
-	expiresAt := id.limit.ExpiresAtNanos(s)
+// store records a bucket's new state; under is the policy limit it was
+// decided under (ignored for inline buckets, whose limit is in their id).
+func (f *FSM) store(id bucketKey, s algorithms.State, p *policyEntry, under *algorithms.Limit) {
+	if p == nil {
+		under = nil
+	}
+	l := id.limit
+	if under != nil {
+		l = *under
+	}
+	expiresAt := l.ExpiresAtNanos(s)
 	if b := f.buckets[id]; b != nil {
-		b.state = s
-		b.expiresAt = expiresAt
+		b.state, b.under, b.expiresAt = s, under, expiresAt
 		heap.Fix(&f.expiry, b.heapIndex)
 		return
 	}
-	b := &bucket{id: id, state: s, expiresAt: expiresAt}
+	b := &bucket{id: id, state: s, under: under, expiresAt: expiresAt}
 	f.buckets[id] = b
 	heap.Push(&f.expiry, b)
 }
@@ -329,6 +461,29 @@ func (f *FSM) NodeHTTPAddr(id string) string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.nodes[id]
+}
+
+// Policies returns every policy, sorted by name.
+func (f *FSM) Policies() []PolicyStatus {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := make([]PolicyStatus, 0, len(f.policies))
+	for _, e := range f.policies {
+		out = append(out, PolicyStatus{Policy: e.policy, ShadowDenied: e.shadowDenied})
+	}
+	slices.SortFunc(out, func(a, b PolicyStatus) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}
+
+// Policy returns the named policy.
+func (f *FSM) Policy(name string) (PolicyStatus, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	e := f.policies[name]
+	if e == nil {
+		return PolicyStatus{}, false
+	}
+	return PolicyStatus{Policy: e.policy, ShadowDenied: e.shadowDenied}, true
 }
 
 // Stats describes the size of the state, for status pages and tests.

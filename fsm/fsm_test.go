@@ -99,6 +99,10 @@ func randomLog(t testing.TB, seed uint64, entries int) [][]byte {
 				if len(req.Checks) > 0 && req.Checks[0].Key == key {
 					continue
 				}
+				if rng.IntN(4) == 0 {
+					req.Checks = append(req.Checks, NewPolicyCheck(key, "p", nil, rng.Int64N(3)))
+					continue
+				}
 				req.Checks = append(req.Checks, NewCheck(key, l, rng.Int64N(l.Capacity()+1)))
 			}
 			if rng.IntN(3) == 0 {
@@ -113,6 +117,13 @@ func randomLog(t testing.TB, seed uint64, entries int) [][]byte {
 		log = append(log, data)
 		if i%50 == 0 {
 			data, _ := Encode(CommandSetNode, &NodeCommand{ID: string(rune('m' + rng.IntN(3))), HTTPAddr: "127.0.0.1:1"})
+			log = append(log, data)
+			// The policy changes limit and shadow mode now and then.
+			p := Policy{Name: "p", Limit: limits[rng.IntN(len(limits))], Shadow: rng.IntN(2) == 0}
+			if p.Limit.Capacity() < 2 {
+				p.Limit = perMinute100
+			}
+			data, _ = Encode(CommandPutPolicy, &p)
 			log = append(log, data)
 		}
 	}
@@ -174,11 +185,14 @@ func equalResults(a, b []Result) bool {
 		return false
 	}
 	for i := range a {
-		if a[i].Allowed != b[i].Allowed || a[i].Duplicate != b[i].Duplicate || a[i].Error != b[i].Error || len(a[i].Decisions) != len(b[i].Decisions) {
+		if a[i].Allowed != b[i].Allowed || a[i].Duplicate != b[i].Duplicate || (a[i].Rejection == nil) != (b[i].Rejection == nil) || len(a[i].Checks) != len(b[i].Checks) {
 			return false
 		}
-		for j := range a[i].Decisions {
-			if a[i].Decisions[j] != b[i].Decisions[j] {
+		if a[i].Rejection != nil && *a[i].Rejection != *b[i].Rejection {
+			return false
+		}
+		for j := range a[i].Checks {
+			if a[i].Checks[j] != b[i].Checks[j] {
 				return false
 			}
 		}
@@ -214,7 +228,7 @@ func TestTimeNeverRunsBackwards(t *testing.T) {
 	// A leader whose clock is an hour behind must not see the bucket as
 	// it was an hour ago: the FSM keeps the later time.
 	r := a.allow(t0-int64(time.Hour), one("k", l, 1))[0]
-	if r.Allowed || r.Decisions[0].RetryAfterNanos != int64(time.Second) {
+	if r.Allowed || r.Checks[0].Decision.RetryAfterNanos != int64(time.Second) {
 		t.Fatalf("stale clock: got %+v, want denied with retry-after 1s", r)
 	}
 	if got := a.fsm.Stats().NowNanos; got != t0 {
@@ -241,8 +255,8 @@ func TestSeveralChecksAreAllOrNothing(t *testing.T) {
 	// nothing from the global one, so b got the global's last unit; b's
 	// second request was denied by the global limit and took nothing
 	// from b's own.
-	if r := a.allow(t0, one("client:b", perClient, 0))[0]; r.Decisions[0].Remaining != 1 {
-		t.Fatalf("client b has %d left, want 1", r.Decisions[0].Remaining)
+	if r := a.allow(t0, one("client:b", perClient, 0))[0]; r.Checks[0].Decision.Remaining != 1 {
+		t.Fatalf("client b has %d left, want 1", r.Checks[0].Decision.Remaining)
 	}
 }
 
@@ -255,12 +269,12 @@ func TestRequestIDIsAnsweredOnce(t *testing.T) {
 	first := a.allow(t0, req)[0]
 	for range 3 {
 		again := a.allow(t0+int64(time.Second), req)[0]
-		if !again.Duplicate || !equalResults([]Result{{Allowed: first.Allowed, Decisions: first.Decisions}}, []Result{{Allowed: again.Allowed, Decisions: again.Decisions}}) {
+		if !again.Duplicate || !equalResults([]Result{{Allowed: first.Allowed, Checks: first.Checks}}, []Result{{Allowed: again.Allowed, Checks: again.Checks}}) {
 			t.Fatalf("retry answered %+v, want the first result %+v", again, first)
 		}
 	}
-	if r := a.allow(t0+int64(time.Second), one("k", l, 0))[0]; r.Decisions[0].Remaining != 1 {
-		t.Fatalf("retries consumed: %d left, want 1", r.Decisions[0].Remaining)
+	if r := a.allow(t0+int64(time.Second), one("k", l, 0))[0]; r.Checks[0].Decision.Remaining != 1 {
+		t.Fatalf("retries consumed: %d left, want 1", r.Checks[0].Decision.Remaining)
 	}
 	// After the window the ID is forgotten and counts as new.
 	if r := a.allow(t0+int64(DedupWindow), req)[0]; r.Duplicate {
@@ -335,11 +349,11 @@ func TestInvalidRequestsAreRefusedOneByOne(t *testing.T) {
 	}
 	results := a.allow(t0, append(bad, one("k", perMinute100, 1))...)
 	for i, r := range results[:len(bad)] {
-		if r.Error == "" || r.Allowed {
+		if r.Rejection == nil || r.Allowed {
 			t.Errorf("invalid request %d answered %+v", i, r)
 		}
 	}
-	if last := results[len(bad)]; !last.Allowed || last.Decisions[0].Remaining != 99 {
+	if last := results[len(bad)]; !last.Allowed || last.Checks[0].Decision.Remaining != 99 {
 		t.Fatalf("the valid request after them got %+v", last)
 	}
 }

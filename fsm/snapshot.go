@@ -31,10 +31,12 @@ type snapshotHeader struct {
 	Buckets    int
 	RequestIDs int
 	Nodes      int
+	Policies   int
 }
 
 type bucketRecord struct {
 	Key       string
+	Policy    string // "" for an inline limit; the limit below is then the key's
 	Algorithm algorithms.Algorithm
 	Rate      int64
 	Period    int64
@@ -52,11 +54,17 @@ type requestIDRecord struct {
 	Result  Result
 }
 
+type policyRecord struct {
+	Policy       Policy
+	ShadowDenied int64
+}
+
 type snapshot struct {
 	header     snapshotHeader
 	buckets    []bucketRecord
 	requestIDs []requestIDRecord
 	nodes      []NodeCommand
+	policies   []policyRecord
 }
 
 // Snapshot copies the state. Raft calls it on the goroutine that applies, so
@@ -66,9 +74,9 @@ func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
 	defer f.mu.Unlock()
 	s := &snapshot{buckets: make([]bucketRecord, 0, len(f.buckets))}
 	for _, b := range f.expiry {
-		l := b.id.limit
+		l := b.limit()
 		s.buckets = append(s.buckets, bucketRecord{
-			Key: b.id.key, Algorithm: l.Algorithm, Rate: l.Rate, Period: l.PeriodNanos, Burst: l.Burst,
+			Key: b.id.key, Policy: b.id.policy, Algorithm: l.Algorithm, Rate: l.Rate, Period: l.PeriodNanos, Burst: l.Burst,
 			At: b.state.At, Frac: b.state.Frac, Count: b.state.Count, Previous: b.state.Previous,
 			// Decide never writes into a Log it was given, so sharing it
 			// with the live state while Persist runs is safe.
@@ -81,8 +89,11 @@ func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
 	for id, addr := range f.nodes {
 		s.nodes = append(s.nodes, NodeCommand{ID: id, HTTPAddr: addr})
 	}
+	for _, e := range f.policies {
+		s.policies = append(s.policies, policyRecord{Policy: e.policy, ShadowDenied: e.shadowDenied})
+	}
 	s.header = snapshotHeader{Version: snapshotVersion, NowNanos: f.nowNanos,
-		Buckets: len(s.buckets), RequestIDs: len(s.requestIDs), Nodes: len(s.nodes)}
+		Buckets: len(s.buckets), RequestIDs: len(s.requestIDs), Nodes: len(s.nodes), Policies: len(s.policies)}
 	return s, nil
 }
 
@@ -97,8 +108,7 @@ func (s *snapshot) Persist(sink raft.SnapshotSink) error {
 
 func (s *snapshot) writeTo(w io.Writer) error {
 	slices.SortFunc(s.buckets, func(a, b bucketRecord) int {
-		ka := bucketKey{a.Key, algorithms.Limit{Algorithm: a.Algorithm, Rate: a.Rate, PeriodNanos: a.Period, Burst: a.Burst}}
-		kb := bucketKey{b.Key, algorithms.Limit{Algorithm: b.Algorithm, Rate: b.Rate, PeriodNanos: b.Period, Burst: b.Burst}}
+		ka, kb := a.id(), b.id()
 		switch {
 		case ka.less(kb):
 			return -1
@@ -108,6 +118,7 @@ func (s *snapshot) writeTo(w io.Writer) error {
 		return 0
 	})
 	slices.SortFunc(s.nodes, func(a, b NodeCommand) int { return strings.Compare(a.ID, b.ID) })
+	slices.SortFunc(s.policies, func(a, b policyRecord) int { return strings.Compare(a.Policy.Name, b.Policy.Name) })
 
 	bw := bufio.NewWriterSize(w, 64<<10)
 	enc := codec.NewEncoder(bw, msgpackHandle)
@@ -129,7 +140,25 @@ func (s *snapshot) writeTo(w io.Writer) error {
 			return err
 		}
 	}
+	for i := range s.policies {
+		if err := enc.Encode(&s.policies[i]); err != nil {
+			return err
+		}
+	}
 	return bw.Flush()
+}
+
+func (r *bucketRecord) limit() algorithms.Limit {
+	return algorithms.Limit{Algorithm: r.Algorithm, Rate: r.Rate, PeriodNanos: r.Period, Burst: r.Burst}
+}
+
+// id is the record's bucket key: for a policy bucket the limit is not part
+// of it.
+func (r *bucketRecord) id() bucketKey {
+	if r.Policy != "" {
+		return bucketKey{key: r.Key, policy: r.Policy}
+	}
+	return bucketKey{key: r.Key, limit: r.limit()}
 }
 
 // Release is a no-op: the copy is garbage once Persist returns.
@@ -149,7 +178,7 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	defer f.mu.Unlock()
 	f.nowNanos, f.buckets, f.expiry = fresh.nowNanos, fresh.buckets, fresh.expiry
 	f.dedup, f.dedupQueue, f.dedupHead = fresh.dedup, fresh.dedupQueue, fresh.dedupHead
-	f.nodes = fresh.nodes
+	f.nodes, f.policies = fresh.nodes, fresh.policies
 	return nil
 }
 
@@ -162,7 +191,7 @@ func (f *FSM) readSnapshot(r io.Reader) error {
 	if h.Version != snapshotVersion {
 		return fmt.Errorf("version %d, want %d", h.Version, snapshotVersion)
 	}
-	if h.Buckets < 0 || h.RequestIDs < 0 || h.Nodes < 0 {
+	if h.Buckets < 0 || h.RequestIDs < 0 || h.Nodes < 0 || h.Policies < 0 {
 		return fmt.Errorf("negative count in header")
 	}
 	f.nowNanos = h.NowNanos
@@ -171,19 +200,25 @@ func (f *FSM) readSnapshot(r io.Reader) error {
 		if err := dec.Decode(&rec); err != nil {
 			return fmt.Errorf("bucket %d: %w", i, err)
 		}
-		l := algorithms.Limit{Algorithm: rec.Algorithm, Rate: rec.Rate, PeriodNanos: rec.Period, Burst: rec.Burst}
+		l := rec.limit()
 		if err := l.Validate(); err != nil {
 			return fmt.Errorf("bucket %d: %w", i, err)
+		}
+		if rec.Policy != "" && ValidatePolicyName(rec.Policy) != nil {
+			return fmt.Errorf("bucket %d: bad policy name", i)
 		}
 		s := algorithms.State{At: rec.At, Frac: rec.Frac, Count: rec.Count, Previous: rec.Previous, Log: rec.Log}
 		if rec.Key == "" || len(rec.Key) > MaxKeyBytes || !l.ValidState(s) {
 			return fmt.Errorf("bucket %d: key or state out of range", i)
 		}
-		id := bucketKey{rec.Key, l}
+		id := rec.id()
 		if f.buckets[id] != nil {
 			return fmt.Errorf("bucket %d: duplicate key %q", i, rec.Key)
 		}
 		b := &bucket{id: id, state: s, expiresAt: l.ExpiresAtNanos(s), heapIndex: len(f.expiry)}
+		if rec.Policy != "" {
+			b.under = &l
+		}
 		f.buckets[id] = b
 		f.expiry = append(f.expiry, b)
 	}
@@ -209,6 +244,21 @@ func (f *FSM) readSnapshot(r io.Reader) error {
 			return fmt.Errorf("node %d: empty ID", i)
 		}
 		f.nodes[rec.ID] = rec.HTTPAddr
+	}
+	for i := range h.Policies {
+		var rec policyRecord
+		if err := dec.Decode(&rec); err != nil {
+			return fmt.Errorf("policy %d: %w", i, err)
+		}
+		if err := ValidatePolicy(&rec.Policy); err != nil {
+			return fmt.Errorf("policy %d: %w", i, err)
+		}
+		if f.policies[rec.Policy.Name] != nil || len(f.policies) >= MaxPolicies {
+			return fmt.Errorf("policy %d: repeated, or too many", i)
+		}
+		e := newPolicyEntry(rec.Policy)
+		e.shadowDenied = rec.ShadowDenied
+		f.policies[rec.Policy.Name] = e
 	}
 	var extra any
 	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {

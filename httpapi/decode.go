@@ -26,10 +26,11 @@ const (
 
 // apiError is an error the API reports to the caller as it is.
 type apiError struct {
-	status  int
-	code    string
-	field   string
-	message string
+	status     int
+	code       string
+	field      string
+	message    string
+	retryAfter string // a Retry-After header to send with it, if any
 }
 
 func (e *apiError) Error() string { return e.message }
@@ -98,26 +99,28 @@ type limitJSON struct {
 	Algorithm string  `json:"algorithm"`
 	Rate      *int64  `json:"rate"`
 	Period    *string `json:"period"`
-	Burst     *int64  `json:"burst"`
+	Burst     *int64  `json:"burst,omitempty"`
 }
 
 // checkJSON is one check of a multi-check request.
 type checkJSON struct {
-	Key    string     `json:"key"`
-	Limit  *limitJSON `json:"limit"`
-	Cost   *int64     `json:"cost"`
-	Policy *string    `json:"policy"`
+	Key        string            `json:"key"`
+	Limit      *limitJSON        `json:"limit"`
+	Cost       *int64            `json:"cost"`
+	Policy     *string           `json:"policy"`
+	Dimensions map[string]string `json:"dimensions"`
 }
 
 // allowJSON is the body of POST /v1/allow: one check inline, or several
 // under "checks".
 type allowJSON struct {
-	Key       string      `json:"key"`
-	Limit     *limitJSON  `json:"limit"`
-	Cost      *int64      `json:"cost"`
-	Policy    *string     `json:"policy"`
-	RequestID string      `json:"request_id"`
-	Checks    []checkJSON `json:"checks"`
+	Key        string            `json:"key"`
+	Limit      *limitJSON        `json:"limit"`
+	Cost       *int64            `json:"cost"`
+	Policy     *string           `json:"policy"`
+	Dimensions map[string]string `json:"dimensions"`
+	RequestID  string            `json:"request_id"`
+	Checks     []checkJSON       `json:"checks"`
 }
 
 // toRequest validates the body and returns the cluster request. Every error
@@ -128,7 +131,7 @@ func (a *allowJSON) toRequest() (cluster.Request, *apiError) {
 	}
 	req := cluster.Request{RequestID: a.RequestID}
 	if a.Checks == nil {
-		single := checkJSON{Key: a.Key, Limit: a.Limit, Cost: a.Cost, Policy: a.Policy}
+		single := checkJSON{Key: a.Key, Limit: a.Limit, Cost: a.Cost, Policy: a.Policy, Dimensions: a.Dimensions}
 		c, err := single.toCheck("")
 		if err != nil {
 			return cluster.Request{}, err
@@ -136,8 +139,8 @@ func (a *allowJSON) toRequest() (cluster.Request, *apiError) {
 		req.Checks = []cluster.Check{c}
 		return req, nil
 	}
-	if a.Key != "" || a.Limit != nil || a.Cost != nil || a.Policy != nil {
-		return cluster.Request{}, invalid("checks", "give either key/limit/cost or checks, not both")
+	if a.Key != "" || a.Limit != nil || a.Cost != nil || a.Policy != nil || a.Dimensions != nil {
+		return cluster.Request{}, invalid("checks", "give either key/limit/policy/cost or checks, not both")
 	}
 	if len(a.Checks) == 0 || len(a.Checks) > MaxChecks {
 		return cluster.Request{}, invalid("checks", "checks must hold 1 to %d checks", MaxChecks)
@@ -149,7 +152,7 @@ func (a *allowJSON) toRequest() (cluster.Request, *apiError) {
 			return cluster.Request{}, err
 		}
 		for j, prev := range req.Checks {
-			if prev.Key == c.Key && prev.Limit == c.Limit {
+			if prev.Key == c.Key && prev.Limit == c.Limit && prev.Policy == c.Policy && c.Dimensions == nil && prev.Dimensions == nil {
 				return cluster.Request{}, invalid(prefix+"key", "checks[%d] and checks[%d] name the same key and limit", j, i)
 			}
 		}
@@ -159,27 +162,59 @@ func (a *allowJSON) toRequest() (cluster.Request, *apiError) {
 }
 
 func (c *checkJSON) toCheck(prefix string) (cluster.Check, *apiError) {
+	cost := int64(1)
+	if c.Cost != nil {
+		cost = *c.Cost
+	}
+	if cost < 0 {
+		return cluster.Check{}, invalid(prefix+"cost", "cost must not be negative")
+	}
 	if c.Policy != nil {
-		return cluster.Check{}, invalid(prefix+"policy", "named policies are not available yet; give the limit inline")
+		return c.toPolicyCheck(prefix, cost)
+	}
+	if c.Dimensions != nil {
+		return cluster.Check{}, invalid(prefix+"dimensions", "dimensions go with a policy that has a key_template")
 	}
 	if c.Key == "" || len(c.Key) > MaxKeyBytes {
 		return cluster.Check{}, invalid(prefix+"key", "key is required and must be 1 to %d bytes", MaxKeyBytes)
 	}
 	if c.Limit == nil {
-		return cluster.Check{}, invalid(prefix+"limit", "limit is required")
+		return cluster.Check{}, invalid(prefix+"limit", "limit (or policy) is required")
 	}
 	l, err := c.Limit.toLimit(prefix + "limit.")
 	if err != nil {
 		return cluster.Check{}, err
 	}
-	cost := int64(1)
-	if c.Cost != nil {
-		cost = *c.Cost
-	}
 	if err := l.ValidateCost(cost); err != nil {
 		return cluster.Check{}, invalid(prefix+"cost", "cost must be an integer from 0 to %d (the most this limit can ever admit at once)", l.Capacity())
 	}
 	return cluster.Check{Key: c.Key, Limit: l, Cost: cost}, nil
+}
+
+// toPolicyCheck validates a check against a named policy. Whether the policy
+// exists, and whether the cost fits its limit, is known only when the
+// cluster applies the request.
+func (c *checkJSON) toPolicyCheck(prefix string, cost int64) (cluster.Check, *apiError) {
+	if c.Limit != nil {
+		return cluster.Check{}, invalid(prefix+"limit", "give a limit or a policy, not both")
+	}
+	if err := fsm.ValidatePolicyName(*c.Policy); err != nil {
+		return cluster.Check{}, invalid(prefix+"policy", "%s", err.Message)
+	}
+	switch {
+	case c.Dimensions != nil && c.Key != "":
+		return cluster.Check{}, invalid(prefix+"dimensions", "give a key or dimensions, not both")
+	case c.Dimensions == nil && (c.Key == "" || len(c.Key) > MaxKeyBytes):
+		return cluster.Check{}, invalid(prefix+"key", "key (or dimensions, for a policy with a key_template) is required; a key is 1 to %d bytes", MaxKeyBytes)
+	case c.Dimensions != nil && (len(c.Dimensions) == 0 || len(c.Dimensions) > fsm.MaxDimensions):
+		return cluster.Check{}, invalid(prefix+"dimensions", "dimensions must hold 1 to %d names", fsm.MaxDimensions)
+	}
+	for name, value := range c.Dimensions {
+		if name == "" || len(name) > 64 || len(value) > fsm.MaxDimensionBytes {
+			return cluster.Check{}, invalid(prefix+"dimensions", "dimension names are 1 to 64 bytes, values at most %d", fsm.MaxDimensionBytes)
+		}
+	}
+	return cluster.Check{Key: c.Key, Policy: *c.Policy, Dimensions: c.Dimensions, Cost: cost}, nil
 }
 
 func (j *limitJSON) toLimit(prefix string) (algorithms.Limit, *apiError) {

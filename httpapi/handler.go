@@ -20,6 +20,16 @@ import (
 type Limiter interface {
 	// Allow decides a request; see cluster.Node.Allow for its errors.
 	Allow(ctx context.Context, req cluster.Request) (cluster.Decision, error)
+	// AllowBatch decides independent requests together.
+	AllowBatch(ctx context.Context, reqs []cluster.Request) ([]cluster.BatchResult, error)
+	// PutPolicy creates or replaces a named policy.
+	PutPolicy(ctx context.Context, p cluster.Policy) error
+	// DeletePolicy deletes a named policy.
+	DeletePolicy(ctx context.Context, name string) error
+	// Policies lists the policies as this node has applied them.
+	Policies() []cluster.PolicyStatus
+	// Policy returns one policy as this node has applied it.
+	Policy(name string) (cluster.PolicyStatus, bool)
 	// Join adds a member to the cluster.
 	Join(ctx context.Context, m cluster.Member) error
 	// RemoveMember removes a member from the cluster.
@@ -64,6 +74,11 @@ func New(limiter Limiter, opts Options) *API {
 	}
 	a := &API{limiter: limiter, opts: opts, mux: http.NewServeMux()}
 	a.route("/v1/allow", map[string]http.HandlerFunc{http.MethodPost: a.allow})
+	a.route("/v1/allow/batch", map[string]http.HandlerFunc{http.MethodPost: a.allowBatch})
+	a.route("/v1/policies", map[string]http.HandlerFunc{http.MethodGet: a.listPolicies})
+	a.route("/v1/policies/{name}", map[string]http.HandlerFunc{
+		http.MethodGet: a.getPolicy, http.MethodPut: a.putPolicy, http.MethodDelete: a.deletePolicy,
+	})
 	a.route("/v1/cluster", map[string]http.HandlerFunc{http.MethodGet: a.clusterStatus})
 	a.route("/v1/cluster/join", map[string]http.HandlerFunc{http.MethodPost: a.join})
 	a.route("/v1/cluster/nodes/{id}", map[string]http.HandlerFunc{http.MethodDelete: a.removeNode})
@@ -103,91 +118,6 @@ func (a *API) route(path string, byMethod map[string]http.HandlerFunc) {
 
 // ServeHTTP serves the API.
 func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) { a.mux.ServeHTTP(w, r) }
-
-// allowResponse is the body of a /v1/allow answer.
-type allowResponse struct {
-	Allowed      bool            `json:"allowed"`
-	Limit        int64           `json:"limit"`
-	Remaining    int64           `json:"remaining"`
-	ResetAfterMS int64           `json:"reset_after_ms"`
-	RetryAfterMS int64           `json:"retry_after_ms"`
-	Checks       []checkResponse `json:"checks,omitempty"`
-}
-
-type checkResponse struct {
-	Key          string `json:"key"`
-	Allowed      bool   `json:"allowed"`
-	Limit        int64  `json:"limit"`
-	Remaining    int64  `json:"remaining"`
-	ResetAfterMS int64  `json:"reset_after_ms"`
-	RetryAfterMS int64  `json:"retry_after_ms"`
-}
-
-func (a *API) allow(w http.ResponseWriter, r *http.Request) {
-	var body allowJSON
-	if err := decodeJSON(w, r, MaxBodyBytes, &body); err != nil {
-		writeError(w, err)
-		return
-	}
-	req, apiErr := body.toRequest()
-	if apiErr != nil {
-		writeError(w, apiErr)
-		return
-	}
-	ctx, cancel := context.WithTimeout(r.Context(), a.opts.RequestTimeout)
-	defer cancel()
-	decision, err := a.limiter.Allow(ctx, req)
-	if err != nil {
-		a.writeClusterError(w, r, err)
-		return
-	}
-	headline := mostRestrictive(decision)
-	resp := allowResponse{
-		Allowed:      decision.Allowed,
-		Limit:        headline.Limit,
-		Remaining:    headline.Remaining,
-		ResetAfterMS: ceilDiv(headline.ResetAfterNanos, int64(time.Millisecond)),
-		RetryAfterMS: ceilDiv(headline.RetryAfterNanos, int64(time.Millisecond)),
-	}
-	if len(req.Checks) > 1 {
-		for i, d := range decision.Checks {
-			resp.Checks = append(resp.Checks, checkResponse{
-				Key: req.Checks[i].Key, Allowed: d.Allowed, Limit: d.Limit, Remaining: d.Remaining,
-				ResetAfterMS: ceilDiv(d.ResetAfterNanos, int64(time.Millisecond)),
-				RetryAfterMS: ceilDiv(d.RetryAfterNanos, int64(time.Millisecond)),
-			})
-		}
-	}
-	period := req.Checks[headlineIndex(decision)].Limit.PeriodNanos
-	setRateLimitHeaders(w.Header(), "default", headline, period)
-	status := http.StatusOK
-	if !decision.Allowed {
-		status = http.StatusTooManyRequests
-		w.Header().Set("Retry-After", retryAfterHeader(resp.RetryAfterMS, a.opts.Jitter))
-	}
-	writeJSON(w, status, resp)
-}
-
-// headlineIndex picks the check whose numbers the response leads with and
-// whose headers it sends: among denying checks the one that frees up last;
-// if all allow, the one with the least remaining.
-func headlineIndex(d cluster.Decision) int {
-	best := 0
-	for i, c := range d.Checks {
-		b := d.Checks[best]
-		switch {
-		case !c.Allowed && b.Allowed:
-			best = i
-		case !c.Allowed && c.RetryAfterNanos > b.RetryAfterNanos:
-			best = i
-		case c.Allowed && b.Allowed && c.Remaining < b.Remaining:
-			best = i
-		}
-	}
-	return best
-}
-
-func mostRestrictive(d cluster.Decision) algorithms.Decision { return d.Checks[headlineIndex(d)] }
 
 type memberJSON struct {
 	ID       string `json:"id"`
@@ -267,37 +197,55 @@ func (a *API) readyz(w http.ResponseWriter, _ *http.Request) {
 // writeClusterError maps the cluster's sentinel errors to statuses: this is
 // the one place where that mapping lives.
 func (a *API) writeClusterError(w http.ResponseWriter, r *http.Request, err error) {
+	writeError(w, a.clusterError(r, err))
+}
+
+// clusterError maps the cluster's errors to API errors: this is the one
+// place where that mapping lives.
+func (a *API) clusterError(r *http.Request, err error) *apiError {
+	var rej *cluster.RejectedError
 	var fe *algorithms.FieldError
 	switch {
+	case errors.As(err, &rej) && errors.Is(err, cluster.ErrNotFound):
+		return &apiError{status: http.StatusNotFound, code: "not_found", field: rej.Field, message: rej.Message}
+	case errors.As(err, &rej):
+		return invalid(rej.Field, "%s", rej.Message)
 	case errors.Is(err, cluster.ErrInvalid):
 		field := ""
 		if errors.As(err, &fe) {
 			field = fe.Field
 		}
-		writeError(w, invalid(field, "%v", err))
+		return invalid(field, "%v", err)
 	case errors.Is(err, cluster.ErrNotFound):
-		writeError(w, &apiError{status: http.StatusNotFound, code: "not_found", message: err.Error()})
+		return &apiError{status: http.StatusNotFound, code: "not_found", message: err.Error()}
 	case errors.Is(err, cluster.ErrNoLeader), errors.Is(err, cluster.ErrOutcomeUnknown),
 		errors.Is(err, cluster.ErrShutdown), errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
 		msg := "no leader could be reached in time; retry"
 		if errors.Is(err, cluster.ErrOutcomeUnknown) {
 			msg = "the outcome is unknown (the leader changed or did not answer in time); retry with the same request_id to be answered once"
 		}
-		w.Header().Set("Retry-After", "1")
-		writeError(w, &apiError{status: http.StatusServiceUnavailable, code: "unavailable", message: msg})
+		return &apiError{status: http.StatusServiceUnavailable, code: "unavailable", message: msg, retryAfter: "1"}
 	default:
 		a.opts.Logger.Error("request failed", "path", r.URL.Path, "err", err)
-		writeError(w, &apiError{status: http.StatusInternalServerError, code: "internal", message: err.Error()})
+		return &apiError{status: http.StatusInternalServerError, code: "internal", message: err.Error()}
 	}
 }
 
 func writeError(w http.ResponseWriter, e *apiError) {
-	body := map[string]string{"error": e.message, "code": e.code}
-	if e.field != "" {
-		body["field"] = e.field
+	if e.retryAfter != "" {
+		w.Header().Set("Retry-After", e.retryAfter)
 	}
-	writeJSON(w, e.status, body)
+	writeJSON(w, e.status, e.body())
 }
+
+// errorJSON is the body of every error answer.
+type errorJSON struct {
+	Error string `json:"error"`
+	Code  string `json:"code"`
+	Field string `json:"field,omitempty"`
+}
+
+func (e *apiError) body() errorJSON { return errorJSON{Error: e.message, Code: e.code, Field: e.field} }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	data, err := json.Marshal(v)

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -18,20 +19,22 @@ import (
 )
 
 // fakeLimiter decides with the real algorithms on in-memory state at a
-// fixed instant, and can be told to fail.
+// fixed instant, resolves policies from a map, and can be told to fail.
 type fakeLimiter struct {
-	mu      sync.Mutex
-	now     int64
-	states  map[string]algorithms.State
-	err     error
-	last    cluster.Request
-	joined  []cluster.Member
-	removed []string
-	ready   bool
+	mu       sync.Mutex
+	now      int64
+	states   map[string]algorithms.State
+	policies map[string]cluster.Policy
+	err      error
+	last     cluster.Request
+	batches  int
+	joined   []cluster.Member
+	removed  []string
+	ready    bool
 }
 
 func newFake() *fakeLimiter {
-	return &fakeLimiter{now: 1e18, states: make(map[string]algorithms.State), ready: true}
+	return &fakeLimiter{now: 1e18, states: make(map[string]algorithms.State), policies: make(map[string]cluster.Policy), ready: true}
 }
 
 func (f *fakeLimiter) Allow(_ context.Context, req cluster.Request) (cluster.Decision, error) {
@@ -41,13 +44,28 @@ func (f *fakeLimiter) Allow(_ context.Context, req cluster.Request) (cluster.Dec
 	if f.err != nil {
 		return cluster.Decision{}, f.err
 	}
+	return f.decide(req)
+}
+
+func (f *fakeLimiter) decide(req cluster.Request) (cluster.Decision, error) {
 	d := cluster.Decision{Allowed: true}
 	next := map[string]algorithms.State{}
 	for _, c := range req.Checks {
-		id := fmt.Sprint(c.Key, c.Limit)
-		dec, s := algorithms.Decide(c.Limit, f.states[id], f.now, c.Cost)
-		d.Checks = append(d.Checks, dec)
-		d.Allowed = d.Allowed && dec.Allowed
+		l, shadow, key := c.Limit, false, c.Key
+		if c.Policy != "" {
+			p, ok := f.policies[c.Policy]
+			if !ok {
+				return cluster.Decision{}, fmt.Errorf("fake: %w", cluster.ErrNotFound)
+			}
+			l, shadow = p.Limit, p.Shadow
+			if c.Dimensions != nil {
+				key = c.Dimensions["user"]
+			}
+		}
+		id := fmt.Sprint(key, l)
+		dec, s := algorithms.Decide(l, f.states[id], f.now, c.Cost)
+		d.Checks = append(d.Checks, cluster.CheckDecision{Decision: dec, PeriodNanos: l.PeriodNanos, Shadow: shadow})
+		d.Allowed = d.Allowed && (dec.Allowed || shadow)
 		next[id] = s
 	}
 	if d.Allowed {
@@ -56,6 +74,54 @@ func (f *fakeLimiter) Allow(_ context.Context, req cluster.Request) (cluster.Dec
 		}
 	}
 	return d, nil
+}
+
+func (f *fakeLimiter) AllowBatch(_ context.Context, reqs []cluster.Request) ([]cluster.BatchResult, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.batches++
+	if f.err != nil {
+		return nil, f.err
+	}
+	out := make([]cluster.BatchResult, len(reqs))
+	for i, r := range reqs {
+		out[i].Decision, out[i].Err = f.decide(r)
+	}
+	return out, nil
+}
+
+func (f *fakeLimiter) PutPolicy(_ context.Context, p cluster.Policy) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.policies[p.Name] = p
+	return f.err
+}
+
+func (f *fakeLimiter) DeletePolicy(_ context.Context, name string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if _, ok := f.policies[name]; !ok {
+		return fmt.Errorf("fake: %w", cluster.ErrNotFound)
+	}
+	delete(f.policies, name)
+	return nil
+}
+
+func (f *fakeLimiter) Policies() []cluster.PolicyStatus {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []cluster.PolicyStatus
+	for _, p := range f.policies {
+		out = append(out, cluster.PolicyStatus{Policy: p})
+	}
+	return out
+}
+
+func (f *fakeLimiter) Policy(name string) (cluster.PolicyStatus, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	p, ok := f.policies[name]
+	return cluster.PolicyStatus{Policy: p}, ok
 }
 
 func (f *fakeLimiter) Join(_ context.Context, m cluster.Member) error {
@@ -143,7 +209,11 @@ func TestBadRequestsGetAClearError(t *testing.T) {
 		{"a negative cost", "POST", `{"key":"a","limit":{"rate":10},"cost":-1}`, 400, "invalid_argument", "cost"},
 		{"a cost above burst", "POST", `{"key":"a","limit":{"rate":10,"burst":5},"cost":6}`, 400, "invalid_argument", "cost"},
 		{"a request ID of 65 bytes", "POST", `{"key":"a","limit":{"rate":1},"request_id":"` + strings.Repeat("r", 65) + `"}`, 400, "invalid_argument", "request_id"},
-		{"a policy (not available yet)", "POST", `{"key":"a","policy":"p"}`, 400, "invalid_argument", "policy"},
+		{"a policy and a limit", "POST", `{"key":"a","policy":"p","limit":{"rate":1}}`, 400, "invalid_argument", "limit"},
+		{"a bad policy name", "POST", `{"key":"a","policy":"no spaces"}`, 400, "invalid_argument", "policy"},
+		{"a policy check without key or dimensions", "POST", `{"policy":"p"}`, 400, "invalid_argument", "key"},
+		{"both key and dimensions", "POST", `{"policy":"p","key":"a","dimensions":{"user":"u"}}`, 400, "invalid_argument", "dimensions"},
+		{"dimensions without a policy", "POST", `{"key":"a","limit":{"rate":1},"dimensions":{"user":"u"}}`, 400, "invalid_argument", "dimensions"},
 		{"empty checks", "POST", `{"checks":[]}`, 400, "invalid_argument", "checks"},
 		{"checks and a key together", "POST", `{"key":"a","checks":[{"key":"b","limit":{"rate":1}}]}`, 400, "invalid_argument", "checks"},
 		{"a bad check", "POST", `{"checks":[{"key":"b","limit":{"rate":1}},{"key":"c","limit":{"rate":0}}]}`, 400, "invalid_argument", "checks[1].limit.rate"},
@@ -235,7 +305,7 @@ func TestDefaultsApply(t *testing.T) {
 		t.Fatalf("status %d: %s", rec.Code, rec.Body)
 	}
 	want := cluster.Check{Key: "k", Limit: algorithms.Limit{Rate: 5, PeriodNanos: int64(time.Second), Burst: 5}, Cost: 1}
-	if got := fake.last.Checks[0]; got != want {
+	if got := fake.last.Checks[0]; !reflect.DeepEqual(got, want) {
 		t.Fatalf("check %+v, want %+v", got, want)
 	}
 	do(t, newTestAPI(fake), "POST", "/v1/allow", `{"key":"k","limit":{"rate":5},"cost":0,"request_id":"abc"}`)

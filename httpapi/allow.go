@@ -1,0 +1,218 @@
+package httpapi
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/limitnode/limitnode/cluster"
+)
+
+// MaxBatchBodyBytes bounds the body of POST /v1/allow/batch and of
+// PUT /v1/policies/{name}; MaxBatchSize is the most requests in one batch.
+const (
+	MaxBatchBodyBytes = 4 << 20
+	MaxBatchSize      = cluster.MaxBatchSize
+)
+
+// allowResponse is the body of a /v1/allow answer.
+type allowResponse struct {
+	Allowed      bool            `json:"allowed"`
+	Limit        int64           `json:"limit"`
+	Remaining    int64           `json:"remaining"`
+	ResetAfterMS int64           `json:"reset_after_ms"`
+	RetryAfterMS int64           `json:"retry_after_ms"`
+	Checks       []checkResponse `json:"checks,omitempty"`
+}
+
+// checkResponse reports one check, when a request has several or one of
+// them is a policy in shadow mode.
+type checkResponse struct {
+	Key          string `json:"key"`
+	Policy       string `json:"policy,omitempty"`
+	Shadow       bool   `json:"shadow,omitempty"`
+	Allowed      bool   `json:"allowed"`
+	Limit        int64  `json:"limit"`
+	Remaining    int64  `json:"remaining"`
+	ResetAfterMS int64  `json:"reset_after_ms"`
+	RetryAfterMS int64  `json:"retry_after_ms"`
+}
+
+func (a *API) allow(w http.ResponseWriter, r *http.Request) {
+	var body allowJSON
+	if err := decodeJSON(w, r, MaxBodyBytes, &body); err != nil {
+		writeError(w, err)
+		return
+	}
+	req, apiErr := body.toRequest()
+	if apiErr != nil {
+		writeError(w, apiErr)
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), a.opts.RequestTimeout)
+	defer cancel()
+	decision, err := a.limiter.Allow(ctx, req)
+	if err != nil {
+		a.writeClusterError(w, r, err)
+		return
+	}
+	resp, headline := answer(req, decision)
+	policy := req.Checks[headline].Policy
+	if policy == "" {
+		policy = "default"
+	}
+	check := decision.Checks[headline]
+	setRateLimitHeaders(w.Header(), policy, check.Decision, check.PeriodNanos)
+	status := http.StatusOK
+	if !decision.Allowed {
+		status = http.StatusTooManyRequests
+		w.Header().Set("Retry-After", retryAfterHeader(resp.RetryAfterMS, a.opts.Jitter))
+	}
+	writeJSON(w, status, resp)
+}
+
+// answer builds the response body of a decision and says which check leads
+// it (its numbers are the top-level ones, and the headers follow it).
+func answer(req cluster.Request, d cluster.Decision) (allowResponse, int) {
+	headline := headlineIndex(d)
+	h := d.Checks[headline]
+	resp := allowResponse{
+		Allowed:      d.Allowed,
+		Limit:        h.Limit,
+		Remaining:    h.Remaining,
+		ResetAfterMS: ceilDiv(h.ResetAfterNanos, int64(time.Millisecond)),
+	}
+	if !d.Allowed {
+		resp.RetryAfterMS = ceilDiv(h.RetryAfterNanos, int64(time.Millisecond))
+	}
+	detailed := len(req.Checks) > 1
+	for _, c := range d.Checks {
+		detailed = detailed || c.Shadow || c.Key != ""
+	}
+	if detailed {
+		for i, c := range d.Checks {
+			key := c.Key
+			if key == "" {
+				key = req.Checks[i].Key
+			}
+			resp.Checks = append(resp.Checks, checkResponse{
+				Key: key, Policy: req.Checks[i].Policy, Shadow: c.Shadow,
+				Allowed: c.Allowed, Limit: c.Limit, Remaining: c.Remaining,
+				ResetAfterMS: ceilDiv(c.ResetAfterNanos, int64(time.Millisecond)),
+				RetryAfterMS: ceilDiv(c.RetryAfterNanos, int64(time.Millisecond)),
+			})
+		}
+	}
+	return resp, headline
+}
+
+// headlineIndex picks the check whose numbers the response leads with and
+// whose headers it sends: among checks that can deny (not in shadow mode,
+// unless all are), a denying one that frees up last; if none denies, the
+// one with the least remaining.
+func headlineIndex(d cluster.Decision) int {
+	best := -1
+	for i, c := range d.Checks {
+		if c.Shadow {
+			continue
+		}
+		if best < 0 || moreRestrictive(c, d.Checks[best]) {
+			best = i
+		}
+	}
+	if best >= 0 {
+		return best
+	}
+	best = 0
+	for i, c := range d.Checks {
+		if moreRestrictive(c, d.Checks[best]) {
+			best = i
+		}
+	}
+	return best
+}
+
+func moreRestrictive(c, than cluster.CheckDecision) bool {
+	switch {
+	case !c.Allowed && than.Allowed:
+		return true
+	case !c.Allowed && !than.Allowed:
+		return c.RetryAfterNanos > than.RetryAfterNanos
+	case c.Allowed && than.Allowed:
+		return c.Remaining < than.Remaining
+	}
+	return false
+}
+
+// batchJSON is the body of POST /v1/allow/batch.
+type batchJSON struct {
+	Requests []allowJSON `json:"requests"`
+}
+
+// batchItem is one answer of a batch: an allow response with its status, or
+// an error with its status.
+type batchItem struct {
+	Status int `json:"status"`
+	*allowResponse
+	*errorJSON
+}
+
+func (a *API) allowBatch(w http.ResponseWriter, r *http.Request) {
+	var body batchJSON
+	if err := decodeJSON(w, r, MaxBatchBodyBytes, &body); err != nil {
+		writeError(w, err)
+		return
+	}
+	if len(body.Requests) == 0 || len(body.Requests) > MaxBatchSize {
+		writeError(w, invalid("requests", "requests must hold 1 to %d requests", MaxBatchSize))
+		return
+	}
+	items := make([]batchItem, len(body.Requests))
+	reqs := make([]cluster.Request, 0, len(body.Requests))
+	index := make([]int, 0, len(body.Requests))
+	for i := range body.Requests {
+		req, err := body.Requests[i].toRequest()
+		if err != nil {
+			err.field = prefixField("requests["+strconv.Itoa(i)+"]", err.field)
+			e := err.body()
+			items[i] = batchItem{Status: err.status, errorJSON: &e}
+			continue
+		}
+		reqs = append(reqs, req)
+		index = append(index, i)
+	}
+	if len(reqs) > 0 {
+		ctx, cancel := context.WithTimeout(r.Context(), a.opts.RequestTimeout)
+		defer cancel()
+		results, err := a.limiter.AllowBatch(ctx, reqs)
+		if err != nil {
+			a.writeClusterError(w, r, err)
+			return
+		}
+		for j, res := range results {
+			i := index[j]
+			if res.Err != nil {
+				apiErr := a.clusterError(r, res.Err)
+				apiErr.field = prefixField("requests["+strconv.Itoa(i)+"]", apiErr.field)
+				e := apiErr.body()
+				items[i] = batchItem{Status: apiErr.status, errorJSON: &e}
+				continue
+			}
+			resp, _ := answer(reqs[j], res.Decision)
+			status := http.StatusOK
+			if !res.Decision.Allowed {
+				status = http.StatusTooManyRequests
+			}
+			items[i] = batchItem{Status: status, allowResponse: &resp}
+		}
+	}
+	writeJSON(w, http.StatusOK, map[string][]batchItem{"responses": items})
+}
+
+func prefixField(prefix, field string) string {
+	if field == "" {
+		return prefix
+	}
+	return prefix + "." + field
+}

@@ -1,0 +1,127 @@
+package httpapi
+
+import (
+	"context"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/limitnode/limitnode/algorithms"
+	"github.com/limitnode/limitnode/cluster"
+)
+
+// policyJSON is a policy as the API spells it: the body of
+// PUT /v1/policies/{name} (without name and shadow_denied) and of the
+// answers that show one.
+type policyJSON struct {
+	Name         string                `json:"name,omitempty"`
+	Limit        *limitJSON            `json:"limit"`
+	Overrides    map[string]*limitJSON `json:"overrides,omitempty"`
+	Shadow       bool                  `json:"shadow"`
+	KeyTemplate  string                `json:"key_template,omitempty"`
+	ShadowDenied *int64                `json:"shadow_denied,omitempty"`
+}
+
+// toPolicy validates the body of a PUT into a policy named name.
+func (p *policyJSON) toPolicy(name string) (cluster.Policy, *apiError) {
+	if p.Name != "" && p.Name != name {
+		return cluster.Policy{}, invalid("name", "the body names %q but the path %q", p.Name, name)
+	}
+	if p.ShadowDenied != nil {
+		return cluster.Policy{}, invalid("shadow_denied", "shadow_denied is counted by the cluster, not set")
+	}
+	if p.Limit == nil {
+		return cluster.Policy{}, invalid("limit", "limit is required")
+	}
+	l, err := p.Limit.toLimit("limit.")
+	if err != nil {
+		return cluster.Policy{}, err
+	}
+	out := cluster.Policy{Name: name, Limit: l, Shadow: p.Shadow, KeyTemplate: p.KeyTemplate}
+	for key, lj := range p.Overrides {
+		if lj == nil {
+			return cluster.Policy{}, invalid("overrides."+key, "an override needs a limit")
+		}
+		ol, err := lj.toLimit("overrides." + key + ".")
+		if err != nil {
+			return cluster.Policy{}, err
+		}
+		out.Overrides = append(out.Overrides, cluster.Override{Key: key, Limit: ol})
+	}
+	slices.SortFunc(out.Overrides, func(a, b cluster.Override) int { return strings.Compare(a.Key, b.Key) })
+	return out, nil
+}
+
+func limitToJSON(l algorithms.Limit) *limitJSON {
+	period := time.Duration(l.PeriodNanos).String()
+	j := &limitJSON{Algorithm: l.Algorithm.String(), Rate: &l.Rate, Period: &period}
+	if l.Algorithm.IsBucket() {
+		j.Burst = &l.Burst
+	}
+	return j
+}
+
+func policyToJSON(p cluster.PolicyStatus) policyJSON {
+	out := policyJSON{Name: p.Name, Limit: limitToJSON(p.Limit), Shadow: p.Shadow, KeyTemplate: p.KeyTemplate, ShadowDenied: &p.ShadowDenied}
+	if len(p.Overrides) > 0 {
+		out.Overrides = make(map[string]*limitJSON, len(p.Overrides))
+		for _, o := range p.Overrides {
+			out.Overrides[o.Key] = limitToJSON(o.Limit)
+		}
+	}
+	return out
+}
+
+func (a *API) listPolicies(w http.ResponseWriter, _ *http.Request) {
+	out := []policyJSON{}
+	for _, p := range a.limiter.Policies() {
+		out = append(out, policyToJSON(p))
+	}
+	writeJSON(w, http.StatusOK, map[string][]policyJSON{"policies": out})
+}
+
+func (a *API) getPolicy(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("name")
+	p, ok := a.limiter.Policy(name)
+	if !ok {
+		writeError(w, &apiError{status: http.StatusNotFound, code: "not_found", field: "name", message: "no policy " + strconv.Quote(name)})
+		return
+	}
+	writeJSON(w, http.StatusOK, policyToJSON(p))
+}
+
+func (a *API) putPolicy(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("name")
+	var body policyJSON
+	if err := decodeJSON(w, r, MaxBatchBodyBytes, &body); err != nil {
+		writeError(w, err)
+		return
+	}
+	p, apiErr := body.toPolicy(name)
+	if apiErr != nil {
+		writeError(w, apiErr)
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), a.opts.RequestTimeout)
+	defer cancel()
+	if err := a.limiter.PutPolicy(ctx, p); err != nil {
+		a.writeClusterError(w, r, err)
+		return
+	}
+	out := policyToJSON(cluster.PolicyStatus{Policy: p})
+	out.ShadowDenied = nil
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (a *API) deletePolicy(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("name")
+	ctx, cancel := context.WithTimeout(r.Context(), a.opts.RequestTimeout)
+	defer cancel()
+	if err := a.limiter.DeletePolicy(ctx, name); err != nil {
+		a.writeClusterError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"deleted": name})
+}
