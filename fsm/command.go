@@ -2,10 +2,9 @@ package fsm
 
 import (
 	"bytes"
-	"slices"
-	"strings"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/hashicorp/go-msgpack/v2/codec"
 	"github.com/limitnode/limitnode/algorithms"
@@ -267,10 +266,4 @@ func limitRejection(prefix string, err error) *Rejection {
 		return reject(CodeInvalid, prefix+fe.Field, "%v", err)
 	}
 	return reject(CodeInvalid, strings.TrimSuffix(prefix, "."), "%v", err)
-}
-
-// sameTarget reports whether two checks of one request would decide on the
-// same state, which an atomic request may not do.
-func sameTarget(a, b Check) bool {
-	return a.Key == b.Key && a.Policy == b.Policy && a.Limit() == b.Limit() && slices.Equal(a.Dimensions, b.Dimensions)
 }
