@@ -51,19 +51,23 @@ type Limit struct {
 
 // Check is one check of a multi-check request.
 type Check struct {
-	Key   string `json:"key"`
-	Limit Limit  `json:"limit"`
-	Cost  *int64 `json:"cost,omitempty"`
+	Key        string            `json:"key,omitempty"`
+	Limit      *Limit            `json:"limit,omitempty"`
+	Policy     string            `json:"policy,omitempty"`
+	Dimensions map[string]string `json:"dimensions,omitempty"`
+	Cost       *int64            `json:"cost,omitempty"`
 }
 
-// AllowRequest is the body of POST /v1/allow: Key and Limit (and Cost), or
-// Checks.
+// AllowRequest is the body of POST /v1/allow: Key and Limit or Policy (and
+// Cost), or Checks.
 type AllowRequest struct {
-	Key       string  `json:"key,omitempty"`
-	Limit     *Limit  `json:"limit,omitempty"`
-	Cost      *int64  `json:"cost,omitempty"`
-	RequestID string  `json:"request_id,omitempty"`
-	Checks    []Check `json:"checks,omitempty"`
+	Key        string            `json:"key,omitempty"`
+	Limit      *Limit            `json:"limit,omitempty"`
+	Policy     string            `json:"policy,omitempty"`
+	Dimensions map[string]string `json:"dimensions,omitempty"`
+	Cost       *int64            `json:"cost,omitempty"`
+	RequestID  string            `json:"request_id,omitempty"`
+	Checks     []Check           `json:"checks,omitempty"`
 }
 
 // Decision is the body of a /v1/allow answer, with the headers a client

@@ -2,6 +2,10 @@ package httpapi
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
 	"net/http"
 	"slices"
 	"strconv"
@@ -10,6 +14,7 @@ import (
 
 	"github.com/limitnode/limitnode/algorithms"
 	"github.com/limitnode/limitnode/cluster"
+	"github.com/limitnode/limitnode/fsm"
 )
 
 // policyJSON is a policy as the API spells it: the body of
@@ -124,4 +129,41 @@ func (a *API) deletePolicy(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"deleted": name})
+}
+
+// policyFileJSON is the policy file of cmd/limitnode's -policies flag: the
+// same policy objects as PUT /v1/policies/{name}, by name.
+type policyFileJSON struct {
+	Policies map[string]*policyJSON `json:"policies"`
+}
+
+// ParsePolicyFile reads a policy file, {"policies": {"name": {policy}, ...}},
+// with the validation of PUT /v1/policies/{name}. The policies come back
+// sorted by name.
+func ParsePolicyFile(r io.Reader) ([]cluster.Policy, error) {
+	dec := json.NewDecoder(io.LimitReader(r, MaxBatchBodyBytes+1))
+	dec.DisallowUnknownFields()
+	var file policyFileJSON
+	if err := dec.Decode(&file); err != nil {
+		return nil, fmt.Errorf("policy file: %w", err)
+	}
+	if dec.More() {
+		return nil, errors.New("policy file: data after the JSON object")
+	}
+	var out []cluster.Policy
+	for name, pj := range file.Policies {
+		if pj == nil {
+			return nil, fmt.Errorf("policy file: policy %q is null", name)
+		}
+		p, err := pj.toPolicy(name)
+		if err != nil {
+			return nil, fmt.Errorf("policy file: policy %q: %s: %s", name, err.field, err.message)
+		}
+		if rej := fsm.ValidatePolicy(&p); rej != nil {
+			return nil, fmt.Errorf("policy file: policy %q: %s: %s", name, rej.Field, rej.Message)
+		}
+		out = append(out, p)
+	}
+	slices.SortFunc(out, func(a, b cluster.Policy) int { return strings.Compare(a.Name, b.Name) })
+	return out, nil
 }

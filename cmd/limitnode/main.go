@@ -46,6 +46,7 @@ type config struct {
 	logLevel     string
 	raftLogLevel string
 	joinTimeout  time.Duration
+	policiesFile string
 }
 
 // parseConfig reads flags from args, taking a flag's default from
@@ -62,6 +63,7 @@ func parseConfig(args []string, getenv func(string) string, output io.Writer) (c
 	fs.StringVar(&c.logLevel, "log-level", "info", "least level logged: debug, info, warn or error")
 	fs.StringVar(&c.raftLogLevel, "raft-log-level", "warn", "least level of Raft's own logs: debug, info, warn or error")
 	fs.DurationVar(&c.joinTimeout, "join-timeout", time.Minute, "how long to keep trying the -join addresses")
+	fs.StringVar(&c.policiesFile, "policies", "", "JSON file of named policies to store when this node bootstraps a new cluster")
 	var envErr error
 	fs.VisitAll(func(f *flag.Flag) {
 		name := "LIMITNODE_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
@@ -95,6 +97,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		return fmt.Errorf("-log-level: %w", err)
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	var policies []cluster.Policy
+	if c.policiesFile != "" {
+		if policies, err = readPolicyFile(c.policiesFile); err != nil {
+			return err
+		}
+	}
 
 	httpListener, err := net.Listen("tcp", c.httpAddr)
 	if err != nil {
@@ -134,6 +142,15 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	} else if len(joinAddrs) > 0 {
 		logger.Info("-join ignored: this node restarts into the cluster it belonged to")
 	}
+	if len(policies) > 0 && len(joinAddrs) == 0 && !node.HadState() {
+		if err := seedPolicies(ctx, node, policies); err != nil {
+			shutdown(logger, server, node)
+			return err
+		}
+		logger.Info("stored the policies of the policy file", "count", len(policies), "file", c.policiesFile)
+	} else if len(policies) > 0 {
+		logger.Info("-policies ignored: policies are seeded only when a node bootstraps a new cluster; change them with PUT /v1/policies/{name}")
+	}
 	if ready != nil {
 		ready <- httpAddr
 	}
@@ -169,6 +186,28 @@ func joinCluster(ctx context.Context, logger *slog.Logger, addrs []string, self 
 		case <-time.After(time.Second):
 		}
 	}
+}
+
+func readPolicyFile(path string) ([]cluster.Policy, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("-policies: %w", err)
+	}
+	defer f.Close()
+	return httpapi.ParsePolicyFile(f)
+}
+
+// seedPolicies stores the policy file's policies in a cluster this node has
+// just bootstrapped, once it leads.
+func seedPolicies(ctx context.Context, node *cluster.Node, policies []cluster.Policy) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	for _, p := range policies {
+		if err := node.PutPolicy(ctx, p); err != nil {
+			return fmt.Errorf("store policy %q: %w", p.Name, err)
+		}
+	}
+	return nil
 }
 
 // shutdown finishes in-flight HTTP requests, then closes the node (which

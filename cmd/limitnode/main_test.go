@@ -3,6 +3,9 @@ package main
 import (
 	"context"
 	"io"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -140,4 +143,46 @@ func allHaveHTTPAddrs(st client.ClusterStatus) bool {
 		}
 	}
 	return true
+}
+
+// TestPolicyFileSeedsABootstrappedCluster starts a node with -policies and
+// finds the file's policies in force.
+func TestPolicyFileSeedsABootstrappedCluster(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	file := filepath.Join(dir, "policies.json")
+	const policies = `{"policies": {
+		"per-key": {"limit": {"rate": 2, "period": "1h"}},
+		"per-route": {"limit": {"algorithm": "sliding_window_counter", "rate": 100, "period": "1m"}, "key_template": "{api_key}:{route}", "shadow": true}
+	}}`
+	if err := os.WriteFile(file, []byte(policies), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	n := startNode(t, ctx, []string{"-http", "127.0.0.1:0", "-raft", "127.0.0.1:0", "-data", filepath.Join(dir, "data"), "-policies", file}, nil)
+	c := client.New(nil, n.addr)
+	for i, want := range []bool{true, true, false} {
+		d, err := c.Allow(ctx, client.AllowRequest{Key: "k", Policy: "per-key"})
+		if err != nil || d.Allowed != want {
+			t.Fatalf("request %d: %+v, %v; want allowed=%v", i, d, err, want)
+		}
+	}
+	cancel()
+	if err := <-n.done; err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestBadPolicyFileStopsTheNode(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	file := filepath.Join(dir, "policies.json")
+	if err := os.WriteFile(file, []byte(`{"policies": {"p": {"limit": {"rate": 0}}}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	err := run(context.Background(), []string{"-http", "127.0.0.1:0", "-raft", "127.0.0.1:0", "-data", filepath.Join(dir, "data"), "-policies", file}, env(nil), io.Discard, nil)
+	if err == nil || !strings.Contains(err.Error(), "limit.rate") {
+		t.Fatalf("run = %v, want an error naming limit.rate", err)
+	}
 }

@@ -1,0 +1,226 @@
+package cluster_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/limitnode/limitnode/testcluster"
+)
+
+func do(t testing.TB, method, url, body string) (int, map[string]any) {
+	t.Helper()
+	req, err := http.NewRequest(method, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := httpClient.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, url, err)
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	var out map[string]any
+	if err := json.Unmarshal(data, &out); err != nil {
+		t.Fatalf("%s %s answered %d with %q", method, url, resp.StatusCode, data)
+	}
+	return resp.StatusCode, out
+}
+
+// TestPerClientAndGlobalLimitsTogether: 32 callers spread over all nodes,
+// 16 clients, each request checked against its client's limit (5 an hour)
+// and a global one (50 an hour) atomically. Every admission consumed from
+// both and every denial from neither, so afterwards each counter holds
+// exactly what was admitted against it.
+func TestPerClientAndGlobalLimitsTogether(t *testing.T) {
+	t.Parallel()
+	c := testcluster.Start(t, 3)
+	const clients, callers, attempts = 16, 32, 8
+	var admitted [clients]atomic.Int64
+	var wg sync.WaitGroup
+	for caller := range callers {
+		wg.Go(func() {
+			client := caller % clients
+			url := c.Nodes[caller%3].URL() + "/v1/allow"
+			body := fmt.Sprintf(`{"checks":[
+				{"key":"client:%d","limit":{"rate":5,"period":"1h"}},
+				{"key":"global","limit":{"rate":50,"period":"1h"}}]}`, client)
+			for range attempts {
+				a := post(t, url, body)
+				switch a.status {
+				case 200:
+					admitted[client].Add(1)
+				case 429:
+				default:
+					t.Errorf("status %d", a.status)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	total := int64(0)
+	for client := range clients {
+		n := admitted[client].Load()
+		total += n
+		a := post(t, c.Nodes[client%3].URL()+"/v1/allow", fmt.Sprintf(`{"key":"client:%d","limit":{"rate":5,"period":"1h"},"cost":0}`, client))
+		if n > 5 || a.Remain != 5-n {
+			t.Errorf("client %d: %d admitted, %d left of 5", client, n, a.Remain)
+		}
+	}
+	a := post(t, c.Nodes[0].URL()+"/v1/allow", `{"key":"global","limit":{"rate":50,"period":"1h"},"cost":0}`)
+	if total != 50 || a.Remain != 0 {
+		t.Fatalf("%d admitted in all, global has %d left; want 50 and 0", total, a.Remain)
+	}
+}
+
+// TestPolicyChangeTakesEffectOnEveryNode changes a policy through one node
+// and sees every node decide under the new limit at once: the change and
+// the decisions are ordered by the Raft log.
+func TestPolicyChangeTakesEffectOnEveryNode(t *testing.T) {
+	t.Parallel()
+	c := testcluster.Start(t, 3)
+	followers := c.Followers()
+	if status, body := do(t, "PUT", followers[0].URL()+"/v1/policies/tenant", `{"limit":{"rate":2,"period":"1h"}}`); status != 200 {
+		t.Fatalf("PUT: %d %v", status, body)
+	}
+	for i, n := range c.Nodes {
+		a := post(t, n.URL()+"/v1/allow", `{"key":"t1","policy":"tenant"}`)
+		if want := map[bool]int{true: 200, false: 429}[i < 2]; a.status != want || a.Limit != 2 {
+			t.Fatalf("under the first limit, %s answered %d limit %d", n.ID, a.status, a.Limit)
+		}
+		if got := a.header.Get("RateLimit-Policy"); got != `"tenant";q=2;w=3600` {
+			t.Fatalf("RateLimit-Policy %q", got)
+		}
+	}
+	if status, body := do(t, "PUT", followers[1].URL()+"/v1/policies/tenant", `{"limit":{"rate":100,"period":"1h"}}`); status != 200 {
+		t.Fatalf("PUT: %d %v", status, body)
+	}
+	for _, n := range c.Nodes {
+		// The two units used under the old limit carry over.
+		if a := post(t, n.URL()+"/v1/allow", `{"key":"t1","policy":"tenant","cost":0}`); a.status != 200 || a.Limit != 100 || a.Remain != 98 {
+			t.Fatalf("after the change, %s answered %d limit %d remaining %d", n.ID, a.status, a.Limit, a.Remain)
+		}
+	}
+	// Every node's own copy of the policy catches up too.
+	for _, n := range c.Nodes {
+		deadline := time.Now().Add(testcluster.WaitTimeout)
+		for {
+			_, p := do(t, "GET", n.URL()+"/v1/policies/tenant", "")
+			if limit, _ := p["limit"].(map[string]any); limit != nil && limit["rate"] == 100.0 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s still shows %v", n.ID, p)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+}
+
+// TestShadowModeAdmitsWhileCounting: a shadow policy of 3 an hour admits
+// ten requests and counts the seven it would have denied.
+func TestShadowModeAdmitsWhileCounting(t *testing.T) {
+	t.Parallel()
+	c := testcluster.Start(t, 3)
+	if status, _ := do(t, "PUT", c.Nodes[1].URL()+"/v1/policies/trial", `{"limit":{"rate":3,"period":"1h"},"shadow":true}`); status != 200 {
+		t.Fatalf("PUT: %d", status)
+	}
+	for i := range 10 {
+		if a := post(t, c.Nodes[i%3].URL()+"/v1/allow", `{"key":"k","policy":"trial"}`); a.status != 200 || !a.Allowed {
+			t.Fatalf("request %d: %d", i, a.status)
+		}
+	}
+	leader := c.WaitLeader()
+	if _, p := do(t, "GET", leader.URL()+"/v1/policies/trial", ""); p["shadow_denied"] != 7.0 {
+		t.Fatalf("shadow_denied %v, want 7", p["shadow_denied"])
+	}
+}
+
+// TestBatchOf500 sends 500 requests over 50 keys of 5 an hour in one call:
+// in each key's order, the first five are admitted and the rest denied.
+func TestBatchOf500(t *testing.T) {
+	t.Parallel()
+	c := testcluster.Start(t, 3)
+	var b strings.Builder
+	b.WriteString(`{"requests":[`)
+	for i := range 500 {
+		if i > 0 {
+			b.WriteString(",")
+		}
+		fmt.Fprintf(&b, `{"key":"batch:%d","limit":{"rate":5,"period":"1h"}}`, i%50)
+	}
+	b.WriteString("]}")
+	resp, err := httpClient.Post(c.Followers()[0].URL()+"/v1/allow/batch", "application/json", strings.NewReader(b.String()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var out struct {
+		Responses []struct {
+			Status    int   `json:"status"`
+			Allowed   bool  `json:"allowed"`
+			Remaining int64 `json:"remaining"`
+		} `json:"responses"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil || resp.StatusCode != 200 || len(out.Responses) != 500 {
+		t.Fatalf("status %d, %d responses, %v", resp.StatusCode, len(out.Responses), err)
+	}
+	for i, r := range out.Responses {
+		nth := int64(i / 50) // this is the nth request for its key
+		wantStatus, wantRemaining := 200, 4-nth
+		if nth >= 5 {
+			wantStatus, wantRemaining = 429, 0
+		}
+		if r.Status != wantStatus || r.Allowed != (nth < 5) || r.Remaining != wantRemaining {
+			t.Fatalf("response %d: %+v, want status %d remaining %d", i, r, wantStatus, wantRemaining)
+		}
+	}
+}
+
+// TestBadInputOnTheContractSurfaces sends bad requests to each new surface
+// through a follower.
+func TestBadInputOnTheContractSurfaces(t *testing.T) {
+	t.Parallel()
+	c := testcluster.Start(t, 3)
+	url := c.Followers()[0].URL()
+	if status, _ := do(t, "PUT", url+"/v1/policies/routes", `{"limit":{"rate":5},"key_template":"{api_key}:{route}"}`); status != 200 {
+		t.Fatalf("PUT: %d", status)
+	}
+	tooManyChecks := `{"checks":[` + strings.Repeat(`{"key":"a","limit":{"rate":1}},`, 32) + `{"key":"z","limit":{"rate":1}}]}`
+	tests := []struct {
+		name, method, path, body string
+		wantStatus               int
+		wantField                string
+		wantInError              string
+	}{
+		{"an unknown policy", "POST", "/v1/allow", `{"key":"k","policy":"nope"}`, 404, "policy", "does not exist"},
+		{"duplicate checks", "POST", "/v1/allow", `{"checks":[{"key":"k","limit":{"rate":1}},{"key":"k","limit":{"rate":1}}]}`, 400, "checks[1].key", ""},
+		{"duplicate checks through one policy", "POST", "/v1/allow", `{"checks":[{"key":"k","policy":"routes-x"},{"key":"k","policy":"routes-x"}]}`, 400, "checks[1].key", ""},
+		{"empty checks", "POST", "/v1/allow", `{"checks":[]}`, 400, "checks", ""},
+		{"too many checks", "POST", "/v1/allow", tooManyChecks, 400, "checks", ""},
+		{"too many batch items", "POST", "/v1/allow/batch", `{"requests":[` + strings.Repeat(`{"key":"a","limit":{"rate":1}},`, 1000) + `{"key":"a","limit":{"rate":1}}]}`, 400, "requests", ""},
+		{"a template without placeholders", "PUT", "/v1/policies/bad", `{"limit":{"rate":1},"key_template":"static"}`, 400, "key_template", "no {placeholder}"},
+		{"an unbalanced template", "PUT", "/v1/policies/bad", `{"limit":{"rate":1},"key_template":"{api_key"}`, 400, "key_template", "without its }"},
+		{"missing dimensions", "POST", "/v1/allow", `{"policy":"routes","dimensions":{"api_key":"abc"}}`, 400, "dimensions", "route"},
+		{"an unknown dimension", "POST", "/v1/allow", `{"policy":"routes","dimensions":{"api_key":"abc","route":"/x","region":"eu"}}`, 400, "dimensions", "region"},
+		{"a cost over the policy's limit", "POST", "/v1/allow", `{"key":"k","policy":"routes","cost":6}`, 400, "cost", ""},
+	}
+	for _, tt := range tests {
+		status, body := do(t, tt.method, url+tt.path, tt.body)
+		msg, _ := body["error"].(string)
+		if status != tt.wantStatus || body["field"] != tt.wantField || !strings.Contains(msg, tt.wantInError) {
+			t.Errorf("%s: %d %v, want %d on %q mentioning %q", tt.name, status, body, tt.wantStatus, tt.wantField, tt.wantInError)
+		}
+	}
+	// The template works when the dimensions are right.
+	a := post(t, url+"/v1/allow", `{"policy":"routes","dimensions":{"api_key":"abc","route":"/export"},"cost":2}`)
+	if a.status != 200 || a.Remain != 3 {
+		t.Fatalf("a good templated request: %d remaining %d", a.status, a.Remain)
+	}
+}
