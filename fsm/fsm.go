@@ -22,6 +22,12 @@ const DedupWindow = 5 * time.Minute
 // memory; an ID forgotten early is the price, and it is documented.
 const MaxDedupEntries = 1 << 20
 
+// MaxNowNanos is the latest time (Unix ns, in the year 2160) an entry may
+// carry. Past it, a time plus twice the longest bucket fill time
+// (algorithms.MaxFillTime) could overflow int64; an entry claiming it is
+// corrupt.
+const MaxNowNanos = 6e18
+
 // maxExpiriesPerApply bounds the idle state one log entry deletes, so that a
 // million keys going idle at once do not stall one apply. What is left is
 // deleted by the following entries; until then it decides exactly as if it
@@ -190,6 +196,9 @@ var applyCommands = map[CommandType]func(f *FSM, body []byte) (any, error){
 		var cmd AllowCommand
 		if err := decodeBody(body, &cmd); err != nil {
 			return nil, err
+		}
+		if cmd.NowNanos < 0 || cmd.NowNanos > MaxNowNanos {
+			return nil, fmt.Errorf("time %d outside [0, %d]", cmd.NowNanos, int64(MaxNowNanos))
 		}
 		return f.applyAllow(&cmd), nil
 	},

@@ -155,3 +155,7 @@ func TestBatch(t *testing.T) {
 		t.Fatalf("an empty batch: %d", rec.Code)
 	}
 }
+
+func testPolicy(name string) cluster.Policy {
+	return cluster.Policy{Name: name, Limit: algorithms.Limit{Rate: 10, PeriodNanos: int64(time.Second), Burst: 10}}
+}

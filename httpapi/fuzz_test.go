@@ -1,0 +1,43 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"net/http/httptest"
+	"strings"
+	"testing"
+)
+
+// FuzzRequestBodies: whatever body reaches /v1/allow, /v1/allow/batch or
+// PUT /v1/policies/{name}, the API answers with a status of the contract and
+// a JSON body, and never panics.
+func FuzzRequestBodies(f *testing.F) {
+	for _, seed := range []string{
+		`{"key":"api-key:abc123","limit":{"algorithm":"token_bucket","rate":100,"period":"1m","burst":100},"cost":1}`,
+		`{"checks":[{"key":"client:42","limit":{"rate":10,"period":"1s"}},{"key":"global","policy":"g","cost":0}]}`,
+		`{"policy":"routes","dimensions":{"api_key":"abc","route":"/export"},"request_id":"r-1"}`,
+		`{"requests":[{"key":"a","limit":{"rate":1}},{"key":"b","limit":{"rate":0}}]}`,
+		`{"limit":{"rate":100,"period":"1m"},"overrides":{"vip":{"rate":1000}},"key_template":"{user}","shadow":true}`,
+		`{"key":"k","limit":{"rate":1e3}}`, `{"key":"k","limit":{"rate":10.5}}`, `[]`, `null`, `{"key":"\u0000"}`,
+	} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, body string) {
+		fake := newFake()
+		fake.policies["g"] = testPolicy("g")
+		api := newTestAPI(fake)
+		for _, target := range []struct{ method, path string }{
+			{"POST", "/v1/allow"}, {"POST", "/v1/allow/batch"}, {"PUT", "/v1/policies/fuzz"},
+		} {
+			rec := httptest.NewRecorder()
+			api.ServeHTTP(rec, httptest.NewRequest(target.method, target.path, strings.NewReader(body)))
+			switch rec.Code {
+			case 200, 400, 404, 413, 429:
+			default:
+				t.Fatalf("%s %s answered %d to %q", target.method, target.path, rec.Code, body)
+			}
+			if !json.Valid(rec.Body.Bytes()) {
+				t.Fatalf("%s %s answered a body that is not JSON: %q", target.method, target.path, rec.Body)
+			}
+		}
+	})
+}
