@@ -96,6 +96,7 @@ var errNotSent = errors.New("forward: message not sent")
 
 // forwarder sends messages to other nodes' forwarding listeners.
 type forwarder struct {
+	dial        DialFunc
 	dialTimeout time.Duration
 	mu          sync.Mutex
 	idle        map[string][]*forwardConn
@@ -103,8 +104,8 @@ type forwarder struct {
 
 const maxIdleForwardConns = 4
 
-func newForwarder(dialTimeout time.Duration) *forwarder {
-	return &forwarder{dialTimeout: dialTimeout, idle: make(map[string][]*forwardConn)}
+func newForwarder(dial DialFunc, dialTimeout time.Duration) *forwarder {
+	return &forwarder{dial: dial, dialTimeout: dialTimeout, idle: make(map[string][]*forwardConn)}
 }
 
 func (f *forwarder) get(addr string) (*forwardConn, error) {
@@ -116,7 +117,7 @@ func (f *forwarder) get(addr string) (*forwardConn, error) {
 		return c, nil
 	}
 	f.mu.Unlock()
-	conn, err := dialProtocol(addr, protocolForward, f.dialTimeout)
+	conn, err := dialProtocol(f.dial, addr, protocolForward, f.dialTimeout)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", errNotSent, err)
 	}

@@ -109,10 +109,17 @@ func (s *subListener) Close() error {
 
 func (s *subListener) Addr() net.Addr { return s.addr }
 
+// DialFunc opens a TCP connection to another node's Raft address.
+type DialFunc func(addr string, timeout time.Duration) (net.Conn, error)
+
+func dialTCP(addr string, timeout time.Duration) (net.Conn, error) {
+	return net.DialTimeout("tcp", addr, timeout)
+}
+
 // dialProtocol opens a connection to a node's Raft address and announces the
 // protocol.
-func dialProtocol(addr string, protocol byte, timeout time.Duration) (net.Conn, error) {
-	conn, err := net.DialTimeout("tcp", addr, timeout)
+func dialProtocol(dial DialFunc, addr string, protocol byte, timeout time.Duration) (net.Conn, error) {
+	conn, err := dial(addr, timeout)
 	if err != nil {
 		return nil, err
 	}
@@ -129,12 +136,13 @@ func dialProtocol(addr string, protocol byte, timeout time.Duration) (net.Conn, 
 type raftStream struct {
 	net.Listener
 	advertise net.Addr
+	dial      DialFunc
 }
 
 var _ raft.StreamLayer = (*raftStream)(nil)
 
 func (s *raftStream) Dial(addr raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
-	return dialProtocol(string(addr), protocolRaft, timeout)
+	return dialProtocol(s.dial, string(addr), protocolRaft, timeout)
 }
 
 func (s *raftStream) Addr() net.Addr { return s.advertise }

@@ -85,6 +85,10 @@ type Config struct {
 	// Clock is the time the leader stamps each batch with. Nil means
 	// time.Now. Tests inject a skewed one.
 	Clock func() time.Time
+	// Dial opens connections to other nodes' Raft addresses (for Raft and
+	// for forwarding). Nil means plain TCP. Tests inject one that can cut,
+	// delay or drop links.
+	Dial DialFunc
 
 	// RequestTimeout bounds Allow, Join and RemoveMember when their context
 	// has no deadline. Default 5s.
@@ -176,7 +180,7 @@ func Open(cfg Config) (*Node, error) {
 		advertise:      tcpAddr.String(),
 		conns:          make(map[net.Conn]struct{}),
 		stopCh:         make(chan struct{}),
-		fwd:            newForwarder(cfg.RequestTimeout),
+		fwd:            newForwarder(cfg.Dial, cfg.RequestTimeout),
 	}
 	n.mux = newMux(ln, n.logger, protocolRaft, protocolForward)
 	if err := n.startRaft(); err != nil {
@@ -196,6 +200,9 @@ func withDefaults(cfg Config) Config {
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = time.Now
+	}
+	if cfg.Dial == nil {
+		cfg.Dial = dialTCP
 	}
 	if cfg.RequestTimeout <= 0 {
 		cfg.RequestTimeout = defaultRequestTimeout
@@ -251,7 +258,7 @@ func (n *Node) startRaft() error {
 		return fmt.Errorf("cluster: inspect existing state: %w", err)
 	}
 	transport := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
-		Stream:  &raftStream{Listener: n.mux.listener(protocolRaft), advertise: n.mux.ln.Addr()},
+		Stream:  &raftStream{Listener: n.mux.listener(protocolRaft), advertise: n.mux.ln.Addr(), dial: n.cfg.Dial},
 		MaxPool: 5,
 		Timeout: 10 * time.Second,
 		Logger:  hlog,

@@ -56,6 +56,9 @@ type Decision struct {
 	// Duplicate is true when the answer is the first decision for a
 	// request ID seen before.
 	Duplicate bool
+	// AtNanos is the cluster time (Unix ns, the leader's clock, never
+	// running backwards) at which the request was decided.
+	AtNanos int64
 }
 
 // CheckDecision is the decision on one check.
@@ -155,7 +158,7 @@ func decisionOf(r fsm.Result) (Decision, error) {
 	if r.Rejection != nil {
 		return Decision{}, rejected(r.Rejection)
 	}
-	d := Decision{Allowed: r.Allowed, Duplicate: r.Duplicate, Checks: make([]CheckDecision, len(r.Checks))}
+	d := Decision{Allowed: r.Allowed, Duplicate: r.Duplicate, AtNanos: r.AtNanos, Checks: make([]CheckDecision, len(r.Checks))}
 	for i, c := range r.Checks {
 		d.Checks[i] = CheckDecision{Decision: c.Decision, PeriodNanos: c.PeriodNanos, Key: c.Key, Shadow: c.Shadow}
 	}

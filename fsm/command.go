@@ -101,6 +101,9 @@ type Result struct {
 	// Rejection, when not nil, says why the request was refused without a
 	// decision; it consumed nothing.
 	Rejection *Rejection
+	// AtNanos is the cluster time the request was decided at (for a
+	// duplicate, the time of the first decision).
+	AtNanos int64
 }
 
 // CheckResult is the outcome of one check.

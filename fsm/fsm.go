@@ -293,6 +293,7 @@ func (f *FSM) applyAllow(cmd *AllowCommand) *Response {
 			}
 		}
 		resp.Results[i] = f.decide(now, req)
+		resp.Results[i].AtNanos = now
 		if req.RequestID != "" && resp.Results[i].Rejection == nil {
 			f.remember(req.RequestID, now, resp.Results[i])
 		}

@@ -17,6 +17,7 @@ import (
 	"net/http"
 	"os"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -44,6 +45,9 @@ type Cluster struct {
 	t     testing.TB
 	opts  Options
 	Nodes []*Node
+	// Net carries every connection between the nodes; cut or delay its
+	// links to inject network faults.
+	Net *Network
 }
 
 // Node is one member of a test cluster.
@@ -55,11 +59,24 @@ type Node struct {
 	RaftAddr string
 	HTTPAddr string
 
-	c       *Cluster
-	mu      sync.Mutex
-	node    *cluster.Node
-	server  *http.Server
-	running bool
+	c         *Cluster
+	mu        sync.Mutex
+	node      *cluster.Node
+	server    *http.Server
+	running   bool
+	skewNanos atomic.Int64
+}
+
+// SetClockSkew makes the node's clock run d ahead (or, negative, behind)
+// the cluster's base clock, from now on and across restarts.
+func (n *Node) SetClockSkew(d time.Duration) { n.skewNanos.Store(int64(d)) }
+
+func (n *Node) clock() time.Time {
+	base := time.Now
+	if n.c.opts.Clock != nil {
+		base = n.c.opts.Clock
+	}
+	return base().Add(time.Duration(n.skewNanos.Load()))
 }
 
 // Start starts a cluster of size nodes named n1, n2, ...: n1 bootstraps, the
@@ -67,7 +84,7 @@ type Node struct {
 // leader and all members. The cluster is stopped when the test ends.
 func Start(t testing.TB, size int, opts ...Options) *Cluster {
 	t.Helper()
-	c := &Cluster{t: t}
+	c := &Cluster{t: t, Net: newNetwork()}
 	if len(opts) > 0 {
 		c.opts = opts[0]
 	}
@@ -110,7 +127,8 @@ func (n *Node) start(bootstrap bool) error {
 		DataDir:   n.DataDir,
 		Bootstrap: bootstrap,
 		Logger:    testLogger().With("test_node", n.ID),
-		Clock:     n.c.opts.Clock,
+		Clock:     n.clock,
+		Dial:      n.c.Net.dialer(n.ID),
 	}
 	if lvl := os.Getenv("LIMITNODE_TEST_LOG"); lvl != "" {
 		cfg.RaftLogLevel = lvl
@@ -134,6 +152,7 @@ func (n *Node) start(bootstrap bool) error {
 	}
 	n.node = node
 	n.RaftAddr = node.RaftAddr()
+	n.c.Net.register(n.ID, n.RaftAddr)
 	n.HTTPAddr = httpListener.Addr().String()
 	n.server = httpapi.NewServer(httpapi.New(node, httpapi.Options{Logger: cfg.Logger}))
 	server := n.server
@@ -309,6 +328,19 @@ func (c *Cluster) agreedLeader() *Node {
 		}
 	}
 	return nil
+}
+
+// Isolate cuts every link to and from the node, both ways: to the rest of
+// the cluster it looks paused or partitioned away, while clients can still
+// reach its HTTP API. Net.HealAll undoes it.
+func (c *Cluster) Isolate(n *Node) {
+	var others []string
+	for _, o := range c.Nodes {
+		if o != n {
+			others = append(others, o.ID)
+		}
+	}
+	c.Net.Partition([]string{n.ID}, others)
 }
 
 // Followers returns the running nodes that are not the leader.
