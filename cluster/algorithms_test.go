@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/limitnode/limitnode/cluster"
 	"github.com/limitnode/limitnode/testcluster"
 )
 
@@ -25,7 +26,11 @@ func TestEveryAlgorithmEndToEnd(t *testing.T) {
 	t.Parallel()
 	clock := &manualClock{}
 	clock.nanos.Store(int64(30_000_000) * int64(time.Minute)) // aligned to 10s windows
-	c := testcluster.Start(t, 3, testcluster.Options{Clock: clock.now})
+	// The hand-moved clock is the truth here, so the leader may follow its
+	// jumps (normally a leader's clock may not outrun real time).
+	c := testcluster.Start(t, 3, testcluster.Options{Clock: clock.now, Configure: func(cfg *cluster.Config) {
+		cfg.MaxClockStep = 1000 * time.Hour
+	}})
 
 	type step struct {
 		advance    time.Duration

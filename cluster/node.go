@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -82,9 +83,15 @@ type Config struct {
 	// RaftLogLevel is the least level of Raft's own logs that reaches
 	// Logger: "debug", "info", "warn" (the default) or "error".
 	RaftLogLevel string
-	// Clock is the time the leader stamps each batch with. Nil means
-	// time.Now. Tests inject a skewed one.
+	// Clock is the wall clock the leader stamps each batch with (within
+	// MaxClockStep of the time elapsed since it took over; see clock.go).
+	// Nil means time.Now. Tests inject a skewed one.
 	Clock func() time.Time
+	// MaxClockStep bounds how far the leader's stamp may differ from the
+	// cluster time predicted by the real time elapsed since it took over
+	// (see clock.go). Default 1s. A test whose Clock is the truth and
+	// jumps may set it large.
+	MaxClockStep time.Duration
 	// Dial opens connections to other nodes' Raft addresses (for Raft and
 	// for forwarding). Nil means plain TCP. Tests inject one that can cut,
 	// delay or drop links.
@@ -126,7 +133,6 @@ type Member struct {
 type Node struct {
 	cfg            Config
 	logger         *slog.Logger
-	clock          func() time.Time
 	requestTimeout time.Duration
 
 	raft      *raft.Raft
@@ -137,6 +143,8 @@ type Node struct {
 	advertise string
 	hadState  bool
 
+	clock         *clusterClock
+	barrierTerm   atomic.Uint64 // the term in which this node last ran a barrier as leader
 	leaderBatch   *batcher
 	followerBatch *batcher
 	fwd           *forwarder
@@ -175,7 +183,6 @@ func Open(cfg Config) (*Node, error) {
 	n := &Node{
 		cfg:            cfg,
 		logger:         cfg.Logger.With("node", cfg.ID),
-		clock:          cfg.Clock,
 		requestTimeout: cfg.RequestTimeout,
 		advertise:      tcpAddr.String(),
 		conns:          make(map[net.Conn]struct{}),
@@ -203,6 +210,9 @@ func withDefaults(cfg Config) Config {
 	}
 	if cfg.Dial == nil {
 		cfg.Dial = dialTCP
+	}
+	if cfg.MaxClockStep <= 0 {
+		cfg.MaxClockStep = DefaultMaxClockStep
 	}
 	if cfg.RequestTimeout <= 0 {
 		cfg.RequestTimeout = defaultRequestTimeout
@@ -276,7 +286,14 @@ func (n *Node) startRaft() error {
 	rc.MaxAppendEntries = 256
 	rc.TrailingLogs = n.cfg.TrailingLogs
 
+	startupIndex, err := logStore.LastIndex()
+	if err != nil {
+		logStore.Close()
+		return fmt.Errorf("cluster: read the log's last index: %w", err)
+	}
+	n.clock = &clusterClock{wall: n.cfg.Clock, step: n.cfg.MaxClockStep, startupIndex: startupIndex}
 	n.fsm = fsm.New(n.logger)
+	n.fsm.OnAllowApplied(n.clock.observe)
 	r, err := raft.NewRaft(rc, n.fsm, logStore, logStore, snapshots, transport)
 	if err != nil {
 		transport.Close()
@@ -348,7 +365,23 @@ func (n *Node) decide(ctx context.Context, reqs []fsm.Request) ([]fsm.Result, er
 // applyBatch is the leader's flush: one Raft entry for all the calls.
 func (n *Node) applyBatch(calls []*call) {
 	reqs := concatRequests(calls)
-	data, err := fsm.Encode(fsm.CommandAllow, &fsm.AllowCommand{NowNanos: n.clock().UnixNano(), Requests: reqs})
+	term := n.raft.CurrentTerm()
+	if n.barrierTerm.Load() != term {
+		// A new leader first applies everything earlier leaders committed,
+		// so its clock starts from the latest cluster time (clock.go).
+		if err := n.raft.Barrier(n.requestTimeout).Error(); err != nil {
+			// Nothing of the batch was appended: it may go to a new leader.
+			if errors.Is(err, raft.ErrRaftShutdown) {
+				failAll(calls, ErrShutdown)
+			} else {
+				failAll(calls, errNotLeader)
+			}
+			return
+		}
+		n.barrierTerm.Store(term)
+	}
+	stamp := n.clock.stamp(term, n.fsm.Now())
+	data, err := fsm.Encode(fsm.CommandAllow, &fsm.AllowCommand{NowNanos: stamp, Requests: reqs})
 	if err != nil {
 		failAll(calls, err)
 		return

@@ -134,6 +134,21 @@ type FSM struct {
 	nodes      map[string]string
 	policies   map[string]*policyEntry
 	logger     *slog.Logger
+	// onAllow, if set, is told the index and cluster time of every allow
+	// entry applied; the node's clock uses it (see cluster's clock.go).
+	onAllow func(index uint64, nowNanos int64)
+}
+
+// OnAllowApplied registers fn to be called, on the applying goroutine, with
+// the index and cluster time of each allow entry applied. Set it before the
+// FSM is given to Raft.
+func (f *FSM) OnAllowApplied(fn func(index uint64, nowNanos int64)) { f.onAllow = fn }
+
+// Now returns the latest cluster time applied.
+func (f *FSM) Now() int64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.nowNanos
 }
 
 var (
@@ -186,6 +201,9 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []any {
 			continue
 		}
 		out[i] = resp
+		if _, isAllow := resp.(*Response); isAllow && f.onAllow != nil {
+			f.onAllow(l.Index, f.nowNanos)
+		}
 	}
 	return out
 }

@@ -1,0 +1,78 @@
+package cluster
+
+import (
+	"sync"
+	"time"
+)
+
+// DefaultMaxClockStep is how far, by default, a leader's stamp may stray
+// from the cluster time that elapsed real time predicts. See clusterClock.
+const DefaultMaxClockStep = time.Second
+
+// clusterClock decides the time a leader stamps on each batch, so that a
+// leader whose wall clock is wrong can neither refund tokens (by stamping a
+// time in the past) nor mint them (by stamping one in the future).
+//
+// The rule: when a node starts leading, it estimates the cluster time from
+// the last entry it saw applied while this process ran, plus the real time
+// (monotonic clock) elapsed since. During its term it stamps its wall clock,
+// but clamped to that estimate ± the maximum step (Config.MaxClockStep):
+//
+//	estimate = cluster time at takeover + monotonic time since takeover
+//	stamp    = clamp(wall clock, estimate − step, estimate + step)
+//
+// and the FSM then takes max(stamp, last applied time). A leader whose clock
+// is minutes fast therefore moves cluster time at the speed of real time,
+// at most a second ahead; one whose clock is minutes slow does the same, at
+// most a second behind, instead of freezing refills until its clock catches
+// up. With a correct clock (within a second) the stamp is the wall clock.
+//
+// Entries replayed from disk at start-up say nothing about how much time has
+// passed since, so they are not used: after a restart of the whole cluster
+// the first leader starts from its wall clock (never below the last applied
+// time). That one moment trusts a wall clock; NTP is assumed there.
+type clusterClock struct {
+	wall         func() time.Time
+	step         time.Duration
+	startupIndex uint64 // the last log index when this process opened
+
+	mu sync.Mutex
+	// The latest applied entry stamped after this process started.
+	observedNanos int64
+	observedAt    time.Time // monotonic reading
+	observed      bool
+	// The estimate fixed when this node's current term as leader began.
+	term       uint64
+	termNanos  int64
+	termAt     time.Time
+	termActive bool
+}
+
+// observe records an applied allow entry: its index and its cluster time.
+func (c *clusterClock) observe(index uint64, nowNanos int64) {
+	if index <= c.startupIndex {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.observedNanos, c.observedAt, c.observed = nowNanos, time.Now(), true
+}
+
+// stamp returns the time to stamp on a batch appended in raft term term.
+// lastApplied is the FSM's latest time, used when nothing has been observed.
+func (c *clusterClock) stamp(term uint64, lastApplied int64) int64 {
+	now := time.Now()
+	wall := c.wall().UnixNano()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.termActive || c.term != term {
+		c.term, c.termAt, c.termActive = term, now, true
+		if c.observed {
+			c.termNanos = c.observedNanos + int64(now.Sub(c.observedAt))
+		} else {
+			c.termNanos = max(wall, lastApplied)
+		}
+	}
+	estimate := c.termNanos + int64(now.Sub(c.termAt))
+	return min(max(wall, estimate-int64(c.step)), estimate+int64(c.step))
+}

@@ -1,0 +1,39 @@
+package faulttest
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/limitnode/limitnode/algorithms"
+	"github.com/limitnode/limitnode/cluster"
+	"github.com/limitnode/limitnode/testcluster"
+)
+
+// peek returns the remaining units of key under limit, asking node, retrying
+// while the cluster has no leader.
+func peek(t testing.TB, node *testcluster.Node, key string, limit algorithms.Limit) cluster.CheckDecision {
+	t.Helper()
+	deadline := time.Now().Add(testcluster.WaitTimeout)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		d, err := node.Node().Allow(ctx, cluster.Request{Checks: []cluster.Check{{Key: key, Limit: limit, Cost: 0}}})
+		cancel()
+		if err == nil {
+			return d.Checks[0]
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("peek %s on %s: %v", key, node.ID, err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func spend(t testing.TB, node *testcluster.Node, key string, limit algorithms.Limit, cost int64) cluster.Decision {
+	t.Helper()
+	d, err := node.Node().Allow(context.Background(), cluster.Request{Checks: []cluster.Check{{Key: key, Limit: limit, Cost: cost}}})
+	if err != nil {
+		t.Fatalf("spend on %s: %v", node.ID, err)
+	}
+	return d
+}
