@@ -228,5 +228,10 @@ func (n *Node) LeaderHTTPAddr() string {
 	return n.fsm.NodeHTTPAddr(string(id))
 }
 
+// StateDigest returns the index of the last log entry this node applied and
+// a digest of its replicated state: replicas at the same index must have the
+// same digest.
+func (n *Node) StateDigest() (uint64, [32]byte) { return n.fsm.Digest() }
+
 // IsLeader reports whether this node currently believes it is the leader.
 func (n *Node) IsLeader() bool { return n.isLeader() }

@@ -137,6 +137,8 @@ type FSM struct {
 	// onAllow, if set, is told the index and cluster time of every allow
 	// entry applied; the node's clock uses it (see cluster's clock.go).
 	onAllow func(index uint64, nowNanos int64)
+	// lastIndex is the index of the last log entry applied.
+	lastIndex uint64
 }
 
 // OnAllowApplied registers fn to be called, on the applying goroutine, with
@@ -191,6 +193,7 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []any {
 	defer f.mu.Unlock()
 	out := make([]any, len(logs))
 	for i, l := range logs {
+		f.lastIndex = l.Index
 		if l.Type != raft.LogCommand {
 			continue
 		}

@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"bufio"
+	"crypto/sha256"
 	"container/heap"
 	"errors"
 	"fmt"
@@ -67,11 +68,30 @@ type snapshot struct {
 	policies   []policyRecord
 }
 
+// Digest returns the index of the last entry applied and a SHA-256 of the
+// state as a snapshot would write it: two replicas that applied the same
+// entries return the same pair. Tests compare replicas with it.
+func (f *FSM) Digest() (uint64, [sha256.Size]byte) {
+	f.mu.Lock()
+	snap, index := f.copyState(), f.lastIndex
+	f.mu.Unlock()
+	h := sha256.New()
+	_ = snap.writeTo(h) // a hash.Hash never fails to write
+	var sum [sha256.Size]byte
+	copy(sum[:], h.Sum(nil))
+	return index, sum
+}
+
 // Snapshot copies the state. Raft calls it on the goroutine that applies, so
 // the copy is consistent; Persist then writes it while applies go on.
 func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	return f.copyState(), nil
+}
+
+// copyState copies the state for a snapshot; f.mu must be held.
+func (f *FSM) copyState() *snapshot {
 	s := &snapshot{buckets: make([]bucketRecord, 0, len(f.buckets))}
 	for _, b := range f.expiry {
 		l := b.limit()
@@ -94,7 +114,7 @@ func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
 	}
 	s.header = snapshotHeader{Version: snapshotVersion, NowNanos: f.nowNanos,
 		Buckets: len(s.buckets), RequestIDs: len(s.requestIDs), Nodes: len(s.nodes), Policies: len(s.policies)}
-	return s, nil
+	return s
 }
 
 // Persist sorts and writes the copy taken by Snapshot.

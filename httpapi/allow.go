@@ -64,6 +64,9 @@ func (a *API) allow(w http.ResponseWriter, r *http.Request) {
 	}
 	check := decision.Checks[headline]
 	setRateLimitHeaders(w.Header(), policy, check.Decision, check.PeriodNanos)
+	// The cluster time of the decision (Unix ns), for clients that check
+	// or debug the order of decisions.
+	w.Header().Set("X-Limitnode-Decided-At", strconv.FormatInt(decision.AtNanos, 10))
 	status := http.StatusOK
 	if !decision.Allowed {
 		status = http.StatusTooManyRequests

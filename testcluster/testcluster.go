@@ -200,7 +200,11 @@ func (n *Node) Running() bool {
 }
 
 // URL returns the base URL of the node's HTTP API.
-func (n *Node) URL() string { return "http://" + n.HTTPAddr }
+func (n *Node) URL() string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return "http://" + n.HTTPAddr
+}
 
 // Kill stops the node abruptly: its HTTP server closes its connections and
 // the node stops without handing over leadership, as in a crash.

@@ -1,0 +1,435 @@
+package faulttest
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+	"github.com/limitnode/limitnode/algorithms"
+	"github.com/limitnode/limitnode/cluster"
+	"github.com/limitnode/limitnode/testcluster"
+)
+
+var (
+	long     = flag.Bool("faulttest.long", false, "run the long linearizability suite: many seeds, minutes each")
+	longRuns = flag.Int("faulttest.runs", 8, "with -faulttest.long: how many seeds")
+	longFor  = flag.Duration("faulttest.duration", time.Minute, "with -faulttest.long: how long each run lasts")
+)
+
+// The keys of a run and their limits: two token buckets and two fixed
+// windows, tight enough that denials, refills and window edges all happen.
+var runLimits = map[string]algorithms.Limit{
+	"tb-0": {Algorithm: algorithms.TokenBucket, Rate: 20, PeriodNanos: int64(2 * time.Second), Burst: 10},
+	"tb-1": {Algorithm: algorithms.TokenBucket, Rate: 5, PeriodNanos: int64(time.Second), Burst: 3},
+	"fw-0": {Algorithm: algorithms.FixedWindow, Rate: 15, PeriodNanos: int64(time.Second)},
+	"fw-1": {Algorithm: algorithms.FixedWindow, Rate: 40, PeriodNanos: int64(3 * time.Second)},
+}
+
+type allowInput struct {
+	Key  string
+	Cost int64
+	Via  string // "go n2" or "http n3": where the first attempt went
+}
+
+type allowOutput struct {
+	Allowed   bool
+	Remaining int64
+	AtNanos   int64 // cluster time of the decision
+	Attempts  int
+}
+
+type keyState struct {
+	state algorithms.State
+	last  int64
+}
+
+// limiterModel is the sequential specification: one key's state under the
+// algorithm, each operation decided at the cluster time it reports, cluster
+// time never running backwards.
+var limiterModel = porcupine.Model{
+	Partition: func(history []porcupine.Operation) [][]porcupine.Operation {
+		byKey := map[string][]porcupine.Operation{}
+		var keys []string
+		for _, op := range history {
+			k := op.Input.(allowInput).Key
+			if byKey[k] == nil {
+				keys = append(keys, k)
+			}
+			byKey[k] = append(byKey[k], op)
+		}
+		slices.Sort(keys)
+		var out [][]porcupine.Operation
+		for _, k := range keys {
+			out = append(out, byKey[k])
+		}
+		return out
+	},
+	Init: func() any { return keyState{} },
+	Step: func(state, input, output any) (bool, any) {
+		s, in, out := state.(keyState), input.(allowInput), output.(allowOutput)
+		if out.AtNanos < s.last {
+			return false, s
+		}
+		d, next := algorithms.Decide(runLimits[in.Key], s.state, out.AtNanos, in.Cost)
+		if d.Allowed != out.Allowed || d.Remaining != out.Remaining {
+			return false, s
+		}
+		return true, keyState{state: next, last: out.AtNanos}
+	},
+	Equal: func(a, b any) bool {
+		x, y := a.(keyState), b.(keyState)
+		return x.last == y.last && x.state.Equal(y.state)
+	},
+	DescribeOperation: func(input, output any) string {
+		in, out := input.(allowInput), output.(allowOutput)
+		return fmt.Sprintf("%s cost %d via %s → allowed=%v remaining=%d at %d (%d attempts)", in.Key, in.Cost, in.Via, out.Allowed, out.Remaining, out.AtNanos%1e12, out.Attempts)
+	},
+	DescribeState: func(state any) string {
+		s := state.(keyState)
+		return fmt.Sprintf("%+v last=%d", s.state, s.last%1e12)
+	},
+}
+
+// runReport is what one run did.
+type runReport struct {
+	operations, ambiguous, faults int
+	history                       []porcupine.Operation
+}
+
+var httpClient = &http.Client{Timeout: 3 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 32}}
+
+// attempt sends one request to a node, through the Go API or HTTP. An
+// error means the outcome is not known.
+func attempt(ctx context.Context, n *testcluster.Node, viaHTTP bool, key string, cost int64, requestID string) (allowOutput, error) {
+	if viaHTTP {
+		body := fmt.Sprintf(`{"key":%q,"limit":%s,"cost":%d,"request_id":%q}`, key, limitJSON(runLimits[key]), cost, requestID)
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, n.URL()+"/v1/allow", bytes.NewReader([]byte(body)))
+		resp, err := httpClient.Do(req)
+		if err != nil {
+			return allowOutput{}, err
+		}
+		defer resp.Body.Close()
+		data, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != 200 && resp.StatusCode != 429 {
+			return allowOutput{}, fmt.Errorf("status %d: %s", resp.StatusCode, data)
+		}
+		var out struct {
+			Allowed   bool  `json:"allowed"`
+			Remaining int64 `json:"remaining"`
+		}
+		if err := json.Unmarshal(data, &out); err != nil {
+			return allowOutput{}, err
+		}
+		at, err := strconv.ParseInt(resp.Header.Get("X-Limitnode-Decided-At"), 10, 64)
+		if err != nil {
+			return allowOutput{}, fmt.Errorf("decision time: %w", err)
+		}
+		return allowOutput{Allowed: out.Allowed, Remaining: out.Remaining, AtNanos: at}, nil
+	}
+	node := n.Node()
+	if node == nil {
+		return allowOutput{}, fmt.Errorf("%s is down", n.ID)
+	}
+	d, err := node.Allow(ctx, cluster.Request{RequestID: requestID, Checks: []cluster.Check{{Key: key, Limit: runLimits[key], Cost: cost}}})
+	if err != nil {
+		return allowOutput{}, err
+	}
+	return allowOutput{Allowed: d.Allowed, Remaining: d.Checks[0].Remaining, AtNanos: d.AtNanos}, nil
+}
+
+func limitJSON(l algorithms.Limit) string {
+	if l.Algorithm.IsBucket() {
+		return fmt.Sprintf(`{"algorithm":%q,"rate":%d,"period":%q,"burst":%d}`, l.Algorithm, l.Rate, time.Duration(l.PeriodNanos), l.Burst)
+	}
+	return fmt.Sprintf(`{"algorithm":%q,"rate":%d,"period":%q}`, l.Algorithm, l.Rate, time.Duration(l.PeriodNanos))
+}
+
+// runOnce starts a cluster, lets clients call Allow on random nodes through
+// both APIs while a nemesis injects faults for the given duration, then
+// heals everything and waits for every operation to get a definite answer.
+// An attempt whose outcome is unknown is retried, on any node, with the same
+// request ID: the cluster must charge it once, whichever attempt lands, so
+// the operation's interval runs from its first call to its definite answer.
+func runOnce(t *testing.T, seed uint64, clients int, duration time.Duration) (*testcluster.Cluster, runReport) {
+	c := testcluster.Start(t, 3)
+	rng := rand.New(rand.NewPCG(seed, seed*7+1))
+	keys := []string{"tb-0", "tb-1", "fw-0", "fw-1"}
+	start := time.Now()
+	stop := make(chan struct{})
+	var mu sync.Mutex
+	var rep runReport
+	var ambiguous atomic.Int64
+
+	var wg sync.WaitGroup
+	for client := range clients {
+		crng := rand.New(rand.NewPCG(seed, uint64(client)))
+		wg.Go(func() {
+			for seq := 0; ; seq++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				key := keys[crng.IntN(len(keys))]
+				cost := 1 + crng.Int64N(3)
+				id := fmt.Sprintf("s%d-c%d-%d", seed, client, seq)
+				viaHTTP := crng.IntN(2) == 0
+				first := c.Nodes[crng.IntN(len(c.Nodes))]
+				via := map[bool]string{true: "http ", false: "go "}[viaHTTP] + first.ID
+				call := time.Since(start).Nanoseconds()
+				var out allowOutput
+				for tries := 1; ; tries++ {
+					node := first
+					if tries > 1 {
+						node = c.Nodes[crng.IntN(len(c.Nodes))]
+					}
+					// Short deadlines make attempts time out while their
+					// entry is still being committed: outcomes the retry
+					// with the same request ID must not charge twice.
+					ctx, cancel := context.WithTimeout(context.Background(), time.Duration(20+crng.IntN(500))*time.Millisecond)
+					o, err := attempt(ctx, node, viaHTTP, key, cost, id)
+					cancel()
+					if err == nil {
+						out = o
+						out.Attempts = tries
+						break
+					}
+					if tries == 1 {
+						ambiguous.Add(1)
+					}
+					if time.Since(start) > duration+2*time.Minute {
+						t.Errorf("operation %s never got a definite answer: %v", id, err)
+						return
+					}
+					time.Sleep(time.Duration(10+crng.IntN(40)) * time.Millisecond)
+				}
+				ret := time.Since(start).Nanoseconds()
+				mu.Lock()
+				rep.history = append(rep.history, porcupine.Operation{ClientId: client, Input: allowInput{Key: key, Cost: cost, Via: via}, Call: call, Output: out, Return: ret})
+				mu.Unlock()
+			}
+		})
+	}
+
+	// The nemesis: one fault at a time, each undone before the next.
+	faults := 0
+	for deadline := start.Add(duration); time.Now().Before(deadline); {
+		time.Sleep(time.Duration(200+rng.IntN(400)) * time.Millisecond)
+		faults++
+		switch rng.IntN(5) {
+		case 0: // crash the leader, bring it back
+			if l := leaderOrNil(c); l != nil {
+				l.Kill()
+				time.Sleep(time.Duration(300+rng.IntN(1200)) * time.Millisecond)
+				l.Restart()
+			}
+		case 1: // crash any node
+			n := c.Nodes[rng.IntN(len(c.Nodes))]
+			n.Kill()
+			time.Sleep(time.Duration(300+rng.IntN(1200)) * time.Millisecond)
+			n.Restart()
+		case 2: // isolate a node (a partition, or a long pause)
+			n := c.Nodes[rng.IntN(len(c.Nodes))]
+			c.Isolate(n)
+			time.Sleep(time.Duration(500+rng.IntN(1500)) * time.Millisecond)
+			c.Net.HealAll()
+		case 3: // cut one direction of one link
+			a, b := c.Nodes[rng.IntN(3)], c.Nodes[rng.IntN(3)]
+			if a != b {
+				c.Net.Cut(a.ID, b.ID)
+				time.Sleep(time.Duration(300+rng.IntN(1000)) * time.Millisecond)
+				c.Net.HealAll()
+			}
+		case 4: // slow every link out of a node, or hand leadership over
+			if rng.IntN(2) == 0 {
+				n := c.Nodes[rng.IntN(3)]
+				for _, o := range c.Nodes {
+					c.Net.Delay(n.ID, o.ID, time.Duration(50+rng.IntN(300))*time.Millisecond)
+				}
+				time.Sleep(time.Duration(300+rng.IntN(1000)) * time.Millisecond)
+				c.Net.HealAll()
+			} else if l := leaderOrNil(c); l != nil {
+				l.Stop()
+				l.Restart()
+			}
+		}
+	}
+	c.Net.HealAll()
+	close(stop)
+	wg.Wait()
+	c.WaitConverged()
+	rep.faults = faults
+	rep.ambiguous = int(ambiguous.Load())
+	rep.operations = len(rep.history)
+	return c, rep
+}
+
+func leaderOrNil(c *testcluster.Cluster) *testcluster.Node {
+	for _, n := range c.Running() {
+		if node := n.Node(); node != nil && node.IsLeader() {
+			return n
+		}
+	}
+	return nil
+}
+
+// checkRun checks a run's history for linearizability and its invariants.
+func checkRun(t *testing.T, c *testcluster.Cluster, seed uint64, rep runReport) {
+	t.Helper()
+	result, info := porcupine.CheckOperationsVerbose(limiterModel, rep.history, 2*time.Minute)
+	if result != porcupine.Ok {
+		dir, _ := os.MkdirTemp("", "limitnode-linearizability-")
+		path := filepath.Join(dir, fmt.Sprintf("seed-%d.html", seed))
+		if err := porcupine.VisualizePath(limiterModel, info, path); err != nil {
+			t.Errorf("could not write the visualisation: %v", err)
+		}
+		t.Fatalf("seed %d: the history of %d operations is %v; porcupine's visualisation: %s", seed, len(rep.history), result, path)
+	}
+	checkAdmittedWithinBound(t, rep.history)
+	checkReplicasAgree(t, c)
+	checkSurvivesFullRestart(t, c, rep.history)
+}
+
+// checkAdmittedWithinBound: over every interval, a token bucket admitted at
+// most burst + rate × elapsed / period, and a fixed window at most rate per
+// aligned window.
+func checkAdmittedWithinBound(t *testing.T, history []porcupine.Operation) {
+	t.Helper()
+	type admission struct{ at, cost int64 }
+	byKey := map[string][]admission{}
+	for _, op := range history {
+		if out := op.Output.(allowOutput); out.Allowed {
+			in := op.Input.(allowInput)
+			byKey[in.Key] = append(byKey[in.Key], admission{out.AtNanos, in.Cost})
+		}
+	}
+	for key, adm := range byKey {
+		l := runLimits[key]
+		slices.SortFunc(adm, func(a, b admission) int { return int(a.at - b.at) })
+		if l.Algorithm == algorithms.FixedWindow {
+			perWindow := map[int64]int64{}
+			for _, a := range adm {
+				perWindow[a.at/l.PeriodNanos] += a.cost
+				if perWindow[a.at/l.PeriodNanos] > l.Rate {
+					t.Fatalf("%s: window %d admitted %d > %d", key, a.at/l.PeriodNanos, perWindow[a.at/l.PeriodNanos], l.Rate)
+				}
+			}
+			continue
+		}
+		for i := range adm {
+			sum := int64(0)
+			for j := i; j < len(adm); j++ {
+				sum += adm[j].cost
+				elapsed := adm[j].at - adm[i].at
+				if float64(sum) > float64(l.Burst)+float64(l.Rate)*float64(elapsed)/float64(l.PeriodNanos)+1e-9 {
+					t.Fatalf("%s: %d admitted in %s, over burst %d + refill", key, sum, time.Duration(elapsed), l.Burst)
+				}
+			}
+		}
+	}
+}
+
+// checkReplicasAgree: once every node has applied the same index, their
+// states are byte for byte the same.
+func checkReplicasAgree(t *testing.T, c *testcluster.Cluster) {
+	t.Helper()
+	deadline := time.Now().Add(testcluster.WaitTimeout)
+	for {
+		indexes := map[uint64]bool{}
+		digests := map[[32]byte]bool{}
+		for _, n := range c.Nodes {
+			index, digest := n.Node().StateDigest()
+			indexes[index] = true
+			digests[digest] = true
+		}
+		if len(indexes) == 1 {
+			if len(digests) != 1 {
+				t.Fatalf("replicas at the same index hold different states")
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("replicas never reached the same applied index: %v", indexes)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// checkSurvivesFullRestart stops every node, starts them again, and checks
+// that each key's state is exactly what the acknowledged admissions imply.
+func checkSurvivesFullRestart(t *testing.T, c *testcluster.Cluster, history []porcupine.Operation) {
+	t.Helper()
+	c.StopAll()
+	for _, n := range c.Nodes {
+		n.Restart()
+	}
+	c.WaitConverged()
+	type admission struct{ at, cost int64 }
+	byKey := map[string][]admission{}
+	for _, op := range history {
+		if out := op.Output.(allowOutput); out.Allowed && op.Input.(allowInput).Cost > 0 {
+			in := op.Input.(allowInput)
+			byKey[in.Key] = append(byKey[in.Key], admission{out.AtNanos, in.Cost})
+		}
+	}
+	for key, l := range runLimits {
+		adm := byKey[key]
+		slices.SortFunc(adm, func(a, b admission) int { return int(a.at - b.at) })
+		var s algorithms.State
+		for _, a := range adm {
+			var d algorithms.Decision
+			if d, s = algorithms.Decide(l, s, a.at, a.cost); !d.Allowed {
+				t.Fatalf("%s: replaying the acknowledged admissions denies one at %d", key, a.at)
+			}
+		}
+		node := c.Nodes[0].Node()
+		d, err := node.Allow(context.Background(), cluster.Request{Checks: []cluster.Check{{Key: key, Limit: l, Cost: 0}}})
+		if err != nil {
+			t.Fatalf("peek %s after the restart: %v", key, err)
+		}
+		want, _ := algorithms.Decide(l, s, d.AtNanos, 0)
+		if d.Checks[0].Remaining != want.Remaining {
+			t.Fatalf("%s after restarting every node: %d remaining, the acknowledged admissions leave %d", key, d.Checks[0].Remaining, want.Remaining)
+		}
+	}
+}
+
+// TestLinearizableUnderFaults is the short run that go test ./... includes.
+func TestLinearizableUnderFaults(t *testing.T) {
+	runs, duration := 1, 6*time.Second
+	if *long {
+		runs, duration = *longRuns, *longFor
+	}
+	var totalOps, totalAmbiguous, totalFaults int
+	for run := range runs {
+		seed := uint64(time.Now().UnixNano()) + uint64(run)
+		if !*long {
+			seed = 1
+		}
+		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
+			c, rep := runOnce(t, seed, 6, duration)
+			t.Logf("seed %d: %d operations (%d ambiguous on the first attempt), %d fault events", seed, rep.operations, rep.ambiguous, rep.faults)
+			checkRun(t, c, seed, rep)
+			totalOps += rep.operations
+			totalAmbiguous += rep.ambiguous
+			totalFaults += rep.faults
+		})
+	}
+	if !t.Failed() {
+		t.Logf("%d histories, %d operations (%d ambiguous), %d fault events: linearizable", runs, totalOps, totalAmbiguous, totalFaults)
+	}
+}
