@@ -2,8 +2,8 @@ package fsm
 
 import (
 	"bufio"
-	"crypto/sha256"
 	"container/heap"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io"
