@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/limitnode/limitnode/cluster"
 	"github.com/limitnode/limitnode/testcluster"
 )
 
@@ -222,5 +223,49 @@ func TestBadInputOnTheContractSurfaces(t *testing.T) {
 	a := post(t, url+"/v1/allow", `{"policy":"routes","dimensions":{"api_key":"abc","route":"/export"},"cost":2}`)
 	if a.status != 200 || a.Remain != 3 {
 		t.Fatalf("a good templated request: %d remaining %d", a.status, a.Remain)
+	}
+}
+
+// TestKeyLimitRefusesNewKeysOnly: with a cap of 100 live keys, a batch of
+// 150 new keys gets 100 decisions and 50 clear refusals, and keys already
+// live keep being decided.
+func TestKeyLimitRefusesNewKeysOnly(t *testing.T) {
+	t.Parallel()
+	c := testcluster.Start(t, 3, testcluster.Options{Configure: func(cfg *cluster.Config) { cfg.MaxKeys = 100 }})
+	var b strings.Builder
+	b.WriteString(`{"requests":[`)
+	for i := range 150 {
+		if i > 0 {
+			b.WriteString(",")
+		}
+		fmt.Fprintf(&b, `{"key":"flood:%d","limit":{"rate":5,"period":"1h"}}`, i)
+	}
+	b.WriteString("]}")
+	resp, err := httpClient.Post(c.Followers()[0].URL()+"/v1/allow/batch", "application/json", strings.NewReader(b.String()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var out struct {
+		Responses []struct {
+			Status int    `json:"status"`
+			Code   string `json:"code"`
+		} `json:"responses"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+		t.Fatal(err)
+	}
+	counts := map[string]int{}
+	for _, r := range out.Responses {
+		counts[fmt.Sprint(r.Status, r.Code)]++
+	}
+	if counts["200"] != 100 || counts["503unavailable"] != 50 {
+		t.Fatalf("answers %v, want 100 × 200 and 50 × 503 unavailable", counts)
+	}
+	if a := post(t, c.Nodes[2].URL()+"/v1/allow", `{"key":"flood:0","limit":{"rate":5,"period":"1h"}}`); a.status != 200 || a.Remain != 3 {
+		t.Fatalf("a live key: %d remaining %d", a.status, a.Remain)
+	}
+	if a := post(t, c.Nodes[2].URL()+"/v1/allow", `{"key":"new","limit":{"rate":5,"period":"1h"}}`); a.status != 503 || a.header.Get("Retry-After") != "1" {
+		t.Fatalf("a new key at the cap: %d", a.status)
 	}
 }

@@ -35,6 +35,10 @@ var (
 	ErrNotFound = errors.New("cluster: no such member")
 	// ErrShutdown: the node is shutting down.
 	ErrShutdown = errors.New("cluster: node is shut down")
+	// ErrKeyLimit: the request would create state for new keys while the
+	// cluster already holds Config.MaxKeys of them (and KeyLimitFailOpen
+	// is off). Nothing was consumed.
+	ErrKeyLimit = errors.New("cluster: key limit reached")
 
 	// errNotLeader: the node asked is not the leader and did nothing, so
 	// the request may be sent again to the leader. Never returned to
@@ -47,6 +51,9 @@ const (
 	defaultRequestTimeout   = 5 * time.Second
 	defaultTransferTimeout  = 3 * time.Second
 	defaultMaxBatchRequests = 4096
+	// DefaultMaxKeys caps the live (key, limit) pairs: about 1.2 GB of
+	// heap at ~240 bytes each.
+	DefaultMaxKeys = 5_000_000
 	// Raft timeouts: a leader that stops is noticed after 500ms to 1s
 	// (hashicorp/raft randomises between one and two heartbeat timeouts),
 	// and a new one is elected a few hundred milliseconds later, so
@@ -104,6 +111,16 @@ type Config struct {
 	TransferTimeout time.Duration
 	// MaxBatchRequests bounds the requests in one Raft entry. Default 4096.
 	MaxBatchRequests int
+	// MaxKeys caps the live (key, limit) pairs the cluster keeps, so that a
+	// flood of distinct keys cannot exhaust memory. Default DefaultMaxKeys;
+	// negative means no cap. The leader's setting applies (it travels in
+	// each Raft entry), so give every node the same.
+	MaxKeys int64
+	// KeyLimitFailOpen chooses what happens to a request that needs a new
+	// key once MaxKeys are live: false (the default) refuses it with
+	// ErrKeyLimit; true admits it without recording it, so new keys go
+	// unlimited until room frees up.
+	KeyLimitFailOpen bool
 	// HeartbeatTimeout, ElectionTimeout and LeaderLeaseTimeout are Raft's;
 	// defaults 500ms, 500ms and 250ms.
 	HeartbeatTimeout   time.Duration
@@ -210,6 +227,9 @@ func withDefaults(cfg Config) Config {
 	}
 	if cfg.Dial == nil {
 		cfg.Dial = dialTCP
+	}
+	if cfg.MaxKeys == 0 {
+		cfg.MaxKeys = DefaultMaxKeys
 	}
 	if cfg.MaxClockStep <= 0 {
 		cfg.MaxClockStep = DefaultMaxClockStep
@@ -381,7 +401,9 @@ func (n *Node) applyBatch(calls []*call) {
 		n.barrierTerm.Store(term)
 	}
 	stamp := n.clock.stamp(term, n.fsm.Now())
-	data, err := fsm.Encode(fsm.CommandAllow, &fsm.AllowCommand{NowNanos: stamp, Requests: reqs})
+	data, err := fsm.Encode(fsm.CommandAllow, &fsm.AllowCommand{
+		NowNanos: stamp, Requests: reqs, MaxKeys: max(n.cfg.MaxKeys, 0), KeyLimitFailOpen: n.cfg.KeyLimitFailOpen,
+	})
 	if err != nil {
 		failAll(calls, err)
 		return

@@ -73,7 +73,7 @@ type CheckDecision struct {
 }
 
 // RejectedError is a request the cluster refused as it stands. It wraps
-// ErrInvalid or ErrNotFound; Field names the field at fault in the HTTP
+// ErrInvalid, ErrNotFound or ErrKeyLimit; Field names the field at fault in the HTTP
 // API's terms ("limit.rate", "checks[1].policy"), when one is.
 type RejectedError struct {
 	Field   string
@@ -88,8 +88,11 @@ func (e *RejectedError) Unwrap() error { return e.cause }
 
 func rejected(r *fsm.Rejection) error {
 	cause := ErrInvalid
-	if r.Code == fsm.CodeNotFound {
+	switch r.Code {
+	case fsm.CodeNotFound:
 		cause = ErrNotFound
+	case fsm.CodeKeyLimit:
+		cause = ErrKeyLimit
 	}
 	return &RejectedError{Field: r.Field, Message: r.Message, cause: cause}
 }

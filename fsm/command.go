@@ -86,6 +86,14 @@ type AllowCommand struct {
 	// backwards across a change of leader.
 	NowNanos int64
 	Requests []Request
+	// MaxKeys, when positive, is the most (key, limit) pairs the state may
+	// hold: the leader's configuration, carried in each entry so that every
+	// replica applies the same cap.
+	MaxKeys int64
+	// KeyLimitFailOpen says what happens to a request that would create
+	// state past MaxKeys: admitted without being recorded (true), or
+	// refused with CodeKeyLimit (false).
+	KeyLimitFailOpen bool
 }
 
 // Result is the outcome of one Request.
@@ -133,6 +141,8 @@ type Rejection struct {
 const (
 	CodeInvalid  = "invalid_argument"
 	CodeNotFound = "not_found"
+	// CodeKeyLimit: the request would create state past the key cap.
+	CodeKeyLimit = "key_limit"
 )
 
 func (r *Rejection) Error() string { return r.Message }

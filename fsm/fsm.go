@@ -313,7 +313,7 @@ func (f *FSM) applyAllow(cmd *AllowCommand) *Response {
 				continue
 			}
 		}
-		resp.Results[i] = f.decide(now, req)
+		resp.Results[i] = f.decide(now, req, cmd)
 		resp.Results[i].AtNanos = now
 		if req.RequestID != "" && resp.Results[i].Rejection == nil {
 			f.remember(req.RequestID, now, resp.Results[i])
@@ -380,7 +380,7 @@ func (f *FSM) resolve(now int64, c *Check) (target, *Rejection) {
 // the new states stored (a shadow check stores only if it allows too). When
 // one denies, the others are reported as they stand (decided with cost 0),
 // since they consumed nothing.
-func (f *FSM) decide(now int64, req *Request) Result {
+func (f *FSM) decide(now int64, req *Request, cmd *AllowCommand) Result {
 	if err := req.Validate(); err != nil {
 		return Result{Rejection: err}
 	}
@@ -416,6 +416,22 @@ func (f *FSM) decide(now int64, req *Request) Result {
 			}
 		}
 	}
+	storeNew := true
+	if res.Allowed && cmd.MaxKeys > 0 {
+		created := 0
+		for i := range req.Checks {
+			if res.Checks[i].Decision.Allowed && targets[i].cost > 0 && f.buckets[targets[i].id] == nil {
+				created++
+			}
+		}
+		if created > 0 && int64(len(f.buckets)+created) > cmd.MaxKeys {
+			if !cmd.KeyLimitFailOpen {
+				return Result{Rejection: reject(CodeKeyLimit, "", "the cluster holds its maximum of %d live keys; new keys are refused until old ones expire", cmd.MaxKeys)}
+			}
+			// Fail open: admit, but keep no state for the new keys.
+			storeNew = false
+		}
+	}
 	for i := range req.Checks {
 		t := &targets[i]
 		d := &res.Checks[i].Decision
@@ -423,7 +439,7 @@ func (f *FSM) decide(now int64, req *Request) Result {
 		case !res.Allowed && d.Allowed:
 			// Report what this check would leave if nothing is consumed.
 			*d, _ = algorithms.Decide(*t.limit, t.state, now, 0)
-		case res.Allowed && d.Allowed && t.cost > 0:
+		case res.Allowed && d.Allowed && t.cost > 0 && (storeNew || f.buckets[t.id] != nil):
 			f.store(t.id, nextStates[i], t.policy, t.limit)
 		}
 	}

@@ -206,6 +206,8 @@ func (a *API) clusterError(r *http.Request, err error) *apiError {
 	var rej *cluster.RejectedError
 	var fe *algorithms.FieldError
 	switch {
+	case errors.Is(err, cluster.ErrKeyLimit):
+		return &apiError{status: http.StatusServiceUnavailable, code: "unavailable", message: err.Error(), retryAfter: "1"}
 	case errors.As(err, &rej) && errors.Is(err, cluster.ErrNotFound):
 		return &apiError{status: http.StatusNotFound, code: "not_found", field: rej.Field, message: rej.Message}
 	case errors.As(err, &rej):

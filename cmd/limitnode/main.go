@@ -47,6 +47,8 @@ type config struct {
 	raftLogLevel string
 	joinTimeout  time.Duration
 	policiesFile string
+	maxKeys      int64
+	keyLimitMode string
 }
 
 // parseConfig reads flags from args, taking a flag's default from
@@ -63,6 +65,8 @@ func parseConfig(args []string, getenv func(string) string, output io.Writer) (c
 	fs.StringVar(&c.logLevel, "log-level", "info", "least level logged: debug, info, warn or error")
 	fs.StringVar(&c.raftLogLevel, "raft-log-level", "warn", "least level of Raft's own logs: debug, info, warn or error")
 	fs.DurationVar(&c.joinTimeout, "join-timeout", time.Minute, "how long to keep trying the -join addresses")
+	fs.Int64Var(&c.maxKeys, "max-keys", cluster.DefaultMaxKeys, "most live (key, limit) pairs the cluster keeps; -1 for no cap")
+	fs.StringVar(&c.keyLimitMode, "key-limit-mode", "deny", "when -max-keys is reached, new keys are refused (deny: 503) or admitted unrecorded (allow)")
 	fs.StringVar(&c.policiesFile, "policies", "", "JSON file of named policies to store when this node bootstraps a new cluster")
 	var envErr error
 	fs.VisitAll(func(f *flag.Flag) {
@@ -81,6 +85,9 @@ func parseConfig(args []string, getenv func(string) string, output io.Writer) (c
 	}
 	if fs.NArg() > 0 {
 		return c, fmt.Errorf("unexpected arguments: %q", fs.Args())
+	}
+	if c.keyLimitMode != "deny" && c.keyLimitMode != "allow" {
+		return c, fmt.Errorf("-key-limit-mode must be deny or allow, not %q", c.keyLimitMode)
 	}
 	return c, nil
 }
@@ -118,13 +125,15 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		}
 	}
 	node, err := cluster.Open(cluster.Config{
-		ID:           c.id,
-		RaftAddr:     c.raftAddr,
-		HTTPAddr:     httpAddr,
-		DataDir:      c.dataDir,
-		Bootstrap:    len(joinAddrs) == 0,
-		Logger:       logger,
-		RaftLogLevel: c.raftLogLevel,
+		ID:               c.id,
+		RaftAddr:         c.raftAddr,
+		HTTPAddr:         httpAddr,
+		DataDir:          c.dataDir,
+		Bootstrap:        len(joinAddrs) == 0,
+		Logger:           logger,
+		RaftLogLevel:     c.raftLogLevel,
+		MaxKeys:          c.maxKeys,
+		KeyLimitFailOpen: c.keyLimitMode == "allow",
 	})
 	if err != nil {
 		return err

@@ -27,20 +27,21 @@ func TestParseConfig(t *testing.T) {
 	}{
 		{
 			name: "no flags gives a single local node",
-			want: config{id: "node1", httpAddr: "127.0.0.1:7070", raftAddr: "127.0.0.1:7071", dataDir: "./limitnode-data", logLevel: "info", raftLogLevel: "warn", joinTimeout: time.Minute},
+			want: config{id: "node1", httpAddr: "127.0.0.1:7070", raftAddr: "127.0.0.1:7071", dataDir: "./limitnode-data", logLevel: "info", raftLogLevel: "warn", joinTimeout: time.Minute, maxKeys: 5_000_000, keyLimitMode: "deny"},
 		},
 		{
 			name: "environment variables set flags",
 			env:  map[string]string{"LIMITNODE_ID": "n2", "LIMITNODE_HTTP": "127.0.0.1:7002", "LIMITNODE_JOIN": "127.0.0.1:7001", "LIMITNODE_LOG_LEVEL": "debug"},
-			want: config{id: "n2", httpAddr: "127.0.0.1:7002", raftAddr: "127.0.0.1:7071", dataDir: "./limitnode-data", join: "127.0.0.1:7001", logLevel: "debug", raftLogLevel: "warn", joinTimeout: time.Minute},
+			want: config{id: "n2", httpAddr: "127.0.0.1:7002", raftAddr: "127.0.0.1:7071", dataDir: "./limitnode-data", join: "127.0.0.1:7001", logLevel: "debug", raftLogLevel: "warn", joinTimeout: time.Minute, maxKeys: 5_000_000, keyLimitMode: "deny"},
 		},
 		{
 			name: "a flag on the command line wins over its variable",
 			args: []string{"-id", "from-flag", "-data", "d1"},
 			env:  map[string]string{"LIMITNODE_ID": "from-env"},
-			want: config{id: "from-flag", httpAddr: "127.0.0.1:7070", raftAddr: "127.0.0.1:7071", dataDir: "d1", logLevel: "info", raftLogLevel: "warn", joinTimeout: time.Minute},
+			want: config{id: "from-flag", httpAddr: "127.0.0.1:7070", raftAddr: "127.0.0.1:7071", dataDir: "d1", logLevel: "info", raftLogLevel: "warn", joinTimeout: time.Minute, maxKeys: 5_000_000, keyLimitMode: "deny"},
 		},
 		{name: "a bad variable is an error", env: map[string]string{"LIMITNODE_JOIN_TIMEOUT": "forever"}, wantErr: true},
+		{name: "an unknown key limit mode is an error", args: []string{"-key-limit-mode", "maybe"}, wantErr: true},
 		{name: "an unknown flag is an error", args: []string{"-color"}, wantErr: true},
 		{name: "a stray argument is an error", args: []string{"start"}, wantErr: true},
 	}
