@@ -1,0 +1,72 @@
+package faulttest
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/limitnode/limitnode/algorithms"
+	"github.com/limitnode/limitnode/cluster"
+	"github.com/limitnode/limitnode/testcluster"
+)
+
+// TestTimedOutRequestRetriedAcrossALeaderChangeIsChargedOnce: the leader's
+// links are slowed so that a request's entry commits only after the caller
+// gave up (its outcome is unknown to the caller). Leadership then moves, and
+// the caller retries with the same request ID through other nodes, over
+// both APIs: every retry gets the first decision, and the key is charged
+// once.
+func TestTimedOutRequestRetriedAcrossALeaderChangeIsChargedOnce(t *testing.T) {
+	t.Parallel()
+	c := testcluster.Start(t, 3)
+	limit := algorithms.Limit{Rate: 10, PeriodNanos: int64(time.Hour), Burst: 10}
+	leader := c.WaitLeader()
+	for _, o := range c.Nodes {
+		if o != leader {
+			c.Net.Delay(leader.ID, o.ID, 400*time.Millisecond)
+		}
+	}
+	req := cluster.Request{RequestID: "order-7", Checks: []cluster.Check{{Key: "charged-once", Limit: limit, Cost: 3}}}
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	_, err := leader.Node().Allow(ctx, req)
+	cancel()
+	if !errors.Is(err, cluster.ErrOutcomeUnknown) && !errors.Is(err, cluster.ErrNoLeader) {
+		t.Fatalf("a request cut short by its deadline answered %v", err)
+	}
+	c.Net.HealAll()
+	leader.Stop() // hand leadership over
+	next := c.WaitLeader()
+
+	var first cluster.Decision
+	for i, n := range c.Running() {
+		d, err := n.Node().Allow(context.Background(), req)
+		if err != nil {
+			t.Fatalf("retry on %s: %v", n.ID, err)
+		}
+		if i == 0 {
+			first = d
+		}
+		if !d.Allowed || d.Checks[0].Remaining != 7 || d.AtNanos != first.AtNanos {
+			t.Fatalf("retry on %s: %+v, want the first decision (7 left)", n.ID, d)
+		}
+	}
+	const body = `{"key":"charged-once","limit":{"rate":10,"period":"1h"},"cost":3,"request_id":"order-7"}`
+	resp, err := http.Post(next.URL()+"/v1/allow", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(string(data), `"remaining":7`) {
+		t.Fatalf("retry over HTTP: %d %s", resp.StatusCode, data)
+	}
+	leader.Restart()
+	c.WaitConverged()
+	if got := peek(t, leader, "charged-once", limit).Remaining; got != 7 {
+		t.Fatalf("%d left after one request of cost 3 and four retries, want 7", got)
+	}
+}

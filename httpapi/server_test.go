@@ -1,0 +1,118 @@
+package httpapi
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+)
+
+// startServer serves the API on 127.0.0.1 with short timeouts.
+func startServer(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := ServerTimeouts{ReadHeader: 300 * time.Millisecond, Read: 500 * time.Millisecond, Write: time.Second, Idle: time.Second}.NewServer(newTestAPI(newFake()))
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { srv.Close() })
+	return ln.Addr().String()
+}
+
+// TestSlowAndHostileClients: a client that sends its headers a byte at a
+// time, one whose body never ends, and one that trickles its body are each
+// cut off quickly, and the server keeps answering others.
+func TestSlowAndHostileClients(t *testing.T) {
+	t.Parallel()
+	addr := startServer(t)
+	tests := []struct {
+		name string
+		// send writes to the connection until it fails; it runs
+		// concurrently with reading the answer.
+		send       func(w io.Writer) error
+		wantStatus int // 0: the server closes, or answers 400 without reading on
+	}{
+		{"headers a byte at a time", func(w io.Writer) error {
+			if _, err := io.WriteString(w, "POST /v1/allow HTTP/1.1\r\nHost: x\r\n"); err != nil {
+				return err
+			}
+			for {
+				if _, err := io.WriteString(w, "X"); err != nil {
+					return err
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+		}, 0},
+		{"a body that never ends", func(w io.Writer) error {
+			// A JSON string that never closes: the decoder reads on
+			// until the body limit.
+			if _, err := io.WriteString(w, "POST /v1/allow HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n9\r\n{\"key\":\"a\r\n"); err != nil {
+				return err
+			}
+			chunk := fmt.Sprintf("%x\r\n%s\r\n", 4096, strings.Repeat("a", 4096))
+			for {
+				if _, err := io.WriteString(w, chunk); err != nil {
+					return err
+				}
+			}
+		}, http.StatusRequestEntityTooLarge},
+		{"a body that trickles", func(w io.Writer) error {
+			if _, err := io.WriteString(w, "POST /v1/allow HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n{"); err != nil {
+				return err
+			}
+			for {
+				if _, err := io.WriteString(w, " "); err != nil {
+					return err
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+		}, http.StatusBadRequest},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			conn, err := net.Dial("tcp", addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			go func() { _ = tt.send(conn) }()
+			start := time.Now()
+			_ = conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+			resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+			elapsed := time.Since(start)
+			switch {
+			case tt.wantStatus == 0 && err == nil && resp.StatusCode != http.StatusBadRequest:
+				t.Fatalf("got an answer %d, want the connection closed or a 400", resp.StatusCode)
+			case tt.wantStatus == 0 && isTimeout(err):
+				t.Fatalf("the server did not cut the client off within 5s")
+			case tt.wantStatus != 0 && err != nil:
+				t.Fatalf("no answer: %v", err)
+			case tt.wantStatus != 0 && resp.StatusCode != tt.wantStatus:
+				t.Fatalf("status %d, want %d", resp.StatusCode, tt.wantStatus)
+			}
+			t.Logf("cut off after %s", elapsed)
+		})
+	}
+	t.Run("and the server still answers", func(t *testing.T) {
+		t.Parallel()
+		resp, err := http.Post("http://"+addr+"/v1/allow", "application/json", strings.NewReader(`{"key":"k","limit":{"rate":1}}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Fatalf("status %d", resp.StatusCode)
+		}
+	})
+}
+
+func isTimeout(err error) bool {
+	ne, ok := err.(net.Error)
+	return ok && ne.Timeout()
+}
