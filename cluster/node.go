@@ -111,6 +111,20 @@ type Config struct {
 	TransferTimeout time.Duration
 	// MaxBatchRequests bounds the requests in one Raft entry. Default 4096.
 	MaxBatchRequests int
+	// MaxEntriesInFlight is how many group-commit entries (or forwarded
+	// batches) may be under way at once. Default 1: send at once when
+	// idle, gather while one is in flight. With MaxBatchRequests 1 and a
+	// large value here, every request is its own Raft Apply, which is the
+	// "bare Raft" baseline of cmd/limitbench.
+	MaxEntriesInFlight int
+	// NoSync skips the fsync of the Raft log on every append (bbolt's
+	// NoSync). Decisions are then acknowledged once a quorum holds them in
+	// memory and in the OS page cache: a crash of the limitnode processes
+	// loses nothing, and neither does the loss of a minority of machines,
+	// but a power failure or kernel crash of a majority at once can lose
+	// the last acknowledged decisions (tokens spent then come back). The
+	// default, false, fsyncs every append on every node.
+	NoSync bool
 	// MaxKeys caps the live (key, limit) pairs the cluster keeps, so that a
 	// flood of distinct keys cannot exhaust memory. Default DefaultMaxKeys;
 	// negative means no cap. The leader's setting applies (it travels in
@@ -211,8 +225,8 @@ func Open(cfg Config) (*Node, error) {
 		n.mux.close()
 		return nil, err
 	}
-	n.leaderBatch = newBatcher(n.applyBatch, cfg.MaxBatchRequests, 1)
-	n.followerBatch = newBatcher(n.forwardBatch, cfg.MaxBatchRequests, 1)
+	n.leaderBatch = newBatcher(n.applyBatch, cfg.MaxBatchRequests, cfg.MaxEntriesInFlight)
+	n.followerBatch = newBatcher(n.forwardBatch, cfg.MaxBatchRequests, cfg.MaxEntriesInFlight)
 	n.wg.Go(func() { n.serveForwarding(n.mux.listener(protocolForward)) })
 	n.wg.Go(n.watchLeadership)
 	return n, nil
@@ -242,6 +256,9 @@ func withDefaults(cfg Config) Config {
 	}
 	if cfg.MaxBatchRequests <= 0 {
 		cfg.MaxBatchRequests = defaultMaxBatchRequests
+	}
+	if cfg.MaxEntriesInFlight <= 0 {
+		cfg.MaxEntriesInFlight = 1
 	}
 	if cfg.HeartbeatTimeout <= 0 {
 		cfg.HeartbeatTimeout = defaultHeartbeatTimeout
@@ -273,6 +290,7 @@ func (n *Node) startRaft() error {
 		// bbolt waits forever for the file lock by default; a second
 		// process on the same directory must fail instead.
 		BoltOptions: &bbolt.Options{Timeout: time.Second},
+		NoSync:      n.cfg.NoSync,
 	})
 	if err != nil {
 		return fmt.Errorf("cluster: open raft log in %s: %w", n.cfg.DataDir, err)

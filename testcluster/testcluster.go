@@ -31,6 +31,19 @@ import (
 // the race detector.
 const WaitTimeout = 30 * time.Second
 
+// TB is the part of testing.TB the package uses, so that a benchmark
+// program (cmd/limitbench) can start clusters too. *testing.T and
+// *testing.B satisfy it.
+type TB interface {
+	Helper()
+	Fatalf(format string, args ...any)
+	Logf(format string, args ...any)
+	TempDir() string
+	Cleanup(func())
+}
+
+var _ TB = testing.TB(nil)
+
 // Options adjusts the nodes of a cluster.
 type Options struct {
 	// Clock, when set, is each node's clock; a test can skew it.
@@ -42,7 +55,7 @@ type Options struct {
 
 // Cluster is a set of nodes started by Start.
 type Cluster struct {
-	t     testing.TB
+	t     TB
 	opts  Options
 	Nodes []*Node
 	// Net carries every connection between the nodes; cut or delay its
@@ -82,7 +95,7 @@ func (n *Node) clock() time.Time {
 // Start starts a cluster of size nodes named n1, n2, ...: n1 bootstraps, the
 // others join through it, and Start returns once every node knows the same
 // leader and all members. The cluster is stopped when the test ends.
-func Start(t testing.TB, size int, opts ...Options) *Cluster {
+func Start(t TB, size int, opts ...Options) *Cluster {
 	t.Helper()
 	c := &Cluster{t: t, Net: newNetwork()}
 	if len(opts) > 0 {

@@ -49,6 +49,7 @@ type config struct {
 	policiesFile string
 	maxKeys      int64
 	keyLimitMode string
+	noSync       bool
 }
 
 // parseConfig reads flags from args, taking a flag's default from
@@ -65,6 +66,7 @@ func parseConfig(args []string, getenv func(string) string, output io.Writer) (c
 	fs.StringVar(&c.logLevel, "log-level", "info", "least level logged: debug, info, warn or error")
 	fs.StringVar(&c.raftLogLevel, "raft-log-level", "warn", "least level of Raft's own logs: debug, info, warn or error")
 	fs.DurationVar(&c.joinTimeout, "join-timeout", time.Minute, "how long to keep trying the -join addresses")
+	fs.BoolVar(&c.noSync, "no-sync", false, "do not fsync the Raft log on each append: faster, but a simultaneous power loss of a majority can lose the last decisions")
 	fs.Int64Var(&c.maxKeys, "max-keys", cluster.DefaultMaxKeys, "most live (key, limit) pairs the cluster keeps; -1 for no cap")
 	fs.StringVar(&c.keyLimitMode, "key-limit-mode", "deny", "when -max-keys is reached, new keys are refused (deny: 503) or admitted unrecorded (allow)")
 	fs.StringVar(&c.policiesFile, "policies", "", "JSON file of named policies to store when this node bootstraps a new cluster")
@@ -133,6 +135,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		Logger:           logger,
 		RaftLogLevel:     c.raftLogLevel,
 		MaxKeys:          c.maxKeys,
+		NoSync:           c.noSync,
 		KeyLimitFailOpen: c.keyLimitMode == "allow",
 	})
 	if err != nil {

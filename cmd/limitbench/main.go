@@ -1,0 +1,190 @@
+// Command limitbench measures limitnode on this machine against the
+// baselines a user would otherwise choose, in one run with one client
+// machinery:
+//
+//   - trivial:    a net/http handler that answers a fixed body (the HTTP ceiling);
+//   - redis:      redis-server with the seeds' Lua token bucket, no persistence;
+//   - redis-aof:  the same with appendfsync always (durable like limitnode);
+//   - raft:       a 3-node limitnode cluster with group commit off: one Raft
+//     Apply per request, the "bare Raft" baseline;
+//   - http:       POST /v1/allow on a 3-node cluster, callers spread over all nodes;
+//   - http-multi: the same with two checks per request (per key + global);
+//   - http-batch: POST /v1/allow/batch, 100 requests per call;
+//   - embedded:   cluster.Node.Allow in process, callers spread over all nodes.
+//
+// Redis targets run only when redis-server is on the PATH. Each target is
+// driven closed-loop by N callers (-callers), or open-loop at a fixed total
+// rate (-rate, latency measured from each request's scheduled time, so a
+// slow server cannot hide its queueing). Keys are many (-keys many) or one
+// hot key (-keys hot). The table shows decisions/s, latency percentiles,
+// errors, and each throughput as a ratio to the baselines of the same run;
+// -json writes the same as JSON.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+type options struct {
+	targets  []string
+	callers  []int
+	duration time.Duration
+	warmup   time.Duration
+	rate     float64
+	keys     string
+	batch    int
+	jsonPath string
+	noSync   bool
+	failover int
+}
+
+func main() {
+	if err := run(os.Args[1:], os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "limitbench:", err)
+		os.Exit(1)
+	}
+}
+
+func parse(args []string) (options, error) {
+	var o options
+	fs := flag.NewFlagSet("limitbench", flag.ContinueOnError)
+	targets := fs.String("targets", "trivial,redis,redis-aof,raft,http,http-multi,http-batch,embedded", "comma-separated targets (see the package doc)")
+	callers := fs.String("callers", "1,64", "comma-separated caller counts (closed loop)")
+	fs.DurationVar(&o.duration, "duration", 5*time.Second, "measured time per target and caller count")
+	fs.DurationVar(&o.warmup, "warmup", time.Second, "unmeasured time before each measurement")
+	fs.Float64Var(&o.rate, "rate", 0, "open loop: total requests per second (0: closed loop)")
+	fs.StringVar(&o.keys, "keys", "many", "many (a key per caller and request) or hot (one key)")
+	fs.IntVar(&o.batch, "batch", 100, "requests per call for http-batch")
+	fs.StringVar(&o.jsonPath, "json", "", "also write the results as JSON to this file")
+	fs.BoolVar(&o.noSync, "no-sync", false, "run the limitnode clusters without fsync (cluster.Config.NoSync)")
+	fs.IntVar(&o.failover, "failover", 0, "also measure failover this many times: kill -9 the leader, time the next successful decision")
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	for t := range strings.SplitSeq(*targets, ",") {
+		if t = strings.TrimSpace(t); t != "" {
+			o.targets = append(o.targets, t)
+		}
+	}
+	for c := range strings.SplitSeq(*callers, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(c))
+		if err != nil || n < 1 {
+			return o, fmt.Errorf("-callers: %q is not a positive integer", c)
+		}
+		o.callers = append(o.callers, n)
+	}
+	if o.keys != "many" && o.keys != "hot" {
+		return o, fmt.Errorf("-keys must be many or hot")
+	}
+	return o, nil
+}
+
+func run(args []string, out io.Writer) error {
+	o, err := parse(args)
+	if err != nil {
+		return err
+	}
+	env := newEnvironment(o)
+	defer env.close()
+
+	var results []result
+	for _, name := range o.targets {
+		if strings.HasPrefix(name, "redis") {
+			if _, err := exec.LookPath("redis-server"); err != nil {
+				fmt.Fprintf(out, "skipping %s: redis-server is not on the PATH\n", name)
+				continue
+			}
+		}
+		tgt, err := env.target(name)
+		if err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		for _, callers := range o.callers {
+			r := measure(context.Background(), tgt, callers, o)
+			results = append(results, r)
+			fmt.Fprintf(os.Stderr, "%-10s %4d callers: %10.0f decisions/s  p50 %.3fms  p99 %.3fms  errors %d\n",
+				r.Target, r.Callers, r.DecisionsPerSec, r.P50MS, r.P99MS, r.Errors)
+		}
+	}
+	addRatios(results)
+	printTable(out, results)
+
+	var failover *failoverResult
+	if o.failover > 0 {
+		f, err := env.measureFailover(o.failover)
+		if err != nil {
+			return fmt.Errorf("failover: %w", err)
+		}
+		failover = &f
+		fmt.Fprintf(out, "\nfailover (kill the leader, time to the next decision), %d runs: median %s, max %s\n", len(f.Runs), f.Median, f.Max)
+	}
+	if o.jsonPath != "" {
+		data, err := json.MarshalIndent(map[string]any{"results": results, "failover": failover, "options": o.describe()}, "", "  ")
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(o.jsonPath, data, 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (o options) describe() map[string]any {
+	mode := "closed loop"
+	if o.rate > 0 {
+		mode = fmt.Sprintf("open loop at %.0f/s", o.rate)
+	}
+	return map[string]any{"duration": o.duration.String(), "mode": mode, "keys": o.keys, "batch": o.batch, "no_sync": o.noSync}
+}
+
+// addRatios fills each result's throughput relative to the baselines
+// measured with the same number of callers.
+func addRatios(results []result) {
+	base := map[string]map[int]float64{}
+	for _, r := range results {
+		if base[r.Target] == nil {
+			base[r.Target] = map[int]float64{}
+		}
+		base[r.Target][r.Callers] = r.DecisionsPerSec
+	}
+	ratio := func(target string, callers int, v float64) float64 {
+		if b := base[target][callers]; b > 0 {
+			return v / b
+		}
+		return 0
+	}
+	for i := range results {
+		r := &results[i]
+		r.VsTrivial = ratio("trivial", r.Callers, r.DecisionsPerSec)
+		r.VsRedis = ratio("redis", r.Callers, r.DecisionsPerSec)
+		r.VsRedisAOF = ratio("redis-aof", r.Callers, r.DecisionsPerSec)
+		r.VsRaft = ratio("raft", r.Callers, r.DecisionsPerSec)
+	}
+}
+
+func printTable(out io.Writer, results []result) {
+	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(w, "target\tcallers\tdecisions/s\tp50 ms\tp99 ms\tp999 ms\terrors\t× trivial\t× redis\t× redis-aof\t× raft\t")
+	ratio := func(v float64) string {
+		if v == 0 {
+			return "-"
+		}
+		return fmt.Sprintf("%.2f", v)
+	}
+	for _, r := range results {
+		fmt.Fprintf(w, "%s\t%d\t%.0f\t%.3f\t%.3f\t%.3f\t%d\t%s\t%s\t%s\t%s\t\n", r.Target, r.Callers, r.DecisionsPerSec,
+			r.P50MS, r.P99MS, r.P999MS, r.Errors, ratio(r.VsTrivial), ratio(r.VsRedis), ratio(r.VsRedisAOF), ratio(r.VsRaft))
+	}
+	w.Flush()
+}

@@ -1,0 +1,58 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestParse(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name    string
+		args    []string
+		wantErr bool
+	}{
+		{"the defaults", nil, false},
+		{"open loop on a hot key", []string{"-rate", "5000", "-keys", "hot", "-callers", "8"}, false},
+		{"a bad caller count", []string{"-callers", "0"}, true},
+		{"a bad key mode", []string{"-keys", "some"}, true},
+	}
+	for _, tt := range tests {
+		if _, err := parse(tt.args); (err != nil) != tt.wantErr {
+			t.Errorf("%s: err = %v", tt.name, err)
+		}
+	}
+}
+
+// TestRunMeasuresAndReports runs the tool briefly on the trivial handler
+// and a real cluster, closed and open loop, and reads its JSON.
+func TestRunMeasuresAndReports(t *testing.T) {
+	t.Parallel()
+	for _, mode := range [][]string{{}, {"-rate", "200"}} {
+		path := filepath.Join(t.TempDir(), "out.json")
+		args := append([]string{"-targets", "trivial,http-batch,embedded", "-callers", "2", "-duration", "300ms", "-warmup", "50ms", "-batch", "10", "-json", path}, mode...)
+		var table strings.Builder
+		if err := run(args, &table); err != nil {
+			t.Fatal(err)
+		}
+		data, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out struct{ Results []result }
+		if err := json.Unmarshal(data, &out); err != nil || len(out.Results) != 3 {
+			t.Fatalf("results %s, %v", data, err)
+		}
+		for _, r := range out.Results {
+			if r.Decisions == 0 || r.Errors != 0 || r.P50MS <= 0 || (r.Target != "trivial" && r.VsTrivial == 0) {
+				t.Errorf("%s: %+v", r.Target, r)
+			}
+		}
+		if !strings.Contains(table.String(), "http-batch") {
+			t.Fatalf("table:\n%s", table.String())
+		}
+	}
+}

@@ -1,0 +1,109 @@
+package main
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"time"
+)
+
+// target is one thing to measure. do performs one call for the caller and
+// returns how many decisions it made.
+type target interface {
+	name() string
+	do(ctx context.Context, caller int, seq int) (decisions int, err error)
+}
+
+// result is one measurement.
+type result struct {
+	Target          string  `json:"target"`
+	Callers         int     `json:"callers"`
+	Mode            string  `json:"mode"`
+	Calls           int64   `json:"calls"`
+	Decisions       int64   `json:"decisions"`
+	Errors          int64   `json:"errors"`
+	Seconds         float64 `json:"seconds"`
+	DecisionsPerSec float64 `json:"decisions_per_sec"`
+	P50MS           float64 `json:"p50_ms"`
+	P99MS           float64 `json:"p99_ms"`
+	P999MS          float64 `json:"p999_ms"`
+	VsTrivial       float64 `json:"vs_trivial,omitempty"`
+	VsRedis         float64 `json:"vs_redis,omitempty"`
+	VsRedisAOF      float64 `json:"vs_redis_aof,omitempty"`
+	VsRaft          float64 `json:"vs_raft,omitempty"`
+}
+
+// measure drives tgt with callers for o.warmup, then measures for
+// o.duration. Closed loop: each caller calls again as soon as it is
+// answered. Open loop (o.rate > 0): calls are scheduled at a fixed total
+// rate, spread over the callers, and latency counts from the scheduled
+// instant, so that time spent waiting behind a slow call is not hidden.
+func measure(ctx context.Context, tgt target, callers int, o options) result {
+	type sample struct {
+		latencies       []time.Duration
+		calls, decided  int64
+		errors          int64
+		measuredSeconds float64
+	}
+	samples := make([]sample, callers)
+	start := time.Now()
+	measureFrom := start.Add(o.warmup)
+	end := measureFrom.Add(o.duration)
+	var wg sync.WaitGroup
+	for c := range callers {
+		wg.Go(func() {
+			s := &samples[c]
+			s.latencies = make([]time.Duration, 0, 1<<14)
+			for seq := 0; ; seq++ {
+				scheduled := time.Now()
+				if o.rate > 0 {
+					// Slot seq*callers + c of a schedule at o.rate per second.
+					slot := float64(seq*callers + c)
+					scheduled = start.Add(time.Duration(slot / o.rate * float64(time.Second)))
+					if wait := time.Until(scheduled); wait > 0 {
+						time.Sleep(wait)
+					}
+				}
+				if scheduled.After(end) || time.Now().After(end) {
+					return
+				}
+				n, err := tgt.do(ctx, c, seq)
+				done := time.Now()
+				if scheduled.Before(measureFrom) {
+					continue
+				}
+				s.calls++
+				if err != nil {
+					s.errors++
+					continue
+				}
+				s.decided += int64(n)
+				s.latencies = append(s.latencies, done.Sub(scheduled))
+			}
+		})
+	}
+	wg.Wait()
+	elapsed := time.Since(measureFrom).Seconds()
+	r := result{Target: tgt.name(), Callers: callers, Mode: "closed", Seconds: elapsed}
+	if o.rate > 0 {
+		r.Mode = "open"
+	}
+	var all []time.Duration
+	for _, s := range samples {
+		r.Calls += s.calls
+		r.Decisions += s.decided
+		r.Errors += s.errors
+		all = append(all, s.latencies...)
+	}
+	r.DecisionsPerSec = float64(r.Decisions) / elapsed
+	slices.Sort(all)
+	pct := func(p float64) float64 {
+		if len(all) == 0 {
+			return 0
+		}
+		i := min(int(p*float64(len(all))), len(all)-1)
+		return float64(all[i]) / float64(time.Millisecond)
+	}
+	r.P50MS, r.P99MS, r.P999MS = pct(0.50), pct(0.99), pct(0.999)
+	return r
+}

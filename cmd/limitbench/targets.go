@@ -1,0 +1,278 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/limitnode/limitnode/algorithms"
+	"github.com/limitnode/limitnode/cluster"
+	"github.com/limitnode/limitnode/testcluster"
+)
+
+// benchTB lets testcluster start clusters outside a test: temporary
+// directories and clean-ups are kept until close; a fatal error panics.
+type benchTB struct {
+	dirs     []string
+	cleanups []func()
+}
+
+func (b *benchTB) Helper()                           {}
+func (b *benchTB) Logf(string, ...any)               {}
+func (b *benchTB) Fatalf(format string, args ...any) { panic(fmt.Sprintf(format, args...)) }
+func (b *benchTB) Cleanup(f func())                  { b.cleanups = append(b.cleanups, f) }
+func (b *benchTB) TempDir() string {
+	dir, err := os.MkdirTemp("", "limitbench-")
+	if err != nil {
+		panic(err)
+	}
+	b.dirs = append(b.dirs, dir)
+	return dir
+}
+
+func (b *benchTB) close() {
+	for _, f := range slices.Backward(b.cleanups) {
+		f()
+	}
+	for _, d := range b.dirs {
+		os.RemoveAll(d)
+	}
+}
+
+var _ testcluster.TB = (*benchTB)(nil)
+
+// environment starts what the targets need, once, and stops it at the end.
+type environment struct {
+	opts     options
+	http     *http.Client
+	tbs      []*benchTB
+	closers  []func()
+	clusters map[string]*testcluster.Cluster
+	redis    map[string]*redisServer
+	trivial  string
+}
+
+func newEnvironment(o options) *environment {
+	return &environment{
+		opts: o,
+		http: &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
+			MaxIdleConns: 1024, MaxIdleConnsPerHost: 512, IdleConnTimeout: time.Minute,
+		}},
+		clusters: map[string]*testcluster.Cluster{},
+		redis:    map[string]*redisServer{},
+	}
+}
+
+func (e *environment) close() {
+	for _, f := range slices.Backward(e.closers) {
+		f()
+	}
+	for _, tb := range e.tbs {
+		tb.close()
+	}
+}
+
+// cluster returns a 3-node cluster: "limitnode" with group commit, or
+// "raft" with one Raft Apply per request.
+func (e *environment) cluster(kind string) *testcluster.Cluster {
+	if c := e.clusters[kind]; c != nil {
+		return c
+	}
+	tb := &benchTB{}
+	e.tbs = append(e.tbs, tb)
+	c := testcluster.Start(tb, 3, testcluster.Options{Configure: func(cfg *cluster.Config) {
+		cfg.NoSync = e.opts.noSync
+		cfg.MaxKeys = -1
+		if kind == "raft" {
+			cfg.MaxBatchRequests = 1
+			cfg.MaxEntriesInFlight = 4096
+		}
+	}})
+	e.clusters[kind] = c
+	return c
+}
+
+// A limit no benchmark request is denied by: what is measured is the cost
+// of deciding, not of refusing.
+var benchLimit = algorithms.Limit{Rate: 1_000_000_000, PeriodNanos: int64(time.Second), Burst: 1_000_000_000}
+
+const benchLimitJSON = `{"rate":1000000000,"period":"1s","burst":1000000000}`
+
+// key returns the key of a caller's seq-th request.
+func (e *environment) key(caller, seq int) string {
+	if e.opts.keys == "hot" {
+		return "hot"
+	}
+	return fmt.Sprintf("k-%d-%d", caller, seq%1000)
+}
+
+func (e *environment) target(name string) (target, error) {
+	switch name {
+	case "trivial":
+		return e.trivialTarget()
+	case "http", "http-multi", "http-batch":
+		c := e.cluster("limitnode")
+		return &httpTarget{env: e, kind: name, nodes: c.Nodes}, nil
+	case "embedded", "raft":
+		kind := map[string]string{"embedded": "limitnode", "raft": "raft"}[name]
+		return &embeddedTarget{env: e, label: name, cluster: e.cluster(kind)}, nil
+	case "redis", "redis-aof":
+		srv, err := startRedis(name == "redis-aof")
+		if err != nil {
+			return nil, err
+		}
+		e.closers = append(e.closers, srv.stop)
+		return &redisTarget{env: e, label: name, srv: srv, conns: map[int]*redisConn{}}, nil
+	}
+	return nil, fmt.Errorf("unknown target %q", name)
+}
+
+// trivialTarget serves a fixed answer the size of a real one: the most any
+// HTTP service can do on this machine with this client.
+func (e *environment) trivialTarget() (target, error) {
+	if e.trivial == "" {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		body := []byte(`{"allowed":true,"limit":1000000000,"remaining":999999999,"reset_after_ms":1,"retry_after_ms":0}` + "\n")
+		srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			_, _ = io.Copy(io.Discard, r.Body)
+			w.Header().Set("Content-Type", "application/json")
+			w.Header().Set("RateLimit-Limit", "1000000000")
+			_, _ = w.Write(body)
+		})}
+		go func() { _ = srv.Serve(ln) }()
+		e.closers = append(e.closers, func() { srv.Close() })
+		e.trivial = "http://" + ln.Addr().String()
+	}
+	return &httpTarget{env: e, kind: "trivial", urls: []string{e.trivial}}, nil
+}
+
+type httpTarget struct {
+	env   *environment
+	kind  string
+	nodes []*testcluster.Node
+	urls  []string
+}
+
+func (t *httpTarget) name() string { return t.kind }
+
+func (t *httpTarget) do(ctx context.Context, caller, seq int) (int, error) {
+	var url string
+	if t.nodes != nil {
+		url = t.nodes[caller%len(t.nodes)].URL()
+	} else {
+		url = t.urls[caller%len(t.urls)]
+	}
+	key := t.env.key(caller, seq)
+	var body string
+	decisions := 1
+	switch t.kind {
+	case "http", "trivial":
+		url += "/v1/allow"
+		body = `{"key":"` + key + `","limit":` + benchLimitJSON + `}`
+	case "http-multi":
+		url += "/v1/allow"
+		body = `{"checks":[{"key":"` + key + `","limit":` + benchLimitJSON + `},{"key":"global","limit":` + benchLimitJSON + `}]}`
+	case "http-batch":
+		url += "/v1/allow/batch"
+		var b strings.Builder
+		b.WriteString(`{"requests":[`)
+		for i := range t.env.opts.batch {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			b.WriteString(`{"key":"` + t.env.key(caller, seq*t.env.opts.batch+i) + `","limit":` + benchLimitJSON + `}`)
+		}
+		b.WriteString(`]}`)
+		body = b.String()
+		decisions = t.env.opts.batch
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader([]byte(body)))
+	if err != nil {
+		return 0, err
+	}
+	resp, err := t.env.http.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return 0, fmt.Errorf("status %d", resp.StatusCode)
+	}
+	return decisions, nil
+}
+
+type embeddedTarget struct {
+	env     *environment
+	label   string
+	cluster *testcluster.Cluster
+}
+
+func (t *embeddedTarget) name() string { return t.label }
+
+func (t *embeddedTarget) do(ctx context.Context, caller, seq int) (int, error) {
+	node := t.cluster.Nodes[caller%len(t.cluster.Nodes)].Node()
+	d, err := node.Allow(ctx, cluster.Request{Checks: []cluster.Check{{Key: t.env.key(caller, seq), Limit: benchLimit, Cost: 1}}})
+	if err != nil {
+		return 0, err
+	}
+	if !d.Allowed {
+		return 0, fmt.Errorf("denied")
+	}
+	return 1, nil
+}
+
+// failoverResult is the time from killing the leader to the next decision.
+type failoverResult struct {
+	Runs   []time.Duration `json:"runs"`
+	Median time.Duration   `json:"median"`
+	Max    time.Duration   `json:"max"`
+}
+
+// measureFailover kills the leader of the limitnode cluster (as kill -9
+// would: no hand-over) n times, each time timing how long until a surviving
+// node decides again, then restarts the killed node.
+func (e *environment) measureFailover(runs int) (failoverResult, error) {
+	c := e.cluster("limitnode")
+	var res failoverResult
+	for i := range runs {
+		c.WaitConverged()
+		leader := c.WaitLeader()
+		var survivor *testcluster.Node
+		for _, n := range c.Nodes {
+			if n != leader {
+				survivor = n
+				break
+			}
+		}
+		leader.Kill()
+		killed := time.Now()
+		for {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			_, err := survivor.Node().Allow(ctx, cluster.Request{Checks: []cluster.Check{{Key: fmt.Sprintf("failover-%d", i), Limit: benchLimit, Cost: 1}}})
+			cancel()
+			if err == nil {
+				break
+			}
+			if time.Since(killed) > time.Minute {
+				return res, fmt.Errorf("no decision a minute after killing the leader: %w", err)
+			}
+		}
+		res.Runs = append(res.Runs, time.Since(killed))
+		leader.Restart()
+	}
+	sorted := slices.Clone(res.Runs)
+	slices.Sort(sorted)
+	res.Median, res.Max = sorted[len(sorted)/2], sorted[len(sorted)-1]
+	return res, nil
+}
