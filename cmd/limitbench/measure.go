@@ -40,10 +40,9 @@ type result struct {
 // instant, so that time spent waiting behind a slow call is not hidden.
 func measure(ctx context.Context, tgt target, callers int, o options) result {
 	type sample struct {
-		latencies       []time.Duration
-		calls, decided  int64
-		errors          int64
-		measuredSeconds float64
+		latencies      []time.Duration
+		calls, decided int64
+		errors         int64
 	}
 	samples := make([]sample, callers)
 	start := time.Now()
