@@ -29,6 +29,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -36,16 +37,18 @@ import (
 )
 
 type options struct {
-	targets  []string
-	callers  []int
-	duration time.Duration
-	warmup   time.Duration
-	rate     float64
-	keys     string
-	batch    int
-	jsonPath string
-	noSync   bool
-	failover int
+	targets    []string
+	callers    []int
+	duration   time.Duration
+	warmup     time.Duration
+	rate       float64
+	keys       string
+	batch      int
+	jsonPath   string
+	noSync     bool
+	inFlight   int
+	failover   int
+	cpuProfile string
 }
 
 func main() {
@@ -67,6 +70,8 @@ func parse(args []string) (options, error) {
 	fs.IntVar(&o.batch, "batch", 100, "requests per call for http-batch")
 	fs.StringVar(&o.jsonPath, "json", "", "also write the results as JSON to this file")
 	fs.BoolVar(&o.noSync, "no-sync", false, "run the limitnode clusters without fsync (cluster.Config.NoSync)")
+	fs.IntVar(&o.inFlight, "in-flight", 0, "group-commit entries in flight per node for the limitnode cluster (cluster.Config.MaxEntriesInFlight; 0: its default)")
+	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run (client and nodes share the process) to this file")
 	fs.IntVar(&o.failover, "failover", 0, "also measure failover this many times: kill -9 the leader, time the next successful decision")
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -96,6 +101,17 @@ func run(args []string, out io.Writer) error {
 	}
 	env := newEnvironment(o)
 	defer env.close()
+	if o.cpuProfile != "" {
+		f, err := os.Create(o.cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
 
 	var results []result
 	for _, name := range o.targets {

@@ -90,6 +90,7 @@ func (e *environment) cluster(kind string) *testcluster.Cluster {
 	c := testcluster.Start(tb, 3, testcluster.Options{Configure: func(cfg *cluster.Config) {
 		cfg.NoSync = e.opts.noSync
 		cfg.MaxKeys = -1
+		cfg.MaxEntriesInFlight = e.opts.inFlight
 		if kind == "raft" {
 			cfg.MaxBatchRequests = 1
 			cfg.MaxEntriesInFlight = 4096
