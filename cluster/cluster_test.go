@@ -383,3 +383,23 @@ func TestSnapshotsCarryTheState(t *testing.T) {
 		}
 	}
 }
+
+// TestNoSyncKeepsDecisionsAcrossProcessRestarts: without fsync, decisions
+// still survive stopping and restarting every node (the OS keeps what was
+// written; only a power loss of a majority could lose it).
+func TestNoSyncKeepsDecisionsAcrossProcessRestarts(t *testing.T) {
+	t.Parallel()
+	c := testcluster.Start(t, 3, testcluster.Options{Configure: func(cfg *cluster.Config) { cfg.NoSync = true }})
+	const spend = `{"key":"nosync","limit":{"rate":10,"period":"1h"},"cost":4}`
+	if a := post(t, c.Nodes[1].URL()+"/v1/allow", spend); a.status != 200 || a.Remain != 6 {
+		t.Fatalf("spend: %d remaining %d", a.status, a.Remain)
+	}
+	c.StopAll()
+	for _, n := range c.Nodes {
+		n.Restart()
+	}
+	c.WaitConverged()
+	if a := post(t, c.Nodes[2].URL()+"/v1/allow", `{"key":"nosync","limit":{"rate":10,"period":"1h"},"cost":0}`); a.Remain != 6 {
+		t.Fatalf("after restarting every node: %d remaining, want 6", a.Remain)
+	}
+}
