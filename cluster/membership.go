@@ -173,6 +173,8 @@ type MemberStatus struct {
 
 // Status is this node's view of the cluster.
 type Status struct {
+	// SelfID is this node's ID.
+	SelfID string
 	// LeaderID is the leader's ID, or "" while none is known.
 	LeaderID     string
 	Term         uint64
@@ -191,6 +193,7 @@ type Status struct {
 func (n *Node) Status() Status {
 	_, leaderID := n.raft.LeaderWithID()
 	st := Status{
+		SelfID:       n.cfg.ID,
 		LeaderID:     string(leaderID),
 		Term:         n.raft.CurrentTerm(),
 		CommitIndex:  n.raft.CommitIndex(),

@@ -57,6 +57,7 @@ func (a *API) allow(w http.ResponseWriter, r *http.Request) {
 		a.writeClusterError(w, r, err)
 		return
 	}
+	a.metrics.decided(decision.Allowed)
 	resp, headline := answer(req, decision)
 	policy := req.Checks[headline].Policy
 	if policy == "" {
@@ -202,6 +203,7 @@ func (a *API) allowBatch(w http.ResponseWriter, r *http.Request) {
 				items[i] = batchItem{Status: apiErr.status, errorJSON: &e}
 				continue
 			}
+			a.metrics.decided(res.Decision.Allowed)
 			resp, _ := answer(reqs[j], res.Decision)
 			status := http.StatusOK
 			if !res.Decision.Allowed {

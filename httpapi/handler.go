@@ -59,6 +59,7 @@ type API struct {
 	limiter Limiter
 	opts    Options
 	mux     *http.ServeMux
+	metrics *metrics
 }
 
 // New returns the HTTP API of the node behind limiter.
@@ -72,7 +73,7 @@ func New(limiter Limiter, opts Options) *API {
 	if opts.Jitter == nil {
 		opts.Jitter = func(n int64) int64 { return rand.Int64N(n + 1) }
 	}
-	a := &API{limiter: limiter, opts: opts, mux: http.NewServeMux()}
+	a := &API{limiter: limiter, opts: opts, mux: http.NewServeMux(), metrics: newMetrics(limiter)}
 	a.route("/v1/allow", map[string]http.HandlerFunc{http.MethodPost: a.allow})
 	a.route("/v1/allow/batch", map[string]http.HandlerFunc{http.MethodPost: a.allowBatch})
 	a.route("/v1/policies", map[string]http.HandlerFunc{http.MethodGet: a.listPolicies})
@@ -84,6 +85,8 @@ func New(limiter Limiter, opts Options) *API {
 	a.route("/v1/cluster/nodes/{id}", map[string]http.HandlerFunc{http.MethodDelete: a.removeNode})
 	a.route("/healthz", map[string]http.HandlerFunc{http.MethodGet: a.healthz})
 	a.route("/readyz", map[string]http.HandlerFunc{http.MethodGet: a.readyz})
+	metricsHandler := a.metrics.handler()
+	a.route("/metrics", map[string]http.HandlerFunc{http.MethodGet: metricsHandler.ServeHTTP})
 	a.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, &apiError{status: http.StatusNotFound, code: "not_found", message: "no such endpoint: " + r.URL.Path})
 	})
@@ -104,7 +107,7 @@ func (a *API) route(path string, byMethod map[string]http.HandlerFunc) {
 	}
 	slices.Sort(allowed)
 	allow := strings.Join(allowed, ", ")
-	a.mux.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) {
+	a.mux.HandleFunc(path, a.metrics.instrument(path, func(w http.ResponseWriter, r *http.Request) {
 		h, ok := byMethod[r.Method]
 		if !ok {
 			w.Header().Set("Allow", allow)
@@ -113,7 +116,7 @@ func (a *API) route(path string, byMethod map[string]http.HandlerFunc) {
 			return
 		}
 		h(w, r)
-	})
+	}))
 }
 
 // ServeHTTP serves the API.

@@ -142,7 +142,7 @@ func (f *fakeLimiter) RemoveMember(_ context.Context, id string) error {
 }
 
 func (f *fakeLimiter) Status() cluster.Status {
-	return cluster.Status{LeaderID: "n1", Term: 3, CommitIndex: 120, AppliedIndex: 119, Members: []cluster.MemberStatus{
+	return cluster.Status{SelfID: "n1", LeaderID: "n1", Term: 3, CommitIndex: 120, AppliedIndex: 119, Members: []cluster.MemberStatus{
 		{Member: cluster.Member{ID: "n1", RaftAddr: "127.0.0.1:8001", HTTPAddr: "127.0.0.1:7001"}, Voter: true, Leader: true},
 	}}
 }

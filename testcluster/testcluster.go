@@ -101,10 +101,13 @@ func Start(t TB, size int, opts ...Options) *Cluster {
 	if len(opts) > 0 {
 		c.opts = opts[0]
 	}
-	t.Cleanup(c.StopAll)
 	for i := range size {
-		n := &Node{ID: fmt.Sprintf("n%d", i+1), DataDir: t.TempDir(), RaftAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0", c: c}
-		c.Nodes = append(c.Nodes, n)
+		c.Nodes = append(c.Nodes, &Node{ID: fmt.Sprintf("n%d", i+1), DataDir: t.TempDir(), RaftAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0", c: c})
+	}
+	// Clean-ups run last registered first: the nodes must stop before
+	// their data directories are removed.
+	t.Cleanup(c.StopAll)
+	for i, n := range c.Nodes {
 		if err := n.start(i == 0); err != nil {
 			t.Fatalf("testcluster: start %s: %v", n.ID, err)
 		}
