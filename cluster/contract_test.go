@@ -34,6 +34,29 @@ func do(t testing.TB, method, url, body string) (int, map[string]any) {
 	return resp.StatusCode, out
 }
 
+// postBatch sends POST /v1/allow/batch with n requests made by request and
+// decodes the 200 answer into out.
+func postBatch(t *testing.T, baseURL string, n int, request func(i int) string, out any) {
+	t.Helper()
+	var b strings.Builder
+	b.WriteString(`{"requests":[`)
+	for i := range n {
+		if i > 0 {
+			b.WriteString(",")
+		}
+		b.WriteString(request(i))
+	}
+	b.WriteString("]}")
+	resp, err := httpClient.Post(baseURL+"/v1/allow/batch", "application/json", strings.NewReader(b.String()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if err := json.NewDecoder(resp.Body).Decode(out); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("batch: status %d, %v", resp.StatusCode, err)
+	}
+}
+
 // TestPerClientAndGlobalLimitsTogether: 32 callers spread over all nodes,
 // 16 clients, each request checked against its client's limit (5 an hour)
 // and a global one (50 an hour) atomically. Every admission consumed from
@@ -148,20 +171,6 @@ func TestShadowModeAdmitsWhileCounting(t *testing.T) {
 func TestBatchOf500(t *testing.T) {
 	t.Parallel()
 	c := testcluster.Start(t, 3)
-	var b strings.Builder
-	b.WriteString(`{"requests":[`)
-	for i := range 500 {
-		if i > 0 {
-			b.WriteString(",")
-		}
-		fmt.Fprintf(&b, `{"key":"batch:%d","limit":{"rate":5,"period":"1h"}}`, i%50)
-	}
-	b.WriteString("]}")
-	resp, err := httpClient.Post(c.Followers()[0].URL()+"/v1/allow/batch", "application/json", strings.NewReader(b.String()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
 	var out struct {
 		Responses []struct {
 			Status    int   `json:"status"`
@@ -169,8 +178,11 @@ func TestBatchOf500(t *testing.T) {
 			Remaining int64 `json:"remaining"`
 		} `json:"responses"`
 	}
-	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil || resp.StatusCode != 200 || len(out.Responses) != 500 {
-		t.Fatalf("status %d, %d responses, %v", resp.StatusCode, len(out.Responses), err)
+	postBatch(t, c.Followers()[0].URL(), 500, func(i int) string {
+		return fmt.Sprintf(`{"key":"batch:%d","limit":{"rate":5,"period":"1h"}}`, i%50)
+	}, &out)
+	if len(out.Responses) != 500 {
+		t.Fatalf("%d responses", len(out.Responses))
 	}
 	for i, r := range out.Responses {
 		nth := int64(i / 50) // this is the nth request for its key
@@ -232,29 +244,15 @@ func TestBadInputOnTheContractSurfaces(t *testing.T) {
 func TestKeyLimitRefusesNewKeysOnly(t *testing.T) {
 	t.Parallel()
 	c := testcluster.Start(t, 3, testcluster.Options{Configure: func(cfg *cluster.Config) { cfg.MaxKeys = 100 }})
-	var b strings.Builder
-	b.WriteString(`{"requests":[`)
-	for i := range 150 {
-		if i > 0 {
-			b.WriteString(",")
-		}
-		fmt.Fprintf(&b, `{"key":"flood:%d","limit":{"rate":5,"period":"1h"}}`, i)
-	}
-	b.WriteString("]}")
-	resp, err := httpClient.Post(c.Followers()[0].URL()+"/v1/allow/batch", "application/json", strings.NewReader(b.String()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
 	var out struct {
 		Responses []struct {
 			Status int    `json:"status"`
 			Code   string `json:"code"`
 		} `json:"responses"`
 	}
-	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
-		t.Fatal(err)
-	}
+	postBatch(t, c.Followers()[0].URL(), 150, func(i int) string {
+		return fmt.Sprintf(`{"key":"flood:%d","limit":{"rate":5,"period":"1h"}}`, i)
+	}, &out)
 	counts := map[string]int{}
 	for _, r := range out.Responses {
 		counts[fmt.Sprint(r.Status, r.Code)]++

@@ -36,11 +36,8 @@ func (n *Node) RemoveMember(ctx context.Context, id string) error {
 // leaderOp runs a membership operation on the leader: here if this node
 // leads, otherwise by forwarding it, retrying while no leader is known.
 func (n *Node) leaderOp(ctx context.Context, forward *forwardRequest, local func() error) error {
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, n.requestTimeout)
-		defer cancel()
-	}
+	ctx, cancel := n.withDeadline(ctx)
+	defer cancel()
 	backoff := 10 * time.Millisecond
 	for {
 		var err error

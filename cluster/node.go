@@ -366,14 +366,19 @@ func (n *Node) ID() string { return n.cfg.ID }
 
 func (n *Node) isLeader() bool { return n.raft.State() == raft.Leader }
 
+// withDeadline gives ctx the node's request timeout unless it has a deadline.
+func (n *Node) withDeadline(ctx context.Context) (context.Context, context.CancelFunc) {
+	if _, ok := ctx.Deadline(); ok {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, n.requestTimeout)
+}
+
 // decide sends requests through the leader's group commit, locally or by
 // forwarding, and retries only where nothing can have been applied.
 func (n *Node) decide(ctx context.Context, reqs []fsm.Request) ([]fsm.Result, error) {
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, n.requestTimeout)
-		defer cancel()
-	}
+	ctx, cancel := n.withDeadline(ctx)
+	defer cancel()
 	backoff := 2 * time.Millisecond
 	for {
 		var results []fsm.Result
