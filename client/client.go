@@ -1,9 +1,13 @@
 // Package client is a Go client for limitnode's HTTP API.
 //
-// It speaks the contract of the README (POST /v1/allow, GET /v1/cluster,
+// Client speaks the contract of the README (POST /v1/allow, GET /v1/cluster,
 // POST /v1/cluster/join) against one or more node addresses, trying the
 // next address when one cannot be reached. Every node answers every
 // endpoint, so any address will do.
+//
+// Guard wraps a Client with an explicit behaviour for when the limiter
+// cannot decide: fail closed, fail open, or decide with a local in-process
+// limiter that enforces this replica's share of the limit.
 package client
 
 import (
