@@ -1,7 +1,6 @@
 package fsm
 
 import (
-	"container/heap"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -64,53 +63,6 @@ func (a bucketKey) less(b bucketKey) bool {
 	}
 }
 
-type bucket struct {
-	id    bucketKey
-	state algorithms.State
-	// under is the limit a policy bucket's state was decided under (shared
-	// with the policy version that set it); nil for inline buckets.
-	under     *algorithms.Limit
-	expiresAt int64
-	heapIndex int
-}
-
-// limit returns the limit the bucket's state is under.
-func (b *bucket) limit() algorithms.Limit {
-	if b.under != nil {
-		return *b.under
-	}
-	return b.id.limit
-}
-
-// expiryHeap orders buckets by expiry, then by key, so that which buckets an
-// apply deletes never depends on insertion history or map order.
-type expiryHeap []*bucket
-
-func (h expiryHeap) Len() int { return len(h) }
-func (h expiryHeap) Less(i, j int) bool {
-	if h[i].expiresAt != h[j].expiresAt {
-		return h[i].expiresAt < h[j].expiresAt
-	}
-	return h[i].id.less(h[j].id)
-}
-func (h expiryHeap) Swap(i, j int) {
-	h[i], h[j] = h[j], h[i]
-	h[i].heapIndex = i
-	h[j].heapIndex = j
-}
-func (h *expiryHeap) Push(x any) {
-	b := x.(*bucket)
-	b.heapIndex = len(*h)
-	*h = append(*h, b)
-}
-func (h *expiryHeap) Pop() any {
-	old := *h
-	b := old[len(old)-1]
-	old[len(old)-1] = nil
-	*h = old[:len(old)-1]
-	return b
-}
-
 type dedupEntry struct {
 	id     string
 	atNano int64
@@ -126,8 +78,7 @@ type dedupEntry struct {
 type FSM struct {
 	mu         sync.Mutex
 	nowNanos   int64
-	buckets    map[bucketKey]*bucket
-	expiry     expiryHeap
+	buckets    *bucketStore
 	dedup      map[string]*dedupEntry
 	dedupQueue []*dedupEntry // oldest first; dedupHead is the first live one
 	dedupHead  int
@@ -139,6 +90,9 @@ type FSM struct {
 	onAllow func(index uint64, nowNanos int64)
 	// lastIndex is the index of the last log entry applied.
 	lastIndex uint64
+	// Scratch space of decide.
+	scratchTargets []target
+	scratchStates  []algorithms.State
 }
 
 // OnAllowApplied registers fn to be called, on the applying goroutine, with
@@ -170,8 +124,7 @@ func New(logger *slog.Logger) *FSM {
 
 func (f *FSM) reset() {
 	f.nowNanos = 0
-	f.buckets = make(map[bucketKey]*bucket)
-	f.expiry = nil
+	f.buckets = newBucketStore()
 	f.dedup = make(map[string]*dedupEntry)
 	f.dedupQueue = nil
 	f.dedupHead = 0
@@ -326,6 +279,8 @@ func (f *FSM) applyAllow(cmd *AllowCommand) *Response {
 // the limit that applies, and the state under that limit.
 type target struct {
 	id     bucketKey
+	slot   uint32 // the bucket's slot, when live
+	live   bool
 	limit  *algorithms.Limit
 	state  algorithms.State
 	cost   int64
@@ -340,9 +295,7 @@ func (f *FSM) resolve(now int64, c *Check) (target, *Rejection) {
 	if c.Policy == "" {
 		l := c.Limit()
 		t := target{id: bucketKey{key: c.Key, limit: l}, limit: &l, cost: c.Cost}
-		if b := f.buckets[t.id]; b != nil {
-			t.state = b.state
-		}
+		t.slot, t.state, _, t.live = f.buckets.get(t.id)
 		return t, nil
 	}
 	p := f.policies[c.Policy]
@@ -366,11 +319,9 @@ func (f *FSM) resolve(now int64, c *Check) (target, *Rejection) {
 	if err := t.limit.ValidateCost(c.Cost); err != nil {
 		return target{}, limitRejection("", err)
 	}
-	if b := f.buckets[t.id]; b != nil {
-		t.state = b.state
-		if from := b.limit(); from != *t.limit {
-			t.state = algorithms.Convert(from, b.state, *t.limit, now)
-		}
+	var from algorithms.Limit
+	if t.slot, t.state, from, t.live = f.buckets.get(t.id); t.live && from != *t.limit {
+		t.state = algorithms.Convert(from, t.state, *t.limit, now)
 	}
 	return t, nil
 }
@@ -384,7 +335,10 @@ func (f *FSM) decide(now int64, req *Request, cmd *AllowCommand) Result {
 	if err := req.Validate(); err != nil {
 		return Result{Rejection: err}
 	}
-	var targets [MaxChecks]target
+	// Scratch space reused across requests (apply is single-threaded):
+	// zeroing MaxChecks-sized arrays per request showed in the profile.
+	targets := f.scratchTargets[:0]
+	defer func() { f.scratchTargets = targets[:0] }()
 	for i := range req.Checks {
 		t, err := f.resolve(now, &req.Checks[i])
 		if err != nil {
@@ -398,16 +352,17 @@ func (f *FSM) decide(now int64, req *Request, cmd *AllowCommand) Result {
 				return Result{Rejection: reject(CodeInvalid, fmt.Sprintf("checks[%d]", i), "checks %d and %d decide on the same key and limit", j, i)}
 			}
 		}
-		targets[i] = t
+		targets = append(targets, t)
 	}
 	res := Result{Allowed: true, Checks: make([]CheckResult, len(req.Checks))}
-	var nextStates [MaxChecks]algorithms.State
+	nextStates := f.scratchStates[:0]
+	defer func() { f.scratchStates = nextStates[:0] }()
 	for i := range req.Checks {
 		t := &targets[i]
 		shadow := t.policy != nil && t.policy.policy.Shadow
 		d, next := algorithms.Decide(*t.limit, t.state, now, t.cost)
 		res.Checks[i] = CheckResult{Decision: d, PeriodNanos: t.limit.PeriodNanos, Key: t.key, Shadow: shadow}
-		nextStates[i] = next
+		nextStates = append(nextStates, next)
 		if !d.Allowed {
 			if shadow {
 				t.policy.shadowDenied++
@@ -420,11 +375,11 @@ func (f *FSM) decide(now int64, req *Request, cmd *AllowCommand) Result {
 	if res.Allowed && cmd.MaxKeys > 0 {
 		created := 0
 		for i := range req.Checks {
-			if res.Checks[i].Decision.Allowed && targets[i].cost > 0 && f.buckets[targets[i].id] == nil {
+			if res.Checks[i].Decision.Allowed && targets[i].cost > 0 && !targets[i].live {
 				created++
 			}
 		}
-		if created > 0 && int64(len(f.buckets)+created) > cmd.MaxKeys {
+		if created > 0 && int64(f.buckets.len()+created) > cmd.MaxKeys {
 			if !cmd.KeyLimitFailOpen {
 				return Result{Rejection: reject(CodeKeyLimit, "", "the cluster holds its maximum of %d live keys; new keys are refused until old ones expire", cmd.MaxKeys)}
 			}
@@ -439,41 +394,17 @@ func (f *FSM) decide(now int64, req *Request, cmd *AllowCommand) Result {
 		case !res.Allowed && d.Allowed:
 			// Report what this check would leave if nothing is consumed.
 			*d, _ = algorithms.Decide(*t.limit, t.state, now, 0)
-		case res.Allowed && d.Allowed && t.cost > 0 && (storeNew || f.buckets[t.id] != nil):
-			f.store(t.id, nextStates[i], t.policy, t.limit)
+		case res.Allowed && d.Allowed && t.cost > 0 && t.live:
+			f.buckets.update(t.slot, t.id, *t.limit, nextStates[i])
+		case res.Allowed && d.Allowed && t.cost > 0 && storeNew:
+			f.buckets.create(t.id, *t.limit, nextStates[i])
 		}
 	}
 	return res
 }
 
-// store records a bucket's new state; under is the policy limit it was
-// decided under (ignored for inline buckets, whose limit is in their id).
-func (f *FSM) store(id bucketKey, s algorithms.State, p *policyEntry, under *algorithms.Limit) {
-	if p == nil {
-		under = nil
-	}
-	l := id.limit
-	if under != nil {
-		l = *under
-	}
-	expiresAt := l.ExpiresAtNanos(s)
-	if b := f.buckets[id]; b != nil {
-		b.state, b.under, b.expiresAt = s, under, expiresAt
-		heap.Fix(&f.expiry, b.heapIndex)
-		return
-	}
-	b := &bucket{id: id, state: s, under: under, expiresAt: expiresAt}
-	f.buckets[id] = b
-	heap.Push(&f.expiry, b)
-}
-
 // expireBuckets deletes state that has become equivalent to no state.
-func (f *FSM) expireBuckets(now int64) {
-	for n := 0; n < maxExpiriesPerApply && len(f.expiry) > 0 && f.expiry[0].expiresAt <= now; n++ {
-		b := heap.Pop(&f.expiry).(*bucket)
-		delete(f.buckets, b.id)
-	}
-}
+func (f *FSM) expireBuckets(now int64) { f.buckets.expire(now, maxExpiriesPerApply) }
 
 func (f *FSM) remember(id string, now int64, r Result) {
 	if len(f.dedup) >= MaxDedupEntries {
@@ -547,5 +478,5 @@ type Stats struct {
 func (f *FSM) Stats() Stats {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return Stats{Keys: len(f.buckets), RequestIDs: len(f.dedup), NowNanos: f.nowNanos}
+	return Stats{Keys: f.buckets.len(), RequestIDs: len(f.dedup), NowNanos: f.nowNanos}
 }

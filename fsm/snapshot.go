@@ -2,7 +2,6 @@ package fsm
 
 import (
 	"bufio"
-	"container/heap"
 	"crypto/sha256"
 	"errors"
 	"fmt"
@@ -92,17 +91,16 @@ func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
 
 // copyState copies the state for a snapshot; f.mu must be held.
 func (f *FSM) copyState() *snapshot {
-	s := &snapshot{buckets: make([]bucketRecord, 0, len(f.buckets))}
-	for _, b := range f.expiry {
-		l := b.limit()
+	s := &snapshot{buckets: make([]bucketRecord, 0, f.buckets.len())}
+	f.buckets.each(func(id bucketKey, l algorithms.Limit, st algorithms.State) {
 		s.buckets = append(s.buckets, bucketRecord{
-			Key: b.id.key, Policy: b.id.policy, Algorithm: l.Algorithm, Rate: l.Rate, Period: l.PeriodNanos, Burst: l.Burst,
-			At: b.state.At, Frac: b.state.Frac, Count: b.state.Count, Previous: b.state.Previous,
+			Key: id.key, Policy: id.policy, Algorithm: l.Algorithm, Rate: l.Rate, Period: l.PeriodNanos, Burst: l.Burst,
+			At: st.At, Frac: st.Frac, Count: st.Count, Previous: st.Previous,
 			// Decide never writes into a Log it was given, so sharing it
 			// with the live state while Persist runs is safe.
-			Log: b.state.Log,
+			Log: st.Log,
 		})
-	}
+	})
 	for _, e := range f.dedupQueue[f.dedupHead:] {
 		s.requestIDs = append(s.requestIDs, requestIDRecord{ID: e.id, AtNanos: e.atNano, Result: e.result})
 	}
@@ -196,7 +194,7 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.nowNanos, f.buckets, f.expiry = fresh.nowNanos, fresh.buckets, fresh.expiry
+	f.nowNanos, f.buckets = fresh.nowNanos, fresh.buckets
 	f.dedup, f.dedupQueue, f.dedupHead = fresh.dedup, fresh.dedupQueue, fresh.dedupHead
 	f.nodes, f.policies = fresh.nodes, fresh.policies
 	return nil
@@ -234,18 +232,11 @@ func (f *FSM) readSnapshot(r io.Reader) error {
 		if rec.Key == "" || len(rec.Key) > MaxKeyBytes || !l.ValidState(s) {
 			return fmt.Errorf("bucket %d: key or state out of range", i)
 		}
-		id := rec.id()
-		if f.buckets[id] != nil {
+		if !f.buckets.add(rec.id(), l, s) {
 			return fmt.Errorf("bucket %d: duplicate key %q", i, rec.Key)
 		}
-		b := &bucket{id: id, state: s, expiresAt: l.ExpiresAtNanos(s), heapIndex: len(f.expiry)}
-		if rec.Policy != "" {
-			b.under = &l
-		}
-		f.buckets[id] = b
-		f.expiry = append(f.expiry, b)
 	}
-	heap.Init(&f.expiry)
+	f.buckets.initHeap()
 	for i := range h.RequestIDs {
 		var rec requestIDRecord
 		if err := dec.Decode(&rec); err != nil {
