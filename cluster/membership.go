@@ -228,6 +228,16 @@ func (n *Node) LeaderHTTPAddr() string {
 	return n.fsm.NodeHTTPAddr(string(id))
 }
 
+// Snapshot makes this node take a Raft snapshot now (and truncate its log),
+// as it does on its own every SnapshotThreshold entries. Having nothing new
+// to snapshot is not an error.
+func (n *Node) Snapshot() error {
+	if err := n.raft.Snapshot().Error(); err != nil && !errors.Is(err, raft.ErrNothingNewToSnapshot) {
+		return fmt.Errorf("cluster: snapshot: %w", err)
+	}
+	return nil
+}
+
 // StateDigest returns the index of the last log entry this node applied and
 // a digest of its replicated state: replicas at the same index must have the
 // same digest.

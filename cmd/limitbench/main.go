@@ -10,7 +10,9 @@
 //   - http:       POST /v1/allow on a 3-node cluster, callers spread over all nodes;
 //   - http-multi: the same with two checks per request (per key + global);
 //   - http-batch: POST /v1/allow/batch, 100 requests per call;
-//   - embedded:   cluster.Node.Allow in process, callers spread over all nodes.
+//   - embedded:   cluster.Node.Allow in process, callers spread over all nodes;
+//   - http-snapshotting: http while every node snapshots its state over and
+//     over (give -preload keys to make the snapshots heavy).
 //
 // Redis targets run only when redis-server is on the PATH. Each target is
 // driven closed-loop by N callers (-callers), or open-loop at a fixed total
@@ -49,6 +51,7 @@ type options struct {
 	inFlight   int
 	failover   int
 	cpuProfile string
+	preload    int
 }
 
 func main() {
@@ -71,6 +74,7 @@ func parse(args []string) (options, error) {
 	fs.StringVar(&o.jsonPath, "json", "", "also write the results as JSON to this file")
 	fs.BoolVar(&o.noSync, "no-sync", false, "run the limitnode clusters without fsync (cluster.Config.NoSync)")
 	fs.IntVar(&o.inFlight, "in-flight", 0, "group-commit entries in flight per node for the limitnode cluster (cluster.Config.MaxEntriesInFlight; 0: its default)")
+	fs.IntVar(&o.preload, "preload", 0, "put this many keys into the limitnode cluster before measuring (state for snapshots to carry)")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run (client and nodes share the process) to this file")
 	fs.IntVar(&o.failover, "failover", 0, "also measure failover this many times: kill -9 the leader, time the next successful decision")
 	if err := fs.Parse(args); err != nil {
@@ -130,6 +134,9 @@ func run(args []string, out io.Writer) error {
 			results = append(results, r)
 			fmt.Fprintf(os.Stderr, "%-10s %4d callers: %10.0f decisions/s  p50 %.3fms  p99 %.3fms  errors %d\n",
 				r.Target, r.Callers, r.DecisionsPerSec, r.P50MS, r.P99MS, r.Errors)
+		}
+		if s, ok := tgt.(interface{ stop() }); ok {
+			s.stop()
 		}
 	}
 	addRatios(results)

@@ -97,7 +97,26 @@ func (e *environment) cluster(kind string) *testcluster.Cluster {
 		}
 	}})
 	e.clusters[kind] = c
+	if kind == "limitnode" && e.opts.preload > 0 {
+		e.preload(c)
+	}
 	return c
+}
+
+// preload puts opts.preload idle-proof keys (a limit of one a day, so they
+// stay live) into the cluster, 1,000 per batch.
+func (e *environment) preload(c *testcluster.Cluster) {
+	daily := algorithms.Limit{Rate: 1, PeriodNanos: int64(24 * time.Hour), Burst: 1}
+	node := c.WaitLeader().Node()
+	for first := 0; first < e.opts.preload; first += 1000 {
+		reqs := make([]cluster.Request, 0, 1000)
+		for i := first; i < first+1000 && i < e.opts.preload; i++ {
+			reqs = append(reqs, cluster.Request{Checks: []cluster.Check{{Key: fmt.Sprintf("preload-%d", i), Limit: daily, Cost: 1}}})
+		}
+		if _, err := node.AllowBatch(context.Background(), reqs); err != nil {
+			panic(fmt.Sprintf("preload: %v", err))
+		}
+	}
 }
 
 // A limit no benchmark request is denied by: what is measured is the cost
@@ -121,6 +140,24 @@ func (e *environment) target(name string) (target, error) {
 	case "http", "http-multi", "http-batch":
 		c := e.cluster("limitnode")
 		return &httpTarget{env: e, kind: name, nodes: c.Nodes}, nil
+	case "http-snapshotting":
+		c := e.cluster("limitnode")
+		stop := make(chan struct{})
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			for {
+				for _, n := range c.Nodes {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					_ = n.Node().Snapshot()
+				}
+			}
+		}()
+		return &httpTarget{env: e, kind: "http", label: name, nodes: c.Nodes, stopFn: func() { close(stop); <-done }}, nil
 	case "embedded", "raft":
 		kind := map[string]string{"embedded": "limitnode", "raft": "raft"}[name]
 		return &embeddedTarget{env: e, label: name, cluster: e.cluster(kind)}, nil
@@ -160,11 +197,25 @@ func (e *environment) trivialTarget() (target, error) {
 type httpTarget struct {
 	env   *environment
 	kind  string
+	label string // the name in the results, if not kind
 	nodes []*testcluster.Node
 	urls  []string
+	// stopFn, if set, ends what the target runs beside the requests.
+	stopFn func()
 }
 
-func (t *httpTarget) name() string { return t.kind }
+func (t *httpTarget) stop() {
+	if t.stopFn != nil {
+		t.stopFn()
+	}
+}
+
+func (t *httpTarget) name() string {
+	if t.label != "" {
+		return t.label
+	}
+	return t.kind
+}
 
 func (t *httpTarget) do(ctx context.Context, caller, seq int) (int, error) {
 	var url string
