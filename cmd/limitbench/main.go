@@ -52,6 +52,7 @@ type options struct {
 	failover   int
 	cpuProfile string
 	preload    int
+	via        string
 }
 
 func main() {
@@ -74,6 +75,7 @@ func parse(args []string) (options, error) {
 	fs.StringVar(&o.jsonPath, "json", "", "also write the results as JSON to this file")
 	fs.BoolVar(&o.noSync, "no-sync", false, "run the limitnode clusters without fsync (cluster.Config.NoSync)")
 	fs.IntVar(&o.inFlight, "in-flight", 0, "group-commit entries in flight per node for the limitnode cluster (cluster.Config.MaxEntriesInFlight; 0: its default)")
+	fs.StringVar(&o.via, "via", "all", "which nodes the http and embedded callers use: all (spread), leader or follower")
 	fs.IntVar(&o.preload, "preload", 0, "put this many keys into the limitnode cluster before measuring (state for snapshots to carry)")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run (client and nodes share the process) to this file")
 	fs.IntVar(&o.failover, "failover", 0, "also measure failover this many times: kill -9 the leader, time the next successful decision")
@@ -94,6 +96,9 @@ func parse(args []string) (options, error) {
 	}
 	if o.keys != "many" && o.keys != "hot" {
 		return o, fmt.Errorf("-keys must be many or hot")
+	}
+	if o.via != "all" && o.via != "leader" && o.via != "follower" {
+		return o, fmt.Errorf("-via must be all, leader or follower")
 	}
 	return o, nil
 }
@@ -168,7 +173,7 @@ func (o options) describe() map[string]any {
 	if o.rate > 0 {
 		mode = fmt.Sprintf("open loop at %.0f/s", o.rate)
 	}
-	return map[string]any{"duration": o.duration.String(), "mode": mode, "keys": o.keys, "batch": o.batch, "no_sync": o.noSync}
+	return map[string]any{"duration": o.duration.String(), "mode": mode, "keys": o.keys, "batch": o.batch, "no_sync": o.noSync, "via": o.via}
 }
 
 // addRatios fills each result's throughput relative to the baselines

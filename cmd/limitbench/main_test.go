@@ -33,7 +33,7 @@ func TestRunMeasuresAndReports(t *testing.T) {
 	t.Parallel()
 	for _, mode := range [][]string{{}, {"-rate", "200"}} {
 		path := filepath.Join(t.TempDir(), "out.json")
-		args := append([]string{"-targets", "trivial,http-batch,embedded,http-snapshotting", "-preload", "2000", "-callers", "2", "-duration", "300ms", "-warmup", "50ms", "-batch", "10", "-json", path}, mode...)
+		args := append([]string{"-targets", "trivial,http-batch,embedded,http-snapshotting", "-preload", "2000", "-via", "follower", "-callers", "2", "-duration", "300ms", "-warmup", "50ms", "-batch", "10", "-json", path}, mode...)
 		var table strings.Builder
 		if err := run(args, &table); err != nil {
 			t.Fatal(err)

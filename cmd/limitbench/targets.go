@@ -119,6 +119,18 @@ func (e *environment) preload(c *testcluster.Cluster) {
 	}
 }
 
+// via returns the nodes callers use, as -via says: all of them (caller i on
+// node i mod 3), the leader, or one follower.
+func (e *environment) via(c *testcluster.Cluster) []*testcluster.Node {
+	switch e.opts.via {
+	case "leader":
+		return []*testcluster.Node{c.WaitLeader()}
+	case "follower":
+		return c.Followers()[:1]
+	}
+	return c.Nodes
+}
+
 // A limit no benchmark request is denied by: what is measured is the cost
 // of deciding, not of refusing.
 var benchLimit = algorithms.Limit{Rate: 1_000_000_000, PeriodNanos: int64(time.Second), Burst: 1_000_000_000}
@@ -139,7 +151,7 @@ func (e *environment) target(name string) (target, error) {
 		return e.trivialTarget()
 	case "http", "http-multi", "http-batch":
 		c := e.cluster("limitnode")
-		return &httpTarget{env: e, kind: name, nodes: c.Nodes}, nil
+		return &httpTarget{env: e, kind: name, nodes: e.via(c)}, nil
 	case "http-snapshotting":
 		c := e.cluster("limitnode")
 		stop := make(chan struct{})
@@ -160,7 +172,7 @@ func (e *environment) target(name string) (target, error) {
 		return &httpTarget{env: e, kind: "http", label: name, nodes: c.Nodes, stopFn: func() { close(stop); <-done }}, nil
 	case "embedded", "raft":
 		kind := map[string]string{"embedded": "limitnode", "raft": "raft"}[name]
-		return &embeddedTarget{env: e, label: name, cluster: e.cluster(kind)}, nil
+		return &embeddedTarget{env: e, label: name, nodes: e.via(e.cluster(kind))}, nil
 	case "redis", "redis-aof":
 		srv, err := startRedis(name == "redis-aof")
 		if err != nil {
@@ -265,15 +277,15 @@ func (t *httpTarget) do(ctx context.Context, caller, seq int) (int, error) {
 }
 
 type embeddedTarget struct {
-	env     *environment
-	label   string
-	cluster *testcluster.Cluster
+	env   *environment
+	label string
+	nodes []*testcluster.Node
 }
 
 func (t *embeddedTarget) name() string { return t.label }
 
 func (t *embeddedTarget) do(ctx context.Context, caller, seq int) (int, error) {
-	node := t.cluster.Nodes[caller%len(t.cluster.Nodes)].Node()
+	node := t.nodes[caller%len(t.nodes)].Node()
 	d, err := node.Allow(ctx, cluster.Request{Checks: []cluster.Check{{Key: t.env.key(caller, seq), Limit: benchLimit, Cost: 1}}})
 	if err != nil {
 		return 0, err
