@@ -53,6 +53,7 @@ type options struct {
 	cpuProfile string
 	preload    int
 	via        string
+	stateKeys  int
 }
 
 func main() {
@@ -76,6 +77,7 @@ func parse(args []string) (options, error) {
 	fs.BoolVar(&o.noSync, "no-sync", false, "run the limitnode clusters without fsync (cluster.Config.NoSync)")
 	fs.IntVar(&o.inFlight, "in-flight", 0, "group-commit entries in flight per node for the limitnode cluster (cluster.Config.MaxEntriesInFlight; 0: its default)")
 	fs.StringVar(&o.via, "via", "all", "which nodes the http and embedded callers use: all (spread), leader or follower")
+	fs.IntVar(&o.stateKeys, "state-keys", 0, "also measure the replicated state with this many live keys: heap per key, snapshot and restore time")
 	fs.IntVar(&o.preload, "preload", 0, "put this many keys into the limitnode cluster before measuring (state for snapshots to carry)")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run (client and nodes share the process) to this file")
 	fs.IntVar(&o.failover, "failover", 0, "also measure failover this many times: kill -9 the leader, time the next successful decision")
@@ -156,8 +158,18 @@ func run(args []string, out io.Writer) error {
 		failover = &f
 		fmt.Fprintf(out, "\nfailover (kill the leader, time to the next decision), %d runs: median %s, max %s\n", len(f.Runs), f.Median, f.Max)
 	}
+	var state *stateResult
+	if o.stateKeys > 0 {
+		st, err := measureState(o.stateKeys)
+		if err != nil {
+			return fmt.Errorf("state: %w", err)
+		}
+		state = &st
+		fmt.Fprintf(out, "\nstate of %d live token-bucket keys: %.0f bytes of heap per key; snapshot %.2fs (%.2fs holding the state lock), %.0f bytes per key; restore %.2fs\n",
+			st.Keys, st.HeapBytesPerKey, st.SnapshotSeconds, st.LockedSeconds, st.DiskBytesPerKey, st.RestoreSeconds)
+	}
 	if o.jsonPath != "" {
-		data, err := json.MarshalIndent(map[string]any{"results": results, "failover": failover, "options": o.describe()}, "", "  ")
+		data, err := json.MarshalIndent(map[string]any{"results": results, "failover": failover, "state": state, "options": o.describe()}, "", "  ")
 		if err != nil {
 			return err
 		}

@@ -33,7 +33,7 @@ func TestRunMeasuresAndReports(t *testing.T) {
 	t.Parallel()
 	for _, mode := range [][]string{{}, {"-rate", "200"}} {
 		path := filepath.Join(t.TempDir(), "out.json")
-		args := append([]string{"-targets", "trivial,http-batch,embedded,http-snapshotting", "-preload", "2000", "-via", "follower", "-callers", "2", "-duration", "300ms", "-warmup", "50ms", "-batch", "10", "-json", path}, mode...)
+		args := append([]string{"-targets", "trivial,http-batch,embedded,http-snapshotting", "-preload", "2000", "-via", "follower", "-state-keys", "5000", "-callers", "2", "-duration", "300ms", "-warmup", "50ms", "-batch", "10", "-json", path}, mode...)
 		var table strings.Builder
 		if err := run(args, &table); err != nil {
 			t.Fatal(err)
@@ -42,9 +42,15 @@ func TestRunMeasuresAndReports(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var out struct{ Results []result }
+		var out struct {
+			Results []result
+			State   *stateResult
+		}
 		if err := json.Unmarshal(data, &out); err != nil || len(out.Results) != 4 {
 			t.Fatalf("results %s, %v", data, err)
+		}
+		if out.State == nil || out.State.Keys != 5000 || out.State.HeapBytesPerKey <= 0 || out.State.RestoreSeconds <= 0 {
+			t.Fatalf("state %+v", out.State)
 		}
 		for _, r := range out.Results {
 			if r.Decisions == 0 || r.Errors != 0 || r.P50MS <= 0 || (r.Target != "trivial" && r.VsTrivial == 0) {
