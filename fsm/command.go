@@ -26,6 +26,10 @@ const (
 	CommandPutPolicy CommandType = 4
 	// CommandDeletePolicy deletes a named policy.
 	CommandDeletePolicy CommandType = 5
+	// CommandAcquireLease takes a concurrency lease.
+	CommandAcquireLease CommandType = 6
+	// CommandReleaseLease gives a concurrency lease back.
+	CommandReleaseLease CommandType = 7
 )
 
 // ErrCorruptCommand is returned (as the Apply response) for a log entry that

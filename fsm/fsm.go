@@ -84,6 +84,7 @@ type FSM struct {
 	dedupHead  int
 	nodes      map[string]string
 	policies   map[string]*policyEntry
+	leases     *leaseTable
 	logger     *slog.Logger
 	// onAllow, if set, is told the index and cluster time of every allow
 	// entry applied; the node's clock uses it (see cluster's clock.go).
@@ -130,6 +131,7 @@ func (f *FSM) reset() {
 	f.dedupHead = 0
 	f.nodes = make(map[string]string)
 	f.policies = make(map[string]*policyEntry)
+	f.leases = newLeaseTable()
 }
 
 // Apply applies one log entry; see ApplyBatch.
@@ -157,8 +159,11 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []any {
 			continue
 		}
 		out[i] = resp
-		if _, isAllow := resp.(*Response); isAllow && f.onAllow != nil {
-			f.onAllow(l.Index, f.nowNanos)
+		switch resp.(type) {
+		case *Response, *LeaseResult:
+			if f.onAllow != nil {
+				f.onAllow(l.Index, f.nowNanos)
+			}
 		}
 	}
 	return out
@@ -195,6 +200,12 @@ var applyCommands = map[CommandType]func(f *FSM, body []byte) (any, error){
 		delete(f.nodes, cmd.ID)
 		return nil, nil
 	},
+	CommandAcquireLease: func(f *FSM, body []byte) (any, error) {
+		return f.applyLease(body, true)
+	},
+	CommandReleaseLease: func(f *FSM, body []byte) (any, error) {
+		return f.applyLease(body, false)
+	},
 	CommandPutPolicy: func(f *FSM, body []byte) (any, error) {
 		var p Policy
 		if err := decodeBody(body, &p); err != nil {
@@ -213,6 +224,37 @@ var applyCommands = map[CommandType]func(f *FSM, body []byte) (any, error){
 		delete(f.policies, cmd.Name)
 		return nil, nil
 	},
+}
+
+// applyLease takes or gives back a lease at the command's time.
+func (f *FSM) applyLease(body []byte, acquire bool) (any, error) {
+	var cmd LeaseCommand
+	if err := decodeBody(body, &cmd); err != nil {
+		return nil, err
+	}
+	if cmd.NowNanos < 0 || cmd.NowNanos > MaxNowNanos {
+		return nil, fmt.Errorf("time %d outside [0, %d]", cmd.NowNanos, int64(MaxNowNanos))
+	}
+	now := f.advance(cmd.NowNanos)
+	var r LeaseResult
+	if acquire {
+		r = f.leases.acquire(now, &cmd)
+	} else {
+		r = f.leases.release(cmd.ID)
+	}
+	r.AtNanos = now
+	return &r, nil
+}
+
+// advance moves cluster time to max(stamp, last applied) and deletes what
+// has expired by then.
+func (f *FSM) advance(stampNanos int64) int64 {
+	now := max(stampNanos, f.nowNanos)
+	f.nowNanos = now
+	f.expireBuckets(now)
+	f.expireDedup(now)
+	f.leases.expire(now, maxExpiriesPerApply)
+	return now
 }
 
 // putPolicy stores a policy, returning a *Rejection (as the apply response)
@@ -250,10 +292,7 @@ func (f *FSM) applyCommand(data []byte) (any, error) {
 }
 
 func (f *FSM) applyAllow(cmd *AllowCommand) *Response {
-	now := max(cmd.NowNanos, f.nowNanos)
-	f.nowNanos = now
-	f.expireBuckets(now)
-	f.expireDedup(now)
+	now := f.advance(cmd.NowNanos)
 
 	resp := &Response{Results: make([]Result, len(cmd.Requests))}
 	for i := range cmd.Requests {

@@ -127,6 +127,15 @@ func randomLog(t testing.TB, seed uint64, entries int) [][]byte {
 			data, _ = Encode(CommandPutPolicy, &p)
 			log = append(log, data)
 		}
+		if i%7 == 0 {
+			id := string(rune('A' + rng.IntN(6)))
+			ct := CommandAcquireLease
+			if rng.IntN(2) == 0 {
+				ct = CommandReleaseLease
+			}
+			data, _ := Encode(ct, &LeaseCommand{NowNanos: stamp, ID: id, Key: "job", Max: 3, TTLNanos: int64(time.Second)})
+			log = append(log, data)
+		}
 	}
 	return log
 }

@@ -30,6 +30,8 @@ func seedEntries(t testing.TB) [][]byte {
 	add(CommandRemoveNode, &NodeCommand{ID: "n1"})
 	add(CommandPutPolicy, &Policy{Name: "p", Limit: perMinute100, Overrides: []Override{{"vip", perMinute100}}, Shadow: true, KeyTemplate: "{user}"})
 	add(CommandDeletePolicy, &NamedDeleteCommand{Name: "p"})
+	add(CommandAcquireLease, &LeaseCommand{NowNanos: t0, ID: "l1", Key: "job", Max: 2, TTLNanos: int64(time.Second)})
+	add(CommandReleaseLease, &LeaseCommand{NowNanos: t0, ID: "l1"})
 	return out
 }
 

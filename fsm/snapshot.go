@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"bufio"
+	"container/heap"
 	"crypto/sha256"
 	"errors"
 	"fmt"
@@ -32,6 +33,7 @@ type snapshotHeader struct {
 	RequestIDs int
 	Nodes      int
 	Policies   int
+	Leases     int
 }
 
 type bucketRecord struct {
@@ -65,6 +67,7 @@ type snapshot struct {
 	requestIDs []requestIDRecord
 	nodes      []NodeCommand
 	policies   []policyRecord
+	leases     []leaseRecord
 }
 
 // Digest returns the index of the last entry applied and a SHA-256 of the
@@ -110,8 +113,11 @@ func (f *FSM) copyState() *snapshot {
 	for _, e := range f.policies {
 		s.policies = append(s.policies, policyRecord{Policy: e.policy, ShadowDenied: e.shadowDenied})
 	}
+	for _, l := range f.leases.byID {
+		s.leases = append(s.leases, leaseRecord{ID: l.id, Key: l.group.key, Max: l.group.max, ExpiresAt: l.expiresAt})
+	}
 	s.header = snapshotHeader{Version: snapshotVersion, NowNanos: f.nowNanos,
-		Buckets: len(s.buckets), RequestIDs: len(s.requestIDs), Nodes: len(s.nodes), Policies: len(s.policies)}
+		Buckets: len(s.buckets), RequestIDs: len(s.requestIDs), Nodes: len(s.nodes), Policies: len(s.policies), Leases: len(s.leases)}
 	return s
 }
 
@@ -137,6 +143,7 @@ func (s *snapshot) writeTo(w io.Writer) error {
 	})
 	slices.SortFunc(s.nodes, func(a, b NodeCommand) int { return strings.Compare(a.ID, b.ID) })
 	slices.SortFunc(s.policies, func(a, b policyRecord) int { return strings.Compare(a.Policy.Name, b.Policy.Name) })
+	slices.SortFunc(s.leases, func(a, b leaseRecord) int { return strings.Compare(a.ID, b.ID) })
 
 	bw := bufio.NewWriterSize(w, 64<<10)
 	enc := codec.NewEncoder(bw, msgpackHandle)
@@ -160,6 +167,11 @@ func (s *snapshot) writeTo(w io.Writer) error {
 	}
 	for i := range s.policies {
 		if err := enc.Encode(&s.policies[i]); err != nil {
+			return err
+		}
+	}
+	for i := range s.leases {
+		if err := enc.Encode(&s.leases[i]); err != nil {
 			return err
 		}
 	}
@@ -196,7 +208,7 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	defer f.mu.Unlock()
 	f.nowNanos, f.buckets = fresh.nowNanos, fresh.buckets
 	f.dedup, f.dedupQueue, f.dedupHead = fresh.dedup, fresh.dedupQueue, fresh.dedupHead
-	f.nodes, f.policies = fresh.nodes, fresh.policies
+	f.nodes, f.policies, f.leases = fresh.nodes, fresh.policies, fresh.leases
 	return nil
 }
 
@@ -212,7 +224,7 @@ func (f *FSM) readSnapshot(r io.Reader) error {
 	if h.NowNanos < 0 || h.NowNanos > MaxNowNanos {
 		return fmt.Errorf("time %d out of range", h.NowNanos)
 	}
-	if h.Buckets < 0 || h.RequestIDs < 0 || h.Nodes < 0 || h.Policies < 0 {
+	if h.Buckets < 0 || h.RequestIDs < 0 || h.Nodes < 0 || h.Policies < 0 || h.Leases < 0 {
 		return fmt.Errorf("negative count in header")
 	}
 	f.nowNanos = h.NowNanos
@@ -274,6 +286,16 @@ func (f *FSM) readSnapshot(r io.Reader) error {
 		e.shadowDenied = rec.ShadowDenied
 		f.policies[rec.Policy.Name] = e
 	}
+	for i := range h.Leases {
+		var rec leaseRecord
+		if err := dec.Decode(&rec); err != nil {
+			return fmt.Errorf("lease %d: %w", i, err)
+		}
+		if err := f.leases.restore(rec); err != nil {
+			return err
+		}
+	}
+	heap.Init(&f.leases.expiry)
 	var extra any
 	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
 		return errors.New("trailing data after the last record")
