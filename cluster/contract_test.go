@@ -267,3 +267,57 @@ func TestKeyLimitRefusesNewKeysOnly(t *testing.T) {
 		t.Fatalf("a new key at the cap: %d", a.status)
 	}
 }
+
+// TestConcurrencyLeases: 24 callers on all nodes race for 5 slots; exactly 5
+// win. A slot given back through another node is free at once, and a slot
+// never given back frees itself at its TTL.
+func TestConcurrencyLeases(t *testing.T) {
+	t.Parallel()
+	c := testcluster.Start(t, 3)
+	var granted atomic.Int64
+	var ids sync.Map
+	var wg sync.WaitGroup
+	for i := range 24 {
+		wg.Go(func() {
+			status, body := do(t, "POST", c.Nodes[i%3].URL()+"/v1/leases", `{"key":"exports","max":5,"ttl":"1h"}`)
+			switch status {
+			case 200:
+				granted.Add(1)
+				ids.Store(body["id"].(string), true)
+			case 429:
+			default:
+				t.Errorf("status %d: %v", status, body)
+			}
+		})
+	}
+	wg.Wait()
+	if granted.Load() != 5 {
+		t.Fatalf("%d of 24 callers got one of 5 slots", granted.Load())
+	}
+	var some string
+	ids.Range(func(k, _ any) bool { some = k.(string); return false })
+	if status, _ := do(t, "DELETE", c.Nodes[1].URL()+"/v1/leases/"+some, ""); status != 200 {
+		t.Fatalf("release: %d", status)
+	}
+	if status, body := do(t, "POST", c.Nodes[2].URL()+"/v1/leases", `{"key":"exports","max":5,"ttl":"1h"}`); status != 200 || body["active"] != 5.0 {
+		t.Fatalf("after a release: %d %v", status, body)
+	}
+
+	if status, _ := do(t, "POST", c.Nodes[0].URL()+"/v1/leases", `{"key":"short","max":1,"ttl":"300ms"}`); status != 200 {
+		t.Fatalf("short lease: %d", status)
+	}
+	status, body := do(t, "POST", c.Nodes[0].URL()+"/v1/leases", `{"key":"short","max":1,"ttl":"300ms"}`)
+	if status != 429 || body["retry_after_ms"].(float64) > 300 {
+		t.Fatalf("while held: %d %v", status, body)
+	}
+	deadline := time.Now().Add(testcluster.WaitTimeout)
+	for {
+		if status, _ := do(t, "POST", c.Nodes[1].URL()+"/v1/leases", `{"key":"short","max":1,"ttl":"300ms"}`); status == 200 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the lease never expired")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}

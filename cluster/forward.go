@@ -27,13 +27,16 @@ const (
 	opRemove
 	opPutPolicy
 	opDeletePolicy
+	opAcquireLease
+	opReleaseLease
 )
 
 type forwardRequest struct {
 	Op       forwardOp
 	Requests []fsm.Request
-	Member   Member     // for opJoin; only ID for opRemove
-	Policy   fsm.Policy // for opPutPolicy; only Name for opDeletePolicy
+	Member   Member           // for opJoin; only ID for opRemove
+	Policy   fsm.Policy       // for opPutPolicy; only Name for opDeletePolicy
+	Lease    fsm.LeaseCommand // for opAcquireLease; only ID for opReleaseLease
 }
 
 // forwardStatus tells the follower what happened to its message, so that it
@@ -54,6 +57,8 @@ const (
 	statusNotFound
 	// statusInvalid: the message was refused as invalid and did nothing.
 	statusInvalid
+	// statusKeyLimit: refused at a cap on live state.
+	statusKeyLimit
 )
 
 type forwardResponse struct {
@@ -61,6 +66,7 @@ type forwardResponse struct {
 	Error   string
 	Field   string // for statusInvalid and statusNotFound
 	Results []fsm.Result
+	Lease   *fsm.LeaseResult // for opAcquireLease and opReleaseLease
 }
 
 var forwardHandle = func() *codec.MsgpackHandle {
@@ -235,6 +241,14 @@ func (n *Node) handleForward(req *forwardRequest) *forwardResponse {
 		return replyTo(n.PutPolicy(ctx, req.Policy))
 	case opDeletePolicy:
 		return replyTo(n.DeletePolicy(ctx, req.Policy.Name))
+	case opAcquireLease, opReleaseLease:
+		if !n.isLeader() {
+			return &forwardResponse{Status: statusNotLeader}
+		}
+		result, err := n.leaseAsLeader(req.Op == opAcquireLease, req.Lease)
+		resp := replyTo(err)
+		resp.Lease = result
+		return resp
 	default:
 		return &forwardResponse{Status: statusFailed, Error: fmt.Sprintf("unknown forwarding operation %d", req.Op)}
 	}
@@ -262,6 +276,8 @@ func statusFor(err error) forwardStatus {
 		return statusNotFound
 	case errors.Is(err, ErrInvalid):
 		return statusInvalid
+	case errors.Is(err, ErrKeyLimit):
+		return statusKeyLimit
 	case errors.Is(err, ErrOutcomeUnknown), errors.Is(err, ErrShutdown):
 		return statusUnknown
 	default:
@@ -280,6 +296,8 @@ func errorFor(resp *forwardResponse) error {
 		return fmt.Errorf("%w: %s", ErrOutcomeUnknown, resp.Error)
 	case statusNotFound:
 		return &RejectedError{Field: resp.Field, Message: resp.Error, cause: ErrNotFound}
+	case statusKeyLimit:
+		return &RejectedError{Field: resp.Field, Message: resp.Error, cause: ErrKeyLimit}
 	case statusInvalid:
 		return &RejectedError{Field: resp.Field, Message: resp.Error, cause: ErrInvalid}
 	default:

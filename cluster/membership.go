@@ -33,16 +33,26 @@ func (n *Node) RemoveMember(ctx context.Context, id string) error {
 	return n.leaderOp(ctx, &forwardRequest{Op: opRemove, Member: Member{ID: id}}, func() error { return n.removeAsLeader(id) })
 }
 
-// leaderOp runs a membership operation on the leader: here if this node
-// leads, otherwise by forwarding it, retrying while no leader is known.
+// leaderOp runs an operation that returns only an error on the leader; see
+// leaderCall.
 func (n *Node) leaderOp(ctx context.Context, forward *forwardRequest, local func() error) error {
+	_, err := n.leaderCall(ctx, forward, func() (*fsm.LeaseResult, error) { return nil, local() })
+	return err
+}
+
+// leaderCall runs an operation on the leader: here if this node leads,
+// otherwise by forwarding it, retrying while no leader is known. The
+// operations that go through it (membership, policies, leases by ID) are
+// idempotent, so unlike Allow they may be retried after an unknown outcome.
+func (n *Node) leaderCall(ctx context.Context, forward *forwardRequest, local func() (*fsm.LeaseResult, error)) (*fsm.LeaseResult, error) {
 	ctx, cancel := n.withDeadline(ctx)
 	defer cancel()
 	backoff := 10 * time.Millisecond
 	for {
+		var result *fsm.LeaseResult
 		var err error
 		if n.isLeader() {
-			err = local()
+			result, err = local()
 		} else if addr, id := n.raft.LeaderWithID(); addr == "" || string(id) == n.cfg.ID {
 			err = errNotLeader
 		} else {
@@ -51,19 +61,17 @@ func (n *Node) leaderOp(ctx context.Context, forward *forwardRequest, local func
 			if errors.Is(err, errNotSent) {
 				err = errNotLeader
 			} else if err == nil {
-				err = errorFor(resp)
+				result, err = resp.Lease, errorFor(resp)
 			}
 		}
-		// Membership changes are idempotent, so unlike Allow they may be
-		// retried after an unknown outcome too.
 		if !errors.Is(err, errNotLeader) && !errors.Is(err, ErrOutcomeUnknown) {
-			return err
+			return result, err
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("%w: %w", ErrNoLeader, err)
+			return nil, fmt.Errorf("%w: %w", ErrNoLeader, err)
 		case <-n.stopCh:
-			return ErrShutdown
+			return nil, ErrShutdown
 		case <-time.After(backoff):
 		}
 		backoff = min(2*backoff, 200*time.Millisecond)
@@ -127,23 +135,35 @@ func (n *Node) removeAsLeader(id string) error {
 // applyCommand appends one command (not an allow batch) on the leader and
 // returns its outcome: nil, a *RejectedError, or a translated Raft error.
 func (n *Node) applyCommand(t fsm.CommandType, body any) error {
+	_, err := n.applyCommandResult(t, body)
+	return err
+}
+
+// applyCommandResult is applyCommand for commands that answer with a value
+// (a *fsm.LeaseResult).
+func (n *Node) applyCommandResult(t fsm.CommandType, body any) (any, error) {
 	data, err := fsm.Encode(t, body)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	future := n.raft.Apply(data, n.requestTimeout)
 	if err := future.Error(); err != nil {
-		return translate(err)
+		return nil, translate(err)
 	}
 	switch resp := future.Response().(type) {
 	case nil:
-		return nil
+		return nil, nil
 	case *fsm.Rejection:
-		return rejected(resp)
+		return nil, rejected(resp)
+	case *fsm.LeaseResult:
+		if resp.Rejection != nil {
+			return nil, rejected(resp.Rejection)
+		}
+		return resp, nil
 	case error:
-		return fmt.Errorf("cluster: apply: %w", resp)
+		return nil, fmt.Errorf("cluster: apply: %w", resp)
 	default:
-		return fmt.Errorf("cluster: apply returned %T", resp)
+		return nil, fmt.Errorf("cluster: apply returned %T", resp)
 	}
 }
 

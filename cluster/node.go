@@ -408,22 +408,11 @@ func (n *Node) decide(ctx context.Context, reqs []fsm.Request) ([]fsm.Result, er
 // applyBatch is the leader's flush: one Raft entry for all the calls.
 func (n *Node) applyBatch(calls []*call) {
 	reqs := concatRequests(calls)
-	term := n.raft.CurrentTerm()
-	if n.barrierTerm.Load() != term {
-		// A new leader first applies everything earlier leaders committed,
-		// so its clock starts from the latest cluster time (clock.go).
-		if err := n.raft.Barrier(n.requestTimeout).Error(); err != nil {
-			// Nothing of the batch was appended: it may go to a new leader.
-			if errors.Is(err, raft.ErrRaftShutdown) {
-				failAll(calls, ErrShutdown)
-			} else {
-				failAll(calls, errNotLeader)
-			}
-			return
-		}
-		n.barrierTerm.Store(term)
+	stamp, err := n.leaderStamp()
+	if err != nil {
+		failAll(calls, err) // nothing of the batch was appended
+		return
 	}
-	stamp := n.clock.stamp(term, n.fsm.Now())
 	data, err := fsm.Encode(fsm.CommandAllow, &fsm.AllowCommand{
 		NowNanos: stamp, Requests: reqs, MaxKeys: max(n.cfg.MaxKeys, 0), KeyLimitFailOpen: n.cfg.KeyLimitFailOpen,
 	})
@@ -448,6 +437,24 @@ func (n *Node) applyBatch(calls []*call) {
 	default:
 		failAll(calls, fmt.Errorf("cluster: apply returned %T", resp))
 	}
+}
+
+// leaderStamp returns the time to stamp on an entry this leader appends.
+// A new leader first applies everything earlier leaders committed (a
+// barrier), so its clock starts from the latest cluster time (clock.go).
+// Its errors mean nothing was appended: errNotLeader or ErrShutdown.
+func (n *Node) leaderStamp() (int64, error) {
+	term := n.raft.CurrentTerm()
+	if n.barrierTerm.Load() != term {
+		if err := n.raft.Barrier(n.requestTimeout).Error(); err != nil {
+			if errors.Is(err, raft.ErrRaftShutdown) {
+				return 0, ErrShutdown
+			}
+			return 0, errNotLeader
+		}
+		n.barrierTerm.Store(term)
+	}
+	return n.clock.stamp(term, n.fsm.Now()), nil
 }
 
 // forwardBatch is a follower's flush: one message to the leader for all the

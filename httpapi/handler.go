@@ -30,6 +30,10 @@ type Limiter interface {
 	Policies() []cluster.PolicyStatus
 	// Policy returns one policy as this node has applied it.
 	Policy(name string) (cluster.PolicyStatus, bool)
+	// AcquireLease takes one of max concurrent slots of key for ttl.
+	AcquireLease(ctx context.Context, key string, max int64, ttl time.Duration) (cluster.Lease, error)
+	// ReleaseLease gives a lease back.
+	ReleaseLease(ctx context.Context, id string) error
 	// Join adds a member to the cluster.
 	Join(ctx context.Context, m cluster.Member) error
 	// RemoveMember removes a member from the cluster.
@@ -80,6 +84,8 @@ func New(limiter Limiter, opts Options) *API {
 	a.route("/v1/policies/{name}", map[string]http.HandlerFunc{
 		http.MethodGet: a.getPolicy, http.MethodPut: a.putPolicy, http.MethodDelete: a.deletePolicy,
 	})
+	a.route("/v1/leases", map[string]http.HandlerFunc{http.MethodPost: a.acquireLease})
+	a.route("/v1/leases/{id}", map[string]http.HandlerFunc{http.MethodDelete: a.releaseLease})
 	a.route("/v1/cluster", map[string]http.HandlerFunc{http.MethodGet: a.clusterStatus})
 	a.route("/v1/cluster/join", map[string]http.HandlerFunc{http.MethodPost: a.join})
 	a.route("/v1/cluster/nodes/{id}", map[string]http.HandlerFunc{http.MethodDelete: a.removeNode})

@@ -31,6 +31,7 @@ type fakeLimiter struct {
 	joined   []cluster.Member
 	removed  []string
 	ready    bool
+	leases   map[string]string // lease ID → key
 }
 
 func newFake() *fakeLimiter {

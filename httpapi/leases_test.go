@@ -1,0 +1,75 @@
+package httpapi
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/limitnode/limitnode/cluster"
+)
+
+func (f *fakeLimiter) AcquireLease(_ context.Context, key string, maxHolders int64, ttl time.Duration) (cluster.Lease, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.leases == nil {
+		f.leases = map[string]string{}
+	}
+	held := int64(0)
+	for _, k := range f.leases {
+		if k == key {
+			held++
+		}
+	}
+	if held >= maxHolders {
+		return cluster.Lease{Key: key, Max: maxHolders, Active: held, RetryAfterNanos: int64(1500 * time.Millisecond)}, nil
+	}
+	id := fmt.Sprintf("lease-%d", len(f.leases)+1)
+	f.leases[id] = key
+	return cluster.Lease{ID: id, Key: key, Max: maxHolders, Granted: true, Active: held + 1, AtNanos: f.now, ExpiresAtNanos: f.now + int64(ttl)}, nil
+}
+
+func (f *fakeLimiter) ReleaseLease(_ context.Context, id string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if _, ok := f.leases[id]; !ok {
+		return fmt.Errorf("fake: %w", cluster.ErrNotFound)
+	}
+	delete(f.leases, id)
+	return nil
+}
+
+func TestLeaseEndpoints(t *testing.T) {
+	t.Parallel()
+	api := newTestAPI(newFake())
+	const body = `{"key":"exports","max":1,"ttl":"30s"}`
+	rec := do(t, api, "POST", "/v1/leases", body)
+	if got := strings.TrimSpace(rec.Body.String()); rec.Code != 200 || got != `{"granted":true,"id":"lease-1","key":"exports","max":1,"active":1,"expires_in_ms":30000,"retry_after_ms":0}` {
+		t.Fatalf("acquire: %d %s", rec.Code, got)
+	}
+	rec = do(t, api, "POST", "/v1/leases", body)
+	if rec.Code != 429 || rec.Header().Get("Retry-After") != "3" || !strings.Contains(rec.Body.String(), `"retry_after_ms":1500`) {
+		t.Fatalf("acquire while full: %d %s Retry-After %q", rec.Code, rec.Body, rec.Header().Get("Retry-After"))
+	}
+	if rec := do(t, api, "DELETE", "/v1/leases/lease-1", ""); rec.Code != 200 {
+		t.Fatalf("release: %d %s", rec.Code, rec.Body)
+	}
+	if rec := do(t, api, "DELETE", "/v1/leases/lease-1", ""); rec.Code != 404 {
+		t.Fatalf("release again: %d %s", rec.Code, rec.Body)
+	}
+	bad := []struct{ body, field string }{
+		{`{"max":1,"ttl":"1s"}`, "key"},
+		{`{"key":"k","ttl":"1s"}`, "max"},
+		{`{"key":"k","max":0,"ttl":"1s"}`, "max"},
+		{`{"key":"k","max":1}`, "ttl"},
+		{`{"key":"k","max":1,"ttl":"25h"}`, "ttl"},
+		{`{"key":"k","max":1,"ttl":"soon"}`, "ttl"},
+		{`{"key":"k","max":1.5,"ttl":"1s"}`, "max"},
+	}
+	for _, tt := range bad {
+		if rec := do(t, api, "POST", "/v1/leases", tt.body); rec.Code != 400 || decodeBody(t, rec)["field"] != tt.field {
+			t.Errorf("%s: %d %s", tt.body, rec.Code, rec.Body)
+		}
+	}
+}
