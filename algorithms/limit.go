@@ -106,6 +106,7 @@ type FieldError struct {
 	Err   error
 }
 
+// Error describes the fault, naming the field.
 func (e *FieldError) Error() string { return e.Field + ": " + e.Err.Error() }
 
 // Unwrap returns the underlying sentinel error.

@@ -96,6 +96,7 @@ type Error struct {
 	Field      string `json:"field"`
 }
 
+// Error describes the API's answer: status, code, field and message.
 func (e *Error) Error() string {
 	if e.Field != "" {
 		return fmt.Sprintf("limitnode: %d %s (%s): %s", e.StatusCode, e.Code, e.Field, e.Message)

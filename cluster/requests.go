@@ -81,6 +81,7 @@ type RejectedError struct {
 	cause   error
 }
 
+// Error returns the reason the cluster gave.
 func (e *RejectedError) Error() string { return e.Message }
 
 // Unwrap returns ErrInvalid or ErrNotFound.

@@ -149,6 +149,7 @@ const (
 	CodeKeyLimit = "key_limit"
 )
 
+// Error returns the rejection's message.
 func (r *Rejection) Error() string { return r.Message }
 
 func reject(code, field, format string, args ...any) *Rejection {
