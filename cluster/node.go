@@ -331,7 +331,7 @@ func (n *Node) startRaft() error {
 	}
 	n.clock = &clusterClock{wall: n.cfg.Clock, step: n.cfg.MaxClockStep, startupIndex: startupIndex}
 	n.fsm = fsm.New(n.logger)
-	n.fsm.OnAllowApplied(n.clock.observe)
+	n.fsm.OnStampApplied(n.clock.observe)
 	r, err := raft.NewRaft(rc, n.fsm, logStore, logStore, snapshots, transport)
 	if err != nil {
 		transport.Close()

@@ -86,9 +86,10 @@ type FSM struct {
 	policies   map[string]*policyEntry
 	leases     *leaseTable
 	logger     *slog.Logger
-	// onAllow, if set, is told the index and cluster time of every allow
-	// entry applied; the node's clock uses it (see cluster's clock.go).
-	onAllow func(index uint64, nowNanos int64)
+	// onStamp, if set, is told the index and cluster time of every applied
+	// entry that carries a leader's stamp (allow batches, leases); the
+	// node's clock uses it (see cluster's clock.go).
+	onStamp func(index uint64, nowNanos int64)
 	// lastIndex is the index of the last log entry applied.
 	lastIndex uint64
 	// Scratch space of decide.
@@ -96,10 +97,10 @@ type FSM struct {
 	scratchStates  []algorithms.State
 }
 
-// OnAllowApplied registers fn to be called, on the applying goroutine, with
-// the index and cluster time of each allow entry applied. Set it before the
-// FSM is given to Raft.
-func (f *FSM) OnAllowApplied(fn func(index uint64, nowNanos int64)) { f.onAllow = fn }
+// OnStampApplied registers fn to be called, on the applying goroutine, with
+// the index and cluster time of each applied entry that carries a leader's
+// stamp. Set it before the FSM is given to Raft.
+func (f *FSM) OnStampApplied(fn func(index uint64, nowNanos int64)) { f.onStamp = fn }
 
 // Now returns the latest cluster time applied.
 func (f *FSM) Now() int64 {
@@ -161,8 +162,8 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []any {
 		out[i] = resp
 		switch resp.(type) {
 		case *Response, *LeaseResult:
-			if f.onAllow != nil {
-				f.onAllow(l.Index, f.nowNanos)
+			if f.onStamp != nil {
+				f.onStamp(l.Index, f.nowNanos)
 			}
 		}
 	}
