@@ -14,7 +14,7 @@ const DefaultMaxClockStep = time.Second
 // time in the past) nor mint them (by stamping one in the future).
 //
 // The rule: when a node starts leading, it estimates the cluster time from
-// the last entry it saw applied while this process ran, plus the real time
+// the last stamped entry it saw applied while this process ran, plus the real time
 // (monotonic clock) elapsed since. During its term it stamps its wall clock,
 // but clamped to that estimate ± the maximum step (Config.MaxClockStep):
 //
@@ -48,7 +48,8 @@ type clusterClock struct {
 	termActive bool
 }
 
-// observe records an applied allow entry: its index and its cluster time.
+// observe records an applied stamped entry (allow batch or lease): its index
+// and its cluster time.
 func (c *clusterClock) observe(index uint64, nowNanos int64) {
 	if index <= c.startupIndex {
 		return
