@@ -170,6 +170,12 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []any {
 	return out
 }
 
+// ApplyEntry applies one encoded command as the log entry at index, as Raft
+// would. Tools that measure the state machine without a cluster use it.
+func (f *FSM) ApplyEntry(index uint64, data []byte) any {
+	return f.Apply(&raft.Log{Index: index, Type: raft.LogCommand, Data: data})
+}
+
 // applyCommands is the dispatch table: one decoder-and-applier per type.
 var applyCommands = map[CommandType]func(f *FSM, body []byte) (any, error){
 	CommandAllow: func(f *FSM, body []byte) (any, error) {

@@ -8,7 +8,6 @@ import (
 	"runtime"
 	"time"
 
-	"github.com/hashicorp/raft"
 	"github.com/limitnode/limitnode/algorithms"
 	"github.com/limitnode/limitnode/fsm"
 )
@@ -51,7 +50,7 @@ func measureState(keys int) (stateResult, error) {
 			return res, err
 		}
 		index++
-		f.Apply(&raft.Log{Index: index, Type: raft.LogCommand, Data: data})
+		f.ApplyEntry(index, data)
 	}
 	runtime.GC()
 	runtime.ReadMemStats(&after)
