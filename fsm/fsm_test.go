@@ -463,3 +463,31 @@ func BenchmarkEncodeDecodeAllowCommand(b *testing.B) {
 		b.ReportMetric(float64(len(data))/float64(len(reqs)), "bytes/request")
 	})
 }
+
+// TestSnapshotIsAPointInTime: Raft persists a snapshot while applies go on.
+// Whatever is applied between Snapshot and Persist (updates, new keys,
+// expiries, reused slots) must not reach the snapshot.
+func TestSnapshotIsAPointInTime(t *testing.T) {
+	t.Parallel()
+	log := randomLog(t, 11, 300)
+	a := newApplier(t)
+	for _, e := range log[:150] {
+		a.raw(e)
+	}
+	want := mustSnapshot(t, a.fsm) // persisted at once
+	snap, err := a.fsm.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range log[150:] {
+		a.raw(e)
+	}
+	a.allow(t0+int64(time.Hour), one("late", perMinute100, 5)) // expires everything else
+	sink := &memorySink{}
+	if err := snap.Persist(sink); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(want, sink.Bytes()) {
+		t.Fatal("entries applied after Snapshot changed what Persist wrote")
+	}
+}

@@ -63,6 +63,7 @@ type policyRecord struct {
 
 type snapshot struct {
 	header     snapshotHeader
+	frozen     *frozenBuckets // turned into buckets by writeTo, outside the FSM lock
 	buckets    []bucketRecord
 	requestIDs []requestIDRecord
 	nodes      []NodeCommand
@@ -94,16 +95,8 @@ func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
 
 // copyState copies the state for a snapshot; f.mu must be held.
 func (f *FSM) copyState() *snapshot {
-	s := &snapshot{buckets: make([]bucketRecord, 0, f.buckets.len())}
-	f.buckets.each(func(id bucketKey, l algorithms.Limit, st algorithms.State) {
-		s.buckets = append(s.buckets, bucketRecord{
-			Key: id.key, Policy: id.policy, Algorithm: l.Algorithm, Rate: l.Rate, Period: l.PeriodNanos, Burst: l.Burst,
-			At: st.At, Frac: st.Frac, Count: st.Count, Previous: st.Previous,
-			// Decide never writes into a Log it was given, so sharing it
-			// with the live state while Persist runs is safe.
-			Log: st.Log,
-		})
-	})
+	frozen := f.buckets.freeze()
+	s := &snapshot{frozen: &frozen}
 	for _, e := range f.dedupQueue[f.dedupHead:] {
 		s.requestIDs = append(s.requestIDs, requestIDRecord{ID: e.id, AtNanos: e.atNano, Result: e.result})
 	}
@@ -117,7 +110,7 @@ func (f *FSM) copyState() *snapshot {
 		s.leases = append(s.leases, leaseRecord{ID: l.id, Key: l.group.key, Max: l.group.max, ExpiresAt: l.expiresAt})
 	}
 	s.header = snapshotHeader{Version: snapshotVersion, NowNanos: f.nowNanos,
-		Buckets: len(s.buckets), RequestIDs: len(s.requestIDs), Nodes: len(s.nodes), Policies: len(s.policies), Leases: len(s.leases)}
+		Buckets: frozen.count, RequestIDs: len(s.requestIDs), Nodes: len(s.nodes), Policies: len(s.policies), Leases: len(s.leases)}
 	return s
 }
 
@@ -131,6 +124,16 @@ func (s *snapshot) Persist(sink raft.SnapshotSink) error {
 }
 
 func (s *snapshot) writeTo(w io.Writer) error {
+	if s.frozen != nil {
+		s.buckets = make([]bucketRecord, 0, s.frozen.count)
+		s.frozen.each(func(id bucketKey, l algorithms.Limit, st algorithms.State) {
+			s.buckets = append(s.buckets, bucketRecord{
+				Key: id.key, Policy: id.policy, Algorithm: l.Algorithm, Rate: l.Rate, Period: l.PeriodNanos, Burst: l.Burst,
+				At: st.At, Frac: st.Frac, Count: st.Count, Previous: st.Previous, Log: st.Log,
+			})
+		})
+		s.frozen = nil
+	}
 	slices.SortFunc(s.buckets, func(a, b bucketRecord) int {
 		ka, kb := a.id(), b.id()
 		switch {

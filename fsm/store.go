@@ -3,6 +3,7 @@ package fsm
 import (
 	"container/heap"
 	"hash/maphash"
+	"slices"
 
 	"github.com/limitnode/limitnode/algorithms"
 )
@@ -57,6 +58,7 @@ type bucketStore struct {
 	freeTarget []uint32
 
 	slabs     [][]slot
+	shared    []bool // shared[k]: a snapshot holds slabs[k]; copy it before writing
 	freeSlots []uint32
 	count     int
 
@@ -73,6 +75,18 @@ func newBucketStore() *bucketStore {
 func (s *bucketStore) len() int { return s.count }
 
 func (s *bucketStore) slot(i uint32) *slot { return &s.slabs[i/slabSize][i%slabSize] }
+
+// mutable returns a slot to write to. A slab a snapshot still reads is
+// copied first (copy-on-write), so taking a snapshot costs a copy of the
+// slab list, not of every bucket, while applies wait.
+func (s *bucketStore) mutable(i uint32) *slot {
+	k := i / slabSize
+	if s.shared[k] {
+		s.slabs[k] = slices.Clone(s.slabs[k])
+		s.shared[k] = false
+	}
+	return &s.slabs[k][i%slabSize]
+}
 
 func targetOf(id bucketKey) targetKey { return targetKey{policy: id.policy, limit: id.limit} }
 
@@ -177,7 +191,7 @@ func packState(l algorithms.Limit, st algorithms.State, sl *slot) {
 // update stores a new state in a bucket's slot (from get or find).
 func (s *bucketStore) update(i uint32, id bucketKey, under algorithms.Limit, st algorithms.State) {
 	l := id.limit
-	sl := s.slot(i)
+	sl := s.mutable(i)
 	if id.policy != "" {
 		l = under
 		if s.targets[sl.under].key.limit != under {
@@ -204,10 +218,11 @@ func (s *bucketStore) insert(id bucketKey, under algorithms.Limit, st algorithms
 	} else {
 		if s.count == len(s.slabs)*slabSize {
 			s.slabs = append(s.slabs, make([]slot, slabSize))
+			s.shared = append(s.shared, false)
 		}
 		i = uint32(s.count)
 	}
-	sl := s.slot(i)
+	sl := s.mutable(i)
 	*sl = slot{key: id.key, target: s.acquire(targetOf(id))}
 	l := id.limit
 	if id.policy != "" {
@@ -265,7 +280,7 @@ func (s *bucketStore) remove(i uint32) {
 	}
 	s.release(sl.target)
 	s.release(sl.under)
-	*sl = slot{}
+	*s.mutable(i) = slot{}
 	s.freeSlots = append(s.freeSlots, i)
 	s.count--
 }
@@ -274,16 +289,6 @@ func (s *bucketStore) remove(i uint32) {
 func (s *bucketStore) expire(now int64, max int) {
 	for n := 0; n < max && len(s.expiry) > 0 && s.slot(s.expiry[0]).expiresAt <= now; n++ {
 		s.remove(heap.Pop(byExpiry{s}).(uint32))
-	}
-}
-
-// each calls fn for every bucket, in heap order.
-func (s *bucketStore) each(fn func(id bucketKey, l algorithms.Limit, st algorithms.State)) {
-	for _, i := range s.expiry {
-		sl := s.slot(i)
-		t := s.targets[sl.target].key
-		l := s.limitOf(sl)
-		fn(bucketKey{key: sl.key, policy: t.policy, limit: t.limit}, l, unpackState(l, sl))
 	}
 }
 
@@ -303,12 +308,12 @@ func (h byExpiry) Less(i, j int) bool {
 func (h byExpiry) Swap(i, j int) {
 	e := h.s.expiry
 	e[i], e[j] = e[j], e[i]
-	h.s.slot(e[i]).heapIndex = int32(i)
-	h.s.slot(e[j]).heapIndex = int32(j)
+	h.s.mutable(e[i]).heapIndex = int32(i)
+	h.s.mutable(e[j]).heapIndex = int32(j)
 }
 func (h byExpiry) Push(x any) {
 	i := x.(uint32)
-	h.s.slot(i).heapIndex = int32(len(h.s.expiry))
+	h.s.mutable(i).heapIndex = int32(len(h.s.expiry))
 	h.s.expiry = append(h.s.expiry, i)
 }
 func (h byExpiry) Pop() any {
@@ -324,9 +329,44 @@ func (s *bucketStore) add(id bucketKey, under algorithms.Limit, st algorithms.St
 		return false
 	}
 	i := s.insert(id, under, st)
-	s.slot(i).heapIndex = int32(len(s.expiry))
+	s.mutable(i).heapIndex = int32(len(s.expiry))
 	s.expiry = append(s.expiry, i)
 	return true
 }
 
 func (s *bucketStore) initHeap() { heap.Init(byExpiry{s}) }
+
+// frozenBuckets is a snapshot's read-only view of the buckets.
+type frozenBuckets struct {
+	slabs   [][]slot
+	targets []targetEntry
+	count   int
+}
+
+// freeze returns the buckets as they are now. Later writes copy a slab
+// before changing it, so the view never changes; the targets are copied,
+// since IDs are released and reused.
+func (s *bucketStore) freeze() frozenBuckets {
+	for k := range s.shared {
+		s.shared[k] = true
+	}
+	return frozenBuckets{slabs: slices.Clone(s.slabs), targets: slices.Clone(s.targets), count: s.count}
+}
+
+// each calls fn for every bucket of the view, in slot order.
+func (f frozenBuckets) each(fn func(id bucketKey, l algorithms.Limit, st algorithms.State)) {
+	for _, slab := range f.slabs {
+		for i := range slab {
+			sl := &slab[i]
+			if sl.target == 0 {
+				continue // a free slot
+			}
+			t := f.targets[sl.target].key
+			l := t.limit
+			if sl.under != 0 {
+				l = f.targets[sl.under].key.limit
+			}
+			fn(bucketKey{key: sl.key, policy: t.policy, limit: t.limit}, l, unpackState(l, sl))
+		}
+	}
+}
