@@ -69,14 +69,9 @@ type forwardResponse struct {
 	Lease   *fsm.LeaseResult // for opAcquireLease and opReleaseLease
 }
 
-var forwardHandle = func() *codec.MsgpackHandle {
-	h := &codec.MsgpackHandle{}
-	h.MaxInitLen = 4096
-	h.ErrorIfNoField = true
-	h.WriteExt = true
-	h.StructToArray = true // fields by position, not by name: smaller and faster
-	return h
-}()
+// forwardHandle is the log's msgpack handle: forwarded messages carry the
+// FSM's types, so they use the FSM's encoding.
+var forwardHandle = fsm.Codec()
 
 // forwardConn is one pooled connection with its stream encoder and decoder.
 type forwardConn struct {

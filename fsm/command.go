@@ -178,6 +178,19 @@ const (
 	MaxChecks = 32
 )
 
+// Codec returns the msgpack handle of the log's commands. Package cluster
+// uses it for the forwarding protocol, whose messages carry these types, so
+// both speak one encoding.
+func Codec() *codec.MsgpackHandle { return msgpackHandle }
+
+// checkStamp refuses a time an entry or a snapshot cannot carry.
+func checkStamp(nowNanos int64) error {
+	if nowNanos < 0 || nowNanos > MaxNowNanos {
+		return fmt.Errorf("time %d outside [0, %d]", nowNanos, int64(MaxNowNanos))
+	}
+	return nil
+}
+
 var msgpackHandle = func() *codec.MsgpackHandle {
 	h := &codec.MsgpackHandle{}
 	h.MaxInitLen = 4096 // a corrupt length prefix must not allocate gigabytes up front
@@ -209,18 +222,6 @@ func decodeBody(data []byte, v any) error {
 	}
 	return nil
 }
-
-// EncodeValue encodes v as msgpack with the FSM's handle; used for the
-// forwarding protocol so that both ends share one encoding.
-func EncodeValue(v any) ([]byte, error) {
-	var buf []byte
-	err := codec.NewEncoderBytes(&buf, msgpackHandle).Encode(v)
-	return buf, err
-}
-
-// DecodeValue decodes msgpack produced by EncodeValue into v, rejecting
-// trailing bytes.
-func DecodeValue(data []byte, v any) error { return decodeBody(data, v) }
 
 // Validate checks what can be checked of an allow request before
 // policies are resolved, as strictly as the HTTP API does, so that a corrupt

@@ -183,8 +183,8 @@ var applyCommands = map[CommandType]func(f *FSM, body []byte) (any, error){
 		if err := decodeBody(body, &cmd); err != nil {
 			return nil, err
 		}
-		if cmd.NowNanos < 0 || cmd.NowNanos > MaxNowNanos {
-			return nil, fmt.Errorf("time %d outside [0, %d]", cmd.NowNanos, int64(MaxNowNanos))
+		if err := checkStamp(cmd.NowNanos); err != nil {
+			return nil, err
 		}
 		return f.applyAllow(&cmd), nil
 	},
@@ -239,8 +239,8 @@ func (f *FSM) applyLease(body []byte, acquire bool) (any, error) {
 	if err := decodeBody(body, &cmd); err != nil {
 		return nil, err
 	}
-	if cmd.NowNanos < 0 || cmd.NowNanos > MaxNowNanos {
-		return nil, fmt.Errorf("time %d outside [0, %d]", cmd.NowNanos, int64(MaxNowNanos))
+	if err := checkStamp(cmd.NowNanos); err != nil {
+		return nil, err
 	}
 	now := f.advance(cmd.NowNanos)
 	var r LeaseResult

@@ -224,8 +224,8 @@ func (f *FSM) readSnapshot(r io.Reader) error {
 	if h.Version != snapshotVersion {
 		return fmt.Errorf("version %d, want %d", h.Version, snapshotVersion)
 	}
-	if h.NowNanos < 0 || h.NowNanos > MaxNowNanos {
-		return fmt.Errorf("time %d out of range", h.NowNanos)
+	if err := checkStamp(h.NowNanos); err != nil {
+		return err
 	}
 	if h.Buckets < 0 || h.RequestIDs < 0 || h.Nodes < 0 || h.Policies < 0 || h.Leases < 0 {
 		return fmt.Errorf("negative count in header")
