@@ -225,8 +225,8 @@ func Open(cfg Config) (*Node, error) {
 		n.mux.close()
 		return nil, err
 	}
-	n.leaderBatch = newBatcher(n.applyBatch, cfg.MaxBatchRequests, cfg.MaxEntriesInFlight)
-	n.followerBatch = newBatcher(n.forwardBatch, cfg.MaxBatchRequests, cfg.MaxEntriesInFlight)
+	n.leaderBatch = newBatcher(n.applyBatch, cfg.MaxBatchRequests, cfg.MaxEntriesInFlight, gatherYields)
+	n.followerBatch = newBatcher(n.forwardBatch, cfg.MaxBatchRequests, cfg.MaxEntriesInFlight, gatherYields)
 	n.wg.Go(func() { n.serveForwarding(n.mux.listener(protocolForward)) })
 	n.wg.Go(n.watchLeadership)
 	return n, nil

@@ -1,0 +1,189 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/limitnode/limitnode/fsm"
+)
+
+// recordingFlush answers each request with a result naming it (its
+// RequestID in Rejection.Field), counts flushes and requests, and tracks how
+// many flushes run at once.
+type recordingFlush struct {
+	flushes, requests atomic.Int64
+	running, maxSeen  atomic.Int64
+	largest           atomic.Int64
+}
+
+func (r *recordingFlush) flush(calls []*call) {
+	now := r.running.Add(1)
+	defer r.running.Add(-1)
+	for seen := r.maxSeen.Load(); now > seen && !r.maxSeen.CompareAndSwap(seen, now); seen = r.maxSeen.Load() {
+	}
+	r.flushes.Add(1)
+	size := int64(0)
+	for _, c := range calls {
+		c.results = make([]fsm.Result, len(c.requests))
+		for i, req := range c.requests {
+			c.results[i] = fsm.Result{Rejection: &fsm.Rejection{Field: req.RequestID}}
+		}
+		size += int64(len(c.requests))
+	}
+	r.requests.Add(size)
+	for big := r.largest.Load(); size > big && !r.largest.CompareAndSwap(big, size); big = r.largest.Load() {
+	}
+}
+
+// closedLoop runs callers that each submit rounds calls of perCall
+// requests, one after another, and checks every answer is its own.
+func closedLoop(t testing.TB, b *batcher, callers, rounds, perCall int) {
+	var wg sync.WaitGroup
+	errs := make(chan error, callers)
+	for c := range callers {
+		wg.Go(func() {
+			for round := range rounds {
+				reqs := make([]fsm.Request, perCall)
+				for i := range reqs {
+					reqs[i].RequestID = fmt.Sprintf("%d/%d/%d", c, round, i)
+				}
+				results, err := b.submit(context.Background(), reqs)
+				if err != nil {
+					errs <- err
+					return
+				}
+				if len(results) != perCall {
+					errs <- fmt.Errorf("caller %d got %d results for %d requests", c, len(results), perCall)
+					return
+				}
+				for i, r := range results {
+					if r.Rejection.Field != reqs[i].RequestID {
+						errs <- fmt.Errorf("request %s got the answer to %s", reqs[i].RequestID, r.Rejection.Field)
+						return
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+}
+
+func TestBatcherAnswersEveryCallWithItsOwnResults(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name                          string
+		maxRequests, maxInFlight      int
+		yields, callers, rounds, size int
+	}{
+		{"one caller", 4096, 1, gatherYields, 1, 50, 1},
+		{"many callers", 4096, 1, gatherYields, 32, 50, 1},
+		{"without yielding", 4096, 1, 0, 32, 50, 1},
+		{"several in flight", 4096, 4, gatherYields, 32, 50, 1},
+		{"entries capped small", 8, 1, gatherYields, 32, 50, 3},
+		{"a call larger than the cap", 4, 2, gatherYields, 8, 20, 10},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			var rec recordingFlush
+			b := newBatcher(rec.flush, tt.maxRequests, tt.maxInFlight, tt.yields)
+			defer b.stop()
+			closedLoop(t, b, tt.callers, tt.rounds, tt.size)
+			if got, want := rec.requests.Load(), int64(tt.callers*tt.rounds*tt.size); got != want {
+				t.Errorf("flushed %d requests, want %d", got, want)
+			}
+			if got := rec.maxSeen.Load(); got > int64(tt.maxInFlight) {
+				t.Errorf("%d flushes ran at once, limit %d", got, tt.maxInFlight)
+			}
+			// A whole call is never split, so a flush exceeds the cap only
+			// when it is one call larger than the cap.
+			if got := rec.largest.Load(); got > int64(max(tt.maxRequests, tt.size)) {
+				t.Errorf("a flush carried %d requests, cap %d", got, tt.maxRequests)
+			}
+		})
+	}
+}
+
+func TestBatcherFailsPendingCallsOnStop(t *testing.T) {
+	t.Parallel()
+	release := make(chan struct{})
+	started := make(chan struct{}, 1)
+	b := newBatcher(func(calls []*call) {
+		started <- struct{}{}
+		<-release
+		failAll(calls, errors.New("flushed"))
+	}, 4096, 1, gatherYields)
+	first := make(chan error, 1)
+	go func() {
+		_, err := b.submit(context.Background(), []fsm.Request{{}})
+		first <- err
+	}()
+	<-started // the first call is in flight; the next one must wait
+	second := make(chan error, 1)
+	go func() {
+		_, err := b.submit(context.Background(), []fsm.Request{{}})
+		second <- err
+	}()
+	stopped := make(chan struct{})
+	go func() {
+		b.stop()
+		close(stopped)
+	}()
+	close(release)
+	<-stopped
+	if err := <-first; err == nil || err.Error() != "flushed" {
+		t.Errorf("in-flight call: %v, want its flush's error", err)
+	}
+	if err := <-second; err != nil && !errors.Is(err, ErrShutdown) && err.Error() != "flushed" {
+		t.Errorf("pending call: %v, want ErrShutdown or a flush", err)
+	}
+	if _, err := b.submit(context.Background(), []fsm.Request{{}}); !errors.Is(err, ErrShutdown) {
+		t.Errorf("after stop: %v, want ErrShutdown", err)
+	}
+}
+
+// BenchmarkBatcherClosedLoop measures what a flush carries when callers ask
+// again as soon as they are answered, with and without the gathering yields.
+// The flush stands in for a Raft entry: it takes a fixed time, during which
+// the next callers gather. Without yields the entries alternate between two
+// halves of the callers; the requests/flush metric shows it.
+func BenchmarkBatcherClosedLoop(b *testing.B) {
+	for _, yields := range []int{0, gatherYields} {
+		for _, callers := range []int{16, 64, 256} {
+			b.Run(fmt.Sprintf("yields=%d/callers=%d", yields, callers), func(b *testing.B) {
+				var rec recordingFlush
+				flush := func(calls []*call) {
+					spin(20_000) // a stand-in round trip, a few tens of µs
+					rec.flush(calls)
+				}
+				bat := newBatcher(flush, 4096, 1, yields)
+				defer bat.stop()
+				rounds := max(b.N/callers, 1)
+				b.ResetTimer()
+				closedLoop(b, bat, callers, rounds, 1)
+				b.StopTimer()
+				b.ReportMetric(float64(rec.requests.Load())/float64(rec.flushes.Load()), "requests/flush")
+			})
+		}
+	}
+}
+
+var spinSink atomic.Uint64
+
+// spin burns CPU without sleeping, so the benchmark's timing does not
+// depend on timer resolution.
+func spin(n int) {
+	x := uint64(1)
+	for i := range n {
+		x = x*6364136223846793005 + uint64(i)
+	}
+	spinSink.Store(x)
+}
