@@ -109,15 +109,26 @@ func newForwarder(dial DialFunc, dialTimeout time.Duration) *forwarder {
 	return &forwarder{dial: dial, dialTimeout: dialTimeout, idle: make(map[string][]*forwardConn)}
 }
 
+// get returns a pooled connection to addr, or a new one. A pooled
+// connection whose peer has closed it (the node restarted, or timed it out)
+// is dropped first: sending on it would leave the outcome unknown, since a
+// failure after the write cannot tell "never read" from "acted, then died".
 func (f *forwarder) get(addr string) (*forwardConn, error) {
-	f.mu.Lock()
-	if conns := f.idle[addr]; len(conns) > 0 {
+	for {
+		f.mu.Lock()
+		conns := f.idle[addr]
+		if len(conns) == 0 {
+			f.mu.Unlock()
+			break
+		}
 		c := conns[len(conns)-1]
 		f.idle[addr] = conns[:len(conns)-1]
 		f.mu.Unlock()
-		return c, nil
+		if !peerClosed(c.conn) {
+			return c, nil
+		}
+		c.conn.Close()
 	}
-	f.mu.Unlock()
 	conn, err := dialProtocol(f.dial, addr, protocolForward, f.dialTimeout)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", errNotSent, err)

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/limitnode/limitnode/cluster"
@@ -158,4 +159,14 @@ func (c *faultConn) Close() error {
 		err = c.Conn.Close()
 	})
 	return err
+}
+
+// SyscallConn exposes the socket underneath, so a node can peek at its idle
+// pooled connections as it does without the test network.
+func (c *faultConn) SyscallConn() (syscall.RawConn, error) {
+	sc, ok := c.Conn.(syscall.Conn)
+	if !ok {
+		return nil, errors.ErrUnsupported
+	}
+	return sc.SyscallConn()
 }
