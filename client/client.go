@@ -86,6 +86,9 @@ type Decision struct {
 	StatusCode int `json:"-"`
 	// RetryAfter is the 429's Retry-After header (with jitter), or 0.
 	RetryAfter time.Duration `json:"-"`
+	// Leader is the X-Limitnode-Leader header: the ID of the leader that
+	// decided, or "" if the node did not say.
+	Leader string `json:"-"`
 }
 
 // Error is an error answer of the API.
@@ -116,6 +119,7 @@ func (c *Client) Allow(ctx context.Context, req AllowRequest) (Decision, error) 
 		return Decision{}, err
 	}
 	d.StatusCode = resp.StatusCode
+	d.Leader = resp.Header.Get("X-Limitnode-Leader")
 	if s := resp.Header.Get("Retry-After"); s != "" {
 		var secs int64
 		if _, err := fmt.Sscan(s, &secs); err == nil {

@@ -17,6 +17,7 @@ func TestClientAnswers(t *testing.T) {
 		switch r.URL.Path {
 		case "/v1/allow":
 			w.Header().Set("Retry-After", "3")
+			w.Header().Set("X-Limitnode-Leader", "n1")
 			w.WriteHeader(http.StatusTooManyRequests)
 			_, _ = w.Write([]byte(`{"allowed":false,"limit":5,"remaining":0,"reset_after_ms":9000,"retry_after_ms":2100}`))
 		default:
@@ -33,7 +34,7 @@ func TestClientAnswers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := client.Decision{Allowed: false, Limit: 5, ResetAfterMS: 9000, RetryAfterMS: 2100, StatusCode: 429, RetryAfter: 3e9}
+	want := client.Decision{Allowed: false, Limit: 5, ResetAfterMS: 9000, RetryAfterMS: 2100, StatusCode: 429, RetryAfter: 3e9, Leader: "n1"}
 	if d != want {
 		t.Fatalf("decision %+v, want %+v", d, want)
 	}

@@ -13,6 +13,7 @@ import (
 type call struct {
 	requests []fsm.Request
 	results  []fsm.Result
+	leader   string // ID of the leader whose entry decided, with results
 	err      error
 	done     chan struct{}
 }
@@ -72,28 +73,28 @@ func newBatcher(flush func([]*call), maxRequests, maxInFlight, maxYields int) *b
 	return b
 }
 
-// submit hands requests to the batcher and waits for their results. If ctx
-// ends first, the requests may still be decided: the error then says the
-// outcome is unknown.
-func (b *batcher) submit(ctx context.Context, requests []fsm.Request) ([]fsm.Result, error) {
+// submit hands requests to the batcher and waits for their results and the
+// ID of the leader that decided them. If ctx ends first, the requests may
+// still be decided: the error then says the outcome is unknown.
+func (b *batcher) submit(ctx context.Context, requests []fsm.Request) ([]fsm.Result, string, error) {
 	c := &call{requests: requests, done: make(chan struct{})}
 	b.mu.RLock()
 	if b.stopped {
 		b.mu.RUnlock()
-		return nil, ErrShutdown
+		return nil, "", ErrShutdown
 	}
 	select {
 	case b.submitCh <- c:
 		b.mu.RUnlock()
 	case <-ctx.Done():
 		b.mu.RUnlock()
-		return nil, ErrNoLeader
+		return nil, "", ErrNoLeader
 	}
 	select {
 	case <-c.done:
-		return c.results, c.err
+		return c.results, c.leader, c.err
 	case <-ctx.Done():
-		return nil, ErrOutcomeUnknown
+		return nil, "", ErrOutcomeUnknown
 	}
 }
 

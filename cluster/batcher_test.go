@@ -51,7 +51,7 @@ func closedLoop(t testing.TB, b *batcher, callers, rounds, perCall int) {
 				for i := range reqs {
 					reqs[i].RequestID = fmt.Sprintf("%d/%d/%d", c, round, i)
 				}
-				results, err := b.submit(context.Background(), reqs)
+				results, _, err := b.submit(context.Background(), reqs)
 				if err != nil {
 					errs <- err
 					return
@@ -123,13 +123,13 @@ func TestBatcherFailsPendingCallsOnStop(t *testing.T) {
 	}, 4096, 1, gatherYields)
 	first := make(chan error, 1)
 	go func() {
-		_, err := b.submit(context.Background(), []fsm.Request{{}})
+		_, _, err := b.submit(context.Background(), []fsm.Request{{}})
 		first <- err
 	}()
 	<-started // the first call is in flight; the next one must wait
 	second := make(chan error, 1)
 	go func() {
-		_, err := b.submit(context.Background(), []fsm.Request{{}})
+		_, _, err := b.submit(context.Background(), []fsm.Request{{}})
 		second <- err
 	}()
 	stopped := make(chan struct{})
@@ -145,7 +145,7 @@ func TestBatcherFailsPendingCallsOnStop(t *testing.T) {
 	if err := <-second; err != nil && !errors.Is(err, ErrShutdown) && err.Error() != "flushed" {
 		t.Errorf("pending call: %v, want ErrShutdown or a flush", err)
 	}
-	if _, err := b.submit(context.Background(), []fsm.Request{{}}); !errors.Is(err, ErrShutdown) {
+	if _, _, err := b.submit(context.Background(), []fsm.Request{{}}); !errors.Is(err, ErrShutdown) {
 		t.Errorf("after stop: %v, want ErrShutdown", err)
 	}
 }

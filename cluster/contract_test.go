@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/limitnode/limitnode/algorithms"
 	"github.com/limitnode/limitnode/cluster"
 	"github.com/limitnode/limitnode/testcluster"
 )
@@ -319,5 +320,46 @@ func TestConcurrencyLeases(t *testing.T) {
 			t.Fatal("the lease never expired")
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestLeaderHeaderNamesTheDecidingLeader checks X-Limitnode-Leader on
+// answers from the leader and from a follower, single and batch, and the
+// Go API's Decision.Leader.
+func TestLeaderHeaderNamesTheDecidingLeader(t *testing.T) {
+	t.Parallel()
+	c := testcluster.Start(t, 3)
+	leader := c.WaitLeader()
+	follower := c.Followers()[0]
+	tests := []struct {
+		name, node, path, body string
+	}{
+		{"allow on the leader", leader.URL(), "/v1/allow", `{"key":"h1","limit":{"rate":5,"period":"1m"}}`},
+		{"allow on a follower", follower.URL(), "/v1/allow", `{"key":"h2","limit":{"rate":1,"period":"1m"}}`},
+		{"denied on a follower", follower.URL(), "/v1/allow", `{"key":"h2","limit":{"rate":1,"period":"1m"}}`},
+		{"batch on a follower", follower.URL(), "/v1/allow/batch", `{"requests":[{"key":"h4","limit":{"rate":5,"period":"1m"}}]}`},
+	}
+	for _, tt := range tests { // in order: the third uses up what the second left
+		t.Run(tt.name, func(t *testing.T) {
+			resp, err := httpClient.Post(tt.node+tt.path, "application/json", strings.NewReader(tt.body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusTooManyRequests {
+				t.Fatalf("status %d", resp.StatusCode)
+			}
+			if got := resp.Header.Get("X-Limitnode-Leader"); got != leader.ID {
+				t.Fatalf("X-Limitnode-Leader %q, want %q", got, leader.ID)
+			}
+		})
+	}
+	d, err := follower.Node().Allow(t.Context(), cluster.Request{Checks: []cluster.Check{{Key: "h5", Limit: algorithms.Limit{Rate: 5, PeriodNanos: int64(time.Minute), Burst: 5}, Cost: 1}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Leader != leader.ID {
+		t.Fatalf("Decision.Leader %q, want %q", d.Leader, leader.ID)
 	}
 }

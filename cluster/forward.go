@@ -234,7 +234,7 @@ func (n *Node) handleForward(req *forwardRequest) *forwardResponse {
 		if !n.isLeader() {
 			return &forwardResponse{Status: statusNotLeader}
 		}
-		results, err := n.leaderBatch.submit(ctx, req.Requests)
+		results, _, err := n.leaderBatch.submit(ctx, req.Requests)
 		if err != nil {
 			return &forwardResponse{Status: statusFor(err), Error: err.Error()}
 		}

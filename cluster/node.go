@@ -384,29 +384,30 @@ func (n *Node) withDeadline(ctx context.Context) (context.Context, context.Cance
 
 // decide sends requests through the leader's group commit, locally or by
 // forwarding, and retries only where nothing can have been applied.
-func (n *Node) decide(ctx context.Context, reqs []fsm.Request) ([]fsm.Result, error) {
+func (n *Node) decide(ctx context.Context, reqs []fsm.Request) ([]fsm.Result, string, error) {
 	ctx, cancel := n.withDeadline(ctx)
 	defer cancel()
 	backoff := 2 * time.Millisecond
 	for {
 		var results []fsm.Result
+		var leader string
 		var err error
 		if n.isLeader() {
-			results, err = n.leaderBatch.submit(ctx, reqs)
+			results, leader, err = n.leaderBatch.submit(ctx, reqs)
 		} else {
-			results, err = n.followerBatch.submit(ctx, reqs)
+			results, leader, err = n.followerBatch.submit(ctx, reqs)
 		}
 		if !errors.Is(err, errNotLeader) {
-			return results, err
+			return results, leader, err
 		}
 		timer := time.NewTimer(backoff)
 		select {
 		case <-ctx.Done():
 			timer.Stop()
-			return nil, ErrNoLeader
+			return nil, "", ErrNoLeader
 		case <-n.stopCh:
 			timer.Stop()
-			return nil, ErrShutdown
+			return nil, "", ErrShutdown
 		case <-timer.C:
 		}
 		backoff = min(2*backoff, 100*time.Millisecond)
@@ -439,7 +440,7 @@ func (n *Node) applyBatch(calls []*call) {
 	}
 	switch resp := future.Response().(type) {
 	case *fsm.Response:
-		distribute(calls, resp.Results)
+		distribute(calls, resp.Results, n.cfg.ID)
 	case error:
 		failAll(calls, fmt.Errorf("cluster: apply: %w", resp))
 	default:
@@ -486,7 +487,7 @@ func (n *Node) forwardBatch(calls []*call) {
 	case resp.Status != statusOK:
 		failAll(calls, errorFor(resp))
 	default:
-		distribute(calls, resp.Results)
+		distribute(calls, resp.Results, string(id))
 	}
 }
 
@@ -513,13 +514,14 @@ func concatRequests(calls []*call) []fsm.Request {
 	return reqs
 }
 
-func distribute(calls []*call, results []fsm.Result) {
+func distribute(calls []*call, results []fsm.Result, leader string) {
 	if len(results) != len(concatRequests(calls)) {
 		failAll(calls, fmt.Errorf("cluster: %d results for %d requests", len(results), len(concatRequests(calls))))
 		return
 	}
 	for _, c := range calls {
 		c.results, results = results[:len(c.requests):len(c.requests)], results[len(c.requests):]
+		c.leader = leader
 	}
 }
 

@@ -59,6 +59,9 @@ type Decision struct {
 	// AtNanos is the cluster time (Unix ns, the leader's clock, never
 	// running backwards) at which the request was decided.
 	AtNanos int64
+	// Leader is the ID of the leader whose Raft entry decided the request
+	// (this node's, or the one a follower forwarded it to).
+	Leader string
 }
 
 // CheckDecision is the decision on one check.
@@ -107,11 +110,11 @@ func (n *Node) Allow(ctx context.Context, req Request) (Decision, error) {
 	if err != nil {
 		return Decision{}, err
 	}
-	results, err := n.decide(ctx, []fsm.Request{fr})
+	results, leader, err := n.decide(ctx, []fsm.Request{fr})
 	if err != nil {
 		return Decision{}, err
 	}
-	return decisionOf(results[0])
+	return decisionOf(results[0], leader)
 }
 
 // BatchResult is the outcome of one request of a batch: a decision, or the
@@ -148,21 +151,21 @@ func (n *Node) AllowBatch(ctx context.Context, reqs []Request) ([]BatchResult, e
 	if len(valid) == 0 {
 		return out, nil
 	}
-	results, err := n.decide(ctx, valid)
+	results, leader, err := n.decide(ctx, valid)
 	if err != nil {
 		return nil, err
 	}
 	for j, r := range results {
-		out[index[j]].Decision, out[index[j]].Err = decisionOf(r)
+		out[index[j]].Decision, out[index[j]].Err = decisionOf(r, leader)
 	}
 	return out, nil
 }
 
-func decisionOf(r fsm.Result) (Decision, error) {
+func decisionOf(r fsm.Result, leader string) (Decision, error) {
 	if r.Rejection != nil {
 		return Decision{}, rejected(r.Rejection)
 	}
-	d := Decision{Allowed: r.Allowed, Duplicate: r.Duplicate, AtNanos: r.AtNanos, Checks: make([]CheckDecision, len(r.Checks))}
+	d := Decision{Allowed: r.Allowed, Duplicate: r.Duplicate, AtNanos: r.AtNanos, Leader: leader, Checks: make([]CheckDecision, len(r.Checks))}
 	for i, c := range r.Checks {
 		d.Checks[i] = CheckDecision{Decision: c.Decision, PeriodNanos: c.PeriodNanos, Key: c.Key, Shadow: c.Shadow}
 	}

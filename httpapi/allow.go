@@ -68,6 +68,7 @@ func (a *API) allow(w http.ResponseWriter, r *http.Request) {
 	// The cluster time of the decision (Unix ns), for clients that check
 	// or debug the order of decisions.
 	w.Header().Set("X-Limitnode-Decided-At", strconv.FormatInt(decision.AtNanos, 10))
+	setLeaderHeader(w.Header(), decision.Leader)
 	status := http.StatusOK
 	if !decision.Allowed {
 		status = http.StatusTooManyRequests
@@ -204,6 +205,7 @@ func (a *API) allowBatch(w http.ResponseWriter, r *http.Request) {
 				continue
 			}
 			a.metrics.decided(res.Decision.Allowed)
+			setLeaderHeader(w.Header(), res.Decision.Leader)
 			resp, _ := answer(reqs[j], res.Decision)
 			status := http.StatusOK
 			if !res.Decision.Allowed {
@@ -220,4 +222,12 @@ func prefixField(prefix, field string) string {
 		return prefix
 	}
 	return prefix + "." + field
+}
+
+// setLeaderHeader names the leader that decided (API.md's optional
+// X-Limitnode-Leader), so an operator can tell which node's entry it was.
+func setLeaderHeader(h http.Header, leader string) {
+	if leader != "" {
+		h.Set("X-Limitnode-Leader", leader)
+	}
 }
