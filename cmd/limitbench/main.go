@@ -24,6 +24,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"flag"
@@ -32,6 +33,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime/pprof"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -54,6 +56,7 @@ type options struct {
 	preload    int
 	via        string
 	stateKeys  int
+	rounds     int
 }
 
 func main() {
@@ -81,6 +84,7 @@ func parse(args []string) (options, error) {
 	fs.IntVar(&o.preload, "preload", 0, "put this many keys into the limitnode cluster before measuring (state for snapshots to carry)")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run (client and nodes share the process) to this file")
 	fs.IntVar(&o.failover, "failover", 0, "also measure failover this many times: kill -9 the leader, time the next successful decision")
+	fs.IntVar(&o.rounds, "rounds", 1, "measure every target this many times, round by round, and report the round with the median decisions/s for each (a shared machine drifts; rounds keep baselines and targets close in time)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -101,6 +105,9 @@ func parse(args []string) (options, error) {
 	}
 	if o.via != "all" && o.via != "leader" && o.via != "follower" {
 		return o, fmt.Errorf("-via must be all, leader or follower")
+	}
+	if o.rounds < 1 {
+		return o, fmt.Errorf("-rounds must be at least 1")
 	}
 	return o, nil
 }
@@ -124,28 +131,34 @@ func run(args []string, out io.Writer) error {
 		defer pprof.StopCPUProfile()
 	}
 
-	var results []result
-	for _, name := range o.targets {
-		if strings.HasPrefix(name, "redis") {
-			if _, err := exec.LookPath("redis-server"); err != nil {
-				fmt.Fprintf(out, "skipping %s: redis-server is not on the PATH\n", name)
-				continue
+	var all []result
+	for round := 1; round <= o.rounds; round++ {
+		for _, name := range o.targets {
+			if strings.HasPrefix(name, "redis") {
+				if _, err := exec.LookPath("redis-server"); err != nil {
+					if round == 1 {
+						fmt.Fprintf(out, "skipping %s: redis-server is not on the PATH\n", name)
+					}
+					continue
+				}
+			}
+			tgt, err := env.target(name)
+			if err != nil {
+				return fmt.Errorf("%s: %w", name, err)
+			}
+			for _, callers := range o.callers {
+				r := measure(context.Background(), tgt, callers, o)
+				r.Round = round
+				all = append(all, r)
+				fmt.Fprintf(os.Stderr, "round %d  %-10s %4d callers: %10.0f decisions/s  p50 %.3fms  p99 %.3fms  errors %d\n",
+					round, r.Target, r.Callers, r.DecisionsPerSec, r.P50MS, r.P99MS, r.Errors)
+			}
+			if s, ok := tgt.(interface{ stop() }); ok {
+				s.stop()
 			}
 		}
-		tgt, err := env.target(name)
-		if err != nil {
-			return fmt.Errorf("%s: %w", name, err)
-		}
-		for _, callers := range o.callers {
-			r := measure(context.Background(), tgt, callers, o)
-			results = append(results, r)
-			fmt.Fprintf(os.Stderr, "%-10s %4d callers: %10.0f decisions/s  p50 %.3fms  p99 %.3fms  errors %d\n",
-				r.Target, r.Callers, r.DecisionsPerSec, r.P50MS, r.P99MS, r.Errors)
-		}
-		if s, ok := tgt.(interface{ stop() }); ok {
-			s.stop()
-		}
 	}
+	results := medianRounds(all)
 	addRatios(results)
 	printTable(out, results)
 
@@ -169,7 +182,7 @@ func run(args []string, out io.Writer) error {
 			st.Keys, st.HeapBytesPerKey, st.SnapshotSeconds, st.LockedSeconds, st.DiskBytesPerKey, st.RestoreSeconds)
 	}
 	if o.jsonPath != "" {
-		data, err := json.MarshalIndent(map[string]any{"results": results, "failover": failover, "state": state, "options": o.describe()}, "", "  ")
+		data, err := json.MarshalIndent(map[string]any{"results": results, "rounds": all, "failover": failover, "state": state, "options": o.describe()}, "", "  ")
 		if err != nil {
 			return err
 		}
@@ -190,6 +203,32 @@ func (o options) describe() map[string]any {
 
 // addRatios fills each result's throughput relative to the baselines
 // measured with the same number of callers.
+// medianRounds returns, for each target and caller count in the order first
+// measured, the round with the median decisions/s (the upper one of an even
+// count): one whole measurement, not a mix of several rounds' figures.
+func medianRounds(all []result) []result {
+	type group struct {
+		target  string
+		callers int
+	}
+	var order []group
+	rounds := map[group][]result{}
+	for _, r := range all {
+		g := group{r.Target, r.Callers}
+		if rounds[g] == nil {
+			order = append(order, g)
+		}
+		rounds[g] = append(rounds[g], r)
+	}
+	out := make([]result, 0, len(order))
+	for _, g := range order {
+		rs := rounds[g]
+		slices.SortStableFunc(rs, func(a, b result) int { return cmp.Compare(a.DecisionsPerSec, b.DecisionsPerSec) })
+		out = append(out, rs[len(rs)/2])
+	}
+	return out
+}
+
 func addRatios(results []result) {
 	base := map[string]map[int]float64{}
 	for _, r := range results {

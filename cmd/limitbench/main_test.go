@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -19,6 +20,8 @@ func TestParse(t *testing.T) {
 		{"open loop on a hot key", []string{"-rate", "5000", "-keys", "hot", "-callers", "8"}, false},
 		{"a bad caller count", []string{"-callers", "0"}, true},
 		{"a bad key mode", []string{"-keys", "some"}, true},
+		{"three rounds", []string{"-rounds", "3"}, false},
+		{"no rounds", []string{"-rounds", "0"}, true},
 	}
 	for _, tt := range tests {
 		if _, err := parse(tt.args); (err != nil) != tt.wantErr {
@@ -60,5 +63,34 @@ func TestRunMeasuresAndReports(t *testing.T) {
 		if !strings.Contains(table.String(), "http-batch") {
 			t.Fatalf("table:\n%s", table.String())
 		}
+	}
+}
+
+func TestMedianRoundsPicksOneWholeRoundPerTarget(t *testing.T) {
+	t.Parallel()
+	r := func(target string, callers, round int, perSec, p99 float64) result {
+		return result{Target: target, Callers: callers, Round: round, DecisionsPerSec: perSec, P99MS: p99}
+	}
+	tests := []struct {
+		name string
+		all  []result
+		want []result
+	}{
+		{"one round", []result{r("a", 1, 1, 10, 1)}, []result{r("a", 1, 1, 10, 1)}},
+		{"three rounds", []result{
+			r("a", 1, 1, 30, 3), r("b", 1, 1, 5, 9),
+			r("a", 1, 2, 10, 1), r("b", 1, 2, 7, 8),
+			r("a", 1, 3, 20, 2), r("b", 1, 3, 6, 7),
+		}, []result{r("a", 1, 3, 20, 2), r("b", 1, 3, 6, 7)}},
+		{"two rounds take the upper", []result{r("a", 64, 1, 10, 1), r("a", 64, 2, 20, 2)}, []result{r("a", 64, 2, 20, 2)}},
+		{"caller counts apart", []result{r("a", 1, 1, 10, 1), r("a", 64, 1, 99, 1)}, []result{r("a", 1, 1, 10, 1), r("a", 64, 1, 99, 1)}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			if got := medianRounds(tt.all); !slices.Equal(got, tt.want) {
+				t.Fatalf("got %+v\nwant %+v", got, tt.want)
+			}
+		})
 	}
 }

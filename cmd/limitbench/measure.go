@@ -18,6 +18,7 @@ type target interface {
 type result struct {
 	Target          string  `json:"target"`
 	Callers         int     `json:"callers"`
+	Round           int     `json:"round"`
 	Mode            string  `json:"mode"`
 	Calls           int64   `json:"calls"`
 	Decisions       int64   `json:"decisions"`
