@@ -173,6 +173,9 @@ func run(args []string, out io.Writer) error {
 	}
 	var state *stateResult
 	if o.stateKeys > 0 {
+		// Nothing else may allocate while the heap is measured: stop the
+		// clusters (their Raft snapshots run on timers) and servers first.
+		env.close()
 		st, err := measureState(o.stateKeys)
 		if err != nil {
 			return fmt.Errorf("state: %w", err)

@@ -70,6 +70,8 @@ func newEnvironment(o options) *environment {
 	}
 }
 
+// close stops every cluster and server the targets started; it may be
+// called again.
 func (e *environment) close() {
 	for _, f := range slices.Backward(e.closers) {
 		f()
@@ -77,6 +79,7 @@ func (e *environment) close() {
 	for _, tb := range e.tbs {
 		tb.close()
 	}
+	e.closers, e.tbs, e.clusters = nil, nil, map[string]*testcluster.Cluster{}
 }
 
 // cluster returns a 3-node cluster: "limitnode" with group commit, or
