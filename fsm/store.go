@@ -397,7 +397,9 @@ func (f frozenBuckets) eachSorted(fn func(id bucketKey, l algorithms.Limit, st a
 	return nil
 }
 
-func (f frozenBuckets) each(fn func(id bucketKey, l algorithms.Limit, st algorithms.State)) {
+// each calls fn for every bucket in the order of the slabs, stopping at the
+// first error.
+func (f frozenBuckets) each(fn func(id bucketKey, l algorithms.Limit, st algorithms.State) error) error {
 	for _, slab := range f.slabs {
 		for i := range slab {
 			sl := &slab[i]
@@ -409,7 +411,10 @@ func (f frozenBuckets) each(fn func(id bucketKey, l algorithms.Limit, st algorit
 			if sl.under != 0 {
 				l = f.targets[sl.under].key.limit
 			}
-			fn(bucketKey{key: sl.key, policy: t.policy, limit: t.limit}, l, unpackState(l, sl))
+			if err := fn(bucketKey{key: sl.key, policy: t.policy, limit: t.limit}, l, unpackState(l, sl)); err != nil {
+				return err
+			}
 		}
 	}
+	return nil
 }
