@@ -28,10 +28,13 @@ type result struct {
 	P50MS           float64 `json:"p50_ms"`
 	P99MS           float64 `json:"p99_ms"`
 	P999MS          float64 `json:"p999_ms"`
-	VsTrivial       float64 `json:"vs_trivial,omitempty"`
-	VsRedis         float64 `json:"vs_redis,omitempty"`
-	VsRedisAOF      float64 `json:"vs_redis_aof,omitempty"`
-	VsRaft          float64 `json:"vs_raft,omitempty"`
+	// Samples is how many latencies the percentiles are of: every decided
+	// call, or only those during a snapshot for http-snapshotting.
+	Samples    int     `json:"samples"`
+	VsTrivial  float64 `json:"vs_trivial,omitempty"`
+	VsRedis    float64 `json:"vs_redis,omitempty"`
+	VsRedisAOF float64 `json:"vs_redis_aof,omitempty"`
+	VsRaft     float64 `json:"vs_raft,omitempty"`
 }
 
 // measure drives tgt with callers for o.warmup, then measures for
@@ -42,8 +45,17 @@ type result struct {
 func measure(ctx context.Context, tgt target, callers int, o options) result {
 	type sample struct {
 		latencies      []time.Duration
+		spans          [][2]time.Time // scheduled and done, with a filter
 		calls, decided int64
 		errors         int64
+	}
+	// A target may count only some calls' latencies (those during a
+	// snapshot); which, it can tell only once the run is over.
+	var filter func(from, to time.Time) bool
+	if f, ok := tgt.(interface {
+		latencyFilter() func(from, to time.Time) bool
+	}); ok {
+		filter = f.latencyFilter()
 	}
 	samples := make([]sample, callers)
 	start := time.Now()
@@ -78,12 +90,25 @@ func measure(ctx context.Context, tgt target, callers int, o options) result {
 					continue
 				}
 				s.decided += int64(n)
+				if filter != nil {
+					s.spans = append(s.spans, [2]time.Time{scheduled, done})
+					continue
+				}
 				s.latencies = append(s.latencies, done.Sub(scheduled))
 			}
 		})
 	}
 	wg.Wait()
 	elapsed := time.Since(measureFrom).Seconds()
+	if filter != nil {
+		for i := range samples {
+			for _, sp := range samples[i].spans {
+				if filter(sp[0], sp[1]) {
+					samples[i].latencies = append(samples[i].latencies, sp[1].Sub(sp[0]))
+				}
+			}
+		}
+	}
 	r := result{Target: tgt.name(), Callers: callers, Mode: "closed", Seconds: elapsed}
 	if o.rate > 0 {
 		r.Mode = "open"
@@ -105,5 +130,6 @@ func measure(ctx context.Context, tgt target, callers int, o options) result {
 		return float64(all[i]) / float64(time.Millisecond)
 	}
 	r.P50MS, r.P99MS, r.P999MS = pct(0.50), pct(0.99), pct(0.999)
+	r.Samples = len(all)
 	return r
 }

@@ -10,6 +10,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/limitnode/limitnode/algorithms"
@@ -159,20 +160,24 @@ func (e *environment) target(name string) (target, error) {
 		c := e.cluster("limitnode")
 		stop := make(chan struct{})
 		done := make(chan struct{})
+		snaps := &snapshotWindows{}
 		go func() {
+			// One node at a time starts a snapshot every snapshotEvery, as
+			// Raft's own thresholds would, each node in turn.
 			defer close(done)
-			for {
-				for _, n := range c.Nodes {
-					select {
-					case <-stop:
-						return
-					default:
-					}
-					_ = n.Node().Snapshot()
+			for i := 0; ; i++ {
+				start := time.Now()
+				snaps.begin(start)
+				_ = c.Nodes[i%len(c.Nodes)].Node().Snapshot()
+				snaps.end(time.Now())
+				select {
+				case <-stop:
+					return
+				case <-time.After(time.Until(start.Add(snapshotEvery))):
 				}
 			}
 		}()
-		return &httpTarget{env: e, kind: "http", label: name, nodes: c.Nodes, stopFn: func() { close(stop); <-done }}, nil
+		return &httpTarget{env: e, kind: "http", label: name, nodes: c.Nodes, windows: snaps, stopFn: func() { close(stop); <-done }}, nil
 	case "embedded", "raft":
 		kind := map[string]string{"embedded": "limitnode", "raft": "raft"}[name]
 		return &embeddedTarget{env: e, label: name, nodes: e.via(e.cluster(kind))}, nil
@@ -217,6 +222,57 @@ type httpTarget struct {
 	urls  []string
 	// stopFn, if set, ends what the target runs beside the requests.
 	stopFn func()
+	// windows, if set, are the snapshots taken meanwhile: only calls that
+	// overlap one count towards the latencies.
+	windows *snapshotWindows
+}
+
+// snapshotEvery is how often http-snapshotting starts a snapshot.
+const snapshotEvery = 2 * time.Second
+
+// snapshotWindows records when snapshots ran.
+type snapshotWindows struct {
+	mu      sync.Mutex
+	spans   [][2]time.Time
+	running time.Time // start of the snapshot under way, or zero
+}
+
+func (w *snapshotWindows) begin(start time.Time) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.running = start
+}
+
+func (w *snapshotWindows) end(at time.Time) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.spans = append(w.spans, [2]time.Time{w.running, at})
+	w.running = time.Time{}
+}
+
+// overlaps reports whether [from, to] overlaps a snapshot, counting one
+// still under way as running until now.
+func (w *snapshotWindows) overlaps(from, to time.Time) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	spans := w.spans
+	if !w.running.IsZero() {
+		spans = append(spans[:len(spans):len(spans)], [2]time.Time{w.running, time.Now()})
+	}
+	for _, s := range spans {
+		if from.Before(s[1]) && to.After(s[0]) {
+			return true
+		}
+	}
+	return false
+}
+
+// latencyFilter returns the snapshot windows' overlaps, for measure.
+func (t *httpTarget) latencyFilter() func(from, to time.Time) bool {
+	if t.windows == nil {
+		return nil
+	}
+	return t.windows.overlaps
 }
 
 func (t *httpTarget) stop() {
