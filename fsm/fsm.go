@@ -74,7 +74,7 @@ type dedupEntry struct {
 //
 // Apply is deterministic: time comes only from the command, and nothing
 // depends on map iteration order, so every replica that applies the same log
-// holds the same state and writes byte-identical snapshots.
+// holds the same state (Digest returns the same hash on each).
 type FSM struct {
 	mu         sync.Mutex
 	nowNanos   int64

@@ -24,9 +24,10 @@ const snapshotVersion = 1
 // The FSM keeps the state it had.
 var ErrCorruptSnapshot = errors.New("fsm: corrupt snapshot")
 
-// The snapshot is a msgpack stream: a header, then the buckets sorted by key
-// and limit, then the request IDs oldest first, then the nodes sorted by ID.
-// Sorting makes the bytes a function of the state alone.
+// The snapshot is a msgpack stream: a header, then the buckets (in the
+// store's order; sorted by key and limit in the canonical form Digest
+// hashes), then the request IDs oldest first, then the nodes, policies and
+// leases, each sorted by name or ID.
 type snapshotHeader struct {
 	Version    int
 	NowNanos   int64
