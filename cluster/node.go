@@ -303,11 +303,12 @@ func (n *Node) startRaft() error {
 	if err != nil {
 		return fmt.Errorf("cluster: open raft log in %s: %w", n.cfg.DataDir, err)
 	}
-	snapshots, err := raft.NewFileSnapshotStoreWithLogger(n.cfg.DataDir, 2, hlog)
+	fileSnapshots, err := raft.NewFileSnapshotStoreWithLogger(n.cfg.DataDir, 2, hlog)
 	if err != nil {
 		logStore.Close()
 		return fmt.Errorf("cluster: open snapshot store: %w", err)
 	}
+	snapshots := newPacedSnapshotStore(n.cfg.DataDir, fileSnapshots)
 	hasState, err := raft.HasExistingState(logStore, logStore, snapshots)
 	if err != nil {
 		logStore.Close()
