@@ -43,6 +43,17 @@ type bucketKey struct {
 	limit  algorithms.Limit
 }
 
+// compare orders bucket keys as less does, for slices.SortFunc.
+func (a bucketKey) compare(b bucketKey) int {
+	switch {
+	case a.less(b):
+		return -1
+	case b.less(a):
+		return 1
+	}
+	return 0
+}
+
 func (a bucketKey) less(b bucketKey) bool {
 	if a.key != b.key {
 		return a.key < b.key

@@ -112,16 +112,7 @@ func TestSnapshotBytesAreTheCodecs(t *testing.T) {
 		})
 		return nil
 	})
-	slices.SortFunc(buckets, func(a, b bucketRecord) int {
-		ka, kb := a.id(), b.id()
-		switch {
-		case ka.less(kb):
-			return -1
-		case kb.less(ka):
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(buckets, func(a, b bucketRecord) int { return a.id().compare(b.id()) })
 	var got bytes.Buffer
 	if err := s.writeTo(&got, true); err != nil {
 		t.Fatal(err)

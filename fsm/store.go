@@ -374,16 +374,7 @@ func (f frozenBuckets) eachSorted(fn func(id bucketKey, l algorithms.Limit, st a
 		t := f.targets[sl.target].key
 		return bucketKey{key: sl.key, policy: t.policy, limit: t.limit}
 	}
-	slices.SortFunc(refs, func(a, b ref) int {
-		ka, kb := idOf(a), idOf(b)
-		switch {
-		case ka.less(kb):
-			return -1
-		case kb.less(ka):
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(refs, func(a, b ref) int { return idOf(a).compare(idOf(b)) })
 	for _, r := range refs {
 		sl := &f.slabs[r.slab][r.slot]
 		l := f.targets[sl.target].key.limit
