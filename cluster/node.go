@@ -84,6 +84,10 @@ type Config struct {
 	HTTPAddr string
 	// DataDir holds the Raft log, the stable store and snapshots.
 	DataDir string
+	// SnapshotDir, if set, holds the snapshots (in its snapshots/) instead
+	// of DataDir: a snapshot is written and synced whole, and on another
+	// disk it does not hold up the log's appends.
+	SnapshotDir string
 	// Bootstrap makes a node whose DataDir holds no state start a new
 	// single-node cluster. Leave it false for a node that will join an
 	// existing cluster. A node with state ignores it.
@@ -262,6 +266,9 @@ func withDefaults(cfg Config) Config {
 	if cfg.TransferTimeout <= 0 {
 		cfg.TransferTimeout = defaultTransferTimeout
 	}
+	if cfg.SnapshotDir == "" {
+		cfg.SnapshotDir = cfg.DataDir
+	}
 	if cfg.MaxBatchRequests <= 0 {
 		cfg.MaxBatchRequests = defaultMaxBatchRequests
 	}
@@ -303,12 +310,12 @@ func (n *Node) startRaft() error {
 	if err != nil {
 		return fmt.Errorf("cluster: open raft log in %s: %w", n.cfg.DataDir, err)
 	}
-	fileSnapshots, err := raft.NewFileSnapshotStoreWithLogger(n.cfg.DataDir, 2, hlog)
+	fileSnapshots, err := raft.NewFileSnapshotStoreWithLogger(n.cfg.SnapshotDir, 2, hlog)
 	if err != nil {
 		logStore.Close()
-		return fmt.Errorf("cluster: open snapshot store: %w", err)
+		return fmt.Errorf("cluster: open snapshot store in %s: %w", n.cfg.SnapshotDir, err)
 	}
-	snapshots := newPacedSnapshotStore(n.cfg.DataDir, fileSnapshots)
+	snapshots := newPacedSnapshotStore(n.cfg.SnapshotDir, fileSnapshots)
 	hasState, err := raft.HasExistingState(logStore, logStore, snapshots)
 	if err != nil {
 		logStore.Close()

@@ -3,9 +3,13 @@ package cluster
 import (
 	"bytes"
 	"io"
+	"os"
+	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/hashicorp/raft"
+	"github.com/limitnode/limitnode/algorithms"
 )
 
 // TestPacedSnapshotsSyncAsTheyGrow writes a snapshot of 2.5 sync steps
@@ -54,5 +58,52 @@ func TestPacedSnapshotsSyncAsTheyGrow(t *testing.T) {
 	got, err := io.ReadAll(rc)
 	if err != nil || !bytes.Equal(got, data) {
 		t.Fatalf("read back %d bytes (%v), want the %d written", len(got), err, len(data))
+	}
+}
+
+// TestSnapshotDirHoldsTheSnapshots opens a node with SnapshotDir apart from
+// DataDir: its snapshots go there, and a restart finds them and the state.
+func TestSnapshotDirHoldsTheSnapshots(t *testing.T) {
+	t.Parallel()
+	dataDir, snapDir := t.TempDir(), t.TempDir()
+	cfg := Config{ID: "n1", RaftAddr: "127.0.0.1:0", DataDir: dataDir, SnapshotDir: snapDir, Bootstrap: true}
+	limit := algorithms.Limit{Rate: 2, PeriodNanos: int64(time.Hour), Burst: 2}
+	allow := func(n *Node) bool {
+		t.Helper()
+		d, err := n.Allow(t.Context(), Request{Checks: []Check{{Key: "k", Limit: limit, Cost: 1}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d.Allowed
+	}
+	node, err := Open(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !allow(node) || !allow(node) {
+		t.Fatal("the first two requests were denied")
+	}
+	if err := node.Snapshot(); err != nil {
+		t.Fatal(err)
+	}
+	if err := node.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if entries, err := os.ReadDir(filepath.Join(snapDir, "snapshots")); err != nil || len(entries) == 0 {
+		t.Fatalf("SnapshotDir holds %v (%v), want a snapshot", entries, err)
+	}
+	if _, err := os.Stat(filepath.Join(dataDir, "snapshots")); !os.IsNotExist(err) {
+		t.Fatalf("DataDir has a snapshots directory (%v)", err)
+	}
+	node, err = Open(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer node.Close()
+	if !node.HadState() {
+		t.Fatal("the restarted node found no state")
+	}
+	if allow(node) {
+		t.Fatal("a third request was allowed after the restart: the spent tokens were lost")
 	}
 }

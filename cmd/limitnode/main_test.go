@@ -40,6 +40,11 @@ func TestParseConfig(t *testing.T) {
 			env:  map[string]string{"LIMITNODE_ID": "from-env"},
 			want: config{id: "from-flag", httpAddr: "127.0.0.1:7070", raftAddr: "127.0.0.1:7071", dataDir: "d1", logLevel: "info", raftLogLevel: "warn", joinTimeout: time.Minute, maxKeys: 5_000_000, keyLimitMode: "deny"},
 		},
+		{
+			name: "snapshots in their own directory",
+			args: []string{"-snapshot-dir", "/mnt/snaps"},
+			want: config{id: "node1", httpAddr: "127.0.0.1:7070", raftAddr: "127.0.0.1:7071", dataDir: "./limitnode-data", snapshotDir: "/mnt/snaps", logLevel: "info", raftLogLevel: "warn", joinTimeout: time.Minute, maxKeys: 5_000_000, keyLimitMode: "deny"},
+		},
 		{name: "a bad variable is an error", env: map[string]string{"LIMITNODE_JOIN_TIMEOUT": "forever"}, wantErr: true},
 		{name: "an unknown key limit mode is an error", args: []string{"-key-limit-mode", "maybe"}, wantErr: true},
 		{name: "an unknown flag is an error", args: []string{"-color"}, wantErr: true},
