@@ -65,7 +65,7 @@ type policyRecord struct {
 
 type snapshot struct {
 	header     snapshotHeader
-	frozen     *frozenBuckets // written in key order by writeTo, outside the FSM lock
+	frozen     *frozenBuckets // written by writeTo, outside the FSM lock
 	requestIDs []requestIDRecord
 	nodes      []NodeCommand
 	policies   []policyRecord
@@ -115,7 +115,7 @@ func (f *FSM) copyState() *snapshot {
 	return s
 }
 
-// Persist sorts and writes the copy taken by Snapshot.
+// Persist writes the copy taken by Snapshot, buckets in the store's order.
 func (s *snapshot) Persist(sink raft.SnapshotSink) error {
 	if err := s.writeTo(sink, false); err != nil {
 		_ = sink.Cancel()

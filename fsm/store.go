@@ -353,7 +353,6 @@ func (s *bucketStore) freeze() frozenBuckets {
 	return frozenBuckets{slabs: slices.Clone(s.slabs), targets: slices.Clone(s.targets), count: s.count}
 }
 
-// each calls fn for every bucket of the view, in slot order.
 // eachSorted calls fn for every bucket in bucketKey order, stopping at the
 // first error. It sorts 8-byte references to the slots rather than copies of
 // the buckets, so a snapshot of millions of keys allocates megabytes, not
