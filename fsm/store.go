@@ -368,19 +368,10 @@ func (f frozenBuckets) eachSorted(fn func(id bucketKey, l algorithms.Limit, st a
 			}
 		}
 	}
-	idOf := func(r ref) bucketKey {
-		sl := &f.slabs[r.slab][r.slot]
-		t := f.targets[sl.target].key
-		return bucketKey{key: sl.key, policy: t.policy, limit: t.limit}
-	}
+	idOf := func(r ref) bucketKey { return f.idOf(&f.slabs[r.slab][r.slot]) }
 	slices.SortFunc(refs, func(a, b ref) int { return idOf(a).compare(idOf(b)) })
 	for _, r := range refs {
-		sl := &f.slabs[r.slab][r.slot]
-		l := f.targets[sl.target].key.limit
-		if sl.under != 0 {
-			l = f.targets[sl.under].key.limit
-		}
-		if err := fn(idOf(r), l, unpackState(l, sl)); err != nil {
+		if err := f.visit(&f.slabs[r.slab][r.slot], fn); err != nil {
 			return err
 		}
 	}
@@ -392,19 +383,30 @@ func (f frozenBuckets) eachSorted(fn func(id bucketKey, l algorithms.Limit, st a
 func (f frozenBuckets) each(fn func(id bucketKey, l algorithms.Limit, st algorithms.State) error) error {
 	for _, slab := range f.slabs {
 		for i := range slab {
-			sl := &slab[i]
-			if sl.target == 0 {
+			if slab[i].target == 0 {
 				continue // a free slot
 			}
-			t := f.targets[sl.target].key
-			l := t.limit
-			if sl.under != 0 {
-				l = f.targets[sl.under].key.limit
-			}
-			if err := fn(bucketKey{key: sl.key, policy: t.policy, limit: t.limit}, l, unpackState(l, sl)); err != nil {
+			if err := f.visit(&slab[i], fn); err != nil {
 				return err
 			}
 		}
 	}
 	return nil
+}
+
+// idOf returns the key of the bucket in a used slot.
+func (f frozenBuckets) idOf(sl *slot) bucketKey {
+	t := f.targets[sl.target].key
+	return bucketKey{key: sl.key, policy: t.policy, limit: t.limit}
+}
+
+// visit calls fn with the bucket in a used slot: its key, the limit its
+// state is under, and the state.
+func (f frozenBuckets) visit(sl *slot, fn func(id bucketKey, l algorithms.Limit, st algorithms.State) error) error {
+	id := f.idOf(sl)
+	l := id.limit
+	if sl.under != 0 {
+		l = f.targets[sl.under].key.limit
+	}
+	return fn(id, l, unpackState(l, sl))
 }
