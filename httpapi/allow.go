@@ -195,6 +195,7 @@ func (a *API) allowBatch(w http.ResponseWriter, r *http.Request) {
 			a.writeClusterError(w, r, err)
 			return
 		}
+		var leader string
 		for j, res := range results {
 			i := index[j]
 			if res.Err != nil {
@@ -205,7 +206,7 @@ func (a *API) allowBatch(w http.ResponseWriter, r *http.Request) {
 				continue
 			}
 			a.metrics.decided(res.Decision.Allowed)
-			setLeaderHeader(w.Header(), res.Decision.Leader)
+			leader = res.Decision.Leader // one entry, one leader
 			resp, _ := answer(reqs[j], res.Decision)
 			status := http.StatusOK
 			if !res.Decision.Allowed {
@@ -213,6 +214,7 @@ func (a *API) allowBatch(w http.ResponseWriter, r *http.Request) {
 			}
 			items[i] = batchItem{Status: status, allowResponse: &resp}
 		}
+		setLeaderHeader(w.Header(), leader)
 	}
 	writeJSON(w, http.StatusOK, map[string][]batchItem{"responses": items})
 }
