@@ -140,7 +140,7 @@ func (tokenBucket) valid(l Limit, s State) bool      { return bucketValid(l, s) 
 // How it differs from the token bucket: only in the picture. The level is
 // burst minus the token bucket's tokens, so for the same rate, period and
 // burst every decision is the same (the meter form is the token bucket seen
-// from the other side). What the seeds call the leaky bucket's smoothing is
+// from the other side). What is usually meant by the leaky bucket's smoothing is
 // its queue form, where excess requests wait to drain at a steady pace; a
 // rate limiter that answers at once cannot queue, so to smooth with this
 // algorithm give it a small burst (burst 1 spaces requests T apart).

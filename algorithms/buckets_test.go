@@ -212,22 +212,21 @@ func TestDecideReportsTimes(t *testing.T) {
 func TestValidate(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
-		name      string
-		limit     Limit
-		wantField string
-		wantErr   error
+		name    string
+		limit   Limit
+		wantErr error
 	}{
-		{"a typical limit is valid", Limit{Rate: 100, PeriodNanos: int64(time.Minute), Burst: 100}, "", nil},
-		{"an unknown algorithm is refused", Limit{Algorithm: 42, Rate: 1, PeriodNanos: int64(time.Second), Burst: 1}, "algorithm", ErrUnknownAlgorithm},
-		{"a window algorithm takes no burst", Limit{Algorithm: FixedWindow, Rate: 1, PeriodNanos: int64(time.Second), Burst: 1}, "burst", ErrBurstWithWindow},
-		{"a window algorithm without burst is valid", Limit{Algorithm: SlidingWindowCounter, Rate: MaxRate, PeriodNanos: int64(MaxPeriod)}, "", nil},
-		{"a log over its maximum rate is refused", Limit{Algorithm: SlidingWindowLog, Rate: MaxLogRate + 1, PeriodNanos: int64(time.Second)}, "rate", ErrLogRate},
-		{"rate 0 is refused", Limit{Rate: 0, PeriodNanos: int64(time.Second), Burst: 1}, "rate", ErrRate},
-		{"rate above the maximum is refused", Limit{Rate: MaxRate + 1, PeriodNanos: int64(time.Second), Burst: 1}, "rate", ErrRate},
-		{"a period under 1ms is refused", Limit{Rate: 1, PeriodNanos: int64(time.Microsecond), Burst: 1}, "period", ErrPeriod},
-		{"a period over a year is refused", Limit{Rate: 1, PeriodNanos: int64(MaxPeriod) + 1, Burst: 1}, "period", ErrPeriod},
-		{"burst 0 is refused", Limit{Rate: 1, PeriodNanos: int64(time.Second), Burst: 0}, "burst", ErrBurst},
-		{"a bucket that takes a century to refill is refused", Limit{Rate: 1, PeriodNanos: int64(MaxPeriod), Burst: 100}, "burst", ErrFillTime},
+		{"a typical limit is valid", Limit{Rate: 100, PeriodNanos: int64(time.Minute), Burst: 100}, nil},
+		{"an unknown algorithm is refused", Limit{Algorithm: 42, Rate: 1, PeriodNanos: int64(time.Second), Burst: 1}, ErrUnknownAlgorithm},
+		{"a window algorithm takes no burst", Limit{Algorithm: FixedWindow, Rate: 1, PeriodNanos: int64(time.Second), Burst: 1}, ErrBurstWithWindow},
+		{"a window algorithm without burst is valid", Limit{Algorithm: SlidingWindowCounter, Rate: MaxRate, PeriodNanos: int64(MaxPeriod)}, nil},
+		{"a log over its maximum rate is refused", Limit{Algorithm: SlidingWindowLog, Rate: MaxLogRate + 1, PeriodNanos: int64(time.Second)}, ErrLogRate},
+		{"rate 0 is refused", Limit{Rate: 0, PeriodNanos: int64(time.Second), Burst: 1}, ErrRate},
+		{"rate above the maximum is refused", Limit{Rate: MaxRate + 1, PeriodNanos: int64(time.Second), Burst: 1}, ErrRate},
+		{"a period under 1ms is refused", Limit{Rate: 1, PeriodNanos: int64(time.Microsecond), Burst: 1}, ErrPeriod},
+		{"a period over a year is refused", Limit{Rate: 1, PeriodNanos: int64(MaxPeriod) + 1, Burst: 1}, ErrPeriod},
+		{"burst 0 is refused", Limit{Rate: 1, PeriodNanos: int64(time.Second), Burst: 0}, ErrBurst},
+		{"a bucket that takes a century to refill is refused", Limit{Rate: 1, PeriodNanos: int64(MaxPeriod), Burst: 100}, ErrFillTime},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -239,9 +238,8 @@ func TestValidate(t *testing.T) {
 				}
 				return
 			}
-			var fe *FieldError
-			if !errors.As(err, &fe) || fe.Field != tt.wantField || !errors.Is(err, tt.wantErr) {
-				t.Fatalf("Validate = %v, want a FieldError on %q wrapping %v", err, tt.wantField, tt.wantErr)
+			if !errors.Is(err, tt.wantErr) {
+				t.Fatalf("Validate = %v, want %v", err, tt.wantErr)
 			}
 		})
 	}

@@ -86,8 +86,9 @@ type Limit struct {
 	Burst       int64
 }
 
-// Errors returned by Validate and ValidateCost. Each names the field of the
-// HTTP API it concerns, so that the API can point the caller at it.
+// Errors returned by Validate and ValidateCost, one per rule, so that a
+// caller can tell which parameter is at fault with errors.Is (package
+// contract names the API field for each).
 var (
 	ErrUnknownAlgorithm = errors.New("algorithm is not supported")
 	ErrRate             = fmt.Errorf("rate must be an integer from 1 to %d", MaxRate)
@@ -99,55 +100,43 @@ var (
 	ErrLogRate          = fmt.Errorf("sliding_window_log keeps one timestamp per admitted unit, so its rate is at most %d; use sliding_window_counter for larger rates", MaxLogRate)
 )
 
-// FieldError is a validation error that names the offending field of a limit,
-// using the JSON names of the HTTP API ("rate", "period", "burst", "cost").
-type FieldError struct {
-	Field string
-	Err   error
-}
-
-// Error describes the fault, naming the field.
-func (e *FieldError) Error() string { return e.Field + ": " + e.Err.Error() }
-
-// Unwrap returns the underlying sentinel error.
-func (e *FieldError) Unwrap() error { return e.Err }
-
 // Validate reports whether the limit can be decided by Decide without
-// overflow. The error is a *FieldError.
+// overflow. The error is one of the Err variables above, possibly wrapped.
 func (l Limit) Validate() error {
 	switch {
 	case int(l.Algorithm) >= len(algorithmNames):
-		return &FieldError{"algorithm", fmt.Errorf("%w: %s", ErrUnknownAlgorithm, l.Algorithm)}
+		return fmt.Errorf("%w: %s", ErrUnknownAlgorithm, l.Algorithm)
 	case l.Rate < 1 || l.Rate > MaxRate:
-		return &FieldError{"rate", ErrRate}
+		return ErrRate
 	case l.PeriodNanos < int64(MinPeriod) || l.PeriodNanos > int64(MaxPeriod):
-		return &FieldError{"period", ErrPeriod}
+		return ErrPeriod
 	case l.Algorithm == SlidingWindowLog && l.Rate > MaxLogRate:
-		return &FieldError{"rate", ErrLogRate}
+		return ErrLogRate
 	case !l.Algorithm.IsBucket() && l.Burst != 0:
-		return &FieldError{"burst", ErrBurstWithWindow}
+		return ErrBurstWithWindow
 	case !l.Algorithm.IsBucket():
 		return nil
 	case l.Burst < 1 || l.Burst > MaxBurst:
-		return &FieldError{"burst", ErrBurst}
+		return ErrBurst
 	}
 	// burst ≤ 1e9 and period ≤ 3.2e16 ns, so the product fits in 128 bits
 	// and the quotient by rate ≥ 1 needs a check before Div64.
 	hi, lo := bits.Mul64(uint64(l.Burst), uint64(l.PeriodNanos))
 	if hi >= uint64(l.Rate) {
-		return &FieldError{"burst", ErrFillTime}
+		return ErrFillTime
 	}
 	fill, _ := bits.Div64(hi, lo, uint64(l.Rate))
 	if fill > uint64(MaxFillTime) {
-		return &FieldError{"burst", ErrFillTime}
+		return ErrFillTime
 	}
 	return nil
 }
 
-// ValidateCost reports whether cost can ever be admitted under the limit.
+// ValidateCost reports whether cost can ever be admitted under the limit:
+// from 0 to Capacity. The error wraps ErrCost.
 func (l Limit) ValidateCost(cost int64) error {
 	if cost < 0 || cost > l.Capacity() {
-		return &FieldError{"cost", fmt.Errorf("%w (%d)", ErrCost, l.Capacity())}
+		return fmt.Errorf("%w (%d)", ErrCost, l.Capacity())
 	}
 	return nil
 }

@@ -145,7 +145,7 @@ func TestFixedWindowMatchesReference(t *testing.T) {
 	})
 }
 
-// TestFixedWindowLetsTwiceTheRateThroughAtAnEdge shows the seeds' warning:
+// TestFixedWindowLetsTwiceTheRateThroughAtAnEdge shows the fixed window's known flaw:
 // 100 requests in the last millisecond of a window and 100 in the first of
 // the next are all admitted, 200 within 2ms under a limit of 100 a minute.
 // The sliding window algorithms refuse the second hundred.

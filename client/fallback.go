@@ -5,17 +5,19 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/limitnode/limitnode/algorithms"
+	"github.com/limitnode/limitnode/contract"
 )
 
 // FailurePolicy says what a Guard answers when the cluster cannot decide:
 // no node reachable, 503 (no leader, outcome unknown, key cap), a timeout.
-// The seeds' choice: fail open keeps the API available but drops the
-// protection; fail closed protects the resource but turns a limiter outage
-// into an API outage; a local limiter keeps an approximate limit.
+// Fail open keeps the API available but drops the protection; fail closed
+// protects the resource but turns a limiter outage into an API outage; a
+// local limiter keeps an approximate limit.
 type FailurePolicy int
 
 const (
@@ -98,7 +100,11 @@ func (g *Guard) Allow(ctx context.Context, req AllowRequest) (GuardDecision, err
 	case FailOpen:
 		out.Allowed = true
 	case FailLocal:
-		out.Decision = g.local.decide(req, g.replicas, g.clock())
+		d, invalid := g.local.decide(req, g.replicas, g.clock())
+		if invalid != nil {
+			return GuardDecision{}, invalid
+		}
+		out.Decision = d
 	}
 	if out.Allowed {
 		out.StatusCode = http.StatusOK
@@ -121,10 +127,14 @@ type localLimiter struct {
 	states map[localKey]algorithms.State
 }
 
-func (l *localLimiter) decide(req AllowRequest, replicas int, now time.Time) Decision {
-	checks := req.Checks
-	if checks == nil {
-		checks = []Check{{Key: req.Key, Limit: req.Limit, Policy: req.Policy, Dimensions: req.Dimensions, Cost: req.Cost}}
+// decide answers req from this process's share of its limits. A request
+// the cluster would refuse as invalid is refused the same way (an *Error
+// with status 400), with the same rule; a check naming a policy, which only
+// the cluster knows, is denied.
+func (l *localLimiter) decide(req AllowRequest, replicas int, now time.Time) (Decision, error) {
+	checks, err := contractChecks(req)
+	if err != nil {
+		return Decision{}, err
 	}
 	type planned struct {
 		id   localKey
@@ -135,15 +145,15 @@ func (l *localLimiter) decide(req AllowRequest, replicas int, now time.Time) Dec
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for _, c := range checks {
-		limit, err := shareOf(c.Limit, replicas)
-		if err != nil || c.Policy != "" {
-			return Decision{StatusCode: http.StatusTooManyRequests} // unknown locally: fail closed
+		if c.Policy != "" {
+			return Decision{StatusCode: http.StatusTooManyRequests}, nil // unknown locally: fail closed
 		}
-		cost := int64(1)
-		if c.Cost != nil {
-			cost = *c.Cost
+		limit := shareOf(c.Limit, replicas)
+		if contract.ValidateLimit(limit) != nil {
+			// The share refills too slowly to be decided exactly: deny.
+			return Decision{StatusCode: http.StatusTooManyRequests}, nil
 		}
-		cost = min(cost, limit.Capacity())
+		cost := min(c.Cost, limit.Capacity())
 		id := localKey{c.Key, limit}
 		d, next := algorithms.Decide(limit, l.states[id], now.UnixNano(), cost)
 		if !d.Allowed {
@@ -164,36 +174,70 @@ func (l *localLimiter) decide(req AllowRequest, replicas int, now time.Time) Dec
 			l.states[p.id] = p.next
 		}
 	}
-	return out
+	return out, nil
 }
 
-// shareOf converts an API limit into algorithms' form and divides it among
-// replicas (at least 1 unit each).
-func shareOf(lim *Limit, replicas int) (algorithms.Limit, error) {
-	if lim == nil {
-		return algorithms.Limit{}, errors.New("no inline limit")
+// contractChecks validates req as the cluster does and returns its checks.
+func contractChecks(req AllowRequest) ([]contract.Check, error) {
+	inline := req.Checks == nil
+	checks := req.Checks
+	if inline {
+		checks = []Check{{Key: req.Key, Limit: req.Limit, Policy: req.Policy, Dimensions: req.Dimensions, Cost: req.Cost}}
 	}
-	alg, err := algorithms.ParseAlgorithm(lim.Algorithm)
-	if err != nil {
-		return algorithms.Limit{}, err
+	cr := contract.Request{RequestID: req.RequestID}
+	for i, c := range checks {
+		out := contract.Check{Key: c.Key, Policy: c.Policy, Cost: 1}
+		if c.Cost != nil {
+			out.Cost = *c.Cost
+		}
+		if c.Limit != nil {
+			l, err := c.Limit.spec().Limit()
+			if err != nil {
+				return nil, invalidRequest(err.Within(fmt.Sprintf("checks[%d].limit", i)), inline)
+			}
+			out.Limit = l
+		}
+		for name, value := range c.Dimensions {
+			out.Dimensions = append(out.Dimensions, contract.Dimension{Name: name, Value: value})
+		}
+		cr.Checks = append(cr.Checks, out)
 	}
-	period := time.Second
+	if err := cr.Validate(); err != nil {
+		return nil, invalidRequest(err, inline)
+	}
+	return cr.Checks, nil
+}
+
+// invalidRequest is the error the API would answer for a request the
+// contract refuses: a 400 naming the field as the body spelled it.
+func invalidRequest(err *contract.Error, inline bool) *Error {
+	field := err.Field
+	if inline {
+		if f, ok := strings.CutPrefix(field, "checks[0]"); ok {
+			field = strings.TrimPrefix(f, ".")
+		}
+	}
+	return &Error{StatusCode: http.StatusBadRequest, Code: string(err.Code), Field: field, Message: err.Message}
+}
+
+// spec is the limit in the contract's terms: zero values are "not given".
+func (lim *Limit) spec() contract.LimitSpec {
+	s := contract.LimitSpec{Algorithm: lim.Algorithm, Rate: &lim.Rate}
 	if lim.Period != "" {
-		if period, err = time.ParseDuration(lim.Period); err != nil {
-			return algorithms.Limit{}, err
-		}
+		s.Period = &lim.Period
 	}
+	if lim.Burst != 0 {
+		s.Burst = &lim.Burst
+	}
+	return s
+}
+
+// shareOf divides a valid limit among replicas (at least 1 unit each).
+func shareOf(l algorithms.Limit, replicas int) algorithms.Limit {
 	share := func(v int64) int64 { return max(v/int64(replicas), 1) }
-	l := algorithms.Limit{Algorithm: alg, Rate: share(lim.Rate), PeriodNanos: int64(period)}
-	if alg.IsBucket() {
-		burst := lim.Burst
-		if burst == 0 {
-			burst = lim.Rate
-		}
-		l.Burst = share(burst)
+	l.Rate = share(l.Rate)
+	if l.Algorithm.IsBucket() {
+		l.Burst = share(l.Burst)
 	}
-	if err := l.Validate(); err != nil {
-		return algorithms.Limit{}, fmt.Errorf("local limit: %w", err)
-	}
-	return l, nil
+	return l
 }

@@ -5,6 +5,7 @@ import (
 	"runtime"
 	"sync"
 
+	"github.com/limitnode/limitnode/contract"
 	"github.com/limitnode/limitnode/fsm"
 )
 
@@ -81,20 +82,20 @@ func (b *batcher) submit(ctx context.Context, requests []fsm.Request) ([]fsm.Res
 	b.mu.RLock()
 	if b.stopped {
 		b.mu.RUnlock()
-		return nil, "", ErrShutdown
+		return nil, "", contract.ErrShutdown
 	}
 	select {
 	case b.submitCh <- c:
 		b.mu.RUnlock()
 	case <-ctx.Done():
 		b.mu.RUnlock()
-		return nil, "", ErrNoLeader
+		return nil, "", contract.ErrNoLeader
 	}
 	select {
 	case <-c.done:
 		return c.results, c.leader, c.err
 	case <-ctx.Done():
-		return nil, "", ErrOutcomeUnknown
+		return nil, "", contract.ErrOutcomeUnknown
 	}
 }
 
@@ -165,7 +166,7 @@ func (b *batcher) loop() {
 			}
 		case <-b.stopCh:
 			for _, c := range pending {
-				c.err = ErrShutdown
+				c.err = contract.ErrShutdown
 				close(c.done)
 			}
 			for ; inFlight > 0; inFlight-- {
@@ -176,7 +177,7 @@ func (b *batcher) loop() {
 	}
 }
 
-// stop fails pending calls with ErrShutdown, waits for running flushes and
+// stop fails pending calls with contract.ErrShutdown, waits for running flushes and
 // ends the loop. Calls submitted concurrently with stop also fail.
 func (b *batcher) stop() {
 	b.mu.Lock()
@@ -192,7 +193,7 @@ func (b *batcher) stop() {
 	for {
 		select {
 		case c := <-b.submitCh:
-			c.err = ErrShutdown
+			c.err = contract.ErrShutdown
 			close(c.done)
 		default:
 			return

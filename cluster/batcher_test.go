@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/limitnode/limitnode/contract"
+
 	"github.com/limitnode/limitnode/fsm"
 )
 
@@ -30,7 +32,7 @@ func (r *recordingFlush) flush(calls []*call) {
 	for _, c := range calls {
 		c.results = make([]fsm.Result, len(c.requests))
 		for i, req := range c.requests {
-			c.results[i] = fsm.Result{Rejection: &fsm.Rejection{Field: req.RequestID}}
+			c.results[i] = fsm.Result{Rejection: &contract.Error{Field: req.RequestID}}
 		}
 		size += int64(len(c.requests))
 	}
@@ -142,11 +144,11 @@ func TestBatcherFailsPendingCallsOnStop(t *testing.T) {
 	if err := <-first; err == nil || err.Error() != "flushed" {
 		t.Errorf("in-flight call: %v, want its flush's error", err)
 	}
-	if err := <-second; err != nil && !errors.Is(err, ErrShutdown) && err.Error() != "flushed" {
-		t.Errorf("pending call: %v, want ErrShutdown or a flush", err)
+	if err := <-second; err != nil && !errors.Is(err, contract.ErrShutdown) && err.Error() != "flushed" {
+		t.Errorf("pending call: %v, want contract.ErrShutdown or a flush", err)
 	}
-	if _, _, err := b.submit(context.Background(), []fsm.Request{{}}); !errors.Is(err, ErrShutdown) {
-		t.Errorf("after stop: %v, want ErrShutdown", err)
+	if _, _, err := b.submit(context.Background(), []fsm.Request{{}}); !errors.Is(err, contract.ErrShutdown) {
+		t.Errorf("after stop: %v, want contract.ErrShutdown", err)
 	}
 }
 

@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/limitnode/limitnode/contract"
+
 	"github.com/limitnode/limitnode/algorithms"
 	"github.com/limitnode/limitnode/cluster"
 	"github.com/limitnode/limitnode/testcluster"
@@ -54,11 +56,12 @@ func post(t testing.TB, url, body string) allowAnswer {
 	return a
 }
 
-// TestSeedsOpeningFailureCannotHappen replays the seeds' opening story: 380
-// requests for one key limited to 100 a minute, fired concurrently at all
-// three nodes. Four in-memory limiters admitted all of them; the cluster
+// TestConcurrentBurstAtThreeNodesAdmitsOnlyTheLimit replays the failure limitnode exists
+// to prevent: 380 requests for one key limited to 100 a minute, fired
+// concurrently at all three nodes. Four in-memory limiters admitted all of
+// them; the cluster
 // admits 100, plus at most what refills while the burst lasts.
-func TestSeedsOpeningFailureCannotHappen(t *testing.T) {
+func TestConcurrentBurstAtThreeNodesAdmitsOnlyTheLimit(t *testing.T) {
 	t.Parallel()
 	c := testcluster.Start(t, 3)
 	const body = `{"key":"api-key:abc123","limit":{"rate":100,"period":"1m"}}`
@@ -220,7 +223,7 @@ func TestEmbeddedAPIAndMembership(t *testing.T) {
 	t.Parallel()
 	c := testcluster.Start(t, 3)
 	limit := algorithms.Limit{Rate: 6, PeriodNanos: int64(time.Hour), Burst: 6}
-	req := cluster.Request{Checks: []cluster.Check{{Key: "embedded", Limit: limit, Cost: 1}}}
+	req := contract.Request{Checks: []contract.Check{{Key: "embedded", Limit: limit, Cost: 1}}}
 	ctx := context.Background()
 	for i := range 9 {
 		d, err := c.Nodes[i%3].Node().Allow(ctx, req)
@@ -231,7 +234,7 @@ func TestEmbeddedAPIAndMembership(t *testing.T) {
 			t.Fatalf("request %d allowed=%v, want %v", i, d.Allowed, want)
 		}
 	}
-	if _, err := c.Nodes[0].Node().Allow(ctx, cluster.Request{}); err == nil {
+	if _, err := c.Nodes[0].Node().Allow(ctx, contract.Request{}); err == nil {
 		t.Fatal("an empty request was accepted")
 	}
 
@@ -252,7 +255,7 @@ func TestEmbeddedAPIAndMembership(t *testing.T) {
 	if got := len(leader.Node().Status().Members); got != 2 {
 		t.Fatalf("%d members after removal, want 2", got)
 	}
-	d, err := via.Node().Allow(ctx, cluster.Request{Checks: []cluster.Check{{Key: "after-removal", Limit: limit, Cost: 1}}})
+	d, err := via.Node().Allow(ctx, contract.Request{Checks: []contract.Check{{Key: "after-removal", Limit: limit, Cost: 1}}})
 	if err != nil || !d.Allowed {
 		t.Fatalf("after removal: %+v, %v", d, err)
 	}
@@ -328,14 +331,14 @@ func TestSnapshotsCarryTheState(t *testing.T) {
 	limit := algorithms.Limit{Rate: 10, PeriodNanos: int64(time.Hour), Burst: 10}
 	spend := func(node *cluster.Node, key string, cost int64) {
 		t.Helper()
-		d, err := node.Allow(ctx, cluster.Request{Checks: []cluster.Check{{Key: key, Limit: limit, Cost: cost}}})
+		d, err := node.Allow(ctx, contract.Request{Checks: []contract.Check{{Key: key, Limit: limit, Cost: cost}}})
 		if err != nil || !d.Allowed {
 			t.Fatalf("spend %d on %s: %+v, %v", cost, key, d, err)
 		}
 	}
 	remaining := func(node *cluster.Node, key string) int64 {
 		t.Helper()
-		d, err := node.Allow(ctx, cluster.Request{Checks: []cluster.Check{{Key: key, Limit: limit, Cost: 0}}})
+		d, err := node.Allow(ctx, contract.Request{Checks: []contract.Check{{Key: key, Limit: limit, Cost: 0}}})
 		if err != nil {
 			t.Fatalf("peek %s: %v", key, err)
 		}

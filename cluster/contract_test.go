@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/limitnode/limitnode/contract"
+
 	"github.com/limitnode/limitnode/algorithms"
 	"github.com/limitnode/limitnode/cluster"
 	"github.com/limitnode/limitnode/testcluster"
@@ -366,7 +368,7 @@ func TestLeaderHeaderNamesTheDecidingLeader(t *testing.T) {
 		})
 	}
 	leader := c.WaitLeader()
-	d, err := c.Followers()[0].Node().Allow(t.Context(), cluster.Request{Checks: []cluster.Check{{Key: "h5", Limit: algorithms.Limit{Rate: 5, PeriodNanos: int64(time.Minute), Burst: 5}, Cost: 1}}})
+	d, err := c.Followers()[0].Node().Allow(t.Context(), contract.Request{Checks: []contract.Check{{Key: "h5", Limit: algorithms.Limit{Rate: 5, PeriodNanos: int64(time.Minute), Burst: 5}, Cost: 1}}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,8 @@ import (
 	"os"
 	"time"
 
+	"github.com/limitnode/limitnode/contract"
+
 	"github.com/limitnode/limitnode/algorithms"
 	"github.com/limitnode/limitnode/cluster"
 )
@@ -25,11 +27,11 @@ func Example() {
 
 	twoPerMinute := algorithms.Limit{Rate: 2, PeriodNanos: int64(time.Minute), Burst: 2}
 	for range 3 {
-		d, err := node.Allow(context.Background(), cluster.Request{
-			Checks: []cluster.Check{{Key: "api-key:abc123", Limit: twoPerMinute, Cost: 1}},
+		d, err := node.Allow(context.Background(), contract.Request{
+			Checks: []contract.Check{{Key: "api-key:abc123", Limit: twoPerMinute, Cost: 1}},
 		})
 		switch {
-		case errors.Is(err, cluster.ErrNoLeader), errors.Is(err, cluster.ErrOutcomeUnknown):
+		case errors.Is(err, contract.ErrNoLeader), errors.Is(err, contract.ErrOutcomeUnknown):
 			fmt.Println("the cluster cannot decide now:", err)
 		case err != nil:
 			fmt.Println("bad request:", err)

@@ -10,7 +10,9 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-msgpack/v2/codec"
+	"github.com/limitnode/limitnode/contract"
 	"github.com/limitnode/limitnode/fsm"
+	"github.com/limitnode/limitnode/internal/msgpack"
 )
 
 // The forwarding protocol runs over the Raft address (see mux.go). A
@@ -34,8 +36,8 @@ const (
 type forwardRequest struct {
 	Op       forwardOp
 	Requests []fsm.Request
-	Member   Member           // for opJoin; only ID for opRemove
-	Policy   fsm.Policy       // for opPutPolicy; only Name for opDeletePolicy
+	Member   contract.Member  // for opJoin; only ID for opRemove
+	Policy   contract.Policy  // for opPutPolicy; only Name for opDeletePolicy
 	Lease    fsm.LeaseCommand // for opAcquireLease; only ID for opReleaseLease
 }
 
@@ -53,25 +55,18 @@ const (
 	statusUnknown
 	// statusFailed: the operation failed and did nothing (a bad join).
 	statusFailed
-	// statusNotFound: opRemove named no member.
-	statusNotFound
-	// statusInvalid: the message was refused as invalid and did nothing.
-	statusInvalid
-	// statusKeyLimit: refused at a cap on live state.
-	statusKeyLimit
+	// statusRejected: the message was refused as it stands and did
+	// nothing; Rejection says why.
+	statusRejected
 )
 
 type forwardResponse struct {
-	Status  forwardStatus
-	Error   string
-	Field   string // for statusInvalid and statusNotFound
-	Results []fsm.Result
-	Lease   *fsm.LeaseResult // for opAcquireLease and opReleaseLease
+	Status    forwardStatus
+	Error     string
+	Rejection *contract.Error // for statusRejected
+	Results   []fsm.Result
+	Lease     *fsm.LeaseResult // for opAcquireLease and opReleaseLease
 }
-
-// forwardHandle is the log's msgpack handle: forwarded messages carry the
-// FSM's types, so they use the FSM's encoding.
-var forwardHandle = fsm.Codec()
 
 // forwardConn is one pooled connection with its stream encoder and decoder.
 type forwardConn struct {
@@ -86,8 +81,8 @@ func newForwardConn(conn net.Conn) *forwardConn {
 	return &forwardConn{
 		conn: conn,
 		bw:   bw,
-		enc:  codec.NewEncoder(bw, forwardHandle),
-		dec:  codec.NewDecoder(bufio.NewReaderSize(conn, 32<<10), forwardHandle),
+		enc:  codec.NewEncoder(bw, msgpack.Handle),
+		dec:  codec.NewDecoder(bufio.NewReaderSize(conn, 32<<10), msgpack.Handle),
 	}
 }
 
@@ -236,7 +231,7 @@ func (n *Node) handleForward(req *forwardRequest) *forwardResponse {
 		}
 		results, _, err := n.leaderBatch.submit(ctx, req.Requests)
 		if err != nil {
-			return &forwardResponse{Status: statusFor(err), Error: err.Error()}
+			return replyTo(err)
 		}
 		return &forwardResponse{Results: results}
 	case opJoin:
@@ -265,26 +260,19 @@ func replyTo(err error) *forwardResponse {
 	if err == nil {
 		return &forwardResponse{}
 	}
-	resp := &forwardResponse{Status: statusFor(err), Error: err.Error()}
-	var rej *RejectedError
-	if errors.As(err, &rej) {
-		resp.Field = rej.Field
-		resp.Error = rej.Message
+	if rej := contract.As(err); rej != nil {
+		return &forwardResponse{Status: statusRejected, Rejection: rej}
 	}
-	return resp
+	return &forwardResponse{Status: statusFor(err), Error: err.Error()}
 }
 
 func statusFor(err error) forwardStatus {
 	switch {
 	case errors.Is(err, errNotLeader):
 		return statusNotLeader
-	case errors.Is(err, ErrNotFound):
-		return statusNotFound
-	case errors.Is(err, ErrInvalid):
-		return statusInvalid
-	case errors.Is(err, ErrKeyLimit):
-		return statusKeyLimit
-	case errors.Is(err, ErrOutcomeUnknown), errors.Is(err, ErrShutdown):
+	case contract.As(err) != nil:
+		return statusRejected
+	case errors.Is(err, contract.ErrOutcomeUnknown), errors.Is(err, contract.ErrShutdown):
 		return statusUnknown
 	default:
 		return statusFailed
@@ -299,14 +287,23 @@ func errorFor(resp *forwardResponse) error {
 	case statusNotLeader:
 		return errNotLeader
 	case statusUnknown:
-		return fmt.Errorf("%w: %s", ErrOutcomeUnknown, resp.Error)
-	case statusNotFound:
-		return &RejectedError{Field: resp.Field, Message: resp.Error, cause: ErrNotFound}
-	case statusKeyLimit:
-		return &RejectedError{Field: resp.Field, Message: resp.Error, cause: ErrKeyLimit}
-	case statusInvalid:
-		return &RejectedError{Field: resp.Field, Message: resp.Error, cause: ErrInvalid}
+		return fmt.Errorf("%w: %s", contract.ErrOutcomeUnknown, resp.Error)
+	case statusRejected:
+		if resp.Rejection == nil {
+			return errors.New("leader: a rejection without its reason")
+		}
+		return resp.Rejection
 	default:
 		return fmt.Errorf("leader: %s", resp.Error)
+	}
+}
+
+func (n *Node) trackConn(c net.Conn, add bool) {
+	n.connsMu.Lock()
+	defer n.connsMu.Unlock()
+	if add {
+		n.conns[c] = struct{}{}
+	} else {
+		delete(n.conns, c)
 	}
 }

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/limitnode/limitnode/internal/msgpack"
+
 	"github.com/hashicorp/go-msgpack/v2/codec"
 	"github.com/limitnode/limitnode/fsm"
 )
@@ -132,8 +134,8 @@ func (l *fakeLeader) serve(conn net.Conn) {
 		conn.Close()
 		return
 	}
-	dec := codec.NewDecoder(br, forwardHandle)
-	enc := codec.NewEncoder(conn, forwardHandle)
+	dec := codec.NewDecoder(br, msgpack.Handle)
+	enc := codec.NewEncoder(conn, msgpack.Handle)
 	for {
 		var req forwardRequest
 		if err := dec.Decode(&req); err != nil {

@@ -4,58 +4,57 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"time"
 
+	"github.com/limitnode/limitnode/contract"
 	"github.com/limitnode/limitnode/fsm"
 )
 
-// Lease is a held concurrency lease: one of Max slots of Key, until it is
-// given back or ExpiresAtNanos passes.
-type Lease struct {
-	ID  string
-	Key string
-	Max int64
-	// Granted is false when all slots were taken; RetryAfterNanos then
-	// says when the earliest holder's lease expires.
-	Granted bool
-	// Active is how many slots are held after this request.
-	Active          int64
-	ExpiresAtNanos  int64
-	RetryAfterNanos int64
-	// AtNanos is the cluster time of the decision.
-	AtNanos int64
-}
-
-// AcquireLease takes one of max concurrent slots of key for at most ttl.
-// When all are held it returns a Lease with Granted false (not an error).
-// The lease's ID is made here, so a call retried after an unknown outcome
-// cannot take two slots.
-func (n *Node) AcquireLease(ctx context.Context, key string, maxHolders int64, ttl time.Duration) (Lease, error) {
+// AcquireLease takes one of req.Max concurrent slots of req.Key for at most
+// req.TTL. When all are held it returns a contract.Lease with Granted false (not an
+// error). The lease's ID is made here, so a call retried after an unknown
+// outcome cannot take two slots.
+func (n *Node) AcquireLease(ctx context.Context, req contract.LeaseRequest) (contract.Lease, error) {
+	if err := req.Validate(); err != nil {
+		return contract.Lease{}, err
+	}
 	var raw [16]byte
 	_, _ = rand.Read(raw[:]) // crypto/rand.Read never fails
-	cmd := fsm.LeaseCommand{ID: hex.EncodeToString(raw[:]), Key: key, Max: maxHolders, TTLNanos: int64(ttl)}
-	if err := fsm.ValidateLease(cmd.ID, key, maxHolders, cmd.TTLNanos); err != nil {
-		return Lease{}, rejected(err)
-	}
-	r, err := n.leaderCall(ctx, &forwardRequest{Op: opAcquireLease, Lease: cmd}, func() (*fsm.LeaseResult, error) {
-		return n.leaseAsLeader(true, cmd)
-	})
+	cmd := fsm.LeaseCommand{ID: hex.EncodeToString(raw[:]), Key: req.Key, Max: req.Max, TTLNanos: int64(req.TTL)}
+	r, err := n.leaseOnLeader(ctx, opAcquireLease, cmd)
 	if err != nil {
-		return Lease{}, err
+		return contract.Lease{}, err
 	}
-	return Lease{ID: cmd.ID, Key: key, Max: maxHolders, Granted: r.Granted, Active: r.Active,
+	return contract.Lease{ID: cmd.ID, Key: req.Key, Max: req.Max, Granted: r.Granted, Active: r.Active,
 		ExpiresAtNanos: r.ExpiresAtNanos, RetryAfterNanos: r.RetryAfterNanos, AtNanos: r.AtNanos}, nil
 }
 
-// ReleaseLease gives a lease back. It returns ErrNotFound (a
-// *RejectedError) for a lease that is not held: given back already, or
-// expired.
+// ReleaseLease gives a lease back. It returns a *contract.Error with
+// CodeNotFound for a lease that is not held: given back already, or expired.
 func (n *Node) ReleaseLease(ctx context.Context, id string) error {
-	cmd := fsm.LeaseCommand{ID: id}
-	_, err := n.leaderCall(ctx, &forwardRequest{Op: opReleaseLease, Lease: cmd}, func() (*fsm.LeaseResult, error) {
-		return n.leaseAsLeader(false, cmd)
-	})
+	if err := contract.ValidateLeaseID(id); err != nil {
+		return err
+	}
+	_, err := n.leaseOnLeader(ctx, opReleaseLease, fsm.LeaseCommand{ID: id})
 	return err
+}
+
+// leaseOnLeader runs a lease command on the leader, here or by forwarding.
+// Both are idempotent: an acquire carries its ID, and a release of a lease
+// already released finds nothing.
+func (n *Node) leaseOnLeader(ctx context.Context, op forwardOp, cmd fsm.LeaseCommand) (*fsm.LeaseResult, error) {
+	return onLeader(ctx, n, true, func(ctx context.Context) (*fsm.LeaseResult, error) {
+		if n.isLeader() {
+			return n.leaseAsLeader(op == opAcquireLease, cmd)
+		}
+		resp, err := n.forwardToLeader(ctx, &forwardRequest{Op: op, Lease: cmd})
+		if err != nil {
+			return nil, err
+		}
+		if resp.Lease == nil {
+			return nil, errMissingLeaseResult
+		}
+		return resp.Lease, nil
+	})
 }
 
 // leaseAsLeader stamps a lease command with the leader's time and applies it.
@@ -73,5 +72,9 @@ func (n *Node) leaseAsLeader(acquire bool, cmd fsm.LeaseCommand) (*fsm.LeaseResu
 	if err != nil {
 		return nil, err
 	}
-	return resp.(*fsm.LeaseResult), nil
+	result, ok := resp.(*fsm.LeaseResult)
+	if !ok {
+		return nil, errMissingLeaseResult
+	}
+	return result, nil
 }

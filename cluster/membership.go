@@ -2,12 +2,10 @@ package cluster
 
 import (
 	"context"
-	"errors"
-	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/hashicorp/raft"
+	"github.com/limitnode/limitnode/contract"
 	"github.com/limitnode/limitnode/fsm"
 )
 
@@ -16,9 +14,9 @@ import (
 // A member with the same ID at another address, or another ID at the same
 // address, is removed first: that is a node that was rebuilt. Any member may
 // be asked; a follower passes the request to the leader.
-func (n *Node) Join(ctx context.Context, m Member) error {
-	if m.ID == "" || m.RaftAddr == "" {
-		return fmt.Errorf("%w: a member needs an ID and a Raft address", ErrInvalid)
+func (n *Node) Join(ctx context.Context, m contract.Member) error {
+	if err := m.Validate(); err != nil {
+		return err
 	}
 	return n.leaderOp(ctx, &forwardRequest{Op: opJoin, Member: m}, func() error { return n.joinAsLeader(m) })
 }
@@ -27,58 +25,13 @@ func (n *Node) Join(ctx context.Context, m Member) error {
 // Removing the leader itself is allowed: it steps down once the change is
 // committed. It returns ErrNotFound if there is no such member.
 func (n *Node) RemoveMember(ctx context.Context, id string) error {
-	if id == "" {
-		return fmt.Errorf("%w: a member ID is required", ErrInvalid)
+	if err := contract.ValidateNodeID(id); err != nil {
+		return err
 	}
-	return n.leaderOp(ctx, &forwardRequest{Op: opRemove, Member: Member{ID: id}}, func() error { return n.removeAsLeader(id) })
+	return n.leaderOp(ctx, &forwardRequest{Op: opRemove, Member: contract.Member{ID: id}}, func() error { return n.removeAsLeader(id) })
 }
 
-// leaderOp runs an operation that returns only an error on the leader; see
-// leaderCall.
-func (n *Node) leaderOp(ctx context.Context, forward *forwardRequest, local func() error) error {
-	_, err := n.leaderCall(ctx, forward, func() (*fsm.LeaseResult, error) { return nil, local() })
-	return err
-}
-
-// leaderCall runs an operation on the leader: here if this node leads,
-// otherwise by forwarding it, retrying while no leader is known. The
-// operations that go through it (membership, policies, leases by ID) are
-// idempotent, so unlike Allow they may be retried after an unknown outcome.
-func (n *Node) leaderCall(ctx context.Context, forward *forwardRequest, local func() (*fsm.LeaseResult, error)) (*fsm.LeaseResult, error) {
-	ctx, cancel := n.withDeadline(ctx)
-	defer cancel()
-	backoff := 10 * time.Millisecond
-	for {
-		var result *fsm.LeaseResult
-		var err error
-		if n.isLeader() {
-			result, err = local()
-		} else if addr, id := n.raft.LeaderWithID(); addr == "" || string(id) == n.cfg.ID {
-			err = errNotLeader
-		} else {
-			var resp *forwardResponse
-			resp, err = n.fwd.send(ctx, string(addr), forward)
-			if errors.Is(err, errNotSent) {
-				err = errNotLeader
-			} else if err == nil {
-				result, err = resp.Lease, errorFor(resp)
-			}
-		}
-		if !errors.Is(err, errNotLeader) && !errors.Is(err, ErrOutcomeUnknown) {
-			return result, err
-		}
-		select {
-		case <-ctx.Done():
-			return nil, fmt.Errorf("%w: %w", ErrNoLeader, err)
-		case <-n.stopCh:
-			return nil, ErrShutdown
-		case <-time.After(backoff):
-		}
-		backoff = min(2*backoff, 200*time.Millisecond)
-	}
-}
-
-func (n *Node) joinAsLeader(m Member) error {
+func (n *Node) joinAsLeader(m contract.Member) error {
 	future := n.raft.GetConfiguration()
 	if err := future.Error(); err != nil {
 		return translate(err)
@@ -118,7 +71,7 @@ func (n *Node) removeAsLeader(id string) error {
 		found = found || string(s.ID) == id
 	}
 	if !found {
-		return &RejectedError{Field: "id", Message: fmt.Sprintf("no member %q", id), cause: ErrNotFound}
+		return contract.NotFound("id", "no member %q", id)
 	}
 	// Forget the address first: once the leader removes itself it can no
 	// longer append anything.
@@ -132,136 +85,34 @@ func (n *Node) removeAsLeader(id string) error {
 	return nil
 }
 
-// applyCommand appends one command (not an allow batch) on the leader and
-// returns its outcome: nil, a *RejectedError, or a translated Raft error.
-func (n *Node) applyCommand(t fsm.CommandType, body any) error {
-	_, err := n.applyCommandResult(t, body)
-	return err
-}
-
-// applyCommandResult is applyCommand for commands that answer with a value
-// (a *fsm.LeaseResult).
-func (n *Node) applyCommandResult(t fsm.CommandType, body any) (any, error) {
-	data, err := fsm.Encode(t, body)
-	if err != nil {
-		return nil, err
-	}
-	future := n.raft.Apply(data, n.requestTimeout)
-	if err := future.Error(); err != nil {
-		return nil, translate(err)
-	}
-	switch resp := future.Response().(type) {
-	case nil:
-		return nil, nil
-	case *fsm.Rejection:
-		return nil, rejected(resp)
-	case *fsm.LeaseResult:
-		if resp.Rejection != nil {
-			return nil, rejected(resp.Rejection)
+// watchLeadership reacts to changes of leader: it drops pooled forwarding
+// connections to the old leader and makes sure the replicated state knows
+// this node's HTTP address.
+func (n *Node) watchLeadership() {
+	observations := make(chan raft.Observation, 16)
+	observer := raft.NewObserver(observations, false, func(o *raft.Observation) bool {
+		_, ok := o.Data.(raft.LeaderObservation)
+		return ok
+	})
+	n.raft.RegisterObserver(observer)
+	defer n.raft.DeregisterObserver(observer)
+	ticker := time.NewTicker(time.Second)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-n.stopCh:
+			return
+		case <-observations:
+		case <-ticker.C:
 		}
-		return resp, nil
-	case error:
-		return nil, fmt.Errorf("cluster: apply: %w", resp)
-	default:
-		return nil, fmt.Errorf("cluster: apply returned %T", resp)
-	}
-}
-
-// translate maps Raft's errors to this package's.
-func translate(err error) error {
-	switch {
-	case notApplied(err):
-		return errNotLeader
-	case errors.Is(err, raft.ErrRaftShutdown):
-		return ErrShutdown
-	case errors.Is(err, raft.ErrLeadershipLost):
-		return fmt.Errorf("%w: %w", ErrOutcomeUnknown, err)
-	default:
-		return fmt.Errorf("cluster: raft: %w", err)
-	}
-}
-
-// MemberStatus is one member as this node sees it.
-type MemberStatus struct {
-	Member
-	Voter  bool
-	Leader bool
-}
-
-// Status is this node's view of the cluster.
-type Status struct {
-	// SelfID is this node's ID.
-	SelfID string
-	// LeaderID is the leader's ID, or "" while none is known.
-	LeaderID     string
-	Term         uint64
-	CommitIndex  uint64
-	AppliedIndex uint64
-	Members      []MemberStatus
-	// LastSnapshotIndex is the log index of this node's latest snapshot
-	// (0 when it has none).
-	LastSnapshotIndex uint64
-	// Keys is the number of (key, limit) pairs with live state.
-	Keys int
-}
-
-// Status returns this node's view of the cluster, without asking the
-// leader; it is cheap and always answers while the node runs.
-func (n *Node) Status() Status {
-	_, leaderID := n.raft.LeaderWithID()
-	st := Status{
-		SelfID:       n.cfg.ID,
-		LeaderID:     string(leaderID),
-		Term:         n.raft.CurrentTerm(),
-		CommitIndex:  n.raft.CommitIndex(),
-		AppliedIndex: n.raft.AppliedIndex(),
-		Keys:         n.fsm.Stats().Keys,
-	}
-	st.LastSnapshotIndex, _ = strconv.ParseUint(n.raft.Stats()["last_snapshot_index"], 10, 64)
-	future := n.raft.GetConfiguration()
-	if future.Error() == nil {
-		for _, s := range future.Configuration().Servers {
-			st.Members = append(st.Members, MemberStatus{
-				Member: Member{ID: string(s.ID), RaftAddr: string(s.Address), HTTPAddr: n.fsm.NodeHTTPAddr(string(s.ID))},
-				Voter:  s.Suffrage == raft.Voter,
-				Leader: s.ID == leaderID,
-			})
+		addr, _ := n.raft.LeaderWithID()
+		n.fwd.dropExcept(string(addr))
+		if addr != "" && n.cfg.HTTPAddr != "" && n.fsm.NodeHTTPAddr(n.cfg.ID) != n.cfg.HTTPAddr {
+			ctx, cancel := context.WithTimeout(context.Background(), n.requestTimeout)
+			if err := n.Join(ctx, contract.Member{ID: n.cfg.ID, RaftAddr: n.advertise, HTTPAddr: n.cfg.HTTPAddr}); err != nil {
+				n.logger.Debug("recording this node's HTTP address", "err", err)
+			}
+			cancel()
 		}
 	}
-	return st
 }
-
-// Ready reports whether the node knows a leader and has applied every entry
-// it knows to be committed.
-func (n *Node) Ready() bool {
-	_, leaderID := n.raft.LeaderWithID()
-	return leaderID != "" && n.raft.AppliedIndex() >= n.raft.CommitIndex()
-}
-
-// LeaderHTTPAddr returns the HTTP address of the current leader, or "" when
-// no leader is known or its address is not recorded yet.
-func (n *Node) LeaderHTTPAddr() string {
-	_, id := n.raft.LeaderWithID()
-	if id == "" {
-		return ""
-	}
-	return n.fsm.NodeHTTPAddr(string(id))
-}
-
-// Snapshot makes this node take a Raft snapshot now (and truncate its log),
-// as it does on its own every SnapshotThreshold entries. Having nothing new
-// to snapshot is not an error.
-func (n *Node) Snapshot() error {
-	if err := n.raft.Snapshot().Error(); err != nil && !errors.Is(err, raft.ErrNothingNewToSnapshot) {
-		return fmt.Errorf("cluster: snapshot: %w", err)
-	}
-	return nil
-}
-
-// StateDigest returns the index of the last log entry this node applied and
-// a digest of its replicated state: replicas at the same index must have the
-// same digest.
-func (n *Node) StateDigest() (uint64, [32]byte) { return n.fsm.Digest() }
-
-// IsLeader reports whether this node currently believes it is the leader.
-func (n *Node) IsLeader() bool { return n.isLeader() }

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/limitnode/limitnode/contract"
+
 	"github.com/hashicorp/raft"
 	"github.com/limitnode/limitnode/algorithms"
 )
@@ -70,7 +72,7 @@ func TestSnapshotDirHoldsTheSnapshots(t *testing.T) {
 	limit := algorithms.Limit{Rate: 2, PeriodNanos: int64(time.Hour), Burst: 2}
 	allow := func(n *Node) bool {
 		t.Helper()
-		d, err := n.Allow(t.Context(), Request{Checks: []Check{{Key: "k", Limit: limit, Cost: 1}}})
+		d, err := n.Allow(t.Context(), contract.Request{Checks: []contract.Check{{Key: "k", Limit: limit, Cost: 1}}})
 		if err != nil {
 			t.Fatal(err)
 		}

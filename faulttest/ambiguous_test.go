@@ -9,8 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/limitnode/limitnode/contract"
+
 	"github.com/limitnode/limitnode/algorithms"
-	"github.com/limitnode/limitnode/cluster"
 	"github.com/limitnode/limitnode/testcluster"
 )
 
@@ -30,18 +31,18 @@ func TestTimedOutRequestRetriedAcrossALeaderChangeIsChargedOnce(t *testing.T) {
 			c.Net.Delay(leader.ID, o.ID, 400*time.Millisecond)
 		}
 	}
-	req := cluster.Request{RequestID: "order-7", Checks: []cluster.Check{{Key: "charged-once", Limit: limit, Cost: 3}}}
+	req := contract.Request{RequestID: "order-7", Checks: []contract.Check{{Key: "charged-once", Limit: limit, Cost: 3}}}
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	_, err := leader.Node().Allow(ctx, req)
 	cancel()
-	if !errors.Is(err, cluster.ErrOutcomeUnknown) && !errors.Is(err, cluster.ErrNoLeader) {
+	if !errors.Is(err, contract.ErrOutcomeUnknown) && !errors.Is(err, contract.ErrNoLeader) {
 		t.Fatalf("a request cut short by its deadline answered %v", err)
 	}
 	c.Net.HealAll()
 	leader.Stop() // hand leadership over
 	next := c.WaitLeader()
 
-	var first cluster.Decision
+	var first contract.Decision
 	for i, n := range c.Running() {
 		d, err := n.Node().Allow(context.Background(), req)
 		if err != nil {

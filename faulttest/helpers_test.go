@@ -5,19 +5,20 @@ import (
 	"testing"
 	"time"
 
+	"github.com/limitnode/limitnode/contract"
+
 	"github.com/limitnode/limitnode/algorithms"
-	"github.com/limitnode/limitnode/cluster"
 	"github.com/limitnode/limitnode/testcluster"
 )
 
 // peek returns the remaining units of key under limit, asking node, retrying
 // while the cluster has no leader.
-func peek(t testing.TB, node *testcluster.Node, key string, limit algorithms.Limit) cluster.CheckDecision {
+func peek(t testing.TB, node *testcluster.Node, key string, limit algorithms.Limit) contract.CheckDecision {
 	t.Helper()
 	deadline := time.Now().Add(testcluster.WaitTimeout)
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		d, err := node.Node().Allow(ctx, cluster.Request{Checks: []cluster.Check{{Key: key, Limit: limit, Cost: 0}}})
+		d, err := node.Node().Allow(ctx, contract.Request{Checks: []contract.Check{{Key: key, Limit: limit, Cost: 0}}})
 		cancel()
 		if err == nil {
 			return d.Checks[0]
@@ -29,9 +30,9 @@ func peek(t testing.TB, node *testcluster.Node, key string, limit algorithms.Lim
 	}
 }
 
-func spend(t testing.TB, node *testcluster.Node, key string, limit algorithms.Limit, cost int64) cluster.Decision {
+func spend(t testing.TB, node *testcluster.Node, key string, limit algorithms.Limit, cost int64) contract.Decision {
 	t.Helper()
-	d, err := node.Node().Allow(context.Background(), cluster.Request{Checks: []cluster.Check{{Key: key, Limit: limit, Cost: cost}}})
+	d, err := node.Node().Allow(context.Background(), contract.Request{Checks: []contract.Check{{Key: key, Limit: limit, Cost: cost}}})
 	if err != nil {
 		t.Fatalf("spend on %s: %v", node.ID, err)
 	}

@@ -18,9 +18,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/limitnode/limitnode/contract"
+	"github.com/limitnode/limitnode/internal/testhooks"
+
 	"github.com/anishathalye/porcupine"
 	"github.com/limitnode/limitnode/algorithms"
-	"github.com/limitnode/limitnode/cluster"
 	"github.com/limitnode/limitnode/testcluster"
 )
 
@@ -144,7 +146,7 @@ func attempt(ctx context.Context, n *testcluster.Node, viaHTTP bool, key string,
 	if node == nil {
 		return allowOutput{}, fmt.Errorf("%s is down", n.ID)
 	}
-	d, err := node.Allow(ctx, cluster.Request{RequestID: requestID, Checks: []cluster.Check{{Key: key, Limit: runLimits[key], Cost: cost}}})
+	d, err := node.Allow(ctx, contract.Request{RequestID: requestID, Checks: []contract.Check{{Key: key, Limit: runLimits[key], Cost: cost}}})
 	if err != nil {
 		return allowOutput{}, err
 	}
@@ -352,7 +354,7 @@ func checkReplicasAgree(t *testing.T, c *testcluster.Cluster) {
 		indexes := map[uint64]bool{}
 		digests := map[[32]byte]bool{}
 		for _, n := range c.Nodes {
-			index, digest := n.Node().StateDigest()
+			index, digest := testhooks.NodeDigest(n.Node())
 			indexes[index] = true
 			digests[digest] = true
 		}
@@ -397,7 +399,7 @@ func checkSurvivesFullRestart(t *testing.T, c *testcluster.Cluster, history []po
 			}
 		}
 		node := c.Nodes[0].Node()
-		d, err := node.Allow(context.Background(), cluster.Request{Checks: []cluster.Check{{Key: key, Limit: l, Cost: 0}}})
+		d, err := node.Allow(context.Background(), contract.Request{Checks: []contract.Check{{Key: key, Limit: l, Cost: 0}}})
 		if err != nil {
 			t.Fatalf("peek %s after the restart: %v", key, err)
 		}

@@ -4,10 +4,11 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/hashicorp/go-msgpack/v2/codec"
 	"github.com/limitnode/limitnode/algorithms"
+	"github.com/limitnode/limitnode/contract"
+	"github.com/limitnode/limitnode/internal/msgpack"
 )
 
 // CommandType is the first byte of every command in the Raft log.
@@ -36,11 +37,9 @@ const (
 // cannot be decoded. No state changes for such an entry, on any replica.
 var ErrCorruptCommand = errors.New("fsm: corrupt command")
 
-// Check is one limit check of an allow request: Cost against a limit on a
-// key. The limit is given inline (Algorithm ... Burst), or by Policy, a named
-// policy resolved when the entry is applied, so that every replica uses the
-// policy as it stands at that log index. With a policy that has a key
-// template, Dimensions fill the template and Key is empty.
+// Check is a contract.Check as the log carries it: the limit's fields
+// inline, so that an entry stays small. Dimensions keep the order the
+// caller gave.
 type Check struct {
 	Key        string
 	Algorithm  algorithms.Algorithm
@@ -49,29 +48,23 @@ type Check struct {
 	Burst      int64
 	Cost       int64
 	Policy     string
-	Dimensions []Dimension // sorted by name
-}
-
-// Dimension is one named part of a key, for a policy's key template.
-type Dimension struct {
-	Name  string
-	Value string
+	Dimensions []contract.Dimension
 }
 
 // Limit returns the check's inline limit.
-func (c Check) Limit() algorithms.Limit {
+func (c *Check) Limit() algorithms.Limit {
 	return algorithms.Limit{Algorithm: c.Algorithm, Rate: c.Rate, PeriodNanos: c.Period, Burst: c.Burst}
 }
 
-// NewCheck returns a check of cost against limit l on key.
-func NewCheck(key string, l algorithms.Limit, cost int64) Check {
-	return Check{Key: key, Algorithm: l.Algorithm, Rate: l.Rate, Period: l.PeriodNanos, Burst: l.Burst, Cost: cost}
+// CheckOf returns the log's form of a check.
+func CheckOf(c contract.Check) Check {
+	return Check{Key: c.Key, Algorithm: c.Limit.Algorithm, Rate: c.Limit.Rate, Period: c.Limit.PeriodNanos, Burst: c.Limit.Burst,
+		Cost: c.Cost, Policy: c.Policy, Dimensions: c.Dimensions}
 }
 
-// NewPolicyCheck returns a check of cost against the named policy, on key or
-// on the key the policy's template makes of dimensions.
-func NewPolicyCheck(key, policy string, dimensions []Dimension, cost int64) Check {
-	return Check{Key: key, Policy: policy, Dimensions: dimensions, Cost: cost}
+// contract returns the check in the contract's form.
+func (c *Check) contract() contract.Check {
+	return contract.Check{Key: c.Key, Limit: c.Limit(), Policy: c.Policy, Dimensions: c.Dimensions, Cost: c.Cost}
 }
 
 // Request is one caller's allow request: every check is admitted, or none.
@@ -112,7 +105,7 @@ type Result struct {
 	Duplicate bool
 	// Rejection, when not nil, says why the request was refused without a
 	// decision; it consumed nothing.
-	Rejection *Rejection
+	Rejection *contract.Error
 	// AtNanos is the cluster time the request was decided at (for a
 	// duplicate, the time of the first decision).
 	AtNanos int64
@@ -132,30 +125,6 @@ type CheckResult struct {
 	Shadow bool
 }
 
-// Rejection is a request refused as it stands: Code says how
-// ("invalid_argument" or "not_found"), Field names the offending field in
-// the HTTP API's terms when one is at fault.
-type Rejection struct {
-	Code    string
-	Field   string
-	Message string
-}
-
-// Rejection codes.
-const (
-	CodeInvalid  = "invalid_argument"
-	CodeNotFound = "not_found"
-	// CodeKeyLimit: the request would create state past the key cap.
-	CodeKeyLimit = "key_limit"
-)
-
-// Error returns the rejection's message.
-func (r *Rejection) Error() string { return r.Message }
-
-func reject(code, field, format string, args ...any) *Rejection {
-	return &Rejection{Code: code, Field: field, Message: fmt.Sprintf(format, args...)}
-}
-
 // NodeCommand records (CommandSetNode) or forgets (CommandRemoveNode) the
 // HTTP address of a cluster member, so that every node can find the HTTP
 // address of any other, for example the leader's.
@@ -169,20 +138,6 @@ type Response struct {
 	Results []Result
 }
 
-// Limits on what a decoded command may contain. A leader never builds larger
-// ones; a larger one in the log is corrupt.
-const (
-	MaxKeyBytes       = 512
-	MaxRequestIDBytes = 64
-	// MaxChecks is the most checks one request may combine atomically.
-	MaxChecks = 32
-)
-
-// Codec returns the msgpack handle of the log's commands. Package cluster
-// uses it for the forwarding protocol, whose messages carry these types, so
-// both speak one encoding.
-func Codec() *codec.MsgpackHandle { return msgpackHandle }
-
 // checkStamp refuses a time an entry or a snapshot cannot carry.
 func checkStamp(nowNanos int64) error {
 	if nowNanos < 0 || nowNanos > MaxNowNanos {
@@ -191,21 +146,12 @@ func checkStamp(nowNanos int64) error {
 	return nil
 }
 
-var msgpackHandle = func() *codec.MsgpackHandle {
-	h := &codec.MsgpackHandle{}
-	h.MaxInitLen = 4096 // a corrupt length prefix must not allocate gigabytes up front
-	h.ErrorIfNoField = true
-	h.WriteExt = true
-	h.StructToArray = true // fields by position, not by name: smaller and faster
-	return h
-}()
-
 // Encode returns the log entry for a command: its type byte then its msgpack
 // body.
 func Encode(t CommandType, body any) ([]byte, error) {
 	var buf bytes.Buffer
 	buf.WriteByte(byte(t))
-	if err := codec.NewEncoder(&buf, msgpackHandle).Encode(body); err != nil {
+	if err := codec.NewEncoder(&buf, msgpack.Handle).Encode(body); err != nil {
 		return nil, fmt.Errorf("fsm: encode command %d: %w", t, err)
 	}
 	return buf.Bytes(), nil
@@ -213,7 +159,7 @@ func Encode(t CommandType, body any) ([]byte, error) {
 
 // decodeBody decodes data into v and requires that nothing follows.
 func decodeBody(data []byte, v any) error {
-	dec := codec.NewDecoderBytes(data, msgpackHandle)
+	dec := codec.NewDecoderBytes(data, msgpack.Handle)
 	if err := dec.Decode(v); err != nil {
 		return err
 	}
@@ -223,66 +169,16 @@ func decodeBody(data []byte, v any) error {
 	return nil
 }
 
-// Validate checks what can be checked of an allow request before
-// policies are resolved, as strictly as the HTTP API does, so that a corrupt
-// or hand-built entry can never reach the algorithms with values they would
-// overflow on.
-func (r *Request) Validate() *Rejection {
-	if len(r.RequestID) > MaxRequestIDBytes {
-		return reject(CodeInvalid, "request_id", "request_id longer than %d bytes", MaxRequestIDBytes)
-	}
-	if len(r.Checks) == 0 || len(r.Checks) > MaxChecks {
-		return reject(CodeInvalid, "checks", "a request needs 1 to %d checks", MaxChecks)
-	}
+// Validate checks the request as the contract does (see
+// contract.Request.Validate), so that a corrupt or hand-built entry can never
+// reach the algorithms with values they would overflow on.
+func (r *Request) Validate() *contract.Error {
+	// Most requests have one or two checks: keep those off the heap.
+	var small [2]contract.Check
+	checks := small[:0]
 	for i := range r.Checks {
-		if err := r.Checks[i].validate(); err != nil {
-			if len(r.Checks) > 1 {
-				err.Field = fmt.Sprintf("checks[%d].%s", i, err.Field)
-			}
-			return err
-		}
+		checks = append(checks, r.Checks[i].contract())
 	}
-	return nil
-}
-
-func (c *Check) validate() *Rejection {
-	if c.Cost < 0 {
-		return reject(CodeInvalid, "cost", "cost must not be negative")
-	}
-	if len(c.Key) > MaxKeyBytes {
-		return reject(CodeInvalid, "key", "key must be 1 to %d bytes", MaxKeyBytes)
-	}
-	if c.Policy != "" {
-		if c.Limit() != (algorithms.Limit{}) {
-			return reject(CodeInvalid, "policy", "a check names a policy or gives a limit, not both")
-		}
-		if (c.Key == "") == (len(c.Dimensions) == 0) {
-			return reject(CodeInvalid, "key", "a policy check needs a key, or dimensions for a policy with a key template")
-		}
-		return validateDimensions(c.Dimensions)
-	}
-	if c.Key == "" {
-		return reject(CodeInvalid, "key", "key must be 1 to %d bytes", MaxKeyBytes)
-	}
-	if len(c.Dimensions) > 0 {
-		return reject(CodeInvalid, "dimensions", "dimensions need a policy with a key template")
-	}
-	l := c.Limit()
-	if err := l.Validate(); err != nil {
-		return limitRejection("limit.", err)
-	}
-	if err := l.ValidateCost(c.Cost); err != nil {
-		return limitRejection("", err)
-	}
-	return nil
-}
-
-// limitRejection turns a validation error of package algorithms into a
-// rejection naming the field under prefix.
-func limitRejection(prefix string, err error) *Rejection {
-	var fe *algorithms.FieldError
-	if errors.As(err, &fe) {
-		return reject(CodeInvalid, prefix+fe.Field, "%v", err)
-	}
-	return reject(CodeInvalid, strings.TrimSuffix(prefix, "."), "%v", err)
+	cr := contract.Request{RequestID: r.RequestID, Checks: checks}
+	return cr.Validate()
 }

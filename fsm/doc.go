@@ -14,6 +14,11 @@
 // bucket that has refilled completely, a request ID older than DedupWindow)
 // is deleted by the same rule on every replica, driven by command time.
 //
+// Every request in an entry is validated again with package contract's
+// rules before it is decided, so a corrupt or hand-built entry cannot reach
+// the arithmetic with values it would overflow on; a refusal is a
+// *contract.Error in the request's result and changes nothing.
+//
 // The package does not talk to the network, choose a leader or batch
 // requests: that is package cluster. It does not know HTTP.
 package fsm

@@ -10,6 +10,7 @@ import (
 
 	"github.com/hashicorp/raft"
 	"github.com/limitnode/limitnode/algorithms"
+	"github.com/limitnode/limitnode/contract"
 )
 
 // DedupWindow is how long, in cluster time, the FSM remembers a request ID
@@ -225,7 +226,7 @@ var applyCommands = map[CommandType]func(f *FSM, body []byte) (any, error){
 		return f.applyLease(body, false)
 	},
 	CommandPutPolicy: func(f *FSM, body []byte) (any, error) {
-		var p Policy
+		var p contract.Policy
 		if err := decodeBody(body, &p); err != nil {
 			return nil, err
 		}
@@ -237,7 +238,7 @@ var applyCommands = map[CommandType]func(f *FSM, body []byte) (any, error){
 			return nil, err
 		}
 		if f.policies[cmd.Name] == nil {
-			return reject(CodeNotFound, "name", "policy %q does not exist", cmd.Name), nil
+			return contract.NotFound("name", "policy %q does not exist", cmd.Name), nil
 		}
 		delete(f.policies, cmd.Name)
 		return nil, nil
@@ -275,16 +276,17 @@ func (f *FSM) advance(stampNanos int64) int64 {
 	return now
 }
 
-// putPolicy stores a policy, returning a *Rejection (as the apply response)
-// if it is invalid or there are too many. Keys already limited by the policy
-// keep their state; it is converted to the new limit when next used.
-func (f *FSM) putPolicy(p Policy) any {
-	if err := ValidatePolicy(&p); err != nil {
+// putPolicy stores a policy, returning a *contract.Error (as the apply
+// response) if it is invalid or there are too many. Keys already limited by
+// the policy keep their state; it is converted to the new limit when next
+// used.
+func (f *FSM) putPolicy(p contract.Policy) any {
+	if err := p.Validate(); err != nil {
 		return err
 	}
 	old := f.policies[p.Name]
-	if old == nil && len(f.policies) >= MaxPolicies {
-		return reject(CodeInvalid, "name", "at most %d policies", MaxPolicies)
+	if old == nil && len(f.policies) >= contract.MaxPolicies {
+		return contract.Invalid("name", "at most %d policies", contract.MaxPolicies)
 	}
 	e := newPolicyEntry(p)
 	if old != nil {
@@ -348,7 +350,7 @@ type target struct {
 // resolve finds a check's bucket and limit. A policy check uses the policy
 // as it stands at this entry; a bucket whose state was decided under an
 // earlier version of the policy has its usage converted to the current one.
-func (f *FSM) resolve(now int64, c *Check) (target, *Rejection) {
+func (f *FSM) resolve(now int64, c *Check) (target, *contract.Error) {
 	if c.Policy == "" {
 		l := c.Limit()
 		t := target{id: bucketKey{key: c.Key, limit: l}, limit: &l, cost: c.Cost}
@@ -357,24 +359,24 @@ func (f *FSM) resolve(now int64, c *Check) (target, *Rejection) {
 	}
 	p := f.policies[c.Policy]
 	if p == nil {
-		return target{}, reject(CodeNotFound, "policy", "policy %q does not exist", c.Policy)
+		return target{}, contract.NotFound("policy", "policy %q does not exist", c.Policy)
 	}
 	t := target{cost: c.Cost, policy: p}
 	key := c.Key
 	switch {
 	case p.policy.KeyTemplate != "" && len(c.Dimensions) > 0:
-		var err *Rejection
-		if key, err = renderKey(p.policy.KeyTemplate, c.Dimensions); err != nil {
+		var err *contract.Error
+		if key, err = contract.RenderKey(p.policy.KeyTemplate, c.Dimensions); err != nil {
 			return target{}, err
 		}
 		t.key = key
 	case len(c.Dimensions) > 0:
-		return target{}, reject(CodeInvalid, "dimensions", "policy %q has no key_template; give a key", c.Policy)
+		return target{}, contract.Invalid("dimensions", "policy %q has no key_template; give a key", c.Policy)
 	}
 	t.id = bucketKey{key: key, policy: c.Policy}
 	t.limit = p.limitFor(key)
-	if err := t.limit.ValidateCost(c.Cost); err != nil {
-		return target{}, limitRejection("", err)
+	if err := contract.ValidateCost(*t.limit, c.Cost); err != nil {
+		return target{}, err
 	}
 	var from algorithms.Limit
 	if t.slot, t.state, from, t.live = f.buckets.get(t.id); t.live && from != *t.limit {
@@ -399,14 +401,11 @@ func (f *FSM) decide(now int64, req *Request, cmd *AllowCommand) Result {
 	for i := range req.Checks {
 		t, err := f.resolve(now, &req.Checks[i])
 		if err != nil {
-			if len(req.Checks) > 1 {
-				err.Field = fmt.Sprintf("checks[%d].%s", i, err.Field)
-			}
-			return Result{Rejection: err}
+			return Result{Rejection: err.Within(fmt.Sprintf("checks[%d]", i))}
 		}
 		for j := range i {
 			if targets[j].id == t.id {
-				return Result{Rejection: reject(CodeInvalid, fmt.Sprintf("checks[%d]", i), "checks %d and %d decide on the same key and limit", j, i)}
+				return Result{Rejection: contract.Invalid(fmt.Sprintf("checks[%d]", i), "checks %d and %d decide on the same key and limit", j, i)}
 			}
 		}
 		targets = append(targets, t)
@@ -438,7 +437,7 @@ func (f *FSM) decide(now int64, req *Request, cmd *AllowCommand) Result {
 		}
 		if created > 0 && int64(f.buckets.len()+created) > cmd.MaxKeys {
 			if !cmd.KeyLimitFailOpen {
-				return Result{Rejection: reject(CodeKeyLimit, "", "the cluster holds its maximum of %d live keys; new keys are refused until old ones expire", cmd.MaxKeys)}
+				return Result{Rejection: contract.Exhausted("the cluster holds its maximum of %d live keys; new keys are refused until old ones expire", cmd.MaxKeys)}
 			}
 			// Fail open: admit, but keep no state for the new keys.
 			storeNew = false
@@ -499,26 +498,26 @@ func (f *FSM) NodeHTTPAddr(id string) string {
 }
 
 // Policies returns every policy, sorted by name.
-func (f *FSM) Policies() []PolicyStatus {
+func (f *FSM) Policies() []contract.PolicyStatus {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	out := make([]PolicyStatus, 0, len(f.policies))
+	out := make([]contract.PolicyStatus, 0, len(f.policies))
 	for _, e := range f.policies {
-		out = append(out, PolicyStatus{Policy: e.policy, ShadowDenied: e.shadowDenied})
+		out = append(out, e.status())
 	}
-	slices.SortFunc(out, func(a, b PolicyStatus) int { return strings.Compare(a.Name, b.Name) })
+	slices.SortFunc(out, func(a, b contract.PolicyStatus) int { return strings.Compare(a.Name, b.Name) })
 	return out
 }
 
 // Policy returns the named policy.
-func (f *FSM) Policy(name string) (PolicyStatus, bool) {
+func (f *FSM) Policy(name string) (contract.PolicyStatus, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	e := f.policies[name]
 	if e == nil {
-		return PolicyStatus{}, false
+		return contract.PolicyStatus{}, false
 	}
-	return PolicyStatus{Policy: e.policy, ShadowDenied: e.shadowDenied}, true
+	return e.status(), true
 }
 
 // Stats describes the size of the state, for status pages and tests.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"github.com/limitnode/limitnode/contract"
 	"io"
 	"log/slog"
 	"math/rand/v2"
@@ -48,7 +49,7 @@ func (a *applier) allow(now int64, reqs ...Request) []Result {
 }
 
 func one(key string, l algorithms.Limit, cost int64) Request {
-	return Request{Checks: []Check{NewCheck(key, l, cost)}}
+	return Request{Checks: []Check{inlineCheck(key, l, cost)}}
 }
 
 // mustSnapshot returns the canonical snapshot of f (buckets in key order):
@@ -119,10 +120,10 @@ func randomLog(t testing.TB, seed uint64, entries int) [][]byte {
 					continue
 				}
 				if rng.IntN(4) == 0 {
-					req.Checks = append(req.Checks, NewPolicyCheck(key, "p", nil, rng.Int64N(3)))
+					req.Checks = append(req.Checks, policyCheck(key, "p", nil, rng.Int64N(3)))
 					continue
 				}
-				req.Checks = append(req.Checks, NewCheck(key, l, rng.Int64N(l.Capacity()+1)))
+				req.Checks = append(req.Checks, inlineCheck(key, l, rng.Int64N(l.Capacity()+1)))
 			}
 			if rng.IntN(3) == 0 {
 				req.RequestID = string(rune('A' + rng.IntN(20)))
@@ -138,7 +139,7 @@ func randomLog(t testing.TB, seed uint64, entries int) [][]byte {
 			data, _ := Encode(CommandSetNode, &NodeCommand{ID: string(rune('m' + rng.IntN(3))), HTTPAddr: "127.0.0.1:1"})
 			log = append(log, data)
 			// The policy changes limit and shadow mode now and then.
-			p := Policy{Name: "p", Limit: limits[rng.IntN(len(limits))], Shadow: rng.IntN(2) == 0}
+			p := contract.Policy{Name: "p", Limit: limits[rng.IntN(len(limits))], Shadow: rng.IntN(2) == 0}
 			if p.Limit.Capacity() < 2 {
 				p.Limit = perMinute100
 			}
@@ -298,7 +299,7 @@ func TestSeveralChecksAreAllOrNothing(t *testing.T) {
 	global := algorithms.Limit{Rate: 3, PeriodNanos: int64(time.Hour), Burst: 3}
 	perClient := algorithms.Limit{Rate: 2, PeriodNanos: int64(time.Hour), Burst: 2}
 	both := func(client string) Request {
-		return Request{Checks: []Check{NewCheck("client:"+client, perClient, 1), NewCheck("global", global, 1)}}
+		return Request{Checks: []Check{inlineCheck("client:"+client, perClient, 1), inlineCheck("global", global, 1)}}
 	}
 	want := []bool{true, true, false, true, false}
 	for i, client := range []string{"a", "a", "a", "b", "b"} {
@@ -399,8 +400,8 @@ func TestInvalidRequestsAreRefusedOneByOne(t *testing.T) {
 		one("", perMinute100, 1),
 		one("k", algorithms.Limit{Rate: 0, PeriodNanos: 1e9, Burst: 1}, 1),
 		one("k", perMinute100, 101),
-		{Checks: []Check{NewCheck("k", perMinute100, 1), NewCheck("k", perMinute100, 1)}},
-		{RequestID: string(make([]byte, MaxRequestIDBytes+1)), Checks: []Check{NewCheck("k", perMinute100, 1)}},
+		{Checks: []Check{inlineCheck("k", perMinute100, 1), inlineCheck("k", perMinute100, 1)}},
+		{RequestID: string(make([]byte, contract.MaxRequestIDBytes+1)), Checks: []Check{inlineCheck("k", perMinute100, 1)}},
 		{},
 	}
 	results := a.allow(t0, append(bad, one("k", perMinute100, 1))...)
@@ -484,7 +485,7 @@ func BenchmarkApplyBatch(b *testing.B) {
 func BenchmarkEncodeDecodeAllowCommand(b *testing.B) {
 	reqs := make([]Request, 256)
 	for i := range reqs {
-		reqs[i] = Request{RequestID: fmt.Sprintf("req-%d", i), Checks: []Check{NewCheck(fmt.Sprintf("api-key:%06d", i), perMinute100, 1)}}
+		reqs[i] = Request{RequestID: fmt.Sprintf("req-%d", i), Checks: []Check{inlineCheck(fmt.Sprintf("api-key:%06d", i), perMinute100, 1)}}
 	}
 	cmd := &AllowCommand{NowNanos: t0, Requests: reqs, MaxKeys: 5_000_000}
 	b.Run("encode", func(b *testing.B) {

@@ -3,6 +3,7 @@ package fsm
 import (
 	"bytes"
 	"errors"
+	"github.com/limitnode/limitnode/contract"
 	"io"
 	"testing"
 	"time"
@@ -23,12 +24,12 @@ func seedEntries(t testing.TB) [][]byte {
 	}
 	add(CommandAllow, &AllowCommand{NowNanos: t0, Requests: []Request{
 		one("k", perMinute100, 1),
-		{RequestID: "r1", Checks: []Check{NewCheck("a", algorithms.Limit{Algorithm: algorithms.SlidingWindowLog, Rate: 3, PeriodNanos: int64(time.Second)}, 2)}},
-		{Checks: []Check{NewPolicyCheck("", "p", []Dimension{{"user", "u"}}, 1)}},
+		{RequestID: "r1", Checks: []Check{inlineCheck("a", algorithms.Limit{Algorithm: algorithms.SlidingWindowLog, Rate: 3, PeriodNanos: int64(time.Second)}, 2)}},
+		{Checks: []Check{policyCheck("", "p", []contract.Dimension{{Name: "user", Value: "u"}}, 1)}},
 	}})
 	add(CommandSetNode, &NodeCommand{ID: "n1", HTTPAddr: "127.0.0.1:7001"})
 	add(CommandRemoveNode, &NodeCommand{ID: "n1"})
-	add(CommandPutPolicy, &Policy{Name: "p", Limit: perMinute100, Overrides: []Override{{"vip", perMinute100}}, Shadow: true, KeyTemplate: "{user}"})
+	add(CommandPutPolicy, &contract.Policy{Name: "p", Limit: perMinute100, Overrides: []contract.Override{{Key: "vip", Limit: perMinute100}}, Shadow: true, KeyTemplate: "{user}"})
 	add(CommandDeletePolicy, &NamedDeleteCommand{Name: "p"})
 	add(CommandAcquireLease, &LeaseCommand{NowNanos: t0, ID: "l1", Key: "job", Max: 2, TTLNanos: int64(time.Second)})
 	add(CommandReleaseLease, &LeaseCommand{NowNanos: t0, ID: "l1"})
@@ -48,7 +49,7 @@ func FuzzApplyEntry(f *testing.F) {
 		}
 		before := mustSnapshot(t, a.fsm)
 		resp := a.raw(entry)
-		if err, ok := resp.(error); ok && !errors.As(err, new(*Rejection)) {
+		if err, ok := resp.(error); ok && !errors.As(err, new(*contract.Error)) {
 			if !errors.Is(err, ErrCorruptCommand) {
 				t.Fatalf("apply returned %v, not ErrCorruptCommand", err)
 			}
@@ -72,7 +73,7 @@ func FuzzRestore(f *testing.F) {
 	for _, e := range seedEntries(f) {
 		a.raw(e)
 	}
-	a.put(Policy{Name: "q", Limit: perMinute100})
+	a.put(contract.Policy{Name: "q", Limit: perMinute100})
 	f.Add(mustSnapshot(f, a.fsm))
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, data []byte) {

@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"fmt"
+	"github.com/limitnode/limitnode/contract"
 	"runtime"
 	"testing"
 	"time"
@@ -37,7 +38,7 @@ func TestKeyFloodStaysBounded(t *testing.T) {
 				}
 				for _, r := range apply(t0, reqs) {
 					switch {
-					case r.Rejection != nil && r.Rejection.Code == CodeKeyLimit:
+					case r.Rejection != nil && r.Rejection.Code == contract.CodeResourceExhausted:
 						refused++
 					case r.Allowed:
 						admitted++

@@ -3,24 +3,15 @@ package fsm
 import (
 	"container/heap"
 	"fmt"
-	"strings"
 	"time"
+
+	"github.com/limitnode/limitnode/contract"
 )
 
 // Concurrency leases: at most Max holders of a key at once. A caller takes a
 // lease before starting work and gives it back when done; a lease not given
 // back expires after its TTL of cluster time, so a crashed holder cannot
 // keep its slot forever.
-
-// Bounds on leases, part of the HTTP contract.
-const (
-	MaxLeaseIDBytes = 64
-	MaxLeaseMax     = 1_000_000
-	MinLeaseTTL     = time.Millisecond
-	MaxLeaseTTL     = 24 * time.Hour
-	// MaxLeases bounds the live leases of the whole cluster.
-	MaxLeases = 1_000_000
-)
 
 // LeaseCommand takes (CommandAcquireLease) or gives back
 // (CommandReleaseLease, only ID) a lease. The ID is chosen by the node that
@@ -50,7 +41,7 @@ type LeaseResult struct {
 	// AtNanos is the cluster time of the command.
 	AtNanos int64
 	// Rejection, when not nil, says why the command was refused as invalid.
-	Rejection *Rejection
+	Rejection *contract.Error
 }
 
 // leaseGroup is the key and the maximum a lease counts against: like a
@@ -131,19 +122,13 @@ func (t *leaseTable) add(l *lease) {
 	heap.Push(&t.expiry, l)
 }
 
-// ValidateLease checks an acquire request; the error names the API field.
-func ValidateLease(id, key string, maxHolders, ttlNanos int64) *Rejection {
-	switch {
-	case id == "" || len(id) > MaxLeaseIDBytes || strings.ContainsAny(id, "/ "):
-		return reject(CodeInvalid, "id", "a lease ID is 1 to %d bytes without / or spaces", MaxLeaseIDBytes)
-	case key == "" || len(key) > MaxKeyBytes:
-		return reject(CodeInvalid, "key", "key is required and must be 1 to %d bytes", MaxKeyBytes)
-	case maxHolders < 1 || maxHolders > MaxLeaseMax:
-		return reject(CodeInvalid, "max", "max must be an integer from 1 to %d", MaxLeaseMax)
-	case ttlNanos < int64(MinLeaseTTL) || ttlNanos > int64(MaxLeaseTTL):
-		return reject(CodeInvalid, "ttl", "ttl must be from %s to %s", MinLeaseTTL, MaxLeaseTTL)
+// validateLease checks an acquire command as the contract does.
+func validateLease(id, key string, maxHolders, ttlNanos int64) *contract.Error {
+	if err := contract.ValidateLeaseID(id); err != nil {
+		return err
 	}
-	return nil
+	r := contract.LeaseRequest{Key: key, Max: maxHolders, TTL: time.Duration(ttlNanos)}
+	return r.Validate()
 }
 
 func (t *leaseTable) expire(now int64, max int) {
@@ -164,13 +149,13 @@ func (t *leaseTable) drop(l *lease) {
 }
 
 func (t *leaseTable) acquire(now int64, cmd *LeaseCommand) LeaseResult {
-	if err := ValidateLease(cmd.ID, cmd.Key, cmd.Max, cmd.TTLNanos); err != nil {
+	if err := validateLease(cmd.ID, cmd.Key, cmd.Max, cmd.TTLNanos); err != nil {
 		return LeaseResult{Rejection: err}
 	}
 	g := leaseGroup{cmd.Key, cmd.Max}
 	if l := t.byID[cmd.ID]; l != nil {
 		if l.group != g {
-			return LeaseResult{Rejection: reject(CodeInvalid, "id", "lease %q is held for another key or max", cmd.ID)}
+			return LeaseResult{Rejection: contract.Invalid("id", "lease %q is held for another key or max", cmd.ID)}
 		}
 		return LeaseResult{Granted: true, Active: t.active(g), ExpiresAtNanos: l.expiresAt}
 	}
@@ -178,8 +163,8 @@ func (t *leaseTable) acquire(now int64, cmd *LeaseCommand) LeaseResult {
 		earliest := t.groups[g].leases[0].expiresAt
 		return LeaseResult{Active: t.active(g), RetryAfterNanos: max(earliest-now, 1)}
 	}
-	if len(t.byID) >= MaxLeases {
-		return LeaseResult{Rejection: reject(CodeKeyLimit, "", "the cluster holds its maximum of %d leases", MaxLeases)}
+	if len(t.byID) >= contract.MaxLeases {
+		return LeaseResult{Rejection: contract.Exhausted("the cluster holds its maximum of %d leases", contract.MaxLeases)}
 	}
 	l := &lease{id: cmd.ID, group: g, expiresAt: now + cmd.TTLNanos}
 	t.add(l)
@@ -189,7 +174,7 @@ func (t *leaseTable) acquire(now int64, cmd *LeaseCommand) LeaseResult {
 func (t *leaseTable) release(id string) LeaseResult {
 	l := t.byID[id]
 	if l == nil {
-		return LeaseResult{Rejection: reject(CodeNotFound, "id", "no lease %q (given back already, or expired)", id)}
+		return LeaseResult{Rejection: contract.NotFound("id", "no lease %q (given back already, or expired)", id)}
 	}
 	t.drop(l)
 	return LeaseResult{Released: true, Active: t.active(l.group)}
@@ -204,11 +189,11 @@ type leaseRecord struct {
 }
 
 func (t *leaseTable) restore(rec leaseRecord) error {
-	if err := ValidateLease(rec.ID, rec.Key, rec.Max, int64(MinLeaseTTL)); err != nil {
+	if err := validateLease(rec.ID, rec.Key, rec.Max, int64(contract.MinLeaseTTL)); err != nil {
 		return fmt.Errorf("lease %q: %w", rec.ID, err)
 	}
 	g := leaseGroup{rec.Key, rec.Max}
-	if t.byID[rec.ID] != nil || t.active(g) >= rec.Max || len(t.byID) >= MaxLeases {
+	if t.byID[rec.ID] != nil || t.active(g) >= rec.Max || len(t.byID) >= contract.MaxLeases {
 		return fmt.Errorf("lease %q: repeated, or over its maximum", rec.ID)
 	}
 	t.add(&lease{id: rec.ID, group: g, expiresAt: rec.ExpiresAt})

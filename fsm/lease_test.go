@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"bytes"
+	"github.com/limitnode/limitnode/contract"
 	"io"
 	"testing"
 	"time"
@@ -51,7 +52,7 @@ func TestLeasesLimitConcurrency(t *testing.T) {
 	if r := a.lease(CommandReleaseLease, LeaseCommand{NowNanos: t0 + int64(3*time.Second), ID: "b"}); !r.Released || r.Active != 1 {
 		t.Fatalf("release b: %+v", r)
 	}
-	if r := a.lease(CommandReleaseLease, LeaseCommand{NowNanos: t0 + int64(3*time.Second), ID: "b"}); r.Rejection == nil || r.Rejection.Code != CodeNotFound {
+	if r := a.lease(CommandReleaseLease, LeaseCommand{NowNanos: t0 + int64(3*time.Second), ID: "b"}); r.Rejection == nil || r.Rejection.Code != contract.CodeNotFound {
 		t.Fatalf("release b again: %+v", r)
 	}
 	if r := a.lease(CommandAcquireLease, acquire("c", t0+int64(3*time.Second))); !r.Granted {

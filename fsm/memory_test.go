@@ -48,7 +48,7 @@ func heapPerKey(b *testing.B, keys int, l algorithms.Limit, cost int64) float64 
 	for first := 0; first < keys; first += 1000 {
 		reqs := make([]Request, 0, 1000)
 		for i := first; i < first+1000 && i < keys; i++ {
-			reqs = append(reqs, Request{Checks: []Check{NewCheck(fmt.Sprintf("key-%07d", i), l, cost)}})
+			reqs = append(reqs, Request{Checks: []Check{inlineCheck(fmt.Sprintf("key-%07d", i), l, cost)}})
 		}
 		a.allow(t0, reqs...)
 	}
@@ -71,7 +71,7 @@ func BenchmarkSnapshotAndRestore1M(b *testing.B) {
 	for first := 0; first < keys; first += 4096 {
 		reqs := make([]Request, 0, 4096)
 		for i := first; i < first+4096 && i < keys; i++ {
-			reqs = append(reqs, Request{Checks: []Check{NewCheck(fmt.Sprintf("key-%07d", i), l, 1)}})
+			reqs = append(reqs, Request{Checks: []Check{inlineCheck(fmt.Sprintf("key-%07d", i), l, 1)}})
 		}
 		a.allow(t0, reqs...)
 	}

@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"bytes"
+	"github.com/limitnode/limitnode/contract"
 	"io"
 	"strings"
 	"testing"
@@ -10,7 +11,7 @@ import (
 	"github.com/limitnode/limitnode/algorithms"
 )
 
-func (a *applier) put(p Policy) any {
+func (a *applier) put(p contract.Policy) any {
 	a.t.Helper()
 	data, err := Encode(CommandPutPolicy, &p)
 	if err != nil {
@@ -28,8 +29,8 @@ func (a *applier) deletePolicy(name string) any {
 	return a.raw(data)
 }
 
-func policyReq(key, policy string, cost int64, dims ...Dimension) Request {
-	return Request{Checks: []Check{NewPolicyCheck(key, policy, dims, cost)}}
+func policyReq(key, policy string, cost int64, dims ...contract.Dimension) Request {
+	return Request{Checks: []Check{policyCheck(key, policy, dims, cost)}}
 }
 
 var hourly = func(rate int64) algorithms.Limit {
@@ -39,7 +40,7 @@ var hourly = func(rate int64) algorithms.Limit {
 func TestPolicyDecidesAndChangesAtOneIndex(t *testing.T) {
 	t.Parallel()
 	a := newApplier(t)
-	if r := a.put(Policy{Name: "api", Limit: hourly(10)}); r != nil {
+	if r := a.put(contract.Policy{Name: "api", Limit: hourly(10)}); r != nil {
 		t.Fatalf("put: %v", r)
 	}
 	for range 4 {
@@ -52,12 +53,12 @@ func TestPolicyDecidesAndChangesAtOneIndex(t *testing.T) {
 		t.Fatalf("check %+v, want remaining 6 of 10 per hour", got)
 	}
 	// Raising the limit keeps the 4 used: 100 - 4 = 96 left.
-	a.put(Policy{Name: "api", Limit: hourly(100)})
+	a.put(contract.Policy{Name: "api", Limit: hourly(100)})
 	if r := a.allow(t0, policyReq("tenant-1", "api", 0))[0]; r.Checks[0].Decision.Remaining != 96 {
 		t.Fatalf("after raising the limit: %d left, want 96", r.Checks[0].Decision.Remaining)
 	}
 	// Lowering it below the usage leaves nothing.
-	a.put(Policy{Name: "api", Limit: hourly(3)})
+	a.put(contract.Policy{Name: "api", Limit: hourly(3)})
 	if r := a.allow(t0, policyReq("tenant-1", "api", 1))[0]; r.Allowed || r.Checks[0].Decision.Remaining != 0 {
 		t.Fatalf("after lowering the limit: %+v", r)
 	}
@@ -66,11 +67,11 @@ func TestPolicyDecidesAndChangesAtOneIndex(t *testing.T) {
 func TestPolicyOverridesAKey(t *testing.T) {
 	t.Parallel()
 	a := newApplier(t)
-	a.put(Policy{Name: "api", Limit: hourly(2), Overrides: []Override{{Key: "vip", Limit: hourly(50)}}})
+	a.put(contract.Policy{Name: "api", Limit: hourly(2), Overrides: []contract.Override{{Key: "vip", Limit: hourly(50)}}})
 	if r := a.allow(t0, policyReq("vip", "api", 10))[0]; !r.Allowed || r.Checks[0].Decision.Remaining != 40 {
 		t.Fatalf("vip: %+v", r)
 	}
-	if r := a.allow(t0, policyReq("regular", "api", 3))[0]; r.Rejection == nil || r.Rejection.Field != "cost" {
+	if r := a.allow(t0, policyReq("regular", "api", 3))[0]; r.Rejection == nil || r.Rejection.Field != "checks[0].cost" {
 		t.Fatalf("a cost over the default limit: %+v", r)
 	}
 }
@@ -78,9 +79,9 @@ func TestPolicyOverridesAKey(t *testing.T) {
 func TestShadowPolicyCountsButNeverDenies(t *testing.T) {
 	t.Parallel()
 	a := newApplier(t)
-	a.put(Policy{Name: "trial", Limit: hourly(2), Shadow: true})
+	a.put(contract.Policy{Name: "trial", Limit: hourly(2), Shadow: true})
 	strict := algorithms.Limit{Rate: 4, PeriodNanos: int64(time.Hour), Burst: 4}
-	both := Request{Checks: []Check{NewPolicyCheck("k", "trial", nil, 1), NewCheck("k", strict, 1)}}
+	both := Request{Checks: []Check{policyCheck("k", "trial", nil, 1), inlineCheck("k", strict, 1)}}
 	for i := range 5 {
 		r := a.allow(t0, both)[0]
 		wantAllowed := i < 4 // only the inline limit of 4 denies
@@ -101,23 +102,23 @@ func TestShadowPolicyCountsButNeverDenies(t *testing.T) {
 func TestKeyTemplates(t *testing.T) {
 	t.Parallel()
 	a := newApplier(t)
-	a.put(Policy{Name: "per-route", Limit: hourly(5), KeyTemplate: "{api_key}:{route}"})
-	dims := []Dimension{{"api_key", "abc"}, {"route", "/export"}}
+	a.put(contract.Policy{Name: "per-route", Limit: hourly(5), KeyTemplate: "{api_key}:{route}"})
+	dims := []contract.Dimension{{Name: "api_key", Value: "abc"}, {Name: "route", Value: "/export"}}
 	r := a.allow(t0, policyReq("", "per-route", 1, dims...))[0]
 	if !r.Allowed || r.Checks[0].Key != "abc:/export" {
 		t.Fatalf("rendered: %+v", r)
 	}
 	tests := []struct {
 		name string
-		dims []Dimension
+		dims []contract.Dimension
 		want string
 	}{
-		{"a missing dimension is named", []Dimension{{"api_key", "abc"}}, "missing dimensions for the key template \"{api_key}:{route}\": route"},
-		{"an unknown dimension is named", []Dimension{{"api_key", "abc"}, {"region", "eu"}, {"route", "/"}}, "dimensions not in the key template \"{api_key}:{route}\": region"},
+		{"a missing dimension is named", []contract.Dimension{{Name: "api_key", Value: "abc"}}, "missing dimensions for the key template \"{api_key}:{route}\": route"},
+		{"an unknown dimension is named", []contract.Dimension{{Name: "api_key", Value: "abc"}, {Name: "region", Value: "eu"}, {Name: "route", Value: "/"}}, "dimensions not in the key template \"{api_key}:{route}\": region"},
 	}
 	for _, tt := range tests {
 		r := a.allow(t0, policyReq("", "per-route", 1, tt.dims...))[0]
-		if r.Rejection == nil || r.Rejection.Field != "dimensions" || r.Rejection.Message != tt.want {
+		if r.Rejection == nil || r.Rejection.Field != "checks[0].dimensions" || r.Rejection.Message != tt.want {
 			t.Errorf("%s: %+v", tt.name, r.Rejection)
 		}
 	}
@@ -126,23 +127,23 @@ func TestKeyTemplates(t *testing.T) {
 func TestPolicyRejections(t *testing.T) {
 	t.Parallel()
 	a := newApplier(t)
-	if r := a.allow(t0, policyReq("k", "nope", 1))[0]; r.Rejection == nil || r.Rejection.Code != CodeNotFound {
+	if r := a.allow(t0, policyReq("k", "nope", 1))[0]; r.Rejection == nil || r.Rejection.Code != contract.CodeNotFound {
 		t.Fatalf("unknown policy: %+v", r)
 	}
 	bad := []struct {
 		name   string
-		policy Policy
+		policy contract.Policy
 		field  string
 	}{
-		{"a bad name", Policy{Name: "has space", Limit: hourly(1)}, "name"},
-		{"a bad limit", Policy{Name: "p", Limit: algorithms.Limit{Rate: 0, PeriodNanos: 1e9, Burst: 1}}, "limit.rate"},
-		{"unsorted overrides", Policy{Name: "p", Limit: hourly(1), Overrides: []Override{{"b", hourly(1)}, {"a", hourly(1)}}}, "overrides"},
-		{"a template without placeholders", Policy{Name: "p", Limit: hourly(1), KeyTemplate: "fixed"}, "key_template"},
-		{"an unbalanced template", Policy{Name: "p", Limit: hourly(1), KeyTemplate: "{a"}, "key_template"},
-		{"a repeated placeholder", Policy{Name: "p", Limit: hourly(1), KeyTemplate: "{a}{a}"}, "key_template"},
+		{"a bad name", contract.Policy{Name: "has space", Limit: hourly(1)}, "name"},
+		{"a bad limit", contract.Policy{Name: "p", Limit: algorithms.Limit{Rate: 0, PeriodNanos: 1e9, Burst: 1}}, "limit.rate"},
+		{"unsorted overrides", contract.Policy{Name: "p", Limit: hourly(1), Overrides: []contract.Override{{Key: "b", Limit: hourly(1)}, {Key: "a", Limit: hourly(1)}}}, "overrides"},
+		{"a template without placeholders", contract.Policy{Name: "p", Limit: hourly(1), KeyTemplate: "fixed"}, "key_template"},
+		{"an unbalanced template", contract.Policy{Name: "p", Limit: hourly(1), KeyTemplate: "{a"}, "key_template"},
+		{"a repeated placeholder", contract.Policy{Name: "p", Limit: hourly(1), KeyTemplate: "{a}{a}"}, "key_template"},
 	}
 	for _, tt := range bad {
-		r, ok := a.put(tt.policy).(*Rejection)
+		r, ok := a.put(tt.policy).(*contract.Error)
 		if !ok || r.Field != tt.field {
 			t.Errorf("%s: put answered %#v, want a rejection on %q", tt.name, r, tt.field)
 		}
@@ -150,11 +151,11 @@ func TestPolicyRejections(t *testing.T) {
 	if len(a.fsm.Policies()) != 0 {
 		t.Fatal("a rejected policy was stored")
 	}
-	a.put(Policy{Name: "p", Limit: hourly(1)})
+	a.put(contract.Policy{Name: "p", Limit: hourly(1)})
 	if r := a.deletePolicy("p"); r != nil {
 		t.Fatalf("delete: %v", r)
 	}
-	if r, ok := a.deletePolicy("p").(*Rejection); !ok || r.Code != CodeNotFound {
+	if r, ok := a.deletePolicy("p").(*contract.Error); !ok || r.Code != contract.CodeNotFound {
 		t.Fatalf("deleting a deleted policy: %v", r)
 	}
 }
@@ -162,10 +163,10 @@ func TestPolicyRejections(t *testing.T) {
 func TestPoliciesSurviveSnapshots(t *testing.T) {
 	t.Parallel()
 	a := newApplier(t)
-	a.put(Policy{Name: "b", Limit: hourly(10), Overrides: []Override{{"vip", hourly(20)}}, Shadow: true, KeyTemplate: "{user}"})
-	a.put(Policy{Name: "a", Limit: algorithms.Limit{Algorithm: algorithms.FixedWindow, Rate: 3, PeriodNanos: int64(time.Minute)}})
+	a.put(contract.Policy{Name: "b", Limit: hourly(10), Overrides: []contract.Override{{Key: "vip", Limit: hourly(20)}}, Shadow: true, KeyTemplate: "{user}"})
+	a.put(contract.Policy{Name: "a", Limit: algorithms.Limit{Algorithm: algorithms.FixedWindow, Rate: 3, PeriodNanos: int64(time.Minute)}})
 	for range 5 {
-		a.allow(t0, policyReq("", "b", 3, Dimension{"user", "u1"}))
+		a.allow(t0, policyReq("", "b", 3, contract.Dimension{Name: "user", Value: "u1"}))
 		a.allow(t0, policyReq("x", "a", 1))
 	}
 	snap := mustSnapshot(t, a.fsm)

@@ -14,6 +14,8 @@ import (
 	"github.com/hashicorp/go-msgpack/v2/codec"
 	"github.com/hashicorp/raft"
 	"github.com/limitnode/limitnode/algorithms"
+	"github.com/limitnode/limitnode/contract"
+	"github.com/limitnode/limitnode/internal/msgpack"
 )
 
 // snapshotVersion is the first field of every snapshot; Restore refuses any
@@ -59,7 +61,7 @@ type requestIDRecord struct {
 }
 
 type policyRecord struct {
-	Policy       Policy
+	Policy       contract.Policy
 	ShadowDenied int64
 }
 
@@ -135,7 +137,7 @@ func (s *snapshot) writeTo(w io.Writer, canonical bool) error {
 	slices.SortFunc(s.leases, func(a, b leaseRecord) int { return strings.Compare(a.ID, b.ID) })
 
 	bw := bufio.NewWriterSize(w, 64<<10)
-	enc := codec.NewEncoder(bw, msgpackHandle)
+	enc := codec.NewEncoder(bw, msgpack.Handle)
 	if err := enc.Encode(&s.header); err != nil {
 		return err
 	}
@@ -228,7 +230,7 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 }
 
 func (f *FSM) readSnapshot(r io.Reader) error {
-	dec := codec.NewDecoder(r, msgpackHandle)
+	dec := codec.NewDecoder(r, msgpack.Handle)
 	var h snapshotHeader
 	if err := dec.Decode(&h); err != nil {
 		return fmt.Errorf("header: %w", err)
@@ -252,11 +254,11 @@ func (f *FSM) readSnapshot(r io.Reader) error {
 		if err := l.Validate(); err != nil {
 			return fmt.Errorf("bucket %d: %w", i, err)
 		}
-		if rec.Policy != "" && ValidatePolicyName(rec.Policy) != nil {
+		if rec.Policy != "" && contract.ValidatePolicyName(rec.Policy) != nil {
 			return fmt.Errorf("bucket %d: bad policy name", i)
 		}
 		s := algorithms.State{At: rec.At, Frac: rec.Frac, Count: rec.Count, Previous: rec.Previous, Log: rec.Log}
-		if rec.Key == "" || len(rec.Key) > MaxKeyBytes || !l.ValidState(s) {
+		if rec.Key == "" || len(rec.Key) > contract.MaxKeyBytes || !l.ValidState(s) {
 			return fmt.Errorf("bucket %d: key or state out of range", i)
 		}
 		if !f.buckets.add(rec.id(), l, s) {
@@ -269,7 +271,7 @@ func (f *FSM) readSnapshot(r io.Reader) error {
 		if err := dec.Decode(&rec); err != nil {
 			return fmt.Errorf("request ID %d: %w", i, err)
 		}
-		if rec.ID == "" || len(rec.ID) > MaxRequestIDBytes || f.dedup[rec.ID] != nil {
+		if rec.ID == "" || len(rec.ID) > contract.MaxRequestIDBytes || f.dedup[rec.ID] != nil {
 			return fmt.Errorf("request ID %d: empty, too long or repeated", i)
 		}
 		e := &dedupEntry{id: rec.ID, atNano: rec.AtNanos, result: rec.Result}
@@ -291,10 +293,10 @@ func (f *FSM) readSnapshot(r io.Reader) error {
 		if err := dec.Decode(&rec); err != nil {
 			return fmt.Errorf("policy %d: %w", i, err)
 		}
-		if err := ValidatePolicy(&rec.Policy); err != nil {
+		if err := rec.Policy.Validate(); err != nil {
 			return fmt.Errorf("policy %d: %w", i, err)
 		}
-		if f.policies[rec.Policy.Name] != nil || len(f.policies) >= MaxPolicies {
+		if f.policies[rec.Policy.Name] != nil || len(f.policies) >= contract.MaxPolicies {
 			return fmt.Errorf("policy %d: repeated, or too many", i)
 		}
 		e := newPolicyEntry(rec.Policy)

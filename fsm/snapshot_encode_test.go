@@ -3,6 +3,7 @@ package fsm
 import (
 	"bytes"
 	"fmt"
+	"github.com/limitnode/limitnode/internal/msgpack"
 	"math"
 	"reflect"
 	"slices"
@@ -18,7 +19,7 @@ import (
 // codecBytes is what the msgpack codec writes for v.
 func codecBytes(t interface{ Fatal(...any) }, v any) []byte {
 	var buf bytes.Buffer
-	if err := codec.NewEncoder(&buf, msgpackHandle).Encode(v); err != nil {
+	if err := codec.NewEncoder(&buf, msgpack.Handle).Encode(v); err != nil {
 		t.Fatal(err)
 	}
 	return buf.Bytes()
@@ -90,7 +91,7 @@ func TestSnapshotBytesAreTheCodecs(t *testing.T) {
 	var reqs []Request
 	for i := range 3 * snapshotYieldEvery {
 		l := algorithms.Limit{Algorithm: algs[i%len(algs)], Rate: int64(10 + i%7), PeriodNanos: int64(time.Minute), Burst: int64(10 + i%7)}
-		req := Request{Checks: []Check{NewCheck(fmt.Sprintf("key-%d", i), l, int64(1+i%3))}}
+		req := Request{Checks: []Check{inlineCheck(fmt.Sprintf("key-%d", i), l, int64(1+i%3))}}
 		if i%80 == 0 {
 			req.RequestID = fmt.Sprintf("id-%d", i)
 		}
@@ -118,7 +119,7 @@ func TestSnapshotBytesAreTheCodecs(t *testing.T) {
 		t.Fatal(err)
 	}
 	var want bytes.Buffer
-	enc := codec.NewEncoder(&want, msgpackHandle)
+	enc := codec.NewEncoder(&want, msgpack.Handle)
 	for _, v := range []any{&s.header, buckets, s.requestIDs, s.nodes, s.policies, s.leases} {
 		if header, ok := v.(*snapshotHeader); ok {
 			if err := enc.Encode(header); err != nil {

@@ -6,14 +6,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/limitnode/limitnode/cluster"
-)
-
-// MaxBatchBodyBytes bounds the body of POST /v1/allow/batch and of
-// PUT /v1/policies/{name}; MaxBatchSize is the most requests in one batch.
-const (
-	MaxBatchBodyBytes = 4 << 20
-	MaxBatchSize      = cluster.MaxBatchSize
+	"github.com/limitnode/limitnode/contract"
 )
 
 // allowResponse is the body of a /v1/allow answer.
@@ -52,13 +45,17 @@ func (a *API) allow(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), a.opts.RequestTimeout)
 	defer cancel()
-	decision, err := a.limiter.Allow(ctx, req)
+	decision, err := a.limiter.Allow(ctx, req.Request)
+	if rej := contract.As(err); rej != nil {
+		writeError(w, req.contractError(rej))
+		return
+	}
 	if err != nil {
 		a.writeClusterError(w, r, err)
 		return
 	}
 	a.metrics.decided(decision.Allowed)
-	resp, headline := answer(req, decision)
+	resp, headline := answer(req.Request, decision)
 	policy := req.Checks[headline].Policy
 	if policy == "" {
 		policy = "default"
@@ -79,7 +76,7 @@ func (a *API) allow(w http.ResponseWriter, r *http.Request) {
 
 // answer builds the response body of a decision and says which check leads
 // it (its numbers are the top-level ones, and the headers follow it).
-func answer(req cluster.Request, d cluster.Decision) (allowResponse, int) {
+func answer(req contract.Request, d contract.Decision) (allowResponse, int) {
 	headline := headlineIndex(d)
 	h := d.Checks[headline]
 	resp := allowResponse{
@@ -116,7 +113,7 @@ func answer(req cluster.Request, d cluster.Decision) (allowResponse, int) {
 // whose headers it sends: among checks that can deny (not in shadow mode,
 // unless all are), a denying one that frees up last; if none denies, the
 // one with the least remaining.
-func headlineIndex(d cluster.Decision) int {
+func headlineIndex(d contract.Decision) int {
 	best := -1
 	for i, c := range d.Checks {
 		if c.Shadow {
@@ -138,7 +135,7 @@ func headlineIndex(d cluster.Decision) int {
 	return best
 }
 
-func moreRestrictive(c, than cluster.CheckDecision) bool {
+func moreRestrictive(c, than contract.CheckDecision) bool {
 	switch {
 	case !c.Allowed && than.Allowed:
 		return true
@@ -169,22 +166,22 @@ func (a *API) allowBatch(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	if len(body.Requests) == 0 || len(body.Requests) > MaxBatchSize {
-		writeError(w, invalid("requests", "requests must hold 1 to %d requests", MaxBatchSize))
+	if len(body.Requests) == 0 || len(body.Requests) > contract.MaxBatchSize {
+		writeError(w, invalid("requests", "requests must hold 1 to %d requests", contract.MaxBatchSize))
 		return
 	}
 	items := make([]batchItem, len(body.Requests))
-	reqs := make([]cluster.Request, 0, len(body.Requests))
+	decoded := make([]allowRequest, 0, len(body.Requests))
+	reqs := make([]contract.Request, 0, len(body.Requests))
 	index := make([]int, 0, len(body.Requests))
 	for i := range body.Requests {
 		req, err := body.Requests[i].toRequest()
 		if err != nil {
-			err.field = prefixField("requests["+strconv.Itoa(i)+"]", err.field)
-			e := err.body()
-			items[i] = batchItem{Status: err.status, errorJSON: &e}
+			items[i] = batchError(i, err)
 			continue
 		}
-		reqs = append(reqs, req)
+		decoded = append(decoded, req)
+		reqs = append(reqs, req.Request)
 		index = append(index, i)
 	}
 	if len(reqs) > 0 {
@@ -200,9 +197,10 @@ func (a *API) allowBatch(w http.ResponseWriter, r *http.Request) {
 			i := index[j]
 			if res.Err != nil {
 				apiErr := a.clusterError(r, res.Err)
-				apiErr.field = prefixField("requests["+strconv.Itoa(i)+"]", apiErr.field)
-				e := apiErr.body()
-				items[i] = batchItem{Status: apiErr.status, errorJSON: &e}
+				if rej := contract.As(res.Err); rej != nil {
+					apiErr = decoded[j].contractError(rej)
+				}
+				items[i] = batchError(i, apiErr)
 				continue
 			}
 			a.metrics.decided(res.Decision.Allowed)
@@ -219,11 +217,12 @@ func (a *API) allowBatch(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string][]batchItem{"responses": items})
 }
 
-func prefixField(prefix, field string) string {
-	if field == "" {
-		return prefix
-	}
-	return prefix + "." + field
+// batchError is the answer of the batch's i-th request when it failed on
+// its own: its fields are named under "requests[i]".
+func batchError(i int, err *apiError) batchItem {
+	e := err.body()
+	e.Field = (&contract.Error{Field: e.Field}).Within("requests[" + strconv.Itoa(i) + "]").Field
+	return batchItem{Status: err.status, errorJSON: &e}
 }
 
 // setLeaderHeader names the leader that decided (API.md's optional

@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/limitnode/limitnode/algorithms"
-	"github.com/limitnode/limitnode/cluster"
+	"github.com/limitnode/limitnode/contract"
 )
 
 // fakeLimiter decides with the real algorithms on in-memory state at a
@@ -24,48 +24,50 @@ type fakeLimiter struct {
 	mu       sync.Mutex
 	now      int64
 	states   map[string]algorithms.State
-	policies map[string]cluster.Policy
+	policies map[string]contract.Policy
 	err      error
-	last     cluster.Request
+	last     contract.Request
 	batches  int
-	joined   []cluster.Member
+	joined   []contract.Member
 	removed  []string
 	ready    bool
 	leases   map[string]string // lease ID → key
 }
 
 func newFake() *fakeLimiter {
-	return &fakeLimiter{now: 1e18, states: make(map[string]algorithms.State), policies: make(map[string]cluster.Policy), ready: true}
+	return &fakeLimiter{now: 1e18, states: make(map[string]algorithms.State), policies: make(map[string]contract.Policy), ready: true}
 }
 
-func (f *fakeLimiter) Allow(_ context.Context, req cluster.Request) (cluster.Decision, error) {
+func (f *fakeLimiter) Allow(_ context.Context, req contract.Request) (contract.Decision, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.last = req
 	if f.err != nil {
-		return cluster.Decision{}, f.err
+		return contract.Decision{}, f.err
 	}
 	return f.decide(req)
 }
 
-func (f *fakeLimiter) decide(req cluster.Request) (cluster.Decision, error) {
-	d := cluster.Decision{Allowed: true}
+func (f *fakeLimiter) decide(req contract.Request) (contract.Decision, error) {
+	d := contract.Decision{Allowed: true}
 	next := map[string]algorithms.State{}
 	for _, c := range req.Checks {
 		l, shadow, key := c.Limit, false, c.Key
 		if c.Policy != "" {
 			p, ok := f.policies[c.Policy]
 			if !ok {
-				return cluster.Decision{}, fmt.Errorf("fake: %w", cluster.ErrNotFound)
+				return contract.Decision{}, contract.NotFound("policy", "policy %q does not exist", c.Policy)
 			}
 			l, shadow = p.Limit, p.Shadow
-			if c.Dimensions != nil {
-				key = c.Dimensions["user"]
+			for _, d := range c.Dimensions {
+				if d.Name == "user" {
+					key = d.Value
+				}
 			}
 		}
 		id := fmt.Sprint(key, l)
 		dec, s := algorithms.Decide(l, f.states[id], f.now, c.Cost)
-		d.Checks = append(d.Checks, cluster.CheckDecision{Decision: dec, PeriodNanos: l.PeriodNanos, Shadow: shadow})
+		d.Checks = append(d.Checks, contract.CheckDecision{Decision: dec, PeriodNanos: l.PeriodNanos, Shadow: shadow})
 		d.Allowed = d.Allowed && (dec.Allowed || shadow)
 		next[id] = s
 	}
@@ -77,21 +79,21 @@ func (f *fakeLimiter) decide(req cluster.Request) (cluster.Decision, error) {
 	return d, nil
 }
 
-func (f *fakeLimiter) AllowBatch(_ context.Context, reqs []cluster.Request) ([]cluster.BatchResult, error) {
+func (f *fakeLimiter) AllowBatch(_ context.Context, reqs []contract.Request) ([]contract.BatchResult, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.batches++
 	if f.err != nil {
 		return nil, f.err
 	}
-	out := make([]cluster.BatchResult, len(reqs))
+	out := make([]contract.BatchResult, len(reqs))
 	for i, r := range reqs {
 		out[i].Decision, out[i].Err = f.decide(r)
 	}
 	return out, nil
 }
 
-func (f *fakeLimiter) PutPolicy(_ context.Context, p cluster.Policy) error {
+func (f *fakeLimiter) PutPolicy(_ context.Context, p contract.Policy) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.policies[p.Name] = p
@@ -102,30 +104,30 @@ func (f *fakeLimiter) DeletePolicy(_ context.Context, name string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if _, ok := f.policies[name]; !ok {
-		return fmt.Errorf("fake: %w", cluster.ErrNotFound)
+		return contract.NotFound("name", "policy %q does not exist", name)
 	}
 	delete(f.policies, name)
 	return nil
 }
 
-func (f *fakeLimiter) Policies() []cluster.PolicyStatus {
+func (f *fakeLimiter) Policies() []contract.PolicyStatus {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	var out []cluster.PolicyStatus
+	var out []contract.PolicyStatus
 	for _, p := range f.policies {
-		out = append(out, cluster.PolicyStatus{Policy: p})
+		out = append(out, contract.PolicyStatus{Policy: p})
 	}
 	return out
 }
 
-func (f *fakeLimiter) Policy(name string) (cluster.PolicyStatus, bool) {
+func (f *fakeLimiter) Policy(name string) (contract.PolicyStatus, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	p, ok := f.policies[name]
-	return cluster.PolicyStatus{Policy: p}, ok
+	return contract.PolicyStatus{Policy: p}, ok
 }
 
-func (f *fakeLimiter) Join(_ context.Context, m cluster.Member) error {
+func (f *fakeLimiter) Join(_ context.Context, m contract.Member) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.joined = append(f.joined, m)
@@ -136,15 +138,15 @@ func (f *fakeLimiter) RemoveMember(_ context.Context, id string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if id == "ghost" {
-		return fmt.Errorf("%w: %q", cluster.ErrNotFound, id)
+		return contract.NotFound("id", "no member %q", id)
 	}
 	f.removed = append(f.removed, id)
 	return f.err
 }
 
-func (f *fakeLimiter) Status() cluster.Status {
-	return cluster.Status{SelfID: "n1", LeaderID: "n1", Term: 3, CommitIndex: 120, AppliedIndex: 119, Members: []cluster.MemberStatus{
-		{Member: cluster.Member{ID: "n1", RaftAddr: "127.0.0.1:8001", HTTPAddr: "127.0.0.1:7001"}, Voter: true, Leader: true},
+func (f *fakeLimiter) Status() contract.Status {
+	return contract.Status{SelfID: "n1", LeaderID: "n1", Term: 3, CommitIndex: 120, AppliedIndex: 119, Members: []contract.MemberStatus{
+		{Member: contract.Member{ID: "n1", RaftAddr: "127.0.0.1:8001", HTTPAddr: "127.0.0.1:7001"}, Voter: true, Leader: true},
 	}}
 }
 
@@ -305,7 +307,7 @@ func TestDefaultsApply(t *testing.T) {
 	if rec.Code != 200 {
 		t.Fatalf("status %d: %s", rec.Code, rec.Body)
 	}
-	want := cluster.Check{Key: "k", Limit: algorithms.Limit{Rate: 5, PeriodNanos: int64(time.Second), Burst: 5}, Cost: 1}
+	want := contract.Check{Key: "k", Limit: algorithms.Limit{Rate: 5, PeriodNanos: int64(time.Second), Burst: 5}, Cost: 1}
 	if got := fake.last.Checks[0]; !reflect.DeepEqual(got, want) {
 		t.Fatalf("check %+v, want %+v", got, want)
 	}
@@ -350,10 +352,10 @@ func TestClusterErrorsBecomeStatuses(t *testing.T) {
 		wantStatus int
 		wantCode   string
 	}{
-		{"no leader", fmt.Errorf("wrapped: %w", cluster.ErrNoLeader), 503, "unavailable"},
-		{"an unknown outcome", cluster.ErrOutcomeUnknown, 503, "unavailable"},
-		{"a node shutting down", cluster.ErrShutdown, 503, "unavailable"},
-		{"an invalid request", fmt.Errorf("%w: %w", cluster.ErrInvalid, &algorithms.FieldError{Field: "rate", Err: algorithms.ErrRate}), 400, "invalid_argument"},
+		{"no leader", fmt.Errorf("wrapped: %w", contract.ErrNoLeader), 503, "unavailable"},
+		{"an unknown outcome", contract.ErrOutcomeUnknown, 503, "unavailable"},
+		{"a node shutting down", contract.ErrShutdown, 503, "unavailable"},
+		{"an invalid request", contract.Invalid("rate", "%v", algorithms.ErrRate), 400, "invalid_argument"},
 		{"anything else", io.ErrClosedPipe, 500, "internal"},
 	}
 	for _, tt := range tests {

@@ -49,38 +49,3 @@ func ceilDiv(a, b int64) int64 {
 	}
 	return (a-1)/b + 1
 }
-
-// ServerTimeouts are the limits an http.Server facing many clients needs:
-// a client that sends its headers slowly, never finishes its body or idles
-// on a connection is cut off.
-type ServerTimeouts struct {
-	ReadHeader time.Duration
-	Read       time.Duration
-	Write      time.Duration
-	Idle       time.Duration
-}
-
-// DefaultServerTimeouts are the timeouts NewServer uses: read header 5s,
-// read 10s, write 15s (the cluster's 5s request timeout plus room), idle 2m.
-var DefaultServerTimeouts = ServerTimeouts{ReadHeader: 5 * time.Second, Read: 10 * time.Second, Write: 15 * time.Second, Idle: 2 * time.Minute}
-
-// MaxHeaderBytes bounds a request's header block.
-const MaxHeaderBytes = 16 << 10
-
-// NewServer returns an http.Server for handler with DefaultServerTimeouts.
-func NewServer(handler http.Handler) *http.Server {
-	return DefaultServerTimeouts.NewServer(handler)
-}
-
-// NewServer returns an http.Server for handler with these timeouts and
-// MaxHeaderBytes.
-func (t ServerTimeouts) NewServer(handler http.Handler) *http.Server {
-	return &http.Server{
-		Handler:           handler,
-		ReadHeaderTimeout: t.ReadHeader,
-		ReadTimeout:       t.Read,
-		WriteTimeout:      t.Write,
-		IdleTimeout:       t.Idle,
-		MaxHeaderBytes:    MaxHeaderBytes,
-	}
-}

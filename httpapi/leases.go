@@ -5,7 +5,7 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/limitnode/limitnode/fsm"
+	"github.com/limitnode/limitnode/contract"
 )
 
 type leaseRequestJSON struct {
@@ -24,6 +24,26 @@ type leaseJSON struct {
 	RetryAfterMS int64  `json:"retry_after_ms"`
 }
 
+// toRequest turns the body into the contract's lease request and validates
+// it.
+func (b *leaseRequestJSON) toRequest() (contract.LeaseRequest, *apiError) {
+	switch {
+	case b.Max == nil:
+		return contract.LeaseRequest{}, invalid("max", "max is required: an integer from 1 to %d", contract.MaxLeaseHolders)
+	case b.TTL == nil:
+		return contract.LeaseRequest{}, invalid("ttl", "ttl is required: a Go duration from %s to %s", contract.MinLeaseTTL, contract.MaxLeaseTTL)
+	}
+	ttl, err := time.ParseDuration(*b.TTL)
+	if err != nil {
+		return contract.LeaseRequest{}, invalid("ttl", "ttl %q is not a Go duration such as \"30s\" or \"2m\"", *b.TTL)
+	}
+	req := contract.LeaseRequest{Key: b.Key, Max: *b.Max, TTL: ttl}
+	if err := req.Validate(); err != nil {
+		return contract.LeaseRequest{}, fromContract(err)
+	}
+	return req, nil
+}
+
 // acquireLease takes one of max concurrent slots of a key: 200 with the
 // lease's ID, or 429 with Retry-After when all are held.
 func (a *API) acquireLease(w http.ResponseWriter, r *http.Request) {
@@ -32,25 +52,14 @@ func (a *API) acquireLease(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	switch {
-	case body.Key == "" || len(body.Key) > MaxKeyBytes:
-		writeError(w, invalid("key", "key is required and must be 1 to %d bytes", MaxKeyBytes))
-		return
-	case body.Max == nil || *body.Max < 1 || *body.Max > fsm.MaxLeaseMax:
-		writeError(w, invalid("max", "max is required: an integer from 1 to %d", fsm.MaxLeaseMax))
-		return
-	case body.TTL == nil:
-		writeError(w, invalid("ttl", "ttl is required: a Go duration from %s to %s", fsm.MinLeaseTTL, fsm.MaxLeaseTTL))
-		return
-	}
-	ttl, err := time.ParseDuration(*body.TTL)
-	if err != nil || ttl < fsm.MinLeaseTTL || ttl > fsm.MaxLeaseTTL {
-		writeError(w, invalid("ttl", "ttl must be a Go duration from %s to %s", fsm.MinLeaseTTL, fsm.MaxLeaseTTL))
+	req, apiErr := body.toRequest()
+	if apiErr != nil {
+		writeError(w, apiErr)
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), a.opts.RequestTimeout)
 	defer cancel()
-	lease, err := a.limiter.AcquireLease(ctx, body.Key, *body.Max, ttl)
+	lease, err := a.limiter.AcquireLease(ctx, req)
 	if err != nil {
 		a.writeClusterError(w, r, err)
 		return

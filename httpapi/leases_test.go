@@ -7,10 +7,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/limitnode/limitnode/cluster"
+	"github.com/limitnode/limitnode/contract"
 )
 
-func (f *fakeLimiter) AcquireLease(_ context.Context, key string, maxHolders int64, ttl time.Duration) (cluster.Lease, error) {
+func (f *fakeLimiter) AcquireLease(_ context.Context, req contract.LeaseRequest) (contract.Lease, error) {
+	key, maxHolders, ttl := req.Key, req.Max, req.TTL
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.leases == nil {
@@ -23,18 +24,18 @@ func (f *fakeLimiter) AcquireLease(_ context.Context, key string, maxHolders int
 		}
 	}
 	if held >= maxHolders {
-		return cluster.Lease{Key: key, Max: maxHolders, Active: held, RetryAfterNanos: int64(1500 * time.Millisecond)}, nil
+		return contract.Lease{Key: key, Max: maxHolders, Active: held, RetryAfterNanos: int64(1500 * time.Millisecond)}, nil
 	}
 	id := fmt.Sprintf("lease-%d", len(f.leases)+1)
 	f.leases[id] = key
-	return cluster.Lease{ID: id, Key: key, Max: maxHolders, Granted: true, Active: held + 1, AtNanos: f.now, ExpiresAtNanos: f.now + int64(ttl)}, nil
+	return contract.Lease{ID: id, Key: key, Max: maxHolders, Granted: true, Active: held + 1, AtNanos: f.now, ExpiresAtNanos: f.now + int64(ttl)}, nil
 }
 
 func (f *fakeLimiter) ReleaseLease(_ context.Context, id string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if _, ok := f.leases[id]; !ok {
-		return fmt.Errorf("fake: %w", cluster.ErrNotFound)
+		return contract.NotFound("id", "no lease %q", id)
 	}
 	delete(f.leases, id)
 	return nil

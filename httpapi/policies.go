@@ -8,13 +8,9 @@ import (
 	"io"
 	"net/http"
 	"slices"
-	"strconv"
 	"strings"
-	"time"
 
-	"github.com/limitnode/limitnode/algorithms"
-	"github.com/limitnode/limitnode/cluster"
-	"github.com/limitnode/limitnode/fsm"
+	"github.com/limitnode/limitnode/contract"
 )
 
 // policyJSON is a policy as the API spells it: the body of
@@ -29,46 +25,41 @@ type policyJSON struct {
 	ShadowDenied *int64                `json:"shadow_denied,omitempty"`
 }
 
-// toPolicy validates the body of a PUT into a policy named name.
-func (p *policyJSON) toPolicy(name string) (cluster.Policy, *apiError) {
+// toPolicy turns the body of a PUT into a policy named name and validates
+// it.
+func (p *policyJSON) toPolicy(name string) (contract.Policy, *apiError) {
 	if p.Name != "" && p.Name != name {
-		return cluster.Policy{}, invalid("name", "the body names %q but the path %q", p.Name, name)
+		return contract.Policy{}, invalid("name", "the body names %q but the path %q", p.Name, name)
 	}
 	if p.ShadowDenied != nil {
-		return cluster.Policy{}, invalid("shadow_denied", "shadow_denied is counted by the cluster, not set")
+		return contract.Policy{}, invalid("shadow_denied", "shadow_denied is counted by the cluster, not set")
 	}
 	if p.Limit == nil {
-		return cluster.Policy{}, invalid("limit", "limit is required")
+		return contract.Policy{}, invalid("limit", "limit is required")
 	}
-	l, err := p.Limit.toLimit("limit.")
+	l, err := p.Limit.toLimit("limit")
 	if err != nil {
-		return cluster.Policy{}, err
+		return contract.Policy{}, err
 	}
-	out := cluster.Policy{Name: name, Limit: l, Shadow: p.Shadow, KeyTemplate: p.KeyTemplate}
+	out := contract.Policy{Name: name, Limit: l, Shadow: p.Shadow, KeyTemplate: p.KeyTemplate}
 	for key, lj := range p.Overrides {
 		if lj == nil {
-			return cluster.Policy{}, invalid("overrides."+key, "an override needs a limit")
+			return contract.Policy{}, invalid(contract.OverrideField(key), "an override needs a limit")
 		}
-		ol, err := lj.toLimit("overrides." + key + ".")
+		ol, err := lj.toLimit(contract.OverrideField(key))
 		if err != nil {
-			return cluster.Policy{}, err
+			return contract.Policy{}, err
 		}
-		out.Overrides = append(out.Overrides, cluster.Override{Key: key, Limit: ol})
+		out.Overrides = append(out.Overrides, contract.Override{Key: key, Limit: ol})
 	}
-	slices.SortFunc(out.Overrides, func(a, b cluster.Override) int { return strings.Compare(a.Key, b.Key) })
+	out.Normalize()
+	if err := out.Validate(); err != nil {
+		return contract.Policy{}, fromContract(err)
+	}
 	return out, nil
 }
 
-func limitToJSON(l algorithms.Limit) *limitJSON {
-	period := time.Duration(l.PeriodNanos).String()
-	j := &limitJSON{Algorithm: l.Algorithm.String(), Rate: &l.Rate, Period: &period}
-	if l.Algorithm.IsBucket() {
-		j.Burst = &l.Burst
-	}
-	return j
-}
-
-func policyToJSON(p cluster.PolicyStatus) policyJSON {
+func policyToJSON(p contract.PolicyStatus) policyJSON {
 	out := policyJSON{Name: p.Name, Limit: limitToJSON(p.Limit), Shadow: p.Shadow, KeyTemplate: p.KeyTemplate, ShadowDenied: &p.ShadowDenied}
 	if len(p.Overrides) > 0 {
 		out.Overrides = make(map[string]*limitJSON, len(p.Overrides))
@@ -91,7 +82,7 @@ func (a *API) getPolicy(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
 	p, ok := a.limiter.Policy(name)
 	if !ok {
-		writeError(w, &apiError{status: http.StatusNotFound, code: "not_found", field: "name", message: "no policy " + strconv.Quote(name)})
+		writeError(w, notFound("name", "no policy %q", name))
 		return
 	}
 	writeJSON(w, http.StatusOK, policyToJSON(p))
@@ -115,7 +106,7 @@ func (a *API) putPolicy(w http.ResponseWriter, r *http.Request) {
 		a.writeClusterError(w, r, err)
 		return
 	}
-	out := policyToJSON(cluster.PolicyStatus{Policy: p})
+	out := policyToJSON(contract.PolicyStatus{Policy: p})
 	out.ShadowDenied = nil
 	writeJSON(w, http.StatusOK, out)
 }
@@ -140,7 +131,7 @@ type policyFileJSON struct {
 // ParsePolicyFile reads a policy file, {"policies": {"name": {policy}, ...}},
 // with the validation of PUT /v1/policies/{name}. The policies come back
 // sorted by name.
-func ParsePolicyFile(r io.Reader) ([]cluster.Policy, error) {
+func ParsePolicyFile(r io.Reader) ([]contract.Policy, error) {
 	dec := json.NewDecoder(io.LimitReader(r, MaxBatchBodyBytes+1))
 	dec.DisallowUnknownFields()
 	var file policyFileJSON
@@ -150,7 +141,7 @@ func ParsePolicyFile(r io.Reader) ([]cluster.Policy, error) {
 	if dec.More() {
 		return nil, errors.New("policy file: data after the JSON object")
 	}
-	var out []cluster.Policy
+	var out []contract.Policy
 	for name, pj := range file.Policies {
 		if pj == nil {
 			return nil, fmt.Errorf("policy file: policy %q is null", name)
@@ -159,11 +150,8 @@ func ParsePolicyFile(r io.Reader) ([]cluster.Policy, error) {
 		if err != nil {
 			return nil, fmt.Errorf("policy file: policy %q: %s: %s", name, err.field, err.message)
 		}
-		if rej := fsm.ValidatePolicy(&p); rej != nil {
-			return nil, fmt.Errorf("policy file: policy %q: %s: %s", name, rej.Field, rej.Message)
-		}
 		out = append(out, p)
 	}
-	slices.SortFunc(out, func(a, b cluster.Policy) int { return strings.Compare(a.Name, b.Name) })
+	slices.SortFunc(out, func(a, b contract.Policy) int { return strings.Compare(a.Name, b.Name) })
 	return out, nil
 }

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/limitnode/limitnode/algorithms"
-	"github.com/limitnode/limitnode/cluster"
+	"github.com/limitnode/limitnode/contract"
 )
 
 func TestPolicyEndpoints(t *testing.T) {
@@ -20,10 +20,10 @@ func TestPolicyEndpoints(t *testing.T) {
 		t.Fatalf("PUT: %d %s", rec.Code, rec.Body)
 	}
 	stored := fake.policies["per-tenant"]
-	want := cluster.Policy{
+	want := contract.Policy{
 		Name:        "per-tenant",
 		Limit:       algorithms.Limit{Rate: 100, PeriodNanos: int64(time.Minute), Burst: 100},
-		Overrides:   []cluster.Override{{Key: "vip", Limit: algorithms.Limit{Algorithm: algorithms.FixedWindow, Rate: 1000, PeriodNanos: int64(time.Minute)}}},
+		Overrides:   []contract.Override{{Key: "vip", Limit: algorithms.Limit{Algorithm: algorithms.FixedWindow, Rate: 1000, PeriodNanos: int64(time.Minute)}}},
 		KeyTemplate: "{tenant}",
 	}
 	if stored.Name != want.Name || stored.Limit != want.Limit || len(stored.Overrides) != 1 || stored.Overrides[0] != want.Overrides[0] || stored.KeyTemplate != want.KeyTemplate {
@@ -45,7 +45,7 @@ func TestPolicyEndpoints(t *testing.T) {
 	}{
 		{"no limit", `{}`, "limit"},
 		{"a bad rate", `{"limit":{"rate":0}}`, "limit.rate"},
-		{"a bad override", `{"limit":{"rate":1},"overrides":{"k":{"rate":-1}}}`, "overrides.k.rate"},
+		{"a bad override", `{"limit":{"rate":1},"overrides":{"k":{"rate":-1}}}`, `overrides["k"].rate`},
 		{"a name that differs from the path", `{"name":"other","limit":{"rate":1}}`, "name"},
 		{"shadow_denied set by hand", `{"limit":{"rate":1},"shadow_denied":5}`, "shadow_denied"},
 		{"an unknown field", `{"limit":{"rate":1},"colour":"red"}`, "colour"},
@@ -134,7 +134,7 @@ func TestBatch(t *testing.T) {
 		status  float64
 		allowed any
 		field   any
-	}{{200, true, nil}, {429, false, nil}, {400, nil, "requests[2].limit.rate"}, {404, nil, "requests[3]"}}
+	}{{200, true, nil}, {429, false, nil}, {400, nil, "requests[2].limit.rate"}, {404, nil, "requests[3].policy"}}
 	if len(out.Responses) != len(want) {
 		t.Fatalf("%d responses: %s", len(out.Responses), rec.Body)
 	}
@@ -147,7 +147,7 @@ func TestBatch(t *testing.T) {
 	if fake.batches != 1 {
 		t.Fatalf("%d calls to the cluster for one batch", fake.batches)
 	}
-	tooMany := `{"requests":[` + strings.Repeat(`{"key":"a","limit":{"rate":1}},`, MaxBatchSize) + `{"key":"a","limit":{"rate":1}}]}`
+	tooMany := `{"requests":[` + strings.Repeat(`{"key":"a","limit":{"rate":1}},`, contract.MaxBatchSize) + `{"key":"a","limit":{"rate":1}}]}`
 	if rec := do(t, api, "POST", "/v1/allow/batch", tooMany); rec.Code != 400 || decodeBody(t, rec)["field"] != "requests" {
 		t.Fatalf("an oversized batch: %d %s", rec.Code, rec.Body)
 	}
@@ -156,6 +156,6 @@ func TestBatch(t *testing.T) {
 	}
 }
 
-func testPolicy(name string) cluster.Policy {
-	return cluster.Policy{Name: name, Limit: algorithms.Limit{Rate: 10, PeriodNanos: int64(time.Second), Burst: 10}}
+func testPolicy(name string) contract.Policy {
+	return contract.Policy{Name: name, Limit: algorithms.Limit{Rate: 10, PeriodNanos: int64(time.Second), Burst: 10}}
 }

@@ -22,6 +22,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/limitnode/limitnode/contract"
+	"github.com/limitnode/limitnode/internal/testhooks"
+
 	"github.com/limitnode/limitnode/cluster"
 	"github.com/limitnode/limitnode/httpapi"
 )
@@ -43,6 +46,9 @@ type TB interface {
 }
 
 var _ TB = testing.TB(nil)
+
+// A node serves the HTTP API: *cluster.Node is what httpapi needs.
+var _ httpapi.Limiter = (*cluster.Node)(nil)
 
 // Options adjusts the nodes of a cluster.
 type Options struct {
@@ -116,7 +122,7 @@ func Start(t TB, size int, opts ...Options) *Cluster {
 			continue
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), WaitTimeout)
-		err := c.Nodes[0].Node().Join(ctx, cluster.Member{ID: n.ID, RaftAddr: n.RaftAddr, HTTPAddr: n.HTTPAddr})
+		err := c.Nodes[0].Node().Join(ctx, contract.Member{ID: n.ID, RaftAddr: n.RaftAddr, HTTPAddr: n.HTTPAddr})
 		cancel()
 		if err != nil {
 			t.Fatalf("testcluster: join %s: %v", n.ID, err)
@@ -170,7 +176,7 @@ func (n *Node) start(bootstrap bool) error {
 	n.RaftAddr = node.RaftAddr()
 	n.c.Net.register(n.ID, n.RaftAddr)
 	n.HTTPAddr = httpListener.Addr().String()
-	n.server = httpapi.NewServer(httpapi.New(node, httpapi.Options{Logger: cfg.Logger}))
+	n.server = httpapi.NewServer(n.HTTPAddr, httpapi.New(node, httpapi.Options{Logger: cfg.Logger}))
 	server := n.server
 	go func() { _ = server.Serve(httpListener) }()
 	n.running = true
@@ -250,7 +256,7 @@ func (n *Node) stop(clean bool) {
 		return
 	}
 	_ = n.server.Close()
-	if err := n.node.Abort(); err != nil {
+	if err := testhooks.AbortNode(n.node); err != nil {
 		n.c.t.Logf("testcluster: abort %s: %v", n.ID, err)
 	}
 }

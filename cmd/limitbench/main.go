@@ -3,7 +3,7 @@
 // machinery:
 //
 //   - trivial:    a net/http handler that answers a fixed body (the HTTP ceiling);
-//   - redis:      redis-server with the seeds' Lua token bucket, no persistence;
+//   - redis:      redis-server running a Lua token bucket script, no persistence;
 //   - redis-aof:  the same with appendfsync always (durable like limitnode);
 //   - raft:       a 3-node limitnode cluster with group commit off: one Raft
 //     Apply per request, the "bare Raft" baseline;

@@ -14,8 +14,8 @@ import (
 	"time"
 )
 
-// tokenBucketLua is the seeds' token bucket (shared/seeds), the script a
-// Redis user would run: KEYS[1] = bucket; ARGV = rate (tokens/s), capacity,
+// tokenBucketLua is a token bucket in Lua, the script a Redis user would
+// run: KEYS[1] = bucket; ARGV = rate (tokens/s), capacity,
 // now (s), requested.
 const tokenBucketLua = `
 local key       = KEYS[1]

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/limitnode/limitnode/algorithms"
+	"github.com/limitnode/limitnode/contract"
 	"github.com/limitnode/limitnode/fsm"
 )
 
@@ -43,7 +44,7 @@ func measureState(keys int) (stateResult, error) {
 	for first := 0; first < keys; first += 4096 {
 		reqs := make([]fsm.Request, 0, 4096)
 		for i := first; i < first+4096 && i < keys; i++ {
-			reqs = append(reqs, fsm.Request{Checks: []fsm.Check{fsm.NewCheck(fmt.Sprintf("key-%08d", i), limit, 1)}})
+			reqs = append(reqs, fsm.Request{Checks: []fsm.Check{fsm.CheckOf(contract.Check{Key: fmt.Sprintf("key-%08d", i), Limit: limit, Cost: 1})}})
 		}
 		data, err := fsm.Encode(fsm.CommandAllow, &fsm.AllowCommand{NowNanos: now, Requests: reqs})
 		if err != nil {

@@ -13,6 +13,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/limitnode/limitnode/contract"
+
 	"github.com/limitnode/limitnode/algorithms"
 	"github.com/limitnode/limitnode/cluster"
 	"github.com/limitnode/limitnode/testcluster"
@@ -113,9 +115,9 @@ func (e *environment) preload(c *testcluster.Cluster) {
 	daily := algorithms.Limit{Rate: 1, PeriodNanos: int64(24 * time.Hour), Burst: 1}
 	node := c.WaitLeader().Node()
 	for first := 0; first < e.opts.preload; first += 1000 {
-		reqs := make([]cluster.Request, 0, 1000)
+		reqs := make([]contract.Request, 0, 1000)
 		for i := first; i < first+1000 && i < e.opts.preload; i++ {
-			reqs = append(reqs, cluster.Request{Checks: []cluster.Check{{Key: fmt.Sprintf("preload-%d", i), Limit: daily, Cost: 1}}})
+			reqs = append(reqs, contract.Request{Checks: []contract.Check{{Key: fmt.Sprintf("preload-%d", i), Limit: daily, Cost: 1}}})
 		}
 		if _, err := node.AllowBatch(context.Background(), reqs); err != nil {
 			panic(fmt.Sprintf("preload: %v", err))
@@ -345,7 +347,7 @@ func (t *embeddedTarget) name() string { return t.label }
 
 func (t *embeddedTarget) do(ctx context.Context, caller, seq int) (int, error) {
 	node := t.nodes[caller%len(t.nodes)].Node()
-	d, err := node.Allow(ctx, cluster.Request{Checks: []cluster.Check{{Key: t.env.key(caller, seq), Limit: benchLimit, Cost: 1}}})
+	d, err := node.Allow(ctx, contract.Request{Checks: []contract.Check{{Key: t.env.key(caller, seq), Limit: benchLimit, Cost: 1}}})
 	if err != nil {
 		return 0, err
 	}
@@ -382,7 +384,7 @@ func (e *environment) measureFailover(runs int) (failoverResult, error) {
 		killed := time.Now()
 		for {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-			_, err := survivor.Node().Allow(ctx, cluster.Request{Checks: []cluster.Check{{Key: fmt.Sprintf("failover-%d", i), Limit: benchLimit, Cost: 1}}})
+			_, err := survivor.Node().Allow(ctx, contract.Request{Checks: []contract.Check{{Key: fmt.Sprintf("failover-%d", i), Limit: benchLimit, Cost: 1}}})
 			cancel()
 			if err == nil {
 				break

@@ -24,6 +24,7 @@ import (
 
 	"github.com/limitnode/limitnode/client"
 	"github.com/limitnode/limitnode/cluster"
+	"github.com/limitnode/limitnode/contract"
 	"github.com/limitnode/limitnode/httpapi"
 )
 
@@ -108,7 +109,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		return fmt.Errorf("-log-level: %w", err)
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
-	var policies []cluster.Policy
+	var policies []contract.Policy
 	if c.policiesFile != "" {
 		if policies, err = readPolicyFile(c.policiesFile); err != nil {
 			return err
@@ -144,7 +145,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	if err != nil {
 		return err
 	}
-	server := httpapi.NewServer(httpapi.New(node, httpapi.Options{Logger: logger}))
+	server := httpapi.NewServer(httpAddr, httpapi.New(node, httpapi.Options{Logger: logger}))
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- server.Serve(httpListener) }()
 	logger.Info("limitnode serving", "id", c.id, "http", httpAddr, "raft", node.RaftAddr(), "data", c.dataDir)
@@ -203,7 +204,7 @@ func joinCluster(ctx context.Context, logger *slog.Logger, addrs []string, self 
 	}
 }
 
-func readPolicyFile(path string) ([]cluster.Policy, error) {
+func readPolicyFile(path string) ([]contract.Policy, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("-policies: %w", err)
@@ -214,7 +215,7 @@ func readPolicyFile(path string) ([]cluster.Policy, error) {
 
 // seedPolicies stores the policy file's policies in a cluster this node has
 // just bootstrapped, once it leads.
-func seedPolicies(ctx context.Context, node *cluster.Node, policies []cluster.Policy) error {
+func seedPolicies(ctx context.Context, node *cluster.Node, policies []contract.Policy) error {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	for _, p := range policies {

@@ -1,0 +1,83 @@
+package cluster
+
+import (
+	"context"
+
+	"github.com/limitnode/limitnode/contract"
+	"github.com/limitnode/limitnode/fsm"
+)
+
+// Allow decides req. It returns a *contract.Error for a request refused as
+// it stands, contract.ErrNoLeader when no leader answered in time, contract.ErrOutcomeUnknown
+// when the request may or may not have been decided, and contract.ErrShutdown after
+// Close.
+func (n *Node) Allow(ctx context.Context, req contract.Request) (contract.Decision, error) {
+	fr, err := requestOf(req)
+	if err != nil {
+		return contract.Decision{}, err
+	}
+	results, leader, err := n.decide(ctx, []fsm.Request{fr})
+	if err != nil {
+		return contract.Decision{}, err
+	}
+	return decisionOf(results[0], leader)
+}
+
+// AllowBatch decides independent requests together: one message to the
+// leader and one Raft entry (unless it exceeds MaxBatchRequests). Each
+// request is atomic on its own; a bad request gets its own error and does
+// not spoil the others. The error returned is for the batch as a whole
+// (too large, no leader, outcome unknown).
+func (n *Node) AllowBatch(ctx context.Context, reqs []contract.Request) ([]contract.BatchResult, error) {
+	if len(reqs) == 0 || len(reqs) > contract.MaxBatchSize {
+		return nil, contract.Invalid("requests", "requests must hold 1 to %d requests", contract.MaxBatchSize)
+	}
+	out := make([]contract.BatchResult, len(reqs))
+	var valid []fsm.Request
+	var index []int
+	for i, r := range reqs {
+		fr, err := requestOf(r)
+		if err != nil {
+			out[i].Err = err
+			continue
+		}
+		valid = append(valid, fr)
+		index = append(index, i)
+	}
+	if len(valid) == 0 {
+		return out, nil
+	}
+	results, leader, err := n.decide(ctx, valid)
+	if err != nil {
+		return nil, err
+	}
+	for j, r := range results {
+		out[index[j]].Decision, out[index[j]].Err = decisionOf(r, leader)
+	}
+	return out, nil
+}
+
+func decisionOf(r fsm.Result, leader string) (contract.Decision, error) {
+	if r.Rejection != nil {
+		return contract.Decision{}, r.Rejection
+	}
+	d := contract.Decision{Allowed: r.Allowed, Duplicate: r.Duplicate, AtNanos: r.AtNanos, Leader: leader, Checks: make([]contract.CheckDecision, len(r.Checks))}
+	for i, c := range r.Checks {
+		d.Checks[i] = contract.CheckDecision{Decision: c.Decision, PeriodNanos: c.PeriodNanos, Key: c.Key, Shadow: c.Shadow}
+	}
+	return d, nil
+}
+
+// requestOf validates what can be validated without the replicated state
+// (policies are resolved when the request is applied) and builds the log's
+// form of the request.
+func requestOf(req contract.Request) (fsm.Request, error) {
+	if err := req.Validate(); err != nil {
+		return fsm.Request{}, err
+	}
+	fr := fsm.Request{RequestID: req.RequestID, Checks: make([]fsm.Check, len(req.Checks))}
+	for i, c := range req.Checks {
+		fr.Checks[i] = fsm.CheckOf(c)
+	}
+	return fr, nil
+}

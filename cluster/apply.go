@@ -1,0 +1,59 @@
+package cluster
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/hashicorp/raft"
+	"github.com/limitnode/limitnode/contract"
+	"github.com/limitnode/limitnode/fsm"
+)
+
+// applyCommand appends one command (not an allow batch) on the leader and
+// returns its outcome: nil, a *contract.Error, or a translated Raft error.
+func (n *Node) applyCommand(t fsm.CommandType, body any) error {
+	_, err := n.applyCommandResult(t, body)
+	return err
+}
+
+// applyCommandResult is applyCommand for commands that answer with a value
+// (a *fsm.LeaseResult).
+func (n *Node) applyCommandResult(t fsm.CommandType, body any) (any, error) {
+	data, err := fsm.Encode(t, body)
+	if err != nil {
+		return nil, err
+	}
+	future := n.raft.Apply(data, n.requestTimeout)
+	if err := future.Error(); err != nil {
+		return nil, translate(err)
+	}
+	switch resp := future.Response().(type) {
+	case nil:
+		return nil, nil
+	case *contract.Error:
+		return nil, resp
+	case *fsm.LeaseResult:
+		if resp.Rejection != nil {
+			return nil, resp.Rejection
+		}
+		return resp, nil
+	case error:
+		return nil, fmt.Errorf("cluster: apply: %w", resp)
+	default:
+		return nil, fmt.Errorf("cluster: apply returned %T", resp)
+	}
+}
+
+// translate maps Raft's errors to this package's.
+func translate(err error) error {
+	switch {
+	case notApplied(err):
+		return errNotLeader
+	case errors.Is(err, raft.ErrRaftShutdown):
+		return contract.ErrShutdown
+	case errors.Is(err, raft.ErrLeadershipLost):
+		return fmt.Errorf("%w: %w", contract.ErrOutcomeUnknown, err)
+	default:
+		return fmt.Errorf("cluster: raft: %w", err)
+	}
+}

@@ -1,0 +1,179 @@
+package cluster
+
+import (
+	"log/slog"
+	"time"
+)
+
+// Defaults for Config's zero values.
+const (
+	defaultRequestTimeout   = 5 * time.Second
+	defaultTransferTimeout  = 3 * time.Second
+	defaultMaxBatchRequests = 4096
+	// minForwardsInFlight: with one forward at a time, a follower's
+	// request waited for the previous forward's round trip and then its
+	// own; two cut that wait (HTTP at 64 callers over 3 nodes: +10-17%).
+	// More added connections and no speed.
+	minForwardsInFlight = 2
+	// DefaultMaxKeys caps the live (key, limit) pairs: about half a
+	// gigabyte of state at the ~105 bytes of heap a live key costs
+	// (fsm.BenchmarkStateBytesPerKey).
+	DefaultMaxKeys = 5_000_000
+	// Raft timeouts: a leader that stops is noticed after 500ms to 1s
+	// (hashicorp/raft randomises between one and two heartbeat timeouts),
+	// and a new one is elected a few hundred milliseconds later, so
+	// failover takes about a second and a half on one box. Going lower
+	// makes a loaded 2-core machine (GC pauses, -race) call spurious
+	// elections.
+	defaultHeartbeatTimeout = 500 * time.Millisecond
+	defaultElectionTimeout  = 500 * time.Millisecond
+	defaultLeaderLease      = 250 * time.Millisecond
+)
+
+// Config configures a Node. ID, RaftAddr and DataDir are required.
+type Config struct {
+	// ID names the node in the cluster; unique and stable across restarts.
+	ID string
+	// RaftAddr is the address Raft listens on and advertises to the other
+	// members, for example "127.0.0.1:7071". It must name a host, not
+	// 0.0.0.0. Port 0 picks a free port (see Node.RaftAddr); a node that
+	// restarts must then be given the port it had.
+	RaftAddr string
+	// HTTPAddr is the node's HTTP API address as the other members should
+	// see it. It is recorded in the replicated state for GET /v1/cluster.
+	HTTPAddr string
+	// DataDir holds the Raft log, the stable store and snapshots.
+	DataDir string
+	// SnapshotDir, if set, holds the snapshots (in its snapshots/) instead
+	// of DataDir. Snapshots are synced every few megabytes as they are
+	// written (snapshots.go); on another disk they do not share the log's
+	// fsyncs at all.
+	SnapshotDir string
+	// Bootstrap makes a node whose DataDir holds no state start a new
+	// single-node cluster. Leave it false for a node that will join an
+	// existing cluster. A node with state ignores it.
+	Bootstrap bool
+
+	// Logger receives the node's logs and Raft's (at RaftLogLevel and
+	// above). Nil means slog.Default().
+	Logger *slog.Logger
+	// RaftLogLevel is the least level of Raft's own logs that reaches
+	// Logger: "debug", "info", "warn" (the default) or "error".
+	RaftLogLevel string
+	// Clock is the wall clock the leader stamps each batch with (within
+	// MaxClockStep of the time elapsed since it took over; see clock.go).
+	// Nil means time.Now. Tests inject a skewed one.
+	Clock func() time.Time
+	// MaxClockStep bounds how far the leader's stamp may differ from the
+	// cluster time predicted by the real time elapsed since it took over
+	// (see clock.go). Default 1s. A test whose Clock is the truth and
+	// jumps may set it large.
+	MaxClockStep time.Duration
+	// Dial opens connections to other nodes' Raft addresses (for Raft and
+	// for forwarding). Nil means plain TCP. Tests inject one that can cut,
+	// delay or drop links.
+	Dial DialFunc
+
+	// RequestTimeout bounds Allow, Join and RemoveMember when their context
+	// has no deadline. Default 5s.
+	RequestTimeout time.Duration
+	// TransferTimeout bounds the hand-over of leadership in Close. Default 3s.
+	TransferTimeout time.Duration
+	// MaxBatchRequests bounds the requests in one Raft entry. Default 4096.
+	MaxBatchRequests int
+	// MaxEntriesInFlight is how many group-commit entries may be under way
+	// at once on the leader. Default 1: send at once when idle, gather
+	// while one is in flight. A follower forwards up to
+	// max(MaxEntriesInFlight, 2) batches at once, so its requests reach the
+	// leader's next entry instead of waiting for the previous forward's
+	// whole round trip. With MaxBatchRequests 1 and a large value here,
+	// every request is its own Raft Apply, which is the "bare Raft"
+	// baseline of cmd/limitbench.
+	MaxEntriesInFlight int
+	// NoSync skips the fsync of the Raft log on every append (bbolt's
+	// NoSync). Decisions are then acknowledged once a quorum holds them in
+	// memory and in the OS page cache: a crash of the limitnode processes
+	// loses nothing, and neither does the loss of a minority of machines,
+	// but a power failure or kernel crash of a majority at once can lose
+	// the last acknowledged decisions (tokens spent then come back). The
+	// default, false, fsyncs every append on every node.
+	NoSync bool
+	// MaxKeys caps the live (key, limit) pairs the cluster keeps, so that a
+	// flood of distinct keys cannot exhaust memory. Default DefaultMaxKeys;
+	// negative means no cap. The leader's setting applies (it travels in
+	// each Raft entry), so give every node the same.
+	MaxKeys int64
+	// KeyLimitFailOpen chooses what happens to a request that needs a new
+	// key once MaxKeys are live: false (the default) refuses it with
+	// ErrKeyLimit; true admits it without recording it, so new keys go
+	// unlimited until room frees up.
+	KeyLimitFailOpen bool
+	// HeartbeatTimeout, ElectionTimeout and LeaderLeaseTimeout are Raft's;
+	// defaults 500ms, 500ms and 250ms.
+	HeartbeatTimeout   time.Duration
+	ElectionTimeout    time.Duration
+	LeaderLeaseTimeout time.Duration
+	// SnapshotThreshold and SnapshotInterval are Raft's: a snapshot is taken
+	// when that many entries have been applied since the last, checked at
+	// that interval. Defaults 8192 and 30s.
+	SnapshotThreshold uint64
+	SnapshotInterval  time.Duration
+	// TrailingLogs is how many entries Raft keeps after a snapshot, so a
+	// follower that is slightly behind catches up from the log rather
+	// than from a whole snapshot. Default 4096.
+	TrailingLogs uint64
+}
+
+func withDefaults(cfg Config) Config {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = time.Now
+	}
+	if cfg.Dial == nil {
+		cfg.Dial = dialTCP
+	}
+	if cfg.MaxKeys == 0 {
+		cfg.MaxKeys = DefaultMaxKeys
+	}
+	if cfg.MaxClockStep <= 0 {
+		cfg.MaxClockStep = DefaultMaxClockStep
+	}
+	if cfg.RequestTimeout <= 0 {
+		cfg.RequestTimeout = defaultRequestTimeout
+	}
+	if cfg.TransferTimeout <= 0 {
+		cfg.TransferTimeout = defaultTransferTimeout
+	}
+	if cfg.SnapshotDir == "" {
+		cfg.SnapshotDir = cfg.DataDir
+	}
+	if cfg.MaxBatchRequests <= 0 {
+		cfg.MaxBatchRequests = defaultMaxBatchRequests
+	}
+	if cfg.MaxEntriesInFlight <= 0 {
+		cfg.MaxEntriesInFlight = 1
+	}
+	if cfg.HeartbeatTimeout <= 0 {
+		cfg.HeartbeatTimeout = defaultHeartbeatTimeout
+	}
+	if cfg.ElectionTimeout <= 0 {
+		cfg.ElectionTimeout = defaultElectionTimeout
+	}
+	if cfg.LeaderLeaseTimeout <= 0 {
+		cfg.LeaderLeaseTimeout = min(defaultLeaderLease, cfg.HeartbeatTimeout)
+	}
+	if cfg.SnapshotThreshold == 0 {
+		cfg.SnapshotThreshold = 8192
+	}
+	if cfg.SnapshotInterval <= 0 {
+		cfg.SnapshotInterval = 30 * time.Second
+	}
+	if cfg.TrailingLogs == 0 {
+		// The FSM's snapshot is small next to the log; keeping fewer
+		// trailing entries than Raft's 10240 keeps raft.db smaller.
+		cfg.TrailingLogs = 4096
+	}
+	return cfg
+}

@@ -1,0 +1,17 @@
+package cluster
+
+import "errors"
+
+// Raft's own errors never leave this package: each is translated into one
+// of contract's sentinels (contract.ErrNoLeader, ...) or, for a request
+// refused as it stands, a *contract.Error.
+var (
+	// errNotLeader: the node asked is not the leader and did nothing, so
+	// the request may be sent again to the leader. Never returned to
+	// callers: Node retries until its deadline, then returns contract.ErrNoLeader.
+	errNotLeader = errors.New("cluster: not the leader")
+)
+
+// errMissingLeaseResult: a lease command was answered without its result,
+// which only a bug or a corrupt message can cause.
+var errMissingLeaseResult = errors.New("cluster: a lease command answered without its result")

@@ -1,0 +1,172 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/hashicorp/raft"
+	"github.com/limitnode/limitnode/contract"
+	"github.com/limitnode/limitnode/fsm"
+)
+
+// The allow path: a request goes to the leader's group commit (batcher.go),
+// here if this node leads, by forwarding otherwise. Each batcher's flush is
+// below: the leader's appends one Raft entry, a follower's sends one
+// forwarding message.
+
+// decide sends requests through the leader's group commit, locally or by
+// forwarding, and retries only where nothing can have been applied.
+func (n *Node) decide(ctx context.Context, reqs []fsm.Request) ([]fsm.Result, string, error) {
+	type decided struct {
+		results []fsm.Result
+		leader  string
+	}
+	d, err := onLeader(ctx, n, false, func(ctx context.Context) (decided, error) {
+		b := n.followerBatch
+		if n.isLeader() {
+			b = n.leaderBatch
+		}
+		results, leader, err := b.submit(ctx, reqs)
+		return decided{results, leader}, err
+	})
+	return d.results, d.leader, err
+}
+
+// applyBatch is the leader's flush: one Raft entry for all the calls.
+func (n *Node) applyBatch(calls []*call) {
+	reqs := concatRequests(calls)
+	stamp, err := n.leaderStamp()
+	if err != nil {
+		failAll(calls, err) // nothing of the batch was appended
+		return
+	}
+	data, err := fsm.Encode(fsm.CommandAllow, &fsm.AllowCommand{
+		NowNanos: stamp, Requests: reqs, MaxKeys: max(n.cfg.MaxKeys, 0), KeyLimitFailOpen: n.cfg.KeyLimitFailOpen,
+	})
+	if err != nil {
+		failAll(calls, err)
+		return
+	}
+	future := n.raft.Apply(data, n.requestTimeout)
+	if err := future.Error(); err != nil {
+		if notApplied(err) {
+			failAll(calls, errNotLeader)
+		} else {
+			failAmbiguous(calls, err)
+		}
+		return
+	}
+	switch resp := future.Response().(type) {
+	case *fsm.Response:
+		distribute(calls, resp.Results, n.cfg.ID)
+	case error:
+		failAll(calls, fmt.Errorf("cluster: apply: %w", resp))
+	default:
+		failAll(calls, fmt.Errorf("cluster: apply returned %T", resp))
+	}
+}
+
+// leaderStamp returns the time to stamp on an entry this leader appends.
+// A new leader first applies everything earlier leaders committed (a
+// barrier), so its clock starts from the latest cluster time (clock.go).
+// Its errors mean nothing was appended: errNotLeader or contract.ErrShutdown.
+func (n *Node) leaderStamp() (int64, error) {
+	term := n.raft.CurrentTerm()
+	if n.barrierTerm.Load() != term {
+		if err := n.raft.Barrier(n.requestTimeout).Error(); err != nil {
+			if errors.Is(err, raft.ErrRaftShutdown) {
+				return 0, contract.ErrShutdown
+			}
+			return 0, errNotLeader
+		}
+		n.barrierTerm.Store(term)
+	}
+	return n.clock.stamp(term, n.fsm.Now()), nil
+}
+
+// forwardBatch is a follower's flush: one message to the leader for all the
+// calls.
+func (n *Node) forwardBatch(calls []*call) {
+	addr, id := n.raft.LeaderWithID()
+	if addr == "" || string(id) == n.cfg.ID {
+		failAll(calls, errNotLeader)
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), n.requestTimeout)
+	defer cancel()
+	resp, err := n.fwd.send(ctx, string(addr), &forwardRequest{Op: opAllow, Requests: concatRequests(calls)})
+	switch {
+	case errors.Is(err, errNotSent):
+		failAll(calls, errNotLeader)
+	case err != nil:
+		failAmbiguous(calls, err)
+	case resp.Status == statusUnknown:
+		failAmbiguous(calls, errorFor(resp))
+	case resp.Status != statusOK:
+		failAll(calls, errorFor(resp))
+	default:
+		distribute(calls, resp.Results, string(id))
+	}
+}
+
+// notApplied reports whether a Raft apply error guarantees that the entry
+// was never appended, so the request may go to another leader.
+func notApplied(err error) bool {
+	return errors.Is(err, raft.ErrNotLeader) ||
+		errors.Is(err, raft.ErrLeadershipTransferInProgress) ||
+		errors.Is(err, raft.ErrEnqueueTimeout)
+}
+
+func concatRequests(calls []*call) []fsm.Request {
+	if len(calls) == 1 {
+		return calls[0].requests
+	}
+	size := 0
+	for _, c := range calls {
+		size += len(c.requests)
+	}
+	reqs := make([]fsm.Request, 0, size)
+	for _, c := range calls {
+		reqs = append(reqs, c.requests...)
+	}
+	return reqs
+}
+
+func distribute(calls []*call, results []fsm.Result, leader string) {
+	if len(results) != len(concatRequests(calls)) {
+		failAll(calls, fmt.Errorf("cluster: %d results for %d requests", len(results), len(concatRequests(calls))))
+		return
+	}
+	for _, c := range calls {
+		c.results, results = results[:len(c.requests):len(c.requests)], results[len(c.requests):]
+		c.leader = leader
+	}
+}
+
+func failAll(calls []*call, err error) {
+	for _, c := range calls {
+		c.err = err
+	}
+}
+
+// failAmbiguous answers calls whose outcome is unknown. A call whose every
+// request carries an ID is safe to send again, since the FSM answers a
+// repeated ID with its first result; the others get contract.ErrOutcomeUnknown.
+func failAmbiguous(calls []*call, cause error) {
+	for _, c := range calls {
+		c.err = fmt.Errorf("%w: %w", contract.ErrOutcomeUnknown, cause)
+		if allHaveIDs(c.requests) {
+			c.err = errNotLeader
+		}
+	}
+}
+
+func allHaveIDs(reqs []fsm.Request) bool {
+	for _, r := range reqs {
+		if r.RequestID == "" {
+			return false
+		}
+	}
+	return true
+}

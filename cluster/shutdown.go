@@ -1,0 +1,85 @@
+package cluster
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/hashicorp/raft"
+	"github.com/limitnode/limitnode/internal/testhooks"
+)
+
+func init() {
+	testhooks.AbortNode = func(node io.Closer) error { return node.(*Node).shutdown(false) }
+	testhooks.NodeDigest = func(node io.Closer) (uint64, [32]byte) { return node.(*Node).fsm.Digest() }
+}
+
+// Close shuts the node down cleanly: a leader first hands leadership to
+// another voter (for at most TransferTimeout), then requests still pending
+// fail with contract.ErrShutdown, Raft stops and the stores are closed.
+func (n *Node) Close() error { return n.shutdown(true) }
+
+// shutdown stops the node. Without transfer it is what a crash looks like to
+// the cluster: no hand-over of leadership, pending requests fail. Every entry
+// the node acknowledged is already on disk, so the node can be reopened from
+// its DataDir (testhooks.AbortNode crashes a node this way).
+func (n *Node) shutdown(transfer bool) error {
+	n.closeOnce.Do(func() {
+		if transfer && n.isLeader() && n.otherVoters() > 0 {
+			n.transferLeadership()
+		}
+		close(n.stopCh)
+		n.leaderBatch.stop()
+		n.followerBatch.stop()
+		var errs []error
+		if err := n.raft.Shutdown().Error(); err != nil {
+			errs = append(errs, fmt.Errorf("raft shutdown: %w", err))
+		}
+		n.mux.close()
+		n.connsMu.Lock()
+		for c := range n.conns {
+			c.Close()
+		}
+		n.connsMu.Unlock()
+		n.fwd.close()
+		n.wg.Wait()
+		if err := n.transport.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("transport: %w", err))
+		}
+		if err := n.logStore.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("log store: %w", err))
+		}
+		n.closeErr = errors.Join(errs...)
+	})
+	return n.closeErr
+}
+
+func (n *Node) otherVoters() int {
+	future := n.raft.GetConfiguration()
+	if future.Error() != nil {
+		return 0
+	}
+	count := 0
+	for _, s := range future.Configuration().Servers {
+		if s.Suffrage == raft.Voter && string(s.ID) != n.cfg.ID {
+			count++
+		}
+	}
+	return count
+}
+
+func (n *Node) transferLeadership() {
+	done := make(chan error, 1)
+	go func() { done <- n.raft.LeadershipTransfer().Error() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			n.logger.Warn("leadership transfer failed", "err", err)
+		} else {
+			n.logger.Info("handed leadership over")
+		}
+	case <-time.After(n.cfg.TransferTimeout):
+		n.logger.Warn("leadership transfer timed out", "after", n.cfg.TransferTimeout)
+	}
+}

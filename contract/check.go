@@ -1,0 +1,149 @@
+package contract
+
+import (
+	"fmt"
+
+	"github.com/limitnode/limitnode/algorithms"
+)
+
+// Bounds on allow requests.
+const (
+	// MaxKeyBytes bounds a key, given or made from a policy's template.
+	MaxKeyBytes = 512
+	// MaxRequestIDBytes bounds a request ID.
+	MaxRequestIDBytes = 64
+	// MaxChecks is the most checks one request may combine atomically.
+	MaxChecks = 32
+	// MaxBatchSize is the most requests of one batch.
+	MaxBatchSize = 1000
+	// MaxDimensions bounds the dimensions of a check and the placeholders
+	// of a key template.
+	MaxDimensions = 16
+	// MaxDimensionNameBytes bounds a dimension's name (a placeholder).
+	MaxDimensionNameBytes = 64
+	// MaxDimensionBytes bounds a dimension's value.
+	MaxDimensionBytes = 256
+)
+
+// Check is one limit check: Cost against a limit on a key. The limit is
+// Limit, or the named Policy's, which the cluster resolves when it applies
+// the request (so every node uses the policy as it stands at that point).
+// With a policy that has a key template, Dimensions make the key instead of
+// Key.
+type Check struct {
+	Key        string
+	Limit      algorithms.Limit
+	Policy     string
+	Dimensions []Dimension
+	// Cost is what the check consumes when allowed; 0 checks without
+	// consuming.
+	Cost int64
+}
+
+// Dimension is one named part of a key, for a policy's key template: the
+// template "{tenant}:{route}" with dimensions tenant=t-7 and route=/export
+// makes the key "t-7:/export".
+type Dimension struct {
+	Name  string
+	Value string
+}
+
+// Request asks the cluster to admit every check's cost atomically: all are
+// admitted and consumed, or none is.
+type Request struct {
+	Checks []Check
+	// RequestID, optional, makes the request safe to retry: for a few
+	// minutes of cluster time a request with the same ID is answered with
+	// the first decision and consumes nothing more.
+	RequestID string
+}
+
+// Validate checks everything that can be checked before policies are
+// resolved. A field of a check is named under "checks[i]"; the HTTP API
+// names the fields of a check given inline at the top level instead.
+func (r *Request) Validate() *Error {
+	if len(r.RequestID) > MaxRequestIDBytes {
+		return Invalid("request_id", "request_id must be at most %d bytes", MaxRequestIDBytes)
+	}
+	if len(r.Checks) == 0 || len(r.Checks) > MaxChecks {
+		return Invalid("checks", "checks must hold 1 to %d checks", MaxChecks)
+	}
+	for i := range r.Checks {
+		c := &r.Checks[i]
+		if err := c.Validate(); err != nil {
+			return err.Within(checkField(i))
+		}
+		for j := range i {
+			if prev := &r.Checks[j]; prev.Key == c.Key && prev.Limit == c.Limit && prev.Policy == c.Policy && len(c.Dimensions) == 0 {
+				return Invalid(checkField(i)+".key", "checks[%d] and checks[%d] name the same key and limit", j, i)
+			}
+		}
+	}
+	return nil
+}
+
+// checkField is the JSON path of a request's i-th check.
+func checkField(i int) string { return fmt.Sprintf("checks[%d]", i) }
+
+// Validate checks one check on its own.
+func (c *Check) Validate() *Error {
+	if c.Cost < 0 {
+		return Invalid("cost", "cost must not be negative")
+	}
+	if c.Policy != "" {
+		return c.validatePolicyCheck()
+	}
+	if len(c.Dimensions) > 0 {
+		return Invalid("dimensions", "dimensions go with a policy that has a key_template")
+	}
+	if err := ValidateKey(c.Key); err != nil {
+		return err
+	}
+	if err := ValidateLimit(c.Limit); err != nil {
+		return err.Within("limit")
+	}
+	return ValidateCost(c.Limit, c.Cost)
+}
+
+func (c *Check) validatePolicyCheck() *Error {
+	if c.Limit != (algorithms.Limit{}) {
+		return Invalid("limit", "give a limit or a policy, not both")
+	}
+	if err := ValidatePolicyName(c.Policy); err != nil {
+		return Invalid("policy", "%s", err.Message)
+	}
+	switch {
+	case len(c.Dimensions) > 0 && c.Key != "":
+		return Invalid("dimensions", "give a key or dimensions, not both")
+	case len(c.Dimensions) == 0 && (c.Key == "" || len(c.Key) > MaxKeyBytes):
+		return Invalid("key", "key (or dimensions, for a policy with a key_template) is required; a key is 1 to %d bytes", MaxKeyBytes)
+	}
+	return validateDimensions(c.Dimensions)
+}
+
+// ValidateKey checks a key: 1 to MaxKeyBytes bytes.
+func ValidateKey(key string) *Error {
+	if key == "" || len(key) > MaxKeyBytes {
+		return Invalid("key", "key is required and must be 1 to %d bytes", MaxKeyBytes)
+	}
+	return nil
+}
+
+// validateDimensions checks a check's dimensions on their own: at most
+// MaxDimensions, each name once and within the size bounds.
+func validateDimensions(dims []Dimension) *Error {
+	if len(dims) > MaxDimensions {
+		return Invalid("dimensions", "dimensions must hold 1 to %d names", MaxDimensions)
+	}
+	for i, d := range dims {
+		if d.Name == "" || len(d.Name) > MaxDimensionNameBytes || len(d.Value) > MaxDimensionBytes {
+			return Invalid("dimensions", "dimension names are 1 to %d bytes, values at most %d", MaxDimensionNameBytes, MaxDimensionBytes)
+		}
+		for _, prev := range dims[:i] {
+			if prev.Name == d.Name {
+				return Invalid("dimensions", "dimension %q is given twice", d.Name)
+			}
+		}
+	}
+	return nil
+}

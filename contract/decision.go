@@ -1,0 +1,41 @@
+package contract
+
+import "github.com/limitnode/limitnode/algorithms"
+
+// Decision is the cluster's answer to a Request.
+type Decision struct {
+	// Allowed is true when every check not in shadow mode allowed, and all
+	// consumed.
+	Allowed bool
+	// Checks has one decision per check, in order. When Allowed is false,
+	// a check that would have allowed on its own is reported as it stands
+	// (it consumed nothing).
+	Checks []CheckDecision
+	// Duplicate is true when the answer is the first decision for a
+	// request ID seen before.
+	Duplicate bool
+	// AtNanos is the cluster time (Unix ns, the leader's clock, never
+	// running backwards) at which the request was decided.
+	AtNanos int64
+	// Leader is the ID of the leader whose Raft entry decided the request
+	// (this node's, or the one a follower forwarded it to).
+	Leader string
+}
+
+// CheckDecision is the decision on one check.
+type CheckDecision struct {
+	algorithms.Decision
+	// PeriodNanos is the period of the limit it was decided under.
+	PeriodNanos int64
+	// Key is the key a policy's template made from the dimensions, or "".
+	Key string
+	// Shadow is true for a policy in shadow mode: the check never denies.
+	Shadow bool
+}
+
+// BatchResult is the outcome of one request of a batch: a decision, or the
+// error that request alone met.
+type BatchResult struct {
+	Decision Decision
+	Err      error
+}

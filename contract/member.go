@@ -1,0 +1,37 @@
+package contract
+
+import "net"
+
+// MaxNodeIDBytes bounds a member's ID.
+const MaxNodeIDBytes = 128
+
+// Member is one member of the cluster: its ID, the Raft address the others
+// reach it at, and the HTTP address it serves the API on (if it does).
+type Member struct {
+	ID       string
+	RaftAddr string
+	HTTPAddr string
+}
+
+// Validate checks a member to join: an ID of 1 to MaxNodeIDBytes bytes and
+// a Raft address of the form host:port.
+func (m *Member) Validate() *Error {
+	if err := ValidateNodeID(m.ID); err != nil {
+		return err
+	}
+	if m.RaftAddr == "" {
+		return Invalid("raft_addr", "raft_addr is required")
+	}
+	if _, _, err := net.SplitHostPort(m.RaftAddr); err != nil {
+		return Invalid("raft_addr", "raft_addr %q is not host:port", m.RaftAddr)
+	}
+	return nil
+}
+
+// ValidateNodeID checks a member's ID: 1 to MaxNodeIDBytes bytes.
+func ValidateNodeID(id string) *Error {
+	if id == "" || len(id) > MaxNodeIDBytes {
+		return Invalid("id", "id is required and must be at most %d bytes", MaxNodeIDBytes)
+	}
+	return nil
+}

@@ -1,0 +1,149 @@
+package httpapi
+
+import (
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/limitnode/limitnode/algorithms"
+	"github.com/limitnode/limitnode/contract"
+)
+
+// limitJSON is a limit as the API spells it.
+type limitJSON struct {
+	Algorithm string  `json:"algorithm"`
+	Rate      *int64  `json:"rate"`
+	Period    *string `json:"period"`
+	Burst     *int64  `json:"burst,omitempty"`
+}
+
+// toLimit validates the limit; fields are named under prefix ("limit").
+func (j *limitJSON) toLimit(prefix string) (algorithms.Limit, *apiError) {
+	l, err := contract.LimitSpec{Algorithm: j.Algorithm, Rate: j.Rate, Period: j.Period, Burst: j.Burst}.Limit()
+	if err != nil {
+		return algorithms.Limit{}, fromContract(err.Within(prefix))
+	}
+	return l, nil
+}
+
+func limitToJSON(l algorithms.Limit) *limitJSON {
+	s := contract.SpecOf(l)
+	return &limitJSON{Algorithm: s.Algorithm, Rate: s.Rate, Period: s.Period, Burst: s.Burst}
+}
+
+// checkJSON is one check of a multi-check request.
+type checkJSON struct {
+	Key        string            `json:"key"`
+	Limit      *limitJSON        `json:"limit"`
+	Cost       *int64            `json:"cost"`
+	Policy     *string           `json:"policy"`
+	Dimensions map[string]string `json:"dimensions"`
+}
+
+// allowJSON is the body of POST /v1/allow: one check inline, or several
+// under "checks".
+type allowJSON struct {
+	Key        string            `json:"key"`
+	Limit      *limitJSON        `json:"limit"`
+	Cost       *int64            `json:"cost"`
+	Policy     *string           `json:"policy"`
+	Dimensions map[string]string `json:"dimensions"`
+	RequestID  string            `json:"request_id"`
+	Checks     []checkJSON       `json:"checks"`
+}
+
+// allowRequest is a decoded /v1/allow body: the contract's request, and
+// whether the body gave its one check inline rather than under "checks".
+type allowRequest struct {
+	contract.Request
+	inline bool
+}
+
+// toRequest turns the body into the contract's request and validates it.
+// Every error names the JSON path at fault.
+func (a *allowJSON) toRequest() (allowRequest, *apiError) {
+	req := allowRequest{Request: contract.Request{RequestID: a.RequestID}}
+	if a.Checks == nil {
+		single := checkJSON{Key: a.Key, Limit: a.Limit, Cost: a.Cost, Policy: a.Policy, Dimensions: a.Dimensions}
+		c, err := single.toCheck("")
+		if err != nil {
+			return allowRequest{}, err
+		}
+		req.Checks, req.inline = []contract.Check{c}, true
+	} else {
+		if a.Key != "" || a.Limit != nil || a.Cost != nil || a.Policy != nil || a.Dimensions != nil {
+			return allowRequest{}, invalid("checks", "give either key/limit/policy/cost or checks, not both")
+		}
+		for i := range a.Checks {
+			c, err := a.Checks[i].toCheck(checkField(i))
+			if err != nil {
+				return allowRequest{}, err
+			}
+			req.Checks = append(req.Checks, c)
+		}
+	}
+	if err := req.Validate(); err != nil {
+		return allowRequest{}, req.contractError(err)
+	}
+	return req, nil
+}
+
+// contractError answers a refusal of the request, naming fields as the body
+// spelled them: a one-check request given inline has its fields at the top
+// level, not under "checks[0]".
+func (r *allowRequest) contractError(err *contract.Error) *apiError {
+	if r.inline {
+		e := *err
+		if f, ok := strings.CutPrefix(e.Field, checkField(0)); ok {
+			e.Field = strings.TrimPrefix(f, ".")
+		}
+		err = &e
+	}
+	return fromContract(err)
+}
+
+func checkField(i int) string { return "checks[" + strconv.Itoa(i) + "]" }
+
+// toCheck turns one check of the body into the contract's. What the
+// contract validates is left to it; this checks what only JSON can get
+// wrong: a missing limit, an empty dimensions object. Fields are named under
+// prefix.
+func (c *checkJSON) toCheck(prefix string) (contract.Check, *apiError) {
+	out := contract.Check{Key: c.Key, Cost: 1}
+	if c.Cost != nil {
+		out.Cost = *c.Cost
+	}
+	field := func(name string) string {
+		if prefix == "" {
+			return name
+		}
+		return prefix + "." + name
+	}
+	if c.Policy != nil {
+		if err := contract.ValidatePolicyName(*c.Policy); err != nil {
+			return contract.Check{}, invalid(field("policy"), "%s", err.Message)
+		}
+		out.Policy = *c.Policy
+	}
+	switch {
+	case c.Limit != nil:
+		l, err := c.Limit.toLimit(field("limit"))
+		if err != nil {
+			return contract.Check{}, err
+		}
+		out.Limit = l
+	case c.Policy == nil:
+		return contract.Check{}, invalid(field("limit"), "limit (or policy) is required")
+	}
+	if c.Dimensions != nil {
+		if len(c.Dimensions) == 0 {
+			return contract.Check{}, invalid(field("dimensions"), "dimensions must hold 1 to %d names", contract.MaxDimensions)
+		}
+		for name, value := range c.Dimensions {
+			out.Dimensions = append(out.Dimensions, contract.Dimension{Name: name, Value: value})
+		}
+		// Sorted, so that the same body makes the same log entry.
+		slices.SortFunc(out.Dimensions, func(a, b contract.Dimension) int { return strings.Compare(a.Name, b.Name) })
+	}
+	return out, nil
+}

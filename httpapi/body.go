@@ -1,0 +1,86 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+)
+
+// Size limits of request bodies, documented in the README.
+const (
+	// MaxBodyBytes bounds the body of a single request.
+	MaxBodyBytes = 64 << 10
+	// MaxBatchBodyBytes bounds the body of POST /v1/allow/batch and of
+	// PUT /v1/policies/{name}.
+	MaxBatchBodyBytes = 4 << 20
+)
+
+// decodeJSON decodes exactly one JSON value from the body into v, whatever
+// the Content-Type: unknown fields, trailing data and a body over maxBytes
+// are errors.
+func decodeJSON(w http.ResponseWriter, r *http.Request, maxBytes int64, v any) *apiError {
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBytes))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return decodeError(err, maxBytes)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			return decodeError(err, maxBytes)
+		}
+		return invalid("", "the body must hold one JSON value and nothing after it")
+	}
+	return nil
+}
+
+func decodeError(err error, maxBytes int64) *apiError {
+	var (
+		tooLarge  *http.MaxBytesError
+		typeErr   *json.UnmarshalTypeError
+		syntaxErr *json.SyntaxError
+	)
+	switch {
+	case errors.As(err, &tooLarge):
+		return &apiError{status: http.StatusRequestEntityTooLarge, code: codePayloadTooLarge,
+			message: fmt.Sprintf("the body is larger than %d bytes", maxBytes)}
+	case errors.As(err, &typeErr):
+		want := typeErr.Type.String()
+		if strings.HasPrefix(want, "int") || strings.HasPrefix(want, "*int") {
+			want = "an integer"
+		}
+		return invalid(typeErr.Field, "%s must be %s, not a JSON %s", fieldName(typeErr.Field), want, typeErr.Value)
+	case errors.As(err, &syntaxErr):
+		return invalid("", "malformed JSON at byte %d: %v", syntaxErr.Offset, err)
+	case errors.Is(err, io.EOF):
+		return invalid("", "the body is empty; it must be a JSON object")
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return invalid("", "the JSON body ends too early")
+	}
+	if field, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+		return invalid(strings.Trim(field, `"`), "unknown field %s", field)
+	}
+	return invalid("", "malformed request: %v", err)
+}
+
+func fieldName(f string) string {
+	if f == "" {
+		return "the value"
+	}
+	return f
+}
+
+// writeJSON answers with v as a JSON body.
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	data, err := json.Marshal(v)
+	if err != nil {
+		status = http.StatusInternalServerError
+		data = []byte(`{"error":"could not encode the response","code":"internal"}`)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(append(data, '\n'))
+}

@@ -1,0 +1,68 @@
+package httpapi
+
+import (
+	"context"
+	"net/http"
+
+	"github.com/limitnode/limitnode/contract"
+)
+
+type memberJSON struct {
+	ID       string `json:"id"`
+	RaftAddr string `json:"raft_addr"`
+	HTTPAddr string `json:"http_addr"`
+}
+
+type nodeJSON struct {
+	memberJSON
+	Voter  bool `json:"voter"`
+	Leader bool `json:"leader"`
+}
+
+type clusterJSON struct {
+	Leader       string     `json:"leader"`
+	Term         uint64     `json:"term"`
+	CommitIndex  uint64     `json:"commit_index"`
+	AppliedIndex uint64     `json:"applied_index"`
+	Nodes        []nodeJSON `json:"nodes"`
+}
+
+func (a *API) clusterStatus(w http.ResponseWriter, _ *http.Request) {
+	st := a.limiter.Status()
+	out := clusterJSON{Leader: st.LeaderID, Term: st.Term, CommitIndex: st.CommitIndex, AppliedIndex: st.AppliedIndex, Nodes: []nodeJSON{}}
+	for _, m := range st.Members {
+		out.Nodes = append(out.Nodes, nodeJSON{memberJSON: memberJSON{ID: m.ID, RaftAddr: m.RaftAddr, HTTPAddr: m.HTTPAddr}, Voter: m.Voter, Leader: m.Leader})
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (a *API) join(w http.ResponseWriter, r *http.Request) {
+	var m memberJSON
+	if err := decodeJSON(w, r, MaxBodyBytes, &m); err != nil {
+		writeError(w, err)
+		return
+	}
+	member := contract.Member{ID: m.ID, RaftAddr: m.RaftAddr, HTTPAddr: m.HTTPAddr}
+	if err := member.Validate(); err != nil {
+		writeError(w, fromContract(err))
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), a.opts.RequestTimeout)
+	defer cancel()
+	if err := a.limiter.Join(ctx, member); err != nil {
+		a.writeClusterError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, m)
+}
+
+func (a *API) removeNode(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	ctx, cancel := context.WithTimeout(r.Context(), a.opts.RequestTimeout)
+	defer cancel()
+	if err := a.limiter.RemoveMember(ctx, id); err != nil {
+		a.writeClusterError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"removed": id})
+}

@@ -1,0 +1,47 @@
+package httpapi
+
+import (
+	"net/http"
+	"time"
+)
+
+// MaxHeaderBytes bounds a request's header block.
+const MaxHeaderBytes = 16 << 10
+
+// ServerTimeouts are the limits an http.Server facing many clients needs:
+// a client that sends its headers slowly, never finishes its body or idles
+// on a connection is cut off.
+type ServerTimeouts struct {
+	ReadHeader time.Duration
+	Read       time.Duration
+	Write      time.Duration
+	Idle       time.Duration
+}
+
+// DefaultServerTimeouts returns the timeouts NewServer uses: read header
+// 5s, read 10s, write 15s (the cluster's 5s request timeout plus room),
+// idle 2m.
+func DefaultServerTimeouts() ServerTimeouts {
+	return ServerTimeouts{ReadHeader: 5 * time.Second, Read: 10 * time.Second, Write: 15 * time.Second, Idle: 2 * time.Minute}
+}
+
+// NewServer returns an http.Server for handler on addr (as http.Server's
+// Addr: "127.0.0.1:7070"; "" means ":http", every interface) with
+// DefaultServerTimeouts and MaxHeaderBytes.
+func NewServer(addr string, handler http.Handler) *http.Server {
+	return DefaultServerTimeouts().NewServer(addr, handler)
+}
+
+// NewServer returns an http.Server for handler on addr with these timeouts
+// and MaxHeaderBytes.
+func (t ServerTimeouts) NewServer(addr string, handler http.Handler) *http.Server {
+	return &http.Server{
+		Addr:              addr,
+		Handler:           handler,
+		ReadHeaderTimeout: t.ReadHeader,
+		ReadTimeout:       t.Read,
+		WriteTimeout:      t.Write,
+		IdleTimeout:       t.Idle,
+		MaxHeaderBytes:    MaxHeaderBytes,
+	}
+}

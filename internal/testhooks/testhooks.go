@@ -1,0 +1,19 @@
+// Package testhooks gives this module's test packages (testcluster,
+// faulttest) what package cluster keeps from embedding programs: crashing a
+// node, and reading the digest of its replicated state. Package cluster sets
+// the hooks when it is initialised; they take a *cluster.Node (as an
+// io.Closer, since this package cannot name the type).
+package testhooks
+
+import "io"
+
+var (
+	// AbortNode stops a *cluster.Node at once, as a crash would as far as
+	// the cluster can tell: no hand-over of leadership, pending requests
+	// fail. The node can be reopened from its data directory.
+	AbortNode func(node io.Closer) error
+	// NodeDigest returns the index of the last log entry a *cluster.Node
+	// applied and a digest of its replicated state: replicas at the same
+	// index must have the same digest.
+	NodeDigest func(node io.Closer) (uint64, [32]byte)
+)
