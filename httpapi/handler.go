@@ -85,6 +85,7 @@ func New(limiter Limiter, opts Options) *API {
 	a.route("/v1/cluster", map[string]http.HandlerFunc{http.MethodGet: a.clusterStatus})
 	a.route("/v1/cluster/join", map[string]http.HandlerFunc{http.MethodPost: a.join})
 	a.route("/v1/cluster/nodes/{id}", map[string]http.HandlerFunc{http.MethodDelete: a.removeNode})
+	a.route("/v1/openapi.json", map[string]http.HandlerFunc{http.MethodGet: serveOpenAPI})
 	a.route("/healthz", map[string]http.HandlerFunc{http.MethodGet: a.healthz})
 	a.route("/readyz", map[string]http.HandlerFunc{http.MethodGet: a.readyz})
 	metricsHandler := a.metrics.handler()

@@ -160,12 +160,11 @@ func newTestAPI(f *fakeLimiter) *API {
 	return New(f, Options{Logger: slog.New(slog.DiscardHandler), Jitter: func(n int64) int64 { return n }})
 }
 
+// do serves one request and checks the exchange against api/openapi.yaml,
+// so that every handler test also holds the document to the code.
 func do(t *testing.T, h http.Handler, method, path, body string) *httptest.ResponseRecorder {
 	t.Helper()
-	req := httptest.NewRequest(method, path, strings.NewReader(body))
-	rec := httptest.NewRecorder()
-	h.ServeHTTP(rec, req)
-	return rec
+	return serveValidated(t, h, method, path, body)
 }
 
 func decodeBody(t *testing.T, rec *httptest.ResponseRecorder) map[string]any {
