@@ -3,12 +3,14 @@ package httpapi
 import (
 	"context"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
 	"net/http"
 	"slices"
 	"strings"
 	"time"
 
+	"github.com/limitnode/limitnode/auth"
 	"github.com/limitnode/limitnode/contract"
 )
 
@@ -51,6 +53,17 @@ type Options struct {
 	// Jitter returns a uniformly random integer in [0, n]; it spreads the
 	// Retry-After of denied clients. Default math/rand/v2. Tests fix it.
 	Jitter func(n int64) int64
+	// Authorizer, when set, makes every route but /healthz and /readyz
+	// need a bearer token with the route's role. *auth.File implements
+	// it. Nil: no tokens, every route is open.
+	Authorizer Authorizer
+}
+
+// Authorizer says whether a bearer token may make a call that needs role,
+// returning the token's name: auth.ErrUnauthenticated or
+// auth.ErrPermissionDenied when it may not.
+type Authorizer interface {
+	Authorize(token string, role auth.Role) (name string, err error)
 }
 
 // API is limitnode's HTTP API over one node.
@@ -74,52 +87,60 @@ func New(limiter Limiter, opts Options) *API {
 		opts.Jitter = func(n int64) int64 { return rand.Int64N(n + 1) }
 	}
 	a := &API{limiter: limiter, opts: opts, mux: http.NewServeMux(), metrics: newMetrics(limiter)}
-	a.route("/v1/allow", map[string]http.HandlerFunc{http.MethodPost: a.allow})
-	a.route("/v1/allow/batch", map[string]http.HandlerFunc{http.MethodPost: a.allowBatch})
-	a.route("/v1/policies", map[string]http.HandlerFunc{http.MethodGet: a.listPolicies})
-	a.route("/v1/policies/{name}", map[string]http.HandlerFunc{
-		http.MethodGet: a.getPolicy, http.MethodPut: a.putPolicy, http.MethodDelete: a.deletePolicy,
+	decide, read, admin := auth.RoleDecide, auth.RoleRead, auth.RoleAdmin
+	a.route("/v1/allow", map[string]endpoint{http.MethodPost: {decide, a.allow}})
+	a.route("/v1/allow/batch", map[string]endpoint{http.MethodPost: {decide, a.allowBatch}})
+	a.route("/v1/policies", map[string]endpoint{http.MethodGet: {read, a.listPolicies}})
+	a.route("/v1/policies/{name}", map[string]endpoint{
+		http.MethodGet: {read, a.getPolicy}, http.MethodPut: {admin, a.putPolicy}, http.MethodDelete: {admin, a.deletePolicy},
 	})
-	a.route("/v1/leases", map[string]http.HandlerFunc{http.MethodPost: a.acquireLease})
-	a.route("/v1/leases/{id}", map[string]http.HandlerFunc{http.MethodDelete: a.releaseLease})
-	a.route("/v1/cluster", map[string]http.HandlerFunc{http.MethodGet: a.clusterStatus})
-	a.route("/v1/cluster/join", map[string]http.HandlerFunc{http.MethodPost: a.join})
-	a.route("/v1/cluster/nodes/{id}", map[string]http.HandlerFunc{http.MethodDelete: a.removeNode})
-	a.route("/v1/openapi.json", map[string]http.HandlerFunc{http.MethodGet: serveOpenAPI})
-	a.route("/healthz", map[string]http.HandlerFunc{http.MethodGet: a.healthz})
-	a.route("/readyz", map[string]http.HandlerFunc{http.MethodGet: a.readyz})
-	metricsHandler := a.metrics.handler()
-	a.route("/metrics", map[string]http.HandlerFunc{http.MethodGet: metricsHandler.ServeHTTP})
+	a.route("/v1/leases", map[string]endpoint{http.MethodPost: {decide, a.acquireLease}})
+	a.route("/v1/leases/{id}", map[string]endpoint{http.MethodDelete: {decide, a.releaseLease}})
+	a.route("/v1/cluster", map[string]endpoint{http.MethodGet: {read, a.clusterStatus}})
+	a.route("/v1/cluster/join", map[string]endpoint{http.MethodPost: {admin, a.join}})
+	a.route("/v1/cluster/nodes/{id}", map[string]endpoint{http.MethodDelete: {admin, a.removeNode}})
+	a.route("/v1/openapi.json", map[string]endpoint{http.MethodGet: {read, serveOpenAPI}})
+	a.route("/healthz", map[string]endpoint{http.MethodGet: {open, a.healthz}})
+	a.route("/readyz", map[string]endpoint{http.MethodGet: {open, a.readyz}})
+	a.route("/metrics", map[string]endpoint{http.MethodGet: {read, a.metrics.handler().ServeHTTP}})
 	a.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, notFound("", "no such endpoint: %s", r.URL.Path))
 	})
 	return a
 }
 
-// route registers a path with one handler per method; any other method is a
-// 405 with an Allow header and a JSON body (net/http's own 405 is plain
-// text). HEAD is answered for GET.
-func (a *API) route(path string, byMethod map[string]http.HandlerFunc) {
+// endpoint is one method of a route: the role a token needs to call it
+// (open: none, even when tokens are on) and its handler.
+type endpoint struct {
+	role    auth.Role
+	handler http.HandlerFunc
+}
+
+// open marks an endpoint anyone may call: the health checks.
+const open auth.Role = ""
+
+// route registers a path with one endpoint per method; any other method is
+// a 405 with an Allow header and a JSON body (net/http's own 405 is plain
+// text). HEAD is answered for GET. A call that lacks the endpoint's role is
+// refused before its handler runs (see authorize).
+func (a *API) route(path string, byMethod map[string]endpoint) {
 	a.routes = append(a.routes, path)
-	var allowed []string
-	for m := range byMethod {
-		allowed = append(allowed, m)
+	if e, ok := byMethod[http.MethodGet]; ok {
+		byMethod[http.MethodHead] = e
 	}
-	if _, ok := byMethod[http.MethodGet]; ok {
-		byMethod[http.MethodHead] = byMethod[http.MethodGet]
-		allowed = append(allowed, http.MethodHead)
-	}
-	slices.Sort(allowed)
-	allow := strings.Join(allowed, ", ")
+	allow := strings.Join(slices.Sorted(maps.Keys(byMethod)), ", ")
 	a.mux.HandleFunc(path, a.metrics.instrument(path, func(w http.ResponseWriter, r *http.Request) {
-		h, ok := byMethod[r.Method]
+		e, ok := byMethod[r.Method]
 		if !ok {
 			w.Header().Set("Allow", allow)
 			writeError(w, &apiError{status: http.StatusMethodNotAllowed, code: codeMethodNotAllowed,
 				message: r.Method + " is not allowed on " + path + "; use " + allow})
 			return
 		}
-		h(w, r)
+		if !a.authorize(w, r, e.role) {
+			return
+		}
+		e.handler(w, r)
 	}))
 }
 
