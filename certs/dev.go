@@ -46,17 +46,27 @@ func WriteDev(dir string, names []string) (map[string]Files, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("certs: %w", err)
 	}
-	ca, caKey, err := loadOrCreateCA(DevFiles(dir, CAName))
+	caFiles := DevFiles(dir, CAName)
+	ca, err := loadDevCA(caFiles)
+	if errors.Is(err, fs.ErrNotExist) {
+		if ca, err = NewDevCA(); err == nil {
+			err = writePair(caFiles, ca.cert.Raw, ca.key)
+		}
+	}
 	if err != nil {
 		return nil, err
 	}
-	out := map[string]Files{CAName: DevFiles(dir, CAName)}
+	out := map[string]Files{CAName: caFiles}
 	for _, name := range names {
 		if name == "" || name == CAName || filepath.Base(name) != name {
 			return nil, fmt.Errorf("certs: %q cannot name a certificate file", name)
 		}
+		der, key, err := ca.issue(name)
+		if err != nil {
+			return nil, err
+		}
 		f := DevFiles(dir, name)
-		if err := writeLeaf(f, name, ca, caKey); err != nil {
+		if err := writePair(f, der, key); err != nil {
 			return nil, err
 		}
 		out[name] = f
@@ -64,25 +74,17 @@ func WriteDev(dir string, names []string) (map[string]Files, error) {
 	return out, nil
 }
 
-func loadOrCreateCA(f Files) (*x509.Certificate, *ecdsa.PrivateKey, error) {
-	pair, err := tls.LoadX509KeyPair(f.Cert, f.Key)
-	switch {
-	case err == nil:
-		ca, err := x509.ParseCertificate(pair.Certificate[0])
-		if err != nil {
-			return nil, nil, fmt.Errorf("certs: %s: %w", f.Cert, err)
-		}
-		key, ok := pair.PrivateKey.(*ecdsa.PrivateKey)
-		if !ok || !ca.IsCA {
-			return nil, nil, fmt.Errorf("certs: %s is not a CA this command made", f.Cert)
-		}
-		return ca, key, nil
-	case !errors.Is(err, fs.ErrNotExist):
-		return nil, nil, fmt.Errorf("certs: the CA in %s: %w", f.Cert, err)
-	}
+// DevCA is a development certificate authority held in memory.
+type DevCA struct {
+	cert *x509.Certificate
+	key  *ecdsa.PrivateKey
+}
+
+// NewDevCA makes a new development CA.
+func NewDevCA() (*DevCA, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
-		return nil, nil, fmt.Errorf("certs: %w", err)
+		return nil, fmt.Errorf("certs: %w", err)
 	}
 	tmpl := &x509.Certificate{
 		SerialNumber:          serial(),
@@ -95,19 +97,55 @@ func loadOrCreateCA(f Files) (*x509.Certificate, *ecdsa.PrivateKey, error) {
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
 	if err != nil {
-		return nil, nil, fmt.Errorf("certs: %w", err)
+		return nil, fmt.Errorf("certs: %w", err)
 	}
-	if err := writePair(f, der, key); err != nil {
-		return nil, nil, err
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		return nil, fmt.Errorf("certs: %w", err)
 	}
-	ca, err := x509.ParseCertificate(der)
-	return ca, key, err
+	return &DevCA{cert: cert, key: key}, nil
 }
 
-func writeLeaf(f Files, name string, ca *x509.Certificate, caKey *ecdsa.PrivateKey) error {
+func loadDevCA(f Files) (*DevCA, error) {
+	pair, err := tls.LoadX509KeyPair(f.Cert, f.Key)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("certs: the CA in %s: %w", f.Cert, err)
+	}
+	cert, err := x509.ParseCertificate(pair.Certificate[0])
+	if err != nil {
+		return nil, fmt.Errorf("certs: %s: %w", f.Cert, err)
+	}
+	key, ok := pair.PrivateKey.(*ecdsa.PrivateKey)
+	if !ok || !cert.IsCA {
+		return nil, fmt.Errorf("certs: %s is not a CA this command made", f.Cert)
+	}
+	return &DevCA{cert: cert, key: key}, nil
+}
+
+// Pool returns a pool holding the CA's certificate.
+func (ca *DevCA) Pool() *x509.CertPool {
+	pool := x509.NewCertPool()
+	pool.AddCert(ca.cert)
+	return pool
+}
+
+// Issue makes a certificate and key for name, valid for 127.0.0.1, ::1,
+// localhost and the name, for servers and clients.
+func (ca *DevCA) Issue(name string) (*tls.Certificate, error) {
+	der, key, err := ca.issue(name)
+	if err != nil {
+		return nil, err
+	}
+	return &tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}, nil
+}
+
+func (ca *DevCA) issue(name string) ([]byte, *ecdsa.PrivateKey, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
-		return fmt.Errorf("certs: %w", err)
+		return nil, nil, fmt.Errorf("certs: %w", err)
 	}
 	tmpl := &x509.Certificate{
 		SerialNumber: serial(),
@@ -123,11 +161,11 @@ func writeLeaf(f Files, name string, ca *x509.Certificate, caKey *ecdsa.PrivateK
 		tmpl.IPAddresses = append(tmpl.IPAddresses, ip)
 		tmpl.DNSNames = tmpl.DNSNames[:1]
 	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
 	if err != nil {
-		return fmt.Errorf("certs: %w", err)
+		return nil, nil, fmt.Errorf("certs: %w", err)
 	}
-	return writePair(f, der, key)
+	return der, key, nil
 }
 
 func writePair(f Files, der []byte, key *ecdsa.PrivateKey) error {

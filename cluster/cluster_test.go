@@ -21,10 +21,8 @@ import (
 	"github.com/limitnode/limitnode/testcluster"
 )
 
-var httpClient = &http.Client{
-	Timeout:   20 * time.Second,
-	Transport: &http.Transport{MaxIdleConnsPerHost: 128},
-}
+// httpClient calls any test cluster, plain or secure (LIMITNODE_TEST_SECURE=1).
+var httpClient = &http.Client{Timeout: 20 * time.Second, Transport: testcluster.HTTPClient().Transport}
 
 type allowAnswer struct {
 	status  int

@@ -69,6 +69,10 @@ type Config struct {
 	// (see clock.go). Default 1s. A test whose Clock is the truth and
 	// jumps may set it large.
 	MaxClockStep time.Duration
+	// NodeTLS, when set, makes the Raft port speak mutual TLS (see
+	// NodeTLS); nil means plain TCP. Every member of a cluster must have it,
+	// or none.
+	NodeTLS *NodeTLS
 	// Dial opens connections to other nodes' Raft addresses (for Raft and
 	// for forwarding). Nil means plain TCP. Tests inject one that can cut,
 	// delay or drop links.

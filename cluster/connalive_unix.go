@@ -3,6 +3,7 @@
 package cluster
 
 import (
+	"crypto/tls"
 	"errors"
 	"net"
 	"syscall"
@@ -13,6 +14,11 @@ import (
 // restarted left FIN or RST on every connection to its old process. It
 // answers false when it cannot tell (conn offers no file descriptor).
 func peerClosed(conn net.Conn) bool {
+	if tc, ok := conn.(*tls.Conn); ok {
+		// Peek at the socket under TLS: a close_notify or a FIN shows as
+		// bytes or EOF there; an idle TLS connection has nothing pending.
+		conn = tc.NetConn()
+	}
 	sc, ok := conn.(syscall.Conn)
 	if !ok {
 		return false

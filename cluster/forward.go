@@ -31,6 +31,10 @@ const (
 	opDeletePolicy
 	opAcquireLease
 	opReleaseLease
+	// opPing asks a node who it is; the leader pings a member before it
+	// adds it, so that only a running limitnode node (with a certificate of
+	// the cluster's CA, when the Raft port speaks TLS) becomes a voter.
+	opPing
 )
 
 type forwardRequest struct {
@@ -66,6 +70,7 @@ type forwardResponse struct {
 	Rejection *contract.Error // for statusRejected
 	Results   []fsm.Result
 	Lease     *fsm.LeaseResult // for opAcquireLease and opReleaseLease
+	NodeID    string           // for opPing: the answering node's ID
 }
 
 // forwardConn is one pooled connection with its stream encoder and decoder.
@@ -92,7 +97,7 @@ var errNotSent = errors.New("forward: message not sent")
 
 // forwarder sends messages to other nodes' forwarding listeners.
 type forwarder struct {
-	dial        DialFunc
+	dialer      dialer
 	dialTimeout time.Duration
 	mu          sync.Mutex
 	idle        map[string][]*forwardConn
@@ -100,8 +105,8 @@ type forwarder struct {
 
 const maxIdleForwardConns = 4
 
-func newForwarder(dial DialFunc, dialTimeout time.Duration) *forwarder {
-	return &forwarder{dial: dial, dialTimeout: dialTimeout, idle: make(map[string][]*forwardConn)}
+func newForwarder(d dialer, dialTimeout time.Duration) *forwarder {
+	return &forwarder{dialer: d, dialTimeout: dialTimeout, idle: make(map[string][]*forwardConn)}
 }
 
 // get returns a pooled connection to addr, or a new one. A pooled
@@ -124,7 +129,7 @@ func (f *forwarder) get(addr string) (*forwardConn, error) {
 		}
 		c.conn.Close()
 	}
-	conn, err := dialProtocol(f.dial, addr, protocolForward, f.dialTimeout)
+	conn, err := f.dialer.open(addr, protocolForward, f.dialTimeout)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", errNotSent, err)
 	}
@@ -250,6 +255,8 @@ func (n *Node) handleForward(req *forwardRequest) *forwardResponse {
 		resp := replyTo(err)
 		resp.Lease = result
 		return resp
+	case opPing:
+		return &forwardResponse{NodeID: n.cfg.ID}
 	default:
 		return &forwardResponse{Status: statusFailed, Error: fmt.Sprintf("unknown forwarding operation %d", req.Op)}
 	}

@@ -163,7 +163,7 @@ func TestForwarderRedialsWhenThePeerClosedAPooledConnection(t *testing.T) {
 	t.Parallel()
 	leader := startFakeLeader(t)
 	addr := leader.ln.Addr().String()
-	f := newForwarder(dialTCP, time.Second)
+	f := newForwarder(dialer{dial: dialTCP}, time.Second)
 	defer f.close()
 	msg := &forwardRequest{Op: opAllow, Requests: []fsm.Request{{RequestID: "a"}}}
 	if _, err := f.send(context.Background(), addr, msg); err != nil {
@@ -206,7 +206,7 @@ func TestForwarderReportsAFailureAfterSendingAsAmbiguous(t *testing.T) {
 		_, _ = conn.Read(make([]byte, 4096))
 		conn.Close()
 	}()
-	f := newForwarder(dialTCP, time.Second)
+	f := newForwarder(dialer{dial: dialTCP}, time.Second)
 	defer f.close()
 	_, err = f.send(context.Background(), ln.Addr().String(), &forwardRequest{Op: opAllow, Requests: []fsm.Request{{}}})
 	if err == nil || errors.Is(err, errNotSent) {

@@ -50,6 +50,9 @@ func (n *Node) joinAsLeader(m contract.Member) error {
 		}
 	}
 	if !present {
+		if err := n.ping(m); err != nil {
+			return err
+		}
 		if err := n.raft.AddVoter(raft.ServerID(m.ID), raft.ServerAddress(m.RaftAddr), 0, 0).Error(); err != nil {
 			return translate(err)
 		}
@@ -115,4 +118,34 @@ func (n *Node) watchLeadership() {
 			cancel()
 		}
 	}
+}
+
+// pingTimeout bounds the leader's check that a member to add answers.
+const pingTimeout = 3 * time.Second
+
+// ping checks, before a member is added, that its Raft address answers as
+// the limitnode node it claims to be: a voter that cannot be reached (a
+// typo, a node not started, a certificate of another CA) would count toward
+// the quorum and could cost the cluster its majority.
+func (n *Node) ping(m contract.Member) error {
+	conn, err := n.fwd.dialer.open(m.RaftAddr, protocolForward, pingTimeout)
+	if err != nil {
+		return contract.Invalid("raft_addr", "%s does not answer as a limitnode node (start it first; with TLS, its certificate must be signed by the cluster's CA): %v", m.RaftAddr, err)
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(pingTimeout))
+	fc := newForwardConn(conn)
+	var resp forwardResponse
+	if err := fc.enc.Encode(&forwardRequest{Op: opPing}); err == nil {
+		if err = fc.bw.Flush(); err == nil {
+			err = fc.dec.Decode(&resp)
+		}
+	}
+	switch {
+	case err != nil:
+		return contract.Invalid("raft_addr", "%s does not answer as a limitnode node: %v", m.RaftAddr, err)
+	case resp.NodeID != m.ID:
+		return contract.Invalid("id", "the node at %s is %q, not %q", m.RaftAddr, resp.NodeID, m.ID)
+	}
+	return nil
 }

@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"crypto/tls"
 	"fmt"
 	"io"
 	"log/slog"
@@ -25,16 +26,18 @@ const (
 const headerTimeout = 5 * time.Second
 
 // mux accepts connections on one listener and hands each to the sub-listener
-// of the protocol named by its first byte.
+// of the protocol named by its first byte. With tls set, a connection first
+// completes a mutual TLS handshake, and the byte is read inside it.
 type mux struct {
 	ln     net.Listener
+	tls    *NodeTLS
 	subs   map[byte]*subListener
 	logger *slog.Logger
 	wg     sync.WaitGroup
 }
 
-func newMux(ln net.Listener, logger *slog.Logger, protocols ...byte) *mux {
-	m := &mux{ln: ln, subs: make(map[byte]*subListener), logger: logger}
+func newMux(ln net.Listener, nodeTLS *NodeTLS, logger *slog.Logger, protocols ...byte) *mux {
+	m := &mux{ln: ln, tls: nodeTLS, subs: make(map[byte]*subListener), logger: logger}
 	for _, p := range protocols {
 		m.subs[p] = &subListener{addr: ln.Addr(), conns: make(chan net.Conn), closed: make(chan struct{})}
 	}
@@ -55,6 +58,14 @@ func (m *mux) serve() {
 }
 
 func (m *mux) route(conn net.Conn) {
+	if m.tls != nil {
+		tc := tls.Server(conn, m.tls.serverConfig())
+		if err := handshake(tc, headerTimeout); err != nil {
+			m.logger.Warn("cluster: refused a connection on the raft port", "err", err)
+			return
+		}
+		conn = tc
+	}
 	var header [1]byte
 	_ = conn.SetReadDeadline(time.Now().Add(headerTimeout))
 	if _, err := io.ReadFull(conn, header[:]); err != nil {
@@ -116,12 +127,25 @@ func dialTCP(addr string, timeout time.Duration) (net.Conn, error) {
 	return net.DialTimeout("tcp", addr, timeout)
 }
 
-// dialProtocol opens a connection to a node's Raft address and announces the
-// protocol.
-func dialProtocol(dial DialFunc, addr string, protocol byte, timeout time.Duration) (net.Conn, error) {
-	conn, err := dial(addr, timeout)
+// dialer opens connections to other nodes' Raft addresses: over dial, then
+// in mutual TLS when tls is set, then announcing the protocol.
+type dialer struct {
+	dial DialFunc
+	tls  *NodeTLS
+}
+
+// open opens a connection to a node's Raft address for protocol.
+func (d dialer) open(addr string, protocol byte, timeout time.Duration) (net.Conn, error) {
+	conn, err := d.dial(addr, timeout)
 	if err != nil {
 		return nil, err
+	}
+	if d.tls != nil {
+		tc := tls.Client(conn, d.tls.clientConfig(addr))
+		if err := handshake(tc, timeout); err != nil {
+			return nil, err
+		}
+		conn = tc
 	}
 	_ = conn.SetWriteDeadline(time.Now().Add(timeout))
 	if _, err := conn.Write([]byte{protocol}); err != nil {
@@ -136,13 +160,13 @@ func dialProtocol(dial DialFunc, addr string, protocol byte, timeout time.Durati
 type raftStream struct {
 	net.Listener
 	advertise net.Addr
-	dial      DialFunc
+	dialer    dialer
 }
 
 var _ raft.StreamLayer = (*raftStream)(nil)
 
 func (s *raftStream) Dial(addr raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
-	return dialProtocol(s.dial, string(addr), protocolRaft, timeout)
+	return s.dialer.open(string(addr), protocolRaft, timeout)
 }
 
 func (s *raftStream) Addr() net.Addr { return s.advertise }

@@ -77,9 +77,9 @@ func Open(cfg Config) (*Node, error) {
 		advertise:      tcpAddr.String(),
 		conns:          make(map[net.Conn]struct{}),
 		stopCh:         make(chan struct{}),
-		fwd:            newForwarder(cfg.Dial, cfg.RequestTimeout),
+		fwd:            newForwarder(dialer{cfg.Dial, cfg.NodeTLS}, cfg.RequestTimeout),
 	}
-	n.mux = newMux(ln, n.logger, protocolRaft, protocolForward)
+	n.mux = newMux(ln, cfg.NodeTLS, n.logger, protocolRaft, protocolForward)
 	if err := n.startRaft(); err != nil {
 		n.mux.close()
 		return nil, err
@@ -115,7 +115,7 @@ func (n *Node) startRaft() error {
 		return fmt.Errorf("cluster: inspect existing state: %w", err)
 	}
 	transport := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
-		Stream:  &raftStream{Listener: n.mux.listener(protocolRaft), advertise: n.mux.ln.Addr(), dial: n.cfg.Dial},
+		Stream:  &raftStream{Listener: n.mux.listener(protocolRaft), advertise: n.mux.ln.Addr(), dialer: dialer{n.cfg.Dial, n.cfg.NodeTLS}},
 		MaxPool: 5,
 		Timeout: 10 * time.Second,
 		Logger:  hlog,

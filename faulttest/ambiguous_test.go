@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"io"
-	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -56,7 +55,7 @@ func TestTimedOutRequestRetriedAcrossALeaderChangeIsChargedOnce(t *testing.T) {
 		}
 	}
 	const body = `{"key":"charged-once","limit":{"rate":10,"period":"1h"},"cost":3,"request_id":"order-7"}`
-	resp, err := http.Post(next.URL()+"/v1/allow", "application/json", strings.NewReader(body))
+	resp, err := testcluster.HTTPClient().Post(next.URL()+"/v1/allow", "application/json", strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}

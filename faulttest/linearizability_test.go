@@ -112,7 +112,8 @@ type runReport struct {
 	history                       []porcupine.Operation
 }
 
-var httpClient = &http.Client{Timeout: 3 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 32}}
+// httpClient calls any test cluster, plain or secure (LIMITNODE_TEST_SECURE=1).
+var httpClient = &http.Client{Timeout: 3 * time.Second, Transport: testcluster.HTTPClient().Transport}
 
 // attempt sends one request to a node, through the Go API or HTTP. An
 // error means the outcome is not known.
@@ -166,8 +167,8 @@ func limitJSON(l algorithms.Limit) string {
 // An attempt whose outcome is unknown is retried, on any node, with the same
 // request ID: the cluster must charge it once, whichever attempt lands, so
 // the operation's interval runs from its first call to its definite answer.
-func runOnce(t *testing.T, seed uint64, clients int, duration time.Duration) (*testcluster.Cluster, runReport) {
-	c := testcluster.Start(t, 3)
+func runOnce(t *testing.T, seed uint64, clients int, duration time.Duration, opts testcluster.Options) (*testcluster.Cluster, runReport) {
+	c := testcluster.Start(t, 3, opts)
 	rng := rand.New(rand.NewPCG(seed, seed*7+1))
 	keys := []string{"tb-0", "tb-1", "fw-0", "fw-1"}
 	start := time.Now()
@@ -410,8 +411,18 @@ func checkSurvivesFullRestart(t *testing.T, c *testcluster.Cluster, history []po
 	}
 }
 
-// TestLinearizableUnderFaults is the short run that go test ./... includes.
+// TestLinearizableUnderFaults is the short run that go test ./... includes,
+// on a plain cluster and on one with mutual TLS between the nodes, HTTPS and
+// API tokens.
 func TestLinearizableUnderFaults(t *testing.T) {
+	for _, secure := range []bool{false, true} {
+		t.Run(fmt.Sprintf("secure=%v", secure), func(t *testing.T) {
+			checkLinearizable(t, testcluster.Options{Secure: secure})
+		})
+	}
+}
+
+func checkLinearizable(t *testing.T, opts testcluster.Options) {
 	runs, duration := 1, 6*time.Second
 	if *long {
 		runs, duration = *longRuns, *longFor
@@ -423,7 +434,7 @@ func TestLinearizableUnderFaults(t *testing.T) {
 			seed = 1
 		}
 		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
-			c, rep := runOnce(t, seed, 6, duration)
+			c, rep := runOnce(t, seed, 6, duration, opts)
 			t.Logf("seed %d: %d operations (%d ambiguous on the first attempt), %d fault events", seed, rep.operations, rep.ambiguous, rep.faults)
 			checkRun(t, c, seed, rep)
 			totalOps += rep.operations

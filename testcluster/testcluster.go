@@ -57,6 +57,10 @@ type Options struct {
 	// Configure, when set, may change each node's cluster.Config before
 	// it opens.
 	Configure func(*cluster.Config)
+	// Secure starts every node with mutual TLS on the Raft port, HTTPS
+	// and API tokens (Token, CAs, HTTPClient). LIMITNODE_TEST_SECURE=1 in
+	// the environment sets it for every cluster.
+	Secure bool
 }
 
 // Cluster is a set of nodes started by Start.
@@ -107,6 +111,7 @@ func Start(t TB, size int, opts ...Options) *Cluster {
 	if len(opts) > 0 {
 		c.opts = opts[0]
 	}
+	c.opts.Secure = c.opts.Secure || secureFromEnv()
 	for i := range size {
 		c.Nodes = append(c.Nodes, &Node{ID: fmt.Sprintf("n%d", i+1), DataDir: t.TempDir(), RaftAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0", c: c})
 	}
@@ -155,6 +160,11 @@ func (n *Node) start(bootstrap bool) error {
 	if lvl := os.Getenv("LIMITNODE_TEST_LOG"); lvl != "" {
 		cfg.RaftLogLevel = lvl
 	}
+	apiOpts := httpapi.Options{Logger: cfg.Logger}
+	if n.c.opts.Secure {
+		cfg.NodeTLS = testMaterial().nodeTLS(n.ID)
+		apiOpts.Authorizer = testMaterial().authz
+	}
 	if n.c.opts.Configure != nil {
 		n.c.opts.Configure(&cfg)
 	}
@@ -176,9 +186,14 @@ func (n *Node) start(bootstrap bool) error {
 	n.RaftAddr = node.RaftAddr()
 	n.c.Net.register(n.ID, n.RaftAddr)
 	n.HTTPAddr = httpListener.Addr().String()
-	n.server = httpapi.NewServer(n.HTTPAddr, httpapi.New(node, httpapi.Options{Logger: cfg.Logger}))
+	n.server = httpapi.NewServer(n.HTTPAddr, httpapi.New(node, apiOpts))
 	server := n.server
-	go func() { _ = server.Serve(httpListener) }()
+	if n.c.opts.Secure {
+		server.TLSConfig = testMaterial().serverTLS(n.ID)
+		go func() { _ = server.ServeTLS(httpListener, "", "") }()
+	} else {
+		go func() { _ = server.Serve(httpListener) }()
+	}
 	n.running = true
 	return nil
 }
@@ -221,10 +236,14 @@ func (n *Node) Running() bool {
 	return n.running
 }
 
-// URL returns the base URL of the node's HTTP API.
+// URL returns the base URL of the node's HTTP API: https:// for a secure
+// cluster.
 func (n *Node) URL() string {
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	if n.c.opts.Secure {
+		return "https://" + n.HTTPAddr
+	}
 	return "http://" + n.HTTPAddr
 }
 

@@ -1,0 +1,130 @@
+package testcluster
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+
+	"github.com/limitnode/limitnode/auth"
+	"github.com/limitnode/limitnode/certs"
+	"github.com/limitnode/limitnode/cluster"
+)
+
+// SecureEnv, set to 1 in the environment, makes every cluster Start starts
+// secure (Options.Secure), so that a whole test suite runs over TLS with
+// tokens: LIMITNODE_TEST_SECURE=1 go test ./...
+const SecureEnv = "LIMITNODE_TEST_SECURE"
+
+// material is this process's test CA, its node certificates and the API
+// tokens of secure clusters: one set for all of them, so that HTTPClient
+// can call any.
+type material struct {
+	ca     *certs.DevCA
+	pool   *x509.CertPool
+	tokens map[auth.Role]string
+	authz  *auth.Tokens
+
+	mu    sync.Mutex
+	nodes map[string]*tls.Certificate
+}
+
+var testMaterial = sync.OnceValue(func() *material {
+	ca, err := certs.NewDevCA()
+	if err != nil {
+		panic(fmt.Sprintf("testcluster: a test CA: %v", err))
+	}
+	m := &material{ca: ca, pool: ca.Pool(), tokens: map[auth.Role]string{}, nodes: map[string]*tls.Certificate{}}
+	var entries []string
+	for _, role := range []auth.Role{auth.RoleDecide, auth.RoleRead, auth.RoleAdmin} {
+		token, hash := auth.NewToken()
+		m.tokens[role] = token
+		entries = append(entries, fmt.Sprintf(`{"name": "test-%s", "sha256": %q, "roles": [%q]}`, role, hash, role))
+	}
+	if m.authz, err = auth.Parse(strings.NewReader(`{"tokens": [` + strings.Join(entries, ",") + `]}`)); err != nil {
+		panic(fmt.Sprintf("testcluster: test tokens: %v", err))
+	}
+	return m
+})
+
+// certificate returns the node certificate of name, made once.
+func (m *material) certificate(name string) *tls.Certificate {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if c := m.nodes[name]; c != nil {
+		return c
+	}
+	c, err := m.ca.Issue(name)
+	if err != nil {
+		panic(fmt.Sprintf("testcluster: certificate for %s: %v", name, err))
+	}
+	m.nodes[name] = c
+	return c
+}
+
+// nodeTLS is the mutual TLS of a secure node's Raft port.
+func (m *material) nodeTLS(name string) *cluster.NodeTLS {
+	return &cluster.NodeTLS{
+		Certificate: func() *tls.Certificate { return m.certificate(name) },
+		CAs:         func() *x509.CertPool { return m.pool },
+	}
+}
+
+// serverTLS is the TLS of a secure node's HTTP API.
+func (m *material) serverTLS(name string) *tls.Config {
+	return &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{*m.certificate(name)}}
+}
+
+// Token returns the API token of a secure cluster with role (every secure
+// cluster of the process has the same three: decide, read, admin).
+func Token(role auth.Role) string { return testMaterial().tokens[role] }
+
+// CAs returns the pool of the CA that signs every secure cluster's
+// certificates, for clients that check them.
+func CAs() *x509.CertPool { return testMaterial().pool }
+
+// OtherCA returns node TLS signed by a CA no test cluster trusts, as a
+// stranger's node would have.
+func OtherCA(name string) (*cluster.NodeTLS, error) {
+	ca, err := certs.NewDevCA()
+	if err != nil {
+		return nil, err
+	}
+	cert, err := ca.Issue(name)
+	if err != nil {
+		return nil, err
+	}
+	pool := ca.Pool()
+	return &cluster.NodeTLS{Certificate: func() *tls.Certificate { return cert }, CAs: func() *x509.CertPool { return pool }}, nil
+}
+
+// HTTPClient returns a client for the HTTP API of any test cluster, secure
+// or not: it trusts the test CA and sends the admin token unless the
+// request carries its own Authorization.
+func HTTPClient() *http.Client { return sharedClient() }
+
+var sharedClient = sync.OnceValue(func() *http.Client {
+	transport := http.DefaultTransport.(*http.Transport).Clone()
+	transport.TLSClientConfig = &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: testMaterial().pool}
+	transport.MaxIdleConnsPerHost = 64
+	return &http.Client{Transport: &withToken{next: transport, token: Token(auth.RoleAdmin)}}
+})
+
+// withToken adds a bearer token to requests that have none.
+type withToken struct {
+	next  http.RoundTripper
+	token string
+}
+
+func (w *withToken) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.Header.Get("Authorization") == "" {
+		r = r.Clone(r.Context())
+		r.Header.Set("Authorization", "Bearer "+w.token)
+	}
+	return w.next.RoundTrip(r)
+}
+
+func secureFromEnv() bool { return os.Getenv(SecureEnv) == "1" }
