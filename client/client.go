@@ -13,6 +13,7 @@ package client
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -27,18 +28,48 @@ import (
 type Client struct {
 	addrs []string
 	http  *http.Client
+	token string
+}
+
+// Options configures a Client beyond its addresses.
+type Options struct {
+	// HTTPClient makes the calls. Nil means one with a 10s timeout (and
+	// TLS, when set).
+	HTTPClient *http.Client
+	// TLS, when set, is used for https:// addresses (the CA to trust, a
+	// client certificate), and addresses given without a scheme are
+	// https://. It is ignored when HTTPClient is set.
+	TLS *tls.Config
+	// Token, when set, is sent with every call as Authorization: Bearer.
+	Token string
 }
 
 // New returns a client for the nodes at addrs ("127.0.0.1:7070" or a full
 // "http://..." base URL). A nil httpClient means one with a 10s timeout.
 func New(httpClient *http.Client, addrs ...string) *Client {
-	if httpClient == nil {
-		httpClient = &http.Client{Timeout: 10 * time.Second}
+	return NewWithOptions(Options{HTTPClient: httpClient}, addrs...)
+}
+
+// NewWithOptions returns a client for the nodes at addrs ("127.0.0.1:7070",
+// or a full "https://..." base URL) configured by opts.
+func NewWithOptions(opts Options, addrs ...string) *Client {
+	httpClient, scheme := opts.HTTPClient, "http://"
+	if opts.TLS != nil {
+		scheme = "https://"
 	}
-	c := &Client{http: httpClient}
+	if httpClient == nil {
+		transport := http.DefaultTransport.(*http.Transport).Clone()
+		if opts.TLS != nil {
+			// A copy: the transport adds its protocols (h2) to the config
+			// it is given, which must not leak into the caller's.
+			transport.TLSClientConfig = opts.TLS.Clone()
+		}
+		httpClient = &http.Client{Timeout: 10 * time.Second, Transport: transport}
+	}
+	c := &Client{http: httpClient, token: opts.Token}
 	for _, a := range addrs {
 		if !strings.HasPrefix(a, "http://") && !strings.HasPrefix(a, "https://") {
-			a = "http://" + a
+			a = scheme + a
 		}
 		c.addrs = append(c.addrs, a)
 	}
@@ -184,6 +215,9 @@ func (c *Client) do(ctx context.Context, method, path string, in, out any, ok ..
 			return nil, fmt.Errorf("limitnode: %w", err)
 		}
 		req.Header.Set("Content-Type", "application/json")
+		if c.token != "" {
+			req.Header.Set("Authorization", "Bearer "+c.token)
+		}
 		resp, err := c.http.Do(req)
 		if err != nil {
 			lastErr = err

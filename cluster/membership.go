@@ -136,10 +136,12 @@ func (n *Node) ping(m contract.Member) error {
 	_ = conn.SetDeadline(time.Now().Add(pingTimeout))
 	fc := newForwardConn(conn)
 	var resp forwardResponse
-	if err := fc.enc.Encode(&forwardRequest{Op: opPing}); err == nil {
-		if err = fc.bw.Flush(); err == nil {
-			err = fc.dec.Decode(&resp)
-		}
+	err = fc.enc.Encode(&forwardRequest{Op: opPing})
+	if err == nil {
+		err = fc.bw.Flush()
+	}
+	if err == nil {
+		err = fc.dec.Decode(&resp)
 	}
 	switch {
 	case err != nil:

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"io"
 	"os"
@@ -190,5 +191,32 @@ func TestBadPolicyFileStopsTheNode(t *testing.T) {
 	err := run(context.Background(), []string{"-http", "127.0.0.1:0", "-raft", "127.0.0.1:0", "-data", filepath.Join(dir, "data"), "-policies", file}, env(nil), io.Discard, nil)
 	if err == nil || !strings.Contains(err.Error(), "limit.rate") {
 		t.Fatalf("run = %v, want an error naming limit.rate", err)
+	}
+}
+
+// TestExitStatuses: help is a success, a mistake in the command line a
+// usage error said once, an unknown command a usage error naming it.
+func TestExitStatuses(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name       string
+		args       []string
+		env        map[string]string
+		wantStatus int
+		wantInErr  string
+	}{
+		{"help", []string{"-h"}, nil, exitOK, "can also be set as LIMITNODE_<NAME>"},
+		{"an unknown flag", []string{"-color"}, nil, exitUsage, "flag provided but not defined: -color"},
+		{"an unknown command", []string{"launch"}, nil, exitUsage, `unknown command "launch"`},
+		{"a bad variable names itself and the flag", nil, map[string]string{"LIMITNODE_JOIN_TIMEOUT": "forever"}, exitUsage, `LIMITNODE_JOIN_TIMEOUT="forever" is not a valid value for -join-timeout`},
+		{"help of a subcommand", []string{"certs", "-h"}, nil, exitOK, "Usage: limitnode certs"},
+		{"a token with an unknown role", []string{"token", "-roles", "root"}, nil, exitUsage, `unknown role "root"`},
+	}
+	for _, tt := range tests {
+		var stderr bytes.Buffer
+		status := dispatch(context.Background(), tt.args, env(tt.env), io.Discard, &stderr)
+		if status != tt.wantStatus || !strings.Contains(stderr.String(), tt.wantInErr) || strings.Count(stderr.String(), tt.wantInErr) != 1 {
+			t.Errorf("%s: exit %d, %q; want exit %d mentioning %q once", tt.name, status, stderr.String(), tt.wantStatus, tt.wantInErr)
+		}
 	}
 }

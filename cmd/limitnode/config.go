@@ -1,0 +1,134 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/limitnode/limitnode/cluster"
+)
+
+// config is the command's configuration, from flags and environment.
+type config struct {
+	id           string
+	httpAddr     string
+	raftAddr     string
+	dataDir      string
+	snapshotDir  string
+	join         string
+	logLevel     string
+	raftLogLevel string
+	joinTimeout  time.Duration
+	policiesFile string
+	maxKeys      int64
+	keyLimitMode string
+	noSync       bool
+	security
+}
+
+// security is the configuration of TLS and tokens; every field names a
+// file but joinToken.
+type security struct {
+	tlsCert     string
+	tlsKey      string
+	tlsClientCA string
+	nodeCert    string
+	nodeKey     string
+	nodeCA      string
+	authFile    string
+	joinToken   string
+	joinCA      string
+}
+
+// envName is the environment variable that sets a flag.
+func envName(flagName string) string {
+	return "LIMITNODE_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
+}
+
+// parseConfig reads flags from args, taking a flag's default from
+// LIMITNODE_<NAME> when that variable is set. A mistake is a *usageError.
+func parseConfig(args []string, getenv func(string) string, output io.Writer) (config, error) {
+	var c config
+	fs := flag.NewFlagSet("limitnode", flag.ContinueOnError)
+	fs.SetOutput(output)
+	fs.StringVar(&c.id, "id", "node1", "node ID, unique in the cluster")
+	fs.StringVar(&c.httpAddr, "http", "127.0.0.1:7070", "HTTP listen address")
+	fs.StringVar(&c.raftAddr, "raft", "127.0.0.1:7071", "Raft listen (and advertised) address")
+	fs.StringVar(&c.dataDir, "data", "./limitnode-data", "data directory (Raft log, stable store, snapshots)")
+	fs.StringVar(&c.snapshotDir, "snapshot-dir", "", "keep snapshots here instead of in -data (another disk keeps their writes from delaying the log's)")
+	fs.StringVar(&c.join, "join", "", "comma-separated HTTP addresses of existing members; omit to start (or restart) on your own")
+	fs.StringVar(&c.logLevel, "log-level", "info", "least level logged: debug, info, warn or error")
+	fs.StringVar(&c.raftLogLevel, "raft-log-level", "warn", "least level of Raft's own logs: debug, info, warn or error")
+	fs.DurationVar(&c.joinTimeout, "join-timeout", time.Minute, "how long to keep trying the -join addresses")
+	fs.BoolVar(&c.noSync, "no-sync", false, "do not fsync the Raft log on each append: faster, but a simultaneous power loss of a majority can lose the last decisions")
+	fs.Int64Var(&c.maxKeys, "max-keys", cluster.DefaultMaxKeys, "most live (key, limit) pairs the cluster keeps; -1 for no cap")
+	fs.StringVar(&c.keyLimitMode, "key-limit-mode", "deny", "when -max-keys is reached, new keys are refused (deny: 503) or admitted unrecorded (allow)")
+	fs.StringVar(&c.policiesFile, "policies", "", "JSON file of named policies to store when this node bootstraps a new cluster")
+	fs.StringVar(&c.tlsCert, "tls-cert", "", "PEM certificate of the HTTP API: serve HTTPS (with -tls-key; re-read when it changes)")
+	fs.StringVar(&c.tlsKey, "tls-key", "", "PEM private key of -tls-cert")
+	fs.StringVar(&c.tlsClientCA, "tls-client-ca", "", "PEM CA: also require HTTPS clients to present a certificate it signed")
+	fs.StringVar(&c.nodeCert, "node-cert", "", "PEM certificate of this node for mutual TLS on the Raft port (with -node-key and -node-ca)")
+	fs.StringVar(&c.nodeKey, "node-key", "", "PEM private key of -node-cert")
+	fs.StringVar(&c.nodeCA, "node-ca", "", "PEM CA that signs every member's -node-cert")
+	fs.StringVar(&c.authFile, "auth", "", "JSON token file: every API call but /healthz and /readyz needs a bearer token with its role (re-read when it changes)")
+	fs.StringVar(&c.joinToken, "join-token", "", "token (role admin) sent with -join to a cluster that has -auth")
+	fs.StringVar(&c.joinCA, "join-ca", "", "PEM CA to trust for the members' HTTPS API when joining (default -node-ca)")
+	fs.Usage = func() {
+		fmt.Fprintf(output, "Usage: limitnode [flags]        run a node\n       limitnode token|certs ...  see limitnode <command> -h\n\n")
+		fmt.Fprintf(output, "Every flag can also be set as LIMITNODE_<NAME> (dashes as underscores, e.g. LIMITNODE_LOG_LEVEL);\na flag on the command line wins over its variable.\n\nFlags:\n")
+		fs.PrintDefaults()
+	}
+	var envErr error
+	fs.VisitAll(func(f *flag.Flag) {
+		name := envName(f.Name)
+		if v := getenv(name); v != "" && envErr == nil {
+			if err := f.Value.Set(v); err != nil {
+				envErr = &usageError{fmt.Sprintf("%s=%q is not a valid value for -%s (%s)", name, v, f.Name, f.Usage)}
+			}
+		}
+	})
+	if envErr != nil {
+		return c, envErr
+	}
+	if err := fs.Parse(args); err != nil {
+		if err == flag.ErrHelp {
+			return c, err
+		}
+		return c, &usageError{} // the flag package has printed it, with the usage
+	}
+	if fs.NArg() > 0 {
+		return c, &usageError{fmt.Sprintf("unexpected arguments: %q", fs.Args())}
+	}
+	if c.keyLimitMode != "deny" && c.keyLimitMode != "allow" {
+		return c, &usageError{fmt.Sprintf("-key-limit-mode must be deny or allow, not %q", c.keyLimitMode)}
+	}
+	if err := c.security.check(); err != nil {
+		return c, err
+	}
+	return c, nil
+}
+
+// check refuses an incomplete set of TLS flags.
+func (s *security) check() error {
+	if (s.tlsCert == "") != (s.tlsKey == "") {
+		return &usageError{"-tls-cert and -tls-key go together"}
+	}
+	if s.tlsClientCA != "" && s.tlsCert == "" {
+		return &usageError{"-tls-client-ca needs -tls-cert and -tls-key (client certificates are checked over HTTPS)"}
+	}
+	node := map[string]string{"-node-cert": s.nodeCert, "-node-key": s.nodeKey, "-node-ca": s.nodeCA}
+	var missing, given []string
+	for _, name := range []string{"-node-cert", "-node-key", "-node-ca"} {
+		if node[name] == "" {
+			missing = append(missing, name)
+		} else {
+			given = append(given, name)
+		}
+	}
+	if len(given) > 0 && len(missing) > 0 {
+		return &usageError{fmt.Sprintf("%s given without %s: mutual TLS on the Raft port needs all three", strings.Join(given, ", "), strings.Join(missing, ", "))}
+	}
+	return nil
+}

@@ -1,0 +1,179 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/limitnode/limitnode/client"
+	"github.com/limitnode/limitnode/cluster"
+	"github.com/limitnode/limitnode/contract"
+	"github.com/limitnode/limitnode/httpapi"
+)
+
+// run starts the node and serves until ctx ends, then shuts down cleanly.
+// ready, if not nil, receives the HTTP address once the node serves.
+func run(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer, ready chan<- string) error {
+	c, err := parseConfig(args, getenv, stderr)
+	if err != nil {
+		return err
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(c.logLevel)); err != nil {
+		return fmt.Errorf("-log-level: %w", err)
+	}
+	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	sec, err := loadSecurity(c.security, logger)
+	if err != nil {
+		return err
+	}
+	var policies []contract.Policy
+	if c.policiesFile != "" {
+		if policies, err = readPolicyFile(c.policiesFile); err != nil {
+			return err
+		}
+	}
+
+	httpListener, err := net.Listen("tcp", c.httpAddr)
+	if err != nil {
+		return fmt.Errorf("listen for HTTP: %w", err)
+	}
+	defer httpListener.Close()
+	httpAddr := httpListener.Addr().String()
+
+	var joinAddrs []string
+	for a := range strings.SplitSeq(c.join, ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			joinAddrs = append(joinAddrs, a)
+		}
+	}
+	node, err := cluster.Open(cluster.Config{
+		ID:               c.id,
+		RaftAddr:         c.raftAddr,
+		HTTPAddr:         httpAddr,
+		DataDir:          c.dataDir,
+		SnapshotDir:      c.snapshotDir,
+		Bootstrap:        len(joinAddrs) == 0,
+		Logger:           logger,
+		RaftLogLevel:     c.raftLogLevel,
+		MaxKeys:          c.maxKeys,
+		NoSync:           c.noSync,
+		KeyLimitFailOpen: c.keyLimitMode == "allow",
+		NodeTLS:          sec.nodeTLS,
+	})
+	if err != nil {
+		return err
+	}
+	apiOpts := httpapi.Options{Logger: logger}
+	if sec.authz != nil {
+		apiOpts.Authorizer = sec.authz
+	}
+	server := httpapi.NewServer(httpAddr, httpapi.New(node, apiOpts))
+	serveErr := make(chan error, 1)
+	if sec.httpTLS != nil {
+		server.TLSConfig = sec.httpTLS
+		go func() { serveErr <- server.ServeTLS(httpListener, "", "") }()
+	} else {
+		go func() { serveErr <- server.Serve(httpListener) }()
+	}
+	logger.Info("limitnode serving", "id", c.id, "http", httpAddr, "raft", node.RaftAddr(), "data", c.dataDir,
+		"https", sec.httpTLS != nil, "raft_tls", sec.nodeTLS != nil, "tokens", sec.authz != nil)
+	warnIfExposed(logger, c, sec)
+
+	if len(joinAddrs) > 0 && !node.HadState() {
+		if err := joinCluster(ctx, logger, joinAddrs, client.Options{TLS: sec.joinTLS, Token: c.joinToken}, client.Member{ID: c.id, RaftAddr: node.RaftAddr(), HTTPAddr: httpAddr}, c.joinTimeout); err != nil {
+			shutdown(logger, server, node)
+			return err
+		}
+	} else if len(joinAddrs) > 0 {
+		logger.Info("-join ignored: this node restarts into the cluster it belonged to")
+	}
+	if len(policies) > 0 && len(joinAddrs) == 0 && !node.HadState() {
+		if err := seedPolicies(ctx, node, policies); err != nil {
+			shutdown(logger, server, node)
+			return err
+		}
+		logger.Info("stored the policies of the policy file", "count", len(policies), "file", c.policiesFile)
+	} else if len(policies) > 0 {
+		logger.Info("-policies ignored: policies are seeded only when a node bootstraps a new cluster; change them with PUT /v1/policies/{name}")
+	}
+	if ready != nil {
+		ready <- httpAddr
+	}
+
+	select {
+	case <-ctx.Done():
+		logger.Info("shutting down")
+	case err := <-serveErr:
+		logger.Error("HTTP server stopped", "err", err)
+	}
+	return shutdown(logger, server, node)
+}
+
+// joinCluster asks each address in turn to add this node, until one accepts
+// or the timeout passes; the members may still be starting.
+func joinCluster(ctx context.Context, logger *slog.Logger, addrs []string, opts client.Options, self client.Member, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	for {
+		var lastErr error
+		for _, addr := range addrs {
+			err := client.NewWithOptions(opts, addr).Join(ctx, self)
+			if err == nil {
+				logger.Info("joined the cluster", "via", addr)
+				return nil
+			}
+			lastErr = err
+			logger.Warn("join attempt failed", "via", addr, "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("join via %s: %w", strings.Join(addrs, ", "), lastErr)
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+func readPolicyFile(path string) ([]contract.Policy, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("-policies: %w", err)
+	}
+	defer f.Close()
+	return httpapi.ParsePolicyFile(f)
+}
+
+// seedPolicies stores the policy file's policies in a cluster this node has
+// just bootstrapped, once it leads.
+func seedPolicies(ctx context.Context, node *cluster.Node, policies []contract.Policy) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	for _, p := range policies {
+		if err := node.PutPolicy(ctx, p); err != nil {
+			return fmt.Errorf("store policy %q: %w", p.Name, err)
+		}
+	}
+	return nil
+}
+
+// shutdown finishes in-flight HTTP requests, then closes the node (which
+// hands leadership over first if it leads).
+func shutdown(logger *slog.Logger, server *http.Server, node *cluster.Node) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := server.Shutdown(ctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		logger.Warn("HTTP shutdown", "err", err)
+	}
+	if err := node.Close(); err != nil {
+		return fmt.Errorf("close node: %w", err)
+	}
+	logger.Info("stopped")
+	return nil
+}

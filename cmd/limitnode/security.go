@@ -1,0 +1,112 @@
+package main
+
+import (
+	"crypto/tls"
+	"log/slog"
+	"net"
+
+	"github.com/limitnode/limitnode/auth"
+	"github.com/limitnode/limitnode/certs"
+	"github.com/limitnode/limitnode/cluster"
+)
+
+// secured is the security material of a node, read at start: a file that is
+// missing, unreadable or malformed stops the node with one line naming it.
+// Files are re-read when they change; a bad new version is logged and the
+// last good one kept.
+type secured struct {
+	httpTLS *tls.Config      // nil: plain HTTP
+	nodeTLS *cluster.NodeTLS // nil: plain TCP on the Raft port
+	authz   *auth.File       // nil: no tokens
+	joinTLS *tls.Config      // for -join over HTTPS; nil: plain HTTP
+}
+
+func loadSecurity(s security, logger *slog.Logger) (secured, error) {
+	var out secured
+	reloadFailed := func(what string) func(error) {
+		return func(err error) { logger.Error("refused a changed "+what+"; keeping the last good one", "err", err) }
+	}
+	var httpPair *certs.KeyPair
+	if s.tlsCert != "" {
+		pair, err := certs.LoadKeyPair(s.tlsCert, s.tlsKey, reloadFailed("-tls-cert/-tls-key"))
+		if err != nil {
+			return out, err
+		}
+		httpPair = pair
+		out.httpTLS = &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: pair.GetCertificate}
+		if s.tlsClientCA != "" {
+			pool, err := certs.LoadPool(s.tlsClientCA, reloadFailed("-tls-client-ca"))
+			if err != nil {
+				return out, err
+			}
+			base := out.httpTLS
+			out.httpTLS = &tls.Config{MinVersion: tls.VersionTLS12, GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) {
+				c := base.Clone()
+				c.ClientAuth = tls.RequireAndVerifyClientCert
+				c.ClientCAs = pool.CertPool()
+				return c, nil
+			}}
+		}
+	}
+	var nodeCAs *certs.Pool
+	if s.nodeCert != "" {
+		pair, err := certs.LoadKeyPair(s.nodeCert, s.nodeKey, reloadFailed("-node-cert/-node-key"))
+		if err != nil {
+			return out, err
+		}
+		if nodeCAs, err = certs.LoadPool(s.nodeCA, reloadFailed("-node-ca")); err != nil {
+			return out, err
+		}
+		out.nodeTLS = &cluster.NodeTLS{Certificate: pair.Certificate, CAs: nodeCAs.CertPool}
+	}
+	if s.authFile != "" {
+		file, err := auth.OpenFile(s.authFile, reloadFailed("-auth token file"))
+		if err != nil {
+			return out, err
+		}
+		out.authz = file
+	}
+	joinCAs := nodeCAs
+	if s.joinCA != "" {
+		pool, err := certs.LoadPool(s.joinCA, nil)
+		if err != nil {
+			return out, err
+		}
+		joinCAs = pool
+	}
+	if s.tlsCert != "" || s.joinCA != "" {
+		out.joinTLS = &tls.Config{MinVersion: tls.VersionTLS12}
+		if joinCAs != nil {
+			out.joinTLS.RootCAs = joinCAs.CertPool()
+		}
+		if httpPair != nil {
+			// Members that ask for client certificates get this node's.
+			out.joinTLS.GetClientCertificate = httpPair.GetClientCertificate
+		}
+	}
+	return out, nil
+}
+
+// warnIfExposed says, once at start, what an operator exposes by listening
+// beyond loopback without protection.
+func warnIfExposed(logger *slog.Logger, c config, s secured) {
+	if !isLoopback(c.httpAddr) && s.httpTLS == nil && s.authz == nil {
+		logger.Warn("the HTTP API listens beyond loopback with neither TLS nor tokens: anyone who reaches it can change policies and membership and spend any key's budget; see -tls-cert and -auth", "http", c.httpAddr)
+	}
+	if !isLoopback(c.raftAddr) && s.nodeTLS == nil {
+		logger.Warn("the Raft port listens beyond loopback without mutual TLS: any peer that reaches it can take part in Raft; see -node-cert, -node-key and -node-ca", "raft", c.raftAddr)
+	}
+}
+
+// isLoopback reports whether addr listens on a loopback address only.
+func isLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}

@@ -1,0 +1,318 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/limitnode/limitnode/client"
+)
+
+// cli runs a subcommand as the binary would and returns its output.
+func cli(t *testing.T, args ...string) string {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	if code := dispatch(context.Background(), args, env(nil), &stdout, &stderr); code != exitOK {
+		t.Fatalf("limitnode %s: exit %d: %s", strings.Join(args, " "), code, stderr.String())
+	}
+	return stdout.String()
+}
+
+// newToken runs limitnode token and returns the token and its file entry.
+func newToken(t *testing.T, name, roles string) (token, entry string) {
+	t.Helper()
+	lines := strings.Split(strings.TrimSpace(cli(t, "token", "-name", name, "-roles", roles)), "\n")
+	if len(lines) != 2 || !strings.HasPrefix(lines[0], "ln_") || strings.Contains(lines[1], lines[0]) {
+		t.Fatalf("limitnode token printed %q", lines)
+	}
+	return lines[0], lines[1]
+}
+
+func writeTokenFile(t *testing.T, path string, entries ...string) {
+	t.Helper()
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(`{"tokens": [`+strings.Join(entries, ",")+`]}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func caPool(t *testing.T, path string) *x509.CertPool {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(data) {
+		t.Fatalf("%s holds no certificate", path)
+	}
+	return pool
+}
+
+// TestSecureThreeNodesFromTheCommandLine follows the README's secure
+// cluster: certificates and tokens made by the binary, three nodes with
+// mutual TLS between them, HTTPS and tokens, the second and third joining
+// with the join token. Decisions need a decide token; nothing works without
+// one.
+func TestSecureThreeNodesFromTheCommandLine(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	cli(t, "certs", "-dir", dir, "-nodes", "n1,n2,n3")
+	checkoutToken, checkoutEntry := newToken(t, "checkout", "decide")
+	opsToken, opsEntry := newToken(t, "ops", "admin")
+	tokens := filepath.Join(dir, "tokens.json")
+	writeTokenFile(t, tokens, checkoutEntry, opsEntry)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	node := func(id, join string) []string {
+		args := []string{"-id", id, "-http", "127.0.0.1:0", "-raft", "127.0.0.1:0", "-data", t.TempDir(),
+			"-tls-cert", filepath.Join(dir, id+".pem"), "-tls-key", filepath.Join(dir, id+"-key.pem"),
+			"-node-cert", filepath.Join(dir, id+".pem"), "-node-key", filepath.Join(dir, id+"-key.pem"), "-node-ca", filepath.Join(dir, "ca.pem"),
+			"-auth", tokens}
+		if join != "" {
+			args = append(args, "-join", join, "-join-token", opsToken)
+		}
+		return args
+	}
+	n1 := startNode(t, ctx, node("n1", ""), nil)
+	n2 := startNode(t, ctx, node("n2", n1.addr), nil)
+	n3 := startNode(t, ctx, node("n3", n2.addr), nil)
+
+	trust := &tls.Config{RootCAs: caPool(t, filepath.Join(dir, "ca.pem"))}
+	limit := &client.Limit{Rate: 2, Period: "1h"}
+	allowed := 0
+	for _, n := range []running{n1, n2, n3} {
+		d, err := client.NewWithOptions(client.Options{TLS: trust, Token: checkoutToken}, n.addr).Allow(ctx, client.AllowRequest{Key: "secure", Limit: limit})
+		if err != nil {
+			t.Fatalf("allow on %s: %v", n.addr, err)
+		}
+		if d.Allowed {
+			allowed++
+		}
+	}
+	if allowed != 2 {
+		t.Fatalf("%d of 3 allowed under a limit of 2", allowed)
+	}
+	st, err := client.NewWithOptions(client.Options{TLS: trust, Token: opsToken}, n3.addr).Cluster(ctx)
+	if err != nil || len(st.Nodes) != 3 {
+		t.Fatalf("cluster: %+v, %v", st, err)
+	}
+	var apiErr *client.Error
+	if _, err := client.NewWithOptions(client.Options{TLS: trust}, n1.addr).Allow(ctx, client.AllowRequest{Key: "secure", Limit: limit}); !errors.As(err, &apiErr) || apiErr.StatusCode != 401 {
+		t.Fatalf("without a token: %v, want 401", err)
+	}
+	if _, err := client.NewWithOptions(client.Options{TLS: trust, Token: checkoutToken}, n1.addr).Cluster(ctx); !errors.As(err, &apiErr) || apiErr.StatusCode != 403 {
+		t.Fatalf("a decide token reading the cluster: %v, want 403", err)
+	}
+	if _, err := client.New(nil, "http://"+n1.addr).Cluster(ctx); err == nil {
+		t.Fatal("the HTTPS port answered plain HTTP")
+	}
+	cancel()
+	for _, n := range []running{n3, n2, n1} {
+		if err := <-n.done; err != nil {
+			t.Fatalf("node %s stopped with %v", n.addr, err)
+		}
+	}
+}
+
+// TestRotationWhileRequestsFlow replaces the HTTP certificate and the token
+// file of a running node while clients call it: no call with credentials
+// valid at the time fails, new connections get the new certificate, and a
+// removed token stops working.
+func TestRotationWhileRequestsFlow(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	cli(t, "certs", "-dir", dir, "-nodes", "n1")
+	oldToken, oldEntry := newToken(t, "old", "decide")
+	newTok, newEntry := newToken(t, "new", "decide")
+	tokens := filepath.Join(dir, "tokens.json")
+	writeTokenFile(t, tokens, oldEntry)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	n := startNode(t, ctx, []string{"-http", "127.0.0.1:0", "-raft", "127.0.0.1:0", "-data", t.TempDir(),
+		"-tls-cert", filepath.Join(dir, "n1.pem"), "-tls-key", filepath.Join(dir, "n1-key.pem"), "-auth", tokens}, nil)
+
+	trust := &tls.Config{RootCAs: caPool(t, filepath.Join(dir, "ca.pem"))}
+	// Calls hold tokenMu for reading while they use the token in force;
+	// switching takes it for writing, so no call is still using the old
+	// token when it is removed.
+	var tokenMu sync.RWMutex
+	current := oldToken
+	var failures atomic.Int64
+	var calls atomic.Int64
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			// No keep-alive: every call is a new TLS handshake, so it sees
+			// the certificate the node serves now.
+			hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: trust, DisableKeepAlives: true}}
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				tokenMu.RLock()
+				cc := client.NewWithOptions(client.Options{HTTPClient: hc, Token: current}, "https://"+n.addr)
+				if _, err := cc.Allow(ctx, client.AllowRequest{Key: fmt.Sprint("rotate-", i), Limit: &client.Limit{Rate: 1000, Period: "1s"}}); err != nil {
+					failures.Add(1)
+					t.Errorf("a call with the token in force failed: %v", err)
+				}
+				tokenMu.RUnlock()
+				calls.Add(1)
+			}
+		})
+	}
+	served := func() []byte {
+		conn, err := tls.Dial("tcp", n.addr, trust)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		return conn.ConnectionState().PeerCertificates[0].Raw
+	}
+	before := served()
+	waitFor(t, "calls to flow", func() bool { return calls.Load() > 20 })
+
+	// A new certificate from the same CA, written over the old files.
+	cli(t, "certs", "-dir", dir, "-nodes", "n1")
+	waitFor(t, "new connections to get the new certificate", func() bool { return !bytes.Equal(served(), before) })
+
+	// Add the new token, move the clients to it, then remove the old one.
+	writeTokenFile(t, tokens, oldEntry, newEntry)
+	waitFor(t, "the new token to work", func() bool { return allowWith(ctx, n.addr, trust, newTok) == nil })
+	tokenMu.Lock()
+	current = newTok
+	tokenMu.Unlock()
+	writeTokenFile(t, tokens, newEntry)
+	waitFor(t, "the removed token to stop working", func() bool {
+		var apiErr *client.Error
+		return errors.As(allowWith(ctx, n.addr, trust, oldToken), &apiErr) && apiErr.StatusCode == 401
+	})
+	mark := calls.Load()
+	waitFor(t, "calls to go on with the new token", func() bool { return calls.Load() > mark+20 })
+	close(stop)
+	wg.Wait()
+	if failures.Load() > 0 {
+		t.Fatalf("%d of %d calls failed", failures.Load(), calls.Load())
+	}
+	cancel()
+	if err := <-n.done; err != nil {
+		t.Fatal(err)
+	}
+}
+
+func allowWith(ctx context.Context, addr string, trust *tls.Config, token string) error {
+	_, err := client.NewWithOptions(client.Options{TLS: trust, Token: token}, addr).Allow(ctx, client.AllowRequest{Key: "probe", Limit: &client.Limit{Rate: 1000, Period: "1s"}})
+	return err
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); !cond(); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+	}
+}
+
+// TestBadSecurityFilesStopTheNode: a missing or malformed certificate, key
+// or token file, or an incomplete set of TLS flags, stops the node at start
+// with one line naming the file or the flags.
+func TestBadSecurityFilesStopTheNode(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	cli(t, "certs", "-dir", dir, "-nodes", "n1")
+	garbage := filepath.Join(dir, "garbage")
+	if err := os.WriteFile(garbage, []byte("{not pem, not json"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	badRole := filepath.Join(dir, "bad-role.json")
+	writeTokenFile(t, badRole, `{"name": "ci", "sha256": "`+strings.Repeat("a", 64)+`", "roles": ["root"]}`)
+	cert, key, ca := filepath.Join(dir, "n1.pem"), filepath.Join(dir, "n1-key.pem"), filepath.Join(dir, "ca.pem")
+	tests := []struct {
+		name        string
+		args        []string
+		wantInError string
+		wantStatus  int
+	}{
+		{"a missing certificate", []string{"-tls-cert", filepath.Join(dir, "nope.pem"), "-tls-key", key}, "nope.pem", exitError},
+		{"a malformed certificate", []string{"-tls-cert", garbage, "-tls-key", key}, "garbage", exitError},
+		{"a key of another certificate", []string{"-tls-cert", cert, "-tls-key", ca}, "n1.pem", exitError},
+		{"a malformed node CA", []string{"-node-cert", cert, "-node-key", key, "-node-ca", garbage}, "garbage", exitError},
+		{"a token file that is not JSON", []string{"-auth", garbage}, "garbage", exitError},
+		{"a token with an unknown role", []string{"-auth", badRole}, `unknown role "root"`, exitError},
+		{"a certificate without its key", []string{"-tls-cert", cert}, "-tls-cert and -tls-key", exitUsage},
+		{"node TLS without its CA", []string{"-node-cert", cert, "-node-key", key}, "without -node-ca", exitUsage},
+	}
+	for _, tt := range tests {
+		var stderr bytes.Buffer
+		args := append([]string{"-http", "127.0.0.1:0", "-raft", "127.0.0.1:0", "-data", t.TempDir()}, tt.args...)
+		status := dispatch(context.Background(), args, env(nil), io.Discard, &stderr)
+		out := strings.TrimSpace(stderr.String())
+		if status != tt.wantStatus || !strings.Contains(out, tt.wantInError) || strings.Count(out, "\n") > 0 {
+			t.Errorf("%s: exit %d, %q; want exit %d and one line mentioning %q", tt.name, status, out, tt.wantStatus, tt.wantInError)
+		}
+	}
+}
+
+// TestLogsHoldNoSecret: a node started with a join token and a token file
+// logs neither the token nor the file's hashes.
+func TestLogsHoldNoSecret(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	token, entry := newToken(t, "ops", "admin")
+	tokens := filepath.Join(dir, "tokens.json")
+	writeTokenFile(t, tokens, entry)
+	var logs syncBuffer
+	ctx, cancel := context.WithCancel(context.Background())
+	ready := make(chan string, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, []string{"-http", "127.0.0.1:0", "-raft", "127.0.0.1:0", "-data", t.TempDir(), "-auth", tokens, "-log-level", "debug", "-join-token", token}, env(nil), &logs, ready)
+	}()
+	<-ready
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	hash := strings.Split(entry, `"`)[7]
+	sc := bufio.NewScanner(strings.NewReader(logs.String()))
+	for sc.Scan() {
+		if strings.Contains(sc.Text(), token) || strings.Contains(sc.Text(), hash) {
+			t.Fatalf("a log line holds a secret: %s", sc.Text())
+		}
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for a logger and a reader.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+func (b *syncBuffer) String() string { b.mu.Lock(); defer b.mu.Unlock(); return b.buf.String() }
