@@ -10,6 +10,8 @@
 //   - http:       POST /v1/allow on a 3-node cluster, callers spread over all nodes;
 //   - http-multi: the same with two checks per request (per key + global);
 //   - http-batch: POST /v1/allow/batch, 100 requests per call;
+//   - https:      POST /v1/allow over HTTPS (keep-alive, a decide token) on a
+//     3-node cluster with mutual TLS between its nodes (-tls adds it);
 //   - embedded:   cluster.Node.Allow in process, callers spread over all nodes;
 //   - http-snapshotting: http while the nodes take turns to start a snapshot
 //     every 2 s (give -preload keys to make them heavy); latencies count
@@ -85,6 +87,7 @@ func parse(args []string) (options, error) {
 	fs.IntVar(&o.preload, "preload", 0, "put this many keys into the limitnode cluster before measuring (state for snapshots to carry)")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run (client and nodes share the process) to this file")
 	fs.IntVar(&o.failover, "failover", 0, "also measure failover this many times: kill -9 the leader, time the next successful decision")
+	withTLS := fs.Bool("tls", false, "also measure https: POST /v1/allow over HTTPS with keep-alive and a token, on a cluster with mutual TLS between its nodes")
 	fs.IntVar(&o.rounds, "rounds", 1, "measure every target this many times, round by round, and report the round with the median decisions/s for each (a shared machine drifts; rounds keep baselines and targets close in time)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -93,6 +96,9 @@ func parse(args []string) (options, error) {
 		if t = strings.TrimSpace(t); t != "" {
 			o.targets = append(o.targets, t)
 		}
+	}
+	if *withTLS && !slices.Contains(o.targets, "https") {
+		o.targets = append(o.targets, "https")
 	}
 	for c := range strings.SplitSeq(*callers, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(c))

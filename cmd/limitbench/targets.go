@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"fmt"
 	"io"
 	"net"
@@ -13,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/limitnode/limitnode/auth"
 	"github.com/limitnode/limitnode/contract"
 
 	"github.com/limitnode/limitnode/algorithms"
@@ -67,6 +69,8 @@ func newEnvironment(o options) *environment {
 		opts: o,
 		http: &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
 			MaxIdleConns: 1024, MaxIdleConnsPerHost: 512, IdleConnTimeout: time.Minute,
+			// For the https target: HTTP/1.1 with keep-alive, as http.
+			TLSClientConfig: &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: testcluster.CAs()},
 		}},
 		clusters: map[string]*testcluster.Cluster{},
 		redis:    map[string]*redisServer{},
@@ -85,15 +89,16 @@ func (e *environment) close() {
 	e.closers, e.tbs, e.clusters = nil, nil, map[string]*testcluster.Cluster{}
 }
 
-// cluster returns a 3-node cluster: "limitnode" with group commit, or
-// "raft" with one Raft Apply per request.
+// cluster returns a 3-node cluster: "limitnode" with group commit,
+// "limitnode-secure" the same with mutual TLS between the nodes, HTTPS and
+// tokens, or "raft" with one Raft Apply per request.
 func (e *environment) cluster(kind string) *testcluster.Cluster {
 	if c := e.clusters[kind]; c != nil {
 		return c
 	}
 	tb := &benchTB{}
 	e.tbs = append(e.tbs, tb)
-	c := testcluster.Start(tb, 3, testcluster.Options{Configure: func(cfg *cluster.Config) {
+	c := testcluster.Start(tb, 3, testcluster.Options{Secure: kind == "limitnode-secure", Configure: func(cfg *cluster.Config) {
 		cfg.NoSync = e.opts.noSync
 		cfg.MaxKeys = -1
 		cfg.MaxEntriesInFlight = e.opts.inFlight
@@ -158,6 +163,9 @@ func (e *environment) target(name string) (target, error) {
 	case "http", "http-multi", "http-batch":
 		c := e.cluster("limitnode")
 		return &httpTarget{env: e, kind: name, nodes: e.via(c)}, nil
+	case "https":
+		c := e.cluster("limitnode-secure")
+		return &httpTarget{env: e, kind: "http", label: name, nodes: e.via(c), token: testcluster.Token(auth.RoleDecide)}, nil
 	case "http-snapshotting":
 		c := e.cluster("limitnode")
 		stop := make(chan struct{})
@@ -227,6 +235,8 @@ type httpTarget struct {
 	// windows, if set, are the snapshots taken meanwhile: only calls that
 	// overlap one count towards the latencies.
 	windows *snapshotWindows
+	// token, if set, is sent as the bearer token (the https target).
+	token string
 }
 
 // snapshotEvery is how often http-snapshotting starts a snapshot.
@@ -324,6 +334,9 @@ func (t *httpTarget) do(ctx context.Context, caller, seq int) (int, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader([]byte(body)))
 	if err != nil {
 		return 0, err
+	}
+	if t.token != "" {
+		req.Header.Set("Authorization", "Bearer "+t.token)
 	}
 	resp, err := t.env.http.Do(req)
 	if err != nil {

@@ -1,0 +1,69 @@
+package main
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// readmeBlock returns the README's sh block that holds marker.
+func readmeBlock(t *testing.T, marker string) string {
+	t.Helper()
+	data, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, block := range strings.Split(string(data), "```sh\n")[1:] {
+		block, _, _ = strings.Cut(block, "```")
+		if strings.Contains(block, marker) {
+			return block
+		}
+	}
+	t.Fatalf("no sh block of the README holds %q", marker)
+	return ""
+}
+
+// needTools skips when a program the test runs is missing, except in CI,
+// where .ci/run installs it and its absence is a failure.
+func needTools(t *testing.T, names ...string) {
+	t.Helper()
+	for _, name := range names {
+		if _, err := exec.LookPath(name); err != nil {
+			if os.Getenv("CI") == "true" {
+				t.Fatalf("%s is not installed; .ci/run installs it", name)
+			}
+			t.Skipf("%s is not installed (apt-get install %s); CI runs this test", name, name)
+		}
+	}
+}
+
+// TestReadmeSecureClusterRuns runs the README's secure three-node cluster
+// as it stands, in a scratch directory, with the binary built from this
+// tree in place of its go build line: the last call must be allowed.
+func TestReadmeSecureClusterRuns(t *testing.T) {
+	needTools(t, "bash", "curl", "go")
+	script := readmeBlock(t, "./limitnode certs -dir certs")
+	build, rest, ok := strings.Cut(script, "\n")
+	if build != "go build -o limitnode ./cmd/limitnode" || !ok {
+		t.Fatalf("the block does not start with its build line: %q", build)
+	}
+	dir := t.TempDir()
+	if out, err := exec.Command("go", "build", "-o", filepath.Join(dir, "limitnode"), ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "bash", "-c", "trap 'kill -TERM $(jobs -p) 2>/dev/null; wait' EXIT\nset -e\n"+rest)
+	cmd.Dir = dir
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("the README's secure cluster: %v\n%s", err, out)
+	}
+	if !strings.Contains(string(out), `"allowed":true`) {
+		t.Fatalf("the last call was not allowed:\n%s", out)
+	}
+}
