@@ -404,3 +404,60 @@ func TestNoSyncKeepsDecisionsAcrossProcessRestarts(t *testing.T) {
 		t.Fatalf("after restarting every node: %d remaining, want 6", a.Remain)
 	}
 }
+
+// TestRemovedMemberStaysOut removes a member that keeps running: it does not
+// add itself back (its self-registration used to re-join it within a
+// second), it says it is not ready and decides nothing, and an operator's
+// join brings it back.
+func TestRemovedMemberStaysOut(t *testing.T) {
+	t.Parallel()
+	c := testcluster.Start(t, 4)
+	leader := c.WaitLeader()
+	removed := c.Followers()[0]
+	if status, body := do(t, "DELETE", leader.URL()+"/v1/cluster/nodes/"+removed.ID, ""); status != 200 {
+		t.Fatalf("DELETE: %d %v", status, body)
+	}
+	isMember := func() bool {
+		for _, m := range leader.Node().Status().Members {
+			if m.ID == removed.ID {
+				return true
+			}
+		}
+		return false
+	}
+	// Three self-registration ticks (one a second) must pass without it.
+	for deadline := time.Now().Add(3500 * time.Millisecond); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if isMember() {
+			t.Fatalf("%s added itself back after its removal", removed.ID)
+		}
+	}
+	waitUntil(t, "the removed node to say it is not ready", func() bool {
+		status, _ := do(t, "GET", removed.URL()+"/readyz", "")
+		return status == 503
+	})
+	limit := algorithms.Limit{Rate: 10, PeriodNanos: int64(time.Minute), Burst: 10}
+	if a := post(t, removed.URL()+"/v1/allow", `{"key":"k","limit":{"rate":10,"period":"1m"}}`); a.status != 503 {
+		t.Fatalf("the removed node decided: %d", a.status)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := leader.Node().Join(ctx, contract.Member{ID: removed.ID, RaftAddr: removed.RaftAddr, HTTPAddr: removed.HTTPAddr}); err != nil {
+		t.Fatalf("join again: %v", err)
+	}
+	waitUntil(t, "the re-joined node to be ready", func() bool {
+		status, _ := do(t, "GET", removed.URL()+"/readyz", "")
+		return status == 200 && isMember()
+	})
+	if d, err := removed.Node().Allow(ctx, contract.Request{Checks: []contract.Check{{Key: "back", Limit: limit, Cost: 1}}}); err != nil || !d.Allowed {
+		t.Fatalf("the re-joined node: %+v, %v", d, err)
+	}
+}
+
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(testcluster.WaitTimeout); !cond(); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+	}
+}

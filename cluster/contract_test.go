@@ -374,3 +374,23 @@ func TestLeaderHeaderNamesTheDecidingLeader(t *testing.T) {
 	}
 	checkLeader(t, leader.ID, d.Leader)
 }
+
+// TestRepeatedRequestIDIsMarkedOverHTTP: a retry with the same request ID is
+// answered with the first decision, consumes nothing, and says so with
+// "duplicate": true (the Go API's Decision.Duplicate).
+func TestRepeatedRequestIDIsMarkedOverHTTP(t *testing.T) {
+	t.Parallel()
+	c := testcluster.Start(t, 3)
+	const body = `{"key":"order","limit":{"rate":5,"period":"1h"},"request_id":"order-1"}`
+	status, first := do(t, "POST", c.Nodes[0].URL()+"/v1/allow", body)
+	if status != 200 || first["duplicate"] != nil || first["remaining"] != 4.0 {
+		t.Fatalf("first: %d %v", status, first)
+	}
+	status, again := do(t, "POST", c.Nodes[1].URL()+"/v1/allow", body)
+	if status != 200 || again["duplicate"] != true || again["remaining"] != 4.0 {
+		t.Fatalf("the retry: %d %v, want the first decision marked duplicate", status, again)
+	}
+	if status, next := do(t, "POST", c.Nodes[2].URL()+"/v1/allow", `{"key":"order","limit":{"rate":5,"period":"1h"}}`); status != 200 || next["remaining"] != 3.0 {
+		t.Fatalf("the retry consumed: %d %v", status, next)
+	}
+}

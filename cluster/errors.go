@@ -1,6 +1,11 @@
 package cluster
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+
+	"github.com/limitnode/limitnode/contract"
+)
 
 // Raft's own errors never leave this package: each is translated into one
 // of contract's sentinels (contract.ErrNoLeader, ...) or, for a request
@@ -15,3 +20,7 @@ var (
 // errMissingLeaseResult: a lease command was answered without its result,
 // which only a bug or a corrupt message can cause.
 var errMissingLeaseResult = errors.New("cluster: a lease command answered without its result")
+
+// errRemoved: this node was removed from the cluster, so it decides
+// nothing until it is joined again.
+var errRemoved = fmt.Errorf("%w: this node was removed from the cluster", contract.ErrNoLeader)

@@ -35,6 +35,8 @@ const (
 	// adds it, so that only a running limitnode node (with a certificate of
 	// the cluster's CA, when the Raft port speaks TLS) becomes a voter.
 	opPing
+	// opRegister records a member's HTTP address; it never adds one.
+	opRegister
 )
 
 type forwardRequest struct {
@@ -257,6 +259,11 @@ func (n *Node) handleForward(req *forwardRequest) *forwardResponse {
 		return resp
 	case opPing:
 		return &forwardResponse{NodeID: n.cfg.ID}
+	case opRegister:
+		if !n.isLeader() {
+			return &forwardResponse{Status: statusNotLeader}
+		}
+		return replyTo(n.registerAsLeader(req.Member))
 	default:
 		return &forwardResponse{Status: statusFailed, Error: fmt.Sprintf("unknown forwarding operation %d", req.Op)}
 	}

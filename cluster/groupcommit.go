@@ -22,6 +22,9 @@ func (n *Node) decide(ctx context.Context, reqs []fsm.Request) ([]fsm.Result, st
 		results []fsm.Result
 		leader  string
 	}
+	if n.removed.Load() {
+		return nil, "", errRemoved
+	}
 	d, err := onLeader(ctx, n, false, func(ctx context.Context) (decided, error) {
 		b := n.followerBatch
 		if n.isLeader() {

@@ -90,7 +90,8 @@ func (n *Node) removeAsLeader(id string) error {
 
 // watchLeadership reacts to changes of leader: it drops pooled forwarding
 // connections to the old leader and makes sure the replicated state knows
-// this node's HTTP address.
+// this node's HTTP address. It records the address only, never adds the
+// node: a member that was removed stays out until an operator joins it.
 func (n *Node) watchLeadership() {
 	observations := make(chan raft.Observation, 16)
 	observer := raft.NewObserver(observations, false, func(o *raft.Observation) bool {
@@ -101,6 +102,7 @@ func (n *Node) watchLeadership() {
 	defer n.raft.DeregisterObserver(observer)
 	ticker := time.NewTicker(time.Second)
 	defer ticker.Stop()
+	wasMember := false
 	for {
 		select {
 		case <-n.stopCh:
@@ -110,9 +112,18 @@ func (n *Node) watchLeadership() {
 		}
 		addr, _ := n.raft.LeaderWithID()
 		n.fwd.dropExcept(string(addr))
-		if addr != "" && n.cfg.HTTPAddr != "" && n.fsm.NodeHTTPAddr(n.cfg.ID) != n.cfg.HTTPAddr {
+		member := n.isMember()
+		if wasMember && !member && !n.removed.Swap(true) {
+			n.logger.Warn("this node was removed from the cluster: it decides nothing and /readyz answers 503 until an operator joins it again")
+		}
+		if member {
+			n.removed.Store(false)
+		}
+		wasMember = wasMember || member
+		if addr != "" && n.cfg.HTTPAddr != "" && n.fsm.NodeHTTPAddr(n.cfg.ID) != n.cfg.HTTPAddr && member {
 			ctx, cancel := context.WithTimeout(context.Background(), n.requestTimeout)
-			if err := n.Join(ctx, contract.Member{ID: n.cfg.ID, RaftAddr: n.advertise, HTTPAddr: n.cfg.HTTPAddr}); err != nil {
+			self := contract.Member{ID: n.cfg.ID, RaftAddr: n.advertise, HTTPAddr: n.cfg.HTTPAddr}
+			if err := n.leaderOp(ctx, &forwardRequest{Op: opRegister, Member: self}, func() error { return n.registerAsLeader(self) }); err != nil {
 				n.logger.Debug("recording this node's HTTP address", "err", err)
 			}
 			cancel()
@@ -150,4 +161,38 @@ func (n *Node) ping(m contract.Member) error {
 		return contract.Invalid("id", "the node at %s is %q, not %q", m.RaftAddr, resp.NodeID, m.ID)
 	}
 	return nil
+}
+
+// registerAsLeader records the HTTP address of a node that is a member at
+// its Raft address; a node that is not (it was removed) is refused, so that
+// only Join adds voters.
+func (n *Node) registerAsLeader(m contract.Member) error {
+	future := n.raft.GetConfiguration()
+	if err := future.Error(); err != nil {
+		return translate(err)
+	}
+	for _, s := range future.Configuration().Servers {
+		if string(s.ID) == m.ID && string(s.Address) == m.RaftAddr {
+			if n.fsm.NodeHTTPAddr(m.ID) == m.HTTPAddr {
+				return nil
+			}
+			return n.applyCommand(fsm.CommandSetNode, &fsm.NodeCommand{ID: m.ID, HTTPAddr: m.HTTPAddr})
+		}
+	}
+	return contract.NotFound("id", "%q at %s is not a member; join it first", m.ID, m.RaftAddr)
+}
+
+// isMember reports whether this node is in the latest configuration it
+// knows. A node that was removed (and has learnt so) is not.
+func (n *Node) isMember() bool {
+	future := n.raft.GetConfiguration()
+	if future.Error() != nil {
+		return false
+	}
+	for _, s := range future.Configuration().Servers {
+		if string(s.ID) == n.cfg.ID {
+			return true
+		}
+	}
+	return false
 }

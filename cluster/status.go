@@ -35,11 +35,11 @@ func (n *Node) Status() contract.Status {
 	return st
 }
 
-// Ready reports whether the node knows a leader and has applied every entry
-// it knows to be committed.
+// Ready reports whether the node is a member, knows a leader and has
+// applied every entry it knows to be committed.
 func (n *Node) Ready() bool {
 	_, leaderID := n.raft.LeaderWithID()
-	return leaderID != "" && n.raft.AppliedIndex() >= n.raft.CommitIndex()
+	return leaderID != "" && n.isMember() && n.raft.AppliedIndex() >= n.raft.CommitIndex()
 }
 
 // Snapshot makes this node take a Raft snapshot now (and truncate its log),

@@ -11,12 +11,15 @@ import (
 
 // allowResponse is the body of a /v1/allow answer.
 type allowResponse struct {
-	Allowed      bool            `json:"allowed"`
-	Limit        int64           `json:"limit"`
-	Remaining    int64           `json:"remaining"`
-	ResetAfterMS int64           `json:"reset_after_ms"`
-	RetryAfterMS int64           `json:"retry_after_ms"`
-	Checks       []checkResponse `json:"checks,omitempty"`
+	Allowed      bool  `json:"allowed"`
+	Limit        int64 `json:"limit"`
+	Remaining    int64 `json:"remaining"`
+	ResetAfterMS int64 `json:"reset_after_ms"`
+	RetryAfterMS int64 `json:"retry_after_ms"`
+	// Duplicate is true when the request ID was seen before: the answer is
+	// the first decision, and nothing was consumed now.
+	Duplicate bool            `json:"duplicate,omitempty"`
+	Checks    []checkResponse `json:"checks,omitempty"`
 }
 
 // checkResponse reports one check, when a request has several or one of
@@ -80,6 +83,7 @@ func answer(req contract.Request, d contract.Decision) (allowResponse, int) {
 	headline := headlineIndex(d)
 	h := d.Checks[headline]
 	resp := allowResponse{
+		Duplicate:    d.Duplicate,
 		Allowed:      d.Allowed,
 		Limit:        h.Limit,
 		Remaining:    h.Remaining,
