@@ -394,3 +394,31 @@ func TestRepeatedRequestIDIsMarkedOverHTTP(t *testing.T) {
 		t.Fatalf("the retry consumed: %d %v", status, next)
 	}
 }
+
+// TestHeldLeasesAreListed: GET /v1/leases?key= shows the leases of every
+// group of a key on any node, and a lease given back leaves the list.
+func TestHeldLeasesAreListed(t *testing.T) {
+	t.Parallel()
+	c := testcluster.Start(t, 3)
+	var ids []string
+	for i, body := range []string{`{"key":"reports","max":5,"ttl":"1m"}`, `{"key":"reports","max":2,"ttl":"1m"}`, `{"key":"other","max":5,"ttl":"1m"}`} {
+		status, out := do(t, "POST", c.Nodes[i].URL()+"/v1/leases", body)
+		if status != 200 {
+			t.Fatalf("acquire %s: %d %v", body, status, out)
+		}
+		ids = append(ids, out["id"].(string))
+	}
+	list := func() []any {
+		_, out := do(t, "GET", c.Nodes[2].URL()+"/v1/leases?key=reports", "")
+		leases, _ := out["leases"].([]any)
+		return leases
+	}
+	waitUntil(t, "both leases of the key to be listed", func() bool { return len(list()) == 2 })
+	if first := list()[0].(map[string]any); first["id"] != ids[1] || first["max"] != 2.0 {
+		t.Fatalf("the group of max 2 first: %v", list())
+	}
+	if status, _ := do(t, "DELETE", c.Nodes[0].URL()+"/v1/leases/"+ids[0], ""); status != 200 {
+		t.Fatalf("release: %d", status)
+	}
+	waitUntil(t, "the lease given back to leave the list", func() bool { return len(list()) == 1 })
+}

@@ -78,3 +78,10 @@ func (n *Node) leaseAsLeader(acquire bool, cmd fsm.LeaseCommand) (*fsm.LeaseResu
 	}
 	return result, nil
 }
+
+// Leases returns the leases held on key as this node has applied them (a
+// follower may trail the leader by a few entries), with the cluster time of
+// that state.
+func (n *Node) Leases(key string) (nowNanos int64, leases []contract.HeldLease) {
+	return n.fsm.Leases(key)
+}

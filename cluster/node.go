@@ -33,11 +33,11 @@ type Node struct {
 	advertise string
 	hadState  bool
 
-	clock         *clusterClock
-	barrierTerm   atomic.Uint64 // the term in which this node last ran a barrier as leader
+	clock       *clusterClock
+	barrierTerm atomic.Uint64 // the term in which this node last ran a barrier as leader
 	// removed is set while this node, once a member, is not in the
 	// configuration it knows; watchLeadership keeps it.
-	removed atomic.Bool
+	removed       atomic.Bool
 	leaderBatch   *batcher
 	followerBatch *batcher
 	fwd           *forwarder

@@ -64,3 +64,11 @@ type Lease struct {
 	// AtNanos is the cluster time of the decision.
 	AtNanos int64
 }
+
+// HeldLease is a lease as the cluster holds it.
+type HeldLease struct {
+	ID             string
+	Key            string
+	Max            int64
+	ExpiresAtNanos int64
+}

@@ -520,6 +520,14 @@ func (f *FSM) Policy(name string) (contract.PolicyStatus, bool) {
 	return e.status(), true
 }
 
+// Leases returns the leases held on key, and the cluster time of the state
+// they are read from.
+func (f *FSM) Leases(key string) (int64, []contract.HeldLease) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.nowNanos, f.leases.held(key)
+}
+
 // Stats describes the size of the state, for status pages and tests.
 type Stats struct {
 	// Keys is the number of (key, limit) pairs with state.

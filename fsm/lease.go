@@ -1,8 +1,11 @@
 package fsm
 
 import (
+	"cmp"
 	"container/heap"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/limitnode/limitnode/contract"
@@ -97,11 +100,14 @@ func (h *leaseHeap) Pop() any {
 type leaseTable struct {
 	byID   map[string]*lease
 	groups map[leaseGroup]*leaseHeap
-	expiry leaseHeap
+	// maxesOf lists, per key, the maxima of its groups (a key has few), so
+	// a key's leases are found without a walk over every group.
+	maxesOf map[string][]int64
+	expiry  leaseHeap
 }
 
 func newLeaseTable() *leaseTable {
-	return &leaseTable{byID: map[string]*lease{}, groups: map[leaseGroup]*leaseHeap{}}
+	return &leaseTable{byID: map[string]*lease{}, groups: map[leaseGroup]*leaseHeap{}, maxesOf: map[string][]int64{}}
 }
 
 func (t *leaseTable) active(g leaseGroup) int64 {
@@ -117,6 +123,7 @@ func (t *leaseTable) add(l *lease) {
 	if h == nil {
 		h = &leaseHeap{which: 1}
 		t.groups[l.group] = h
+		t.maxesOf[l.group.key] = append(t.maxesOf[l.group.key], l.group.max)
 	}
 	heap.Push(h, l)
 	heap.Push(&t.expiry, l)
@@ -145,7 +152,28 @@ func (t *leaseTable) drop(l *lease) {
 	heap.Remove(h, l.index[1])
 	if h.Len() == 0 {
 		delete(t.groups, l.group)
+		maxes := slices.DeleteFunc(t.maxesOf[l.group.key], func(m int64) bool { return m == l.group.max })
+		if len(maxes) == 0 {
+			delete(t.maxesOf, l.group.key)
+		} else {
+			t.maxesOf[l.group.key] = maxes
+		}
 	}
+}
+
+// held returns the leases of key, in every group, ordered by maximum, then
+// expiry, then ID.
+func (t *leaseTable) held(key string) []contract.HeldLease {
+	var out []contract.HeldLease
+	for _, m := range t.maxesOf[key] {
+		for _, l := range t.groups[leaseGroup{key, m}].leases {
+			out = append(out, contract.HeldLease{ID: l.id, Key: key, Max: m, ExpiresAtNanos: l.expiresAt})
+		}
+	}
+	slices.SortFunc(out, func(a, b contract.HeldLease) int {
+		return cmp.Or(cmp.Compare(a.Max, b.Max), cmp.Compare(a.ExpiresAtNanos, b.ExpiresAtNanos), strings.Compare(a.ID, b.ID))
+	})
+	return out
 }
 
 func (t *leaseTable) acquire(now int64, cmd *LeaseCommand) LeaseResult {

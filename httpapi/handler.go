@@ -33,6 +33,9 @@ type Limiter interface {
 	AcquireLease(ctx context.Context, req contract.LeaseRequest) (contract.Lease, error)
 	// ReleaseLease gives a lease back.
 	ReleaseLease(ctx context.Context, id string) error
+	// Leases returns the leases held on key as this node has applied
+	// them, with the cluster time of that state.
+	Leases(key string) (nowNanos int64, leases []contract.HeldLease)
 	// Join adds a member to the cluster.
 	Join(ctx context.Context, m contract.Member) error
 	// RemoveMember removes a member from the cluster.
@@ -94,7 +97,7 @@ func New(limiter Limiter, opts Options) *API {
 	a.route("/v1/policies/{name}", map[string]endpoint{
 		http.MethodGet: {read, a.getPolicy}, http.MethodPut: {admin, a.putPolicy}, http.MethodDelete: {admin, a.deletePolicy},
 	})
-	a.route("/v1/leases", map[string]endpoint{http.MethodPost: {decide, a.acquireLease}})
+	a.route("/v1/leases", map[string]endpoint{http.MethodPost: {decide, a.acquireLease}, http.MethodGet: {read, a.listLeases}})
 	a.route("/v1/leases/{id}", map[string]endpoint{http.MethodDelete: {decide, a.releaseLease}})
 	a.route("/v1/cluster", map[string]endpoint{http.MethodGet: {read, a.clusterStatus}})
 	a.route("/v1/cluster/join", map[string]endpoint{http.MethodPost: {admin, a.join}})

@@ -86,3 +86,26 @@ func (a *API) releaseLease(w http.ResponseWriter, r *http.Request) {
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"released": id})
 }
+
+// heldLeaseJSON is one held lease in GET /v1/leases.
+type heldLeaseJSON struct {
+	ID          string `json:"id"`
+	Max         int64  `json:"max"`
+	ExpiresInMS int64  `json:"expires_in_ms"`
+}
+
+// listLeases answers GET /v1/leases?key=K: the leases held on K, as this
+// node has applied them.
+func (a *API) listLeases(w http.ResponseWriter, r *http.Request) {
+	key := r.URL.Query().Get("key")
+	if err := contract.ValidateKey(key); err != nil {
+		writeError(w, fromContract(err))
+		return
+	}
+	now, held := a.limiter.Leases(key)
+	out := make([]heldLeaseJSON, len(held))
+	for i, l := range held {
+		out[i] = heldLeaseJSON{ID: l.ID, Max: l.Max, ExpiresInMS: ceilDiv(l.ExpiresAtNanos-now, int64(time.Millisecond))}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"key": key, "leases": out})
+}

@@ -41,6 +41,18 @@ func (f *fakeLimiter) ReleaseLease(_ context.Context, id string) error {
 	return nil
 }
 
+func (f *fakeLimiter) Leases(key string) (int64, []contract.HeldLease) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []contract.HeldLease
+	for id, k := range f.leases {
+		if k == key {
+			out = append(out, contract.HeldLease{ID: id, Key: key, Max: 5, ExpiresAtNanos: f.now + int64(time.Minute)})
+		}
+	}
+	return f.now, out
+}
+
 func TestLeaseEndpoints(t *testing.T) {
 	t.Parallel()
 	api := newTestAPI(newFake())
@@ -48,6 +60,13 @@ func TestLeaseEndpoints(t *testing.T) {
 	rec := do(t, api, "POST", "/v1/leases", body)
 	if got := strings.TrimSpace(rec.Body.String()); rec.Code != 200 || got != `{"granted":true,"id":"lease-1","key":"exports","max":1,"active":1,"expires_in_ms":30000,"retry_after_ms":0}` {
 		t.Fatalf("acquire: %d %s", rec.Code, got)
+	}
+	rec = do(t, api, "GET", "/v1/leases?key=exports", "")
+	if got := strings.TrimSpace(rec.Body.String()); rec.Code != 200 || got != `{"key":"exports","leases":[{"id":"lease-1","max":5,"expires_in_ms":60000}]}` {
+		t.Fatalf("list: %d %s", rec.Code, got)
+	}
+	if rec := do(t, api, "GET", "/v1/leases", ""); rec.Code != 400 || decodeBody(t, rec)["field"] != "key" {
+		t.Fatalf("list without a key: %d %s", rec.Code, rec.Body)
 	}
 	rec = do(t, api, "POST", "/v1/leases", body)
 	if rec.Code != 429 || rec.Header().Get("Retry-After") != "3" || !strings.Contains(rec.Body.String(), `"retry_after_ms":1500`) {

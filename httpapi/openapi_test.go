@@ -300,6 +300,8 @@ func TestOpenAPIValidatesRealTraffic(t *testing.T) {
 			{"checks":[{"key":"e","limit":{"rate":3}},{"policy":"trial","key":"f"}]}]}`, 200},
 		{"a lease", nil, "POST", "/v1/leases", `{"key":"exports","max":1,"ttl":"30s"}`, 200},
 		{"a lease while all are held", nil, "POST", "/v1/leases", `{"key":"exports","max":1,"ttl":"30s"}`, 429},
+		{"the leases of a key", nil, "GET", "/v1/leases?key=exports", "", 200},
+		{"the leases of no key", nil, "GET", "/v1/leases", "", 400},
 		{"release a lease", nil, "DELETE", "/v1/leases/lease-1", "", 200},
 		{"release it again", nil, "DELETE", "/v1/leases/lease-1", "", 404},
 		{"cluster status", nil, "GET", "/v1/cluster", "", 200},
