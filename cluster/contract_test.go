@@ -225,7 +225,8 @@ func TestBadInputOnTheContractSurfaces(t *testing.T) {
 		{"an unbalanced template", "PUT", "/v1/policies/bad", `{"limit":{"rate":1},"key_template":"{api_key"}`, 400, "key_template", "without its }"},
 		{"missing dimensions", "POST", "/v1/allow", `{"policy":"routes","dimensions":{"api_key":"abc"}}`, 400, "dimensions", "route"},
 		{"an unknown dimension", "POST", "/v1/allow", `{"policy":"routes","dimensions":{"api_key":"abc","route":"/x","region":"eu"}}`, 400, "dimensions", "region"},
-		{"a cost over the policy's limit", "POST", "/v1/allow", `{"key":"k","policy":"routes","cost":6}`, 400, "cost", ""},
+		{"a cost over the policy's limit", "POST", "/v1/allow", `{"policy":"routes","dimensions":{"api_key":"abc","route":"/x"},"cost":6}`, 400, "cost", ""},
+		{"a plain key to a templated policy", "POST", "/v1/allow", `{"key":"k","policy":"routes"}`, 400, "key", "give dimensions"},
 	}
 	for _, tt := range tests {
 		status, body := do(t, tt.method, url+tt.path, tt.body)
@@ -421,4 +422,36 @@ func TestHeldLeasesAreListed(t *testing.T) {
 		t.Fatalf("release: %d", status)
 	}
 	waitUntil(t, "the lease given back to leave the list", func() bool { return len(list()) == 1 })
+}
+
+// TestOverridesByDimension: with a key template, an override may name one
+// dimension's value ("tenant=tenant-42") and then applies to every key made
+// with it; a key's own override wins, and so does the template's first
+// placeholder over a later one.
+func TestOverridesByDimension(t *testing.T) {
+	t.Parallel()
+	c := testcluster.Start(t, 3)
+	const policy = `{"limit":{"rate":100,"period":"1m"},"key_template":"{tenant}:{route}","overrides":{
+		"tenant=tenant-42":{"rate":1000,"period":"1m"},
+		"route=/export":{"rate":10,"period":"1m"},
+		"tenant-42:/admin":{"rate":5,"period":"1m"}}}`
+	if status, body := do(t, "PUT", c.Nodes[0].URL()+"/v1/policies/per-tenant-route", policy); status != 200 {
+		t.Fatalf("PUT: %d %v", status, body)
+	}
+	tests := []struct {
+		tenant, route string
+		wantLimit     float64
+	}{
+		{"tenant-7", "/search", 100},   // no override
+		{"tenant-42", "/search", 1000}, // the tenant's
+		{"tenant-7", "/export", 10},    // the route's
+		{"tenant-42", "/export", 1000}, // tenant is the first placeholder
+		{"tenant-42", "/admin", 5},     // the key's own
+	}
+	for _, tt := range tests {
+		a := post(t, c.Nodes[1].URL()+"/v1/allow", `{"policy":"per-tenant-route","dimensions":{"tenant":"`+tt.tenant+`","route":"`+tt.route+`"}}`)
+		if a.status != 200 || float64(a.Limit) != tt.wantLimit {
+			t.Errorf("%s %s: status %d limit %d, want %v", tt.tenant, tt.route, a.status, a.Limit, tt.wantLimit)
+		}
+	}
 }

@@ -23,7 +23,12 @@ type Policy struct {
 	Name  string
 	Limit algorithms.Limit
 	// Overrides give some keys a limit of their own (a bigger quota for
-	// one tenant, say). Sorted by key, keys unique (Normalize sorts them).
+	// one tenant, say). An override applies to the key a check is decided
+	// on: the key given, or the key the template made. With a key template,
+	// an override may instead name one dimension, "tenant=tenant-42": it
+	// applies to every key made with that value. A key's own override wins;
+	// among dimension overrides, the one of the template's first
+	// placeholder does. Sorted by key, keys unique (Normalize sorts them).
 	Overrides []Override
 	// Shadow makes the policy decide, count and report as usual, but never
 	// deny: operators try a limit on live traffic first.

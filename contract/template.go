@@ -106,3 +106,16 @@ func RenderKey(template string, dims []Dimension) (string, *Error) {
 	}
 	return key, nil
 }
+
+// Placeholders returns the names of a valid key template's placeholders, in
+// the template's order ("{tenant}:{route}": tenant, route).
+func Placeholders(template string) []string {
+	parts, _ := parseKeyTemplate(template)
+	var names []string
+	for _, p := range parts {
+		if p.name != "" {
+			names = append(names, p.name)
+		}
+	}
+	return names
+}

@@ -372,9 +372,11 @@ func (f *FSM) resolve(now int64, c *Check) (target, *contract.Error) {
 		t.key = key
 	case len(c.Dimensions) > 0:
 		return target{}, contract.Invalid("dimensions", "policy %q has no key_template; give a key", c.Policy)
+	case p.policy.KeyTemplate != "":
+		return target{}, contract.Invalid("key", "policy %q builds its key from dimensions (key_template %q); give dimensions, not a key", c.Policy, p.policy.KeyTemplate)
 	}
 	t.id = bucketKey{key: key, policy: c.Policy}
-	t.limit = p.limitFor(key)
+	t.limit = p.limitFor(key, c.Dimensions)
 	if err := contract.ValidateCost(*t.limit, c.Cost); err != nil {
 		return target{}, err
 	}

@@ -17,9 +17,12 @@ type NamedDeleteCommand struct {
 // version of the policy, so that buckets can point at the limit their state
 // was decided under without a copy per key.
 type policyEntry struct {
-	policy       contract.Policy
-	limit        *algorithms.Limit
-	overrides    map[string]*algorithms.Limit
+	policy    contract.Policy
+	limit     *algorithms.Limit
+	overrides map[string]*algorithms.Limit
+	// placeholders are the key template's names, in template order, for
+	// overrides by dimension ("tenant=tenant-42").
+	placeholders []string
 	shadowDenied int64
 }
 
@@ -28,13 +31,29 @@ func newPolicyEntry(p contract.Policy) *policyEntry {
 	for i := range p.Overrides {
 		e.overrides[p.Overrides[i].Key] = &p.Overrides[i].Limit
 	}
+	if p.KeyTemplate != "" {
+		e.placeholders = contract.Placeholders(p.KeyTemplate)
+	}
 	return e
 }
 
-// limitFor returns the limit that applies to key.
-func (e *policyEntry) limitFor(key string) *algorithms.Limit {
+// limitFor returns the limit that applies to the key a check is decided on
+// (see contract.Policy.Overrides): the key's own override; else, for a key
+// made from dimensions, the override "name=value" of the first placeholder
+// of the template whose value has one; else the policy's limit.
+func (e *policyEntry) limitFor(key string, dims []contract.Dimension) *algorithms.Limit {
 	if l, ok := e.overrides[key]; ok {
 		return l
+	}
+	for _, name := range e.placeholders {
+		for _, d := range dims {
+			if d.Name != name {
+				continue
+			}
+			if l, ok := e.overrides[name+"="+d.Value]; ok {
+				return l
+			}
+		}
 	}
 	return e.limit
 }
