@@ -15,6 +15,7 @@ import (
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	"github.com/limitnode/limitnode/fsm"
 	"go.etcd.io/bbolt"
+	bolterrors "go.etcd.io/bbolt/errors"
 )
 
 // Node is one limitnode cluster member. It decides requests against the
@@ -103,6 +104,9 @@ func (n *Node) startRaft() error {
 		BoltOptions: &bbolt.Options{Timeout: time.Second},
 		NoSync:      n.cfg.NoSync,
 	})
+	if errors.Is(err, bolterrors.ErrTimeout) {
+		return fmt.Errorf("cluster: data directory %s is in use by another process (a node already runs on it)", n.cfg.DataDir)
+	}
 	if err != nil {
 		return fmt.Errorf("cluster: open raft log in %s: %w", n.cfg.DataDir, err)
 	}

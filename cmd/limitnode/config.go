@@ -12,19 +12,20 @@ import (
 
 // config is the command's configuration, from flags and environment.
 type config struct {
-	id           string
-	httpAddr     string
-	raftAddr     string
-	dataDir      string
-	snapshotDir  string
-	join         string
-	logLevel     string
-	raftLogLevel string
-	joinTimeout  time.Duration
-	policiesFile string
-	maxKeys      int64
-	keyLimitMode string
-	noSync       bool
+	id            string
+	httpAddr      string
+	advertiseHTTP string
+	raftAddr      string
+	dataDir       string
+	snapshotDir   string
+	join          string
+	logLevel      string
+	raftLogLevel  string
+	joinTimeout   time.Duration
+	policiesFile  string
+	maxKeys       int64
+	keyLimitMode  string
+	noSync        bool
 	security
 }
 
@@ -55,6 +56,7 @@ func parseConfig(args []string, getenv func(string) string, output io.Writer) (c
 	fs.SetOutput(output)
 	fs.StringVar(&c.id, "id", "node1", "node ID, unique in the cluster")
 	fs.StringVar(&c.httpAddr, "http", "127.0.0.1:7070", "HTTP listen address")
+	fs.StringVar(&c.advertiseHTTP, "advertise-http", "", "the HTTP address other members and clients reach this node at (default: -http, with -raft's host in place of 0.0.0.0 or ::)")
 	fs.StringVar(&c.raftAddr, "raft", "127.0.0.1:7071", "Raft listen (and advertised) address")
 	fs.StringVar(&c.dataDir, "data", "./limitnode-data", "data directory (Raft log, stable store, snapshots)")
 	fs.StringVar(&c.snapshotDir, "snapshot-dir", "", "keep snapshots here instead of in -data (another disk keeps their writes from delaying the log's)")

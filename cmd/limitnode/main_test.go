@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -218,5 +219,35 @@ func TestExitStatuses(t *testing.T) {
 		if status != tt.wantStatus || !strings.Contains(stderr.String(), tt.wantInErr) || strings.Count(stderr.String(), tt.wantInErr) != 1 {
 			t.Errorf("%s: exit %d, %q; want exit %d mentioning %q once", tt.name, status, stderr.String(), tt.wantStatus, tt.wantInErr)
 		}
+	}
+}
+
+// TestRoughEdgesOfTheBinary: a node on every interface advertises an address
+// others can dial, not [::]; a second node on a data directory in use says
+// so.
+func TestRoughEdgesOfTheBinary(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	dir := t.TempDir()
+	n := startNode(t, ctx, []string{"-http", "0.0.0.0:0", "-raft", "127.0.0.1:0", "-data", dir}, nil)
+	_, port, _ := net.SplitHostPort(n.addr)
+	var st client.ClusterStatus
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if s, err := client.New(nil, "127.0.0.1:"+port).Cluster(ctx); err == nil && len(s.Nodes) == 1 && s.Nodes[0].HTTPAddr != "" {
+			st = s
+			break
+		}
+	}
+	if len(st.Nodes) != 1 || st.Nodes[0].HTTPAddr != "127.0.0.1:"+port {
+		t.Errorf("a node listening on 0.0.0.0 advertises %+v, want 127.0.0.1:%s", st.Nodes, port)
+	}
+	err := run(ctx, []string{"-http", "127.0.0.1:0", "-raft", "127.0.0.1:0", "-data", dir}, env(nil), io.Discard, nil)
+	if err == nil || !strings.Contains(err.Error(), "in use by another process") {
+		t.Errorf("a second node on the same data directory: %v", err)
+	}
+	cancel()
+	if err := <-n.done; err != nil {
+		t.Fatal(err)
 	}
 }

@@ -47,6 +47,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	}
 	defer httpListener.Close()
 	httpAddr := httpListener.Addr().String()
+	advertised, err := advertiseHTTP(httpAddr, c.raftAddr, c.advertiseHTTP)
+	if err != nil {
+		return err
+	}
 
 	var joinAddrs []string
 	for a := range strings.SplitSeq(c.join, ",") {
@@ -57,7 +61,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	node, err := cluster.Open(cluster.Config{
 		ID:               c.id,
 		RaftAddr:         c.raftAddr,
-		HTTPAddr:         httpAddr,
+		HTTPAddr:         advertised,
 		DataDir:          c.dataDir,
 		SnapshotDir:      c.snapshotDir,
 		Bootstrap:        len(joinAddrs) == 0,
@@ -83,12 +87,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	} else {
 		go func() { serveErr <- server.Serve(httpListener) }()
 	}
-	logger.Info("limitnode serving", "id", c.id, "http", httpAddr, "raft", node.RaftAddr(), "data", c.dataDir,
+	logger.Info("limitnode serving", "id", c.id, "http", httpAddr, "advertised_http", advertised, "raft", node.RaftAddr(), "data", c.dataDir,
 		"https", sec.httpTLS != nil, "raft_tls", sec.nodeTLS != nil, "tokens", sec.authz != nil)
 	warnIfExposed(logger, c, sec)
 
 	if len(joinAddrs) > 0 && !node.HadState() {
-		if err := joinCluster(ctx, logger, joinAddrs, client.Options{TLS: sec.joinTLS, Token: c.joinToken}, client.Member{ID: c.id, RaftAddr: node.RaftAddr(), HTTPAddr: httpAddr}, c.joinTimeout); err != nil {
+		if err := joinCluster(ctx, logger, joinAddrs, client.Options{TLS: sec.joinTLS, Token: c.joinToken}, client.Member{ID: c.id, RaftAddr: node.RaftAddr(), HTTPAddr: advertised}, c.joinTimeout); err != nil {
 			shutdown(logger, server, node)
 			return err
 		}
@@ -176,4 +180,29 @@ func shutdown(logger *slog.Logger, server *http.Server, node *cluster.Node) erro
 	}
 	logger.Info("stopped")
 	return nil
+}
+
+// advertiseHTTP is the HTTP address the other members and clients are told:
+// the -advertise-http flag when given, else the address listened on, with
+// the host of the Raft address (which must be reachable) in place of an
+// unspecified one (0.0.0.0 or ::), which no one can dial.
+func advertiseHTTP(listening, raftAddr, flagValue string) (string, error) {
+	if flagValue != "" {
+		if _, _, err := net.SplitHostPort(flagValue); err != nil {
+			return "", &usageError{fmt.Sprintf("-advertise-http %q is not host:port", flagValue)}
+		}
+		return flagValue, nil
+	}
+	host, port, err := net.SplitHostPort(listening)
+	if err != nil {
+		return "", fmt.Errorf("HTTP listen address %s: %w", listening, err)
+	}
+	if ip := net.ParseIP(host); ip == nil || !ip.IsUnspecified() {
+		return listening, nil
+	}
+	raftHost, _, err := net.SplitHostPort(raftAddr)
+	if err != nil || raftHost == "" || net.ParseIP(raftHost).IsUnspecified() {
+		return "", &usageError{fmt.Sprintf("-http %s listens on every interface: give -advertise-http, the address others reach it at", listening)}
+	}
+	return net.JoinHostPort(raftHost, port), nil
 }
