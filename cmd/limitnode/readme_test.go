@@ -67,3 +67,29 @@ func TestReadmeSecureClusterRuns(t *testing.T) {
 		t.Fatalf("the last call was not allowed:\n%s", out)
 	}
 }
+
+// TestReadmeClusterRuns runs the README's three-node cluster as it stands,
+// as TestReadmeSecureClusterRuns does: n3 must see three members.
+func TestReadmeClusterRuns(t *testing.T) {
+	needTools(t, "bash", "curl", "go")
+	script := readmeBlock(t, "-data d3 -join 127.0.0.1:7001 &")
+	build, rest, _ := strings.Cut(script, "\n")
+	if build != "go build -o limitnode ./cmd/limitnode" {
+		t.Fatalf("the block does not start with its build line: %q", build)
+	}
+	dir := t.TempDir()
+	if out, err := exec.Command("go", "build", "-o", filepath.Join(dir, "limitnode"), ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "bash", "-c", "trap 'kill -TERM $(jobs -p) 2>/dev/null; wait' EXIT\nset -e\n"+rest)
+	cmd.Dir = dir
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("the README's cluster: %v\n%s", err, out)
+	}
+	if n := strings.Count(string(out), `"voter":true`); n != 3 {
+		t.Fatalf("n3 sees %d voters, want 3:\n%s", n, out)
+	}
+}
