@@ -461,3 +461,47 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 		}
 	}
 }
+
+// TestMembersHealthIsVisible: every node's /v1/cluster shows each member as
+// reachable, and a member that is killed shows as unreachable on the
+// survivors' pages, with its last contact growing.
+func TestMembersHealthIsVisible(t *testing.T) {
+	t.Parallel()
+	c := testcluster.Start(t, 3)
+	type node struct {
+		ID            string `json:"id"`
+		Reachable     *bool  `json:"reachable"`
+		LastContactMS *int64 `json:"last_contact_ms"`
+	}
+	view := func(of *testcluster.Node) map[string]node {
+		resp, err := httpClient.Get(of.URL() + "/v1/cluster")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var out struct{ Nodes []node }
+		if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+			t.Fatal(err)
+		}
+		m := map[string]node{}
+		for _, n := range out.Nodes {
+			m[n.ID] = n
+		}
+		return m
+	}
+	reachable := func(n node) bool { return n.Reachable != nil && *n.Reachable }
+	for _, of := range c.Nodes {
+		waitUntil(t, of.ID+" to see every member reachable", func() bool {
+			v := view(of)
+			return len(v) == 3 && reachable(v["n1"]) && reachable(v["n2"]) && reachable(v["n3"])
+		})
+	}
+	victim := c.Followers()[0]
+	victim.Kill()
+	for _, of := range c.Running() {
+		waitUntil(t, of.ID+" to see "+victim.ID+" unreachable", func() bool {
+			n := view(of)[victim.ID]
+			return n.Reachable != nil && !*n.Reachable && n.LastContactMS != nil && *n.LastContactMS >= 1000
+		})
+	}
+}

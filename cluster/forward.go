@@ -45,6 +45,7 @@ type forwardRequest struct {
 	Member   contract.Member  // for opJoin; only ID for opRemove
 	Policy   contract.Policy  // for opPutPolicy; only Name for opDeletePolicy
 	Lease    fsm.LeaseCommand // for opAcquireLease; only ID for opReleaseLease
+	Health   []memberHealth   // for opPing from the leader: its view of the members
 }
 
 // forwardStatus tells the follower what happened to its message, so that it
@@ -67,12 +68,13 @@ const (
 )
 
 type forwardResponse struct {
-	Status    forwardStatus
-	Error     string
-	Rejection *contract.Error // for statusRejected
-	Results   []fsm.Result
-	Lease     *fsm.LeaseResult // for opAcquireLease and opReleaseLease
-	NodeID    string           // for opPing: the answering node's ID
+	Status       forwardStatus
+	Error        string
+	Rejection    *contract.Error // for statusRejected
+	Results      []fsm.Result
+	Lease        *fsm.LeaseResult // for opAcquireLease and opReleaseLease
+	NodeID       string           // for opPing: the answering node's ID
+	AppliedIndex uint64           // for opPing: the answering node's applied index
 }
 
 // forwardConn is one pooled connection with its stream encoder and decoder.
@@ -258,7 +260,10 @@ func (n *Node) handleForward(req *forwardRequest) *forwardResponse {
 		resp.Lease = result
 		return resp
 	case opPing:
-		return &forwardResponse{NodeID: n.cfg.ID}
+		if len(req.Health) > 0 && !n.isLeader() {
+			n.health.set(req.Health, time.Now())
+		}
+		return &forwardResponse{NodeID: n.cfg.ID, AppliedIndex: n.raft.AppliedIndex()}
 	case opRegister:
 		if !n.isLeader() {
 			return &forwardResponse{Status: statusNotLeader}

@@ -36,6 +36,7 @@ type Node struct {
 
 	clock       *clusterClock
 	barrierTerm atomic.Uint64 // the term in which this node last ran a barrier as leader
+	health      healthView
 	// removed is set while this node, once a member, is not in the
 	// configuration it knows; watchLeadership keeps it.
 	removed       atomic.Bool
@@ -92,6 +93,7 @@ func Open(cfg Config) (*Node, error) {
 	n.followerBatch = newBatcher(n.forwardBatch, cfg.MaxBatchRequests, max(cfg.MaxEntriesInFlight, minForwardsInFlight), gatherYields)
 	n.wg.Go(func() { n.serveForwarding(n.mux.listener(protocolForward)) })
 	n.wg.Go(n.watchLeadership)
+	n.wg.Go(n.watchHealth)
 	return n, nil
 }
 

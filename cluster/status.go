@@ -25,11 +25,13 @@ func (n *Node) Status() contract.Status {
 	future := n.raft.GetConfiguration()
 	if future.Error() == nil {
 		for _, s := range future.Configuration().Servers {
-			st.Members = append(st.Members, contract.MemberStatus{
+			ms := contract.MemberStatus{
 				Member: contract.Member{ID: string(s.ID), RaftAddr: string(s.Address), HTTPAddr: n.fsm.NodeHTTPAddr(string(s.ID))},
 				Voter:  s.Suffrage == raft.Voter,
 				Leader: s.ID == leaderID,
-			})
+			}
+			n.memberHealthOf(&ms, leaderID)
+			st.Members = append(st.Members, ms)
 		}
 	}
 	return st

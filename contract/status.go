@@ -1,10 +1,29 @@
 package contract
 
+import "time"
+
 // MemberStatus is one member as this node sees it.
 type MemberStatus struct {
 	Member
 	Voter  bool
 	Leader bool
+	// Health is what the leader last learnt of the member (the leader's
+	// own view where the leader answers), or nil while nothing is known.
+	Health *MemberHealth
+}
+
+// MemberHealth is the leader's view of a member: the leader asks every
+// member each second.
+type MemberHealth struct {
+	// Reachable is whether the member answered the leader's latest ask.
+	Reachable bool
+	// SinceContact is how long ago it last answered (0 for the leader;
+	// negative if it never has).
+	SinceContact time.Duration
+	// AppliedIndex is the member's applied index at its last answer, and
+	// Lag how far that trailed the leader's at the time.
+	AppliedIndex uint64
+	Lag          uint64
 }
 
 // Status is this node's view of the cluster.

@@ -3,6 +3,7 @@ package httpapi
 import (
 	"context"
 	"net/http"
+	"time"
 
 	"github.com/limitnode/limitnode/contract"
 )
@@ -17,6 +18,24 @@ type nodeJSON struct {
 	memberJSON
 	Voter  bool `json:"voter"`
 	Leader bool `json:"leader"`
+	// What the leader last learnt of the member; absent while unknown.
+	Reachable     *bool   `json:"reachable,omitempty"`
+	LastContactMS *int64  `json:"last_contact_ms,omitempty"`
+	AppliedIndex  *uint64 `json:"applied_index,omitempty"`
+	Lag           *uint64 `json:"lag,omitempty"`
+}
+
+// nodeOf is a member as GET /v1/cluster shows it.
+func nodeOf(m contract.MemberStatus) nodeJSON {
+	out := nodeJSON{memberJSON: memberJSON{ID: m.ID, RaftAddr: m.RaftAddr, HTTPAddr: m.HTTPAddr}, Voter: m.Voter, Leader: m.Leader}
+	if h := m.Health; h != nil {
+		out.Reachable, out.AppliedIndex, out.Lag = &h.Reachable, &h.AppliedIndex, &h.Lag
+		if h.SinceContact >= 0 {
+			ms := ceilDiv(int64(h.SinceContact), int64(time.Millisecond))
+			out.LastContactMS = &ms
+		}
+	}
+	return out
 }
 
 type clusterJSON struct {
@@ -31,7 +50,7 @@ func (a *API) clusterStatus(w http.ResponseWriter, _ *http.Request) {
 	st := a.limiter.Status()
 	out := clusterJSON{Leader: st.LeaderID, Term: st.Term, CommitIndex: st.CommitIndex, AppliedIndex: st.AppliedIndex, Nodes: []nodeJSON{}}
 	for _, m := range st.Members {
-		out.Nodes = append(out.Nodes, nodeJSON{memberJSON: memberJSON{ID: m.ID, RaftAddr: m.RaftAddr, HTTPAddr: m.HTTPAddr}, Voter: m.Voter, Leader: m.Leader})
+		out.Nodes = append(out.Nodes, nodeOf(m))
 	}
 	writeJSON(w, http.StatusOK, out)
 }

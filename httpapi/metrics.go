@@ -86,10 +86,15 @@ var (
 	descHasLeader = prometheus.NewDesc("limitnode_has_leader", "1 if this node knows a leader.", nil, nil)
 	descMembers   = prometheus.NewDesc("limitnode_cluster_members", "Members in this node's view of the cluster.", nil, nil)
 	descKeys      = prometheus.NewDesc("limitnode_live_keys", "(key, limit) pairs with live state in this node's copy.", nil, nil)
+	// Per member, as the leader last learnt (members are few: the label's
+	// cardinality is the cluster's size).
+	descReachable   = prometheus.NewDesc("limitnode_member_reachable", "1 if the member answered the leader's latest ask, as this node knows.", []string{"member"}, nil)
+	descLastContact = prometheus.NewDesc("limitnode_member_last_contact_seconds", "Time since the member last answered the leader, as this node knows.", []string{"member"}, nil)
+	descLag         = prometheus.NewDesc("limitnode_member_lag_entries", "How many log entries the member's applied index trailed the leader's at its last answer.", []string{"member"}, nil)
 )
 
 func (c *clusterCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descTerm, descCommit, descApplied, descLeader, descHasLeader, descMembers, descKeys} {
+	for _, d := range []*prometheus.Desc{descTerm, descCommit, descApplied, descLeader, descHasLeader, descMembers, descKeys, descReachable, descLastContact, descLag} {
 		ch <- d
 	}
 }
@@ -110,4 +115,19 @@ func (c *clusterCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descHasLeader, prometheus.GaugeValue, hasLeader)
 	ch <- prometheus.MustNewConstMetric(descMembers, prometheus.GaugeValue, float64(len(st.Members)))
 	ch <- prometheus.MustNewConstMetric(descKeys, prometheus.GaugeValue, float64(st.Keys))
+	for _, m := range st.Members {
+		h := m.Health
+		if h == nil {
+			continue
+		}
+		reachable := 0.0
+		if h.Reachable {
+			reachable = 1
+		}
+		ch <- prometheus.MustNewConstMetric(descReachable, prometheus.GaugeValue, reachable, m.ID)
+		if h.SinceContact >= 0 {
+			ch <- prometheus.MustNewConstMetric(descLastContact, prometheus.GaugeValue, h.SinceContact.Seconds(), m.ID)
+		}
+		ch <- prometheus.MustNewConstMetric(descLag, prometheus.GaugeValue, float64(h.Lag), m.ID)
+	}
 }

@@ -1,0 +1,163 @@
+package cluster
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/raft"
+	"github.com/limitnode/limitnode/contract"
+)
+
+// healthEvery is how often the leader asks every member how it is.
+const healthEvery = time.Second
+
+// memberHealth is the leader's view of one member, as the ping of
+// healthEvery sees it. It travels in pings, so every member can show it.
+type memberHealth struct {
+	ID string
+	// SinceContactNanos is how long before the view was taken the member
+	// last answered; -1: never. Durations, not instants, so that no two
+	// nodes' clocks are compared.
+	SinceContactNanos int64
+	// Reachable is whether it answered the latest ping.
+	Reachable bool
+	// AppliedIndex is the member's applied index at its latest answer.
+	AppliedIndex uint64
+	// LeaderApplied is the leader's applied index at that moment, so the
+	// member's lag can be told.
+	LeaderApplied uint64
+}
+
+// healthView is the latest view of the members a node knows: its own as
+// leader, or the one the leader last sent it.
+type healthView struct {
+	mu      sync.Mutex
+	members map[string]memberHealth
+	takenAt time.Time // when, by this node's monotonic clock, the view was true
+}
+
+func (v *healthView) set(members []memberHealth, takenAt time.Time) {
+	m := make(map[string]memberHealth, len(members))
+	for _, h := range members {
+		m[h.ID] = h
+	}
+	v.mu.Lock()
+	v.members, v.takenAt = m, takenAt
+	v.mu.Unlock()
+}
+
+// list returns the view as it is now: contact ages grown by the time since
+// it was taken.
+func (v *healthView) list() []memberHealth {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	aged := int64(time.Since(v.takenAt))
+	out := make([]memberHealth, 0, len(v.members))
+	for _, h := range v.members {
+		if h.SinceContactNanos >= 0 {
+			h.SinceContactNanos += aged
+		}
+		out = append(out, h)
+	}
+	return out
+}
+
+func (v *healthView) get(id string) (memberHealth, bool) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	h, ok := v.members[id]
+	if ok && h.SinceContactNanos >= 0 {
+		h.SinceContactNanos += int64(time.Since(v.takenAt))
+	}
+	return h, ok
+}
+
+// watchHealth runs on every node; while it leads, it pings every other
+// member each healthEvery, through the same (mutual TLS) channel as Raft,
+// and sends each the view it has, so that a member that is down shows as
+// unreachable on every survivor's /v1/cluster.
+func (n *Node) watchHealth() {
+	ticker := time.NewTicker(healthEvery)
+	defer ticker.Stop()
+	pinger := newForwarder(n.fwd.dialer, healthEvery)
+	defer pinger.close()
+	for {
+		select {
+		case <-n.stopCh:
+			return
+		case <-ticker.C:
+		}
+		if !n.isLeader() {
+			continue
+		}
+		n.pingMembers(pinger)
+	}
+}
+
+// pingMembers asks every other member for its applied index, sending the
+// view of the previous round, and records the answers.
+func (n *Node) pingMembers(pinger *forwarder) {
+	future := n.raft.GetConfiguration()
+	if future.Error() != nil {
+		return
+	}
+	previous := n.health.list()
+	prev := make(map[string]memberHealth, len(previous))
+	for _, h := range previous {
+		prev[h.ID] = h
+	}
+	start, applied := time.Now(), n.raft.AppliedIndex()
+	var mu sync.Mutex
+	next := []memberHealth{{ID: n.cfg.ID, Reachable: true, AppliedIndex: applied, LeaderApplied: applied}}
+	var wg sync.WaitGroup
+	for _, s := range future.Configuration().Servers {
+		if string(s.ID) == n.cfg.ID {
+			continue
+		}
+		wg.Go(func() {
+			h, known := prev[string(s.ID)]
+			if !known {
+				h.SinceContactNanos = -1
+			}
+			h.ID, h.Reachable = string(s.ID), false
+			ctx, cancel := context.WithTimeout(context.Background(), healthEvery)
+			defer cancel()
+			resp, err := pinger.send(ctx, string(s.Address), &forwardRequest{Op: opPing, Health: previous})
+			if err == nil && resp.NodeID == string(s.ID) {
+				// Answered within this round: as of the round's start,
+				// contact is now.
+				h.Reachable, h.SinceContactNanos, h.AppliedIndex, h.LeaderApplied = true, 0, resp.AppliedIndex, n.raft.AppliedIndex()
+			} else if known && h.SinceContactNanos >= 0 {
+				h.SinceContactNanos = prev[string(s.ID)].SinceContactNanos
+			}
+			mu.Lock()
+			next = append(next, h)
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	n.health.set(next, start)
+}
+
+// memberHealthOf fills a member's status with what the leader knows of it.
+func (n *Node) memberHealthOf(ms *contract.MemberStatus, leaderID raft.ServerID) {
+	if string(leaderID) == "" {
+		return
+	}
+	h, ok := n.health.get(ms.ID)
+	if !ok {
+		return
+	}
+	health := contract.MemberHealth{Reachable: h.Reachable, AppliedIndex: h.AppliedIndex, SinceContact: -1}
+	if h.SinceContactNanos >= 0 {
+		health.SinceContact = time.Duration(h.SinceContactNanos)
+	}
+	if ms.ID == string(leaderID) {
+		health.SinceContact = 0
+	}
+	if h.LeaderApplied > h.AppliedIndex {
+		health.Lag = h.LeaderApplied - h.AppliedIndex
+	}
+	ms.Health = &health
+}
