@@ -132,7 +132,7 @@ func (a *API) route(path string, byMethod map[string]endpoint) {
 		byMethod[http.MethodHead] = e
 	}
 	allow := strings.Join(slices.Sorted(maps.Keys(byMethod)), ", ")
-	a.mux.HandleFunc(path, a.metrics.instrument(path, func(w http.ResponseWriter, r *http.Request) {
+	a.mux.HandleFunc(path, a.metrics.instrument(path, a.accessLog(path, func(w http.ResponseWriter, r *http.Request) {
 		e, ok := byMethod[r.Method]
 		if !ok {
 			w.Header().Set("Allow", allow)
@@ -144,7 +144,7 @@ func (a *API) route(path string, byMethod map[string]endpoint) {
 			return
 		}
 		e.handler(w, r)
-	}))
+	})))
 }
 
 // ServeHTTP serves the API.

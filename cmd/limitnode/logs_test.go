@@ -1,0 +1,94 @@
+package main
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/limitnode/limitnode/client"
+)
+
+// startLogged starts a node whose log goes to the returned buffer.
+func startLogged(t *testing.T, ctx context.Context, args []string) (running, *syncBuffer) {
+	t.Helper()
+	logs := &syncBuffer{}
+	ready := make(chan string, 1)
+	r := running{done: make(chan error, 1)}
+	go func() { r.done <- run(ctx, args, env(nil), logs, ready) }()
+	select {
+	case r.addr = <-ready:
+	case err := <-r.done:
+		t.Fatalf("node exited early: %v", err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("node did not become ready")
+	}
+	return r, logs
+}
+
+func alarms(logs string) []string {
+	var out []string
+	for line := range strings.SplitSeq(logs, "\n") {
+		if strings.Contains(line, "level=WARN") || strings.Contains(line, "level=ERROR") {
+			out = append(out, line)
+		}
+	}
+	return out
+}
+
+// TestLogsDoNotAlarmOnAHealthyCluster: three nodes start, form a cluster and
+// decide without a single warning; with one of them stopped, the others say
+// so once per peer and kind, not several times a second, and never as an
+// error; at debug level each request is logged with the node that decided.
+func TestLogsDoNotAlarmOnAHealthyCluster(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	n3ctx, stopN3 := context.WithCancel(ctx)
+	defer stopN3()
+	node := func(id string, join string) []string {
+		args := []string{"-id", id, "-http", "127.0.0.1:0", "-raft", "127.0.0.1:0", "-data", t.TempDir(), "-log-level", "debug"}
+		if join != "" {
+			args = append(args, "-join", join)
+		}
+		return args
+	}
+	n1, logs1 := startLogged(t, ctx, node("n1", ""))
+	n2, logs2 := startLogged(t, ctx, node("n2", n1.addr))
+	n3, logs3 := startLogged(t, n3ctx, node("n3", n1.addr))
+	waitFor(t, "three members", func() bool {
+		st, err := client.New(nil, n3.addr).Cluster(ctx)
+		return err == nil && len(st.Nodes) == 3 && st.Leader != ""
+	})
+	if _, err := client.New(nil, n2.addr).Allow(ctx, client.AllowRequest{Key: "k", Limit: &client.Limit{Rate: 5, Period: "1m"}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range []*syncBuffer{logs1, logs2, logs3} {
+		if a := alarms(l.String()); len(a) > 0 {
+			t.Errorf("a healthy start logged warnings:\n%s", strings.Join(a, "\n"))
+		}
+	}
+	if !strings.Contains(logs2.String(), `msg="http request" method=POST route=/v1/allow status=200`) || !strings.Contains(logs2.String(), "decided_by=n1") {
+		t.Errorf("no access log line for the decision on n2:\n%s", logs2.String())
+	}
+
+	stopN3()
+	<-n3.done
+	// Raft retries an unreachable peer several times a second; give it
+	// three seconds of that.
+	deadline := time.Now().Add(3 * time.Second)
+	waitFor(t, "three seconds with n3 down", func() bool { return time.Now().After(deadline) })
+	seen := map[string]int{}
+	for _, line := range alarms(logs1.String()) {
+		if strings.Contains(line, "level=ERROR") {
+			t.Errorf("an unreachable peer logged an error: %s", line)
+		}
+		msg, _, _ := strings.Cut(line[strings.Index(line, "msg="):], " node=")
+		seen[msg]++
+	}
+	for msg, n := range seen {
+		if n > 1 {
+			t.Errorf("%d lines of %s in 3 s, want one per peer", n, msg)
+		}
+	}
+}
