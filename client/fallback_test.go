@@ -95,3 +95,32 @@ func TestGuardWhenNoNodeAnswers(t *testing.T) {
 		t.Fatalf("a policy request with no node: %+v, %v; want a degraded denial", d, err)
 	}
 }
+
+// TestLocalFallbackRefusesWhatTheClusterWould: with the cluster unreachable,
+// FailLocal refuses an invalid request as the API would (a 400 naming the
+// field), rather than admitting it.
+func TestLocalFallbackRefusesWhatTheClusterWould(t *testing.T) {
+	t.Parallel()
+	var down atomic.Bool
+	down.Store(true)
+	srv := flakyServer(t, &down)
+	g := client.NewGuard(client.New(nil, srv.URL), client.GuardOptions{OnFailure: client.FailLocal})
+	cost := int64(11)
+	tests := []struct {
+		name      string
+		req       client.AllowRequest
+		wantField string
+	}{
+		{"rate 0", client.AllowRequest{Key: "k", Limit: &client.Limit{Rate: 0}}, "limit.rate"},
+		{"no key", client.AllowRequest{Limit: &client.Limit{Rate: 10}}, "key"},
+		{"a cost over the burst", client.AllowRequest{Key: "k", Limit: &client.Limit{Rate: 10}, Cost: &cost}, "cost"},
+		{"a bad period in the second check", client.AllowRequest{Checks: []client.Check{{Key: "a", Limit: &client.Limit{Rate: 1}}, {Key: "b", Limit: &client.Limit{Rate: 1, Period: "soon"}}}}, "checks[1].limit.period"},
+	}
+	for _, tt := range tests {
+		d, err := g.Allow(context.Background(), tt.req)
+		var apiErr *client.Error
+		if !errors.As(err, &apiErr) || apiErr.StatusCode != 400 || apiErr.Field != tt.wantField || d.Allowed {
+			t.Errorf("%s: %+v, %v; want a 400 on %q", tt.name, d, err, tt.wantField)
+		}
+	}
+}

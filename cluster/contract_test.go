@@ -227,6 +227,8 @@ func TestBadInputOnTheContractSurfaces(t *testing.T) {
 		{"an unknown dimension", "POST", "/v1/allow", `{"policy":"routes","dimensions":{"api_key":"abc","route":"/x","region":"eu"}}`, 400, "dimensions", "region"},
 		{"a cost over the policy's limit", "POST", "/v1/allow", `{"policy":"routes","dimensions":{"api_key":"abc","route":"/x"},"cost":6}`, 400, "cost", ""},
 		{"a plain key to a templated policy", "POST", "/v1/allow", `{"key":"k","policy":"routes"}`, 400, "key", "give dimensions"},
+		{"a join of a node that is not running", "POST", "/v1/cluster/join", `{"id":"n9","raft_addr":"127.0.0.1:1","http_addr":"127.0.0.1:2"}`, 400, "raft_addr", "does not answer as a limitnode node"},
+		{"a join naming a member's address under another ID", "POST", "/v1/cluster/join", `{"id":"n9","raft_addr":"` + c.Nodes[0].RaftAddr + `"}`, 400, "id", "is \"n1\", not \"n9\""},
 	}
 	for _, tt := range tests {
 		status, body := do(t, tt.method, url+tt.path, tt.body)
