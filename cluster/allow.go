@@ -29,8 +29,12 @@ func (n *Node) Allow(ctx context.Context, req contract.Request) (contract.Decisi
 // not spoil the others. The error returned is for the batch as a whole
 // (too large, no leader, outcome unknown).
 func (n *Node) AllowBatch(ctx context.Context, reqs []contract.Request) ([]contract.BatchResult, error) {
-	if len(reqs) == 0 || len(reqs) > contract.MaxBatchSize {
-		return nil, contract.Invalid("requests", "requests must hold 1 to %d requests", contract.MaxBatchSize)
+	checks := 0
+	for _, r := range reqs {
+		checks += len(r.Checks)
+	}
+	if err := contract.ValidateBatchSize(len(reqs), checks); err != nil {
+		return nil, err
 	}
 	out := make([]contract.BatchResult, len(reqs))
 	var valid []fsm.Request

@@ -13,6 +13,7 @@ import (
 // are answered together (one caller's request, or one forwarded batch).
 type call struct {
 	requests []fsm.Request
+	load     load // what the requests weigh
 	results  []fsm.Result
 	leader   string // ID of the leader whose entry decided, with results
 	err      error
@@ -33,8 +34,10 @@ type call struct {
 //
 // flush must set results (one per request) or err on every call it is given.
 type batcher struct {
-	flush       func(calls []*call)
-	maxRequests int
+	flush func(calls []*call)
+	// limit bounds one flush: a Raft entry, or a forwarded message. A call
+	// over it goes alone.
+	limit       load
 	maxInFlight int
 	// maxYields bounds how often the loop yields, after a busy flush, for
 	// the callers it answered to come back (see loop); 0 never yields.
@@ -60,10 +63,10 @@ const gatherYields = 16
 // flushed reports a finished flush: how many calls and requests it answered.
 type flushed struct{ calls, requests int }
 
-func newBatcher(flush func([]*call), maxRequests, maxInFlight, maxYields int) *batcher {
+func newBatcher(flush func([]*call), limit load, maxInFlight, maxYields int) *batcher {
 	b := &batcher{
 		flush:       flush,
-		maxRequests: maxRequests,
+		limit:       limit,
 		maxInFlight: maxInFlight,
 		maxYields:   maxYields,
 		submitCh:    make(chan *call, 1024),
@@ -78,7 +81,7 @@ func newBatcher(flush func([]*call), maxRequests, maxInFlight, maxYields int) *b
 // ID of the leader that decided them. If ctx ends first, the requests may
 // still be decided: the error then says the outcome is unknown.
 func (b *batcher) submit(ctx context.Context, requests []fsm.Request) ([]fsm.Result, string, error) {
-	c := &call{requests: requests, done: make(chan struct{})}
+	c := &call{requests: requests, load: loadOf(requests), done: make(chan struct{})}
 	b.mu.RLock()
 	if b.stopped {
 		b.mu.RUnlock()
@@ -107,7 +110,7 @@ func (b *batcher) loop() {
 	// and reports whether it found anything.
 	take := func() bool {
 		found := false
-		for pendingRequests < b.maxRequests {
+		for pendingRequests < b.limit.requests {
 			select {
 			case c := <-b.submitCh:
 				pending = append(pending, c)
@@ -121,15 +124,12 @@ func (b *batcher) loop() {
 	}
 	for {
 		if inFlight < b.maxInFlight && len(pending) > 0 {
-			// Take whole calls up to maxRequests (at least one call, however
-			// large), so a forwarded batch is never split across entries.
-			n, size := 0, 0
-			for n < len(pending) && (n == 0 || size+len(pending[n].requests) <= b.maxRequests) {
-				size += len(pending[n].requests)
-				n++
+			var batch []*call
+			batch, pending = b.next(pending)
+			size := 0
+			for _, c := range batch {
+				size += len(c.requests)
 			}
-			batch := pending[:n:n]
-			pending = append([]*call(nil), pending[n:]...)
 			pendingRequests -= size
 			inFlight++
 			b.wg.Go(func() {
@@ -177,7 +177,36 @@ func (b *batcher) loop() {
 	}
 }
 
-// stop fails pending calls with contract.ErrShutdown, waits for running flushes and
+// next splits pending into the calls of the next flush and those left. It
+// takes whole calls (a forwarded batch is never split across entries) up to
+// the limit, and at least one however large. Single requests go first, in
+// the order they came, then larger calls: a flood of batches cannot make a
+// single caller wait behind it for more than one flush.
+func (b *batcher) next(pending []*call) (batch, rest []*call) {
+	var taken load
+	chosen := make([]bool, len(pending))
+	for _, single := range []bool{true, false} {
+		for i, c := range pending {
+			if (len(c.requests) == 1) != single || chosen[i] {
+				continue
+			}
+			if len(batch) > 0 && !taken.plus(c.load).within(b.limit) {
+				continue
+			}
+			batch = append(batch, c)
+			taken = taken.plus(c.load)
+			chosen[i] = true
+		}
+	}
+	for i, c := range pending {
+		if !chosen[i] {
+			rest = append(rest, c)
+		}
+	}
+	return batch, rest
+}
+
+// stop fails pending calls with ErrShutdown, waits for running flushes and
 // ends the loop. Calls submitted concurrently with stop also fail.
 func (b *batcher) stop() {
 	b.mu.Lock()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -96,7 +97,7 @@ func TestBatcherAnswersEveryCallWithItsOwnResults(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			var rec recordingFlush
-			b := newBatcher(rec.flush, tt.maxRequests, tt.maxInFlight, tt.yields)
+			b := newBatcher(rec.flush, load{requests: tt.maxRequests, checks: 1 << 30, bytes: 1 << 30}, tt.maxInFlight, tt.yields)
 			defer b.stop()
 			closedLoop(t, b, tt.callers, tt.rounds, tt.size)
 			if got, want := rec.requests.Load(), int64(tt.callers*tt.rounds*tt.size); got != want {
@@ -122,7 +123,7 @@ func TestBatcherFailsPendingCallsOnStop(t *testing.T) {
 		started <- struct{}{}
 		<-release
 		failAll(calls, errors.New("flushed"))
-	}, 4096, 1, gatherYields)
+	}, load{requests: 4096, checks: 8192, bytes: maxFlushBytes}, 1, gatherYields)
 	first := make(chan error, 1)
 	go func() {
 		_, _, err := b.submit(context.Background(), []fsm.Request{{}})
@@ -166,7 +167,7 @@ func BenchmarkBatcherClosedLoop(b *testing.B) {
 					spin(20_000) // a stand-in round trip, a few tens of µs
 					rec.flush(calls)
 				}
-				bat := newBatcher(flush, 4096, 1, yields)
+				bat := newBatcher(flush, load{requests: 4096, checks: 8192, bytes: maxFlushBytes}, 1, yields)
 				defer bat.stop()
 				rounds := max(b.N/callers, 1)
 				b.ResetTimer()
@@ -188,4 +189,38 @@ func spin(n int) {
 		x = x*6364136223846793005 + uint64(i)
 	}
 	spinSink.Store(x)
+}
+
+// TestNextFlushPutsSingleCallsFirstAndKeepsToTheLimit: under a flood of
+// batches, a single request that arrived last still goes in the next flush,
+// and a flush holds no more checks than the limit (but at least one call).
+func TestNextFlushPutsSingleCallsFirstAndKeepsToTheLimit(t *testing.T) {
+	t.Parallel()
+	batchOf := func(requests, checksEach int) *call {
+		reqs := make([]fsm.Request, requests)
+		for i := range reqs {
+			reqs[i].Checks = make([]fsm.Check, checksEach)
+		}
+		return &call{requests: reqs, load: loadOf(reqs)}
+	}
+	big1, big2, big3 := batchOf(100, 32), batchOf(100, 32), batchOf(100, 32)
+	single := batchOf(1, 1)
+	tests := []struct {
+		name      string
+		limit     load
+		pending   []*call
+		wantBatch []*call
+		wantRest  []*call
+	}{
+		{"the single goes first, batches fill up to the check limit", load{requests: 4096, checks: 6500, bytes: maxFlushBytes}, []*call{big1, big2, big3, single}, []*call{single, big1, big2}, []*call{big3}},
+		{"one call over the limit goes alone", load{requests: 4096, checks: 100, bytes: maxFlushBytes}, []*call{big1, big2}, []*call{big1}, []*call{big2}},
+		{"everything fits", load{requests: 4096, checks: 1 << 20, bytes: maxFlushBytes}, []*call{big1, single}, []*call{single, big1}, nil},
+	}
+	for _, tt := range tests {
+		b := &batcher{limit: tt.limit}
+		batch, rest := b.next(tt.pending)
+		if !slices.Equal(batch, tt.wantBatch) || !slices.Equal(rest, tt.wantRest) {
+			t.Errorf("%s: batch of %d, rest of %d calls; want %d and %d", tt.name, len(batch), len(rest), len(tt.wantBatch), len(tt.wantRest))
+		}
+	}
 }

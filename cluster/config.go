@@ -10,6 +10,10 @@ const (
 	defaultRequestTimeout   = 5 * time.Second
 	defaultTransferTimeout  = 3 * time.Second
 	defaultMaxBatchRequests = 4096
+	defaultMaxBatchChecks   = 1024
+	// maxFlushBytes bounds the estimated size of one Raft entry or
+	// forwarded message, under the frame limit of the forwarding protocol.
+	maxFlushBytes = MaxForwardFrameBytes / 2
 	// minForwardsInFlight: with one forward at a time, a follower's
 	// request waited for the previous forward's round trip and then its
 	// own; two cut that wait (HTTP at 64 callers over 3 nodes: +10-17%).
@@ -85,6 +89,16 @@ type Config struct {
 	TransferTimeout time.Duration
 	// MaxBatchRequests bounds the requests in one Raft entry. Default 4096.
 	MaxBatchRequests int
+	// MaxBatchChecks bounds the checks in one Raft entry, which is what
+	// applying it costs: an entry is never held up by more than this much
+	// work. Default 1024.
+	MaxBatchChecks int
+	// MaxRaftConns caps the connections open at once on the Raft port (Raft
+	// and forwarding); one more is closed at once. Default 1024.
+	MaxRaftConns int
+	// RaftIdleTimeout closes a connection on the Raft port that has sent
+	// nothing for this long. Default 2m.
+	RaftIdleTimeout time.Duration
 	// MaxEntriesInFlight is how many group-commit entries may be under way
 	// at once on the leader. Default 1: send at once when idle, gather
 	// while one is in flight. A follower forwards up to
@@ -155,6 +169,15 @@ func withDefaults(cfg Config) Config {
 	}
 	if cfg.MaxBatchRequests <= 0 {
 		cfg.MaxBatchRequests = defaultMaxBatchRequests
+	}
+	if cfg.MaxBatchChecks <= 0 {
+		cfg.MaxBatchChecks = defaultMaxBatchChecks
+	}
+	if cfg.MaxRaftConns <= 0 {
+		cfg.MaxRaftConns = 1024
+	}
+	if cfg.RaftIdleTimeout <= 0 {
+		cfg.RaftIdleTimeout = 2 * time.Minute
 	}
 	if cfg.MaxEntriesInFlight <= 0 {
 		cfg.MaxEntriesInFlight = 1

@@ -1,18 +1,16 @@
 package cluster
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"sync"
 	"time"
 
-	"github.com/hashicorp/go-msgpack/v2/codec"
 	"github.com/limitnode/limitnode/contract"
 	"github.com/limitnode/limitnode/fsm"
-	"github.com/limitnode/limitnode/internal/msgpack"
 )
 
 // The forwarding protocol runs over the Raft address (see mux.go). A
@@ -75,24 +73,6 @@ type forwardResponse struct {
 	Lease        *fsm.LeaseResult // for opAcquireLease and opReleaseLease
 	NodeID       string           // for opPing: the answering node's ID
 	AppliedIndex uint64           // for opPing: the answering node's applied index
-}
-
-// forwardConn is one pooled connection with its stream encoder and decoder.
-type forwardConn struct {
-	conn net.Conn
-	bw   *bufio.Writer
-	enc  *codec.Encoder
-	dec  *codec.Decoder
-}
-
-func newForwardConn(conn net.Conn) *forwardConn {
-	bw := bufio.NewWriterSize(conn, 32<<10)
-	return &forwardConn{
-		conn: conn,
-		bw:   bw,
-		enc:  codec.NewEncoder(bw, msgpack.Handle),
-		dec:  codec.NewDecoder(bufio.NewReaderSize(conn, 32<<10), msgpack.Handle),
-	}
 }
 
 // errNotSent marks a failure before any byte of the message left this node:
@@ -182,15 +162,11 @@ func (f *forwarder) send(ctx context.Context, addr string, req *forwardRequest) 
 	}
 	_ = c.conn.SetDeadline(deadline)
 	var resp forwardResponse
-	if err := c.enc.Encode(req); err != nil {
+	if err := c.write(req); err != nil {
 		c.conn.Close()
 		return nil, fmt.Errorf("forward to %s: %w", addr, err)
 	}
-	if err := c.bw.Flush(); err != nil {
-		c.conn.Close()
-		return nil, fmt.Errorf("forward to %s: %w", addr, err)
-	}
-	if err := c.dec.Decode(&resp); err != nil {
+	if err := c.read(&resp); err != nil {
 		c.conn.Close()
 		return nil, fmt.Errorf("forward to %s: %w", addr, err)
 	}
@@ -215,14 +191,13 @@ func (n *Node) serveForwarding(ln net.Listener) {
 			fc := newForwardConn(conn)
 			for {
 				var req forwardRequest
-				if err := fc.dec.Decode(&req); err != nil {
+				if err := fc.read(&req); err != nil {
+					if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
+						n.logger.Debug("cluster: closing a forwarding connection", "remote", conn.RemoteAddr().String(), "err", err)
+					}
 					return
 				}
-				resp := n.handleForward(&req)
-				if err := fc.enc.Encode(resp); err != nil {
-					return
-				}
-				if err := fc.bw.Flush(); err != nil {
+				if err := fc.write(n.handleForward(&req)); err != nil {
 					return
 				}
 			}
@@ -237,6 +212,9 @@ func (n *Node) handleForward(req *forwardRequest) *forwardResponse {
 	case opAllow:
 		if !n.isLeader() {
 			return &forwardResponse{Status: statusNotLeader}
+		}
+		if l := loadOf(req.Requests); !l.within(n.forwardedLimit()) {
+			return replyTo(contract.Invalid("requests", "a forwarded message of %d requests and %d checks is over this leader's limit", l.requests, l.checks))
 		}
 		results, _, err := n.leaderBatch.submit(ctx, req.Requests)
 		if err != nil {
@@ -325,4 +303,12 @@ func (n *Node) trackConn(c net.Conn, add bool) {
 	} else {
 		delete(n.conns, c)
 	}
+}
+
+// forwardedLimit bounds what the leader accepts in one forwarded message:
+// generous, so that a follower configured with larger entries is still
+// served, and bounded, so that one message cannot become an entry that
+// stalls the cluster.
+func (n *Node) forwardedLimit() load {
+	return load{requests: 4 * n.cfg.MaxBatchRequests, checks: 4 * n.cfg.MaxBatchChecks, bytes: MaxForwardFrameBytes}
 }

@@ -1,18 +1,16 @@
 package cluster
 
 import (
-	"bufio"
 	"context"
+	"encoding/binary"
 	"errors"
 	"io"
 	"net"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/limitnode/limitnode/internal/msgpack"
-
-	"github.com/hashicorp/go-msgpack/v2/codec"
 	"github.com/limitnode/limitnode/fsm"
 )
 
@@ -129,19 +127,18 @@ func startFakeLeader(t *testing.T) *fakeLeader {
 }
 
 func (l *fakeLeader) serve(conn net.Conn) {
-	br := bufio.NewReader(conn)
-	if b, err := br.ReadByte(); err != nil || b != protocolForward {
+	var protocol [1]byte
+	if _, err := io.ReadFull(conn, protocol[:]); err != nil || protocol[0] != protocolForward {
 		conn.Close()
 		return
 	}
-	dec := codec.NewDecoder(br, msgpack.Handle)
-	enc := codec.NewEncoder(conn, msgpack.Handle)
+	fc := newForwardConn(conn)
 	for {
 		var req forwardRequest
-		if err := dec.Decode(&req); err != nil {
+		if err := fc.read(&req); err != nil {
 			return
 		}
-		if err := enc.Encode(&forwardResponse{Results: make([]fsm.Result, len(req.Requests))}); err != nil {
+		if err := fc.write(&forwardResponse{Results: make([]fsm.Result, len(req.Requests))}); err != nil {
 			return
 		}
 	}
@@ -211,5 +208,25 @@ func TestForwarderReportsAFailureAfterSendingAsAmbiguous(t *testing.T) {
 	_, err = f.send(context.Background(), ln.Addr().String(), &forwardRequest{Op: opAllow, Requests: []fsm.Request{{}}})
 	if err == nil || errors.Is(err, errNotSent) {
 		t.Fatalf("err = %v, want a failure that is not errNotSent", err)
+	}
+}
+
+// TestForwardFramesAreBounded: a frame that announces more than
+// MaxForwardFrameBytes is refused before its body is read or allocated, and
+// one whose body trickles in is cut off after frameTimeout; a node keeps
+// serving after both.
+func TestForwardFramesAreBounded(t *testing.T) {
+	t.Parallel()
+	server, client := net.Pipe()
+	defer client.Close()
+	done := make(chan error, 1)
+	go func() { done <- newForwardConn(server).read(new(forwardRequest)) }()
+	var header [4]byte
+	binary.BigEndian.PutUint32(header[:], MaxForwardFrameBytes+1)
+	if _, err := client.Write(header[:]); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err == nil || !strings.Contains(err.Error(), "over the limit") {
+		t.Fatalf("an oversized frame: %v", err)
 	}
 }

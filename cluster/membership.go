@@ -147,12 +147,9 @@ func (n *Node) ping(m contract.Member) error {
 	_ = conn.SetDeadline(time.Now().Add(pingTimeout))
 	fc := newForwardConn(conn)
 	var resp forwardResponse
-	err = fc.enc.Encode(&forwardRequest{Op: opPing})
+	err = fc.write(&forwardRequest{Op: opPing})
 	if err == nil {
-		err = fc.bw.Flush()
-	}
-	if err == nil {
-		err = fc.dec.Decode(&resp)
+		err = fc.read(&resp)
 	}
 	switch {
 	case err != nil:

@@ -14,6 +14,7 @@ import (
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	"github.com/limitnode/limitnode/fsm"
+	"github.com/limitnode/limitnode/internal/guard"
 	"go.etcd.io/bbolt"
 	bolterrors "go.etcd.io/bbolt/errors"
 )
@@ -84,13 +85,14 @@ func Open(cfg Config) (*Node, error) {
 		stopCh:         make(chan struct{}),
 		fwd:            newForwarder(dialer{cfg.Dial, cfg.NodeTLS}, cfg.RequestTimeout),
 	}
-	n.mux = newMux(ln, cfg.NodeTLS, n.logger, protocolRaft, protocolForward)
+	n.mux = newMux(guard.Wrap(ln, cfg.MaxRaftConns, cfg.RaftIdleTimeout, n.logger), cfg.NodeTLS, n.logger, protocolRaft, protocolForward)
 	if err := n.startRaft(); err != nil {
 		n.mux.close()
 		return nil, err
 	}
-	n.leaderBatch = newBatcher(n.applyBatch, cfg.MaxBatchRequests, cfg.MaxEntriesInFlight, gatherYields)
-	n.followerBatch = newBatcher(n.forwardBatch, cfg.MaxBatchRequests, max(cfg.MaxEntriesInFlight, minForwardsInFlight), gatherYields)
+	limit := load{requests: cfg.MaxBatchRequests, checks: cfg.MaxBatchChecks, bytes: maxFlushBytes}
+	n.leaderBatch = newBatcher(n.applyBatch, limit, cfg.MaxEntriesInFlight, gatherYields)
+	n.followerBatch = newBatcher(n.forwardBatch, limit, max(cfg.MaxEntriesInFlight, minForwardsInFlight), gatherYields)
 	n.wg.Go(func() { n.serveForwarding(n.mux.listener(protocolForward)) })
 	n.wg.Go(n.watchLeadership)
 	n.wg.Go(n.watchHealth)

@@ -16,6 +16,9 @@ const (
 	MaxChecks = 32
 	// MaxBatchSize is the most requests of one batch.
 	MaxBatchSize = 1000
+	// MaxBatchChecks is the most checks all requests of one batch hold
+	// together: what one call may ask the cluster to decide at once.
+	MaxBatchChecks = 4096
 	// MaxDimensions bounds the dimensions of a check and the placeholders
 	// of a key template.
 	MaxDimensions = 16
@@ -144,6 +147,18 @@ func validateDimensions(dims []Dimension) *Error {
 				return Invalid("dimensions", "dimension %q is given twice", d.Name)
 			}
 		}
+	}
+	return nil
+}
+
+// ValidateBatchSize checks the size of a batch: 1 to MaxBatchSize requests
+// holding at most MaxBatchChecks checks in all.
+func ValidateBatchSize(requests, checks int) *Error {
+	if requests == 0 || requests > MaxBatchSize {
+		return Invalid("requests", "requests must hold 1 to %d requests", MaxBatchSize)
+	}
+	if checks > MaxBatchChecks {
+		return Invalid("requests", "the requests of a batch hold at most %d checks in all, not %d", MaxBatchChecks, checks)
 	}
 	return nil
 }

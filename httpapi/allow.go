@@ -170,8 +170,12 @@ func (a *API) allowBatch(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	if len(body.Requests) == 0 || len(body.Requests) > contract.MaxBatchSize {
-		writeError(w, invalid("requests", "requests must hold 1 to %d requests", contract.MaxBatchSize))
+	checks := 0
+	for _, r := range body.Requests {
+		checks += max(len(r.Checks), 1)
+	}
+	if err := contract.ValidateBatchSize(len(body.Requests), checks); err != nil {
+		writeError(w, fromContract(err))
 		return
 	}
 	items := make([]batchItem, len(body.Requests))

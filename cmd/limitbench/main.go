@@ -13,6 +13,8 @@
 //   - https:      POST /v1/allow over HTTPS (keep-alive, a decide token) on a
 //     3-node cluster with mutual TLS between its nodes (-tls adds it);
 //   - embedded:   cluster.Node.Allow in process, callers spread over all nodes;
+//   - http-flooded: http's single calls while 4 callers send batches of
+//     1,000 requests of 4 checks (the most a batch holds) to the cluster;
 //   - http-snapshotting: http while the nodes take turns to start a snapshot
 //     every 2 s (give -preload keys to make them heavy); latencies count
 //     only the calls that overlapped a snapshot (the samples column).

@@ -166,6 +166,14 @@ func (e *environment) target(name string) (target, error) {
 	case "https":
 		c := e.cluster("limitnode-secure")
 		return &httpTarget{env: e, kind: "http", label: name, nodes: e.via(c), token: testcluster.Token(auth.RoleDecide)}, nil
+	case "http-flooded":
+		c := e.cluster("limitnode")
+		stop := make(chan struct{})
+		var wg sync.WaitGroup
+		for w := range floodWorkers {
+			wg.Go(func() { e.floodBatches(c.Nodes[w%len(c.Nodes)].URL(), w, stop) })
+		}
+		return &httpTarget{env: e, kind: "http", label: name, nodes: e.via(c), stopFn: func() { close(stop); wg.Wait() }}, nil
 	case "http-snapshotting":
 		c := e.cluster("limitnode")
 		stop := make(chan struct{})
@@ -413,4 +421,42 @@ func (e *environment) measureFailover(runs int) (failoverResult, error) {
 	slices.Sort(sorted)
 	res.Median, res.Max = sorted[len(sorted)/2], sorted[len(sorted)-1]
 	return res, nil
+}
+
+// floodWorkers is how many callers send batches beside the measured single
+// calls of http-flooded.
+const floodWorkers = 4
+
+// floodBatches sends batches as large as a call may be (1,000 requests of 4
+// checks, the most a batch may hold) to url until stop closes.
+func (e *environment) floodBatches(url string, worker int, stop <-chan struct{}) {
+	var b strings.Builder
+	b.WriteString(`{"requests":[`)
+	for i := range 1000 {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(`{"checks":[`)
+		for j := range 4 {
+			if j > 0 {
+				b.WriteByte(',')
+			}
+			fmt.Fprintf(&b, `{"key":"flood-%d-%d-%d","limit":%s}`, worker, i, j, benchLimitJSON)
+		}
+		b.WriteString(`]}`)
+	}
+	b.WriteString(`]}`)
+	body := b.String()
+	for {
+		select {
+		case <-stop:
+			return
+		default:
+		}
+		resp, err := e.http.Post(url+"/v1/allow/batch", "application/json", strings.NewReader(body))
+		if err == nil {
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}
+	}
 }

@@ -26,6 +26,9 @@ type config struct {
 	maxKeys       int64
 	keyLimitMode  string
 	noSync        bool
+	maxRaftConns  int
+	raftIdle      time.Duration
+	maxHTTPConns  int
 	security
 }
 
@@ -67,6 +70,9 @@ func parseConfig(args []string, getenv func(string) string, output io.Writer) (c
 	fs.BoolVar(&c.noSync, "no-sync", false, "do not fsync the Raft log on each append: faster, but a simultaneous power loss of a majority can lose the last decisions")
 	fs.Int64Var(&c.maxKeys, "max-keys", cluster.DefaultMaxKeys, "most live (key, limit) pairs the cluster keeps; -1 for no cap")
 	fs.StringVar(&c.keyLimitMode, "key-limit-mode", "deny", "when -max-keys is reached, new keys are refused (deny: 503) or admitted unrecorded (allow)")
+	fs.IntVar(&c.maxRaftConns, "max-raft-conns", 1024, "most connections open at once on the Raft port; one more is closed at once")
+	fs.DurationVar(&c.raftIdle, "raft-idle-timeout", 2*time.Minute, "close a connection on the Raft port that sends nothing for this long")
+	fs.IntVar(&c.maxHTTPConns, "max-http-conns", 10000, "most connections open at once on the HTTP port; one more is closed at once")
 	fs.StringVar(&c.policiesFile, "policies", "", "JSON file of named policies to store when this node bootstraps a new cluster")
 	fs.StringVar(&c.tlsCert, "tls-cert", "", "PEM certificate of the HTTP API: serve HTTPS (with -tls-key; re-read when it changes)")
 	fs.StringVar(&c.tlsKey, "tls-key", "", "PEM private key of -tls-cert")

@@ -18,6 +18,16 @@ func env(vars map[string]string) func(string) string {
 	return func(k string) string { return vars[k] }
 }
 
+// defaultConfig is the configuration of no flags, changed by change.
+func defaultConfig(change func(*config)) config {
+	c := config{id: "node1", httpAddr: "127.0.0.1:7070", raftAddr: "127.0.0.1:7071", dataDir: "./limitnode-data", logLevel: "info", raftLogLevel: "warn",
+		joinTimeout: time.Minute, maxKeys: 5_000_000, keyLimitMode: "deny", maxRaftConns: 1024, raftIdle: 2 * time.Minute, maxHTTPConns: 10000}
+	if change != nil {
+		change(&c)
+	}
+	return c
+}
+
 func TestParseConfig(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
@@ -29,23 +39,25 @@ func TestParseConfig(t *testing.T) {
 	}{
 		{
 			name: "no flags gives a single local node",
-			want: config{id: "node1", httpAddr: "127.0.0.1:7070", raftAddr: "127.0.0.1:7071", dataDir: "./limitnode-data", logLevel: "info", raftLogLevel: "warn", joinTimeout: time.Minute, maxKeys: 5_000_000, keyLimitMode: "deny"},
+			want: defaultConfig(nil),
 		},
 		{
 			name: "environment variables set flags",
 			env:  map[string]string{"LIMITNODE_ID": "n2", "LIMITNODE_HTTP": "127.0.0.1:7002", "LIMITNODE_JOIN": "127.0.0.1:7001", "LIMITNODE_LOG_LEVEL": "debug"},
-			want: config{id: "n2", httpAddr: "127.0.0.1:7002", raftAddr: "127.0.0.1:7071", dataDir: "./limitnode-data", join: "127.0.0.1:7001", logLevel: "debug", raftLogLevel: "warn", joinTimeout: time.Minute, maxKeys: 5_000_000, keyLimitMode: "deny"},
+			want: defaultConfig(func(c *config) {
+				c.id, c.httpAddr, c.join, c.logLevel = "n2", "127.0.0.1:7002", "127.0.0.1:7001", "debug"
+			}),
 		},
 		{
 			name: "a flag on the command line wins over its variable",
 			args: []string{"-id", "from-flag", "-data", "d1"},
 			env:  map[string]string{"LIMITNODE_ID": "from-env"},
-			want: config{id: "from-flag", httpAddr: "127.0.0.1:7070", raftAddr: "127.0.0.1:7071", dataDir: "d1", logLevel: "info", raftLogLevel: "warn", joinTimeout: time.Minute, maxKeys: 5_000_000, keyLimitMode: "deny"},
+			want: defaultConfig(func(c *config) { c.id, c.dataDir = "from-flag", "d1" }),
 		},
 		{
 			name: "snapshots in their own directory",
 			args: []string{"-snapshot-dir", "/mnt/snaps"},
-			want: config{id: "node1", httpAddr: "127.0.0.1:7070", raftAddr: "127.0.0.1:7071", dataDir: "./limitnode-data", snapshotDir: "/mnt/snaps", logLevel: "info", raftLogLevel: "warn", joinTimeout: time.Minute, maxKeys: 5_000_000, keyLimitMode: "deny"},
+			want: defaultConfig(func(c *config) { c.snapshotDir = "/mnt/snaps" }),
 		},
 		{name: "a bad variable is an error", env: map[string]string{"LIMITNODE_JOIN_TIMEOUT": "forever"}, wantErr: true},
 		{name: "an unknown key limit mode is an error", args: []string{"-key-limit-mode", "maybe"}, wantErr: true},

@@ -16,6 +16,7 @@ import (
 	"github.com/limitnode/limitnode/cluster"
 	"github.com/limitnode/limitnode/contract"
 	"github.com/limitnode/limitnode/httpapi"
+	"github.com/limitnode/limitnode/internal/guard"
 )
 
 // run starts the node and serves until ctx ends, then shuts down cleanly.
@@ -41,10 +42,13 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		}
 	}
 
-	httpListener, err := net.Listen("tcp", c.httpAddr)
+	rawHTTP, err := net.Listen("tcp", c.httpAddr)
 	if err != nil {
 		return fmt.Errorf("listen for HTTP: %w", err)
 	}
+	// The HTTP server's own timeouts close idle connections; the guard caps
+	// how many are open at once.
+	httpListener := guard.Wrap(rawHTTP, c.maxHTTPConns, 0, logger)
 	defer httpListener.Close()
 	httpAddr := httpListener.Addr().String()
 	advertised, err := advertiseHTTP(httpAddr, c.raftAddr, c.advertiseHTTP)
@@ -71,6 +75,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		NoSync:           c.noSync,
 		KeyLimitFailOpen: c.keyLimitMode == "allow",
 		NodeTLS:          sec.nodeTLS,
+		MaxRaftConns:     c.maxRaftConns,
+		RaftIdleTimeout:  c.raftIdle,
 	})
 	if err != nil {
 		return err
