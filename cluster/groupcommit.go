@@ -85,7 +85,8 @@ func (n *Node) leaderStamp() (int64, error) {
 		}
 		n.barrierTerm.Store(term)
 	}
-	return n.clock.stamp(term, n.fsm.Now()), nil
+	last := n.fsm.Now()
+	return fsm.ClampStamp(n.clock.stamp(term, last), last), nil
 }
 
 // forwardBatch is a follower's flush: one message to the leader for all the

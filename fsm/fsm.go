@@ -28,6 +28,10 @@ const MaxDedupEntries = 1 << 20
 // corrupt.
 const MaxNowNanos = 6e18
 
+// MaxTimeStep is the furthest one entry may move cluster time ahead: ten
+// years, longer than any outage a cluster restarts from.
+const MaxTimeStep = 10 * 365 * 24 * time.Hour
+
 // maxExpiriesPerApply bounds the idle state one log entry deletes, so that a
 // million keys going idle at once do not stall one apply. What is left is
 // deleted by the following entries; until then it decides exactly as if it
@@ -195,7 +199,7 @@ var applyCommands = map[CommandType]func(f *FSM, body []byte) (any, error){
 		if err := decodeBody(body, &cmd); err != nil {
 			return nil, err
 		}
-		if err := checkStamp(cmd.NowNanos); err != nil {
+		if err := f.checkTime(cmd.NowNanos); err != nil {
 			return nil, err
 		}
 		return f.applyAllow(&cmd), nil
@@ -251,7 +255,7 @@ func (f *FSM) applyLease(body []byte, acquire bool) (any, error) {
 	if err := decodeBody(body, &cmd); err != nil {
 		return nil, err
 	}
-	if err := checkStamp(cmd.NowNanos); err != nil {
+	if err := f.checkTime(cmd.NowNanos); err != nil {
 		return nil, err
 	}
 	now := f.advance(cmd.NowNanos)
@@ -263,6 +267,15 @@ func (f *FSM) applyLease(body []byte, acquire bool) (any, error) {
 	}
 	r.AtNanos = now
 	return &r, nil
+}
+
+// checkTime refuses an entry's time outside the safe range or too far ahead
+// of the cluster's.
+func (f *FSM) checkTime(stampNanos int64) error {
+	if err := checkStamp(stampNanos); err != nil {
+		return err
+	}
+	return checkStep(stampNanos, f.nowNanos)
 }
 
 // advance moves cluster time to max(stamp, last applied) and deletes what

@@ -97,7 +97,8 @@ func FuzzRestore(f *testing.F) {
 		if !bytes.Equal(again, mustSnapshot(t, other.fsm)) {
 			t.Fatal("restoring changed the state")
 		}
-		// And it decides without panicking.
-		other.allow(t0+int64(time.Hour), one("k", perMinute100, 1))
+		// And it decides without panicking, at a time a leader would stamp.
+		last := other.fsm.Now()
+		other.allow(ClampStamp(max(t0, last)+int64(time.Hour), last), one("k", perMinute100, 1))
 	})
 }

@@ -5,10 +5,16 @@ import (
 	"net"
 	"os/exec"
 	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/hashicorp/raft"
+	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+	"github.com/limitnode/limitnode/algorithms"
 	"github.com/limitnode/limitnode/client"
+	"github.com/limitnode/limitnode/contract"
+	"github.com/limitnode/limitnode/fsm"
 )
 
 // freeAddr returns a 127.0.0.1 address with a port the OS picked.
@@ -84,5 +90,74 @@ func TestAFullDescriptorTableDoesNotKillTheRaftPort(t *testing.T) {
 	d, err := c2.Allow(ctx, client.AllowRequest{Key: "after-the-flood", Limit: &client.Limit{Rate: 5, Period: "1m"}})
 	if err != nil || !d.Allowed || d.Leader != "n1" {
 		t.Fatalf("a request forwarded to n1's Raft port: %+v, %v", d, err)
+	}
+}
+
+// TestAForgedEntryOnDiskCannotStopTheCluster writes, into a stopped node's
+// raft.db, an entry stamped at the latest time the log may carry (as a
+// forged AppendEntries or a bad disk would leave it), then restarts the node:
+// it must refuse the entry, keep a spent key spent, and decide as before.
+// That entry used to move cluster time to 2160, after which every entry the
+// leader stamped was out of range and every /v1/allow answered 500.
+func TestAForgedEntryOnDiskCannotStopTheCluster(t *testing.T) {
+	needTools(t, "go")
+	bin := buildBinary(t)
+	dir := t.TempDir()
+	httpAddr, raftAddr := freeAddr(t), freeAddr(t)
+	start := func() (*exec.Cmd, *client.Client) {
+		cmd := exec.Command(bin, "-id", "n1", "-http", httpAddr, "-raft", raftAddr, "-data", dir)
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		c := client.New(nil, httpAddr)
+		waitFor(t, "the node to lead", func() bool { st, err := c.Cluster(context.Background()); return err == nil && st.Leader == "n1" })
+		return cmd, c
+	}
+	stop := func(cmd *exec.Cmd) {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		_ = cmd.Wait()
+	}
+	spent := client.AllowRequest{Key: "victim", Limit: &client.Limit{Rate: 5, Period: "1h"}}
+	cost := int64(5)
+	node, c := start()
+	if d, err := c.Allow(context.Background(), client.AllowRequest{Key: spent.Key, Limit: spent.Limit, Cost: &cost}); err != nil || !d.Allowed {
+		t.Fatalf("spend the key: %+v, %v", d, err)
+	}
+	stop(node)
+
+	store, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(dir, "raft.db")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	last, err := store.LastIndex()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tail raft.Log
+	if err := store.GetLog(last, &tail); err != nil {
+		t.Fatal(err)
+	}
+	limit := algorithms.Limit{Rate: 5, PeriodNanos: int64(time.Hour), Burst: 5}
+	forged, err := fsm.Encode(fsm.CommandAllow, &fsm.AllowCommand{NowNanos: fsm.MaxNowNanos,
+		Requests: []fsm.Request{{Checks: []fsm.Check{fsm.CheckOf(contract.Check{Key: "victim", Limit: limit})}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := store.StoreLog(&raft.Log{Index: last + 1, Term: tail.Term, Type: raft.LogCommand, Data: forged}); err != nil {
+		t.Fatal(err)
+	}
+	if err := store.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	node, c = start()
+	defer stop(node)
+	d, err := c.Allow(context.Background(), spent)
+	if err != nil || d.Allowed {
+		t.Fatalf("the spent key after the forged entry: %+v, %v; want a 429", d, err)
+	}
+	d, err = c.Allow(context.Background(), client.AllowRequest{Key: "fresh", Limit: spent.Limit})
+	if err != nil || !d.Allowed {
+		t.Fatalf("a fresh key after the forged entry: %+v, %v; want it allowed", d, err)
 	}
 }
