@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/limitnode/limitnode/auth"
 	"github.com/limitnode/limitnode/contract"
 
 	"github.com/limitnode/limitnode/algorithms"
@@ -455,5 +456,45 @@ func TestOverridesByDimension(t *testing.T) {
 		if a.status != 200 || float64(a.Limit) != tt.wantLimit {
 			t.Errorf("%s %s: status %d limit %d, want %v", tt.tenant, tt.route, a.status, a.Limit, tt.wantLimit)
 		}
+	}
+}
+
+// TestARequestIDCannotBeBorrowed: an ID first used on a key with room left,
+// sent again on a spent key, used to be answered "allowed" and consume
+// nothing. A different request under a used ID is now a 409 conflict, and
+// IDs are scoped to the token: another caller's use of an ID neither blocks
+// nor answers yours.
+func TestARequestIDCannotBeBorrowed(t *testing.T) {
+	t.Parallel()
+	c := testcluster.Start(t, 3, testcluster.Options{Secure: true})
+	url := c.Nodes[1].URL() + "/v1/allow"
+	send := func(token, body string) (int, map[string]any) {
+		req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := httpClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var out map[string]any
+		_ = json.NewDecoder(resp.Body).Decode(&out)
+		return resp.StatusCode, out
+	}
+	decide, admin := testcluster.Token(auth.RoleDecide), testcluster.Token(auth.RoleAdmin)
+	if status, out := send(decide, `{"key":"spent","limit":{"rate":1,"period":"1h"}}`); status != 200 {
+		t.Fatalf("spend: %d %v", status, out)
+	}
+	if status, out := send(decide, `{"key":"roomy","limit":{"rate":9,"period":"1h"},"request_id":"pay-1"}`); status != 200 {
+		t.Fatalf("first use of the ID: %d %v", status, out)
+	}
+	if status, out := send(decide, `{"key":"spent","limit":{"rate":1,"period":"1h"},"request_id":"pay-1"}`); status != 409 || out["code"] != "conflict" || out["field"] != "request_id" {
+		t.Fatalf("the ID borrowed for a spent key: %d %v, want 409 conflict", status, out)
+	}
+	// Another token's pay-1 is its own: decided, not a duplicate, not a conflict.
+	if status, out := send(admin, `{"key":"spent-too","limit":{"rate":1,"period":"1h"},"request_id":"pay-1"}`); status != 200 || out["duplicate"] != nil {
+		t.Fatalf("another token's ID: %d %v", status, out)
+	}
+	if status, out := send(decide, `{"key":"roomy","limit":{"rate":9,"period":"1h"},"request_id":"pay-1"}`); status != 200 || out["duplicate"] != true {
+		t.Fatalf("the real retry: %d %v, want the first decision", status, out)
 	}
 }

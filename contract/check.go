@@ -2,6 +2,7 @@ package contract
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/limitnode/limitnode/algorithms"
 )
@@ -12,6 +13,8 @@ const (
 	MaxKeyBytes = 512
 	// MaxRequestIDBytes bounds a request ID.
 	MaxRequestIDBytes = 64
+	// MaxScopeBytes bounds the scope of a request ID.
+	MaxScopeBytes = 128
 	// MaxChecks is the most checks one request may combine atomically.
 	MaxChecks = 32
 	// MaxBatchSize is the most requests of one batch.
@@ -56,9 +59,14 @@ type Dimension struct {
 type Request struct {
 	Checks []Check
 	// RequestID, optional, makes the request safe to retry: for a few
-	// minutes of cluster time a request with the same ID is answered with
-	// the first decision and consumes nothing more.
+	// minutes of cluster time the same request with the same ID is
+	// answered with the first decision and consumes nothing more. Another
+	// request with that ID is refused (CodeConflict).
 	RequestID string
+	// Scope, optional, is whose the request ID is (the HTTP API puts the
+	// API token's name here): IDs of different scopes never meet, so no
+	// caller can use, or spoil, the IDs another will send.
+	Scope string
 }
 
 // Validate checks everything that can be checked before policies are
@@ -67,6 +75,9 @@ type Request struct {
 func (r *Request) Validate() *Error {
 	if len(r.RequestID) > MaxRequestIDBytes {
 		return Invalid("request_id", "request_id must be at most %d bytes", MaxRequestIDBytes)
+	}
+	if len(r.Scope) > MaxScopeBytes || strings.IndexByte(r.Scope, 0) >= 0 {
+		return Invalid("request_id", "the scope of a request ID is at most %d bytes, without NUL", MaxScopeBytes)
 	}
 	if len(r.Checks) == 0 || len(r.Checks) > MaxChecks {
 		return Invalid("checks", "checks must hold 1 to %d checks", MaxChecks)

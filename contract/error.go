@@ -20,6 +20,9 @@ const (
 	// cluster keeps (live keys, leases). Nothing was consumed; it may
 	// succeed once state expires.
 	CodeResourceExhausted Code = "resource_exhausted"
+	// CodeConflict: the request reuses a request ID that a different
+	// request was decided under. Nothing was decided.
+	CodeConflict Code = "conflict"
 )
 
 // Sentinels that an *Error matches with errors.Is, one per Code.
@@ -27,6 +30,7 @@ var (
 	ErrInvalid           = errors.New("invalid request")
 	ErrNotFound          = errors.New("not found")
 	ErrResourceExhausted = errors.New("resource exhausted")
+	ErrConflict          = errors.New("conflict")
 )
 
 // Error is a request refused as it stands: nothing was decided or changed.
@@ -54,6 +58,8 @@ func (e *Error) Unwrap() error {
 		return ErrNotFound
 	case CodeResourceExhausted:
 		return ErrResourceExhausted
+	case CodeConflict:
+		return ErrConflict
 	default:
 		return ErrInvalid
 	}

@@ -70,10 +70,14 @@ func (c *Check) contract() contract.Check {
 // Request is one caller's allow request: every check is admitted, or none.
 type Request struct {
 	// RequestID, when not empty, makes the request idempotent for
-	// DedupWindow of cluster time: a request with an ID already seen is
-	// answered with the first result and consumes nothing.
+	// DedupWindow of cluster time: the same request with an ID already
+	// seen in its scope is answered with the first result and consumes
+	// nothing; a different one is refused as a conflict.
 	RequestID string
 	Checks    []Check
+	// Scope is whose the request ID is (contract.Request.Scope). Last, so
+	// that entries written before it decode with an empty scope.
+	Scope string
 }
 
 // AllowCommand is a batch of independent requests decided at one instant.
@@ -203,6 +207,6 @@ func (r *Request) Validate() *contract.Error {
 	for i := range r.Checks {
 		checks = append(checks, r.Checks[i].contract())
 	}
-	cr := contract.Request{RequestID: r.RequestID, Checks: checks}
+	cr := contract.Request{RequestID: r.RequestID, Checks: checks, Scope: r.Scope}
 	return cr.Validate()
 }

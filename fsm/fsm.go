@@ -79,11 +79,6 @@ func (a bucketKey) less(b bucketKey) bool {
 	}
 }
 
-type dedupEntry struct {
-	id     string
-	atNano int64
-	result Result
-}
 
 // FSM is limitnode's replicated state machine: the state of every limited
 // key, the request IDs seen recently, and the members' HTTP addresses.
@@ -331,17 +326,15 @@ func (f *FSM) applyAllow(cmd *AllowCommand) *Response {
 	for i := range cmd.Requests {
 		req := &cmd.Requests[i]
 		if req.RequestID != "" {
-			if seen, ok := f.dedup[req.RequestID]; ok {
-				r := seen.result
-				r.Duplicate = true
-				resp.Results[i] = r
+			if seen, ok := f.dedup[dedupKey(req.Scope, req.RequestID)]; ok {
+				resp.Results[i] = seen.answer(req)
 				continue
 			}
 		}
 		resp.Results[i] = f.decide(now, req, cmd)
 		resp.Results[i].AtNanos = now
 		if req.RequestID != "" && resp.Results[i].Rejection == nil {
-			f.remember(req.RequestID, now, resp.Results[i])
+			f.remember(&dedupEntry{key: dedupKey(req.Scope, req.RequestID), atNano: now, result: resp.Results[i], fingerprint: fingerprint(req)})
 		}
 	}
 	return resp
@@ -477,12 +470,11 @@ func (f *FSM) decide(now int64, req *Request, cmd *AllowCommand) Result {
 // expireBuckets deletes state that has become equivalent to no state.
 func (f *FSM) expireBuckets(now int64) { f.buckets.expire(now, maxExpiriesPerApply) }
 
-func (f *FSM) remember(id string, now int64, r Result) {
+func (f *FSM) remember(e *dedupEntry) {
 	if len(f.dedup) >= MaxDedupEntries {
 		f.forgetOldestID()
 	}
-	e := &dedupEntry{id: id, atNano: now, result: r}
-	f.dedup[id] = e
+	f.dedup[e.key] = e
 	f.dedupQueue = append(f.dedupQueue, e)
 }
 
@@ -496,7 +488,7 @@ func (f *FSM) forgetOldestID() {
 	e := f.dedupQueue[f.dedupHead]
 	f.dedupQueue[f.dedupHead] = nil
 	f.dedupHead++
-	delete(f.dedup, e.id)
+	delete(f.dedup, e.key)
 	// Compact once the dead prefix is the larger half, so the queue's
 	// memory follows the live IDs.
 	if f.dedupHead > len(f.dedupQueue)/2 {

@@ -58,6 +58,10 @@ type requestIDRecord struct {
 	ID      string
 	AtNanos int64
 	Result  Result
+	// Scope and Fingerprint come last: a snapshot written before them
+	// restores with an empty scope and an unknown fingerprint.
+	Scope       string
+	Fingerprint uint64
 }
 
 type policyRecord struct {
@@ -101,7 +105,8 @@ func (f *FSM) copyState() *snapshot {
 	frozen := f.buckets.freeze()
 	s := &snapshot{frozen: &frozen}
 	for _, e := range f.dedupQueue[f.dedupHead:] {
-		s.requestIDs = append(s.requestIDs, requestIDRecord{ID: e.id, AtNanos: e.atNano, Result: e.result})
+		scope, id := splitDedupKey(e.key)
+		s.requestIDs = append(s.requestIDs, requestIDRecord{ID: id, AtNanos: e.atNano, Result: e.result, Scope: scope, Fingerprint: e.fingerprint})
 	}
 	for id, addr := range f.nodes {
 		s.nodes = append(s.nodes, NodeCommand{ID: id, HTTPAddr: addr})
@@ -271,11 +276,12 @@ func (f *FSM) readSnapshot(r io.Reader) error {
 		if err := dec.Decode(&rec); err != nil {
 			return fmt.Errorf("request ID %d: %w", i, err)
 		}
-		if rec.ID == "" || len(rec.ID) > contract.MaxRequestIDBytes || f.dedup[rec.ID] != nil {
+		key := dedupKey(rec.Scope, rec.ID)
+		if rec.ID == "" || len(rec.ID) > contract.MaxRequestIDBytes || len(rec.Scope) > contract.MaxScopeBytes || strings.IndexByte(rec.Scope, 0) >= 0 || f.dedup[key] != nil {
 			return fmt.Errorf("request ID %d: empty, too long or repeated", i)
 		}
-		e := &dedupEntry{id: rec.ID, atNano: rec.AtNanos, result: rec.Result}
-		f.dedup[rec.ID] = e
+		e := &dedupEntry{key: key, atNano: rec.AtNanos, result: rec.Result, fingerprint: rec.Fingerprint}
+		f.dedup[key] = e
 		f.dedupQueue = append(f.dedupQueue, e)
 	}
 	for i := range h.Nodes {

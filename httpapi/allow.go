@@ -46,6 +46,7 @@ func (a *API) allow(w http.ResponseWriter, r *http.Request) {
 		writeError(w, apiErr)
 		return
 	}
+	req.Scope = callerOf(r)
 	ctx, cancel := context.WithTimeout(r.Context(), a.opts.RequestTimeout)
 	defer cancel()
 	decision, err := a.limiter.Allow(ctx, req.Request)
@@ -188,6 +189,7 @@ func (a *API) allowBatch(w http.ResponseWriter, r *http.Request) {
 			items[i] = batchError(i, err)
 			continue
 		}
+		req.Scope = callerOf(r)
 		decoded = append(decoded, req)
 		reqs = append(reqs, req.Request)
 		index = append(index, i)

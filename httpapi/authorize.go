@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"errors"
 	"net/http"
 
@@ -13,18 +14,30 @@ const (
 	codePermissionDenied = "permission_denied"
 )
 
+// callerKey is the context key of the name of the token a request came
+// with.
+type callerKey struct{}
+
+// callerOf returns the name of the token r came with, or "" when tokens are
+// off.
+func callerOf(r *http.Request) string {
+	name, _ := r.Context().Value(callerKey{}).(string)
+	return name
+}
+
 // authorize lets a call through when it needs no role, tokens are off, or
-// its bearer token has the role; otherwise it answers 401 (no or unknown
+// its bearer token has the role, returning the request with the token's
+// name in its context (callerOf); otherwise it answers 401 (no or unknown
 // token, with WWW-Authenticate) or 403 (a known token without the role) and
-// returns false. The token never reaches a log or an answer.
-func (a *API) authorize(w http.ResponseWriter, r *http.Request, role auth.Role) bool {
+// returns nil. The token never reaches a log or an answer.
+func (a *API) authorize(w http.ResponseWriter, r *http.Request, role auth.Role) *http.Request {
 	if role == open || a.opts.Authorizer == nil {
-		return true
+		return r
 	}
-	_, err := a.opts.Authorizer.Authorize(auth.BearerToken(r.Header.Get("Authorization")), role)
+	name, err := a.opts.Authorizer.Authorize(auth.BearerToken(r.Header.Get("Authorization")), role)
 	switch {
 	case err == nil:
-		return true
+		return r.WithContext(context.WithValue(r.Context(), callerKey{}, name))
 	case errors.Is(err, auth.ErrPermissionDenied):
 		writeError(w, &apiError{status: http.StatusForbidden, code: codePermissionDenied,
 			message: "this token lacks the " + string(role) + " role that " + r.Method + " " + r.URL.Path + " needs"})
@@ -33,5 +46,5 @@ func (a *API) authorize(w http.ResponseWriter, r *http.Request, role auth.Role) 
 		writeError(w, &apiError{status: http.StatusUnauthorized, code: codeUnauthenticated,
 			message: "a valid bearer token is required: Authorization: Bearer <token>"})
 	}
-	return false
+	return nil
 }

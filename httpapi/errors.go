@@ -62,6 +62,8 @@ func fromContract(e *contract.Error) *apiError {
 		return notFound(e.Field, "%s", e.Message)
 	case contract.CodeResourceExhausted:
 		return unavailable(e.Message)
+	case contract.CodeConflict:
+		return &apiError{status: http.StatusConflict, code: string(contract.CodeConflict), field: e.Field, message: e.Message}
 	default:
 		return invalid(e.Field, "%s", e.Message)
 	}

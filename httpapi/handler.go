@@ -140,7 +140,7 @@ func (a *API) route(path string, byMethod map[string]endpoint) {
 				message: r.Method + " is not allowed on " + path + "; use " + allow})
 			return
 		}
-		if !a.authorize(w, r, e.role) {
+		if r = a.authorize(w, r, e.role); r == nil {
 			return
 		}
 		e.handler(w, r)
