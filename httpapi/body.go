@@ -1,11 +1,13 @@
 package httpapi
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"reflect"
 	"strings"
 )
 
@@ -19,10 +21,18 @@ const (
 )
 
 // decodeJSON decodes exactly one JSON value from the body into v, whatever
-// the Content-Type: unknown fields, trailing data and a body over maxBytes
-// are errors.
+// the Content-Type: unknown fields, trailing data, a body over maxBytes and
+// what checkStrict refuses (a field given twice, a field name in another
+// case, invalid UTF-8) are errors.
 func decodeJSON(w http.ResponseWriter, r *http.Request, maxBytes int64, v any) *apiError {
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBytes))
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBytes))
+	if err != nil {
+		return decodeError(err, maxBytes)
+	}
+	if err := checkStrict(body, reflect.TypeOf(v)); err != nil {
+		return err
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
 		return decodeError(err, maxBytes)

@@ -1,0 +1,159 @@
+package httpapi
+
+import (
+	"bytes"
+	"encoding/json"
+	"reflect"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+)
+
+// Go's JSON decoder accepts a body that means two things: a name given
+// twice (the last wins), a name in another case ("Key", even "\u212aey",
+// for "key"), and strings that are not valid UTF-8 (read as U+FFFD, so that
+// two different invalid keys would share one counter). checkStrict refuses
+// all three, naming the field, before the body is decoded.
+
+// checkStrict walks body's JSON alongside the Go type it will be decoded
+// into. It answers only what the decoder itself would accept wrongly;
+// syntax and type errors are left to the decoder's messages.
+func checkStrict(body []byte, t reflect.Type) *apiError {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	if err := walkStrict(dec, t, ""); err != nil && err != errSyntax {
+		return err
+	}
+	return nil
+}
+
+// errSyntax stops the walk at malformed JSON, which the decoder reports.
+var errSyntax = &apiError{}
+
+func walkStrict(dec *json.Decoder, t reflect.Type, path string) *apiError {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	tok, err := dec.Token()
+	if err != nil {
+		return errSyntax
+	}
+	switch tok := tok.(type) {
+	case string:
+		return checkString(tok, path)
+	case json.Delim:
+		switch {
+		case tok == '{' && t.Kind() == reflect.Struct:
+			return walkObject(dec, path, func(name string) (reflect.Type, *apiError) {
+				if f, ok := fieldNamed(t, name); ok {
+					return f, nil
+				}
+				if exact, ok := foldedField(t, name); ok {
+					return nil, invalid(joinField(path, name), "unknown field %q: field names are case-sensitive (did you mean %q?)", name, exact)
+				}
+				return nil, nil // unknown: the decoder says so
+			})
+		case tok == '{':
+			elem := anyType
+			if t.Kind() == reflect.Map {
+				elem = t.Elem()
+			}
+			return walkObject(dec, path, func(string) (reflect.Type, *apiError) { return elem, nil })
+		case tok == '[':
+			elem := anyType
+			if t.Kind() == reflect.Slice || t.Kind() == reflect.Array {
+				elem = t.Elem()
+			}
+			for i := 0; dec.More(); i++ {
+				if err := walkStrict(dec, elem, path+"["+strconv.Itoa(i)+"]"); err != nil {
+					return err
+				}
+			}
+			if _, err := dec.Token(); err != nil {
+				return errSyntax
+			}
+		}
+	}
+	return nil
+}
+
+var anyType = reflect.TypeFor[any]()
+
+// walkObject walks an object's members: each name once, valid UTF-8, and
+// a name that differs from a known field only in case is refused.
+func walkObject(dec *json.Decoder, path string, typeOf func(name string) (reflect.Type, *apiError)) *apiError {
+	seen := map[string]bool{}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return errSyntax
+		}
+		name, _ := tok.(string)
+		field := joinField(path, name)
+		if err := checkString(name, field); err != nil {
+			return err
+		}
+		if seen[name] {
+			return invalid(field, "%s is given twice; give each field once", field)
+		}
+		seen[name] = true
+		t, apiErr := typeOf(name)
+		if apiErr != nil {
+			return apiErr
+		}
+		if t == nil {
+			t = anyType
+		}
+		if err := walkStrict(dec, t, field); err != nil {
+			return err
+		}
+	}
+	if _, err := dec.Token(); err != nil {
+		return errSyntax
+	}
+	return nil
+}
+
+// checkString refuses a string that was not valid UTF-8 (the decoder turns
+// each bad byte into U+FFFD, so U+FFFD itself is refused too).
+func checkString(s, field string) *apiError {
+	if !utf8.ValidString(s) || strings.ContainsRune(s, utf8.RuneError) {
+		return invalid(field, "%s must be valid UTF-8 (and hold no U+FFFD replacement character)", fieldName(field))
+	}
+	return nil
+}
+
+// fieldNamed finds the field of struct t whose JSON name is exactly name.
+func fieldNamed(t reflect.Type, name string) (reflect.Type, bool) {
+	for i := range t.NumField() {
+		f := t.Field(i)
+		tag, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if tag == "" {
+			tag = f.Name
+		}
+		if f.IsExported() && tag == name {
+			return f.Type, true
+		}
+	}
+	return nil, false
+}
+
+// foldedField finds the JSON name of the field of t that name matches only
+// when case is ignored, as Go's decoder would match it.
+func foldedField(t reflect.Type, name string) (string, bool) {
+	for i := range t.NumField() {
+		f := t.Field(i)
+		tag, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if f.IsExported() && tag != "" && strings.EqualFold(tag, name) {
+			return tag, true
+		}
+	}
+	return "", false
+}
+
+func joinField(path, name string) string {
+	if path == "" {
+		return name
+	}
+	return path + "." + name
+}
