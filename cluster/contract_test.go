@@ -498,3 +498,39 @@ func TestARequestIDCannotBeBorrowed(t *testing.T) {
 		t.Fatalf("the real retry: %d %v, want the first decision", status, out)
 	}
 }
+
+// TestPoliciesArePaged: GET /v1/policies answers a page of at most limit
+// policies and the name to continue after; the pages together list every
+// policy once.
+func TestPoliciesArePaged(t *testing.T) {
+	t.Parallel()
+	c := testcluster.Start(t, 3)
+	for _, name := range []string{"c", "a", "e", "b", "d"} {
+		if status, _ := do(t, "PUT", c.Nodes[0].URL()+"/v1/policies/"+name, `{"limit":{"rate":1}}`); status != 200 {
+			t.Fatalf("PUT %s: %d", name, status)
+		}
+	}
+	leader := c.WaitLeader()
+	var got []string
+	after := ""
+	for pages := 0; ; pages++ {
+		status, out := do(t, "GET", leader.URL()+"/v1/policies?limit=2&after="+after, "")
+		if status != 200 || pages > 3 {
+			t.Fatalf("page %d: %d %v", pages, status, out)
+		}
+		for _, p := range out["policies"].([]any) {
+			got = append(got, p.(map[string]any)["name"].(string))
+		}
+		next, _ := out["next"].(string)
+		if next == "" {
+			break
+		}
+		after = next
+	}
+	if strings.Join(got, ",") != "a,b,c,d,e" {
+		t.Fatalf("pages listed %v", got)
+	}
+	if status, out := do(t, "GET", leader.URL()+"/v1/policies?limit=0", ""); status != 400 || out["field"] != "limit" {
+		t.Fatalf("limit 0: %d %v", status, out)
+	}
+}

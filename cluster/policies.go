@@ -33,9 +33,13 @@ func (n *Node) DeletePolicy(ctx context.Context, name string) error {
 	})
 }
 
-// Policies returns every policy as this node has applied them, sorted by
-// name. A follower may lag the leader by a few entries.
-func (n *Node) Policies() []contract.PolicyStatus { return n.fsm.Policies() }
+// Policies returns up to limit policies named after after, as this node has
+// applied them, sorted by name and holding at most maxOverrides overrides
+// (at least one policy); next is the name to continue after, or "" at the
+// end. A follower may lag the leader by a few entries.
+func (n *Node) Policies(after string, limit, maxOverrides int) (page []contract.PolicyStatus, next string) {
+	return n.fsm.PoliciesPage(after, limit, maxOverrides)
+}
 
 // Policy returns the named policy as this node has applied it.
 func (n *Node) Policy(name string) (contract.PolicyStatus, bool) { return n.fsm.Policy(name) }

@@ -10,8 +10,11 @@ import (
 
 // Bounds on policies.
 const (
-	MaxPolicies         = 10_000
-	MaxOverrides        = 10_000
+	MaxPolicies  = 10_000
+	MaxOverrides = 10_000
+	// MaxTotalOverrides bounds the overrides of all policies together, so
+	// that policy state stays small on every node.
+	MaxTotalOverrides   = 100_000
 	MaxPolicyNameBytes  = 128
 	MaxKeyTemplateBytes = 512
 )

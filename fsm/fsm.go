@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -79,7 +78,6 @@ func (a bucketKey) less(b bucketKey) bool {
 	}
 }
 
-
 // FSM is limitnode's replicated state machine: the state of every limited
 // key, the request IDs seen recently, and the members' HTTP addresses.
 //
@@ -95,8 +93,11 @@ type FSM struct {
 	dedupHead  int
 	nodes      map[string]string
 	policies   map[string]*policyEntry
-	leases     *leaseTable
-	logger     *slog.Logger
+	// totalOverrides counts the overrides of every policy, bounded by
+	// contract.MaxTotalOverrides.
+	totalOverrides int
+	leases         *leaseTable
+	logger         *slog.Logger
 	// onStamp, if set, is told the index and cluster time of every applied
 	// entry that carries a leader's stamp (allow batches, leases); the
 	// node's clock uses it (see cluster's clock.go).
@@ -143,6 +144,7 @@ func (f *FSM) reset() {
 	f.dedupHead = 0
 	f.nodes = make(map[string]string)
 	f.policies = make(map[string]*policyEntry)
+	f.totalOverrides = 0
 	f.leases = newLeaseTable()
 }
 
@@ -236,9 +238,11 @@ var applyCommands = map[CommandType]func(f *FSM, body []byte) (any, error){
 		if err := decodeBody(body, &cmd); err != nil {
 			return nil, err
 		}
-		if f.policies[cmd.Name] == nil {
+		old := f.policies[cmd.Name]
+		if old == nil {
 			return contract.NotFound("name", "policy %q does not exist", cmd.Name), nil
 		}
+		f.totalOverrides -= len(old.policy.Overrides)
 		delete(f.policies, cmd.Name)
 		return nil, nil
 	},
@@ -296,11 +300,19 @@ func (f *FSM) putPolicy(p contract.Policy) any {
 	if old == nil && len(f.policies) >= contract.MaxPolicies {
 		return contract.Invalid("name", "at most %d policies", contract.MaxPolicies)
 	}
+	total := f.totalOverrides + len(p.Overrides)
+	if old != nil {
+		total -= len(old.policy.Overrides)
+	}
+	if total > contract.MaxTotalOverrides {
+		return contract.Invalid("overrides", "the cluster holds at most %d overrides over all policies; this policy would bring it to %d", contract.MaxTotalOverrides, total)
+	}
 	e := newPolicyEntry(p)
 	if old != nil {
 		e.shadowDenied = old.shadowDenied
 	}
 	f.policies[p.Name] = e
+	f.totalOverrides = total
 	return nil
 }
 
@@ -504,16 +516,29 @@ func (f *FSM) NodeHTTPAddr(id string) string {
 	return f.nodes[id]
 }
 
-// Policies returns every policy, sorted by name.
-func (f *FSM) Policies() []contract.PolicyStatus {
+// PoliciesPage returns up to limit policies named after after, sorted by
+// name, stopping early once they hold maxOverrides overrides (at least one
+// policy); next is the name to continue after, or "" at the end.
+func (f *FSM) PoliciesPage(after string, limit, maxOverrides int) (page []contract.PolicyStatus, next string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	out := make([]contract.PolicyStatus, 0, len(f.policies))
-	for _, e := range f.policies {
-		out = append(out, e.status())
+	names := make([]string, 0, len(f.policies))
+	for name := range f.policies {
+		if name > after {
+			names = append(names, name)
+		}
 	}
-	slices.SortFunc(out, func(a, b contract.PolicyStatus) int { return strings.Compare(a.Name, b.Name) })
-	return out
+	slices.Sort(names)
+	overrides := 0
+	for i, name := range names {
+		e := f.policies[name]
+		if len(page) == limit || (len(page) > 0 && overrides+len(e.policy.Overrides) > maxOverrides) {
+			return page, names[i-1]
+		}
+		page = append(page, e.status())
+		overrides += len(e.policy.Overrides)
+	}
+	return page, ""
 }
 
 // Policy returns the named policy.

@@ -2,11 +2,13 @@ package fsm
 
 import (
 	"bytes"
-	"github.com/limitnode/limitnode/contract"
+	"fmt"
 	"io"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/limitnode/limitnode/contract"
 
 	"github.com/limitnode/limitnode/algorithms"
 )
@@ -148,7 +150,7 @@ func TestPolicyRejections(t *testing.T) {
 			t.Errorf("%s: put answered %#v, want a rejection on %q", tt.name, r, tt.field)
 		}
 	}
-	if len(a.fsm.Policies()) != 0 {
+	if page, _ := a.fsm.PoliciesPage("", contract.MaxPolicies, contract.MaxTotalOverrides); len(page) != 0 {
 		t.Fatal("a rejected policy was stored")
 	}
 	a.put(contract.Policy{Name: "p", Limit: hourly(1)})
@@ -177,7 +179,7 @@ func TestPoliciesSurviveSnapshots(t *testing.T) {
 	if !bytes.Equal(snap, mustSnapshot(t, b.fsm)) {
 		t.Fatal("the restored state snapshots differently")
 	}
-	got := b.fsm.Policies()
+	got, _ := b.fsm.PoliciesPage("", contract.MaxPolicies, contract.MaxTotalOverrides)
 	if len(got) != 2 || got[0].Name != "a" || got[1].ShadowDenied != 2 || got[1].KeyTemplate != "{user}" {
 		t.Fatalf("restored policies %+v", got)
 	}
@@ -186,5 +188,38 @@ func TestPoliciesSurviveSnapshots(t *testing.T) {
 	}
 	if !strings.Contains(string(snap), "vip") {
 		t.Fatal("overrides are not in the snapshot")
+	}
+}
+
+// TestPolicyStateIsBounded: the overrides of all policies together are
+// capped (a policy of 10,000 overrides cost ~15 MB a node, and 10,000 such
+// were allowed); a put over the cap is refused whole, and replacing or
+// deleting a policy gives its overrides back.
+func TestPolicyStateIsBounded(t *testing.T) {
+	t.Parallel()
+	a := newApplier(t)
+	full := func(name string) contract.Policy {
+		p := contract.Policy{Name: name, Limit: hourly(1)}
+		for i := range contract.MaxOverrides {
+			p.Overrides = append(p.Overrides, contract.Override{Key: fmt.Sprintf("k%05d", i), Limit: hourly(2)})
+		}
+		return p
+	}
+	for i := range contract.MaxTotalOverrides / contract.MaxOverrides {
+		if r := a.put(full(fmt.Sprint("p", i))); r != nil {
+			t.Fatalf("policy %d: %v", i, r)
+		}
+	}
+	if r, ok := a.put(full("one-too-many")).(*contract.Error); !ok || r.Field != "overrides" {
+		t.Fatalf("a policy over the total: %v", r)
+	}
+	if r := a.put(full("p0")); r != nil {
+		t.Fatalf("replacing a policy with as many overrides: %v", r)
+	}
+	if r := a.deletePolicy("p1"); r != nil {
+		t.Fatal(r)
+	}
+	if r := a.put(full("one-too-many")); r != nil {
+		t.Fatalf("after a delete: %v", r)
 	}
 }

@@ -231,6 +231,7 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	f.nowNanos, f.buckets = fresh.nowNanos, fresh.buckets
 	f.dedup, f.dedupQueue, f.dedupHead = fresh.dedup, fresh.dedupQueue, fresh.dedupHead
 	f.nodes, f.policies, f.leases = fresh.nodes, fresh.policies, fresh.leases
+	f.totalOverrides = fresh.totalOverrides
 	return nil
 }
 
@@ -302,12 +303,13 @@ func (f *FSM) readSnapshot(r io.Reader) error {
 		if err := rec.Policy.Validate(); err != nil {
 			return fmt.Errorf("policy %d: %w", i, err)
 		}
-		if f.policies[rec.Policy.Name] != nil || len(f.policies) >= contract.MaxPolicies {
+		if f.policies[rec.Policy.Name] != nil || len(f.policies) >= contract.MaxPolicies || f.totalOverrides+len(rec.Policy.Overrides) > contract.MaxTotalOverrides {
 			return fmt.Errorf("policy %d: repeated, or too many", i)
 		}
 		e := newPolicyEntry(rec.Policy)
 		e.shadowDenied = rec.ShadowDenied
 		f.policies[rec.Policy.Name] = e
+		f.totalOverrides += len(rec.Policy.Overrides)
 	}
 	for i := range h.Leases {
 		var rec leaseRecord

@@ -25,8 +25,10 @@ type Limiter interface {
 	PutPolicy(ctx context.Context, p contract.Policy) error
 	// DeletePolicy deletes a named policy.
 	DeletePolicy(ctx context.Context, name string) error
-	// Policies lists the policies as this node has applied them.
-	Policies() []contract.PolicyStatus
+	// Policies lists a page of the policies as this node has applied them:
+	// up to limit named after after, holding at most maxOverrides
+	// overrides (at least one policy), and the name to continue after.
+	Policies(after string, limit, maxOverrides int) (page []contract.PolicyStatus, next string)
 	// Policy returns one policy as this node has applied it.
 	Policy(name string) (contract.PolicyStatus, bool)
 	// AcquireLease takes one of req.Max concurrent slots of req.Key.

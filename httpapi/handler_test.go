@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -110,14 +112,21 @@ func (f *fakeLimiter) DeletePolicy(_ context.Context, name string) error {
 	return nil
 }
 
-func (f *fakeLimiter) Policies() []contract.PolicyStatus {
+func (f *fakeLimiter) Policies(after string, limit, _ int) ([]contract.PolicyStatus, string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	names := slices.Sorted(maps.Keys(f.policies))
 	var out []contract.PolicyStatus
-	for _, p := range f.policies {
-		out = append(out, contract.PolicyStatus{Policy: p})
+	for i, name := range names {
+		if name <= after {
+			continue
+		}
+		if len(out) == limit {
+			return out, names[i-1]
+		}
+		out = append(out, contract.PolicyStatus{Policy: f.policies[name]})
 	}
-	return out
+	return out, ""
 }
 
 func (f *fakeLimiter) Policy(name string) (contract.PolicyStatus, bool) {

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/limitnode/limitnode/contract"
@@ -70,12 +71,36 @@ func policyToJSON(p contract.PolicyStatus) policyJSON {
 	return out
 }
 
-func (a *API) listPolicies(w http.ResponseWriter, _ *http.Request) {
-	out := []policyJSON{}
-	for _, p := range a.limiter.Policies() {
-		out = append(out, policyToJSON(p))
+// Pages of GET /v1/policies: limit policies (default DefaultPolicyPage, at
+// most MaxPolicyPage), cut short at a policy that would bring the page over
+// contract.MaxOverrides overrides, so one answer stays a few megabytes.
+const (
+	DefaultPolicyPage = 100
+	MaxPolicyPage     = 1000
+)
+
+// listPolicies answers GET /v1/policies?limit=N&after=NAME with a page of
+// policies and, when more follow, "next", the name to pass as after.
+func (a *API) listPolicies(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	limit := DefaultPolicyPage
+	if s := q.Get("limit"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 || n > MaxPolicyPage {
+			writeError(w, invalid("limit", "limit must be an integer from 1 to %d", MaxPolicyPage))
+			return
+		}
+		limit = n
 	}
-	writeJSON(w, http.StatusOK, map[string][]policyJSON{"policies": out})
+	page, next := a.limiter.Policies(q.Get("after"), limit, contract.MaxOverrides)
+	out := struct {
+		Policies []policyJSON `json:"policies"`
+		Next     string       `json:"next,omitempty"`
+	}{Policies: []policyJSON{}, Next: next}
+	for _, p := range page {
+		out.Policies = append(out.Policies, policyToJSON(p))
+	}
+	writeJSON(w, http.StatusOK, out)
 }
 
 func (a *API) getPolicy(w http.ResponseWriter, r *http.Request) {
