@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -504,4 +506,33 @@ func TestMembersHealthIsVisible(t *testing.T) {
 			return n.Reachable != nil && !*n.Reachable && n.LastContactMS != nil && *n.LastContactMS >= 1000
 		})
 	}
+}
+
+// TestANodeThatCannotWriteSaysSo: a node whose data directory refuses
+// writes (here its write probe's path is taken by a directory, as a full or
+// read-only disk would refuse it) answers /readyz 503 with the reason, and
+// ready again once it can write. It used to stay ready while falling behind.
+func TestANodeThatCannotWriteSaysSo(t *testing.T) {
+	t.Parallel()
+	c := testcluster.Start(t, 3)
+	n := c.Followers()[0]
+	probe := filepath.Join(n.DataDir, ".write-probe")
+	if err := os.Remove(probe); err != nil && !os.IsNotExist(err) {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(probe, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "the node to say it cannot write", func() bool {
+		status, body := do(t, "GET", n.URL()+"/readyz", "")
+		reason, _ := body["reason"].(string)
+		return status == 503 && strings.Contains(reason, "cannot write to the data directory")
+	})
+	if err := os.Remove(probe); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "the node to be ready again", func() bool {
+		status, _ := do(t, "GET", n.URL()+"/readyz", "")
+		return status == 200
+	})
 }

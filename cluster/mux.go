@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -29,11 +30,14 @@ const headerTimeout = 5 * time.Second
 // of the protocol named by its first byte. With tls set, a connection first
 // completes a mutual TLS handshake, and the byte is read inside it.
 type mux struct {
-	ln     net.Listener
-	tls    *NodeTLS
-	subs   map[byte]*subListener
-	logger *slog.Logger
-	wg     sync.WaitGroup
+	ln net.Listener
+	// dead is set when the accept loop ended while the listener was open.
+	dead    atomic.Bool
+	closing atomic.Bool
+	tls     *NodeTLS
+	subs    map[byte]*subListener
+	logger  *slog.Logger
+	wg      sync.WaitGroup
 }
 
 func newMux(ln net.Listener, nodeTLS *NodeTLS, logger *slog.Logger, protocols ...byte) *mux {
@@ -47,11 +51,18 @@ func newMux(ln net.Listener, nodeTLS *NodeTLS, logger *slog.Logger, protocols ..
 
 func (m *mux) listener(protocol byte) net.Listener { return m.subs[protocol] }
 
+// failed reports whether the accept loop ended without close.
+func (m *mux) failed() bool { return m.dead.Load() }
+
 func (m *mux) serve() {
 	for {
 		conn, err := m.ln.Accept()
 		if err != nil {
-			return // the listener was closed
+			if !m.closing.Load() {
+				m.dead.Store(true)
+				m.logger.Error("cluster: the raft port stopped accepting connections", "err", err)
+			}
+			return
 		}
 		m.wg.Go(func() { m.route(conn) })
 	}
@@ -89,6 +100,7 @@ func (m *mux) route(conn net.Conn) {
 // close stops accepting, closes every sub-listener and waits for routing
 // goroutines to finish.
 func (m *mux) close() error {
+	m.closing.Store(true)
 	err := m.ln.Close()
 	for _, s := range m.subs {
 		s.Close()

@@ -38,6 +38,8 @@ type Node struct {
 	clock       *clusterClock
 	barrierTerm atomic.Uint64 // the term in which this node last ran a barrier as leader
 	health      healthView
+	diskMu      sync.Mutex
+	diskErrV    error // the last disk probe's failure, or nil
 	// removed is set while this node, once a member, is not in the
 	// configuration it knows; watchLeadership keeps it.
 	removed       atomic.Bool
@@ -96,6 +98,7 @@ func Open(cfg Config) (*Node, error) {
 	n.wg.Go(func() { n.serveForwarding(n.mux.listener(protocolForward)) })
 	n.wg.Go(n.watchLeadership)
 	n.wg.Go(n.watchHealth)
+	n.wg.Go(n.watchDisk)
 	return n, nil
 }
 
@@ -143,6 +146,9 @@ func (n *Node) startRaft() error {
 	rc.BatchApplyCh = true
 	rc.MaxAppendEntries = 256
 	rc.TrailingLogs = n.cfg.TrailingLogs
+	// A removed node keeps Raft running, so that it says why it does not
+	// serve and can be joined again without a restart.
+	rc.ShutdownOnRemove = false
 
 	startupIndex, err := logStore.LastIndex()
 	if err != nil {

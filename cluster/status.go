@@ -37,11 +37,28 @@ func (n *Node) Status() contract.Status {
 	return st
 }
 
-// Ready reports whether the node is a member, knows a leader and has
-// applied every entry it knows to be committed.
-func (n *Node) Ready() bool {
+// Ready returns "" when the node serves as a member: it is one, knows a
+// leader, has applied every entry it knows to be committed, can write to
+// its disk, and its Raft port accepts. Otherwise it says what is wrong.
+func (n *Node) Ready() string {
 	_, leaderID := n.raft.LeaderWithID()
-	return leaderID != "" && n.isMember() && n.raft.AppliedIndex() >= n.raft.CommitIndex()
+	switch {
+	case n.raft.State() == raft.Shutdown:
+		return "raft is stopped"
+	case n.removed.Load():
+		return "this node was removed from the cluster; join it again to serve"
+	case !n.isMember():
+		return "this node is not a member of the cluster (not joined yet)"
+	case n.mux.failed():
+		return "the raft port no longer accepts connections"
+	case n.diskErr() != nil:
+		return "cannot write to the data directory: " + n.diskErr().Error()
+	case leaderID == "":
+		return "no leader known"
+	case n.raft.AppliedIndex() < n.raft.CommitIndex():
+		return "catching up with the log"
+	}
+	return ""
 }
 
 // Snapshot makes this node take a Raft snapshot now (and truncate its log),

@@ -44,8 +44,8 @@ type Limiter interface {
 	RemoveMember(ctx context.Context, id string) error
 	// Status returns the node's view of the cluster.
 	Status() contract.Status
-	// Ready reports whether the node knows a leader and is caught up.
-	Ready() bool
+	// Ready returns "" when the node serves as a member, else why not.
+	Ready() string
 }
 
 // Options configures the handler. The zero value is usable.

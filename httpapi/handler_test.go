@@ -159,10 +159,13 @@ func (f *fakeLimiter) Status() contract.Status {
 	}}
 }
 
-func (f *fakeLimiter) Ready() bool {
+func (f *fakeLimiter) Ready() string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.ready
+	if !f.ready {
+		return "no leader known"
+	}
+	return ""
 }
 
 func newTestAPI(f *fakeLimiter) *API {

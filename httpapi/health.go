@@ -7,8 +7,8 @@ func (a *API) healthz(w http.ResponseWriter, _ *http.Request) {
 }
 
 func (a *API) readyz(w http.ResponseWriter, _ *http.Request) {
-	if !a.limiter.Ready() {
-		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "not ready"})
+	if why := a.limiter.Ready(); why != "" {
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "not ready", "reason": why})
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
