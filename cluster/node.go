@@ -104,6 +104,12 @@ func Open(cfg Config) (*Node, error) {
 
 func (n *Node) startRaft() error {
 	hlog := newRaftLogger(n.logger, n.cfg.RaftLogLevel)
+	if err := checkStore(filepath.Join(n.cfg.DataDir, "raft.db")); err != nil {
+		if errors.Is(err, bolterrors.ErrTimeout) {
+			return fmt.Errorf("cluster: data directory %s is in use by another process (a node already runs on it)", n.cfg.DataDir)
+		}
+		return err
+	}
 	logStore, err := raftboltdb.New(raftboltdb.Options{
 		Path: filepath.Join(n.cfg.DataDir, "raft.db"),
 		// bbolt waits forever for the file lock by default; a second

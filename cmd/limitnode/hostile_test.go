@@ -2,9 +2,13 @@ package main
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"net"
+	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -159,5 +163,68 @@ func TestAForgedEntryOnDiskCannotStopTheCluster(t *testing.T) {
 	d, err = c.Allow(context.Background(), client.AllowRequest{Key: "fresh", Limit: spent.Limit})
 	if err != nil || !d.Allowed {
 		t.Fatalf("a fresh key after the forged entry: %+v, %v; want it allowed", d, err)
+	}
+}
+
+// TestADamagedLogStopsTheNodeWithOneLine: a truncated raft.db used to crash
+// the node with a segmentation fault, and a zeroed page with a panic inside
+// bbolt. Either now stops it at start with one line naming the file.
+func TestADamagedLogStopsTheNodeWithOneLine(t *testing.T) {
+	needTools(t, "go")
+	bin := buildBinary(t)
+	damages := []struct {
+		name   string
+		damage func(t *testing.T, path string)
+	}{
+		{"truncated to half", func(t *testing.T, path string) {
+			fi, err := os.Stat(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Truncate(path, fi.Size()/2); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"a page zeroed", func(t *testing.T, path string) {
+			f, err := os.OpenFile(path, os.O_RDWR, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			fi, _ := f.Stat()
+			page := int64(os.Getpagesize())
+			for off := 2 * page; off < fi.Size(); off += page {
+				if _, err := f.WriteAt(make([]byte, page), off); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}},
+	}
+	for _, tt := range damages {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			httpAddr := freeAddr(t)
+			node := exec.Command(bin, "-id", "n1", "-http", httpAddr, "-raft", freeAddr(t), "-data", dir)
+			if err := node.Start(); err != nil {
+				t.Fatal(err)
+			}
+			c := client.New(nil, httpAddr)
+			waitFor(t, "the node to lead", func() bool { st, err := c.Cluster(context.Background()); return err == nil && st.Leader == "n1" })
+			for i := range 50 {
+				_, _ = c.Allow(context.Background(), client.AllowRequest{Key: fmt.Sprint("k", i), Limit: &client.Limit{Rate: 5, Period: "1h"}})
+			}
+			_ = node.Process.Signal(syscall.SIGTERM)
+			_ = node.Wait()
+			tt.damage(t, filepath.Join(dir, "raft.db"))
+
+			restart := exec.Command(bin, "-id", "n1", "-http", freeAddr(t), "-raft", freeAddr(t), "-data", dir)
+			out, err := restart.CombinedOutput()
+			var exit *exec.ExitError
+			lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+			last := lines[len(lines)-1]
+			if !errors.As(err, &exit) || exit.ExitCode() != exitError || !strings.Contains(last, "raft.db is damaged") || strings.Contains(string(out), "goroutine ") {
+				t.Fatalf("restart on a damaged log: %v\n%s", err, out)
+			}
+		})
 	}
 }
