@@ -175,14 +175,14 @@ func ClampStamp(stampNanos, lastNanos int64) int64 {
 }
 
 // Encode returns the log entry for a command: its type byte then its msgpack
-// body.
+// body, sealed with a checksum (see seal.go).
 func Encode(t CommandType, body any) ([]byte, error) {
 	var buf bytes.Buffer
 	buf.WriteByte(byte(t))
 	if err := codec.NewEncoder(&buf, msgpack.Handle).Encode(body); err != nil {
 		return nil, fmt.Errorf("fsm: encode command %d: %w", t, err)
 	}
-	return buf.Bytes(), nil
+	return seal(buf.Bytes()), nil
 }
 
 // decodeBody decodes data into v and requires that nothing follows.

@@ -1,6 +1,7 @@
 package fsm
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -104,6 +105,9 @@ type FSM struct {
 	onStamp func(index uint64, nowNanos int64)
 	// lastIndex is the index of the last log entry applied.
 	lastIndex uint64
+	// damagedAt is the index of the first sealed entry whose checksum
+	// failed, or 0.
+	damagedAt uint64
 	// Scratch space of decide.
 	scratchTargets []target
 	scratchStates  []algorithms.State
@@ -169,6 +173,10 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []any {
 		resp, err := f.applyCommand(l.Data)
 		if err != nil {
 			f.logger.Error("fsm: refusing log entry", "index", l.Index, "term", l.Term, "err", err)
+			if errors.Is(err, errDamaged) && f.damagedAt == 0 {
+				f.damagedAt = l.Index
+				f.logger.Error("fsm: the log holds a damaged entry; this node's state may differ from the others' from here on", "index", l.Index)
+			}
 			out[i] = err
 			continue
 		}
@@ -317,6 +325,10 @@ func (f *FSM) putPolicy(p contract.Policy) any {
 }
 
 func (f *FSM) applyCommand(data []byte) (any, error) {
+	data, err := unseal(data)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrCorruptCommand, err)
+	}
 	if len(data) == 0 {
 		return nil, fmt.Errorf("%w: empty entry", ErrCorruptCommand)
 	}
@@ -558,6 +570,14 @@ func (f *FSM) Leases(key string) (int64, []contract.HeldLease) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.nowNanos, f.leases.held(key)
+}
+
+// Damaged returns the index of the first entry this FSM refused because its
+// checksum failed (a damaged disk), or 0.
+func (f *FSM) Damaged() uint64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.damagedAt
 }
 
 // Stats describes the size of the state, for status pages and tests.
