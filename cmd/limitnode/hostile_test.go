@@ -294,3 +294,52 @@ func TestAChangedByteInTheLogIsDetected(t *testing.T) {
 		return resp.StatusCode == 503 && strings.Contains(string(body), "damaged entry")
 	})
 }
+
+// TestRecoverFromALostQuorum: three nodes, a spent key, then two of them
+// gone for good. The survivor alone cannot elect a leader; after limitnode
+// recover names it the only member, it leads again with the key still spent.
+func TestRecoverFromALostQuorum(t *testing.T) {
+	needTools(t, "go")
+	bin := buildBinary(t)
+	type node struct {
+		id, http, raft, data string
+		cmd                  *exec.Cmd
+	}
+	nodes := make([]*node, 3)
+	for i := range nodes {
+		nodes[i] = &node{id: fmt.Sprint("n", i+1), http: freeAddr(t), raft: freeAddr(t), data: t.TempDir()}
+	}
+	start := func(n *node, extra ...string) {
+		n.cmd = exec.Command(bin, append([]string{"-id", n.id, "-http", n.http, "-raft", n.raft, "-data", n.data}, extra...)...)
+		if err := n.cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	kill := func(n *node) { _ = n.cmd.Process.Kill(); _ = n.cmd.Wait() }
+	start(nodes[0])
+	c := client.New(nil, nodes[0].http)
+	waitFor(t, "n1 to lead", func() bool { st, err := c.Cluster(context.Background()); return err == nil && st.Leader == "n1" })
+	start(nodes[1], "-join", nodes[0].http)
+	start(nodes[2], "-join", nodes[0].http)
+	waitFor(t, "three members", func() bool { st, err := c.Cluster(context.Background()); return err == nil && len(st.Nodes) == 3 })
+	cost := int64(5)
+	if d, err := c.Allow(context.Background(), client.AllowRequest{Key: "spent", Limit: &client.Limit{Rate: 5, Period: "1h"}, Cost: &cost}); err != nil || !d.Allowed {
+		t.Fatalf("spend: %+v, %v", d, err)
+	}
+	for _, n := range nodes {
+		kill(n)
+	}
+	var stderr bytes.Buffer
+	if code := dispatch(context.Background(), []string{"recover", "-data", nodes[0].data, "-members", "n1=" + nodes[0].raft}, env(nil), io.Discard, &stderr); code != exitOK {
+		t.Fatalf("recover: exit %d: %s", code, stderr.String())
+	}
+	start(nodes[0])
+	defer kill(nodes[0])
+	waitFor(t, "n1 to lead alone", func() bool {
+		st, err := c.Cluster(context.Background())
+		return err == nil && st.Leader == "n1" && len(st.Nodes) == 1
+	})
+	if d, err := c.Allow(context.Background(), client.AllowRequest{Key: "spent", Limit: &client.Limit{Rate: 5, Period: "1h"}}); err != nil || d.Allowed {
+		t.Fatalf("the spent key after recovery: %+v, %v; want it still spent", d, err)
+	}
+}

@@ -8,7 +8,8 @@
 //
 // A first argument that is not a flag names a subcommand: "limitnode token"
 // makes an API token, "limitnode certs" a development CA and node
-// certificates.
+// certificates, "limitnode recover" rewrites a stopped node's membership
+// after the cluster lost its quorum for good.
 package main
 
 import (
@@ -35,8 +36,9 @@ type subcommand func(ctx context.Context, args []string, stdout, stderr io.Write
 
 // subcommands are the commands besides running a node.
 var subcommands = map[string]subcommand{
-	"token": tokenCommand,
-	"certs": certsCommand,
+	"token":   tokenCommand,
+	"certs":   certsCommand,
+	"recover": recoverCommand,
 }
 
 func main() {
@@ -52,7 +54,7 @@ func dispatch(ctx context.Context, args []string, getenv func(string) string, st
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
 		cmd, ok := subcommands[args[0]]
 		if !ok {
-			fmt.Fprintf(stderr, "limitnode: unknown command %q; commands: token, certs (or flags only, to run a node; -h lists them)\n", args[0])
+			fmt.Fprintf(stderr, "limitnode: unknown command %q; commands: token, certs, recover (or flags only, to run a node; -h lists them)\n", args[0])
 			return exitUsage
 		}
 		err = cmd(ctx, args[1:], stdout, stderr)
