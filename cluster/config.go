@@ -93,6 +93,10 @@ type Config struct {
 	// applying it costs: an entry is never held up by more than this much
 	// work. Default 1024.
 	MaxBatchChecks int
+	// ConsistencyCheckEvery is how often the leader appends a checkpoint at
+	// which every replica takes the digest of its state, for the leader to
+	// compare (see Node.CheckConsistency). Default 5m; negative: never.
+	ConsistencyCheckEvery time.Duration
 	// MaxRaftConns caps the connections open at once on the Raft port (Raft
 	// and forwarding); one more is closed at once. Default 1024.
 	MaxRaftConns int
@@ -172,6 +176,9 @@ func withDefaults(cfg Config) Config {
 	}
 	if cfg.MaxBatchChecks <= 0 {
 		cfg.MaxBatchChecks = defaultMaxBatchChecks
+	}
+	if cfg.ConsistencyCheckEvery == 0 {
+		cfg.ConsistencyCheckEvery = 5 * time.Minute
 	}
 	if cfg.MaxRaftConns <= 0 {
 		cfg.MaxRaftConns = 1024

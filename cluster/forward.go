@@ -35,6 +35,8 @@ const (
 	opPing
 	// opRegister records a member's HTTP address; it never adds one.
 	opRegister
+	// opConsistency runs a consistency check on the leader.
+	opConsistency
 )
 
 type forwardRequest struct {
@@ -70,9 +72,11 @@ type forwardResponse struct {
 	Error        string
 	Rejection    *contract.Error // for statusRejected
 	Results      []fsm.Result
-	Lease        *fsm.LeaseResult // for opAcquireLease and opReleaseLease
-	NodeID       string           // for opPing: the answering node's ID
-	AppliedIndex uint64           // for opPing: the answering node's applied index
+	Lease        *fsm.LeaseResult            // for opAcquireLease and opReleaseLease
+	NodeID       string                      // for opPing: the answering node's ID
+	AppliedIndex uint64                      // for opPing: the answering node's applied index
+	Checkpoint   checkpoint                  // for opPing: the answering node's latest digest
+	Consistency  *contract.ConsistencyReport // for opConsistency
 }
 
 // errNotSent marks a failure before any byte of the message left this node:
@@ -240,8 +244,17 @@ func (n *Node) handleForward(req *forwardRequest) *forwardResponse {
 	case opPing:
 		if len(req.Health) > 0 && !n.isLeader() {
 			n.health.set(req.Health, time.Now())
+			n.noteDivergence(req.Health)
 		}
-		return &forwardResponse{NodeID: n.cfg.ID, AppliedIndex: n.raft.AppliedIndex()}
+		return &forwardResponse{NodeID: n.cfg.ID, AppliedIndex: n.raft.AppliedIndex(), Checkpoint: n.checkpoints.latest()}
+	case opConsistency:
+		if !n.isLeader() {
+			return &forwardResponse{Status: statusNotLeader}
+		}
+		report, err := n.checkConsistencyAsLeader(ctx)
+		resp := replyTo(err)
+		resp.Consistency = &report
+		return resp
 	case opRegister:
 		if !n.isLeader() {
 			return &forwardResponse{Status: statusNotLeader}

@@ -27,6 +27,9 @@ type memberHealth struct {
 	// LeaderApplied is the leader's applied index at that moment, so the
 	// member's lag can be told.
 	LeaderApplied uint64
+	// DivergedAt is the checkpoint index at which the member's state
+	// differed from the leader's, or 0 (see consistency.go).
+	DivergedAt uint64
 }
 
 // healthView is the latest view of the members a node knows: its own as
@@ -128,6 +131,7 @@ func (n *Node) pingMembers(pinger *forwarder) {
 				// Answered within this round: as of the round's start,
 				// contact is now.
 				h.Reachable, h.SinceContactNanos, h.AppliedIndex, h.LeaderApplied = true, 0, resp.AppliedIndex, n.raft.AppliedIndex()
+				h.DivergedAt = n.compareCheckpoint(h.ID, resp.Checkpoint, h.DivergedAt)
 			} else if known && h.SinceContactNanos >= 0 {
 				h.SinceContactNanos = prev[string(s.ID)].SinceContactNanos
 			}
@@ -149,7 +153,7 @@ func (n *Node) memberHealthOf(ms *contract.MemberStatus, leaderID raft.ServerID)
 	if !ok {
 		return
 	}
-	health := contract.MemberHealth{Reachable: h.Reachable, AppliedIndex: h.AppliedIndex, SinceContact: -1}
+	health := contract.MemberHealth{Reachable: h.Reachable, AppliedIndex: h.AppliedIndex, SinceContact: -1, DivergedAt: h.DivergedAt}
 	if h.SinceContactNanos >= 0 {
 		health.SinceContact = time.Duration(h.SinceContactNanos)
 	}

@@ -38,6 +38,8 @@ type Node struct {
 	clock       *clusterClock
 	barrierTerm atomic.Uint64 // the term in which this node last ran a barrier as leader
 	health      healthView
+	checkpoints checkpoints
+	divergedAt  atomic.Uint64 // a checkpoint at which the leader found this node's state different, or 0
 	diskMu      sync.Mutex
 	diskErrV    error // the last disk probe's failure, or nil
 	// removed is set while this node, once a member, is not in the
@@ -99,6 +101,7 @@ func Open(cfg Config) (*Node, error) {
 	n.wg.Go(n.watchLeadership)
 	n.wg.Go(n.watchHealth)
 	n.wg.Go(n.watchDisk)
+	n.wg.Go(n.watchConsistency)
 	return n, nil
 }
 
@@ -164,6 +167,7 @@ func (n *Node) startRaft() error {
 	n.clock = &clusterClock{wall: n.cfg.Clock, step: n.cfg.MaxClockStep, startupIndex: startupIndex}
 	n.fsm = fsm.New(n.logger)
 	n.fsm.OnStampApplied(n.clock.observe)
+	n.fsm.OnCheckpoint(n.onCheckpoint)
 	r, err := raft.NewRaft(rc, n.fsm, logStore, logStore, snapshots, transport)
 	if err != nil {
 		transport.Close()

@@ -49,6 +49,8 @@ func (n *Node) Ready() string {
 		return "this node was removed from the cluster; join it again to serve"
 	case !n.isMember():
 		return "this node is not a member of the cluster (not joined yet)"
+	case n.divergedAt.Load() != 0:
+		return fmt.Sprintf("this node's state differs from the leader's at log index %d: restore it from a backup or remove its data directory and join it again", n.divergedAt.Load())
 	case n.fsm.Damaged() != 0:
 		return fmt.Sprintf("the log holds a damaged entry at index %d: this node's state may differ from the others'; restore it from a backup or remove its data directory and join it again", n.fsm.Damaged())
 	case n.mux.failed():

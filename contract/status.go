@@ -24,6 +24,24 @@ type MemberHealth struct {
 	// Lag how far that trailed the leader's at the time.
 	AppliedIndex uint64
 	Lag          uint64
+	// DivergedAt, when not 0, is the log index of a checkpoint at which
+	// the member's state differed from the leader's.
+	DivergedAt uint64
+}
+
+// ConsistencyReport says which members hold the same state as the leader at
+// one log index (a checkpoint).
+type ConsistencyReport struct {
+	Index   uint64
+	Members []MemberConsistency
+}
+
+// MemberConsistency is one member's part of a ConsistencyReport.
+type MemberConsistency struct {
+	ID string
+	// Agrees is whether the member's digest at the checkpoint equals the
+	// leader's; nil when it did not answer in time.
+	Agrees *bool
 }
 
 // Status is this node's view of the cluster.

@@ -31,7 +31,14 @@ const (
 	CommandAcquireLease CommandType = 6
 	// CommandReleaseLease gives a concurrency lease back.
 	CommandReleaseLease CommandType = 7
+	// CommandCheckpoint changes nothing: every replica that applies it
+	// takes the digest of its state at that index, so that replicas can be
+	// compared (see FSM.OnCheckpoint).
+	CommandCheckpoint CommandType = 8
 )
+
+// CheckpointCommand is the body of CommandCheckpoint.
+type CheckpointCommand struct{}
 
 // ErrCorruptCommand is returned (as the Apply response) for a log entry that
 // cannot be decoded. No state changes for such an entry, on any replica.

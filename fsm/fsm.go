@@ -103,6 +103,10 @@ type FSM struct {
 	// entry that carries a leader's stamp (allow batches, leases); the
 	// node's clock uses it (see cluster's clock.go).
 	onStamp func(index uint64, nowNanos int64)
+	// onCheckpoint, if set, is given the index of every applied
+	// CommandCheckpoint and a function that computes the digest of the
+	// state at that index (see OnCheckpoint).
+	onCheckpoint func(index uint64, digest func() [32]byte)
 	// lastIndex is the index of the last log entry applied.
 	lastIndex uint64
 	// damagedAt is the index of the first sealed entry whose checksum
@@ -117,6 +121,13 @@ type FSM struct {
 // the index and cluster time of each applied entry that carries a leader's
 // stamp. Set it before the FSM is given to Raft.
 func (f *FSM) OnStampApplied(fn func(index uint64, nowNanos int64)) { f.onStamp = fn }
+
+// OnCheckpoint registers fn to be called, on the applying goroutine, with
+// the index of each applied checkpoint and a function that computes the
+// digest of the state as it was at that index. The state is frozen
+// copy-on-write, so fn may call digest later, on any goroutine, while
+// applies go on. Set it before the FSM is given to Raft.
+func (f *FSM) OnCheckpoint(fn func(index uint64, digest func() [32]byte)) { f.onCheckpoint = fn }
 
 // Now returns the latest cluster time applied.
 func (f *FSM) Now() int64 {
@@ -233,6 +244,17 @@ var applyCommands = map[CommandType]func(f *FSM, body []byte) (any, error){
 	},
 	CommandReleaseLease: func(f *FSM, body []byte) (any, error) {
 		return f.applyLease(body, false)
+	},
+	CommandCheckpoint: func(f *FSM, body []byte) (any, error) {
+		var cmd CheckpointCommand
+		if err := decodeBody(body, &cmd); err != nil {
+			return nil, err
+		}
+		if f.onCheckpoint != nil {
+			snap := f.copyState()
+			f.onCheckpoint(f.lastIndex, func() [32]byte { return snap.digest() })
+		}
+		return nil, nil
 	},
 	CommandPutPolicy: func(f *FSM, body []byte) (any, error) {
 		var p contract.Policy

@@ -85,11 +85,16 @@ func (f *FSM) Digest() (uint64, [sha256.Size]byte) {
 	f.mu.Lock()
 	snap, index := f.copyState(), f.lastIndex
 	f.mu.Unlock()
+	return index, snap.digest()
+}
+
+// digest is the SHA-256 of the snapshot's canonical form.
+func (s *snapshot) digest() [sha256.Size]byte {
 	h := sha256.New()
-	_ = snap.writeTo(h, true) // a hash.Hash never fails to write
+	_ = s.writeTo(h, true) // a hash.Hash never fails to write
 	var sum [sha256.Size]byte
 	copy(sum[:], h.Sum(nil))
-	return index, sum
+	return sum
 }
 
 // Snapshot copies the state. Raft calls it on the goroutine that applies, so

@@ -42,6 +42,9 @@ type Limiter interface {
 	Join(ctx context.Context, m contract.Member) error
 	// RemoveMember removes a member from the cluster.
 	RemoveMember(ctx context.Context, id string) error
+	// CheckConsistency compares every member's state with the leader's at
+	// a new checkpoint.
+	CheckConsistency(ctx context.Context) (contract.ConsistencyReport, error)
 	// Status returns the node's view of the cluster.
 	Status() contract.Status
 	// Ready returns "" when the node serves as a member, else why not.
@@ -104,6 +107,7 @@ func New(limiter Limiter, opts Options) *API {
 	a.route("/v1/cluster", map[string]endpoint{http.MethodGet: {read, a.clusterStatus}})
 	a.route("/v1/cluster/join", map[string]endpoint{http.MethodPost: {admin, a.join}})
 	a.route("/v1/cluster/nodes/{id}", map[string]endpoint{http.MethodDelete: {admin, a.removeNode}})
+	a.route("/v1/cluster/consistency", map[string]endpoint{http.MethodPost: {admin, a.checkConsistency}})
 	a.route("/v1/openapi.json", map[string]endpoint{http.MethodGet: {read, serveOpenAPI}})
 	a.route("/healthz", map[string]endpoint{http.MethodGet: {open, a.healthz}})
 	a.route("/readyz", map[string]endpoint{http.MethodGet: {open, a.readyz}})

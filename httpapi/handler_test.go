@@ -153,6 +153,16 @@ func (f *fakeLimiter) RemoveMember(_ context.Context, id string) error {
 	return f.err
 }
 
+func (f *fakeLimiter) CheckConsistency(context.Context) (contract.ConsistencyReport, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.err != nil {
+		return contract.ConsistencyReport{}, f.err
+	}
+	agrees := true
+	return contract.ConsistencyReport{Index: 120, Members: []contract.MemberConsistency{{ID: "n1", Agrees: &agrees}}}, nil
+}
+
 func (f *fakeLimiter) Status() contract.Status {
 	return contract.Status{SelfID: "n1", LeaderID: "n1", Term: 3, CommitIndex: 120, AppliedIndex: 119, Members: []contract.MemberStatus{
 		{Member: contract.Member{ID: "n1", RaftAddr: "127.0.0.1:8001", HTTPAddr: "127.0.0.1:7001"}, Voter: true, Leader: true},

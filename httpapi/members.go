@@ -23,13 +23,14 @@ type nodeJSON struct {
 	LastContactMS *int64  `json:"last_contact_ms,omitempty"`
 	AppliedIndex  *uint64 `json:"applied_index,omitempty"`
 	Lag           *uint64 `json:"lag,omitempty"`
+	DivergedAt    uint64  `json:"diverged_at,omitempty"`
 }
 
 // nodeOf is a member as GET /v1/cluster shows it.
 func nodeOf(m contract.MemberStatus) nodeJSON {
 	out := nodeJSON{memberJSON: memberJSON{ID: m.ID, RaftAddr: m.RaftAddr, HTTPAddr: m.HTTPAddr}, Voter: m.Voter, Leader: m.Leader}
 	if h := m.Health; h != nil {
-		out.Reachable, out.AppliedIndex, out.Lag = &h.Reachable, &h.AppliedIndex, &h.Lag
+		out.Reachable, out.AppliedIndex, out.Lag, out.DivergedAt = &h.Reachable, &h.AppliedIndex, &h.Lag, h.DivergedAt
 		if h.SinceContact >= 0 {
 			ms := ceilDiv(int64(h.SinceContact), int64(time.Millisecond))
 			out.LastContactMS = &ms
@@ -84,4 +85,32 @@ func (a *API) removeNode(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"removed": id})
+}
+
+type consistencyJSON struct {
+	Index   uint64 `json:"index"`
+	Members []struct {
+		ID     string `json:"id"`
+		Agrees *bool  `json:"agrees,omitempty"`
+	} `json:"members"`
+}
+
+// checkConsistency answers POST /v1/cluster/consistency: the leader appends
+// a checkpoint and says which members' state agrees with its own there.
+func (a *API) checkConsistency(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), a.opts.RequestTimeout)
+	defer cancel()
+	report, err := a.limiter.CheckConsistency(ctx)
+	if err != nil {
+		a.writeClusterError(w, r, err)
+		return
+	}
+	out := consistencyJSON{Index: report.Index}
+	for _, m := range report.Members {
+		out.Members = append(out.Members, struct {
+			ID     string `json:"id"`
+			Agrees *bool  `json:"agrees,omitempty"`
+		}{m.ID, m.Agrees})
+	}
+	writeJSON(w, http.StatusOK, out)
 }

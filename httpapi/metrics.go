@@ -90,11 +90,12 @@ var (
 	// cardinality is the cluster's size).
 	descReachable   = prometheus.NewDesc("limitnode_member_reachable", "1 if the member answered the leader's latest ask, as this node knows.", []string{"member"}, nil)
 	descLastContact = prometheus.NewDesc("limitnode_member_last_contact_seconds", "Time since the member last answered the leader, as this node knows.", []string{"member"}, nil)
+	descDiverged    = prometheus.NewDesc("limitnode_member_diverged", "1 if the member's state differed from the leader's at the last checkpoint compared.", []string{"member"}, nil)
 	descLag         = prometheus.NewDesc("limitnode_member_lag_entries", "How many log entries the member's applied index trailed the leader's at its last answer.", []string{"member"}, nil)
 )
 
 func (c *clusterCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descTerm, descCommit, descApplied, descLeader, descHasLeader, descMembers, descKeys, descReachable, descLastContact, descLag} {
+	for _, d := range []*prometheus.Desc{descTerm, descCommit, descApplied, descLeader, descHasLeader, descMembers, descKeys, descReachable, descLastContact, descLag, descDiverged} {
 		ch <- d
 	}
 }
@@ -129,5 +130,10 @@ func (c *clusterCollector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(descLastContact, prometheus.GaugeValue, h.SinceContact.Seconds(), m.ID)
 		}
 		ch <- prometheus.MustNewConstMetric(descLag, prometheus.GaugeValue, float64(h.Lag), m.ID)
+		diverged := 0.0
+		if h.DivergedAt != 0 {
+			diverged = 1
+		}
+		ch <- prometheus.MustNewConstMetric(descDiverged, prometheus.GaugeValue, diverged, m.ID)
 	}
 }

@@ -310,6 +310,7 @@ func TestOpenAPIValidatesRealTraffic(t *testing.T) {
 		{"remove a member", nil, "DELETE", "/v1/cluster/nodes/n2", "", 200},
 		{"remove a member that is not there", nil, "DELETE", "/v1/cluster/nodes/ghost", "", 404},
 		{"the OpenAPI document", nil, "GET", "/v1/openapi.json", "", 200},
+		{"a consistency check", nil, "POST", "/v1/cluster/consistency", "", 200},
 		{"healthz", nil, "GET", "/healthz", "", 200},
 		{"readyz", nil, "GET", "/readyz", "", 200},
 		{"metrics", nil, "GET", "/metrics", "", 200},

@@ -1,0 +1,98 @@
+package cluster_test
+
+import (
+	"bytes"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+	"github.com/limitnode/limitnode/algorithms"
+	"github.com/limitnode/limitnode/cluster"
+	"github.com/limitnode/limitnode/contract"
+	"github.com/limitnode/limitnode/fsm"
+	"github.com/limitnode/limitnode/testcluster"
+)
+
+// TestAReplicaThatDivergedIsFound: one follower's raft.db gets an entry
+// rewritten into another valid one (what a bad disk or a bug could leave;
+// its checksum is right), so after a restart its state differs from the
+// others'. That used to go unnoticed, /readyz 200. Now the next checkpoint
+// finds it: the follower answers /readyz 503, the leader's /v1/cluster marks
+// it, and an on-demand check reports it alone as disagreeing.
+func TestAReplicaThatDivergedIsFound(t *testing.T) {
+	t.Parallel()
+	c := testcluster.Start(t, 3, testcluster.Options{Configure: func(cfg *cluster.Config) {
+		cfg.ConsistencyCheckEvery = 200 * time.Millisecond
+	}})
+	for _, n := range c.Nodes {
+		if a := post(t, n.URL()+"/v1/allow", `{"key":"original-key","limit":{"rate":5,"period":"1h"}}`); a.status != 200 {
+			t.Fatalf("allow: %d", a.status)
+		}
+	}
+	c.WaitConverged()
+	victim := c.Followers()[0]
+	victim.Stop()
+	rewriteEntry(t, filepath.Join(victim.DataDir, "raft.db"), "original-key")
+	victim.Restart()
+
+	waitUntil(t, "the diverged follower to say it is not ready", func() bool {
+		status, body := do(t, "GET", victim.URL()+"/readyz", "")
+		reason, _ := body["reason"].(string)
+		return status == 503 && strings.Contains(reason, "differs from the leader's")
+	})
+	leader := c.WaitLeader()
+	status, report := do(t, "POST", c.Nodes[2].URL()+"/v1/cluster/consistency", "")
+	if status != 200 {
+		t.Fatalf("consistency check: %d %v", status, report)
+	}
+	for _, m := range report["members"].([]any) {
+		m := m.(map[string]any)
+		want := m["id"] != victim.ID
+		if m["agrees"] != want {
+			t.Errorf("member %v agrees=%v, want %v", m["id"], m["agrees"], want)
+		}
+	}
+	_, view := do(t, "GET", leader.URL()+"/v1/cluster", "")
+	for _, n := range view["nodes"].([]any) {
+		n := n.(map[string]any)
+		if (n["diverged_at"] != nil) != (n["id"] == victim.ID) {
+			t.Errorf("/v1/cluster: %v", n)
+		}
+	}
+}
+
+// rewriteEntry replaces, in a stopped node's raft.db, the allow entry that
+// holds key with a valid entry for another key.
+func rewriteEntry(t *testing.T, path, key string) {
+	t.Helper()
+	store, err := raftboltdb.New(raftboltdb.Options{Path: path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	first, _ := store.FirstIndex()
+	last, _ := store.LastIndex()
+	limit := algorithms.Limit{Rate: 5, PeriodNanos: int64(time.Hour), Burst: 5}
+	for i := first; i <= last; i++ {
+		var entry raft.Log
+		if err := store.GetLog(i, &entry); err != nil {
+			t.Fatal(err)
+		}
+		if entry.Type != raft.LogCommand || !bytes.Contains(entry.Data, []byte(key)) {
+			continue
+		}
+		entry.Data, err = fsm.Encode(fsm.CommandAllow, &fsm.AllowCommand{NowNanos: time.Now().UnixNano(),
+			Requests: []fsm.Request{{Checks: []fsm.Check{fsm.CheckOf(contract.Check{Key: "rewritten-key", Limit: limit, Cost: 5})}}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := store.StoreLog(&entry); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	t.Fatalf("no entry holds %q", key)
+}
