@@ -536,3 +536,32 @@ func TestANodeThatCannotWriteSaysSo(t *testing.T) {
 		return status == 200
 	})
 }
+
+// TestARemovedLeaderSaysSo: a leader removed from the cluster used to keep
+// running with Raft stopped, /readyz 200 and every allow a 503. It now says
+// in /readyz that it was removed, decides nothing, and the others go on.
+func TestARemovedLeaderSaysSo(t *testing.T) {
+	t.Parallel()
+	c := testcluster.Start(t, 3)
+	old := c.WaitLeader()
+	if status, body := do(t, "DELETE", old.URL()+"/v1/cluster/nodes/"+old.ID, ""); status != 200 {
+		t.Fatalf("DELETE the leader: %d %v", status, body)
+	}
+	waitUntil(t, "the removed leader to say so", func() bool {
+		status, body := do(t, "GET", old.URL()+"/readyz", "")
+		reason, _ := body["reason"].(string)
+		return status == 503 && strings.Contains(reason, "removed")
+	})
+	var survivor *testcluster.Node
+	for _, n := range c.Nodes {
+		if n != old {
+			survivor = n
+		}
+	}
+	waitUntil(t, "the others to decide", func() bool {
+		return post(t, survivor.URL()+"/v1/allow", `{"key":"k","limit":{"rate":5,"period":"1h"}}`).status == 200
+	})
+	if a := post(t, old.URL()+"/v1/allow", `{"key":"k","limit":{"rate":5,"period":"1h"}}`); a.status != 503 {
+		t.Fatalf("the removed leader decided: %d", a.status)
+	}
+}
