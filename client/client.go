@@ -178,10 +178,18 @@ type ClusterNode struct {
 	Member
 	Voter  bool `json:"voter"`
 	Leader bool `json:"leader"`
+	// What the leader last learnt of the member; nil while unknown.
+	Reachable     *bool   `json:"reachable,omitempty"`
+	LastContactMS *int64  `json:"last_contact_ms,omitempty"`
+	AppliedIndex  *uint64 `json:"applied_index,omitempty"`
+	Lag           *uint64 `json:"lag,omitempty"`
+	DivergedAt    uint64  `json:"diverged_at,omitempty"`
 }
 
 // ClusterStatus is the body of GET /v1/cluster.
 type ClusterStatus struct {
+	// Self is the answering node's ID.
+	Self         string        `json:"self"`
 	Leader       string        `json:"leader"`
 	Term         uint64        `json:"term"`
 	CommitIndex  uint64        `json:"commit_index"`

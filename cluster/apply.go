@@ -47,6 +47,8 @@ func (n *Node) applyCommandResult(t fsm.CommandType, body any) (any, error) {
 // translate maps Raft's errors to this package's.
 func translate(err error) error {
 	switch {
+	case err == nil:
+		return nil
 	case notApplied(err):
 		return errNotLeader
 	case errors.Is(err, raft.ErrRaftShutdown):

@@ -37,6 +37,8 @@ const (
 	opRegister
 	// opConsistency runs a consistency check on the leader.
 	opConsistency
+	// opTransfer hands leadership over (Member.ID: to whom, or "").
+	opTransfer
 )
 
 type forwardRequest struct {
@@ -255,6 +257,8 @@ func (n *Node) handleForward(req *forwardRequest) *forwardResponse {
 		resp := replyTo(err)
 		resp.Consistency = &report
 		return resp
+	case opTransfer:
+		return replyTo(n.TransferLeadership(ctx, req.Member.ID))
 	case opRegister:
 		if !n.isLeader() {
 			return &forwardResponse{Status: statusNotLeader}

@@ -193,3 +193,37 @@ func (n *Node) isMember() bool {
 	}
 	return false
 }
+
+// TransferLeadership hands leadership over to the member to (any other
+// voter, when to is ""), and waits until it has taken it. Any member may be
+// asked; a follower passes it to the leader.
+func (n *Node) TransferLeadership(ctx context.Context, to string) error {
+	if to != "" {
+		if err := contract.ValidateNodeID(to); err != nil {
+			return err
+		}
+	}
+	return n.leaderOp(ctx, &forwardRequest{Op: opTransfer, Member: contract.Member{ID: to}}, func() error { return n.transferAsLeader(to) })
+}
+
+func (n *Node) transferAsLeader(to string) error {
+	if to == n.cfg.ID {
+		return nil // it leads already
+	}
+	if to == "" {
+		if n.otherVoters() == 0 {
+			return contract.Invalid("to", "there is no other voter to hand leadership to")
+		}
+		return translate(n.raft.LeadershipTransfer().Error())
+	}
+	future := n.raft.GetConfiguration()
+	if err := future.Error(); err != nil {
+		return translate(err)
+	}
+	for _, s := range future.Configuration().Servers {
+		if string(s.ID) == to {
+			return translate(n.raft.LeadershipTransferToServer(s.ID, s.Address).Error())
+		}
+	}
+	return contract.NotFound("to", "no member %q", to)
+}

@@ -74,3 +74,12 @@ func (n *Node) Snapshot() error {
 	}
 	return nil
 }
+
+// leaderHTTPAddr is the HTTP address recorded for the leader, or "".
+func (n *Node) leaderHTTPAddr() string {
+	_, id := n.raft.LeaderWithID()
+	if id == "" {
+		return ""
+	}
+	return n.fsm.NodeHTTPAddr(string(id))
+}

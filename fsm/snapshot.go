@@ -97,6 +97,44 @@ func (s *snapshot) digest() [sha256.Size]byte {
 	return sum
 }
 
+// withoutMembers is the snapshot without the members' HTTP addresses: the
+// limits state alone (buckets, request IDs, policies, leases, time), which
+// is what a backup carries from one cluster to another.
+func (s *snapshot) withoutMembers() *snapshot {
+	out := *s
+	out.nodes = nil
+	out.header.Nodes = 0
+	return &out
+}
+
+// LimitsDigest returns the index of the last entry applied and the digest
+// of the limits state alone: Digest without the members' HTTP addresses.
+// A cluster restored from a backup holds the backup's limits digest.
+func (f *FSM) LimitsDigest() (uint64, [sha256.Size]byte) {
+	f.mu.Lock()
+	snap, index := f.copyState(), f.lastIndex
+	f.mu.Unlock()
+	return index, snap.withoutMembers().digest()
+}
+
+// Backup returns the index of the last entry applied and a frozen copy of
+// the state at that index, to be written with its Persist (or WriteTo).
+func (f *FSM) Backup() (uint64, *BackupState) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.lastIndex, &BackupState{snap: f.copyState()}
+}
+
+// BackupState is the state frozen for a backup.
+type BackupState struct{ snap *snapshot }
+
+// Write writes the state in the form Restore reads.
+func (b *BackupState) Write(w io.Writer) error { return b.snap.writeTo(w, false) }
+
+// LimitsDigest is the digest of the frozen limits state (see
+// FSM.LimitsDigest).
+func (b *BackupState) LimitsDigest() [sha256.Size]byte { return b.snap.withoutMembers().digest() }
+
 // Snapshot copies the state. Raft calls it on the goroutine that applies, so
 // the copy is consistent; Persist then writes it while applies go on.
 func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {

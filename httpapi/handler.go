@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"context"
+	"io"
 	"log/slog"
 	"maps"
 	"math/rand/v2"
@@ -42,6 +43,15 @@ type Limiter interface {
 	Join(ctx context.Context, m contract.Member) error
 	// RemoveMember removes a member from the cluster.
 	RemoveMember(ctx context.Context, id string) error
+	// TransferLeadership hands leadership over to the member to (any
+	// other voter when "").
+	TransferLeadership(ctx context.Context, to string) error
+	// Backup freezes this node's state for a backup file, once it has
+	// caught up with the leader.
+	Backup(ctx context.Context) (contract.Backup, error)
+	// Restore replaces the cluster's state with a backup file's (on the
+	// leader; elsewhere a *contract.NotLeaderError).
+	Restore(ctx context.Context, r io.Reader) (backup contract.BackupInfo, restoredIndex uint64, err error)
 	// CheckConsistency compares every member's state with the leader's at
 	// a new checkpoint.
 	CheckConsistency(ctx context.Context) (contract.ConsistencyReport, error)
@@ -107,7 +117,9 @@ func New(limiter Limiter, opts Options) *API {
 	a.route("/v1/cluster", map[string]endpoint{http.MethodGet: {read, a.clusterStatus}})
 	a.route("/v1/cluster/join", map[string]endpoint{http.MethodPost: {admin, a.join}})
 	a.route("/v1/cluster/nodes/{id}", map[string]endpoint{http.MethodDelete: {admin, a.removeNode}})
+	a.route("/v1/cluster/transfer-leadership", map[string]endpoint{http.MethodPost: {admin, a.transferLeadership}})
 	a.route("/v1/cluster/consistency", map[string]endpoint{http.MethodPost: {admin, a.checkConsistency}})
+	a.route("/v1/snapshot", map[string]endpoint{http.MethodGet: {admin, a.backup}, http.MethodPost: {admin, a.restore}})
 	a.route("/v1/openapi.json", map[string]endpoint{http.MethodGet: {read, serveOpenAPI}})
 	a.route("/healthz", map[string]endpoint{http.MethodGet: {open, a.healthz}})
 	a.route("/readyz", map[string]endpoint{http.MethodGet: {open, a.readyz}})

@@ -23,17 +23,18 @@ import (
 // fakeLimiter decides with the real algorithms on in-memory state at a
 // fixed instant, resolves policies from a map, and can be told to fail.
 type fakeLimiter struct {
-	mu       sync.Mutex
-	now      int64
-	states   map[string]algorithms.State
-	policies map[string]contract.Policy
-	err      error
-	last     contract.Request
-	batches  int
-	joined   []contract.Member
-	removed  []string
-	ready    bool
-	leases   map[string]string // lease ID → key
+	mu        sync.Mutex
+	now       int64
+	states    map[string]algorithms.State
+	policies  map[string]contract.Policy
+	err       error
+	last      contract.Request
+	batches   int
+	joined    []contract.Member
+	removed   []string
+	ready     bool
+	notLeader bool              // Restore answers *contract.NotLeaderError
+	leases    map[string]string // lease ID → key
 }
 
 func newFake() *fakeLimiter {
@@ -150,6 +151,34 @@ func (f *fakeLimiter) RemoveMember(_ context.Context, id string) error {
 		return contract.NotFound("id", "no member %q", id)
 	}
 	f.removed = append(f.removed, id)
+	return f.err
+}
+
+// fakeBackup is a backup whose file is a fixed text.
+type fakeBackup struct{}
+
+func (fakeBackup) Info() contract.BackupInfo                           { return contract.BackupInfo{Index: 120} }
+func (fakeBackup) Write(w io.Writer) error                             { _, err := io.WriteString(w, "a backup file"); return err }
+func (f *fakeLimiter) Backup(context.Context) (contract.Backup, error) { return fakeBackup{}, f.err }
+
+func (f *fakeLimiter) Restore(_ context.Context, r io.Reader) (contract.BackupInfo, uint64, error) {
+	data, err := io.ReadAll(r)
+	if err != nil {
+		return contract.BackupInfo{}, 0, err
+	}
+	if string(data) != "a backup file" {
+		return contract.BackupInfo{}, 0, contract.Invalid("", "not a limitnode backup")
+	}
+	if f.notLeader {
+		return contract.BackupInfo{}, 0, &contract.NotLeaderError{LeaderHTTPAddr: "127.0.0.1:7001"}
+	}
+	return contract.BackupInfo{Index: 120}, 130, nil
+}
+
+func (f *fakeLimiter) TransferLeadership(_ context.Context, to string) error {
+	if to == "ghost" {
+		return contract.NotFound("to", "no member %q", to)
+	}
 	return f.err
 }
 
@@ -410,7 +439,7 @@ func TestClusterEndpoints(t *testing.T) {
 	api := newTestAPI(fake)
 
 	rec := do(t, api, "GET", "/v1/cluster", "")
-	want := `{"leader":"n1","term":3,"commit_index":120,"applied_index":119,"nodes":[{"id":"n1","raft_addr":"127.0.0.1:8001","http_addr":"127.0.0.1:7001","voter":true,"leader":true}]}`
+	want := `{"self":"n1","leader":"n1","term":3,"commit_index":120,"applied_index":119,"nodes":[{"id":"n1","raft_addr":"127.0.0.1:8001","http_addr":"127.0.0.1:7001","voter":true,"leader":true}]}`
 	if rec.Code != 200 || strings.TrimSpace(rec.Body.String()) != want {
 		t.Fatalf("GET /v1/cluster: %d %s", rec.Code, rec.Body)
 	}

@@ -40,6 +40,7 @@ func nodeOf(m contract.MemberStatus) nodeJSON {
 }
 
 type clusterJSON struct {
+	Self         string     `json:"self"` // the answering node's ID
 	Leader       string     `json:"leader"`
 	Term         uint64     `json:"term"`
 	CommitIndex  uint64     `json:"commit_index"`
@@ -48,12 +49,17 @@ type clusterJSON struct {
 }
 
 func (a *API) clusterStatus(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, a.clusterJSON())
+}
+
+// clusterJSON is this node's view of the cluster as GET /v1/cluster shows it.
+func (a *API) clusterJSON() clusterJSON {
 	st := a.limiter.Status()
-	out := clusterJSON{Leader: st.LeaderID, Term: st.Term, CommitIndex: st.CommitIndex, AppliedIndex: st.AppliedIndex, Nodes: []nodeJSON{}}
+	out := clusterJSON{Self: st.SelfID, Leader: st.LeaderID, Term: st.Term, CommitIndex: st.CommitIndex, AppliedIndex: st.AppliedIndex, Nodes: []nodeJSON{}}
 	for _, m := range st.Members {
 		out.Nodes = append(out.Nodes, nodeOf(m))
 	}
-	writeJSON(w, http.StatusOK, out)
+	return out
 }
 
 func (a *API) join(w http.ResponseWriter, r *http.Request) {
@@ -113,4 +119,25 @@ func (a *API) checkConsistency(w http.ResponseWriter, r *http.Request) {
 		}{m.ID, m.Agrees})
 	}
 	writeJSON(w, http.StatusOK, out)
+}
+
+// transferLeadership answers POST /v1/cluster/transfer-leadership with the
+// body {"to": "n2"} (or {} or none, for any other voter).
+func (a *API) transferLeadership(w http.ResponseWriter, r *http.Request) {
+	var body struct {
+		To string `json:"to"`
+	}
+	if r.ContentLength != 0 {
+		if err := decodeJSON(w, r, MaxBodyBytes, &body); err != nil {
+			writeError(w, err)
+			return
+		}
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), a.opts.RequestTimeout)
+	defer cancel()
+	if err := a.limiter.TransferLeadership(ctx, body.To); err != nil {
+		a.writeClusterError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, a.clusterJSON())
 }

@@ -75,6 +75,9 @@ func (s *statusRecorder) WriteHeader(code int) {
 	s.ResponseWriter.WriteHeader(code)
 }
 
+// Unwrap lets http.ResponseController reach the connection's deadlines.
+func (s *statusRecorder) Unwrap() http.ResponseWriter { return s.ResponseWriter }
+
 // clusterCollector reports the node's view of the cluster at scrape time.
 type clusterCollector struct{ limiter Limiter }
 

@@ -176,7 +176,10 @@ func checkCatchAll(s *openAPISpec, status int, header http.Header, body []byte) 
 // the body as JSON whatever the Content-Type).
 func newOpenAPIRequest(method, path, body string) *http.Request {
 	req := httptest.NewRequest(method, path, strings.NewReader(body))
-	if body != "" {
+	switch {
+	case body != "" && path == "/v1/snapshot":
+		req.Header.Set("Content-Type", "application/octet-stream") // a backup file
+	case body != "":
 		req.Header.Set("Content-Type", "application/json")
 	}
 	return req
@@ -311,6 +314,13 @@ func TestOpenAPIValidatesRealTraffic(t *testing.T) {
 		{"remove a member that is not there", nil, "DELETE", "/v1/cluster/nodes/ghost", "", 404},
 		{"the OpenAPI document", nil, "GET", "/v1/openapi.json", "", 200},
 		{"a consistency check", nil, "POST", "/v1/cluster/consistency", "", 200},
+		{"a hand-over", nil, "POST", "/v1/cluster/transfer-leadership", `{"to":"n2"}`, 200},
+		{"a hand-over to no one in particular", nil, "POST", "/v1/cluster/transfer-leadership", "", 200},
+		{"a hand-over to a stranger", nil, "POST", "/v1/cluster/transfer-leadership", `{"to":"ghost"}`, 404},
+		{"a backup", nil, "GET", "/v1/snapshot", "", 200},
+		{"a restore", nil, "POST", "/v1/snapshot", "a backup file", 200},
+		{"a restore of a foreign file", nil, "POST", "/v1/snapshot", "not one", 400},
+		{"a restore on a follower", func(f *fakeLimiter) { f.notLeader = true }, "POST", "/v1/snapshot", "a backup file", 307},
 		{"healthz", nil, "GET", "/healthz", "", 200},
 		{"readyz", nil, "GET", "/readyz", "", 200},
 		{"metrics", nil, "GET", "/metrics", "", 200},

@@ -18,8 +18,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 )
@@ -36,9 +38,19 @@ type subcommand func(ctx context.Context, args []string, stdout, stderr io.Write
 
 // subcommands are the commands besides running a node.
 var subcommands = map[string]subcommand{
-	"token":   tokenCommand,
-	"certs":   certsCommand,
-	"recover": recoverCommand,
+	"status":              statusCommand,
+	"members":             membersCommand,
+	"join":                joinCommand,
+	"remove":              removeCommand,
+	"transfer-leadership": transferCommand,
+	"allow":               allowCommand,
+	"policy":              policyCommand,
+	"backup":              backupCommand,
+	"restore":             restoreCommand,
+	"health":              healthCommand,
+	"token":               tokenCommand,
+	"certs":               certsCommand,
+	"recover":             recoverCommand,
 }
 
 func main() {
@@ -54,7 +66,7 @@ func dispatch(ctx context.Context, args []string, getenv func(string) string, st
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
 		cmd, ok := subcommands[args[0]]
 		if !ok {
-			fmt.Fprintf(stderr, "limitnode: unknown command %q; commands: token, certs, recover (or flags only, to run a node; -h lists them)\n", args[0])
+			fmt.Fprintf(stderr, "limitnode: unknown command %q; commands: %s (or flags only, to run a node; -h lists them)\n", args[0], strings.Join(slices.Sorted(maps.Keys(subcommands)), ", "))
 			return exitUsage
 		}
 		err = cmd(ctx, args[1:], stdout, stderr)
@@ -62,9 +74,12 @@ func dispatch(ctx context.Context, args []string, getenv func(string) string, st
 		err = run(ctx, args, getenv, stderr, nil)
 	}
 	var usage *usageError
+	var status *statusError
 	switch {
 	case err == nil:
 		return exitOK
+	case errors.As(err, &status):
+		return status.code
 	case errors.Is(err, flag.ErrHelp):
 		return exitOK
 	case errors.As(err, &usage):

@@ -16,4 +16,7 @@ var (
 	// applied and a digest of its replicated state: replicas at the same
 	// index must have the same digest.
 	NodeDigest func(node io.Closer) (uint64, [32]byte)
+	// NodeLimitsDigest is NodeDigest without the members' HTTP addresses:
+	// what a backup carries from one cluster to another.
+	NodeLimitsDigest func(node io.Closer) (uint64, [32]byte)
 )

@@ -1,0 +1,211 @@
+package client
+
+import (
+	"context"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+)
+
+// The operator's side of the API: membership, policies, backups, health.
+
+// RemoveMember removes the member with ID id from the cluster.
+func (c *Client) RemoveMember(ctx context.Context, id string) error {
+	_, err := c.do(ctx, http.MethodDelete, "/v1/cluster/nodes/"+url.PathEscape(id), nil, nil, http.StatusOK)
+	return err
+}
+
+// TransferLeadership hands leadership over to the member to (any other
+// voter when to is "") and returns the cluster as the node then sees it.
+func (c *Client) TransferLeadership(ctx context.Context, to string) (ClusterStatus, error) {
+	var st ClusterStatus
+	var in any
+	if to != "" {
+		in = map[string]string{"to": to}
+	}
+	_, err := c.do(ctx, http.MethodPost, "/v1/cluster/transfer-leadership", in, &st, http.StatusOK)
+	return st, err
+}
+
+// Policy is a policy as the API spells it.
+type Policy struct {
+	Name         string            `json:"name,omitempty"`
+	Limit        *Limit            `json:"limit"`
+	Overrides    map[string]*Limit `json:"overrides,omitempty"`
+	Shadow       bool              `json:"shadow"`
+	KeyTemplate  string            `json:"key_template,omitempty"`
+	ShadowDenied *int64            `json:"shadow_denied,omitempty"`
+}
+
+// PutPolicy creates or replaces the policy name.
+func (c *Client) PutPolicy(ctx context.Context, name string, p Policy) (Policy, error) {
+	var out Policy
+	_, err := c.do(ctx, http.MethodPut, "/v1/policies/"+url.PathEscape(name), p, &out, http.StatusOK)
+	return out, err
+}
+
+// GetPolicy returns the policy name as the node has applied it.
+func (c *Client) GetPolicy(ctx context.Context, name string) (Policy, error) {
+	var out Policy
+	_, err := c.do(ctx, http.MethodGet, "/v1/policies/"+url.PathEscape(name), nil, &out, http.StatusOK)
+	return out, err
+}
+
+// DeletePolicy deletes the policy name.
+func (c *Client) DeletePolicy(ctx context.Context, name string) error {
+	_, err := c.do(ctx, http.MethodDelete, "/v1/policies/"+url.PathEscape(name), nil, nil, http.StatusOK)
+	return err
+}
+
+// PolicyPage is a page of GET /v1/policies.
+type PolicyPage struct {
+	Policies []Policy `json:"policies"`
+	// Next, when not "", is where the next page starts (ListPolicies'
+	// after).
+	Next string `json:"next"`
+}
+
+// ListPolicies returns a page of up to limit policies (0: the server's
+// default) named after after.
+func (c *Client) ListPolicies(ctx context.Context, after string, limit int) (PolicyPage, error) {
+	q := url.Values{}
+	if after != "" {
+		q.Set("after", after)
+	}
+	if limit > 0 {
+		q.Set("limit", strconv.Itoa(limit))
+	}
+	var page PolicyPage
+	_, err := c.do(ctx, http.MethodGet, "/v1/policies?"+q.Encode(), nil, &page, http.StatusOK)
+	return page, err
+}
+
+// Readiness is the answer of /readyz.
+type Readiness struct {
+	Ready  bool
+	Reason string `json:"reason"`
+}
+
+// Ready asks a node whether it serves as a member (/readyz), and why not.
+func (c *Client) Ready(ctx context.Context) (Readiness, error) {
+	var r Readiness
+	resp, err := c.do(ctx, http.MethodGet, "/readyz", nil, &r, http.StatusOK, http.StatusServiceUnavailable)
+	if err != nil {
+		return r, err
+	}
+	r.Ready = resp.StatusCode == http.StatusOK
+	return r, nil
+}
+
+// BackupInfo describes a backup file.
+type BackupInfo struct {
+	// Index is the log index whose state the file holds.
+	Index uint64
+	// LimitsDigest is the SHA-256 of the limits state it holds, in hex.
+	LimitsDigest string
+	// ServedBy is the ID of the node that wrote it.
+	ServedBy string
+}
+
+// Backup writes a backup file of a node's state to w.
+func (c *Client) Backup(ctx context.Context, w io.Writer) (BackupInfo, error) {
+	resp, err := c.stream(ctx, http.MethodGet, "/v1/snapshot", nil)
+	if err != nil {
+		return BackupInfo{}, err
+	}
+	defer resp.Body.Close()
+	info := BackupInfo{LimitsDigest: resp.Header.Get("X-Limitnode-Limits-Digest"), ServedBy: resp.Header.Get("X-Limitnode-Served-By")}
+	info.Index, _ = strconv.ParseUint(resp.Header.Get("X-Limitnode-Applied-Index"), 10, 64)
+	if _, err := io.Copy(w, resp.Body); err != nil {
+		return info, fmt.Errorf("limitnode: read the backup: %w", err)
+	}
+	return info, nil
+}
+
+// RestoreResult is the answer of a restore.
+type RestoreResult struct {
+	BackupIndex   uint64 `json:"backup_index"`
+	RestoredIndex uint64 `json:"restored_index"`
+	LimitsDigest  string `json:"limits_digest"`
+}
+
+// Restore replaces the cluster's state with the backup file in r. A node
+// that is not the leader answers with the leader's address, where it is
+// sent again (r is read from its start each time).
+func (c *Client) Restore(ctx context.Context, r io.ReadSeeker) (RestoreResult, error) {
+	resp, err := c.stream(ctx, http.MethodPost, "/v1/snapshot", r)
+	if err != nil {
+		return RestoreResult{}, err
+	}
+	defer resp.Body.Close()
+	var out RestoreResult
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+		return out, fmt.Errorf("limitnode: decode the answer to a restore: %w", err)
+	}
+	if _, err := hex.DecodeString(out.LimitsDigest); err != nil {
+		return out, fmt.Errorf("limitnode: the answer to a restore has no digest")
+	}
+	return out, nil
+}
+
+// stream sends a request whose body (if any) is read from r, and returns a
+// 200 answer to be read by the caller; any other answer is an *Error. It
+// tries the addresses in turn as do does, and follows a redirect to the
+// leader once.
+func (c *Client) stream(ctx context.Context, method, path string, body io.ReadSeeker) (*http.Response, error) {
+	var lastErr error
+	for _, addr := range c.addrs {
+		resp, err := c.send(ctx, method, addr+path, body)
+		if err != nil && isDialError(err) {
+			lastErr = err
+			continue
+		}
+		if err == nil && resp.StatusCode == http.StatusTemporaryRedirect && resp.Header.Get("Location") != "" {
+			resp.Body.Close()
+			resp, err = c.send(ctx, method, resp.Header.Get("Location"), body)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("limitnode: %s %s: %w", method, path, err)
+		}
+		if resp.StatusCode == http.StatusOK {
+			return resp, nil
+		}
+		defer resp.Body.Close()
+		data, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+		apiErr := &Error{StatusCode: resp.StatusCode}
+		if err := json.Unmarshal(data, apiErr); err != nil {
+			apiErr.Message = string(data)
+		}
+		return nil, apiErr
+	}
+	return nil, fmt.Errorf("%w: %w", ErrUnreachable, lastErr)
+}
+
+// send sends one request to target with body read from its start, without
+// following redirects or bounding its time (a backup may take longer than
+// a call): ctx does.
+func (c *Client) send(ctx context.Context, method, target string, body io.ReadSeeker) (*http.Response, error) {
+	var reader io.Reader
+	if body != nil {
+		if _, err := body.Seek(0, io.SeekStart); err != nil {
+			return nil, err
+		}
+		reader = body
+	}
+	req, err := http.NewRequestWithContext(ctx, method, target, reader)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", "application/octet-stream")
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	hc := *c.http
+	hc.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	hc.Timeout = 0
+	return hc.Do(req)
+}

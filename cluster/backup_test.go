@@ -1,0 +1,97 @@
+package cluster_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/limitnode/limitnode/client"
+	"github.com/limitnode/limitnode/internal/testhooks"
+	"github.com/limitnode/limitnode/testcluster"
+)
+
+// TestBackupUnderLoadRestoresIntoANewCluster takes a backup of a cluster
+// while clients spend keys, restores it into a fresh 3-node cluster, and
+// finds there the limits state of the backup's index (the same digest on
+// every node) and limits that go on from where they were. Truncated,
+// corrupted and foreign files are refused with a 400 and change nothing.
+func TestBackupUnderLoadRestoresIntoANewCluster(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	src := testcluster.Start(t, 3)
+	srcClient := client.NewWithOptions(client.Options{HTTPClient: httpClient}, src.Nodes[1].URL())
+	cost := int64(5)
+	if d, err := srcClient.Allow(ctx, client.AllowRequest{Key: "spent", Limit: &client.Limit{Rate: 5, Period: "1h"}, Cost: &cost}); err != nil || !d.Allowed {
+		t.Fatalf("spend: %+v, %v", d, err)
+	}
+	var stop atomic.Bool
+	var wg sync.WaitGroup
+	for w := range 4 {
+		wg.Go(func() {
+			for i := 0; !stop.Load(); i++ {
+				_, _ = srcClient.Allow(ctx, client.AllowRequest{Key: fmt.Sprintf("load-%d-%d", w, i%50), Limit: &client.Limit{Rate: 1000, Period: "1h"}})
+			}
+		})
+	}
+	var file bytes.Buffer
+	info, err := srcClient.Backup(ctx, &file)
+	stop.Store(true)
+	wg.Wait()
+	if err != nil || info.Index == 0 || info.ServedBy != "n2" {
+		t.Fatalf("backup: %+v, %v", info, err)
+	}
+
+	dst := testcluster.Start(t, 3)
+	dstClient := client.NewWithOptions(client.Options{HTTPClient: httpClient}, dst.Followers()[0].URL())
+	_, before := testhooks.NodeLimitsDigest(dst.WaitLeader().Node())
+	bad := map[string][]byte{
+		"truncated": file.Bytes()[:file.Len()/2],
+		"corrupted": corrupt(file.Bytes()),
+		"foreign":   []byte("PK\x03\x04 not a limitnode backup at all"),
+		"empty":     nil,
+	}
+	for name, data := range bad {
+		_, err := dstClient.Restore(ctx, bytes.NewReader(data))
+		var apiErr *client.Error
+		if !errors.As(err, &apiErr) || apiErr.StatusCode != 400 {
+			t.Errorf("a %s file: %v, want a 400", name, err)
+		}
+	}
+	if _, after := testhooks.NodeLimitsDigest(dst.WaitLeader().Node()); after != before {
+		t.Fatal("a refused file changed the state")
+	}
+
+	// Through a follower: it answers with the leader's address, which the
+	// client follows.
+	res, err := dstClient.Restore(ctx, bytes.NewReader(file.Bytes()))
+	if err != nil {
+		t.Fatalf("restore: %v", err)
+	}
+	if res.LimitsDigest != info.LimitsDigest || res.BackupIndex != info.Index {
+		t.Fatalf("restore answered %+v for the backup %+v", res, info)
+	}
+	for _, n := range dst.Nodes {
+		waitUntil(t, n.ID+" to hold the backup's state", func() bool {
+			_, got := testhooks.NodeLimitsDigest(n.Node())
+			return hex.EncodeToString(got[:]) == info.LimitsDigest
+		})
+	}
+	if d, err := dstClient.Allow(ctx, client.AllowRequest{Key: "spent", Limit: &client.Limit{Rate: 5, Period: "1h"}}); err != nil || d.Allowed {
+		t.Fatalf("the spent key in the new cluster: %+v, %v; want it still spent", d, err)
+	}
+	if d, err := dstClient.Allow(ctx, client.AllowRequest{Key: "fresh", Limit: &client.Limit{Rate: 5, Period: "1h"}}); err != nil || !d.Allowed {
+		t.Fatalf("a fresh key in the new cluster: %+v, %v", d, err)
+	}
+}
+
+// corrupt changes one byte in the middle of a copy of data.
+func corrupt(data []byte) []byte {
+	out := bytes.Clone(data)
+	out[len(out)/2] ^= 0xFF
+	return out
+}

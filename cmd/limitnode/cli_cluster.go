@@ -1,0 +1,140 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"strconv"
+
+	"github.com/limitnode/limitnode/client"
+)
+
+var statusCommand = remoteCommand("status", "status [flags]", noFlags(func(ctx context.Context, r *remote, args []string) error {
+	if err := wantArgs(args, 0, "no arguments"); err != nil {
+		return err
+	}
+	st, err := r.client.Cluster(ctx)
+	if err != nil {
+		return err
+	}
+	if r.json {
+		return r.printJSON(st)
+	}
+	leader := st.Leader
+	if leader == "" {
+		leader = "(none known)"
+	}
+	ready, err := r.client.Ready(ctx)
+	if err != nil {
+		return err
+	}
+	readiness := "ready"
+	if !ready.Ready {
+		readiness = "not ready: " + ready.Reason
+	}
+	return r.table("NODE\tLEADER\tTERM\tCOMMIT\tAPPLIED\tMEMBERS\tREADY", [][]string{{
+		st.Self, leader, strconv.FormatUint(st.Term, 10), strconv.FormatUint(st.CommitIndex, 10),
+		strconv.FormatUint(st.AppliedIndex, 10), strconv.Itoa(len(st.Nodes)), readiness,
+	}})
+}))
+
+var membersCommand = remoteCommand("members", "members [flags]", noFlags(func(ctx context.Context, r *remote, args []string) error {
+	if err := wantArgs(args, 0, "no arguments"); err != nil {
+		return err
+	}
+	st, err := r.client.Cluster(ctx)
+	if err != nil {
+		return err
+	}
+	if r.json {
+		return r.printJSON(st.Nodes)
+	}
+	var rows [][]string
+	for _, n := range st.Nodes {
+		role := "follower"
+		switch {
+		case n.Leader:
+			role = "leader"
+		case !n.Voter:
+			role = "non-voter"
+		}
+		reachable, contact, lag := "?", "?", "?"
+		if n.Reachable != nil {
+			reachable = strconv.FormatBool(*n.Reachable)
+		}
+		if n.LastContactMS != nil {
+			contact = strconv.FormatInt(*n.LastContactMS, 10) + "ms"
+		}
+		if n.Lag != nil {
+			lag = strconv.FormatUint(*n.Lag, 10)
+		}
+		rows = append(rows, []string{n.ID, role, n.RaftAddr, n.HTTPAddr, reachable, contact, lag})
+	}
+	return r.table("ID\tROLE\tRAFT\tHTTP\tREACHABLE\tLAST CONTACT\tLAG", rows)
+}))
+
+var joinCommand = remoteCommand("join", "join -id ID -raft RAFT_ADDR [-http HTTP_ADDR] [flags]", func(fs *flag.FlagSet) runRemote {
+	id := fs.String("id", "", "the new member's ID")
+	raftAddr := fs.String("raft", "", "its Raft address (it must be running: the leader asks it who it is)")
+	httpAddr := fs.String("http", "", "its HTTP address")
+	return func(ctx context.Context, r *remote, args []string) error {
+		if err := wantArgs(args, 0, "no arguments (give -id and -raft)"); err != nil {
+			return err
+		}
+		if *id == "" || *raftAddr == "" {
+			return &usageError{"join needs -id and -raft"}
+		}
+		if err := r.client.Join(ctx, client.Member{ID: *id, RaftAddr: *raftAddr, HTTPAddr: *httpAddr}); err != nil {
+			return err
+		}
+		fmt.Fprintf(r.stdout, "joined %s (%s)\n", *id, *raftAddr)
+		return nil
+	}
+})
+
+var removeCommand = remoteCommand("remove", "remove ID [flags]", noFlags(func(ctx context.Context, r *remote, args []string) error {
+	if err := wantArgs(args, 1, "the member's ID"); err != nil {
+		return err
+	}
+	if err := r.client.RemoveMember(ctx, args[0]); err != nil {
+		return err
+	}
+	fmt.Fprintf(r.stdout, "removed %s\n", args[0])
+	return nil
+}))
+
+var transferCommand = remoteCommand("transfer-leadership", "transfer-leadership [-to ID] [flags]", func(fs *flag.FlagSet) runRemote {
+	to := fs.String("to", "", "the member to lead next (default: any other voter)")
+	return func(ctx context.Context, r *remote, args []string) error {
+		if err := wantArgs(args, 0, "no arguments"); err != nil {
+			return err
+		}
+		st, err := r.client.TransferLeadership(ctx, *to)
+		if err != nil {
+			return err
+		}
+		if r.json {
+			return r.printJSON(st)
+		}
+		fmt.Fprintf(r.stdout, "leader is now %s (term %d)\n", or(st.Leader, "(being elected)"), st.Term)
+		return nil
+	}
+})
+
+var healthCommand = remoteCommand("health", "health [flags]", noFlags(func(ctx context.Context, r *remote, args []string) error {
+	if err := wantArgs(args, 0, "no arguments"); err != nil {
+		return err
+	}
+	ready, err := r.client.Ready(ctx)
+	if err != nil {
+		return err
+	}
+	if r.json {
+		return r.printJSON(ready)
+	}
+	if !ready.Ready {
+		return fmt.Errorf("not ready: %s", ready.Reason)
+	}
+	fmt.Fprintln(r.stdout, "ready")
+	return nil
+}))

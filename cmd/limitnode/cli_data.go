@@ -1,0 +1,222 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/limitnode/limitnode/client"
+)
+
+var allowCommand = remoteCommand("allow", "allow -key K -rate N [-period 1m] [-algorithm A] [-burst N] [-cost N] | -key K -policy P [flags]", func(fs *flag.FlagSet) runRemote {
+	key := fs.String("key", "", "the key to check")
+	rate := fs.Int64("rate", 0, "requests allowed per period")
+	period := fs.String("period", "", "the limit's period, a Go duration (default 1s)")
+	algorithm := fs.String("algorithm", "", "token_bucket (default), leaky_bucket, gcra, fixed_window, sliding_window_log, sliding_window_counter")
+	burst := fs.Int64("burst", 0, "bucket capacity (default: rate)")
+	cost := fs.Int64("cost", 1, "what the request consumes; 0 checks without consuming")
+	policy := fs.String("policy", "", "a stored policy instead of -rate")
+	requestID := fs.String("request-id", "", "makes a retry safe: the same request with the same ID is decided once")
+	return func(ctx context.Context, r *remote, args []string) error {
+		if err := wantArgs(args, 0, "no arguments"); err != nil {
+			return err
+		}
+		req := client.AllowRequest{Key: *key, Policy: *policy, Cost: cost, RequestID: *requestID}
+		if *policy == "" {
+			req.Limit = &client.Limit{Algorithm: *algorithm, Rate: *rate, Period: *period, Burst: *burst}
+		}
+		d, err := r.client.Allow(ctx, req)
+		if err != nil {
+			return err
+		}
+		if r.json {
+			if err := r.printJSON(d); err != nil {
+				return err
+			}
+		} else {
+			verdict := "allowed"
+			if !d.Allowed {
+				verdict = "denied"
+			}
+			if err := r.table("DECISION\tLIMIT\tREMAINING\tRESET\tRETRY AFTER", [][]string{{
+				verdict, strconv.FormatInt(d.Limit, 10), strconv.FormatInt(d.Remaining, 10),
+				strconv.FormatInt(d.ResetAfterMS, 10) + "ms", strconv.FormatInt(d.RetryAfterMS, 10) + "ms",
+			}}); err != nil {
+				return err
+			}
+		}
+		if !d.Allowed {
+			return errDenied
+		}
+		return nil
+	}
+})
+
+// policyCommand dispatches policy put|get|list|delete.
+func policyCommand(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	sub := map[string]subcommand{"put": policyPut, "get": policyGet, "list": policyList, "delete": policyDelete}
+	if len(args) == 0 || sub[args[0]] == nil {
+		fmt.Fprintln(stderr, "Usage: limitnode policy put|get|list|delete ... (limitnode policy put -h for each)")
+		return &usageError{}
+	}
+	return sub[args[0]](ctx, args[1:], stdout, stderr)
+}
+
+var policyPut = remoteCommand("policy put", "policy put NAME FILE ('-': standard input; the JSON body of PUT /v1/policies/NAME) [flags]", noFlags(func(ctx context.Context, r *remote, args []string) error {
+	if err := wantArgs(args, 2, "NAME FILE"); err != nil {
+		return err
+	}
+	in := io.Reader(os.Stdin)
+	if args[1] != "-" {
+		f, err := os.Open(args[1])
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		in = f
+	}
+	var p client.Policy
+	dec := json.NewDecoder(in)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&p); err != nil {
+		return fmt.Errorf("%s: not a policy: %w", args[1], err)
+	}
+	out, err := r.client.PutPolicy(ctx, args[0], p)
+	if err != nil {
+		return err
+	}
+	if r.json {
+		return r.printJSON(out)
+	}
+	return r.policies([]client.Policy{out})
+}))
+
+var policyGet = remoteCommand("policy get", "policy get NAME [flags]", noFlags(func(ctx context.Context, r *remote, args []string) error {
+	if err := wantArgs(args, 1, "NAME"); err != nil {
+		return err
+	}
+	p, err := r.client.GetPolicy(ctx, args[0])
+	if err != nil {
+		return err
+	}
+	if r.json {
+		return r.printJSON(p)
+	}
+	return r.policies([]client.Policy{p})
+}))
+
+var policyList = remoteCommand("policy list", "policy list [flags]", noFlags(func(ctx context.Context, r *remote, args []string) error {
+	if err := wantArgs(args, 0, "no arguments"); err != nil {
+		return err
+	}
+	var all []client.Policy
+	for after := ""; ; {
+		page, err := r.client.ListPolicies(ctx, after, 0)
+		if err != nil {
+			return err
+		}
+		all = append(all, page.Policies...)
+		if page.Next == "" {
+			break
+		}
+		after = page.Next
+	}
+	if r.json {
+		return r.printJSON(all)
+	}
+	return r.policies(all)
+}))
+
+var policyDelete = remoteCommand("policy delete", "policy delete NAME [flags]", noFlags(func(ctx context.Context, r *remote, args []string) error {
+	if err := wantArgs(args, 1, "NAME"); err != nil {
+		return err
+	}
+	if err := r.client.DeletePolicy(ctx, args[0]); err != nil {
+		return err
+	}
+	fmt.Fprintf(r.stdout, "deleted %s\n", args[0])
+	return nil
+}))
+
+// policies prints policies as a table.
+func (r *remote) policies(ps []client.Policy) error {
+	var rows [][]string
+	for _, p := range ps {
+		limit := "?"
+		if l := p.Limit; l != nil {
+			limit = fmt.Sprintf("%s %d/%s", or(l.Algorithm, "token_bucket"), l.Rate, or(l.Period, "1s"))
+			if l.Burst != 0 {
+				limit += fmt.Sprintf(" burst %d", l.Burst)
+			}
+		}
+		shadowDenied := "-"
+		if p.ShadowDenied != nil {
+			shadowDenied = strconv.FormatInt(*p.ShadowDenied, 10)
+		}
+		rows = append(rows, []string{p.Name, limit, strconv.Itoa(len(p.Overrides)), or(p.KeyTemplate, "-"), strconv.FormatBool(p.Shadow), shadowDenied})
+	}
+	return r.table("NAME\tLIMIT\tOVERRIDES\tKEY TEMPLATE\tSHADOW\tSHADOW DENIED", rows)
+}
+
+var backupCommand = remoteCommand("backup", "backup -o FILE [flags]", func(fs *flag.FlagSet) runRemote {
+	out := fs.String("o", "", "the file to write the backup to")
+	return func(ctx context.Context, r *remote, args []string) error {
+		if err := wantArgs(args, 0, "no arguments (give -o FILE)"); err != nil {
+			return err
+		}
+		if *out == "" {
+			return &usageError{"backup needs -o FILE"}
+		}
+		tmp := *out + ".partial"
+		f, err := os.Create(tmp)
+		if err != nil {
+			return err
+		}
+		info, err := r.client.Backup(ctx, f)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			os.Remove(tmp)
+			return err
+		}
+		if err := os.Rename(tmp, *out); err != nil {
+			return err
+		}
+		if r.json {
+			return r.printJSON(info)
+		}
+		return r.table("FILE\tINDEX\tSERVED BY\tLIMITS DIGEST", [][]string{{*out, strconv.FormatUint(info.Index, 10), info.ServedBy, short(info.LimitsDigest)}})
+	}
+})
+
+var restoreCommand = remoteCommand("restore", "restore FILE [flags]", noFlags(func(ctx context.Context, r *remote, args []string) error {
+	if err := wantArgs(args, 1, "FILE"); err != nil {
+		return err
+	}
+	f, err := os.Open(args[0])
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	res, err := r.client.Restore(ctx, f)
+	if err != nil {
+		return err
+	}
+	if r.json {
+		return r.printJSON(res)
+	}
+	return r.table("BACKUP INDEX\tRESTORED AT\tLIMITS DIGEST", [][]string{{strconv.FormatUint(res.BackupIndex, 10), strconv.FormatUint(res.RestoredIndex, 10), short(res.LimitsDigest)}})
+}))
+
+func short(digest string) string {
+	if len(digest) > 16 {
+		return digest[:16] + "…"
+	}
+	return strings.TrimSpace(digest)
+}
