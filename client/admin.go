@@ -190,16 +190,24 @@ func (c *Client) stream(ctx context.Context, method, path string, body io.ReadSe
 // a call): ctx does.
 func (c *Client) send(ctx context.Context, method, target string, body io.ReadSeeker) (*http.Response, error) {
 	var reader io.Reader
+	size := int64(0)
 	if body != nil {
+		var err error
+		if size, err = body.Seek(0, io.SeekEnd); err != nil {
+			return nil, err
+		}
 		if _, err := body.Seek(0, io.SeekStart); err != nil {
 			return nil, err
 		}
-		reader = body
+		// Hidden behind a plain Reader: the transport closes a body that
+		// is a Closer, and a redirect sends this one again.
+		reader = struct{ io.Reader }{body}
 	}
 	req, err := http.NewRequestWithContext(ctx, method, target, reader)
 	if err != nil {
 		return nil, err
 	}
+	req.ContentLength = size
 	req.Header.Set("Content-Type", "application/octet-stream")
 	if c.token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.token)

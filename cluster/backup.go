@@ -43,6 +43,9 @@ const (
 // MaxBackupBytes bounds a backup file a node will restore.
 const MaxBackupBytes = 4 << 30
 
+// catchUpTimeout bounds how long a read waits to catch up with the leader.
+const catchUpTimeout = 2 * time.Second
+
 // restoreTimeout bounds how long Raft may take to take in a restore.
 const restoreTimeout = 5 * time.Minute
 
@@ -68,7 +71,7 @@ func (n *Node) Backup(ctx context.Context) (contract.Backup, error) {
 // applied when it was called: on the leader, a Raft barrier; on a follower,
 // the leader's applied index, asked over the Raft port.
 func (n *Node) catchUp(ctx context.Context) error {
-	ctx, cancel := n.withDeadline(ctx)
+	ctx, cancel := context.WithTimeout(ctx, min(n.requestTimeout, catchUpTimeout))
 	defer cancel()
 	target, err := onLeader(ctx, n, true, func(ctx context.Context) (uint64, error) {
 		if n.isLeader() {

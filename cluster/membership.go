@@ -203,7 +203,24 @@ func (n *Node) TransferLeadership(ctx context.Context, to string) error {
 			return err
 		}
 	}
-	return n.leaderOp(ctx, &forwardRequest{Op: opTransfer, Member: contract.Member{ID: to}}, func() error { return n.transferAsLeader(to) })
+	if err := n.leaderOp(ctx, &forwardRequest{Op: opTransfer, Member: contract.Member{ID: to}}, func() error { return n.transferAsLeader(to) }); err != nil {
+		return err
+	}
+	// Answer once this node knows the new leader, so the caller's next
+	// question finds it.
+	ctx, cancel := n.withDeadline(ctx)
+	defer cancel()
+	for {
+		_, id := n.raft.LeaderWithID()
+		if id != "" && (to == "" || string(id) == to) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil // handed over; this node has not heard yet
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
 }
 
 func (n *Node) transferAsLeader(to string) error {

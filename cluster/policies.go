@@ -33,13 +33,18 @@ func (n *Node) DeletePolicy(ctx context.Context, name string) error {
 	})
 }
 
-// Policies returns up to limit policies named after after, as this node has
-// applied them, sorted by name and holding at most maxOverrides overrides
-// (at least one policy); next is the name to continue after, or "" at the
-// end. A follower may lag the leader by a few entries.
-func (n *Node) Policies(after string, limit, maxOverrides int) (page []contract.PolicyStatus, next string) {
+// Policies returns up to limit policies named after after, sorted by name
+// and holding at most maxOverrides overrides (at least one policy); next is
+// the name to continue after, or "" at the end. The node first catches up
+// with what the leader had applied (so a read after a write sees it); with
+// no leader to ask, it answers from what it has.
+func (n *Node) Policies(ctx context.Context, after string, limit, maxOverrides int) (page []contract.PolicyStatus, next string) {
+	_ = n.catchUp(ctx)
 	return n.fsm.PoliciesPage(after, limit, maxOverrides)
 }
 
-// Policy returns the named policy as this node has applied it.
-func (n *Node) Policy(name string) (contract.PolicyStatus, bool) { return n.fsm.Policy(name) }
+// Policy returns the named policy, after catching up as Policies does.
+func (n *Node) Policy(ctx context.Context, name string) (contract.PolicyStatus, bool) {
+	_ = n.catchUp(ctx)
+	return n.fsm.Policy(name)
+}

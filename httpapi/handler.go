@@ -29,9 +29,9 @@ type Limiter interface {
 	// Policies lists a page of the policies as this node has applied them:
 	// up to limit named after after, holding at most maxOverrides
 	// overrides (at least one policy), and the name to continue after.
-	Policies(after string, limit, maxOverrides int) (page []contract.PolicyStatus, next string)
+	Policies(ctx context.Context, after string, limit, maxOverrides int) (page []contract.PolicyStatus, next string)
 	// Policy returns one policy as this node has applied it.
-	Policy(name string) (contract.PolicyStatus, bool)
+	Policy(ctx context.Context, name string) (contract.PolicyStatus, bool)
 	// AcquireLease takes one of req.Max concurrent slots of req.Key.
 	AcquireLease(ctx context.Context, req contract.LeaseRequest) (contract.Lease, error)
 	// ReleaseLease gives a lease back.

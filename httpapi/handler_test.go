@@ -113,7 +113,7 @@ func (f *fakeLimiter) DeletePolicy(_ context.Context, name string) error {
 	return nil
 }
 
-func (f *fakeLimiter) Policies(after string, limit, _ int) ([]contract.PolicyStatus, string) {
+func (f *fakeLimiter) Policies(_ context.Context, after string, limit, _ int) ([]contract.PolicyStatus, string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	names := slices.Sorted(maps.Keys(f.policies))
@@ -130,7 +130,7 @@ func (f *fakeLimiter) Policies(after string, limit, _ int) ([]contract.PolicySta
 	return out, ""
 }
 
-func (f *fakeLimiter) Policy(name string) (contract.PolicyStatus, bool) {
+func (f *fakeLimiter) Policy(_ context.Context, name string) (contract.PolicyStatus, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	p, ok := f.policies[name]

@@ -92,7 +92,7 @@ func (a *API) listPolicies(w http.ResponseWriter, r *http.Request) {
 		}
 		limit = n
 	}
-	page, next := a.limiter.Policies(q.Get("after"), limit, contract.MaxOverrides)
+	page, next := a.limiter.Policies(r.Context(), q.Get("after"), limit, contract.MaxOverrides)
 	out := struct {
 		Policies []policyJSON `json:"policies"`
 		Next     string       `json:"next,omitempty"`
@@ -105,7 +105,7 @@ func (a *API) listPolicies(w http.ResponseWriter, r *http.Request) {
 
 func (a *API) getPolicy(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
-	p, ok := a.limiter.Policy(name)
+	p, ok := a.limiter.Policy(r.Context(), name)
 	if !ok {
 		writeError(w, notFound("name", "no policy %q", name))
 		return

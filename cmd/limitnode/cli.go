@@ -107,11 +107,9 @@ func remoteCommand(name, usage string, build func(fs *flag.FlagSet) runRemote) s
 			fmt.Fprintf(stderr, "Usage: limitnode %s\n\n", usage)
 			fs.PrintDefaults()
 		}
-		if err := fs.Parse(args); err != nil {
-			if err == flag.ErrHelp {
-				return err
-			}
-			return &usageError{}
+		positional, err := parseInterspersed(fs, args)
+		if err != nil {
+			return err
 		}
 		r, err := rf.remote(stdout)
 		if err != nil {
@@ -119,7 +117,31 @@ func remoteCommand(name, usage string, build func(fs *flag.FlagSet) runRemote) s
 		}
 		ctx, cancel := context.WithTimeout(ctx, r.timeout)
 		defer cancel()
-		return run(ctx, r, fs.Args())
+		return run(ctx, r, positional)
+	}
+}
+
+// parseInterspersed parses flags wherever they stand among the positional
+// arguments ("policy get NAME -addr X" as well as "policy get -addr X
+// NAME"), returning the positional ones; "--" ends the flags.
+func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
+	var positional []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			if err == flag.ErrHelp {
+				return nil, err
+			}
+			return nil, &usageError{}
+		}
+		rest := fs.Args()
+		if len(rest) == 0 {
+			return positional, nil
+		}
+		if len(args) > len(rest) && args[len(args)-len(rest)-1] == "--" {
+			return append(positional, rest...), nil
+		}
+		positional = append(positional, rest[0])
+		args = rest[1:]
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/limitnode/limitnode/client"
 )
@@ -149,7 +150,7 @@ func (r *remote) policies(ps []client.Policy) error {
 	for _, p := range ps {
 		limit := "?"
 		if l := p.Limit; l != nil {
-			limit = fmt.Sprintf("%s %d/%s", or(l.Algorithm, "token_bucket"), l.Rate, or(l.Period, "1s"))
+			limit = fmt.Sprintf("%s %d/%s", or(l.Algorithm, "token_bucket"), l.Rate, shortDuration(or(l.Period, "1s")))
 			if l.Burst != 0 {
 				limit += fmt.Sprintf(" burst %d", l.Burst)
 			}
@@ -219,4 +220,19 @@ func short(digest string) string {
 		return digest[:16] + "…"
 	}
 	return strings.TrimSpace(digest)
+}
+
+// shortDuration writes a whole number of hours or minutes without Go's
+// zero units ("1m0s" is 1m); anything else as Go does.
+func shortDuration(s string) string {
+	d, err := time.ParseDuration(s)
+	switch {
+	case err != nil || d == 0:
+		return s
+	case d%time.Hour == 0:
+		return strconv.FormatInt(int64(d/time.Hour), 10) + "h"
+	case d%time.Minute == 0:
+		return strconv.FormatInt(int64(d/time.Minute), 10) + "m"
+	}
+	return d.String()
 }
