@@ -189,7 +189,9 @@ type ClusterNode struct {
 // ClusterStatus is the body of GET /v1/cluster.
 type ClusterStatus struct {
 	// Self is the answering node's ID.
-	Self         string        `json:"self"`
+	Self string `json:"self"`
+	// SelfRaftAddr is the answering node's Raft address, member or not.
+	SelfRaftAddr string        `json:"self_raft_addr"`
 	Leader       string        `json:"leader"`
 	Term         uint64        `json:"term"`
 	CommitIndex  uint64        `json:"commit_index"`

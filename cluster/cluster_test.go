@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -563,5 +564,33 @@ func TestARemovedLeaderSaysSo(t *testing.T) {
 	})
 	if a := post(t, old.URL()+"/v1/allow", `{"key":"k","limit":{"rate":5,"period":"1h"}}`); a.status != 503 {
 		t.Fatalf("the removed leader decided: %d", a.status)
+	}
+}
+
+// TestFormClusterRefusals: a member list without the node itself is a bad
+// argument, and a node that belongs to a cluster cannot form another; both
+// leave the cluster as it was.
+func TestFormClusterRefusals(t *testing.T) {
+	t.Parallel()
+	c := testcluster.Start(t, 1)
+	node := c.WaitLeader().Node()
+	self := contract.Member{ID: node.ID(), RaftAddr: node.RaftAddr()}
+	other := contract.Member{ID: "elsewhere", RaftAddr: "127.0.0.1:1"}
+	tests := []struct {
+		name    string
+		members []contract.Member
+		want    error
+	}{
+		{"without this node", []contract.Member{other}, contract.ErrInvalid},
+		{"an invalid member", []contract.Member{self, {ID: "", RaftAddr: "127.0.0.1:2"}}, contract.ErrInvalid},
+		{"a node with state", []contract.Member{self, other}, contract.ErrConflict},
+	}
+	for _, tt := range tests {
+		if err := node.FormCluster(tt.members); !errors.Is(err, tt.want) {
+			t.Errorf("%s: %v, want %v", tt.name, err, tt.want)
+		}
+	}
+	if got := len(node.Status().Members); got != 1 {
+		t.Fatalf("%d members after refused FormCluster calls, want 1", got)
 	}
 }

@@ -38,11 +38,17 @@ const (
 type Config struct {
 	// ID names the node in the cluster; unique and stable across restarts.
 	ID string
-	// RaftAddr is the address Raft listens on and advertises to the other
-	// members, for example "127.0.0.1:7071". It must name a host, not
-	// 0.0.0.0. Port 0 picks a free port (see Node.RaftAddr); a node that
-	// restarts must then be given the port it had.
+	// RaftAddr is the address Raft listens on and, unless RaftAdvertise is
+	// set, advertises to the other members, for example "127.0.0.1:7071".
+	// Without RaftAdvertise it must name a host, not 0.0.0.0. Port 0 picks
+	// a free port (see Node.RaftAddr); a node that restarts must then be
+	// given the port it had.
 	RaftAddr string
+	// RaftAdvertise, if set, is the host:port the other members dial to
+	// reach this node's Raft port, for example a stable DNS name such as
+	// "limitnode-0.limitnode-peers:7071" while RaftAddr is "0.0.0.0:7071".
+	// It is the node's address in the cluster's configuration.
+	RaftAdvertise string
 	// HTTPAddr is the node's HTTP API address as the other members should
 	// see it. It is recorded in the replicated state for GET /v1/cluster.
 	HTTPAddr string

@@ -171,9 +171,16 @@ func (d dialer) open(addr string, protocol byte, timeout time.Duration) (net.Con
 // raftStream is the raft.StreamLayer over the mux's Raft sub-listener.
 type raftStream struct {
 	net.Listener
-	advertise net.Addr
+	advertise advertisedAddr
 	dialer    dialer
 }
+
+// advertisedAddr is a node's Raft address as the others dial it, which may
+// be a DNS name rather than the IP listened on.
+type advertisedAddr string
+
+func (a advertisedAddr) Network() string { return "tcp" }
+func (a advertisedAddr) String() string  { return string(a) }
 
 var _ raft.StreamLayer = (*raftStream)(nil)
 

@@ -13,6 +13,7 @@ import (
 
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+	"github.com/limitnode/limitnode/contract"
 	"github.com/limitnode/limitnode/fsm"
 	"github.com/limitnode/limitnode/internal/guard"
 	"go.etcd.io/bbolt"
@@ -74,17 +75,17 @@ func Open(cfg Config) (*Node, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cluster: listen for raft on %s: %w", cfg.RaftAddr, err)
 	}
-	tcpAddr, ok := ln.Addr().(*net.TCPAddr)
-	if !ok || tcpAddr.IP.IsUnspecified() {
+	advertise, err := advertisedRaftAddr(ln.Addr(), cfg.RaftAdvertise)
+	if err != nil {
 		ln.Close()
-		return nil, fmt.Errorf("cluster: raft address %s must name a host the other members can reach, not 0.0.0.0", cfg.RaftAddr)
+		return nil, err
 	}
 
 	n := &Node{
 		cfg:            cfg,
 		logger:         cfg.Logger.With("node", cfg.ID),
 		requestTimeout: cfg.RequestTimeout,
-		advertise:      tcpAddr.String(),
+		advertise:      advertise,
 		conns:          make(map[net.Conn]struct{}),
 		stopCh:         make(chan struct{}),
 		fwd:            newForwarder(dialer{cfg.Dial, cfg.NodeTLS}, cfg.RequestTimeout),
@@ -103,6 +104,27 @@ func Open(cfg Config) (*Node, error) {
 	n.wg.Go(n.watchDisk)
 	n.wg.Go(n.watchConsistency)
 	return n, nil
+}
+
+// advertisedRaftAddr is the Raft address the other members are told: flag
+// when set (host:port, the host a name or an IP), else the address listened
+// on, which must then name a host.
+func advertisedRaftAddr(listening net.Addr, flag string) (string, error) {
+	if flag != "" {
+		host, port, err := net.SplitHostPort(flag)
+		if err != nil || host == "" || port == "" || port == "0" {
+			return "", fmt.Errorf("cluster: raft advertise address %q must be host:port with a port other than 0", flag)
+		}
+		if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+			return "", fmt.Errorf("cluster: raft advertise address %s must name a host the other members can reach, not %s", flag, host)
+		}
+		return flag, nil
+	}
+	tcpAddr, ok := listening.(*net.TCPAddr)
+	if !ok || tcpAddr.IP.IsUnspecified() {
+		return "", fmt.Errorf("cluster: raft address %s listens on every interface: give the address the other members reach it at (RaftAdvertise)", listening)
+	}
+	return tcpAddr.String(), nil
 }
 
 func (n *Node) startRaft() error {
@@ -138,7 +160,7 @@ func (n *Node) startRaft() error {
 		return fmt.Errorf("cluster: inspect existing state: %w", err)
 	}
 	transport := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
-		Stream:  &raftStream{Listener: n.mux.listener(protocolRaft), advertise: n.mux.ln.Addr(), dialer: dialer{n.cfg.Dial, n.cfg.NodeTLS}},
+		Stream:  &raftStream{Listener: n.mux.listener(protocolRaft), advertise: advertisedAddr(n.advertise), dialer: dialer{n.cfg.Dial, n.cfg.NodeTLS}},
 		MaxPool: 5,
 		Timeout: 10 * time.Second,
 		Logger:  hlog,
@@ -175,10 +197,7 @@ func (n *Node) startRaft() error {
 		return fmt.Errorf("cluster: start raft: %w", err)
 	}
 	if !hasState && n.cfg.Bootstrap {
-		boot := raft.Configuration{Servers: []raft.Server{{
-			Suffrage: raft.Voter, ID: rc.LocalID, Address: transport.LocalAddr(),
-		}}}
-		if err := r.BootstrapCluster(boot).Error(); err != nil && !errors.Is(err, raft.ErrCantBootstrap) {
+		if err := r.BootstrapCluster(firstConfiguration([]contract.Member{{ID: n.cfg.ID, RaftAddr: n.advertise}})).Error(); err != nil && !errors.Is(err, raft.ErrCantBootstrap) {
 			r.Shutdown()
 			transport.Close()
 			logStore.Close()
@@ -190,7 +209,8 @@ func (n *Node) startRaft() error {
 	return nil
 }
 
-// RaftAddr returns the address Raft listens on and advertises.
+// RaftAddr returns the address the other members reach this node's Raft
+// port at: Config.RaftAdvertise, or the address listened on.
 func (n *Node) RaftAddr() string { return n.advertise }
 
 // HadState reports whether DataDir held Raft state when the node opened: the

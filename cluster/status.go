@@ -15,6 +15,7 @@ func (n *Node) Status() contract.Status {
 	_, leaderID := n.raft.LeaderWithID()
 	st := contract.Status{
 		SelfID:       n.cfg.ID,
+		SelfRaftAddr: n.advertise,
 		LeaderID:     string(leaderID),
 		Term:         n.raft.CurrentTerm(),
 		CommitIndex:  n.raft.CommitIndex(),

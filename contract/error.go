@@ -20,8 +20,10 @@ const (
 	// cluster keeps (live keys, leases). Nothing was consumed; it may
 	// succeed once state expires.
 	CodeResourceExhausted Code = "resource_exhausted"
-	// CodeConflict: the request reuses a request ID that a different
-	// request was decided under. Nothing was decided.
+	// CodeConflict: the request contradicts the state it would change: it
+	// reuses a request ID that a different request was decided under, or
+	// asks a node that already belongs to a cluster to form one. Nothing
+	// was decided or changed.
 	CodeConflict Code = "conflict"
 )
 
@@ -87,6 +89,11 @@ func Invalid(field, format string, args ...any) *Error {
 // NotFound returns an *Error with CodeNotFound.
 func NotFound(field, format string, args ...any) *Error {
 	return &Error{Code: CodeNotFound, Field: field, Message: fmt.Sprintf(format, args...)}
+}
+
+// Conflict returns an *Error with CodeConflict.
+func Conflict(field, format string, args ...any) *Error {
+	return &Error{Code: CodeConflict, Field: field, Message: fmt.Sprintf(format, args...)}
 }
 
 // Exhausted returns an *Error with CodeResourceExhausted.

@@ -48,6 +48,9 @@ type MemberConsistency struct {
 type Status struct {
 	// SelfID is this node's ID.
 	SelfID string
+	// SelfRaftAddr is the address the other members reach this node's Raft
+	// port at, whether or not it is a member yet.
+	SelfRaftAddr string
 	// LeaderID is the leader's ID, or "" while none is known.
 	LeaderID     string
 	Term         uint64

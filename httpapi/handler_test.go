@@ -193,7 +193,7 @@ func (f *fakeLimiter) CheckConsistency(context.Context) (contract.ConsistencyRep
 }
 
 func (f *fakeLimiter) Status() contract.Status {
-	return contract.Status{SelfID: "n1", LeaderID: "n1", Term: 3, CommitIndex: 120, AppliedIndex: 119, Members: []contract.MemberStatus{
+	return contract.Status{SelfID: "n1", SelfRaftAddr: "127.0.0.1:8001", LeaderID: "n1", Term: 3, CommitIndex: 120, AppliedIndex: 119, Members: []contract.MemberStatus{
 		{Member: contract.Member{ID: "n1", RaftAddr: "127.0.0.1:8001", HTTPAddr: "127.0.0.1:7001"}, Voter: true, Leader: true},
 	}}
 }
@@ -439,7 +439,7 @@ func TestClusterEndpoints(t *testing.T) {
 	api := newTestAPI(fake)
 
 	rec := do(t, api, "GET", "/v1/cluster", "")
-	want := `{"self":"n1","leader":"n1","term":3,"commit_index":120,"applied_index":119,"nodes":[{"id":"n1","raft_addr":"127.0.0.1:8001","http_addr":"127.0.0.1:7001","voter":true,"leader":true}]}`
+	want := `{"self":"n1","self_raft_addr":"127.0.0.1:8001","leader":"n1","term":3,"commit_index":120,"applied_index":119,"nodes":[{"id":"n1","raft_addr":"127.0.0.1:8001","http_addr":"127.0.0.1:7001","voter":true,"leader":true}]}`
 	if rec.Code != 200 || strings.TrimSpace(rec.Body.String()) != want {
 		t.Fatalf("GET /v1/cluster: %d %s", rec.Code, rec.Body)
 	}

@@ -40,7 +40,8 @@ func nodeOf(m contract.MemberStatus) nodeJSON {
 }
 
 type clusterJSON struct {
-	Self         string     `json:"self"` // the answering node's ID
+	Self         string     `json:"self"`           // the answering node's ID
+	SelfRaftAddr string     `json:"self_raft_addr"` // its Raft address, member or not
 	Leader       string     `json:"leader"`
 	Term         uint64     `json:"term"`
 	CommitIndex  uint64     `json:"commit_index"`
@@ -55,7 +56,7 @@ func (a *API) clusterStatus(w http.ResponseWriter, _ *http.Request) {
 // clusterJSON is this node's view of the cluster as GET /v1/cluster shows it.
 func (a *API) clusterJSON() clusterJSON {
 	st := a.limiter.Status()
-	out := clusterJSON{Self: st.SelfID, Leader: st.LeaderID, Term: st.Term, CommitIndex: st.CommitIndex, AppliedIndex: st.AppliedIndex, Nodes: []nodeJSON{}}
+	out := clusterJSON{Self: st.SelfID, SelfRaftAddr: st.SelfRaftAddr, Leader: st.LeaderID, Term: st.Term, CommitIndex: st.CommitIndex, AppliedIndex: st.AppliedIndex, Nodes: []nodeJSON{}}
 	for _, m := range st.Members {
 		out.Nodes = append(out.Nodes, nodeOf(m))
 	}

@@ -4,6 +4,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"strings"
 	"time"
 
@@ -16,9 +17,11 @@ type config struct {
 	httpAddr      string
 	advertiseHTTP string
 	raftAddr      string
+	advertiseRaft string
 	dataDir       string
 	snapshotDir   string
 	join          string
+	expect        int
 	logLevel      string
 	raftLogLevel  string
 	joinTimeout   time.Duration
@@ -60,10 +63,12 @@ func parseConfig(args []string, getenv func(string) string, output io.Writer) (c
 	fs.StringVar(&c.id, "id", "node1", "node ID, unique in the cluster")
 	fs.StringVar(&c.httpAddr, "http", "127.0.0.1:7070", "HTTP listen address")
 	fs.StringVar(&c.advertiseHTTP, "advertise-http", "", "the HTTP address other members and clients reach this node at (default: -http, with -raft's host in place of 0.0.0.0 or ::)")
-	fs.StringVar(&c.raftAddr, "raft", "127.0.0.1:7071", "Raft listen (and advertised) address")
+	fs.StringVar(&c.raftAddr, "raft", "127.0.0.1:7071", "Raft listen address (also the advertised one unless -advertise-raft is given)")
+	fs.StringVar(&c.advertiseRaft, "advertise-raft", "", "the Raft address other members reach this node at, e.g. a stable DNS name (needed when -raft listens on 0.0.0.0)")
 	fs.StringVar(&c.dataDir, "data", "./limitnode-data", "data directory (Raft log, stable store, snapshots)")
 	fs.StringVar(&c.snapshotDir, "snapshot-dir", "", "keep snapshots here instead of in -data (another disk keeps their writes from delaying the log's)")
 	fs.StringVar(&c.join, "join", "", "comma-separated HTTP addresses of existing members; omit to start (or restart) on your own")
+	fs.IntVar(&c.expect, "bootstrap-expect", 0, "form a new cluster once this many nodes, -join naming all of them, answer (every node started with the same value); a node with state ignores it")
 	fs.StringVar(&c.logLevel, "log-level", "info", "least level logged: debug, info, warn or error")
 	fs.StringVar(&c.raftLogLevel, "raft-log-level", "warn", "least level of Raft's own logs: debug, info, warn or error")
 	fs.DurationVar(&c.joinTimeout, "join-timeout", time.Minute, "how long to keep trying the -join addresses")
@@ -111,6 +116,15 @@ func parseConfig(args []string, getenv func(string) string, output io.Writer) (c
 	}
 	if c.keyLimitMode != "deny" && c.keyLimitMode != "allow" {
 		return c, &usageError{fmt.Sprintf("-key-limit-mode must be deny or allow, not %q", c.keyLimitMode)}
+	}
+	if host, _, err := net.SplitHostPort(c.raftAddr); err == nil && c.advertiseRaft == "" && (host == "" || net.ParseIP(host).IsUnspecified()) {
+		return c, &usageError{fmt.Sprintf("-raft %s listens on every interface: give -advertise-raft, the address the other members reach it at", c.raftAddr)}
+	}
+	if c.expect < 0 {
+		return c, &usageError{fmt.Sprintf("-bootstrap-expect must be at least 1, not %d", c.expect)}
+	}
+	if c.expect > 0 && strings.TrimSpace(c.join) == "" {
+		return c, &usageError{"-bootstrap-expect needs -join naming every node of the new cluster"}
 	}
 	if err := c.security.check(); err != nil {
 		return c, err

@@ -59,6 +59,16 @@ func TestParseConfig(t *testing.T) {
 			args: []string{"-snapshot-dir", "/mnt/snaps"},
 			want: defaultConfig(func(c *config) { c.snapshotDir = "/mnt/snaps" }),
 		},
+		{
+			name: "nodes that form their cluster together",
+			args: []string{"-bootstrap-expect", "3", "-join", "a:7070,b:7070,c:7070", "-raft", "0.0.0.0:7071", "-advertise-raft", "a:7071"},
+			want: defaultConfig(func(c *config) {
+				c.expect, c.join, c.raftAddr, c.advertiseRaft = 3, "a:7070,b:7070,c:7070", "0.0.0.0:7071", "a:7071"
+			}),
+		},
+		{name: "-bootstrap-expect without -join is an error", args: []string{"-bootstrap-expect", "3"}, wantErr: true},
+		{name: "a negative -bootstrap-expect is an error", args: []string{"-bootstrap-expect", "-1", "-join", "a:7070"}, wantErr: true},
+		{name: "raft on every interface without -advertise-raft is an error", args: []string{"-raft", ":7071"}, wantErr: true},
 		{name: "a bad variable is an error", env: map[string]string{"LIMITNODE_JOIN_TIMEOUT": "forever"}, wantErr: true},
 		{name: "an unknown key limit mode is an error", args: []string{"-key-limit-mode", "maybe"}, wantErr: true},
 		{name: "an unknown flag is an error", args: []string{"-color"}, wantErr: true},
@@ -236,7 +246,8 @@ func TestExitStatuses(t *testing.T) {
 
 // TestRoughEdgesOfTheBinary: a node on every interface advertises an address
 // others can dial, not [::]; a second node on a data directory in use says
-// so.
+// so; a Raft port on every interface needs -advertise-raft, which then names
+// the node in the cluster and lends its host to the HTTP address.
 func TestRoughEdgesOfTheBinary(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -258,8 +269,24 @@ func TestRoughEdgesOfTheBinary(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "in use by another process") {
 		t.Errorf("a second node on the same data directory: %v", err)
 	}
+	err = run(ctx, []string{"-http", "127.0.0.1:0", "-raft", "0.0.0.0:0", "-data", t.TempDir()}, env(nil), io.Discard, nil)
+	if err == nil || !strings.Contains(err.Error(), "give -advertise-raft") {
+		t.Errorf("a Raft port on every interface without -advertise-raft: %v", err)
+	}
+
+	raftAddr := freeAddr(t)
+	_, raftPort, _ := net.SplitHostPort(raftAddr)
+	wide := startNode(t, ctx, []string{"-id", "wide", "-http", "0.0.0.0:0", "-raft", "0.0.0.0:" + raftPort, "-advertise-raft", "localhost:" + raftPort, "-data", t.TempDir()}, nil)
+	_, httpPort, _ := net.SplitHostPort(wide.addr)
+	waitFor(t, "the node on every interface to lead", func() bool {
+		s, err := client.New(nil, "127.0.0.1:"+httpPort).Cluster(ctx)
+		return err == nil && s.SelfRaftAddr == "localhost:"+raftPort && len(s.Nodes) == 1 &&
+			s.Nodes[0].RaftAddr == "localhost:"+raftPort && s.Nodes[0].HTTPAddr == "localhost:"+httpPort && s.Leader == "wide"
+	})
 	cancel()
-	if err := <-n.done; err != nil {
-		t.Fatal(err)
+	for _, r := range []running{n, wide} {
+		if err := <-r.done; err != nil {
+			t.Fatal(err)
+		}
 	}
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/limitnode/limitnode/client"
@@ -51,7 +53,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	httpListener := guard.Wrap(rawHTTP, c.maxHTTPConns, 0, logger)
 	defer httpListener.Close()
 	httpAddr := httpListener.Addr().String()
-	advertised, err := advertiseHTTP(httpAddr, c.raftAddr, c.advertiseHTTP)
+	advertised, err := advertiseHTTP(httpAddr, cmp.Or(c.advertiseRaft, c.raftAddr), c.advertiseHTTP)
 	if err != nil {
 		return err
 	}
@@ -65,10 +67,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	node, err := cluster.Open(cluster.Config{
 		ID:               c.id,
 		RaftAddr:         c.raftAddr,
+		RaftAdvertise:    c.advertiseRaft,
 		HTTPAddr:         advertised,
 		DataDir:          c.dataDir,
 		SnapshotDir:      c.snapshotDir,
-		Bootstrap:        len(joinAddrs) == 0,
+		Bootstrap:        len(joinAddrs) == 0 && c.expect == 0,
 		Logger:           logger,
 		RaftLogLevel:     c.raftLogLevel,
 		MaxKeys:          c.maxKeys,
@@ -97,22 +100,48 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		"https", sec.httpTLS != nil, "raft_tls", sec.nodeTLS != nil, "tokens", sec.authz != nil)
 	warnIfExposed(logger, c, sec)
 
-	if len(joinAddrs) > 0 && !node.HadState() {
-		if err := joinCluster(ctx, logger, joinAddrs, client.Options{TLS: sec.joinTLS, Token: c.joinToken}, client.Member{ID: c.id, RaftAddr: node.RaftAddr(), HTTPAddr: advertised}, c.joinTimeout); err != nil {
+	self := client.Member{ID: c.id, RaftAddr: node.RaftAddr(), HTTPAddr: advertised}
+	joinOpts := client.Options{TLS: sec.joinTLS, Token: c.joinToken}
+	formCtx, stopForming := context.WithCancel(ctx)
+	var forming sync.WaitGroup
+	defer forming.Wait()
+	defer stopForming()
+	switch {
+	case node.HadState():
+		if len(joinAddrs) > 0 {
+			logger.Info("-join and -bootstrap-expect ignored: this node restarts into the cluster it belonged to")
+		}
+		if len(policies) > 0 {
+			logger.Info(policiesIgnored)
+		}
+	case c.expect > 0:
+		// The node serves (its view answers the others) while the cluster
+		// forms; /readyz says 503 until it has.
+		forming.Go(func() {
+			formed, err := formCluster(formCtx, logger, node, joinAddrs, c.expect, joinOpts, self)
+			if err != nil || !formed || len(policies) == 0 {
+				return
+			}
+			if err := seedPolicies(formCtx, node, policies); err != nil {
+				logger.Error("storing the policies of the policy file failed", "file", c.policiesFile, "err", err)
+				return
+			}
+			logger.Info("stored the policies of the policy file", "count", len(policies), "file", c.policiesFile)
+		})
+	case len(joinAddrs) > 0:
+		if err := joinCluster(ctx, logger, joinAddrs, joinOpts, self, c.joinTimeout); err != nil {
 			shutdown(logger, server, node)
 			return err
 		}
-	} else if len(joinAddrs) > 0 {
-		logger.Info("-join ignored: this node restarts into the cluster it belonged to")
-	}
-	if len(policies) > 0 && len(joinAddrs) == 0 && !node.HadState() {
+		if len(policies) > 0 {
+			logger.Info(policiesIgnored)
+		}
+	case len(policies) > 0:
 		if err := seedPolicies(ctx, node, policies); err != nil {
 			shutdown(logger, server, node)
 			return err
 		}
 		logger.Info("stored the policies of the policy file", "count", len(policies), "file", c.policiesFile)
-	} else if len(policies) > 0 {
-		logger.Info("-policies ignored: policies are seeded only when a node bootstraps a new cluster; change them with PUT /v1/policies/{name}")
 	}
 	if ready != nil {
 		ready <- httpAddr
@@ -124,8 +153,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	case err := <-serveErr:
 		logger.Error("HTTP server stopped", "err", err)
 	}
+	stopForming()
+	forming.Wait()
 	return shutdown(logger, server, node)
 }
+
+const policiesIgnored = "-policies ignored: policies are seeded only when a node bootstraps a new cluster; change them with PUT /v1/policies/{name}"
 
 // joinCluster asks each address in turn to add this node, until one accepts
 // or the timeout passes; the members may still be starting.
