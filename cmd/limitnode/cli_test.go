@@ -94,6 +94,9 @@ func TestTheCommandLineAgainstACluster(t *testing.T) {
 		if tt.wantErr != "" && (!strings.Contains(stderr, tt.wantErr) || strings.Count(strings.TrimSpace(stderr), "\n") > 0 && tt.wantStatus != exitUsage) {
 			t.Errorf("%s: stderr %q, want one line mentioning %q", tt.name, stderr, tt.wantErr)
 		}
+		if strings.Contains(stderr, "limitnode: limitnode:") {
+			t.Errorf("%s: stderr says limitnode twice: %q", tt.name, stderr)
+		}
 	}
 	var st struct{ Leader string }
 	stdout, _, _ := limitnodeCLI(t, bin, "status", addr, "-json")

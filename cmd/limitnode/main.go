@@ -88,7 +88,8 @@ func dispatch(ctx context.Context, args []string, getenv func(string) string, st
 		}
 		return exitUsage
 	default:
-		fmt.Fprintln(stderr, "limitnode:", err)
+		// The client's errors name limitnode already.
+		fmt.Fprintln(stderr, "limitnode: "+strings.TrimPrefix(err.Error(), "limitnode: "))
 		return exitError
 	}
 }

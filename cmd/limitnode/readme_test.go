@@ -69,10 +69,12 @@ func TestReadmeSecureClusterRuns(t *testing.T) {
 }
 
 // TestReadmeClusterRuns runs the README's three-node cluster as it stands,
-// as TestReadmeSecureClusterRuns does: n3 must see three members.
+// as TestReadmeSecureClusterRuns does, then the Command line section's
+// commands against it: n3 must see three members, and each command must
+// succeed, the last handing leadership to n2.
 func TestReadmeClusterRuns(t *testing.T) {
 	needTools(t, "bash", "curl", "go")
-	script := readmeBlock(t, "-data d3 -join 127.0.0.1:7001 &")
+	script := readmeBlock(t, "-data d3 -join 127.0.0.1:7001 &") + readmeBlock(t, "./limitnode transfer-leadership -to n2")
 	build, rest, _ := strings.Cut(script, "\n")
 	if build != "go build -o limitnode ./cmd/limitnode" {
 		t.Fatalf("the block does not start with its build line: %q", build)
@@ -91,5 +93,10 @@ func TestReadmeClusterRuns(t *testing.T) {
 	}
 	if n := strings.Count(string(out), `"voter":true`); n != 3 {
 		t.Fatalf("n3 sees %d voters, want 3:\n%s", n, out)
+	}
+	for _, want := range []string{"RESTORED AT", "leader is now n2"} {
+		if !strings.Contains(string(out), want) {
+			t.Fatalf("the Command line section's output lacks %q:\n%s", want, out)
+		}
 	}
 }
