@@ -41,15 +41,14 @@ func needTools(t *testing.T, names ...string) {
 	}
 }
 
-// TestReadmeSecureClusterRuns runs the README's secure three-node cluster
-// as it stands, in a scratch directory, with the binary built from this
-// tree in place of its go build line: the last call must be allowed.
-func TestReadmeSecureClusterRuns(t *testing.T) {
-	needTools(t, "bash", "curl", "go")
-	script := readmeBlock(t, "./limitnode certs -dir certs")
+// runReadmeScript runs a README script that starts with its build line, in
+// a scratch directory, with the binary built from this tree in place of
+// that line, and returns what it printed; the script must succeed.
+func runReadmeScript(t *testing.T, what, script string) string {
+	t.Helper()
 	build, rest, ok := strings.Cut(script, "\n")
 	if build != "go build -o limitnode ./cmd/limitnode" || !ok {
-		t.Fatalf("the block does not start with its build line: %q", build)
+		t.Fatalf("%s: the block does not start with its build line: %q", what, build)
 	}
 	dir := t.TempDir()
 	if out, err := exec.Command("go", "build", "-o", filepath.Join(dir, "limitnode"), ".").CombinedOutput(); err != nil {
@@ -61,41 +60,34 @@ func TestReadmeSecureClusterRuns(t *testing.T) {
 	cmd.Dir = dir
 	out, err := cmd.CombinedOutput()
 	if err != nil {
-		t.Fatalf("the README's secure cluster: %v\n%s", err, out)
+		t.Fatalf("%s: %v\n%s", what, err, out)
 	}
-	if !strings.Contains(string(out), `"allowed":true`) {
+	return string(out)
+}
+
+// TestReadmeSecureClusterRuns runs the README's secure three-node cluster
+// as it stands: the last call must be allowed.
+func TestReadmeSecureClusterRuns(t *testing.T) {
+	needTools(t, "bash", "curl", "go")
+	out := runReadmeScript(t, "the README's secure cluster", readmeBlock(t, "./limitnode certs -dir certs"))
+	if !strings.Contains(out, `"allowed":true`) {
 		t.Fatalf("the last call was not allowed:\n%s", out)
 	}
 }
 
 // TestReadmeClusterRuns runs the README's three-node cluster as it stands,
-// as TestReadmeSecureClusterRuns does, then the Command line section's
-// commands against it: n3 must see three members, and each command must
-// succeed, the last handing leadership to n2.
+// then the Command line section's commands against it: n3 must see three
+// members, and each command must succeed, the last handing leadership to
+// n2.
 func TestReadmeClusterRuns(t *testing.T) {
 	needTools(t, "bash", "curl", "go")
 	script := readmeBlock(t, "-data d3 -join 127.0.0.1:7001 &") + readmeBlock(t, "./limitnode transfer-leadership -to n2")
-	build, rest, _ := strings.Cut(script, "\n")
-	if build != "go build -o limitnode ./cmd/limitnode" {
-		t.Fatalf("the block does not start with its build line: %q", build)
-	}
-	dir := t.TempDir()
-	if out, err := exec.Command("go", "build", "-o", filepath.Join(dir, "limitnode"), ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "bash", "-c", "trap 'kill -TERM $(jobs -p) 2>/dev/null; wait' EXIT\nset -e\n"+rest)
-	cmd.Dir = dir
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("the README's cluster: %v\n%s", err, out)
-	}
-	if n := strings.Count(string(out), `"voter":true`); n != 3 {
+	out := runReadmeScript(t, "the README's cluster", script)
+	if n := strings.Count(out, `"voter":true`); n != 3 {
 		t.Fatalf("n3 sees %d voters, want 3:\n%s", n, out)
 	}
 	for _, want := range []string{"RESTORED AT", "leader is now n2"} {
-		if !strings.Contains(string(out), want) {
+		if !strings.Contains(out, want) {
 			t.Fatalf("the Command line section's output lacks %q:\n%s", want, out)
 		}
 	}
