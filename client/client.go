@@ -120,7 +120,17 @@ type Decision struct {
 	// Leader is the X-Limitnode-Leader header: the ID of the leader that
 	// decided, or "" if the node did not say.
 	Leader string `json:"-"`
+	// Header holds the answer's rate-limit headers as sent (RateLimit-*,
+	// RateLimit, Retry-After; see RateLimitHeaders), and Body its JSON
+	// body, for a proxy or middleware that passes the answer on. Both are
+	// nil in a decision no node sent (a Guard's fallback).
+	Header http.Header `json:"-"`
+	Body   []byte      `json:"-"`
 }
+
+// RateLimitHeaders are the headers of a /v1/allow answer that tell a caller
+// its limit: what Decision.Header keeps.
+var RateLimitHeaders = []string{"RateLimit-Limit", "RateLimit-Remaining", "RateLimit-Reset", "RateLimit-Policy", "RateLimit", "Retry-After"}
 
 // Error is an error answer of the API.
 type Error struct {
@@ -144,12 +154,20 @@ var ErrUnreachable = errors.New("limitnode: no node reachable")
 // Allow asks for a decision. A 429 is not an error: it is a Decision with
 // Allowed false. Other 4xx and 5xx answers are *Error.
 func (c *Client) Allow(ctx context.Context, req AllowRequest) (Decision, error) {
-	var d Decision
-	resp, err := c.do(ctx, http.MethodPost, "/v1/allow", req, &d, http.StatusOK, http.StatusTooManyRequests)
+	resp, body, err := c.exchange(ctx, http.MethodPost, "/v1/allow", req, http.StatusOK, http.StatusTooManyRequests)
 	if err != nil {
 		return Decision{}, err
 	}
-	d.StatusCode = resp.StatusCode
+	var d Decision
+	if err := json.Unmarshal(body, &d); err != nil {
+		return Decision{}, fmt.Errorf("limitnode: decode answer of %s: %w", resp.Request.URL.Host, err)
+	}
+	d.StatusCode, d.Body, d.Header = resp.StatusCode, body, http.Header{}
+	for _, name := range RateLimitHeaders {
+		if v := resp.Header.Values(name); len(v) > 0 {
+			d.Header[name] = v
+		}
+	}
 	d.Leader = resp.Header.Get("X-Limitnode-Leader")
 	if s := resp.Header.Get("Retry-After"); s != "" {
 		var secs int64
@@ -211,18 +229,31 @@ func (c *Client) Cluster(ctx context.Context) (ClusterStatus, error) {
 // failure to connect moves on to the next address: a request that may have
 // reached a node is not sent twice.
 func (c *Client) do(ctx context.Context, method, path string, in, out any, ok ...int) (*http.Response, error) {
+	resp, data, err := c.exchange(ctx, method, path, in, ok...)
+	if err != nil || out == nil {
+		return resp, err
+	}
+	if err := json.Unmarshal(data, out); err != nil {
+		return nil, fmt.Errorf("limitnode: decode answer of %s: %w", resp.Request.URL.Host, err)
+	}
+	return resp, nil
+}
+
+// exchange is do without the decoding: it returns the answer's body as sent
+// when its status is in ok.
+func (c *Client) exchange(ctx context.Context, method, path string, in any, ok ...int) (*http.Response, []byte, error) {
 	var body []byte
 	if in != nil {
 		var err error
 		if body, err = json.Marshal(in); err != nil {
-			return nil, fmt.Errorf("limitnode: encode request: %w", err)
+			return nil, nil, fmt.Errorf("limitnode: encode request: %w", err)
 		}
 	}
 	var lastErr error
 	for _, addr := range c.addrs {
 		req, err := http.NewRequestWithContext(ctx, method, addr+path, bytes.NewReader(body))
 		if err != nil {
-			return nil, fmt.Errorf("limitnode: %w", err)
+			return nil, nil, fmt.Errorf("limitnode: %w", err)
 		}
 		req.Header.Set("Content-Type", "application/json")
 		if c.token != "" {
@@ -234,30 +265,25 @@ func (c *Client) do(ctx context.Context, method, path string, in, out any, ok ..
 			if isDialError(err) {
 				continue
 			}
-			return nil, fmt.Errorf("limitnode: %s %s: %w", method, addr+path, err)
+			return nil, nil, fmt.Errorf("limitnode: %s %s: %w", method, addr+path, err)
 		}
 		defer resp.Body.Close()
 		data, err := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
 		if err != nil {
-			return nil, fmt.Errorf("limitnode: read answer of %s: %w", addr, err)
+			return nil, nil, fmt.Errorf("limitnode: read answer of %s: %w", addr, err)
 		}
 		for _, code := range ok {
 			if resp.StatusCode == code {
-				if out != nil {
-					if err := json.Unmarshal(data, out); err != nil {
-						return nil, fmt.Errorf("limitnode: decode answer of %s: %w", addr, err)
-					}
-				}
-				return resp, nil
+				return resp, data, nil
 			}
 		}
 		apiErr := &Error{StatusCode: resp.StatusCode}
 		if err := json.Unmarshal(data, apiErr); err != nil {
 			apiErr.Message = string(data)
 		}
-		return resp, apiErr
+		return resp, nil, apiErr
 	}
-	return nil, fmt.Errorf("%w: %w", ErrUnreachable, lastErr)
+	return nil, nil, fmt.Errorf("%w: %w", ErrUnreachable, lastErr)
 }
 
 // isDialError reports whether err is a failure to connect, after which the

@@ -4,13 +4,21 @@ package examples_test
 
 import (
 	"bufio"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/limitnode/limitnode/testcluster"
 )
 
 // snippetSource matches the line that names a snippet's program, a link
@@ -112,4 +120,76 @@ func TestGuardExampleFallsBackLocally(t *testing.T) {
 	if !strings.Contains(string(out), "the cluster could not decide") || !containsLine(string(out), "allowed: true, remaining: 32") {
 		t.Fatalf("the example did not fall back to its share (100/3 a minute):\n%s", out)
 	}
+}
+
+// TestMiddlewareExampleLimitsPerUser runs the middleware example against a
+// test cluster, as a user would: exports cost 10 of a user's 100 a minute,
+// so the eleventh is denied; another user is not; a request without a
+// valid token is a 401.
+func TestMiddlewareExampleLimitsPerUser(t *testing.T) {
+	t.Parallel()
+	c := testcluster.Start(t, 1)
+	c.WaitLeader()
+	if strings.HasPrefix(c.Nodes[0].URL(), "https://") {
+		t.Skip("LIMITNODE_TEST_SECURE: the example talks plain HTTP to the cluster, without a token")
+	}
+	bin := filepath.Join(t.TempDir(), "middleware")
+	if out, err := exec.Command("go", "build", "-o", bin, "./middleware").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	addr := freeAddr(t)
+	cmd := exec.Command(bin, "-listen", addr, "-secret", "s3cret", c.Nodes[0].HTTPAddr)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+
+	post := func(token string) int {
+		req, _ := http.NewRequest("POST", "http://"+addr+"/export", nil)
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return 0
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	alice, bob := jwtHS256(t, "s3cret", "alice"), jwtHS256(t, "s3cret", "bob")
+	for deadline := time.Now().Add(30 * time.Second); post("") != http.StatusUnauthorized; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the example did not start serving")
+		}
+	}
+	for i := range 10 {
+		if got := post(alice); got != http.StatusOK {
+			t.Fatalf("alice's export %d: %d", i+1, got)
+		}
+	}
+	if got := post(alice); got != http.StatusTooManyRequests {
+		t.Fatalf("alice's eleventh export: %d, want 429", got)
+	}
+	if got := post(bob); got != http.StatusOK {
+		t.Fatalf("bob's first export: %d", got)
+	}
+	if got := post(jwtHS256(t, "another secret", "mallory")); got != http.StatusUnauthorized {
+		t.Fatalf("a token of another key: %d, want 401", got)
+	}
+}
+
+// jwtHS256 makes a token for sub, valid for an hour.
+func jwtHS256(t *testing.T, secret, sub string) string {
+	t.Helper()
+	enc := func(v any) string {
+		data, err := json.Marshal(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return base64.RawURLEncoding.EncodeToString(data)
+	}
+	signed := enc(map[string]string{"alg": "HS256", "typ": "JWT"}) + "." + enc(map[string]any{"sub": sub, "exp": time.Now().Add(time.Hour).Unix()})
+	mac := hmac.New(sha256.New, []byte(secret))
+	mac.Write([]byte(signed))
+	return signed + "." + base64.RawURLEncoding.EncodeToString(mac.Sum(nil))
 }

@@ -1,0 +1,85 @@
+// Package clientip finds the address of the client behind a request: the
+// peer that connected, unless that peer is a proxy the operator trusts, in
+// which case the X-Forwarded-For entries are believed from the right for as
+// long as each hop is itself trusted. It is the one rule for every place
+// limitnode keys a limit by client address.
+package clientip
+
+import (
+	"fmt"
+	"net/http"
+	"net/netip"
+	"strings"
+)
+
+// Of returns the client address of r. With no trusted prefixes it is the
+// connecting peer's address, whatever the headers say: X-Forwarded-For is
+// whatever the client wrote. When the peer is within a trusted prefix, the
+// X-Forwarded-For entries (all the header's lines, in order) are walked
+// from the right: each entry is the client of the hop after it, and the
+// walk stops at the first address that is not trusted, which is the
+// answer. An entry that is not an address ends the walk at the trusted hop
+// that passed it on (so a malformed header never yields an address the
+// client chose). IPv4-mapped IPv6 addresses count as IPv4.
+func Of(r *http.Request, trusted []netip.Prefix) (netip.Addr, error) {
+	peer, err := netip.ParseAddrPort(r.RemoteAddr)
+	if err != nil {
+		return netip.Addr{}, fmt.Errorf("clientip: peer address %q: %w", r.RemoteAddr, err)
+	}
+	addr := peer.Addr().Unmap()
+	if !within(addr, trusted) {
+		return addr, nil
+	}
+	var hops []string
+	for _, line := range r.Header.Values("X-Forwarded-For") {
+		hops = append(hops, strings.Split(line, ",")...)
+	}
+	for i := len(hops) - 1; i >= 0 && within(addr, trusted); i-- {
+		hop, ok := parseHop(strings.TrimSpace(hops[i]))
+		if !ok {
+			break
+		}
+		addr = hop
+	}
+	return addr, nil
+}
+
+// parseHop reads one X-Forwarded-For entry: an address, with or without a
+// port ("203.0.113.7", "203.0.113.7:4711", "[2001:db8::1]:4711").
+func parseHop(s string) (netip.Addr, bool) {
+	if a, err := netip.ParseAddr(s); err == nil {
+		return a.Unmap(), true
+	}
+	if ap, err := netip.ParseAddrPort(s); err == nil {
+		return ap.Addr().Unmap(), true
+	}
+	return netip.Addr{}, false
+}
+
+func within(a netip.Addr, prefixes []netip.Prefix) bool {
+	for _, p := range prefixes {
+		if p.Contains(a) {
+			return true
+		}
+	}
+	return false
+}
+
+// ParsePrefixes reads addresses and CIDR prefixes ("10.0.0.0/8",
+// "127.0.0.1", "::1"); an address is a prefix of its full length.
+func ParsePrefixes(list ...string) ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for _, s := range list {
+		s = strings.TrimSpace(s)
+		if p, err := netip.ParsePrefix(s); err == nil {
+			out = append(out, p.Masked())
+			continue
+		}
+		a, err := netip.ParseAddr(s)
+		if err != nil {
+			return nil, fmt.Errorf("clientip: %q is neither an address nor a CIDR prefix", s)
+		}
+		out = append(out, netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen()))
+	}
+	return out, nil
+}
