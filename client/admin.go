@@ -113,7 +113,7 @@ type BackupInfo struct {
 
 // Backup writes a backup file of a node's state to w.
 func (c *Client) Backup(ctx context.Context, w io.Writer) (BackupInfo, error) {
-	resp, err := c.stream(ctx, http.MethodGet, "/v1/snapshot", nil)
+	resp, err := c.stream(ctx, http.MethodGet, "/v1/snapshot", nil, 0)
 	if err != nil {
 		return BackupInfo{}, err
 	}
@@ -133,11 +133,13 @@ type RestoreResult struct {
 	LimitsDigest  string `json:"limits_digest"`
 }
 
-// Restore replaces the cluster's state with the backup file in r. A node
-// that is not the leader answers with the leader's address, where it is
-// sent again (r is read from its start each time).
-func (c *Client) Restore(ctx context.Context, r io.ReadSeeker) (RestoreResult, error) {
-	resp, err := c.stream(ctx, http.MethodPost, "/v1/snapshot", r)
+// Restore replaces the cluster's state with the backup file of size bytes
+// in r. A node that is not the leader answers with the leader's address,
+// where it is sent again, read afresh (r must allow reads at once from
+// several offsets, as an *os.File and a *bytes.Reader do: the first
+// attempt's transport may still be reading when the second starts).
+func (c *Client) Restore(ctx context.Context, r io.ReaderAt, size int64) (RestoreResult, error) {
+	resp, err := c.stream(ctx, http.MethodPost, "/v1/snapshot", r, size)
 	if err != nil {
 		return RestoreResult{}, err
 	}
@@ -152,21 +154,21 @@ func (c *Client) Restore(ctx context.Context, r io.ReadSeeker) (RestoreResult, e
 	return out, nil
 }
 
-// stream sends a request whose body (if any) is read from r, and returns a
-// 200 answer to be read by the caller; any other answer is an *Error. It
-// tries the addresses in turn as do does, and follows a redirect to the
-// leader once.
-func (c *Client) stream(ctx context.Context, method, path string, body io.ReadSeeker) (*http.Response, error) {
+// stream sends a request whose body (if any) is the size bytes of body,
+// and returns a 200 answer to be read by the caller; any other answer is an
+// *Error. It tries the addresses in turn as do does, and follows a redirect
+// to the leader once.
+func (c *Client) stream(ctx context.Context, method, path string, body io.ReaderAt, size int64) (*http.Response, error) {
 	var lastErr error
 	for _, addr := range c.addrs {
-		resp, err := c.send(ctx, method, addr+path, body)
+		resp, err := c.send(ctx, method, addr+path, body, size)
 		if err != nil && isDialError(err) {
 			lastErr = err
 			continue
 		}
 		if err == nil && resp.StatusCode == http.StatusTemporaryRedirect && resp.Header.Get("Location") != "" {
 			resp.Body.Close()
-			resp, err = c.send(ctx, method, resp.Header.Get("Location"), body)
+			resp, err = c.send(ctx, method, resp.Header.Get("Location"), body, size)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("limitnode: %s %s: %w", method, path, err)
@@ -185,23 +187,13 @@ func (c *Client) stream(ctx context.Context, method, path string, body io.ReadSe
 	return nil, fmt.Errorf("%w: %w", ErrUnreachable, lastErr)
 }
 
-// send sends one request to target with body read from its start, without
-// following redirects or bounding its time (a backup may take longer than
-// a call): ctx does.
-func (c *Client) send(ctx context.Context, method, target string, body io.ReadSeeker) (*http.Response, error) {
+// send sends one request to target with the size bytes of body (none if
+// nil), read through a reader of its own, without following redirects or
+// bounding its time (a backup may take longer than a call): ctx does.
+func (c *Client) send(ctx context.Context, method, target string, body io.ReaderAt, size int64) (*http.Response, error) {
 	var reader io.Reader
-	size := int64(0)
 	if body != nil {
-		var err error
-		if size, err = body.Seek(0, io.SeekEnd); err != nil {
-			return nil, err
-		}
-		if _, err := body.Seek(0, io.SeekStart); err != nil {
-			return nil, err
-		}
-		// Hidden behind a plain Reader: the transport closes a body that
-		// is a Closer, and a redirect sends this one again.
-		reader = struct{ io.Reader }{body}
+		reader = io.NewSectionReader(body, 0, size)
 	}
 	req, err := http.NewRequestWithContext(ctx, method, target, reader)
 	if err != nil {

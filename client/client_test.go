@@ -1,8 +1,11 @@
 package client_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"reflect"
@@ -56,5 +59,35 @@ func TestClientWithNoReachableNode(t *testing.T) {
 	_, err := client.New(nil, "127.0.0.1:1").Cluster(context.Background())
 	if !errors.Is(err, client.ErrUnreachable) {
 		t.Fatalf("err = %v, want ErrUnreachable", err)
+	}
+}
+
+// TestRestoreSentAgainToTheLeaderIsWhole: a follower answers a restore with
+// a redirect before it has read the body; the file sent to the leader must
+// still arrive whole, though the first attempt's transport may still be
+// reading its copy.
+func TestRestoreSentAgainToTheLeaderIsWhole(t *testing.T) {
+	t.Parallel()
+	file := bytes.Repeat([]byte("0123456789abcdef"), 1<<20) // 16 MiB
+	leader := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got, err := io.ReadAll(r.Body)
+		if err != nil || !bytes.Equal(got, file) {
+			w.WriteHeader(http.StatusBadRequest)
+			fmt.Fprintf(w, `{"error":"got %d bytes (%v), want %d","code":"invalid_argument"}`, len(got), err, len(file))
+			return
+		}
+		_, _ = io.WriteString(w, `{"backup_index":7,"restored_index":12,"limits_digest":"ab"}`)
+	}))
+	defer leader.Close()
+	follower := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Location", leader.URL+"/v1/snapshot")
+		w.WriteHeader(http.StatusTemporaryRedirect)
+	}))
+	defer follower.Close()
+	c := client.New(nil, follower.URL)
+	for i := range 5 {
+		if _, err := c.Restore(context.Background(), bytes.NewReader(file), int64(len(file))); err != nil {
+			t.Fatalf("attempt %d: %v", i, err)
+		}
 	}
 }

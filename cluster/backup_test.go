@@ -56,7 +56,7 @@ func TestBackupUnderLoadRestoresIntoANewCluster(t *testing.T) {
 		"empty":     nil,
 	}
 	for name, data := range bad {
-		_, err := dstClient.Restore(ctx, bytes.NewReader(data))
+		_, err := dstClient.Restore(ctx, bytes.NewReader(data), int64(len(data)))
 		var apiErr *client.Error
 		if !errors.As(err, &apiErr) || apiErr.StatusCode != 400 {
 			t.Errorf("a %s file: %v, want a 400", name, err)
@@ -68,7 +68,7 @@ func TestBackupUnderLoadRestoresIntoANewCluster(t *testing.T) {
 
 	// Through a follower: it answers with the leader's address, which the
 	// client follows.
-	res, err := dstClient.Restore(ctx, bytes.NewReader(file.Bytes()))
+	res, err := dstClient.Restore(ctx, bytes.NewReader(file.Bytes()), int64(file.Len()))
 	if err != nil {
 		t.Fatalf("restore: %v", err)
 	}

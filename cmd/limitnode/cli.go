@@ -49,12 +49,12 @@ type remoteFlags struct {
 	timeout         time.Duration
 }
 
-func (f *remoteFlags) add(fs *flag.FlagSet, getenv func(string) string) {
+func (f *remoteFlags) add(fs *flag.FlagSet, getenv func(string) string, timeout time.Duration) {
 	fs.StringVar(&f.addr, "addr", or(getenv("LIMITNODE_ADDR"), "127.0.0.1:7070"), "HTTP addresses of nodes, comma-separated, tried in turn (env LIMITNODE_ADDR)")
 	fs.StringVar(&f.token, "token", getenv("LIMITNODE_TOKEN"), "API token (env LIMITNODE_TOKEN)")
 	fs.StringVar(&f.ca, "ca", getenv("LIMITNODE_CA"), "PEM CA to trust for HTTPS; addresses without a scheme are then https:// (env LIMITNODE_CA)")
 	fs.BoolVar(&f.json, "json", false, "print the API's JSON answer instead of a table")
-	fs.DurationVar(&f.timeout, "timeout", 10*time.Second, "how long to wait for an answer")
+	fs.DurationVar(&f.timeout, "timeout", timeout, "how long to wait for the whole answer; 0 for no limit")
 }
 
 func or(v, def string) string {
@@ -95,13 +95,24 @@ func (f *remoteFlags) remote(stdout io.Writer) (*remote, error) {
 type runRemote func(ctx context.Context, r *remote, args []string) error
 
 // remoteCommand makes a cluster subcommand: build adds the command's own
-// flags to fs (fresh for each run) and returns its work.
+// flags to fs (fresh for each run) and returns its work, which gets 10 s
+// by default (-timeout).
 func remoteCommand(name, usage string, build func(fs *flag.FlagSet) runRemote) subcommand {
+	return timedCommand(name, usage, 10*time.Second, build)
+}
+
+// backupTransferCommand is remoteCommand for a command that moves a backup, which
+// may take long: no time limit unless -timeout gives one.
+func backupTransferCommand(name, usage string, build func(fs *flag.FlagSet) runRemote) subcommand {
+	return timedCommand(name, usage, 0, build)
+}
+
+func timedCommand(name, usage string, timeout time.Duration, build func(fs *flag.FlagSet) runRemote) subcommand {
 	return func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		fs := flag.NewFlagSet("limitnode "+name, flag.ContinueOnError)
 		fs.SetOutput(stderr)
 		var rf remoteFlags
-		rf.add(fs, os.Getenv)
+		rf.add(fs, os.Getenv, timeout)
 		run := build(fs)
 		fs.Usage = func() {
 			fmt.Fprintf(stderr, "Usage: limitnode %s\n\n", usage)
@@ -115,8 +126,11 @@ func remoteCommand(name, usage string, build func(fs *flag.FlagSet) runRemote) s
 		if err != nil {
 			return err
 		}
-		ctx, cancel := context.WithTimeout(ctx, r.timeout)
-		defer cancel()
+		if r.timeout > 0 {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, r.timeout)
+			defer cancel()
+		}
 		return run(ctx, r, positional)
 	}
 }

@@ -164,7 +164,7 @@ func (r *remote) policies(ps []client.Policy) error {
 	return r.table("NAME\tLIMIT\tOVERRIDES\tKEY TEMPLATE\tSHADOW\tSHADOW DENIED", rows)
 }
 
-var backupCommand = remoteCommand("backup", "backup -o FILE [flags]", func(fs *flag.FlagSet) runRemote {
+var backupCommand = backupTransferCommand("backup", "backup -o FILE [flags]", func(fs *flag.FlagSet) runRemote {
 	out := fs.String("o", "", "the file to write the backup to")
 	return func(ctx context.Context, r *remote, args []string) error {
 		if err := wantArgs(args, 0, "no arguments (give -o FILE)"); err != nil {
@@ -196,7 +196,7 @@ var backupCommand = remoteCommand("backup", "backup -o FILE [flags]", func(fs *f
 	}
 })
 
-var restoreCommand = remoteCommand("restore", "restore FILE [flags]", noFlags(func(ctx context.Context, r *remote, args []string) error {
+var restoreCommand = backupTransferCommand("restore", "restore FILE [flags]", noFlags(func(ctx context.Context, r *remote, args []string) error {
 	if err := wantArgs(args, 1, "FILE"); err != nil {
 		return err
 	}
@@ -205,7 +205,11 @@ var restoreCommand = remoteCommand("restore", "restore FILE [flags]", noFlags(fu
 		return err
 	}
 	defer f.Close()
-	res, err := r.client.Restore(ctx, f)
+	stat, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	res, err := r.client.Restore(ctx, f, stat.Size())
 	if err != nil {
 		return err
 	}
