@@ -27,7 +27,8 @@ ENV LIMITNODE_DATA=/data \
 VOLUME /data
 EXPOSE 7070 7071
 # limitnode health asks 127.0.0.1:7070/readyz: healthy once the node is a
-# member that knows its leader.
+# member that knows its leader. With another -http port, or HTTPS, set
+# LIMITNODE_ADDR (https://127.0.0.1:PORT) and LIMITNODE_CA for it.
 HEALTHCHECK --interval=10s --timeout=5s --start-period=30s --retries=3 \
   CMD ["/usr/local/bin/limitnode", "health", "-timeout", "3s"]
 ENTRYPOINT ["/usr/local/bin/limitnode"]

@@ -62,7 +62,7 @@ func parseConfig(args []string, getenv func(string) string, output io.Writer) (c
 	fs.SetOutput(output)
 	fs.StringVar(&c.id, "id", "node1", "node ID, unique in the cluster")
 	fs.StringVar(&c.httpAddr, "http", "127.0.0.1:7070", "HTTP listen address")
-	fs.StringVar(&c.advertiseHTTP, "advertise-http", "", "the HTTP address other members and clients reach this node at (default: -http, with -raft's host in place of 0.0.0.0 or ::)")
+	fs.StringVar(&c.advertiseHTTP, "advertise-http", "", "the HTTP address other members and clients reach this node at (default: -http, with the host of -advertise-raft, else -raft, in place of 0.0.0.0 or ::)")
 	fs.StringVar(&c.raftAddr, "raft", "127.0.0.1:7071", "Raft listen address (also the advertised one unless -advertise-raft is given)")
 	fs.StringVar(&c.advertiseRaft, "advertise-raft", "", "the Raft address other members reach this node at, e.g. a stable DNS name (needed when -raft listens on 0.0.0.0)")
 	fs.StringVar(&c.dataDir, "data", "./limitnode-data", "data directory (Raft log, stable store, snapshots)")
@@ -125,6 +125,9 @@ func parseConfig(args []string, getenv func(string) string, output io.Writer) (c
 	}
 	if c.expect > 0 && strings.TrimSpace(c.join) == "" {
 		return c, &usageError{"-bootstrap-expect needs -join naming every node of the new cluster"}
+	}
+	if n := len(strings.FieldsFunc(c.join, func(r rune) bool { return r == ',' })); c.expect > 0 && n > c.expect {
+		return c, &usageError{fmt.Sprintf("-join names %d addresses but -bootstrap-expect is %d: name the nodes of the new cluster, and only those", n, c.expect)}
 	}
 	if err := c.security.check(); err != nil {
 		return c, err

@@ -33,22 +33,31 @@ type invocation struct {
 	env  map[string]string
 }
 
-// config parses the invocation as the binary would.
+// config parses the invocation as the binary would; a variable the binary
+// never reads (a misspelt LIMITNODE_ name) is an error too, since the
+// binary would silently run without it.
 func (inv invocation) config(t *testing.T) config {
 	t.Helper()
 	var said bytes.Buffer
-	c, err := parseConfig(inv.args, env(inv.env), &said)
+	read := map[string]bool{}
+	getenv := func(name string) string { read[name] = true; return inv.env[name] }
+	c, err := parseConfig(inv.args, getenv, &said)
 	if err != nil {
 		first, _, _ := strings.Cut(said.String(), "\n")
 		t.Fatalf("%s: the binary refuses %q with %v: %v %s", inv.name, inv.args, inv.env, err, first)
 	}
+	for name := range inv.env {
+		if !read[name] {
+			t.Fatalf("%s: the binary has no flag for %s", inv.name, name)
+		}
+	}
 	return c
 }
 
-// localNodes starts the invocations on this machine: every host:port in
-// hosts (a service or pod name) becomes a 127.0.0.1 address, each node's
-// own listen addresses become its local ones, and its data directory a
-// temporary one. It returns the nodes' HTTP addresses and waits for one
+// localNodes starts the invocations on this machine: every service or pod
+// name:port (httpOf, raftOf) becomes localhost with a free port, each
+// node's own listen addresses become 127.0.0.1 with those ports, and its
+// data directory a temporary one. It returns the nodes' HTTP addresses and waits for one
 // cluster of all of them.
 func localNodes(t *testing.T, ctx context.Context, invs []invocation, httpOf, raftOf func(i int) string) []running {
 	t.Helper()
@@ -56,7 +65,8 @@ func localNodes(t *testing.T, ctx context.Context, invs []invocation, httpOf, ra
 	localHTTP, localRaft := make([]string, len(invs)), make([]string, len(invs))
 	for i := range invs {
 		localHTTP[i], localRaft[i] = freeAddr(t), freeAddr(t)
-		locals[httpOf(i)], locals[raftOf(i)] = localHTTP[i], localRaft[i]
+		// The others know the node by a name, as in the deployment.
+		locals[httpOf(i)], locals[raftOf(i)] = "localhost:"+portOf(t, localHTTP[i]), "localhost:"+portOf(t, localRaft[i])
 	}
 	var pairs []string
 	for from, to := range locals {
@@ -123,6 +133,7 @@ type dockerfile struct {
 	build       string // the RUN line that builds the binary
 	env         map[string]string
 	user        string
+	chowned     map[string]string // COPY destination to its --chown owner
 	volumes     []string
 	expose      []string
 	healthcheck []string
@@ -153,8 +164,15 @@ func readDockerfile(t *testing.T) dockerfile {
 		rest = strings.TrimSpace(rest)
 		switch instr {
 		case "FROM":
-			d = dockerfile{env: map[string]string{}, build: d.build}
+			d = dockerfile{env: map[string]string{}, chowned: map[string]string{}, build: d.build}
 			d.finalFrom = rest
+		case "COPY":
+			fields := strings.Fields(rest)
+			for _, f := range fields {
+				if owner, ok := strings.CutPrefix(f, "--chown="); ok {
+					d.chowned[fields[len(fields)-1]] = owner
+				}
+			}
 		case "RUN":
 			if strings.Contains(rest, "go build") {
 				d.build = rest
@@ -181,13 +199,16 @@ func readDockerfile(t *testing.T) dockerfile {
 			d.healthcheck = execForm("HEALTHCHECK CMD", cmd)
 		case "ENTRYPOINT":
 			d.entrypoint = execForm("ENTRYPOINT", rest)
-		case "WORKDIR", "COPY", "CMD", "ARG", "LABEL":
+		case "WORKDIR", "CMD", "ARG", "LABEL":
 		default:
 			t.Fatalf("Dockerfile: instruction %s is not one this test reads", instr)
 		}
 	}
 	return d
 }
+
+// imageUID is the user distroless's nonroot images run as.
+const imageUID = "65532"
 
 // TestDockerfile: a static build, a distroless final image as a non-root
 // user, /data the data directory and a volume, the node's ports exposed,
@@ -213,6 +234,11 @@ func TestDockerfile(t *testing.T) {
 	c := node.config(t)
 	if !slices.Equal(d.volumes, []string{c.dataDir}) || c.dataDir != "/data" {
 		t.Errorf("VOLUME %q, data directory %s: want /data for both", d.volumes, c.dataDir)
+	}
+	// distroless's nonroot user is 65532; a new volume takes the owner of
+	// its mount point in the image, which must be that user.
+	if owner := d.chowned[c.dataDir]; d.user != "nonroot:nonroot" || owner != imageUID+":"+imageUID {
+		t.Errorf("USER %s, %s owned by %q: the data directory must belong to the user the image runs as (%s)", d.user, c.dataDir, owner, imageUID)
 	}
 	if !slices.Contains(d.expose, portOf(t, c.httpAddr)) || !slices.Contains(d.expose, portOf(t, c.raftAddr)) {
 		t.Errorf("EXPOSE %q lacks the HTTP (%s) or Raft (%s) port", d.expose, c.httpAddr, c.raftAddr)
@@ -353,6 +379,11 @@ type k8sDoc struct {
 				Labels map[string]string `yaml:"labels"`
 			} `yaml:"metadata"`
 			Spec struct {
+				SecurityContext struct {
+					RunAsNonRoot bool `yaml:"runAsNonRoot"`
+					RunAsUser    int  `yaml:"runAsUser"`
+					FSGroup      int  `yaml:"fsGroup"`
+				} `yaml:"securityContext"`
 				Containers []k8sContainer `yaml:"containers"`
 			} `yaml:"spec"`
 		} `yaml:"template"`
@@ -453,6 +484,9 @@ func TestKubernetesManifests(t *testing.T) {
 				t.Errorf("%s %s selects %s=%s, which the pods lack", d.Kind, d.Metadata.Name, k, v)
 			}
 		}
+	}
+	if sc := sts.Spec.Template.Spec.SecurityContext; !sc.RunAsNonRoot || fmt.Sprint(sc.RunAsUser) != imageUID || fmt.Sprint(sc.FSGroup) != imageUID {
+		t.Errorf("pod securityContext %+v: run as the image's user %s, with the volume's group %s so that it can write", sc, imageUID, imageUID)
 	}
 	if sts.Spec.PodManagementPolicy != "Parallel" {
 		t.Errorf("podManagementPolicy %q: the first pod would wait for a readiness that needs the others", sts.Spec.PodManagementPolicy)

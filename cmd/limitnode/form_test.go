@@ -100,7 +100,8 @@ func formOnce(t *testing.T, round int) {
 
 // TestBootstrapExpectWaitsForTheLastNode: with two of three nodes started,
 // they find each other and no cluster forms; the third makes one; a node
-// restarted with the same flags goes back to its cluster.
+// restarted with the same flags goes back to its cluster; a node rebuilt
+// with no state on another Raft port joins in its own place.
 func TestBootstrapExpectWaitsForTheLastNode(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -109,7 +110,8 @@ func TestBootstrapExpectWaitsForTheLastNode(t *testing.T) {
 	// The two that start first are the ones with the highest IDs: the one
 	// that will form the cluster is missing.
 	n2, logs2 := startLogged(t, ctx, e.args(1))
-	n3, logs3 := startLogged(t, ctx, e.args(2))
+	ctx3, stop3 := context.WithCancel(ctx)
+	n3, logs3 := startLogged(t, ctx3, e.args(2))
 	waitFor(t, "the two nodes to find each other", func() bool {
 		return strings.Contains(logs2.String(), "nodes=n2,n3") && strings.Contains(logs3.String(), "nodes=n2,n3")
 	})
@@ -138,6 +140,14 @@ func TestBootstrapExpectWaitsForTheLastNode(t *testing.T) {
 	if l := logs1.String(); !strings.Contains(l, "ignored: this node restarts into the cluster it belonged to") || strings.Contains(l, "formed a new cluster") {
 		t.Fatalf("restarted node's log:\n%s", l)
 	}
+
+	stop3()
+	if err := <-n3.done; err != nil {
+		t.Fatalf("n3 stopped with %v", err)
+	}
+	e.rafts[2], e.dirs[2] = freeAddr(t), t.TempDir()
+	n3 = startNode(t, ctx, e.args(2), nil)
+	waitFor(t, "the rebuilt node in its own place", func() bool { return e.oneCluster(ctx, n1.addr, n2.addr, n3.addr) })
 }
 
 func getStatus(t *testing.T, url string) int {

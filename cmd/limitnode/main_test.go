@@ -67,6 +67,7 @@ func TestParseConfig(t *testing.T) {
 			}),
 		},
 		{name: "-bootstrap-expect without -join is an error", args: []string{"-bootstrap-expect", "3"}, wantErr: true},
+		{name: "-join naming more nodes than -bootstrap-expect is an error", args: []string{"-bootstrap-expect", "2", "-join", "a:7070,b:7070,c:7070"}, wantErr: true},
 		{name: "a negative -bootstrap-expect is an error", args: []string{"-bootstrap-expect", "-1", "-join", "a:7070"}, wantErr: true},
 		{name: "raft on every interface without -advertise-raft is an error", args: []string{"-raft", ":7071"}, wantErr: true},
 		{name: "a bad variable is an error", env: map[string]string{"LIMITNODE_JOIN_TIMEOUT": "forever"}, wantErr: true},

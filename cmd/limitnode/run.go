@@ -122,11 +122,20 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 			if err != nil || !formed || len(policies) == 0 {
 				return
 			}
-			if err := seedPolicies(formCtx, node, policies); err != nil {
-				logger.Error("storing the policies of the policy file failed", "file", c.policiesFile, "err", err)
-				return
+			// Storing a policy again is harmless: try until it holds.
+			for {
+				err := seedPolicies(formCtx, node, policies)
+				if err == nil {
+					logger.Info("stored the policies of the policy file", "count", len(policies), "file", c.policiesFile)
+					return
+				}
+				logger.Error("storing the policies of the policy file failed; trying again", "file", c.policiesFile, "err", err)
+				select {
+				case <-formCtx.Done():
+					return
+				case <-time.After(time.Second):
+				}
 			}
-			logger.Info("stored the policies of the policy file", "count", len(policies), "file", c.policiesFile)
 		})
 	case len(joinAddrs) > 0:
 		if err := joinCluster(ctx, logger, joinAddrs, joinOpts, self, c.joinTimeout); err != nil {
