@@ -4,17 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 
 	"github.com/limitnode/limitnode/client"
+	"github.com/limitnode/limitnode/internal/limitcheck"
 )
-
-// admitted is what the middleware leaves in the context of a request it let
-// through, for Charge.
-type admitted struct {
-	limiter *Limiter
-	checks  []Check
-	request client.AllowRequest
-}
 
 type admittedKey struct{}
 
@@ -33,20 +27,13 @@ var ErrNotAdmitted = errors.New("middleware: the context is not that of a reques
 // handler that may cost less than it charged up front should charge the
 // least up front and the rest with Charge.
 func Charge(ctx context.Context, name string, extra int64) (client.GuardDecision, error) {
-	a, ok := ctx.Value(admittedKey{}).(*admitted)
+	a, ok := ctx.Value(admittedKey{}).(*limitcheck.Admitted[*http.Request])
 	if !ok {
 		return client.GuardDecision{}, ErrNotAdmitted
 	}
-	if extra <= 0 {
-		return client.GuardDecision{}, fmt.Errorf("middleware: Charge of %d: extra must be positive", extra)
+	d, err := a.Charge(ctx, name, extra)
+	if err != nil {
+		return d, fmt.Errorf("middleware: %w", err)
 	}
-	for i, c := range a.checks {
-		if c.Name != name {
-			continue
-		}
-		check := a.request.Checks[i]
-		check.Cost = &extra
-		return a.limiter.decide(ctx, client.AllowRequest{Checks: []client.Check{check}})
-	}
-	return client.GuardDecision{}, fmt.Errorf("middleware: no check named %q on this route", name)
+	return d, err
 }

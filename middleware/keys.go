@@ -2,13 +2,12 @@ package middleware
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"net/netip"
-	"strings"
 
 	"github.com/limitnode/limitnode/internal/clientip"
+	"github.com/limitnode/limitnode/internal/limitcheck"
 )
 
 // KeyFunc returns what a request contributes to a limit's key: an API key,
@@ -19,7 +18,7 @@ type KeyFunc func(r *http.Request) (string, error)
 
 // ErrNoKey is a KeyFunc's error for a request that lacks the part of the
 // key it reads. By default such a request is answered 401.
-var ErrNoKey = errors.New("the request lacks what its rate limit is keyed by")
+var ErrNoKey = limitcheck.ErrNoKey
 
 // Const is the same part for every request: the name of a shared (global)
 // bucket, or a prefix that keeps one check's keys apart from another's.
@@ -76,20 +75,9 @@ func Route() KeyFunc {
 // Join makes a key of several parts, in order, separated by "|" (a "|" or
 // "\" within a part is escaped, so different parts never make one key).
 func Join(parts ...KeyFunc) KeyFunc {
-	return func(r *http.Request) (string, error) {
-		var b strings.Builder
-		for i, part := range parts {
-			v, err := part(r)
-			if err != nil {
-				return "", err
-			}
-			if i > 0 {
-				b.WriteByte('|')
-			}
-			keyEscaper.WriteString(&b, v)
-		}
-		return b.String(), nil
+	funcs := make([]func(*http.Request) (string, error), len(parts))
+	for i, p := range parts {
+		funcs[i] = p
 	}
+	return limitcheck.Join(funcs...)
 }
-
-var keyEscaper = strings.NewReplacer(`\`, `\\`, `|`, `\|`)

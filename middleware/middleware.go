@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/limitnode/limitnode/client"
+	"github.com/limitnode/limitnode/internal/limitcheck"
 )
 
 // Check is one limit a request is counted against. The checks of a request
@@ -66,39 +67,13 @@ type Options struct {
 
 // Limiter is the middleware: Wrap a handler with it.
 type Limiter struct {
-	guard  *client.Guard
-	opts   Options
-	routes map[string]*route
-	dflt   *route
+	decider limitcheck.Decider
+	opts    Options
+	routes  map[string]*checkList
+	dflt    *checkList
 }
 
-// route is a list of checks made ready once: each check's cost is given
-// by address to every request.
-type route struct {
-	checks []Check
-	costs  []int64
-}
-
-func newRoute(checks []Check) *route {
-	rt := &route{checks: checks, costs: make([]int64, len(checks))}
-	for i, c := range checks {
-		rt.costs[i] = max(c.Cost, 1)
-	}
-	return rt
-}
-
-// request turns the route's checks into one multi-check request for r.
-func (rt *route) request(r *http.Request) (client.AllowRequest, error) {
-	req := client.AllowRequest{Checks: make([]client.Check, len(rt.checks))}
-	for i, c := range rt.checks {
-		key, err := c.Key(r)
-		if err != nil {
-			return client.AllowRequest{}, err
-		}
-		req.Checks[i] = client.Check{Key: key, Limit: c.Limit, Policy: c.Policy, Cost: &rt.costs[i]}
-	}
-	return req, nil
-}
+type checkList = limitcheck.List[*http.Request]
 
 // New returns a Limiter that asks guard. It refuses Options with a check
 // that has no key, both or neither of Limit and Policy, a negative cost, or
@@ -107,24 +82,14 @@ func New(guard *client.Guard, opts Options) (*Limiter, error) {
 	if guard == nil {
 		return nil, errors.New("middleware: a client.Guard is required")
 	}
-	lists := map[string][]Check{"Default": opts.Default}
-	for pattern, checks := range opts.Routes {
-		lists[fmt.Sprintf("Routes[%q]", pattern)] = checks
+	l := &Limiter{routes: map[string]*checkList{}}
+	var err error
+	if l.dflt, err = newCheckList("Default", opts.Default); err != nil {
+		return nil, err
 	}
-	for where, checks := range lists {
-		names := map[string]bool{}
-		for i, c := range checks {
-			switch {
-			case c.Key == nil:
-				return nil, fmt.Errorf("middleware: %s[%d]: Key is required", where, i)
-			case (c.Limit == nil) == (c.Policy == ""):
-				return nil, fmt.Errorf("middleware: %s[%d]: give exactly one of Limit and Policy", where, i)
-			case c.Cost < 0:
-				return nil, fmt.Errorf("middleware: %s[%d]: Cost must not be negative", where, i)
-			case c.Name != "" && names[c.Name]:
-				return nil, fmt.Errorf("middleware: %s[%d]: Name %q is used twice", where, i, c.Name)
-			}
-			names[c.Name] = true
+	for pattern, checks := range opts.Routes {
+		if l.routes[pattern], err = newCheckList(fmt.Sprintf("Routes[%q]", pattern), checks); err != nil {
+			return nil, err
 		}
 	}
 	if opts.OnKeyError == nil {
@@ -136,11 +101,20 @@ func New(guard *client.Guard, opts Options) (*Limiter, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	l := &Limiter{guard: guard, opts: opts, routes: map[string]*route{}, dflt: newRoute(opts.Default)}
-	for pattern, checks := range opts.Routes {
-		l.routes[pattern] = newRoute(checks)
-	}
+	l.opts, l.decider = opts, limitcheck.Decider{Guard: guard, Timeout: opts.Timeout}
 	return l, nil
+}
+
+func newCheckList(where string, checks []Check) (*checkList, error) {
+	shared := make([]limitcheck.Check[*http.Request], len(checks))
+	for i, c := range checks {
+		shared[i] = limitcheck.Check[*http.Request]{Name: c.Name, Key: c.Key, Limit: c.Limit, Policy: c.Policy, Cost: c.Cost}
+	}
+	list, err := limitcheck.NewList(where, shared)
+	if err != nil {
+		return nil, fmt.Errorf("middleware: %w", err)
+	}
+	return list, nil
 }
 
 // Wrap returns next behind the limits.
@@ -150,26 +124,26 @@ func (l *Limiter) Wrap(next http.Handler) http.Handler {
 		if pattern == "" && l.opts.Mux != nil {
 			_, pattern = l.opts.Mux.Handler(r)
 		}
-		rt, ok := l.routes[pattern]
+		checks, ok := l.routes[pattern]
 		if !ok {
-			rt = l.dflt
+			checks = l.dflt
 		}
-		if len(rt.checks) == 0 {
+		if checks.Empty() {
 			next.ServeHTTP(w, r)
 			return
 		}
 		// One shallow copy: it knows its pattern (for Route) and carries
 		// what Charge needs to the handler.
-		a := &admitted{limiter: l, checks: rt.checks}
+		a := &limitcheck.Admitted[*http.Request]{Decider: l.decider, Checks: checks}
 		routed := r.WithContext(context.WithValue(r.Context(), admittedKey{}, a))
 		routed.Pattern = pattern
-		req, err := rt.request(routed)
+		req, err := checks.Request(routed)
 		if err != nil {
 			l.opts.OnKeyError(w, r, err)
 			return
 		}
-		a.request = req
-		d, err := l.decide(r.Context(), req)
+		a.Request = req
+		d, err := l.decider.Decide(r.Context(), req)
 		if err != nil {
 			l.opts.Logger.Error("the cluster refused the middleware's checks as invalid: fix the middleware's Options", "pattern", pattern, "err", err)
 			writeJSONError(w, http.StatusInternalServerError, "internal", "the rate limit of this route is misconfigured")
@@ -179,15 +153,9 @@ func (l *Limiter) Wrap(next http.Handler) http.Handler {
 			writeDenial(w, d)
 			return
 		}
-		copyHeaders(w.Header(), d, false)
+		setHeaders(w.Header(), d, false)
 		next.ServeHTTP(w, routed)
 	})
-}
-
-func (l *Limiter) decide(ctx context.Context, req client.AllowRequest) (client.GuardDecision, error) {
-	ctx, cancel := context.WithTimeout(ctx, l.opts.Timeout)
-	defer cancel()
-	return l.guard.Allow(ctx, req)
 }
 
 // answerKeyError is the default Options.OnKeyError.

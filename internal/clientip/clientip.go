@@ -12,26 +12,33 @@ import (
 	"strings"
 )
 
-// Of returns the client address of r. With no trusted prefixes it is the
-// connecting peer's address, whatever the headers say: X-Forwarded-For is
-// whatever the client wrote. When the peer is within a trusted prefix, the
-// X-Forwarded-For entries (all the header's lines, in order) are walked
-// from the right: each entry is the client of the hop after it, and the
-// walk stops at the first address that is not trusted, which is the
-// answer. An entry that is not an address ends the walk at the trusted hop
-// that passed it on (so a malformed header never yields an address the
-// client chose). IPv4-mapped IPv6 addresses count as IPv4.
+// Of returns the client address of r: Resolve of its peer and its
+// X-Forwarded-For header lines.
 func Of(r *http.Request, trusted []netip.Prefix) (netip.Addr, error) {
-	peer, err := netip.ParseAddrPort(r.RemoteAddr)
+	return Resolve(r.RemoteAddr, r.Header.Values("X-Forwarded-For"), trusted)
+}
+
+// Resolve returns the client address behind peer (host:port), given the
+// X-Forwarded-For lines that came with the call. With no trusted prefixes
+// it is the peer's address, whatever the lines say: X-Forwarded-For is
+// whatever the client wrote. When the peer is within a trusted prefix, the
+// entries (all the lines', in order) are walked from the right: each entry
+// is the client of the hop after it, and the walk stops at the first
+// address that is not trusted, which is the answer. An entry that is not an
+// address ends the walk at the trusted hop that passed it on (so a
+// malformed header never yields an address the client chose).
+// IPv4-mapped IPv6 addresses count as IPv4.
+func Resolve(peer string, forwardedFor []string, trusted []netip.Prefix) (netip.Addr, error) {
+	ap, err := netip.ParseAddrPort(peer)
 	if err != nil {
-		return netip.Addr{}, fmt.Errorf("clientip: peer address %q: %w", r.RemoteAddr, err)
+		return netip.Addr{}, fmt.Errorf("clientip: peer address %q: %w", peer, err)
 	}
-	addr := peer.Addr().Unmap()
+	addr := ap.Addr().Unmap()
 	if !within(addr, trusted) {
 		return addr, nil
 	}
 	var hops []string
-	for _, line := range r.Header.Values("X-Forwarded-For") {
+	for _, line := range forwardedFor {
 		hops = append(hops, strings.Split(line, ",")...)
 	}
 	for i := len(hops) - 1; i >= 0 && within(addr, trusted); i-- {
