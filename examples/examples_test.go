@@ -4,6 +4,7 @@ package examples_test
 
 import (
 	"bufio"
+	"context"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
@@ -19,6 +20,12 @@ import (
 	"time"
 
 	"github.com/limitnode/limitnode/testcluster"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 )
 
 // snippetSource matches the line that names a snippet's program, a link
@@ -192,4 +199,55 @@ func jwtHS256(t *testing.T, secret, sub string) string {
 	mac := hmac.New(sha256.New, []byte(secret))
 	mac.Write([]byte(signed))
 	return signed + "." + base64.RawURLEncoding.EncodeToString(mac.Sum(nil))
+}
+
+// TestGRPCExampleLimitsPerAPIKey runs the gRPC example against a test
+// cluster: five Check calls a minute per API key, the sixth refused with
+// RESOURCE_EXHAUSTED, another key unaffected, no key UNAUTHENTICATED.
+func TestGRPCExampleLimitsPerAPIKey(t *testing.T) {
+	t.Parallel()
+	c := testcluster.Start(t, 1)
+	c.WaitLeader()
+	if strings.HasPrefix(c.Nodes[0].URL(), "https://") {
+		t.Skip("LIMITNODE_TEST_SECURE: the example talks plain HTTP to the cluster, without a token")
+	}
+	bin := filepath.Join(t.TempDir(), "grpclimit")
+	if out, err := exec.Command("go", "build", "-o", bin, "./grpclimit").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	addr := freeAddr(t)
+	cmd := exec.Command(bin, "-listen", addr, c.Nodes[0].HTTPAddr)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	hc := healthpb.NewHealthClient(conn)
+	call := func(key string) codes.Code {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if key != "" {
+			ctx = metadata.AppendToOutgoingContext(ctx, "x-api-key", key)
+		}
+		_, err := hc.Check(ctx, &healthpb.HealthCheckRequest{}, grpc.WaitForReady(true))
+		return status.Code(err)
+	}
+	for i := range 5 {
+		if code := call("key-1"); code != codes.OK {
+			t.Fatalf("call %d: %v", i+1, code)
+		}
+	}
+	if code := call("key-1"); code != codes.ResourceExhausted {
+		t.Fatalf("sixth call: %v, want ResourceExhausted", code)
+	}
+	if code := call("key-2"); code != codes.OK {
+		t.Fatalf("another key: %v", code)
+	}
+	if code := call(""); code != codes.Unauthenticated {
+		t.Fatalf("no key: %v, want Unauthenticated", code)
+	}
 }
