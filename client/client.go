@@ -165,7 +165,7 @@ func (c *Client) Allow(ctx context.Context, req AllowRequest) (Decision, error) 
 	d.StatusCode, d.Body, d.Header = resp.StatusCode, body, http.Header{}
 	for _, name := range RateLimitHeaders {
 		if v := resp.Header.Values(name); len(v) > 0 {
-			d.Header[name] = v
+			d.Header[http.CanonicalHeaderKey(name)] = v
 		}
 	}
 	d.Leader = resp.Header.Get("X-Limitnode-Leader")

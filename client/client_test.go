@@ -21,6 +21,7 @@ func TestClientAnswers(t *testing.T) {
 		switch r.URL.Path {
 		case "/v1/allow":
 			w.Header().Set("Retry-After", "3")
+			w.Header().Set("RateLimit-Remaining", "0")
 			w.Header().Set("X-Limitnode-Leader", "n1")
 			w.WriteHeader(http.StatusTooManyRequests)
 			_, _ = w.Write([]byte(`{"allowed":false,"limit":5,"remaining":0,"reset_after_ms":9000,"retry_after_ms":2100}`))
@@ -39,7 +40,7 @@ func TestClientAnswers(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := client.Decision{Allowed: false, Limit: 5, ResetAfterMS: 9000, RetryAfterMS: 2100, StatusCode: 429, RetryAfter: 3e9, Leader: "n1"}
-	if got := d; got.Header.Get("Retry-After") != "3" || len(got.Body) == 0 {
+	if got := d; got.Header.Get("Retry-After") != "3" || got.Header.Get("RateLimit-Remaining") != "0" || len(got.Body) == 0 {
 		t.Fatalf("decision headers %v, body %q: want Retry-After 3 and the body as sent", got.Header, got.Body)
 	}
 	d.Header, d.Body = nil, nil

@@ -25,9 +25,18 @@ func writeDenial(w http.ResponseWriter, d client.GuardDecision) {
 }
 
 // setHeaders sets the rate-limit headers of d on h, Retry-After only when
-// withRetry.
+// withRetry. The cluster's, which d.Header holds alone and under their
+// canonical names, are copied as they are.
 func setHeaders(h http.Header, d client.GuardDecision, withRetry bool) {
-	for _, kv := range limitcheck.Headers(d, withRetry) {
-		h.Add(kv.Name, kv.Value)
+	if d.Header == nil {
+		for _, kv := range limitcheck.Headers(d, withRetry) {
+			h.Set(kv.Name, kv.Value)
+		}
+		return
+	}
+	for name, values := range d.Header {
+		if withRetry || name != "Retry-After" {
+			h[name] = values
+		}
 	}
 }

@@ -32,7 +32,7 @@ func Headers(d client.GuardDecision, withRetry bool) []Header {
 		if name == "Retry-After" && !withRetry {
 			continue
 		}
-		for _, v := range d.Header[name] {
+		for _, v := range d.Header.Values(name) {
 			out = append(out, Header{name, v})
 		}
 	}
