@@ -58,8 +58,14 @@ func (a *API) allow(w http.ResponseWriter, r *http.Request) {
 		a.writeClusterError(w, r, err)
 		return
 	}
+	a.writeDecision(w, req.Request, decision, http.StatusTooManyRequests)
+}
+
+// writeDecision answers a decision: 200, or denyStatus with Retry-After,
+// both with the rate-limit headers of the check that leads it.
+func (a *API) writeDecision(w http.ResponseWriter, req contract.Request, decision contract.Decision, denyStatus int) {
 	a.metrics.decided(decision.Allowed)
-	resp, headline := answer(req.Request, decision)
+	resp, headline := answer(req, decision)
 	policy := req.Checks[headline].Policy
 	if policy == "" {
 		policy = "default"
@@ -72,7 +78,7 @@ func (a *API) allow(w http.ResponseWriter, r *http.Request) {
 	setLeaderHeader(w.Header(), decision.Leader)
 	status := http.StatusOK
 	if !decision.Allowed {
-		status = http.StatusTooManyRequests
+		status = denyStatus
 		w.Header().Set("Retry-After", retryAfterHeader(resp.RetryAfterMS, a.opts.Jitter))
 	}
 	writeJSON(w, status, resp)

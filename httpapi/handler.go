@@ -7,6 +7,7 @@ import (
 	"maps"
 	"math/rand/v2"
 	"net/http"
+	"net/netip"
 	"slices"
 	"strings"
 	"time"
@@ -71,6 +72,12 @@ type Options struct {
 	// Jitter returns a uniformly random integer in [0, n]; it spreads the
 	// Retry-After of denied clients. Default math/rand/v2. Tests fix it.
 	Jitter func(n int64) int64
+	// TrustedProxies are the proxies whose X-Forwarded-For
+	// /v1/forward-auth believes for the client_ip source (the right-most
+	// address not among them is the client). Nil means
+	// DefaultTrustedProxies; empty means none: the connecting peer is the
+	// client.
+	TrustedProxies []netip.Prefix
 	// Authorizer, when set, makes every route but /healthz and /readyz
 	// need a bearer token with the route's role. *auth.File implements
 	// it. Nil: no tokens, every route is open.
@@ -108,6 +115,11 @@ func New(limiter Limiter, opts Options) *API {
 	decide, read, admin := auth.RoleDecide, auth.RoleRead, auth.RoleAdmin
 	a.route("/v1/allow", map[string]endpoint{http.MethodPost: {decide, a.allow}})
 	a.route("/v1/allow/batch", map[string]endpoint{http.MethodPost: {decide, a.allowBatch}})
+	forwardAuth := map[string]endpoint{}
+	for _, m := range forwardAuthMethods {
+		forwardAuth[m] = endpoint{decide, a.forwardAuth}
+	}
+	a.route("/v1/forward-auth", forwardAuth)
 	a.route("/v1/policies", map[string]endpoint{http.MethodGet: {read, a.listPolicies}})
 	a.route("/v1/policies/{name}", map[string]endpoint{
 		http.MethodGet: {read, a.getPolicy}, http.MethodPut: {admin, a.putPolicy}, http.MethodDelete: {admin, a.deletePolicy},

@@ -5,10 +5,12 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"strings"
 	"time"
 
 	"github.com/limitnode/limitnode/cluster"
+	"github.com/limitnode/limitnode/internal/clientip"
 )
 
 // config is the command's configuration, from flags and environment.
@@ -32,6 +34,7 @@ type config struct {
 	maxRaftConns  int
 	raftIdle      time.Duration
 	maxHTTPConns  int
+	trusted       string
 	security
 }
 
@@ -78,6 +81,7 @@ func parseConfig(args []string, getenv func(string) string, output io.Writer) (c
 	fs.IntVar(&c.maxRaftConns, "max-raft-conns", 1024, "most connections open at once on the Raft port; one more is closed at once")
 	fs.DurationVar(&c.raftIdle, "raft-idle-timeout", 2*time.Minute, "close a connection on the Raft port that sends nothing for this long")
 	fs.IntVar(&c.maxHTTPConns, "max-http-conns", 10000, "most connections open at once on the HTTP port; one more is closed at once")
+	fs.StringVar(&c.trusted, "trusted-proxies", "127.0.0.0/8,::1", "comma-separated CIDRs of the proxies whose X-Forwarded-For /v1/forward-auth believes for client_ip; none for no proxy")
 	fs.StringVar(&c.policiesFile, "policies", "", "JSON file of named policies to store when this node bootstraps a new cluster")
 	fs.StringVar(&c.tlsCert, "tls-cert", "", "PEM certificate of the HTTP API: serve HTTPS (with -tls-key; re-read when it changes)")
 	fs.StringVar(&c.tlsKey, "tls-key", "", "PEM private key of -tls-cert")
@@ -120,6 +124,9 @@ func parseConfig(args []string, getenv func(string) string, output io.Writer) (c
 	if host, _, err := net.SplitHostPort(c.raftAddr); err == nil && c.advertiseRaft == "" && (host == "" || net.ParseIP(host).IsUnspecified()) {
 		return c, &usageError{fmt.Sprintf("-raft %s listens on every interface: give -advertise-raft, the address the other members reach it at", c.raftAddr)}
 	}
+	if _, err := c.trustedProxies(); err != nil {
+		return c, &usageError{fmt.Sprintf("-trusted-proxies: %v", err)}
+	}
 	if c.expect < 0 {
 		return c, &usageError{fmt.Sprintf("-bootstrap-expect must be at least 1, not %d", c.expect)}
 	}
@@ -156,4 +163,12 @@ func (s *security) check() error {
 		return &usageError{fmt.Sprintf("%s given without %s: mutual TLS on the Raft port needs all three", strings.Join(given, ", "), strings.Join(missing, ", "))}
 	}
 	return nil
+}
+
+// trustedProxies is -trusted-proxies parsed: "none" is no proxy.
+func (c config) trustedProxies() ([]netip.Prefix, error) {
+	if strings.TrimSpace(c.trusted) == "none" {
+		return []netip.Prefix{}, nil
+	}
+	return clientip.ParsePrefixes(strings.Split(c.trusted, ",")...)
 }

@@ -21,7 +21,7 @@ func env(vars map[string]string) func(string) string {
 // defaultConfig is the configuration of no flags, changed by change.
 func defaultConfig(change func(*config)) config {
 	c := config{id: "node1", httpAddr: "127.0.0.1:7070", raftAddr: "127.0.0.1:7071", dataDir: "./limitnode-data", logLevel: "info", raftLogLevel: "warn",
-		joinTimeout: time.Minute, maxKeys: 5_000_000, keyLimitMode: "deny", maxRaftConns: 1024, raftIdle: 2 * time.Minute, maxHTTPConns: 10000}
+		joinTimeout: time.Minute, maxKeys: 5_000_000, keyLimitMode: "deny", maxRaftConns: 1024, raftIdle: 2 * time.Minute, maxHTTPConns: 10000, trusted: "127.0.0.0/8,::1"}
 	if change != nil {
 		change(&c)
 	}
@@ -66,6 +66,7 @@ func TestParseConfig(t *testing.T) {
 				c.expect, c.join, c.raftAddr, c.advertiseRaft = 3, "a:7070,b:7070,c:7070", "0.0.0.0:7071", "a:7071"
 			}),
 		},
+		{name: "bad trusted proxies are an error", args: []string{"-trusted-proxies", "10.0.0.0/8,example.com"}, wantErr: true},
 		{name: "-bootstrap-expect without -join is an error", args: []string{"-bootstrap-expect", "3"}, wantErr: true},
 		{name: "-join naming more nodes than -bootstrap-expect is an error", args: []string{"-bootstrap-expect", "2", "-join", "a:7070,b:7070,c:7070"}, wantErr: true},
 		{name: "a negative -bootstrap-expect is an error", args: []string{"-bootstrap-expect", "-1", "-join", "a:7070"}, wantErr: true},

@@ -84,7 +84,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	if err != nil {
 		return err
 	}
-	apiOpts := httpapi.Options{Logger: logger}
+	trusted, err := c.trustedProxies()
+	if err != nil {
+		return err
+	}
+	apiOpts := httpapi.Options{Logger: logger, TrustedProxies: trusted}
 	if sec.authz != nil {
 		apiOpts.Authorizer = sec.authz
 	}

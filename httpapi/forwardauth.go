@@ -1,0 +1,148 @@
+package httpapi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"net/http"
+	"net/netip"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/limitnode/limitnode/contract"
+	"github.com/limitnode/limitnode/internal/clientip"
+)
+
+// forwardAuthMethods are the methods /v1/forward-auth answers: a proxy asks
+// with the method of the request it proxies (nginx's auth_request does),
+// or with GET.
+var forwardAuthMethods = []string{http.MethodGet, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete, http.MethodOptions}
+
+// DefaultTrustedProxies are the proxies /v1/forward-auth believes
+// X-Forwarded-For from when Options.TrustedProxies is nil: loopback.
+var DefaultTrustedProxies = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")}
+
+// forwardAuth answers /v1/forward-auth?policy=NAME&dim.<name>=<source>
+// [&cost=N][&deny_status=403] for a proxy (nginx auth_request, Traefik
+// ForwardAuth, Caddy forward_auth) asking whether to pass on the request it
+// holds: 200 when allowed, 429 (or deny_status) with Retry-After when
+// denied, both with the rate-limit headers. Each dimension's value comes
+// from a source: client_ip, method, host, uri or header:<Name>.
+func (a *API) forwardAuth(w http.ResponseWriter, r *http.Request) {
+	req, denyStatus, err := a.forwardAuthRequest(r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	req.Scope = callerOf(r)
+	ctx, cancel := context.WithTimeout(r.Context(), a.opts.RequestTimeout)
+	defer cancel()
+	decision, cerr := a.limiter.Allow(ctx, req)
+	if rej := contract.As(cerr); rej != nil {
+		writeError(w, fromContract(rej))
+		return
+	}
+	if cerr != nil {
+		a.writeClusterError(w, r, cerr)
+		return
+	}
+	a.writeDecision(w, req, decision, denyStatus)
+}
+
+// forwardAuthRequest reads the query: the request to decide and the status
+// of a denial. Every error names the query parameter at fault.
+func (a *API) forwardAuthRequest(r *http.Request) (contract.Request, int, *apiError) {
+	q := r.URL.Query()
+	for name, values := range q {
+		known := name == "policy" || name == "cost" || name == "deny_status" || strings.HasPrefix(name, "dim.")
+		switch {
+		case !known:
+			return contract.Request{}, 0, invalid(name, "unknown query parameter %q: give policy, dim.<name>, cost or deny_status", name)
+		case len(values) != 1:
+			return contract.Request{}, 0, invalid(name, "%s is given %d times", name, len(values))
+		}
+	}
+	check := contract.Check{Policy: q.Get("policy"), Cost: 1}
+	if err := contract.ValidatePolicyName(check.Policy); err != nil {
+		return contract.Request{}, 0, invalid("policy", "%s", err.Message)
+	}
+	if s := q.Get("cost"); s != "" {
+		cost, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			return contract.Request{}, 0, invalid("cost", "cost must be an integer, not %q", s)
+		}
+		check.Cost = cost
+	}
+	denyStatus := http.StatusTooManyRequests
+	switch s := q.Get("deny_status"); s {
+	case "", "429":
+	case "401", "403":
+		denyStatus, _ = strconv.Atoi(s)
+	default:
+		return contract.Request{}, 0, invalid("deny_status", "deny_status must be 429, 403 or 401, not %q", s)
+	}
+	for _, param := range slices.Sorted(maps.Keys(q)) {
+		if !strings.HasPrefix(param, "dim.") {
+			continue
+		}
+		value, err := a.forwardedValue(r, q.Get(param))
+		if err != nil {
+			return contract.Request{}, 0, invalid(param, "%s", err.Error())
+		}
+		check.Dimensions = append(check.Dimensions, contract.Dimension{Name: strings.TrimPrefix(param, "dim."), Value: value})
+	}
+	req := contract.Request{Checks: []contract.Check{check}}
+	if err := req.Validate(); err != nil {
+		field := err.Field
+		if f, ok := strings.CutPrefix(field, checkField(0)+"."); ok {
+			field = f
+		}
+		if strings.HasPrefix(field, "dimensions") {
+			field = "dim"
+		}
+		e := *err
+		e.Field = field
+		return contract.Request{}, 0, fromContract(&e)
+	}
+	return req, denyStatus, nil
+}
+
+// forwardedValue reads a dimension's source from the proxied request as the
+// proxy describes it.
+func (a *API) forwardedValue(r *http.Request, source string) (string, error) {
+	switch {
+	case source == "client_ip":
+		trusted := a.opts.TrustedProxies
+		if trusted == nil {
+			trusted = DefaultTrustedProxies
+		}
+		addr, err := clientip.Of(r, trusted)
+		if err != nil {
+			return "", err
+		}
+		return addr.String(), nil
+	case source == "method":
+		return firstOf(r.Header.Get("X-Forwarded-Method"), r.Method), nil
+	case source == "host":
+		return firstOf(r.Header.Get("X-Forwarded-Host"), r.Host), nil
+	case source == "uri":
+		if uri := firstOf(r.Header.Get("X-Forwarded-Uri"), r.Header.Get("X-Original-URI")); uri != "" {
+			return uri, nil
+		}
+		return "", errors.New("source uri: the proxy sent neither X-Forwarded-Uri nor X-Original-URI")
+	case strings.HasPrefix(source, "header:") && len(source) > len("header:"):
+		return r.Header.Get(strings.TrimPrefix(source, "header:")), nil
+	}
+	return "", fmt.Errorf("unknown source %q: give client_ip, method, host, uri or header:<Name>", source)
+}
+
+func firstOf(values ...string) string {
+	for _, v := range values {
+		if v != "" {
+			return v
+		}
+	}
+	return ""
+}

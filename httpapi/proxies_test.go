@@ -1,0 +1,333 @@
+package httpapi_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/limitnode/limitnode/client"
+	"github.com/limitnode/limitnode/testcluster"
+	"go.yaml.in/yaml/v3"
+)
+
+// The forward-auth endpoint behind real proxies: each test writes the
+// proxy's configuration as the README gives it, starts the proxy on
+// 127.0.0.1 in front of a test upstream, and asks through it.
+
+// needProgram skips when a program the test runs is missing, except in CI,
+// where .ci/run installs it and its absence is a failure.
+func needProgram(t *testing.T, name string) string {
+	t.Helper()
+	path, err := exec.LookPath(name)
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("%s is not installed; .ci/run installs it", name)
+		}
+		t.Skipf("%s is not installed (apt-get install %s); CI runs this test", name, name)
+	}
+	return path
+}
+
+func freePort(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// proxiedCluster is a 3-node cluster with a policy of three requests an
+// hour per client address, asked through a follower, and an upstream.
+type proxiedCluster struct {
+	follower string // host:port of a follower's HTTP API
+	upstream string // host:port of the upstream
+}
+
+func newProxiedCluster(t *testing.T) proxiedCluster {
+	t.Helper()
+	c := testcluster.Start(t, 3)
+	c.WaitLeader()
+	follower := c.Followers()[0]
+	if strings.HasPrefix(follower.URL(), "https://") {
+		t.Skip("LIMITNODE_TEST_SECURE: the proxies here talk plain HTTP without a token")
+	}
+	_, err := client.New(nil, follower.HTTPAddr).PutPolicy(context.Background(), "per-ip", client.Policy{
+		Limit: &client.Limit{Rate: 3, Period: "1h"}, KeyTemplate: "ip:{ip}"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "upstream") }))
+	t.Cleanup(upstream.Close)
+	return proxiedCluster{follower: follower.HTTPAddr, upstream: strings.TrimPrefix(upstream.URL, "http://")}
+}
+
+// startProxy runs the command, in a process group of its own (nginx's
+// workers outlive a killed master), until the test ends, and waits for addr
+// to accept connections.
+func startProxy(t *testing.T, addr string, cmd *exec.Cmd) {
+	t.Helper()
+	var out strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &out
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.WaitDelay = 5 * time.Second
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); _ = cmd.Wait() })
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if conn, err := net.Dial("tcp", addr); err == nil {
+			conn.Close()
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s did not start:\n%s", cmd.Path, out.String())
+		}
+	}
+}
+
+// checkLimitHolds sends five requests through the proxy: three reach the
+// upstream, then 429 with Retry-After, also for a request that claims
+// another address in X-Forwarded-For.
+func checkLimitHolds(t *testing.T, proxy string) {
+	t.Helper()
+	steps := []struct {
+		path, forwardedFor string
+		want               int
+	}{
+		{"/a", "", 200},
+		{"/b?page=2", "", 200},
+		{"/c", "198.51.100.7", 200},
+		{"/d", "", 429},
+		{"/e", "198.51.100.8", 429},
+	}
+	for i, s := range steps {
+		req, _ := http.NewRequest("GET", "http://"+proxy+s.path, nil)
+		if s.forwardedFor != "" {
+			req.Header.Set("X-Forwarded-For", s.forwardedFor)
+		}
+		resp, err := (&http.Client{Timeout: 15 * time.Second}).Do(req)
+		if err != nil {
+			t.Fatalf("step %d %s: %v", i, s.path, err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != s.want {
+			t.Fatalf("step %d %s: %d %s, want %d", i, s.path, resp.StatusCode, body, s.want)
+		}
+		if s.want == 200 && string(body) != "upstream" {
+			t.Fatalf("step %d: body %q did not come from the upstream", i, body)
+		}
+		if s.want == 429 && resp.Header.Get("Retry-After") == "" {
+			t.Fatalf("step %d: 429 without Retry-After: %v", i, resp.Header)
+		}
+	}
+}
+
+// nginxConfig is the README's nginx configuration for the given addresses.
+func nginxConfig(dir, listen, limitnode, upstream string) string {
+	user := ""
+	if os.Geteuid() == 0 {
+		user = "user root;" // the workers must reach the test's files
+	}
+	return fmt.Sprintf(`%s
+worker_processes 1;
+error_log %[2]s/error.log;
+pid %[2]s/nginx.pid;
+events { worker_connections 64; }
+http {
+  access_log off;
+  client_body_temp_path %[2]s/body;
+  proxy_temp_path %[2]s/proxy;
+  fastcgi_temp_path %[2]s/fastcgi;
+  uwsgi_temp_path %[2]s/uwsgi;
+  scgi_temp_path %[2]s/scgi;
+  server {
+    listen %[3]s;
+%[6]s
+    location / {
+      proxy_pass http://%[5]s;
+    }
+  }
+}
+`, user, dir, listen, limitnode, upstream, nginxLocations(limitnode))
+}
+
+// nginxLocations is the part of the README's nginx configuration that asks
+// limitnode: it goes in the server block, before the locations it guards.
+func nginxLocations(limitnode string) string {
+	return strings.ReplaceAll(`    auth_request /_limitnode;
+    auth_request_set $limit_retry_after $upstream_http_retry_after;
+    error_page 403 = @rate_limited;
+
+    location = /_limitnode {
+      internal;
+      proxy_pass http://LIMITNODE/v1/forward-auth?policy=per-ip&dim.ip=client_ip&deny_status=403;
+      proxy_pass_request_body off;
+      proxy_set_header Content-Length "";
+      proxy_set_header X-Forwarded-For $remote_addr;
+      proxy_set_header X-Forwarded-Method $request_method;
+      proxy_set_header X-Original-URI $request_uri;
+    }
+    location @rate_limited {
+      add_header Retry-After $limit_retry_after always;
+      default_type application/json;
+      return 429 '{"error":"too many requests","code":"rate_limited"}\n';
+    }
+`, "LIMITNODE", limitnode)
+}
+
+func TestForwardAuthThroughNginx(t *testing.T) {
+	t.Parallel()
+	nginx := needProgram(t, "nginx")
+	pc := newProxiedCluster(t)
+	dir := t.TempDir()
+	listen := freePort(t)
+	conf := filepath.Join(dir, "nginx.conf")
+	if err := os.WriteFile(conf, []byte(nginxConfig(dir, listen, pc.follower, pc.upstream)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	startProxy(t, listen, exec.Command(nginx, "-p", dir, "-c", conf, "-g", "daemon off;"))
+	checkLimitHolds(t, listen)
+}
+
+// caddyfile is the README's Caddy configuration for the given addresses.
+func caddyfile(listen, limitnode, upstream string) string {
+	return fmt.Sprintf(`{
+	admin off
+	auto_https off
+}
+
+http://%s {
+	forward_auth %s {
+		uri /v1/forward-auth?policy=per-ip&dim.ip=client_ip
+	}
+	reverse_proxy %s
+}
+`, listen, limitnode, upstream)
+}
+
+func TestForwardAuthThroughCaddy(t *testing.T) {
+	t.Parallel()
+	caddy := needProgram(t, "caddy")
+	pc := newProxiedCluster(t)
+	dir := t.TempDir()
+	listen := freePort(t)
+	conf := filepath.Join(dir, "Caddyfile")
+	if err := os.WriteFile(conf, []byte(caddyfile(listen, pc.follower, pc.upstream)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(caddy, "run", "--config", conf, "--adapter", "caddyfile")
+	cmd.Env = append(os.Environ(), "HOME="+dir, "XDG_DATA_HOME="+dir, "XDG_CONFIG_HOME="+dir)
+	startProxy(t, listen, cmd)
+	checkLimitHolds(t, listen)
+}
+
+// TestReadmeShowsTheTestedProxyConfigurations: the nginx and Caddy
+// configurations of the README are the ones these tests run.
+func TestReadmeShowsTheTestedProxyConfigurations(t *testing.T) {
+	t.Parallel()
+	readme, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, block := range map[string]string{
+		"nginx": nginxLocations("127.0.0.1:7070"),
+		"Caddy": caddyfile("127.0.0.1:8080", "127.0.0.1:7070", "127.0.0.1:9000"),
+	} {
+		if !strings.Contains(string(readme), block) {
+			t.Errorf("the README lacks the %s configuration the tests run:\n%s", name, block)
+		}
+	}
+}
+
+// traefikAddress is the forwardAuth address of the README's Traefik
+// configuration, which must parse as YAML.
+func traefikAddress(t *testing.T) *url.URL {
+	t.Helper()
+	readme, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, block := range strings.Split(string(readme), "```yaml\n")[1:] {
+		block, _, _ = strings.Cut(block, "```")
+		if !strings.Contains(block, "forwardAuth:") {
+			continue
+		}
+		var conf struct {
+			HTTP struct {
+				Middlewares map[string]struct {
+					ForwardAuth struct {
+						Address string `yaml:"address"`
+					} `yaml:"forwardAuth"`
+				} `yaml:"middlewares"`
+			} `yaml:"http"`
+		}
+		if err := yaml.Unmarshal([]byte(block), &conf); err != nil {
+			t.Fatalf("the README's Traefik configuration: %v", err)
+		}
+		u, err := url.Parse(conf.HTTP.Middlewares["limitnode"].ForwardAuth.Address)
+		if err != nil || u.Path != "/v1/forward-auth" {
+			t.Fatalf("the README's Traefik forwardAuth address: %v, %v", u, err)
+		}
+		return u
+	}
+	t.Fatal("the README has no Traefik configuration")
+	return nil
+}
+
+// TestForwardAuthAsTraefikAsks sends the request Traefik's ForwardAuth
+// middleware sends to the address of the README's configuration (GET, the
+// original method, host and URI in X-Forwarded-* headers, the client in
+// X-Forwarded-For, its own address as the peer) and finds the key made of
+// them.
+func TestForwardAuthAsTraefikAsks(t *testing.T) {
+	t.Parallel()
+	address := traefikAddress(t)
+	pc := newProxiedCluster(t)
+	_, err := client.New(nil, pc.follower).PutPolicy(context.Background(), "per-route", client.Policy{
+		Limit: &client.Limit{Rate: 1, Period: "1h"}, KeyTemplate: "{ip} {method} {host}{uri}"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ask := func(method, uri string) int {
+		req, _ := http.NewRequest("GET", "http://"+pc.follower+address.RequestURI(), nil)
+		req.Header.Set("X-Forwarded-For", "203.0.113.9")
+		req.Header.Set("X-Forwarded-Method", method)
+		req.Header.Set("X-Forwarded-Proto", "https")
+		req.Header.Set("X-Forwarded-Host", "api.example.com")
+		req.Header.Set("X-Forwarded-Uri", uri)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	steps := []struct {
+		method, uri string
+		want        int
+	}{
+		{"POST", "/export", 200},
+		{"POST", "/export", 429},
+		{"GET", "/export", 200}, // another method, another key
+		{"POST", "/import", 200},
+	}
+	for i, s := range steps {
+		if got := ask(s.method, s.uri); got != s.want {
+			t.Fatalf("step %d %s %s: %d, want %d", i, s.method, s.uri, got, s.want)
+		}
+	}
+}
