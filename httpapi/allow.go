@@ -58,24 +58,31 @@ func (a *API) allow(w http.ResponseWriter, r *http.Request) {
 		a.writeClusterError(w, r, err)
 		return
 	}
-	a.writeDecision(w, req.Request, decision, http.StatusTooManyRequests)
+	a.writeDecision(w, req.Request, decision, http.StatusTooManyRequests, false)
 }
 
 // writeDecision answers a decision: 200, or denyStatus with Retry-After,
-// both with the rate-limit headers of the check that leads it.
-func (a *API) writeDecision(w http.ResponseWriter, req contract.Request, decision contract.Decision, denyStatus int) {
+// both with the rate-limit headers of the check that leads it. An answer
+// forProxy, which a proxy may copy to its client, says nothing internal:
+// no keys (they may hold user or tenant IDs), no leader, no cluster time.
+func (a *API) writeDecision(w http.ResponseWriter, req contract.Request, decision contract.Decision, denyStatus int, forProxy bool) {
 	a.metrics.decided(decision.Allowed)
 	resp, headline := answer(req, decision)
+	if forProxy {
+		resp.Checks = nil
+	}
 	policy := req.Checks[headline].Policy
 	if policy == "" {
 		policy = "default"
 	}
 	check := decision.Checks[headline]
 	setRateLimitHeaders(w.Header(), policy, check.Decision, check.PeriodNanos)
-	// The cluster time of the decision (Unix ns), for clients that check
-	// or debug the order of decisions.
-	w.Header().Set("X-Limitnode-Decided-At", strconv.FormatInt(decision.AtNanos, 10))
-	setLeaderHeader(w.Header(), decision.Leader)
+	if !forProxy {
+		// The cluster time of the decision (Unix ns), for clients that
+		// check or debug the order of decisions.
+		w.Header().Set("X-Limitnode-Decided-At", strconv.FormatInt(decision.AtNanos, 10))
+		setLeaderHeader(w.Header(), decision.Leader)
+	}
 	status := http.StatusOK
 	if !decision.Allowed {
 		status = denyStatus

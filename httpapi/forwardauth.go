@@ -2,11 +2,11 @@ package httpapi
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"maps"
 	"net/http"
 	"net/netip"
+	"path"
 	"slices"
 	"strconv"
 	"strings"
@@ -15,9 +15,9 @@ import (
 	"github.com/limitnode/limitnode/internal/clientip"
 )
 
-// forwardAuthMethods are the methods /v1/forward-auth answers: a proxy asks
-// with the method of the request it proxies (nginx's auth_request does),
-// or with GET.
+// forwardAuthMethods are the methods /v1/forward-auth answers: nginx,
+// Caddy and Traefik ask with GET, but a proxy may ask with the method of
+// the request it holds.
 var forwardAuthMethods = []string{http.MethodGet, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete, http.MethodOptions}
 
 // DefaultTrustedProxies are the proxies /v1/forward-auth believes
@@ -25,11 +25,12 @@ var forwardAuthMethods = []string{http.MethodGet, http.MethodPost, http.MethodPu
 var DefaultTrustedProxies = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")}
 
 // forwardAuth answers /v1/forward-auth?policy=NAME&dim.<name>=<source>
-// [&cost=N][&deny_status=403] for a proxy (nginx auth_request, Traefik
-// ForwardAuth, Caddy forward_auth) asking whether to pass on the request it
-// holds: 200 when allowed, 429 (or deny_status) with Retry-After when
-// denied, both with the rate-limit headers. Each dimension's value comes
-// from a source: client_ip, method, host, uri or header:<Name>.
+// [&cost=N][&deny_status=403][&request_id=header:<Name>] for a proxy
+// (nginx auth_request, Traefik ForwardAuth, Caddy forward_auth) asking
+// whether to pass on the request it holds: 200 when allowed, 429 (or
+// deny_status) with Retry-After when denied, both with the rate-limit
+// headers. Each dimension's value comes from a source: client_ip, method,
+// host, uri (with its query), path (without, cleaned) or header:<Name>.
 func (a *API) forwardAuth(w http.ResponseWriter, r *http.Request) {
 	req, denyStatus, err := a.forwardAuthRequest(r)
 	if err != nil {
@@ -48,7 +49,7 @@ func (a *API) forwardAuth(w http.ResponseWriter, r *http.Request) {
 		a.writeClusterError(w, r, cerr)
 		return
 	}
-	a.writeDecision(w, req, decision, denyStatus)
+	a.writeDecision(w, req, decision, denyStatus, true)
 }
 
 // forwardAuthRequest reads the query: the request to decide and the status
@@ -56,10 +57,10 @@ func (a *API) forwardAuth(w http.ResponseWriter, r *http.Request) {
 func (a *API) forwardAuthRequest(r *http.Request) (contract.Request, int, *apiError) {
 	q := r.URL.Query()
 	for name, values := range q {
-		known := name == "policy" || name == "cost" || name == "deny_status" || strings.HasPrefix(name, "dim.")
+		known := name == "policy" || name == "cost" || name == "deny_status" || name == "request_id" || strings.HasPrefix(name, "dim.")
 		switch {
 		case !known:
-			return contract.Request{}, 0, invalid(name, "unknown query parameter %q: give policy, dim.<name>, cost or deny_status", name)
+			return contract.Request{}, 0, invalid(name, "unknown query parameter %q: give policy, dim.<name>, cost, deny_status or request_id", name)
 		case len(values) != 1:
 			return contract.Request{}, 0, invalid(name, "%s is given %d times", name, len(values))
 		}
@@ -94,6 +95,13 @@ func (a *API) forwardAuthRequest(r *http.Request) (contract.Request, int, *apiEr
 		check.Dimensions = append(check.Dimensions, contract.Dimension{Name: strings.TrimPrefix(param, "dim."), Value: value})
 	}
 	req := contract.Request{Checks: []contract.Check{check}}
+	if source := q.Get("request_id"); source != "" {
+		name, ok := strings.CutPrefix(source, "header:")
+		if !ok || name == "" {
+			return contract.Request{}, 0, invalid("request_id", "request_id must be header:<Name>, the header the proxy sets to its own request ID")
+		}
+		req.RequestID = r.Header.Get(name)
+	}
 	if err := req.Validate(); err != nil {
 		field := err.Field
 		if f, ok := strings.CutPrefix(field, checkField(0)+"."); ok {
@@ -127,15 +135,20 @@ func (a *API) forwardedValue(r *http.Request, source string) (string, error) {
 		return firstOf(r.Header.Get("X-Forwarded-Method"), r.Method), nil
 	case source == "host":
 		return firstOf(r.Header.Get("X-Forwarded-Host"), r.Host), nil
-	case source == "uri":
-		if uri := firstOf(r.Header.Get("X-Forwarded-Uri"), r.Header.Get("X-Original-URI")); uri != "" {
+	case source == "uri" || source == "path":
+		uri := firstOf(r.Header.Get("X-Forwarded-Uri"), r.Header.Get("X-Original-URI"))
+		if uri == "" {
+			return "", fmt.Errorf("source %s: the proxy sent neither X-Forwarded-Uri nor X-Original-URI", source)
+		}
+		if source == "uri" {
 			return uri, nil
 		}
-		return "", errors.New("source uri: the proxy sent neither X-Forwarded-Uri nor X-Original-URI")
+		p, _, _ := strings.Cut(uri, "?")
+		return path.Clean("/" + p), nil
 	case strings.HasPrefix(source, "header:") && len(source) > len("header:"):
 		return r.Header.Get(strings.TrimPrefix(source, "header:")), nil
 	}
-	return "", fmt.Errorf("unknown source %q: give client_ip, method, host, uri or header:<Name>", source)
+	return "", fmt.Errorf("unknown source %q: give client_ip, method, host, uri, path or header:<Name>", source)
 }
 
 func firstOf(values ...string) string {

@@ -174,12 +174,16 @@ func nginxLocations(limitnode string) string {
 
     location = /_limitnode {
       internal;
-      proxy_pass http://LIMITNODE/v1/forward-auth?policy=per-ip&dim.ip=client_ip&deny_status=403;
+      proxy_pass http://LIMITNODE/v1/forward-auth?policy=per-ip&dim.ip=client_ip&deny_status=403&request_id=header:X-Request-Id;
       proxy_pass_request_body off;
-      proxy_set_header Content-Length "";
+      proxy_pass_request_headers off;
       proxy_set_header X-Forwarded-For $remote_addr;
       proxy_set_header X-Forwarded-Method $request_method;
-      proxy_set_header X-Original-URI $request_uri;
+      proxy_set_header X-Forwarded-Host $host;
+      proxy_set_header X-Forwarded-Uri $request_uri;
+      proxy_set_header X-Request-Id $request_id;
+      proxy_connect_timeout 1s;
+      proxy_read_timeout 6s;
     }
     location @rate_limited {
       add_header Retry-After $limit_retry_after always;
@@ -298,7 +302,7 @@ func TestForwardAuthAsTraefikAsks(t *testing.T) {
 	address := traefikAddress(t)
 	pc := newProxiedCluster(t)
 	_, err := client.New(nil, pc.follower).PutPolicy(context.Background(), "per-route", client.Policy{
-		Limit: &client.Limit{Rate: 1, Period: "1h"}, KeyTemplate: "{ip} {method} {host}{uri}"})
+		Limit: &client.Limit{Rate: 1, Period: "1h"}, KeyTemplate: "{ip} {method} {host}{path}"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -322,7 +326,9 @@ func TestForwardAuthAsTraefikAsks(t *testing.T) {
 	}{
 		{"POST", "/export", 200},
 		{"POST", "/export", 429},
-		{"GET", "/export", 200}, // another method, another key
+		{"POST", "/export?x=1", 429}, // the path, not the query, is the key
+		{"POST", "/./export/", 429},  // cleaned
+		{"GET", "/export", 200},      // another method, another key
 		{"POST", "/import", 200},
 	}
 	for i, s := range steps {
