@@ -121,11 +121,10 @@ type Decision struct {
 	// decided, or "" if the node did not say.
 	Leader string `json:"-"`
 	// Header holds the answer's rate-limit headers as sent (RateLimit-*,
-	// RateLimit, Retry-After; see RateLimitHeaders), and Body its JSON
-	// body, for a proxy or middleware that passes the answer on. Both are
-	// nil in a decision no node sent (a Guard's fallback).
+	// RateLimit, Retry-After; see RateLimitHeaders), under their canonical
+	// names, for a middleware that passes them on; nil in a decision no
+	// node sent (a Guard's fallback).
 	Header http.Header `json:"-"`
-	Body   []byte      `json:"-"`
 }
 
 // RateLimitHeaders are the headers of a /v1/allow answer that tell a caller
@@ -162,7 +161,7 @@ func (c *Client) Allow(ctx context.Context, req AllowRequest) (Decision, error) 
 	if err := json.Unmarshal(body, &d); err != nil {
 		return Decision{}, fmt.Errorf("limitnode: decode answer of %s: %w", resp.Request.URL.Host, err)
 	}
-	d.StatusCode, d.Body, d.Header = resp.StatusCode, body, http.Header{}
+	d.StatusCode, d.Header = resp.StatusCode, http.Header{}
 	for _, name := range RateLimitHeaders {
 		if v := resp.Header.Values(name); len(v) > 0 {
 			d.Header[http.CanonicalHeaderKey(name)] = v

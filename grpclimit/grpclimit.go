@@ -109,7 +109,8 @@ func newCheckList(where string, checks []Check) (*checkList, error) {
 // handler runs.
 func (l *Limiter) Unary() grpc.UnaryServerInterceptor {
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-		ctx, err := l.admit(ctx, info.FullMethod, func(md metadata.MD) error { return grpc.SetHeader(ctx, md) })
+		ctx, err := l.admit(ctx, info.FullMethod, func(md metadata.MD) error { return grpc.SetHeader(ctx, md) },
+			func(md metadata.MD) error { return grpc.SetTrailer(ctx, md) })
 		if err != nil {
 			return nil, err
 		}
@@ -121,7 +122,7 @@ func (l *Limiter) Unary() grpc.UnaryServerInterceptor {
 // when it opens; its messages are not counted.
 func (l *Limiter) Stream() grpc.StreamServerInterceptor {
 	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-		ctx, err := l.admit(ss.Context(), info.FullMethod, ss.SetHeader)
+		ctx, err := l.admit(ss.Context(), info.FullMethod, ss.SetHeader, func(md metadata.MD) error { ss.SetTrailer(md); return nil })
 		if err != nil {
 			return err
 		}
@@ -138,8 +139,10 @@ type admittedStream struct {
 func (s *admittedStream) Context() context.Context { return s.ctx }
 
 // admit decides the call and returns the context to serve it with, or the
-// status error to end it with. setHeader sends the rate-limit metadata.
-func (l *Limiter) admit(ctx context.Context, method string, setHeader func(metadata.MD) error) (context.Context, error) {
+// status error to end it with. setHeader sends the rate-limit metadata of
+// an admission; a denial's goes in the trailer (with the status), where
+// gRPC's retry policy reads grpc-retry-pushback-ms.
+func (l *Limiter) admit(ctx context.Context, method string, setHeader, setTrailer func(metadata.MD) error) (context.Context, error) {
 	checks, ok := l.methods[method]
 	if !ok {
 		checks = l.dflt
@@ -166,7 +169,7 @@ func (l *Limiter) admit(ctx context.Context, method string, setHeader func(metad
 	if !d.Allowed {
 		// gRPC's retry policy reads the pushback; people read the message.
 		md.Set("grpc-retry-pushback-ms", strconv.FormatInt(max(d.RetryAfterMS, 1), 10))
-		_ = setHeader(md)
+		_ = setTrailer(md)
 		return nil, status.Errorf(codes.ResourceExhausted, "rate limit exceeded: retry after %d ms", d.RetryAfterMS)
 	}
 	_ = setHeader(md)

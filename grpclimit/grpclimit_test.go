@@ -52,14 +52,17 @@ func clientOf(c *testcluster.Cluster, i int) *client.Client {
 	return client.NewWithOptions(client.Options{HTTPClient: testcluster.HTTPClient()}, c.Nodes[i].URL())
 }
 
-// check makes a unary call as user (none: no metadata) and returns its
+// answered is the metadata a call was answered with.
+type answered struct{ header, trailer metadata.MD }
+
+// check makes a unary call with the metadata pairs md and returns its
 // status code and the metadata it was answered with.
-func check(t *testing.T, hc healthpb.HealthClient, md ...string) (codes.Code, metadata.MD) {
+func check(t *testing.T, hc healthpb.HealthClient, md ...string) (codes.Code, answered) {
 	t.Helper()
 	ctx := metadata.AppendToOutgoingContext(context.Background(), md...)
-	var header, trailer metadata.MD
-	_, err := hc.Check(ctx, &healthpb.HealthCheckRequest{}, grpc.Header(&header), grpc.Trailer(&trailer))
-	return status.Code(err), metadata.Join(header, trailer)
+	var a answered
+	_, err := hc.Check(ctx, &healthpb.HealthCheckRequest{}, grpc.Header(&a.header), grpc.Trailer(&a.trailer))
+	return status.Code(err), a
 }
 
 // TestReplicasShareOneLimit: three gRPC servers, each with its own
@@ -78,10 +81,10 @@ func TestReplicasShareOneLimit(t *testing.T) {
 	for i := range 30 {
 		code, md := check(t, replicas[i%3], "x-user", "alice")
 		counts[code]++
-		if code == codes.ResourceExhausted && (len(md.Get("retry-after")) == 0 || len(md.Get("ratelimit-policy")) == 0 || len(md.Get("grpc-retry-pushback-ms")) == 0) {
+		if code == codes.ResourceExhausted && (len(md.trailer.Get("retry-after")) == 0 || len(md.trailer.Get("ratelimit-policy")) == 0 || len(md.trailer.Get("grpc-retry-pushback-ms")) == 0) {
 			t.Fatalf("a denial's metadata: %v", md)
 		}
-		if code == codes.OK && len(md.Get("ratelimit-remaining")) == 0 {
+		if code == codes.OK && len(md.header.Get("ratelimit-remaining")) == 0 {
 			t.Fatalf("an admission's metadata: %v", md)
 		}
 	}
@@ -169,7 +172,7 @@ func TestClusterDown(t *testing.T) {
 			grpclimit.Options{Default: []grpclimit.Check{{Key: grpclimit.Const("k"), Limit: &client.Limit{Rate: 2, Period: "1h"}}}})
 		for i, want := range tt.want {
 			code, md := check(t, hc)
-			if code != want || len(md.Get("x-limitnode-degraded")) == 0 {
+			if got := metadata.Join(md.header, md.trailer); code != want || len(got.Get("x-limitnode-degraded")) == 0 {
 				t.Fatalf("policy %d, call %d: %v %v, want %v and degraded", tt.policy, i, code, md, want)
 			}
 		}

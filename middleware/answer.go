@@ -9,16 +9,14 @@ import (
 )
 
 // writeDenial answers 429 as the cluster's /v1/allow did: its rate-limit
-// headers and Retry-After, its JSON body. A decision the Guard made itself
-// (the cluster could not decide) gets the same headers and body computed
-// from the decision, and X-Limitnode-Degraded: true.
+// headers and Retry-After, its top-level JSON fields (not the keys of its
+// checks, which may hold user or tenant IDs the client should not see). A
+// decision the Guard made itself (the cluster could not decide) gets the
+// same computed from the decision, and X-Limitnode-Degraded: true.
 func writeDenial(w http.ResponseWriter, d client.GuardDecision) {
 	setHeaders(w.Header(), d, true)
-	body := d.Body
-	if body == nil {
-		body, _ = json.Marshal(d.Decision)
-		body = append(body, '\n')
-	}
+	body, _ := json.Marshal(d.Decision)
+	body = append(body, '\n')
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusTooManyRequests)
 	_, _ = w.Write(body)

@@ -50,8 +50,10 @@ type Options struct {
 	Default []Check
 	// Mux finds a request's pattern when the Limiter wraps the whole
 	// ServeMux: a ServeMux sets Request.Pattern only once it routes the
-	// request, after the Limiter has run. Leave it nil when wrapping the
-	// handlers registered on a mux, which see the pattern already.
+	// request, after the Limiter has run. Wrap(mux) sets it when nil; set
+	// it when the mux is wrapped in something else first. Key functions
+	// then see the pattern but no path values (Request.PathValue is
+	// empty): for keys of path values, wrap each handler instead.
 	Mux *http.ServeMux
 	// OnKeyError answers a request whose key cannot be built. Default: 401
 	// for ErrNoKey, 400 for another error, each with a JSON error body.
@@ -117,12 +119,17 @@ func newCheckList(where string, checks []Check) (*checkList, error) {
 	return list, nil
 }
 
-// Wrap returns next behind the limits.
+// Wrap returns next behind the limits. Wrapping a *http.ServeMux finds
+// each request's pattern in it (see Options.Mux).
 func (l *Limiter) Wrap(next http.Handler) http.Handler {
+	mux := l.opts.Mux
+	if m, ok := next.(*http.ServeMux); ok && mux == nil {
+		mux = m
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		pattern := r.Pattern
-		if pattern == "" && l.opts.Mux != nil {
-			_, pattern = l.opts.Mux.Handler(r)
+		if pattern == "" && mux != nil {
+			_, pattern = mux.Handler(r)
 		}
 		checks, ok := l.routes[pattern]
 		if !ok {

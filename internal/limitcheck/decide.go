@@ -35,6 +35,9 @@ func (a *Admitted[R]) Charge(ctx context.Context, name string, extra int64) (cli
 	if extra <= 0 {
 		return client.GuardDecision{}, fmt.Errorf("Charge of %d: extra must be positive", extra)
 	}
+	if name == "" {
+		return client.GuardDecision{}, fmt.Errorf("Charge: name the check to charge")
+	}
 	req, ok := a.Checks.Extra(a.Request, name, extra)
 	if !ok {
 		return client.GuardDecision{}, fmt.Errorf("no check named %q on this call", name)
