@@ -9,7 +9,6 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -19,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/limitnode/limitnode/internal/testenv"
 	"github.com/limitnode/limitnode/testcluster"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -78,22 +78,11 @@ func TestReadmeSnippetsAreTheExamples(t *testing.T) {
 	}
 }
 
-// freeAddr returns a 127.0.0.1 address with a port the OS picked.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
-
 // TestEmbeddedExampleDecides runs the embedding example as a user would:
 // it bootstraps a node and is allowed its first request.
 func TestEmbeddedExampleDecides(t *testing.T) {
 	t.Parallel()
-	cmd := exec.Command("go", "run", ".", "-bootstrap", "-raft", freeAddr(t), "-http", freeAddr(t), "-data", t.TempDir())
+	cmd := exec.Command("go", "run", ".", "-bootstrap", "-raft", testenv.FreeAddr(t), "-http", testenv.FreeAddr(t), "-data", t.TempDir())
 	cmd.Dir = "embedded"
 	out, err := cmd.CombinedOutput()
 	if err != nil {
@@ -118,7 +107,7 @@ func containsLine(out, want string) bool {
 // to reach: its local limiter answers with this replica's share.
 func TestGuardExampleFallsBackLocally(t *testing.T) {
 	t.Parallel()
-	cmd := exec.Command("go", "run", ".", freeAddr(t))
+	cmd := exec.Command("go", "run", ".", testenv.FreeAddr(t))
 	cmd.Dir = "guard"
 	out, err := cmd.CombinedOutput()
 	if err != nil {
@@ -144,7 +133,7 @@ func TestMiddlewareExampleLimitsPerUser(t *testing.T) {
 	if out, err := exec.Command("go", "build", "-o", bin, "./middleware").CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
-	addr := freeAddr(t)
+	addr := testenv.FreeAddr(t)
 	cmd := exec.Command(bin, "-listen", addr, "-secret", "s3cret", c.Nodes[0].HTTPAddr)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -215,7 +204,7 @@ func TestGRPCExampleLimitsPerAPIKey(t *testing.T) {
 	if out, err := exec.Command("go", "build", "-o", bin, "./grpclimit").CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
-	addr := freeAddr(t)
+	addr := testenv.FreeAddr(t)
 	cmd := exec.Command(bin, "-listen", addr, c.Nodes[0].HTTPAddr)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

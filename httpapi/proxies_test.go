@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/limitnode/limitnode/client"
+	"github.com/limitnode/limitnode/internal/testenv"
 	"github.com/limitnode/limitnode/testcluster"
 	"go.yaml.in/yaml/v3"
 )
@@ -24,30 +25,6 @@ import (
 // The forward-auth endpoint behind real proxies: each test writes the
 // proxy's configuration as the README gives it, starts the proxy on
 // 127.0.0.1 in front of a test upstream, and asks through it.
-
-// needProgram skips when a program the test runs is missing, except in CI,
-// where .ci/run installs it and its absence is a failure.
-func needProgram(t *testing.T, name string) string {
-	t.Helper()
-	path, err := exec.LookPath(name)
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("%s is not installed; .ci/run installs it", name)
-		}
-		t.Skipf("%s is not installed (apt-get install %s); CI runs this test", name, name)
-	}
-	return path
-}
-
-func freePort(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
 
 // proxiedCluster is a 3-node cluster with a policy of three requests an
 // hour per client address, asked through a follower, and an upstream.
@@ -195,10 +172,10 @@ func nginxLocations(limitnode string) string {
 
 func TestForwardAuthThroughNginx(t *testing.T) {
 	t.Parallel()
-	nginx := needProgram(t, "nginx")
+	nginx := testenv.NeedProgram(t, "nginx")
 	pc := newProxiedCluster(t)
 	dir := t.TempDir()
-	listen := freePort(t)
+	listen := testenv.FreeAddr(t)
 	conf := filepath.Join(dir, "nginx.conf")
 	if err := os.WriteFile(conf, []byte(nginxConfig(dir, listen, pc.follower, pc.upstream)), 0o644); err != nil {
 		t.Fatal(err)
@@ -225,10 +202,10 @@ http://%s {
 
 func TestForwardAuthThroughCaddy(t *testing.T) {
 	t.Parallel()
-	caddy := needProgram(t, "caddy")
+	caddy := testenv.NeedProgram(t, "caddy")
 	pc := newProxiedCluster(t)
 	dir := t.TempDir()
-	listen := freePort(t)
+	listen := testenv.FreeAddr(t)
 	conf := filepath.Join(dir, "Caddyfile")
 	if err := os.WriteFile(conf, []byte(caddyfile(listen, pc.follower, pc.upstream)), 0o644); err != nil {
 		t.Fatal(err)

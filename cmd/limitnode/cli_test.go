@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/limitnode/limitnode/internal/testenv"
 	"github.com/limitnode/limitnode/testcluster"
 )
 
@@ -38,7 +39,7 @@ func limitnodeCLI(t *testing.T, bin string, args ...string) (stdout, stderr stri
 // (2).
 func TestTheCommandLineAgainstACluster(t *testing.T) {
 	t.Parallel()
-	needTools(t, "go")
+	testenv.NeedPrograms(t, "go")
 	bin := buildBinary(t)
 	c := testcluster.Start(t, 3)
 	leader := c.WaitLeader()

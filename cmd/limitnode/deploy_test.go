@@ -16,6 +16,7 @@ import (
 	"testing"
 
 	"github.com/limitnode/limitnode/client"
+	"github.com/limitnode/limitnode/internal/testenv"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -64,7 +65,7 @@ func localNodes(t *testing.T, ctx context.Context, invs []invocation, httpOf, ra
 	locals := map[string]string{}
 	localHTTP, localRaft := make([]string, len(invs)), make([]string, len(invs))
 	for i := range invs {
-		localHTTP[i], localRaft[i] = freeAddr(t), freeAddr(t)
+		localHTTP[i], localRaft[i] = testenv.FreeAddr(t), testenv.FreeAddr(t)
 		// The others know the node by a name, as in the deployment.
 		locals[httpOf(i)], locals[raftOf(i)] = "localhost:"+portOf(t, localHTTP[i]), "localhost:"+portOf(t, localRaft[i])
 	}

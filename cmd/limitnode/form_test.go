@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/limitnode/limitnode/client"
+	"github.com/limitnode/limitnode/internal/testenv"
 )
 
 // expectedNodes is a set of nodes started with -bootstrap-expect: the flags
@@ -20,8 +21,8 @@ func newExpectedNodes(t *testing.T, count int) expectedNodes {
 	var e expectedNodes
 	for i := range count {
 		e.ids = append(e.ids, fmt.Sprintf("n%d", i+1))
-		e.https = append(e.https, freeAddr(t))
-		e.rafts = append(e.rafts, freeAddr(t))
+		e.https = append(e.https, testenv.FreeAddr(t))
+		e.rafts = append(e.rafts, testenv.FreeAddr(t))
 		e.dirs = append(e.dirs, t.TempDir())
 	}
 	return e
@@ -145,7 +146,7 @@ func TestBootstrapExpectWaitsForTheLastNode(t *testing.T) {
 	if err := <-n3.done; err != nil {
 		t.Fatalf("n3 stopped with %v", err)
 	}
-	e.rafts[2], e.dirs[2] = freeAddr(t), t.TempDir()
+	e.rafts[2], e.dirs[2] = testenv.FreeAddr(t), t.TempDir()
 	n3 = startNode(t, ctx, e.args(2), nil)
 	waitFor(t, "the rebuilt node in its own place", func() bool { return e.oneCluster(ctx, n1.addr, n2.addr, n3.addr) })
 }

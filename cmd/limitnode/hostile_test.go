@@ -22,18 +22,8 @@ import (
 	"github.com/limitnode/limitnode/client"
 	"github.com/limitnode/limitnode/contract"
 	"github.com/limitnode/limitnode/fsm"
+	"github.com/limitnode/limitnode/internal/testenv"
 )
-
-// freeAddr returns a 127.0.0.1 address with a port the OS picked.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
 
 // buildBinary builds the command into a temporary directory.
 func buildBinary(t *testing.T) string {
@@ -52,11 +42,11 @@ func buildBinary(t *testing.T) string {
 // The Raft listener used to take "too many open files" for "closed" and
 // never accept again.
 func TestAFullDescriptorTableDoesNotKillTheRaftPort(t *testing.T) {
-	needTools(t, "bash", "go")
+	testenv.NeedPrograms(t, "bash", "go")
 	bin := buildBinary(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	http1, raft1 := freeAddr(t), freeAddr(t)
+	http1, raft1 := testenv.FreeAddr(t), testenv.FreeAddr(t)
 	n1 := exec.CommandContext(ctx, "bash", "-c", "ulimit -n 64 && exec \"$0\" \"$@\"", bin,
 		"-id", "n1", "-http", http1, "-raft", raft1, "-data", t.TempDir())
 	if err := n1.Start(); err != nil {
@@ -86,8 +76,8 @@ func TestAFullDescriptorTableDoesNotKillTheRaftPort(t *testing.T) {
 	}
 	held = nil
 
-	http2 := freeAddr(t)
-	n2 := exec.CommandContext(ctx, bin, "-id", "n2", "-http", http2, "-raft", freeAddr(t), "-data", t.TempDir(), "-join", http1)
+	http2 := testenv.FreeAddr(t)
+	n2 := exec.CommandContext(ctx, bin, "-id", "n2", "-http", http2, "-raft", testenv.FreeAddr(t), "-data", t.TempDir(), "-join", http1)
 	if err := n2.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -107,10 +97,10 @@ func TestAFullDescriptorTableDoesNotKillTheRaftPort(t *testing.T) {
 // That entry used to move cluster time to 2160, after which every entry the
 // leader stamped was out of range and every /v1/allow answered 500.
 func TestAForgedEntryOnDiskCannotStopTheCluster(t *testing.T) {
-	needTools(t, "go")
+	testenv.NeedPrograms(t, "go")
 	bin := buildBinary(t)
 	dir := t.TempDir()
-	httpAddr, raftAddr := freeAddr(t), freeAddr(t)
+	httpAddr, raftAddr := testenv.FreeAddr(t), testenv.FreeAddr(t)
 	start := func() (*exec.Cmd, *client.Client) {
 		cmd := exec.Command(bin, "-id", "n1", "-http", httpAddr, "-raft", raftAddr, "-data", dir)
 		if err := cmd.Start(); err != nil {
@@ -173,7 +163,7 @@ func TestAForgedEntryOnDiskCannotStopTheCluster(t *testing.T) {
 // the node with a segmentation fault, and a zeroed page with a panic inside
 // bbolt. Either now stops it at start with one line naming the file.
 func TestADamagedLogStopsTheNodeWithOneLine(t *testing.T) {
-	needTools(t, "go")
+	testenv.NeedPrograms(t, "go")
 	bin := buildBinary(t)
 	damages := []struct {
 		name   string
@@ -206,8 +196,8 @@ func TestADamagedLogStopsTheNodeWithOneLine(t *testing.T) {
 	for _, tt := range damages {
 		t.Run(tt.name, func(t *testing.T) {
 			dir := t.TempDir()
-			httpAddr := freeAddr(t)
-			node := exec.Command(bin, "-id", "n1", "-http", httpAddr, "-raft", freeAddr(t), "-data", dir)
+			httpAddr := testenv.FreeAddr(t)
+			node := exec.Command(bin, "-id", "n1", "-http", httpAddr, "-raft", testenv.FreeAddr(t), "-data", dir)
 			if err := node.Start(); err != nil {
 				t.Fatal(err)
 			}
@@ -220,7 +210,7 @@ func TestADamagedLogStopsTheNodeWithOneLine(t *testing.T) {
 			_ = node.Wait()
 			tt.damage(t, filepath.Join(dir, "raft.db"))
 
-			restart := exec.Command(bin, "-id", "n1", "-http", freeAddr(t), "-raft", freeAddr(t), "-data", dir)
+			restart := exec.Command(bin, "-id", "n1", "-http", testenv.FreeAddr(t), "-raft", testenv.FreeAddr(t), "-data", dir)
 			out, err := restart.CombinedOutput()
 			var exit *exec.ExitError
 			lines := strings.Split(strings.TrimSpace(string(out)), "\n")
@@ -238,12 +228,12 @@ func TestADamagedLogStopsTheNodeWithOneLine(t *testing.T) {
 // restarted node refuses the entry and says, in /readyz, that its log holds
 // a damaged entry.
 func TestAChangedByteInTheLogIsDetected(t *testing.T) {
-	needTools(t, "go")
+	testenv.NeedPrograms(t, "go")
 	bin := buildBinary(t)
 	dir := t.TempDir()
-	httpAddr := freeAddr(t)
+	httpAddr := testenv.FreeAddr(t)
 	start := func() *exec.Cmd {
-		cmd := exec.Command(bin, "-id", "n1", "-http", httpAddr, "-raft", freeAddr(t), "-data", dir)
+		cmd := exec.Command(bin, "-id", "n1", "-http", httpAddr, "-raft", testenv.FreeAddr(t), "-data", dir)
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
@@ -299,7 +289,7 @@ func TestAChangedByteInTheLogIsDetected(t *testing.T) {
 // gone for good. The survivor alone cannot elect a leader; after limitnode
 // recover names it the only member, it leads again with the key still spent.
 func TestRecoverFromALostQuorum(t *testing.T) {
-	needTools(t, "go")
+	testenv.NeedPrograms(t, "go")
 	bin := buildBinary(t)
 	type node struct {
 		id, http, raft, data string
@@ -307,7 +297,7 @@ func TestRecoverFromALostQuorum(t *testing.T) {
 	}
 	nodes := make([]*node, 3)
 	for i := range nodes {
-		nodes[i] = &node{id: fmt.Sprint("n", i+1), http: freeAddr(t), raft: freeAddr(t), data: t.TempDir()}
+		nodes[i] = &node{id: fmt.Sprint("n", i+1), http: testenv.FreeAddr(t), raft: testenv.FreeAddr(t), data: t.TempDir()}
 	}
 	start := func(n *node, extra ...string) {
 		n.cmd = exec.Command(bin, append([]string{"-id", n.id, "-http", n.http, "-raft", n.raft, "-data", n.data}, extra...)...)

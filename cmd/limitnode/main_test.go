@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/limitnode/limitnode/client"
+	"github.com/limitnode/limitnode/internal/testenv"
 )
 
 func env(vars map[string]string) func(string) string {
@@ -276,7 +277,7 @@ func TestRoughEdgesOfTheBinary(t *testing.T) {
 		t.Errorf("a Raft port on every interface without -advertise-raft: %v", err)
 	}
 
-	raftAddr := freeAddr(t)
+	raftAddr := testenv.FreeAddr(t)
 	_, raftPort, _ := net.SplitHostPort(raftAddr)
 	wide := startNode(t, ctx, []string{"-id", "wide", "-http", "0.0.0.0:0", "-raft", "0.0.0.0:" + raftPort, "-advertise-raft", "localhost:" + raftPort, "-data", t.TempDir()}, nil)
 	_, httpPort, _ := net.SplitHostPort(wide.addr)

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/limitnode/limitnode/internal/testenv"
 )
 
 // readmeBlock returns the README's sh block that holds marker.
@@ -25,20 +27,6 @@ func readmeBlock(t *testing.T, marker string) string {
 	}
 	t.Fatalf("no sh block of the README holds %q", marker)
 	return ""
-}
-
-// needTools skips when a program the test runs is missing, except in CI,
-// where .ci/run installs it and its absence is a failure.
-func needTools(t *testing.T, names ...string) {
-	t.Helper()
-	for _, name := range names {
-		if _, err := exec.LookPath(name); err != nil {
-			if os.Getenv("CI") == "true" {
-				t.Fatalf("%s is not installed; .ci/run installs it", name)
-			}
-			t.Skipf("%s is not installed (apt-get install %s); CI runs this test", name, name)
-		}
-	}
 }
 
 // runReadmeScript runs a README script that starts with its build line, in
@@ -68,7 +56,7 @@ func runReadmeScript(t *testing.T, what, script string) string {
 // TestReadmeSecureClusterRuns runs the README's secure three-node cluster
 // as it stands: the last call must be allowed.
 func TestReadmeSecureClusterRuns(t *testing.T) {
-	needTools(t, "bash", "curl", "go")
+	testenv.NeedPrograms(t, "bash", "curl", "go")
 	out := runReadmeScript(t, "the README's secure cluster", readmeBlock(t, "./limitnode certs -dir certs"))
 	if !strings.Contains(out, `"allowed":true`) {
 		t.Fatalf("the last call was not allowed:\n%s", out)
@@ -80,7 +68,7 @@ func TestReadmeSecureClusterRuns(t *testing.T) {
 // members, and each command must succeed, the last handing leadership to
 // n2.
 func TestReadmeClusterRuns(t *testing.T) {
-	needTools(t, "bash", "curl", "go")
+	testenv.NeedPrograms(t, "bash", "curl", "go")
 	script := readmeBlock(t, "-data d3 -join 127.0.0.1:7001 &") + readmeBlock(t, "./limitnode transfer-leadership -to n2")
 	out := runReadmeScript(t, "the README's cluster", script)
 	if n := strings.Count(out, `"voter":true`); n != 3 {
