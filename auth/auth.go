@@ -21,10 +21,10 @@ type Role string
 
 // The roles.
 const (
-	// RoleDecide: POST /v1/allow and /v1/allow/batch, leases,
-	// forward-auth and gRPC ShouldRateLimit.
+	// RoleDecide: POST /v1/allow and /v1/allow/batch, leases and
+	// /v1/forward-auth.
 	RoleDecide Role = "decide"
-	// RoleRead: every GET under /v1/, the status page and /metrics.
+	// RoleRead: every other GET under /v1/, and /metrics.
 	RoleRead Role = "read"
 	// RoleAdmin: everything, including policy and configuration writes,
 	// membership and snapshots. It implies RoleDecide and RoleRead.
