@@ -11,6 +11,7 @@ import (
 	"hash"
 	"io"
 	"os"
+	"strconv"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -89,7 +90,7 @@ func (n *Node) catchUp(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	for n.raft.AppliedIndex() < target {
+	for n.raft.AppliedIndex() < target || !n.fsmCaughtUp(target) {
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("%w: this node did not catch up with the leader in time", contract.ErrNoLeader)
@@ -97,6 +98,25 @@ func (n *Node) catchUp(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// fsmCaughtUp reports whether the FSM has applied every entry up to index
+// that Raft hands it (commands and configurations; it never sees barriers
+// and no-ops). Raft's AppliedIndex counts an entry once it is handed over,
+// before the FSM has applied it, so a read that waited for AppliedIndex
+// alone could still see the state before the entry.
+func (n *Node) fsmCaughtUp(index uint64) bool {
+	snapshot, _ := strconv.ParseUint(n.raft.Stats()["last_snapshot_index"], 10, 64)
+	for i := max(n.fsm.LastIndex(), snapshot) + 1; i <= index; i++ {
+		var l raft.Log
+		if err := n.logStore.GetLog(i, &l); err != nil {
+			return false
+		}
+		if l.Type == raft.LogCommand || l.Type == raft.LogConfiguration {
+			return false
+		}
+	}
+	return true
 }
 
 func (b *backup) Info() contract.BackupInfo { return b.info }

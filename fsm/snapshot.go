@@ -117,6 +117,14 @@ func (f *FSM) LimitsDigest() (uint64, [sha256.Size]byte) {
 	return index, snap.withoutMembers().digest()
 }
 
+// LastIndex returns the index of the last log entry Apply was given (0
+// after a restore until the next entry).
+func (f *FSM) LastIndex() uint64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.lastIndex
+}
+
 // Backup returns the index of the last entry applied and a frozen copy of
 // the state at that index, to be written with its Persist (or WriteTo).
 func (f *FSM) Backup() (uint64, *BackupState) {
