@@ -46,19 +46,29 @@ func (a *API) allow(w http.ResponseWriter, r *http.Request) {
 		writeError(w, apiErr)
 		return
 	}
+	if decision, ok := a.decide(w, r, req.Request, req.contractError); ok {
+		a.writeDecision(w, req.Request, decision, http.StatusTooManyRequests, false)
+	}
+}
+
+// decide asks the cluster for req's decision on behalf of r's caller. When
+// it cannot be had, it answers w (a refusal of the request through
+// refused, which names its fields as the caller spelled them) and reports
+// false.
+func (a *API) decide(w http.ResponseWriter, r *http.Request, req contract.Request, refused func(*contract.Error) *apiError) (contract.Decision, bool) {
 	req.Scope = callerOf(r)
 	ctx, cancel := context.WithTimeout(r.Context(), a.opts.RequestTimeout)
 	defer cancel()
-	decision, err := a.limiter.Allow(ctx, req.Request)
+	decision, err := a.limiter.Allow(ctx, req)
 	if rej := contract.As(err); rej != nil {
-		writeError(w, req.contractError(rej))
-		return
+		writeError(w, refused(rej))
+		return contract.Decision{}, false
 	}
 	if err != nil {
 		a.writeClusterError(w, r, err)
-		return
+		return contract.Decision{}, false
 	}
-	a.writeDecision(w, req.Request, decision, http.StatusTooManyRequests, false)
+	return decision, true
 }
 
 // writeDecision answers a decision: 200, or denyStatus with Retry-After,

@@ -1,7 +1,7 @@
 package httpapi
 
 import (
-	"context"
+	"cmp"
 	"fmt"
 	"maps"
 	"net/http"
@@ -37,19 +37,9 @@ func (a *API) forwardAuth(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	req.Scope = callerOf(r)
-	ctx, cancel := context.WithTimeout(r.Context(), a.opts.RequestTimeout)
-	defer cancel()
-	decision, cerr := a.limiter.Allow(ctx, req)
-	if rej := contract.As(cerr); rej != nil {
-		writeError(w, fromContract(rej))
-		return
+	if decision, ok := a.decide(w, r, req, fromContract); ok {
+		a.writeDecision(w, req, decision, denyStatus, true)
 	}
-	if cerr != nil {
-		a.writeClusterError(w, r, cerr)
-		return
-	}
-	a.writeDecision(w, req, decision, denyStatus, true)
 }
 
 // forwardAuthRequest reads the query: the request to decide and the status
@@ -126,17 +116,17 @@ func (a *API) forwardedValue(r *http.Request, source string) (string, error) {
 		if trusted == nil {
 			trusted = DefaultTrustedProxies
 		}
-		addr, err := clientip.Of(r, trusted)
+		addr, err := clientip.Resolve(r.RemoteAddr, r.Header.Values("X-Forwarded-For"), trusted)
 		if err != nil {
 			return "", err
 		}
 		return addr.String(), nil
 	case source == "method":
-		return firstOf(r.Header.Get("X-Forwarded-Method"), r.Method), nil
+		return cmp.Or(r.Header.Get("X-Forwarded-Method"), r.Method), nil
 	case source == "host":
-		return firstOf(r.Header.Get("X-Forwarded-Host"), r.Host), nil
+		return cmp.Or(r.Header.Get("X-Forwarded-Host"), r.Host), nil
 	case source == "uri" || source == "path":
-		uri := firstOf(r.Header.Get("X-Forwarded-Uri"), r.Header.Get("X-Original-URI"))
+		uri := cmp.Or(r.Header.Get("X-Forwarded-Uri"), r.Header.Get("X-Original-URI"))
 		if uri == "" {
 			return "", fmt.Errorf("source %s: the proxy sent neither X-Forwarded-Uri nor X-Original-URI", source)
 		}
@@ -149,13 +139,4 @@ func (a *API) forwardedValue(r *http.Request, source string) (string, error) {
 		return r.Header.Get(strings.TrimPrefix(source, "header:")), nil
 	}
 	return "", fmt.Errorf("unknown source %q: give client_ip, method, host, uri, path or header:<Name>", source)
-}
-
-func firstOf(values ...string) string {
-	for _, v := range values {
-		if v != "" {
-			return v
-		}
-	}
-	return ""
 }

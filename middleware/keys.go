@@ -57,7 +57,7 @@ func FromContext(get func(context.Context) (string, bool)) KeyFunc {
 // so a client cannot choose its own key by sending it.
 func ClientIP(trusted ...netip.Prefix) KeyFunc {
 	return func(r *http.Request) (string, error) {
-		a, err := clientip.Of(r, trusted)
+		a, err := clientip.Resolve(r.RemoteAddr, r.Header.Values("X-Forwarded-For"), trusted)
 		if err != nil {
 			return "", err
 		}

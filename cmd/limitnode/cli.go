@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -50,18 +51,11 @@ type remoteFlags struct {
 }
 
 func (f *remoteFlags) add(fs *flag.FlagSet, getenv func(string) string, timeout time.Duration) {
-	fs.StringVar(&f.addr, "addr", or(getenv("LIMITNODE_ADDR"), "127.0.0.1:7070"), "HTTP addresses of nodes, comma-separated, tried in turn (env LIMITNODE_ADDR)")
+	fs.StringVar(&f.addr, "addr", cmp.Or(getenv("LIMITNODE_ADDR"), "127.0.0.1:7070"), "HTTP addresses of nodes, comma-separated, tried in turn (env LIMITNODE_ADDR)")
 	fs.StringVar(&f.token, "token", getenv("LIMITNODE_TOKEN"), "API token (env LIMITNODE_TOKEN)")
 	fs.StringVar(&f.ca, "ca", getenv("LIMITNODE_CA"), "PEM CA to trust for HTTPS; addresses without a scheme are then https:// (env LIMITNODE_CA)")
 	fs.BoolVar(&f.json, "json", false, "print the API's JSON answer instead of a table")
 	fs.DurationVar(&f.timeout, "timeout", timeout, "how long to wait for the whole answer; 0 for no limit")
-}
-
-func or(v, def string) string {
-	if v != "" {
-		return v
-	}
-	return def
 }
 
 // remote builds the client of the parsed flags.

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"flag"
 	"fmt"
@@ -116,7 +117,7 @@ var transferCommand = remoteCommand("transfer-leadership", "transfer-leadership 
 		if r.json {
 			return r.printJSON(st)
 		}
-		fmt.Fprintf(r.stdout, "leader is now %s (term %d)\n", or(st.Leader, "(being elected)"), st.Term)
+		fmt.Fprintf(r.stdout, "leader is now %s (term %d)\n", cmp.Or(st.Leader, "(being elected)"), st.Term)
 		return nil
 	}
 })

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"flag"
@@ -150,7 +151,7 @@ func (r *remote) policies(ps []client.Policy) error {
 	for _, p := range ps {
 		limit := "?"
 		if l := p.Limit; l != nil {
-			limit = fmt.Sprintf("%s %d/%s", or(l.Algorithm, "token_bucket"), l.Rate, shortDuration(or(l.Period, "1s")))
+			limit = fmt.Sprintf("%s %d/%s", cmp.Or(l.Algorithm, "token_bucket"), l.Rate, shortDuration(cmp.Or(l.Period, "1s")))
 			if l.Burst != 0 {
 				limit += fmt.Sprintf(" burst %d", l.Burst)
 			}
@@ -159,7 +160,7 @@ func (r *remote) policies(ps []client.Policy) error {
 		if p.ShadowDenied != nil {
 			shadowDenied = strconv.FormatInt(*p.ShadowDenied, 10)
 		}
-		rows = append(rows, []string{p.Name, limit, strconv.Itoa(len(p.Overrides)), or(p.KeyTemplate, "-"), strconv.FormatBool(p.Shadow), shadowDenied})
+		rows = append(rows, []string{p.Name, limit, strconv.Itoa(len(p.Overrides)), cmp.Or(p.KeyTemplate, "-"), strconv.FormatBool(p.Shadow), shadowDenied})
 	}
 	return r.table("NAME\tLIMIT\tOVERRIDES\tKEY TEMPLATE\tSHADOW\tSHADOW DENIED", rows)
 }

@@ -7,16 +7,9 @@ package clientip
 
 import (
 	"fmt"
-	"net/http"
 	"net/netip"
 	"strings"
 )
-
-// Of returns the client address of r: Resolve of its peer and its
-// X-Forwarded-For header lines.
-func Of(r *http.Request, trusted []netip.Prefix) (netip.Addr, error) {
-	return Resolve(r.RemoteAddr, r.Header.Values("X-Forwarded-For"), trusted)
-}
 
 // Resolve returns the client address behind peer (host:port), given the
 // X-Forwarded-For lines that came with the call. With no trusted prefixes

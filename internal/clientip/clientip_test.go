@@ -1,7 +1,6 @@
 package clientip
 
 import (
-	"net/http/httptest"
 	"testing"
 )
 
@@ -35,16 +34,11 @@ func TestOf(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			r := httptest.NewRequest("GET", "/", nil)
-			r.RemoteAddr = tt.peer
-			for _, v := range tt.xff {
-				r.Header.Add("X-Forwarded-For", v)
-			}
 			trusted := proxies
 			if !tt.trusted {
 				trusted = nil
 			}
-			got, err := Of(r, trusted)
+			got, err := Resolve(tt.peer, tt.xff, trusted)
 			if err != nil || got.String() != tt.want {
 				t.Fatalf("Of = %v, %v; want %s", got, err, tt.want)
 			}
