@@ -170,20 +170,6 @@ func nginxLocations(limitnode string) string {
 `, "LIMITNODE", limitnode)
 }
 
-func TestForwardAuthThroughNginx(t *testing.T) {
-	t.Parallel()
-	nginx := testenv.NeedProgram(t, "nginx")
-	pc := newProxiedCluster(t)
-	dir := t.TempDir()
-	listen := testenv.FreeAddr(t)
-	conf := filepath.Join(dir, "nginx.conf")
-	if err := os.WriteFile(conf, []byte(nginxConfig(dir, listen, pc.follower, pc.upstream)), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	startProxy(t, listen, exec.Command(nginx, "-p", dir, "-c", conf, "-g", "daemon off;"))
-	checkLimitHolds(t, listen)
-}
-
 // caddyfile is the README's Caddy configuration for the given addresses.
 func caddyfile(listen, limitnode, upstream string) string {
 	return fmt.Sprintf(`{
@@ -200,20 +186,46 @@ http://%s {
 `, listen, limitnode, upstream)
 }
 
-func TestForwardAuthThroughCaddy(t *testing.T) {
+// TestForwardAuthThroughRealProxies runs nginx and Caddy, each with the
+// README's configuration, in front of the upstream and a cluster.
+func TestForwardAuthThroughRealProxies(t *testing.T) {
 	t.Parallel()
-	caddy := testenv.NeedProgram(t, "caddy")
-	pc := newProxiedCluster(t)
-	dir := t.TempDir()
-	listen := testenv.FreeAddr(t)
-	conf := filepath.Join(dir, "Caddyfile")
-	if err := os.WriteFile(conf, []byte(caddyfile(listen, pc.follower, pc.upstream)), 0o644); err != nil {
-		t.Fatal(err)
+	proxies := []struct {
+		program, file string
+		config        func(dir, listen, limitnode, upstream string) string
+		command       func(bin, dir, conf string) *exec.Cmd
+	}{
+		{
+			program: "nginx", file: "nginx.conf", config: nginxConfig,
+			command: func(bin, dir, conf string) *exec.Cmd {
+				return exec.Command(bin, "-p", dir, "-c", conf, "-g", "daemon off;")
+			},
+		},
+		{
+			program: "caddy", file: "Caddyfile",
+			config: func(_, listen, limitnode, upstream string) string { return caddyfile(listen, limitnode, upstream) },
+			command: func(bin, dir, conf string) *exec.Cmd {
+				cmd := exec.Command(bin, "run", "--config", conf, "--adapter", "caddyfile")
+				cmd.Env = append(os.Environ(), "HOME="+dir, "XDG_DATA_HOME="+dir, "XDG_CONFIG_HOME="+dir)
+				return cmd
+			},
+		},
 	}
-	cmd := exec.Command(caddy, "run", "--config", conf, "--adapter", "caddyfile")
-	cmd.Env = append(os.Environ(), "HOME="+dir, "XDG_DATA_HOME="+dir, "XDG_CONFIG_HOME="+dir)
-	startProxy(t, listen, cmd)
-	checkLimitHolds(t, listen)
+	for _, p := range proxies {
+		t.Run(p.program, func(t *testing.T) {
+			t.Parallel()
+			bin := testenv.NeedProgram(t, p.program)
+			pc := newProxiedCluster(t)
+			dir := t.TempDir()
+			listen := testenv.FreeAddr(t)
+			conf := filepath.Join(dir, p.file)
+			if err := os.WriteFile(conf, []byte(p.config(dir, listen, pc.follower, pc.upstream)), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			startProxy(t, listen, p.command(bin, dir, conf))
+			checkLimitHolds(t, listen)
+		})
+	}
 }
 
 // TestReadmeShowsTheTestedProxyConfigurations: the nginx and Caddy

@@ -100,17 +100,20 @@ func localNodes(t *testing.T, ctx context.Context, invs []invocation, httpOf, ra
 	for _, n := range nodes {
 		addrs = append(addrs, n.addr)
 	}
-	waitFor(t, fmt.Sprintf("the %d nodes to form one cluster", len(invs)), func() bool { return sameLeaderAndSize(ctx, len(invs), addrs...) })
+	waitFor(t, fmt.Sprintf("the %d nodes to form one cluster", len(invs)), func() bool {
+		return sameCluster(ctx, len(invs), func(client.ClusterStatus) bool { return true }, addrs...)
+	})
 	return nodes
 }
 
-// sameLeaderAndSize reports whether every address answers with the same
-// leader and size members, each with its HTTP address recorded.
-func sameLeaderAndSize(ctx context.Context, size int, addrs ...string) bool {
+// sameCluster reports whether every address answers with the same leader
+// and size members, each with its HTTP address recorded, in a view that
+// members accepts.
+func sameCluster(ctx context.Context, size int, members func(client.ClusterStatus) bool, addrs ...string) bool {
 	leader := ""
 	for _, addr := range addrs {
 		st, err := client.New(nil, addr).Cluster(ctx)
-		if err != nil || st.Leader == "" || len(st.Nodes) != size || !allHaveHTTPAddrs(st) || (leader != "" && st.Leader != leader) {
+		if err != nil || st.Leader == "" || len(st.Nodes) != size || !allHaveHTTPAddrs(st) || (leader != "" && st.Leader != leader) || !members(st) {
 			return false
 		}
 		leader = st.Leader

@@ -34,25 +34,17 @@ func (e expectedNodes) args(i int) []string {
 }
 
 // oneCluster reports whether every address answers with the same leader and
-// the same members, all of e, each member with its HTTP address recorded.
+// the same members, all of e at their Raft addresses, each member with its
+// HTTP address recorded.
 func (e expectedNodes) oneCluster(ctx context.Context, addrs ...string) bool {
-	var leader string
-	for _, addr := range addrs {
-		st, err := client.New(nil, addr).Cluster(ctx)
-		if err != nil || st.Leader == "" || len(st.Nodes) != len(e.ids) || !allHaveHTTPAddrs(st) {
-			return false
-		}
-		if leader != "" && st.Leader != leader {
-			return false
-		}
-		leader = st.Leader
+	return sameCluster(ctx, len(e.ids), func(st client.ClusterStatus) bool {
 		for i, n := range st.Nodes {
 			if n.ID != e.ids[i] || n.RaftAddr != e.rafts[i] {
 				return false
 			}
 		}
-	}
-	return true
+		return true
+	}, addrs...)
 }
 
 // TestBootstrapExpectFormsOneCluster starts three nodes at once with the

@@ -13,17 +13,7 @@ import (
 func startLogged(t *testing.T, ctx context.Context, args []string) (running, *syncBuffer) {
 	t.Helper()
 	logs := &syncBuffer{}
-	ready := make(chan string, 1)
-	r := running{done: make(chan error, 1)}
-	go func() { r.done <- run(ctx, args, env(nil), logs, ready) }()
-	select {
-	case r.addr = <-ready:
-	case err := <-r.done:
-		t.Fatalf("node exited early: %v", err)
-	case <-time.After(30 * time.Second):
-		t.Fatal("node did not become ready")
-	}
-	return r, logs
+	return startLoggingTo(t, ctx, args, nil, logs), logs
 }
 
 func alarms(logs string) []string {

@@ -98,9 +98,16 @@ type running struct {
 
 func startNode(t *testing.T, ctx context.Context, args []string, vars map[string]string) running {
 	t.Helper()
+	return startLoggingTo(t, ctx, args, vars, io.Discard)
+}
+
+// startLoggingTo starts a node that logs to logs, and returns once it
+// serves.
+func startLoggingTo(t *testing.T, ctx context.Context, args []string, vars map[string]string, logs io.Writer) running {
+	t.Helper()
 	ready := make(chan string, 1)
 	r := running{done: make(chan error, 1)}
-	go func() { r.done <- run(ctx, args, env(vars), io.Discard, ready) }()
+	go func() { r.done <- run(ctx, args, env(vars), logs, ready) }()
 	select {
 	case r.addr = <-ready:
 	case err := <-r.done:
