@@ -60,11 +60,8 @@ type Options struct {
 type Limiter struct {
 	decider limitcheck.Decider
 	opts    Options
-	methods map[string]*checkList
-	dflt    *checkList
+	methods *limitcheck.Table[Call]
 }
-
-type checkList = limitcheck.List[Call]
 
 // New returns a Limiter that asks guard. It refuses Options with a check
 // that has no key, both or neither of Limit and Policy, a negative cost, or
@@ -73,16 +70,13 @@ func New(guard *client.Guard, opts Options) (*Limiter, error) {
 	if guard == nil {
 		return nil, errors.New("grpclimit: a client.Guard is required")
 	}
-	l := &Limiter{methods: map[string]*checkList{}}
-	var err error
-	if l.dflt, err = newCheckList("Default", opts.Default); err != nil {
-		return nil, err
+	methods, err := limitcheck.NewTable("Methods", opts.Default, opts.Methods, func(c Check) limitcheck.Check[Call] {
+		return limitcheck.Check[Call]{Name: c.Name, Key: c.Key, Limit: c.Limit, Policy: c.Policy, Cost: c.Cost}
+	})
+	if err != nil {
+		return nil, fmt.Errorf("grpclimit: %w", err)
 	}
-	for method, checks := range opts.Methods {
-		if l.methods[method], err = newCheckList(fmt.Sprintf("Methods[%q]", method), checks); err != nil {
-			return nil, err
-		}
-	}
+	l := &Limiter{methods: methods}
 	if opts.Timeout <= 0 {
 		opts.Timeout = 2 * time.Second
 	}
@@ -91,18 +85,6 @@ func New(guard *client.Guard, opts Options) (*Limiter, error) {
 	}
 	l.opts, l.decider = opts, limitcheck.Decider{Guard: guard, Timeout: opts.Timeout}
 	return l, nil
-}
-
-func newCheckList(where string, checks []Check) (*checkList, error) {
-	shared := make([]limitcheck.Check[Call], len(checks))
-	for i, c := range checks {
-		shared[i] = limitcheck.Check[Call]{Name: c.Name, Key: c.Key, Limit: c.Limit, Policy: c.Policy, Cost: c.Cost}
-	}
-	list, err := limitcheck.NewList(where, shared)
-	if err != nil {
-		return nil, fmt.Errorf("grpclimit: %w", err)
-	}
-	return list, nil
 }
 
 // Unary returns the unary server interceptor: a call is decided before its
@@ -143,10 +125,7 @@ func (s *admittedStream) Context() context.Context { return s.ctx }
 // an admission; a denial's goes in the trailer (with the status), where
 // gRPC's retry policy reads grpc-retry-pushback-ms.
 func (l *Limiter) admit(ctx context.Context, method string, setHeader, setTrailer func(metadata.MD) error) (context.Context, error) {
-	checks, ok := l.methods[method]
-	if !ok {
-		checks = l.dflt
-	}
+	checks := l.methods.Lookup(method)
 	if checks.Empty() {
 		return ctx, nil
 	}

@@ -71,11 +71,8 @@ type Options struct {
 type Limiter struct {
 	decider limitcheck.Decider
 	opts    Options
-	routes  map[string]*checkList
-	dflt    *checkList
+	routes  *limitcheck.Table[*http.Request]
 }
-
-type checkList = limitcheck.List[*http.Request]
 
 // New returns a Limiter that asks guard. It refuses Options with a check
 // that has no key, both or neither of Limit and Policy, a negative cost, or
@@ -84,16 +81,13 @@ func New(guard *client.Guard, opts Options) (*Limiter, error) {
 	if guard == nil {
 		return nil, errors.New("middleware: a client.Guard is required")
 	}
-	l := &Limiter{routes: map[string]*checkList{}}
-	var err error
-	if l.dflt, err = newCheckList("Default", opts.Default); err != nil {
-		return nil, err
+	routes, err := limitcheck.NewTable("Routes", opts.Default, opts.Routes, func(c Check) limitcheck.Check[*http.Request] {
+		return limitcheck.Check[*http.Request]{Name: c.Name, Key: c.Key, Limit: c.Limit, Policy: c.Policy, Cost: c.Cost}
+	})
+	if err != nil {
+		return nil, fmt.Errorf("middleware: %w", err)
 	}
-	for pattern, checks := range opts.Routes {
-		if l.routes[pattern], err = newCheckList(fmt.Sprintf("Routes[%q]", pattern), checks); err != nil {
-			return nil, err
-		}
-	}
+	l := &Limiter{routes: routes}
 	if opts.OnKeyError == nil {
 		opts.OnKeyError = answerKeyError
 	}
@@ -105,18 +99,6 @@ func New(guard *client.Guard, opts Options) (*Limiter, error) {
 	}
 	l.opts, l.decider = opts, limitcheck.Decider{Guard: guard, Timeout: opts.Timeout}
 	return l, nil
-}
-
-func newCheckList(where string, checks []Check) (*checkList, error) {
-	shared := make([]limitcheck.Check[*http.Request], len(checks))
-	for i, c := range checks {
-		shared[i] = limitcheck.Check[*http.Request]{Name: c.Name, Key: c.Key, Limit: c.Limit, Policy: c.Policy, Cost: c.Cost}
-	}
-	list, err := limitcheck.NewList(where, shared)
-	if err != nil {
-		return nil, fmt.Errorf("middleware: %w", err)
-	}
-	return list, nil
 }
 
 // Wrap returns next behind the limits. Wrapping a *http.ServeMux finds
@@ -131,10 +113,7 @@ func (l *Limiter) Wrap(next http.Handler) http.Handler {
 		if pattern == "" && mux != nil {
 			_, pattern = mux.Handler(r)
 		}
-		checks, ok := l.routes[pattern]
-		if !ok {
-			checks = l.dflt
-		}
+		checks := l.routes.Lookup(pattern)
 		if checks.Empty() {
 			next.ServeHTTP(w, r)
 			return

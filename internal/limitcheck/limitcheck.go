@@ -104,3 +104,41 @@ func Join[R any](parts ...func(R) (string, error)) func(R) (string, error) {
 }
 
 var keyEscaper = strings.NewReplacer(`\`, `\\`, `|`, `\|`)
+
+// Table is the check lists of a limiter: one per route or method, and a
+// default for the rest.
+type Table[R any] struct {
+	byKey map[string]*List[R]
+	dflt  *List[R]
+}
+
+// NewTable validates and readies dflt and byKey (named field in errors:
+// "Routes", "Methods"), whose checks convert turns into Checks.
+func NewTable[R, C any](field string, dflt []C, byKey map[string][]C, convert func(C) Check[R]) (*Table[R], error) {
+	list := func(where string, checks []C) (*List[R], error) {
+		shared := make([]Check[R], len(checks))
+		for i, c := range checks {
+			shared[i] = convert(c)
+		}
+		return NewList(where, shared)
+	}
+	t := &Table[R]{byKey: map[string]*List[R]{}}
+	var err error
+	if t.dflt, err = list("Default", dflt); err != nil {
+		return nil, err
+	}
+	for key, checks := range byKey {
+		if t.byKey[key], err = list(fmt.Sprintf("%s[%q]", field, key), checks); err != nil {
+			return nil, err
+		}
+	}
+	return t, nil
+}
+
+// Lookup returns the checks of key, or the default ones.
+func (t *Table[R]) Lookup(key string) *List[R] {
+	if l, ok := t.byKey[key]; ok {
+		return l
+	}
+	return t.dflt
+}
