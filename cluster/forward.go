@@ -11,6 +11,7 @@ import (
 
 	"github.com/limitnode/limitnode/contract"
 	"github.com/limitnode/limitnode/fsm"
+	"github.com/limitnode/limitnode/rls"
 )
 
 // The forwarding protocol runs over the Raft address (see mux.go). A
@@ -39,6 +40,8 @@ const (
 	opConsistency
 	// opTransfer hands leadership over (Member.ID: to whom, or "").
 	opTransfer
+	opPutRLSConfig
+	opDeleteRLSConfig
 )
 
 type forwardRequest struct {
@@ -48,6 +51,7 @@ type forwardRequest struct {
 	Policy   contract.Policy  // for opPutPolicy; only Name for opDeletePolicy
 	Lease    fsm.LeaseCommand // for opAcquireLease; only ID for opReleaseLease
 	Health   []memberHealth   // for opPing from the leader: its view of the members
+	RLS      *rls.Config      // for opPutRLSConfig; only Domain for opDeleteRLSConfig
 }
 
 // forwardStatus tells the follower what happened to its message, so that it
@@ -235,6 +239,14 @@ func (n *Node) handleForward(req *forwardRequest) *forwardResponse {
 		return replyTo(n.PutPolicy(ctx, req.Policy))
 	case opDeletePolicy:
 		return replyTo(n.DeletePolicy(ctx, req.Policy.Name))
+	case opPutRLSConfig, opDeleteRLSConfig:
+		if req.RLS == nil {
+			return &forwardResponse{Status: statusFailed, Error: "no RLS configuration in the message"}
+		}
+		if req.Op == opPutRLSConfig {
+			return replyTo(n.PutRLSConfig(ctx, *req.RLS))
+		}
+		return replyTo(n.DeleteRLSConfig(ctx, req.RLS.Domain))
 	case opAcquireLease, opReleaseLease:
 		if !n.isLeader() {
 			return &forwardResponse{Status: statusNotLeader}

@@ -41,6 +41,16 @@ func loadOf(reqs []fsm.Request) load {
 				l.bytes += dimensionOverhead + len(d.Name) + len(d.Value)
 			}
 		}
+		if q := r.RLS; q != nil {
+			l.checks += len(q.Descriptors)
+			l.bytes += stringOverhead + len(q.Domain)
+			for _, d := range q.Descriptors {
+				l.bytes += checkOverhead + stringOverhead
+				for _, e := range d.Entries {
+					l.bytes += dimensionOverhead + len(e.Key) + len(e.Value)
+				}
+			}
+		}
 	}
 	return l
 }

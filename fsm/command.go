@@ -9,6 +9,7 @@ import (
 	"github.com/limitnode/limitnode/algorithms"
 	"github.com/limitnode/limitnode/contract"
 	"github.com/limitnode/limitnode/internal/msgpack"
+	"github.com/limitnode/limitnode/rls"
 )
 
 // CommandType is the first byte of every command in the Raft log.
@@ -35,6 +36,11 @@ const (
 	// takes the digest of its state at that index, so that replicas can be
 	// compared (see FSM.OnCheckpoint).
 	CommandCheckpoint CommandType = 8
+	// CommandPutRLSConfig creates or replaces an Envoy rate limit service
+	// domain's configuration.
+	CommandPutRLSConfig CommandType = 9
+	// CommandDeleteRLSConfig deletes a domain's configuration.
+	CommandDeleteRLSConfig CommandType = 10
 )
 
 // CheckpointCommand is the body of CommandCheckpoint.
@@ -82,9 +88,13 @@ type Request struct {
 	// nothing; a different one is refused as a conflict.
 	RequestID string
 	Checks    []Check
-	// Scope is whose the request ID is (contract.Request.Scope). Last, so
-	// that entries written before it decode with an empty scope.
+	// Scope is whose the request ID is (contract.Request.Scope). After the
+	// fields above, so that entries written before it decode with an
+	// empty scope.
 	Scope string
+	// RLS, when set, is an Envoy rate limit service query, decided instead
+	// of Checks (which are then empty). Last, as Scope.
+	RLS *rls.Query
 }
 
 // AllowCommand is a batch of independent requests decided at one instant.
@@ -120,6 +130,10 @@ type Result struct {
 	// AtNanos is the cluster time the request was decided at (for a
 	// duplicate, the time of the first decision).
 	AtNanos int64
+	// RLS has one status per descriptor of an RLS query; Checks then holds
+	// the decisions of the limits that applied (Status.Check). Last, so
+	// that results written before it decode without.
+	RLS []rls.Status
 }
 
 // CheckResult is the outcome of one check.
@@ -208,6 +222,12 @@ func decodeBody(data []byte, v any) error {
 // contract.Request.Validate), so that a corrupt or hand-built entry can never
 // reach the algorithms with values they would overflow on.
 func (r *Request) Validate() *contract.Error {
+	if r.RLS != nil {
+		if len(r.Checks) > 0 || r.RequestID != "" {
+			return contract.Invalid("checks", "a rate limit service query carries no checks and no request ID")
+		}
+		return r.RLS.Validate()
+	}
 	// Most requests have one or two checks: keep those off the heap.
 	var small [2]contract.Check
 	checks := small[:0]

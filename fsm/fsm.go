@@ -11,6 +11,7 @@ import (
 	"github.com/hashicorp/raft"
 	"github.com/limitnode/limitnode/algorithms"
 	"github.com/limitnode/limitnode/contract"
+	"github.com/limitnode/limitnode/rls"
 )
 
 // DedupWindow is how long, in cluster time, the FSM remembers a request ID
@@ -94,6 +95,7 @@ type FSM struct {
 	dedupHead  int
 	nodes      map[string]string
 	policies   map[string]*policyEntry
+	rlsDomains map[string]*rls.Domain
 	// totalOverrides counts the overrides of every policy, bounded by
 	// contract.MaxTotalOverrides.
 	totalOverrides int
@@ -159,6 +161,7 @@ func (f *FSM) reset() {
 	f.dedupHead = 0
 	f.nodes = make(map[string]string)
 	f.policies = make(map[string]*policyEntry)
+	f.rlsDomains = make(map[string]*rls.Domain)
 	f.totalOverrides = 0
 	f.leases = newLeaseTable()
 }
@@ -274,6 +277,24 @@ var applyCommands = map[CommandType]func(f *FSM, body []byte) (any, error){
 		}
 		f.totalOverrides -= len(old.policy.Overrides)
 		delete(f.policies, cmd.Name)
+		return nil, nil
+	},
+	CommandPutRLSConfig: func(f *FSM, body []byte) (any, error) {
+		var c rls.Config
+		if err := decodeBody(body, &c); err != nil {
+			return nil, err
+		}
+		return f.putRLSConfig(c), nil
+	},
+	CommandDeleteRLSConfig: func(f *FSM, body []byte) (any, error) {
+		var cmd NamedDeleteCommand
+		if err := decodeBody(body, &cmd); err != nil {
+			return nil, err
+		}
+		if f.rlsDomains[cmd.Name] == nil {
+			return contract.NotFound("domain", "rate limit service domain %q does not exist", cmd.Name), nil
+		}
+		delete(f.rlsDomains, cmd.Name)
 		return nil, nil
 	},
 }
@@ -397,6 +418,10 @@ type target struct {
 	cost   int64
 	key    string // rendered from a template, else ""
 	policy *policyEntry
+	// shadow: the check's decision never denies the request.
+	shadow bool
+	// never: the limit refuses every hit (an RLS requests_per_unit of 0).
+	never bool
 }
 
 // resolve finds a check's bucket and limit. A policy check uses the policy
@@ -413,7 +438,7 @@ func (f *FSM) resolve(now int64, c *Check) (target, *contract.Error) {
 	if p == nil {
 		return target{}, contract.NotFound("policy", "policy %q does not exist", c.Policy)
 	}
-	t := target{cost: c.Cost, policy: p}
+	t := target{cost: c.Cost, policy: p, shadow: p.policy.Shadow}
 	key := c.Key
 	switch {
 	case p.policy.KeyTemplate != "" && len(c.Dimensions) > 0:
@@ -439,11 +464,8 @@ func (f *FSM) resolve(now int64, c *Check) (target, *contract.Error) {
 	return t, nil
 }
 
-// decide applies one request's checks all-or-nothing: each is decided on the
-// current state; only if every check that is not in shadow mode allows are
-// the new states stored (a shadow check stores only if it allows too). When
-// one denies, the others are reported as they stand (decided with cost 0),
-// since they consumed nothing.
+// decide applies one request's checks, or its RLS query's limits,
+// all-or-nothing (see decideTargets).
 func (f *FSM) decide(now int64, req *Request, cmd *AllowCommand) Result {
 	if err := req.Validate(); err != nil {
 		return Result{Rejection: err}
@@ -452,6 +474,16 @@ func (f *FSM) decide(now int64, req *Request, cmd *AllowCommand) Result {
 	// zeroing MaxChecks-sized arrays per request showed in the profile.
 	targets := f.scratchTargets[:0]
 	defer func() { f.scratchTargets = targets[:0] }()
+	if req.RLS != nil {
+		var statuses []rls.Status
+		var err *contract.Error
+		if targets, statuses, err = f.rlsTargets(now, req.RLS, targets); err != nil {
+			return Result{Rejection: err}
+		}
+		res := f.decideTargets(now, targets, cmd)
+		res.RLS = statuses
+		return res
+	}
 	for i := range req.Checks {
 		t, err := f.resolve(now, &req.Checks[i])
 		if err != nil {
@@ -464,27 +496,36 @@ func (f *FSM) decide(now int64, req *Request, cmd *AllowCommand) Result {
 		}
 		targets = append(targets, t)
 	}
-	res := Result{Allowed: true, Checks: make([]CheckResult, len(req.Checks))}
+	return f.decideTargets(now, targets, cmd)
+}
+
+// decideTargets decides resolved checks all-or-nothing: each is decided on
+// the current state; only if every check that is not in shadow mode allows
+// are the new states stored (a shadow check stores only if it allows too).
+// When one denies, the others are reported as they stand (decided with cost
+// 0), since they consumed nothing.
+func (f *FSM) decideTargets(now int64, targets []target, cmd *AllowCommand) Result {
+	res := Result{Allowed: true, Checks: make([]CheckResult, len(targets))}
 	nextStates := f.scratchStates[:0]
 	defer func() { f.scratchStates = nextStates[:0] }()
-	for i := range req.Checks {
+	for i := range targets {
 		t := &targets[i]
-		shadow := t.policy != nil && t.policy.policy.Shadow
-		d, next := algorithms.Decide(*t.limit, t.state, now, t.cost)
-		res.Checks[i] = CheckResult{Decision: d, PeriodNanos: t.limit.PeriodNanos, Key: t.key, Shadow: shadow}
+		d, next := decideTarget(t, now)
+		res.Checks[i] = CheckResult{Decision: d, PeriodNanos: t.limit.PeriodNanos, Key: t.key, Shadow: t.shadow}
 		nextStates = append(nextStates, next)
 		if !d.Allowed {
-			if shadow {
-				t.policy.shadowDenied++
-			} else {
+			switch {
+			case !t.shadow:
 				res.Allowed = false
+			case t.policy != nil:
+				t.policy.shadowDenied++
 			}
 		}
 	}
 	storeNew := true
 	if res.Allowed && cmd.MaxKeys > 0 {
 		created := 0
-		for i := range req.Checks {
+		for i := range targets {
 			if res.Checks[i].Decision.Allowed && targets[i].cost > 0 && !targets[i].live {
 				created++
 			}
@@ -497,7 +538,7 @@ func (f *FSM) decide(now int64, req *Request, cmd *AllowCommand) Result {
 			storeNew = false
 		}
 	}
-	for i := range req.Checks {
+	for i := range targets {
 		t := &targets[i]
 		d := &res.Checks[i].Decision
 		switch {
@@ -511,6 +552,24 @@ func (f *FSM) decide(now int64, req *Request, cmd *AllowCommand) Result {
 		}
 	}
 	return res
+}
+
+// decideTarget decides one resolved check. A check the limit can never
+// admit (a limit that refuses everything, or hits beyond its capacity,
+// which only an RLS query can ask for) is denied without a change, and
+// reported as the state stands, retrying after the state resets.
+func decideTarget(t *target, now int64) (algorithms.Decision, algorithms.State) {
+	if !t.never && t.cost <= t.limit.Capacity() {
+		return algorithms.Decide(*t.limit, t.state, now, t.cost)
+	}
+	d, _ := algorithms.Decide(*t.limit, t.state, now, 0)
+	d.Allowed = false
+	if t.never {
+		d.Limit, d.Remaining, d.RefillAfterNanos = 0, 0, 0
+		d.ResetAfterNanos = t.limit.PeriodNanos - now%t.limit.PeriodNanos
+	}
+	d.RetryAfterNanos = max(d.ResetAfterNanos, 1)
+	return d, t.state
 }
 
 // expireBuckets deletes state that has become equivalent to no state.

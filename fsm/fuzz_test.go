@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/limitnode/limitnode/algorithms"
+	"github.com/limitnode/limitnode/rls"
 )
 
 // seedEntries returns valid log entries of every command type, the starting
@@ -33,6 +34,15 @@ func seedEntries(t testing.TB) [][]byte {
 	add(CommandDeletePolicy, &NamedDeleteCommand{Name: "p"})
 	add(CommandAcquireLease, &LeaseCommand{NowNanos: t0, ID: "l1", Key: "job", Max: 2, TTLNanos: int64(time.Second)})
 	add(CommandReleaseLease, &LeaseCommand{NowNanos: t0, ID: "l1"})
+	edge, err := rls.Parse([]byte(edgeConfig))
+	if err != nil {
+		t.Fatal(err)
+	}
+	add(CommandPutRLSConfig, &edge)
+	add(CommandAllow, &AllowCommand{NowNanos: t0, Requests: []Request{
+		query(descriptor(1, "client", "a"), descriptor(2, "route", "/login"), descriptor(0, "bucket", "b")),
+	}})
+	add(CommandDeleteRLSConfig, &NamedDeleteCommand{Name: "edge"})
 	return out
 }
 

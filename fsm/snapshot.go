@@ -16,6 +16,7 @@ import (
 	"github.com/limitnode/limitnode/algorithms"
 	"github.com/limitnode/limitnode/contract"
 	"github.com/limitnode/limitnode/internal/msgpack"
+	"github.com/limitnode/limitnode/rls"
 )
 
 // snapshotVersion is the first field of every snapshot; Restore refuses any
@@ -28,8 +29,8 @@ var ErrCorruptSnapshot = errors.New("fsm: corrupt snapshot")
 
 // The snapshot is a msgpack stream: a header, then the buckets (in the
 // store's order; sorted by key and limit in the canonical form Digest
-// hashes), then the request IDs oldest first, then the nodes, policies and
-// leases, each sorted by name or ID.
+// hashes), then the request IDs oldest first, then the nodes, policies,
+// leases and RLS domain configurations, each sorted by name or ID.
 type snapshotHeader struct {
 	Version    int
 	NowNanos   int64
@@ -38,6 +39,9 @@ type snapshotHeader struct {
 	Nodes      int
 	Policies   int
 	Leases     int
+	// RLSDomains comes last: a snapshot written before it restores with
+	// none.
+	RLSDomains int
 }
 
 type bucketRecord struct {
@@ -76,6 +80,7 @@ type snapshot struct {
 	nodes      []NodeCommand
 	policies   []policyRecord
 	leases     []leaseRecord
+	rlsConfigs []*rls.Config
 }
 
 // Digest returns the index of the last entry applied and a SHA-256 of the
@@ -168,8 +173,12 @@ func (f *FSM) copyState() *snapshot {
 	for _, l := range f.leases.byID {
 		s.leases = append(s.leases, leaseRecord{ID: l.id, Key: l.group.key, Max: l.group.max, ExpiresAt: l.expiresAt})
 	}
+	for _, d := range f.rlsDomains {
+		s.rlsConfigs = append(s.rlsConfigs, d.Config())
+	}
 	s.header = snapshotHeader{Version: snapshotVersion, NowNanos: f.nowNanos,
-		Buckets: frozen.count, RequestIDs: len(s.requestIDs), Nodes: len(s.nodes), Policies: len(s.policies), Leases: len(s.leases)}
+		Buckets: frozen.count, RequestIDs: len(s.requestIDs), Nodes: len(s.nodes), Policies: len(s.policies), Leases: len(s.leases),
+		RLSDomains: len(s.rlsConfigs)}
 	return s
 }
 
@@ -191,6 +200,7 @@ func (s *snapshot) writeTo(w io.Writer, canonical bool) error {
 	slices.SortFunc(s.nodes, func(a, b NodeCommand) int { return strings.Compare(a.ID, b.ID) })
 	slices.SortFunc(s.policies, func(a, b policyRecord) int { return strings.Compare(a.Policy.Name, b.Policy.Name) })
 	slices.SortFunc(s.leases, func(a, b leaseRecord) int { return strings.Compare(a.ID, b.ID) })
+	slices.SortFunc(s.rlsConfigs, func(a, b *rls.Config) int { return strings.Compare(a.Domain, b.Domain) })
 
 	bw := bufio.NewWriterSize(w, 64<<10)
 	enc := codec.NewEncoder(bw, msgpack.Handle)
@@ -244,6 +254,11 @@ func (s *snapshot) writeTo(w io.Writer, canonical bool) error {
 			return err
 		}
 	}
+	for _, c := range s.rlsConfigs {
+		if err := enc.Encode(c); err != nil {
+			return err
+		}
+	}
 	return bw.Flush()
 }
 
@@ -281,7 +296,7 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	defer f.mu.Unlock()
 	f.nowNanos, f.buckets = fresh.nowNanos, fresh.buckets
 	f.dedup, f.dedupQueue, f.dedupHead = fresh.dedup, fresh.dedupQueue, fresh.dedupHead
-	f.nodes, f.policies, f.leases = fresh.nodes, fresh.policies, fresh.leases
+	f.nodes, f.policies, f.leases, f.rlsDomains = fresh.nodes, fresh.policies, fresh.leases, fresh.rlsDomains
 	f.totalOverrides = fresh.totalOverrides
 	return nil
 }
@@ -298,7 +313,7 @@ func (f *FSM) readSnapshot(r io.Reader) error {
 	if err := checkStamp(h.NowNanos); err != nil {
 		return err
 	}
-	if h.Buckets < 0 || h.RequestIDs < 0 || h.Nodes < 0 || h.Policies < 0 || h.Leases < 0 {
+	if h.Buckets < 0 || h.RequestIDs < 0 || h.Nodes < 0 || h.Policies < 0 || h.Leases < 0 || h.RLSDomains < 0 {
 		return fmt.Errorf("negative count in header")
 	}
 	f.nowNanos = h.NowNanos
@@ -311,8 +326,8 @@ func (f *FSM) readSnapshot(r io.Reader) error {
 		if err := l.Validate(); err != nil {
 			return fmt.Errorf("bucket %d: %w", i, err)
 		}
-		if rec.Policy != "" && contract.ValidatePolicyName(rec.Policy) != nil {
-			return fmt.Errorf("bucket %d: bad policy name", i)
+		if rec.Policy != "" && !validBucketOwner(rec.Policy) {
+			return fmt.Errorf("bucket %d: bad policy name or domain", i)
 		}
 		s := algorithms.State{At: rec.At, Frac: rec.Frac, Count: rec.Count, Previous: rec.Previous, Log: rec.Log}
 		if rec.Key == "" || len(rec.Key) > contract.MaxKeyBytes || !l.ValidState(s) {
@@ -372,6 +387,18 @@ func (f *FSM) readSnapshot(r io.Reader) error {
 		}
 	}
 	heap.Init(&f.leases.expiry)
+	for i := range h.RLSDomains {
+		var c rls.Config
+		if err := dec.Decode(&c); err != nil {
+			return fmt.Errorf("RLS domain %d: %w", i, err)
+		}
+		if f.rlsDomains[c.Domain] != nil {
+			return fmt.Errorf("RLS domain %d: %q repeated", i, c.Domain)
+		}
+		if err := f.putRLSConfig(c); err != nil {
+			return fmt.Errorf("RLS domain %d: %v", i, err)
+		}
+	}
 	var extra any
 	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
 		return errors.New("trailing data after the last record")

@@ -1,0 +1,76 @@
+package cluster
+
+import (
+	"context"
+
+	"github.com/limitnode/limitnode/contract"
+	"github.com/limitnode/limitnode/fsm"
+	"github.com/limitnode/limitnode/rls"
+)
+
+// ShouldRateLimit decides an Envoy rate limit service query: the
+// descriptors are matched against the domain's configuration and every
+// limit that applies is decided in one Raft entry, all or nothing, through
+// the same group commit and forwarding as Allow. Errors are Allow's.
+func (n *Node) ShouldRateLimit(ctx context.Context, q rls.Query) (rls.Decision, error) {
+	if err := q.Validate(); err != nil {
+		return rls.Decision{}, err
+	}
+	results, leader, err := n.decide(ctx, []fsm.Request{{RLS: &q}})
+	if err != nil {
+		return rls.Decision{}, err
+	}
+	r := results[0]
+	if r.Rejection != nil {
+		return rls.Decision{}, r.Rejection
+	}
+	d := rls.Decision{Allowed: r.Allowed, AtNanos: r.AtNanos, Leader: leader, Descriptors: make([]rls.DescriptorDecision, len(r.RLS))}
+	for i, s := range r.RLS {
+		d.Descriptors[i].Status = s
+		if s.Limited {
+			if s.Check < 0 || s.Check >= len(r.Checks) {
+				return rls.Decision{}, contract.Invalid("descriptors", "descriptor %d has no decision", i)
+			}
+			c := r.Checks[s.Check]
+			d.Descriptors[i].Decision, d.Descriptors[i].PeriodNanos = c.Decision, c.PeriodNanos
+		}
+	}
+	return d, nil
+}
+
+// PutRLSConfig creates or replaces a domain's configuration. Counters of
+// descriptors whose limit changes keep their usage, converted to the new
+// limit (see algorithms.Convert).
+func (n *Node) PutRLSConfig(ctx context.Context, c rls.Config) error {
+	if err := c.Validate(); err != nil {
+		return err
+	}
+	return n.leaderOp(ctx, &forwardRequest{Op: opPutRLSConfig, RLS: &c}, func() error {
+		return n.applyCommand(fsm.CommandPutRLSConfig, &c)
+	})
+}
+
+// DeleteRLSConfig deletes a domain's configuration; a *contract.Error with
+// CodeNotFound if there is none. Its counters expire as usual.
+func (n *Node) DeleteRLSConfig(ctx context.Context, domain string) error {
+	if domain == "" || len(domain) > rls.MaxDomainBytes {
+		return contract.Invalid("domain", "domain is required and must be at most %d bytes", rls.MaxDomainBytes)
+	}
+	return n.leaderOp(ctx, &forwardRequest{Op: opDeleteRLSConfig, RLS: &rls.Config{Domain: domain}}, func() error {
+		return n.applyCommand(fsm.CommandDeleteRLSConfig, &fsm.NamedDeleteCommand{Name: domain})
+	})
+}
+
+// RLSConfig returns a domain's configuration, after catching up with the
+// leader as Policies does.
+func (n *Node) RLSConfig(ctx context.Context, domain string) (rls.Config, bool) {
+	_ = n.catchUp(ctx)
+	return n.fsm.RLSConfig(domain)
+}
+
+// RLSDomains returns the names of the configured domains, sorted, after
+// catching up with the leader as Policies does.
+func (n *Node) RLSDomains(ctx context.Context) []string {
+	_ = n.catchUp(ctx)
+	return n.fsm.RLSDomains()
+}

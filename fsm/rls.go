@@ -1,0 +1,166 @@
+package fsm
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/limitnode/limitnode/algorithms"
+	"github.com/limitnode/limitnode/contract"
+	"github.com/limitnode/limitnode/rls"
+)
+
+// Envoy rate limit service domains are FSM state: CommandPutRLSConfig
+// carries an rls.Config as it is, CommandDeleteRLSConfig a
+// NamedDeleteCommand naming the domain. A query (Request.RLS) is matched
+// against the domain as it stands at its entry, so a configuration change
+// and the decisions around it are ordered by the log on every replica.
+
+// MaxRLSDomains bounds the domains the cluster holds.
+const MaxRLSDomains = 1000
+
+// rlsOwnerPrefix marks the buckets of a domain's counters in the bucket
+// store: "rls/" + domain, where a policy's buckets carry the policy's name.
+// No policy name holds a "/", so the two never meet. Like a policy's, such
+// a bucket remembers the limit its state was decided under and is converted
+// when the configuration changes the limit.
+const rlsOwnerPrefix = "rls/"
+
+// validBucketOwner reports whether a snapshot's bucket record names an
+// owner that can exist: a policy name or an RLS domain.
+func validBucketOwner(owner string) bool {
+	if domain, ok := strings.CutPrefix(owner, rlsOwnerPrefix); ok {
+		return domain != "" && len(domain) <= rls.MaxDomainBytes
+	}
+	return contract.ValidatePolicyName(owner) == nil
+}
+
+// putRLSConfig stores a domain's configuration, returning a
+// *contract.Error (as the apply response) if it is invalid or there are too
+// many domains.
+func (f *FSM) putRLSConfig(c rls.Config) any {
+	d, err := rls.Compile(&c)
+	if err != nil {
+		return err
+	}
+	if f.rlsDomains[c.Domain] == nil && len(f.rlsDomains) >= MaxRLSDomains {
+		return contract.Invalid("domain", "the cluster holds at most %d rate limit service domains", MaxRLSDomains)
+	}
+	f.rlsDomains[c.Domain] = d
+	return nil
+}
+
+// RLSConfig returns a domain's configuration.
+func (f *FSM) RLSConfig(domain string) (rls.Config, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	d := f.rlsDomains[domain]
+	if d == nil {
+		return rls.Config{}, false
+	}
+	return *d.Config(), true
+}
+
+// RLSDomains returns the names of the domains configured, sorted.
+func (f *FSM) RLSDomains() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	names := make([]string, 0, len(f.rlsDomains))
+	for name := range f.rlsDomains {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// rlsTargets matches a query's descriptors against its domain and resolves
+// the limits that apply into targets, appended to targets; statuses has one
+// entry per descriptor. Descriptors that count on the same counter under
+// the same limit share one target, their hits added (the reference service
+// would add both to one counter too).
+//
+// As envoyproxy/ratelimit does: a descriptor of an unknown domain, or one
+// that matches nothing, is not limited; an unlimited rate_limit is not
+// limited; a limit whose name another matched limit of the query replaces
+// does not apply; a per-descriptor override applies whether or not the
+// descriptor matches, with no name and never in shadow mode.
+func (f *FSM) rlsTargets(now int64, q *rls.Query, targets []target) ([]target, []rls.Status, *contract.Error) {
+	statuses := make([]rls.Status, len(q.Descriptors))
+	d := f.rlsDomains[q.Domain]
+	if d == nil {
+		return targets, statuses, nil
+	}
+	limits := make([]*rls.RateLimit, len(q.Descriptors))
+	shared := make([][]string, len(q.Descriptors))
+	var replaced []string
+	for i := range q.Descriptors {
+		desc := &q.Descriptors[i]
+		m := d.Match(desc.Entries)
+		if desc.Override != nil {
+			rl := &rls.RateLimit{RequestsPerUnit: desc.Override.RequestsPerUnit, Unit: desc.Override.Unit}
+			if m.RateLimit != nil {
+				rl.Algorithm = m.RateLimit.Algorithm
+			}
+			limits[i], shared[i] = rl, m.Shared
+			statuses[i] = rls.Status{RequestsPerUnit: rl.RequestsPerUnit, Unit: rl.Unit}
+			continue
+		}
+		if m.RateLimit == nil {
+			continue
+		}
+		for _, r := range m.RateLimit.Replaces {
+			replaced = append(replaced, r.Name)
+		}
+		if m.RateLimit.Unlimited {
+			statuses[i].Unlimited = true
+			continue
+		}
+		limits[i], shared[i] = m.RateLimit, m.Shared
+		statuses[i] = rls.Status{Name: m.RateLimit.Name, RequestsPerUnit: m.RateLimit.RequestsPerUnit, Unit: m.RateLimit.Unit,
+			Shadow: m.Shadow, Path: m.Path, Metered: m.Metered}
+	}
+	owner := rlsOwnerPrefix + q.Domain
+	first := len(targets)
+	for i, rl := range limits {
+		if rl == nil || (rl.Name != "" && slices.Contains(replaced, rl.Name)) {
+			continue
+		}
+		desc := &q.Descriptors[i]
+		field := fmt.Sprintf("descriptors[%d]", i)
+		key := rls.CounterKey(q.Domain, desc.Entries, shared[i])
+		if len(key) > contract.MaxKeyBytes {
+			return targets, nil, contract.Invalid(field+".entries", "the descriptor's entries make a counter key of %d bytes; the most is %d", len(key), contract.MaxKeyBytes)
+		}
+		t := target{id: bucketKey{key: key, policy: owner}, cost: desc.Hits, shadow: statuses[i].Shadow}
+		l, ok := rls.Limit(rl)
+		if ok {
+			if err := contract.ValidateLimit(l); err != nil {
+				return targets, nil, err.Within(field + ".limit")
+			}
+		} else {
+			// requests_per_unit 0 refuses every hit: a one-unit window
+			// that is never consulted stands for it.
+			period, _ := rls.UnitPeriod(rl.Unit)
+			l = algorithms.Limit{Algorithm: algorithms.FixedWindow, Rate: 1, PeriodNanos: int64(period)}
+			t.never = true
+		}
+		t.limit = &l
+		statuses[i].Limited, statuses[i].Algorithm = true, l.Algorithm
+		if j := slices.IndexFunc(targets[first:], func(o target) bool { return o.id == t.id }); j >= 0 {
+			o := &targets[first+j]
+			if *o.limit != l || o.never != t.never || o.shadow != t.shadow {
+				return targets, nil, contract.Invalid(field, "descriptors count on the same counter under different limits")
+			}
+			o.cost += t.cost
+			statuses[i].Check = j
+			continue
+		}
+		var from algorithms.Limit
+		if t.slot, t.state, from, t.live = f.buckets.get(t.id); t.live && from != l {
+			t.state = algorithms.Convert(from, t.state, l, now)
+		}
+		statuses[i].Check = len(targets) - first
+		targets = append(targets, t)
+	}
+	return targets, statuses, nil
+}
