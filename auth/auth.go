@@ -39,6 +39,13 @@ var (
 	ErrPermissionDenied = errors.New("the token lacks the role this call needs")
 )
 
+// Authorizer says whether a bearer token may make a call that needs role,
+// returning the token's name: ErrUnauthenticated or ErrPermissionDenied
+// when it may not. *File and *Tokens implement it.
+type Authorizer interface {
+	Authorize(token string, role Role) (name string, err error)
+}
+
 // MaxFileBytes bounds a token file.
 const MaxFileBytes = 1 << 20
 

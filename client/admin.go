@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+
+	"github.com/limitnode/limitnode/rls"
 )
 
 // The operator's side of the API: membership, policies, backups, health.
@@ -82,6 +84,37 @@ func (c *Client) ListPolicies(ctx context.Context, after string, limit int) (Pol
 	var page PolicyPage
 	_, err := c.do(ctx, http.MethodGet, "/v1/policies?"+q.Encode(), nil, &page, http.StatusOK)
 	return page, err
+}
+
+// PutRLSConfig creates or replaces the configuration of the Envoy rate
+// limit service domain c.Domain (rls.Parse reads one from
+// envoyproxy/ratelimit's YAML) and returns it as stored.
+func (c *Client) PutRLSConfig(ctx context.Context, config rls.Config) (rls.Config, error) {
+	var out rls.Config
+	_, err := c.do(ctx, http.MethodPut, "/v1/rls/domains/"+url.PathEscape(config.Domain), config, &out, http.StatusOK)
+	return out, err
+}
+
+// GetRLSConfig returns a domain's configuration as the node has applied it.
+func (c *Client) GetRLSConfig(ctx context.Context, domain string) (rls.Config, error) {
+	var out rls.Config
+	_, err := c.do(ctx, http.MethodGet, "/v1/rls/domains/"+url.PathEscape(domain), nil, &out, http.StatusOK)
+	return out, err
+}
+
+// DeleteRLSConfig deletes a domain's configuration.
+func (c *Client) DeleteRLSConfig(ctx context.Context, domain string) error {
+	_, err := c.do(ctx, http.MethodDelete, "/v1/rls/domains/"+url.PathEscape(domain), nil, nil, http.StatusOK)
+	return err
+}
+
+// ListRLSDomains returns the names of the configured domains, sorted.
+func (c *Client) ListRLSDomains(ctx context.Context) ([]string, error) {
+	var out struct {
+		Domains []string `json:"domains"`
+	}
+	_, err := c.do(ctx, http.MethodGet, "/v1/rls/domains", nil, &out, http.StatusOK)
+	return out.Domains, err
 }
 
 // Readiness is the answer of /readyz.

@@ -22,6 +22,8 @@ import (
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/limitnode/limitnode/internal/ratelimitheader"
 )
 
 // Client calls limitnode nodes over HTTP.
@@ -129,7 +131,7 @@ type Decision struct {
 
 // RateLimitHeaders are the headers of a /v1/allow answer that tell a caller
 // its limit: what Decision.Header keeps.
-var RateLimitHeaders = []string{"RateLimit-Limit", "RateLimit-Remaining", "RateLimit-Reset", "RateLimit-Policy", "RateLimit", "Retry-After"}
+var RateLimitHeaders = ratelimitheader.Names
 
 // Error is an error answer of the API.
 type Error struct {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/limitnode/limitnode/contract"
+	"github.com/limitnode/limitnode/internal/ratelimitheader"
 )
 
 // allowResponse is the body of a /v1/allow answer.
@@ -86,7 +87,7 @@ func (a *API) writeDecision(w http.ResponseWriter, req contract.Request, decisio
 		policy = "default"
 	}
 	check := decision.Checks[headline]
-	setRateLimitHeaders(w.Header(), policy, check.Decision, check.PeriodNanos)
+	ratelimitheader.Set(w.Header(), policy, check.Decision, check.PeriodNanos)
 	if !forProxy {
 		// The cluster time of the decision (Unix ns), for clients that
 		// check or debug the order of decisions.
@@ -96,7 +97,7 @@ func (a *API) writeDecision(w http.ResponseWriter, req contract.Request, decisio
 	status := http.StatusOK
 	if !decision.Allowed {
 		status = denyStatus
-		w.Header().Set("Retry-After", retryAfterHeader(resp.RetryAfterMS, a.opts.Jitter))
+		w.Header().Set("Retry-After", ratelimitheader.RetryAfter(resp.RetryAfterMS, a.opts.Jitter))
 	}
 	writeJSON(w, status, resp)
 }
@@ -111,10 +112,10 @@ func answer(req contract.Request, d contract.Decision) (allowResponse, int) {
 		Allowed:      d.Allowed,
 		Limit:        h.Limit,
 		Remaining:    h.Remaining,
-		ResetAfterMS: ceilDiv(h.ResetAfterNanos, int64(time.Millisecond)),
+		ResetAfterMS: ratelimitheader.CeilDiv(h.ResetAfterNanos, int64(time.Millisecond)),
 	}
 	if !d.Allowed {
-		resp.RetryAfterMS = ceilDiv(h.RetryAfterNanos, int64(time.Millisecond))
+		resp.RetryAfterMS = ratelimitheader.CeilDiv(h.RetryAfterNanos, int64(time.Millisecond))
 	}
 	detailed := len(req.Checks) > 1
 	for _, c := range d.Checks {
@@ -129,8 +130,8 @@ func answer(req contract.Request, d contract.Decision) (allowResponse, int) {
 			resp.Checks = append(resp.Checks, checkResponse{
 				Key: key, Policy: req.Checks[i].Policy, Shadow: c.Shadow,
 				Allowed: c.Allowed, Limit: c.Limit, Remaining: c.Remaining,
-				ResetAfterMS: ceilDiv(c.ResetAfterNanos, int64(time.Millisecond)),
-				RetryAfterMS: ceilDiv(c.RetryAfterNanos, int64(time.Millisecond)),
+				ResetAfterMS: ratelimitheader.CeilDiv(c.ResetAfterNanos, int64(time.Millisecond)),
+				RetryAfterMS: ratelimitheader.CeilDiv(c.RetryAfterNanos, int64(time.Millisecond)),
 			})
 		}
 	}

@@ -14,6 +14,8 @@ import (
 
 	"github.com/limitnode/limitnode/auth"
 	"github.com/limitnode/limitnode/contract"
+	"github.com/limitnode/limitnode/rls"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Limiter is what the HTTP API needs from a cluster node. *cluster.Node
@@ -33,6 +35,16 @@ type Limiter interface {
 	Policies(ctx context.Context, after string, limit, maxOverrides int) (page []contract.PolicyStatus, next string)
 	// Policy returns one policy as this node has applied it.
 	Policy(ctx context.Context, name string) (contract.PolicyStatus, bool)
+	// PutRLSConfig creates or replaces a rate limit service domain's
+	// configuration.
+	PutRLSConfig(ctx context.Context, c rls.Config) error
+	// DeleteRLSConfig deletes a domain's configuration.
+	DeleteRLSConfig(ctx context.Context, domain string) error
+	// RLSConfig returns a domain's configuration as this node has applied
+	// it.
+	RLSConfig(ctx context.Context, domain string) (rls.Config, bool)
+	// RLSDomains returns the configured domains, sorted.
+	RLSDomains(ctx context.Context) []string
 	// AcquireLease takes one of req.Max concurrent slots of req.Key.
 	AcquireLease(ctx context.Context, req contract.LeaseRequest) (contract.Lease, error)
 	// ReleaseLease gives a lease back.
@@ -81,14 +93,10 @@ type Options struct {
 	// Authorizer, when set, makes every route but /healthz and /readyz
 	// need a bearer token with the route's role. *auth.File implements
 	// it. Nil: no tokens, every route is open.
-	Authorizer Authorizer
-}
-
-// Authorizer says whether a bearer token may make a call that needs role,
-// returning the token's name: auth.ErrUnauthenticated or
-// auth.ErrPermissionDenied when it may not.
-type Authorizer interface {
-	Authorize(token string, role auth.Role) (name string, err error)
+	Authorizer auth.Authorizer
+	// Collectors are more Prometheus metrics for /metrics: the gRPC API's,
+	// when the node serves one.
+	Collectors []prometheus.Collector
 }
 
 // API is limitnode's HTTP API over one node.
@@ -111,7 +119,7 @@ func New(limiter Limiter, opts Options) *API {
 	if opts.Jitter == nil {
 		opts.Jitter = func(n int64) int64 { return rand.Int64N(n + 1) }
 	}
-	a := &API{limiter: limiter, opts: opts, mux: http.NewServeMux(), metrics: newMetrics(limiter)}
+	a := &API{limiter: limiter, opts: opts, mux: http.NewServeMux(), metrics: newMetrics(limiter, opts.Collectors)}
 	decide, read, admin := auth.RoleDecide, auth.RoleRead, auth.RoleAdmin
 	a.route("/v1/allow", map[string]endpoint{http.MethodPost: {decide, a.allow}})
 	a.route("/v1/allow/batch", map[string]endpoint{http.MethodPost: {decide, a.allowBatch}})
@@ -123,6 +131,10 @@ func New(limiter Limiter, opts Options) *API {
 	a.route("/v1/policies", map[string]endpoint{http.MethodGet: {read, a.listPolicies}})
 	a.route("/v1/policies/{name}", map[string]endpoint{
 		http.MethodGet: {read, a.getPolicy}, http.MethodPut: {admin, a.putPolicy}, http.MethodDelete: {admin, a.deletePolicy},
+	})
+	a.route("/v1/rls/domains", map[string]endpoint{http.MethodGet: {read, a.listRLSDomains}})
+	a.route("/v1/rls/domains/{domain}", map[string]endpoint{
+		http.MethodGet: {read, a.getRLSDomain}, http.MethodPut: {admin, a.putRLSDomain}, http.MethodDelete: {admin, a.deleteRLSDomain},
 	})
 	a.route("/v1/leases", map[string]endpoint{http.MethodPost: {decide, a.acquireLease}, http.MethodGet: {read, a.listLeases}})
 	a.route("/v1/leases/{id}", map[string]endpoint{http.MethodDelete: {decide, a.releaseLease}})

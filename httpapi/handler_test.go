@@ -18,6 +18,7 @@ import (
 
 	"github.com/limitnode/limitnode/algorithms"
 	"github.com/limitnode/limitnode/contract"
+	"github.com/limitnode/limitnode/rls"
 )
 
 // fakeLimiter decides with the real algorithms on in-memory state at a
@@ -35,10 +36,11 @@ type fakeLimiter struct {
 	ready     bool
 	notLeader bool              // Restore answers *contract.NotLeaderError
 	leases    map[string]string // lease ID → key
+	domains   map[string]rls.Config
 }
 
 func newFake() *fakeLimiter {
-	return &fakeLimiter{now: 1e18, states: make(map[string]algorithms.State), policies: make(map[string]contract.Policy), ready: true}
+	return &fakeLimiter{now: 1e18, states: make(map[string]algorithms.State), policies: make(map[string]contract.Policy), domains: make(map[string]rls.Config), ready: true}
 }
 
 func (f *fakeLimiter) Allow(_ context.Context, req contract.Request) (contract.Decision, error) {
@@ -135,6 +137,36 @@ func (f *fakeLimiter) Policy(_ context.Context, name string) (contract.PolicySta
 	defer f.mu.Unlock()
 	p, ok := f.policies[name]
 	return contract.PolicyStatus{Policy: p}, ok
+}
+
+func (f *fakeLimiter) PutRLSConfig(_ context.Context, c rls.Config) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.domains[c.Domain] = c
+	return f.err
+}
+
+func (f *fakeLimiter) DeleteRLSConfig(_ context.Context, domain string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if _, ok := f.domains[domain]; !ok {
+		return contract.NotFound("domain", "rate limit service domain %q does not exist", domain)
+	}
+	delete(f.domains, domain)
+	return nil
+}
+
+func (f *fakeLimiter) RLSConfig(_ context.Context, domain string) (rls.Config, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	c, ok := f.domains[domain]
+	return c, ok
+}
+
+func (f *fakeLimiter) RLSDomains(context.Context) []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Sorted(maps.Keys(f.domains))
 }
 
 func (f *fakeLimiter) Join(_ context.Context, m contract.Member) error {
@@ -481,49 +513,5 @@ func TestHealthAndReadiness(t *testing.T) {
 	fake.mu.Unlock()
 	if rec := do(t, api, "GET", "/readyz", ""); rec.Code != 503 {
 		t.Fatalf("readyz %d while not ready", rec.Code)
-	}
-}
-
-func TestRetryAfterHeader(t *testing.T) {
-	t.Parallel()
-	tests := []struct {
-		name         string
-		retryAfterMS int64
-		jitterPick   func(n int64) int64
-		want         string
-	}{
-		{"a short wait with no jitter is one second", 1, func(int64) int64 { return 0 }, "1"},
-		{"600ms with no jitter rounds up to 1s", 600, func(int64) int64 { return 0 }, "1"},
-		{"600ms with the most jitter (1s) is 2s", 600, func(n int64) int64 { return n }, "2"},
-		{"exactly 2s with no jitter stays 2s", 2000, func(int64) int64 { return 0 }, "2"},
-		{"a minute spreads by up to 6s (10%)", 60000, func(n int64) int64 { return n }, "66"},
-		{"a minute with no jitter is never early", 60000, func(int64) int64 { return 0 }, "60"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			if got := retryAfterHeader(tt.retryAfterMS, tt.jitterPick); got != tt.want {
-				t.Fatalf("got %q, want %q", got, tt.want)
-			}
-		})
-	}
-}
-
-func TestRateLimitHeaderStrings(t *testing.T) {
-	t.Parallel()
-	h := http.Header{}
-	d := algorithms.Decision{Limit: 50, Remaining: 7, ResetAfterNanos: 1500 * int64(time.Millisecond), RefillAfterNanos: 200 * int64(time.Millisecond)}
-	setRateLimitHeaders(h, "burst", d, int64(90*time.Second))
-	want := map[string]string{
-		"RateLimit-Limit":     "50",
-		"RateLimit-Remaining": "7",
-		"RateLimit-Reset":     "2",
-		"RateLimit-Policy":    `"burst";q=50;w=90`,
-		"RateLimit":           `"burst";r=7;t=1`,
-	}
-	for name, v := range want {
-		if got := h.Get(name); got != v {
-			t.Errorf("%s: %q, want %q", name, got, v)
-		}
 	}
 }

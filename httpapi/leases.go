@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/limitnode/limitnode/contract"
+	"github.com/limitnode/limitnode/internal/ratelimitheader"
 )
 
 type leaseRequestJSON struct {
@@ -66,13 +67,13 @@ func (a *API) acquireLease(w http.ResponseWriter, r *http.Request) {
 	}
 	out := leaseJSON{Granted: lease.Granted, Key: lease.Key, Max: lease.Max, Active: lease.Active}
 	if !lease.Granted {
-		out.RetryAfterMS = ceilDiv(lease.RetryAfterNanos, int64(time.Millisecond))
-		w.Header().Set("Retry-After", retryAfterHeader(out.RetryAfterMS, a.opts.Jitter))
+		out.RetryAfterMS = ratelimitheader.CeilDiv(lease.RetryAfterNanos, int64(time.Millisecond))
+		w.Header().Set("Retry-After", ratelimitheader.RetryAfter(out.RetryAfterMS, a.opts.Jitter))
 		writeJSON(w, http.StatusTooManyRequests, out)
 		return
 	}
 	out.ID = lease.ID
-	out.ExpiresInMS = ceilDiv(lease.ExpiresAtNanos-lease.AtNanos, int64(time.Millisecond))
+	out.ExpiresInMS = ratelimitheader.CeilDiv(lease.ExpiresAtNanos-lease.AtNanos, int64(time.Millisecond))
 	writeJSON(w, http.StatusOK, out)
 }
 
@@ -105,7 +106,7 @@ func (a *API) listLeases(w http.ResponseWriter, r *http.Request) {
 	now, held := a.limiter.Leases(key)
 	out := make([]heldLeaseJSON, len(held))
 	for i, l := range held {
-		out[i] = heldLeaseJSON{ID: l.ID, Max: l.Max, ExpiresInMS: ceilDiv(l.ExpiresAtNanos-now, int64(time.Millisecond))}
+		out[i] = heldLeaseJSON{ID: l.ID, Max: l.Max, ExpiresInMS: ratelimitheader.CeilDiv(l.ExpiresAtNanos-now, int64(time.Millisecond))}
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"key": key, "leases": out})
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/limitnode/limitnode/contract"
+	"github.com/limitnode/limitnode/internal/ratelimitheader"
 )
 
 type memberJSON struct {
@@ -32,7 +33,7 @@ func nodeOf(m contract.MemberStatus) nodeJSON {
 	if h := m.Health; h != nil {
 		out.Reachable, out.AppliedIndex, out.Lag, out.DivergedAt = &h.Reachable, &h.AppliedIndex, &h.Lag, h.DivergedAt
 		if h.SinceContact >= 0 {
-			ms := ceilDiv(int64(h.SinceContact), int64(time.Millisecond))
+			ms := ratelimitheader.CeilDiv(int64(h.SinceContact), int64(time.Millisecond))
 			out.LastContactMS = &ms
 		}
 	}

@@ -19,7 +19,7 @@ type metrics struct {
 	decisions *prometheus.CounterVec
 }
 
-func newMetrics(limiter Limiter) *metrics {
+func newMetrics(limiter Limiter, more []prometheus.Collector) *metrics {
 	m := &metrics{
 		registry: prometheus.NewRegistry(),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -38,6 +38,7 @@ func newMetrics(limiter Limiter) *metrics {
 	}
 	m.registry.MustRegister(m.requests, m.latency, m.decisions, &clusterCollector{limiter: limiter},
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.registry.MustRegister(more...)
 	return m
 }
 

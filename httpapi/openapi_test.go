@@ -179,6 +179,8 @@ func newOpenAPIRequest(method, path, body string) *http.Request {
 	switch {
 	case body != "" && path == "/v1/snapshot":
 		req.Header.Set("Content-Type", "application/octet-stream") // a backup file
+	case body != "" && strings.HasPrefix(path, "/v1/rls/") && !strings.HasPrefix(body, "{"):
+		req.Header.Set("Content-Type", "application/yaml") // envoyproxy/ratelimit's format
 	case body != "":
 		req.Header.Set("Content-Type", "application/json")
 	}
@@ -313,6 +315,15 @@ func TestOpenAPIValidatesRealTraffic(t *testing.T) {
 			{"key":"c","limit":{"rate":10,"burst":5},"cost":6},
 			{"key":"d","policy":"missing"},
 			{"checks":[{"key":"e","limit":{"rate":3}},{"policy":"trial","key":"f"}]}]}`, 200},
+		{"put a domain", nil, "PUT", "/v1/rls/domains/edge", "domain: edge\ndescriptors:\n  - key: remote_address\n    rate_limit:\n      unit: minute\n      requests_per_unit: 60\n      algorithm: sliding_window_counter\n  - key: path\n    value: /login\n    rate_limit: {unit: second, requests_per_unit: 5, name: login}\n    shadow_mode: true\n", 200},
+		{"put a domain as JSON", nil, "PUT", "/v1/rls/domains/api", `{"domain":"api","descriptors":[{"key":"tenant","descriptors":[{"key":"plan","value":"free","rate_limit":{"unit":"HOUR","requests_per_unit":100,"replaces":[{"name":"x"}]}}]},{"key":"internal","rate_limit":{"unlimited":true}}]}`, 200},
+		{"get a domain", nil, "GET", "/v1/rls/domains/edge", "", 200},
+		{"list domains", nil, "GET", "/v1/rls/domains", "", 200},
+		{"a domain with a bad unit", nil, "PUT", "/v1/rls/domains/edge", "domain: edge\ndescriptors:\n  - key: k\n    rate_limit: {unit: fortnight, requests_per_unit: 1}\n", 400},
+		{"a domain under another's path", nil, "PUT", "/v1/rls/domains/other", "domain: edge\n", 400},
+		{"delete a domain", nil, "DELETE", "/v1/rls/domains/api", "", 200},
+		{"delete the domain again", nil, "DELETE", "/v1/rls/domains/api", "", 404},
+		{"get a missing domain", nil, "GET", "/v1/rls/domains/api", "", 404},
 		{"a lease", nil, "POST", "/v1/leases", `{"key":"exports","max":1,"ttl":"30s"}`, 200},
 		{"a lease while all are held", nil, "POST", "/v1/leases", `{"key":"exports","max":1,"ttl":"30s"}`, 429},
 		{"the leases of a key", nil, "GET", "/v1/leases?key=exports", "", 200},
