@@ -1,6 +1,7 @@
 package testcluster
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
@@ -12,6 +13,9 @@ import (
 	"github.com/limitnode/limitnode/auth"
 	"github.com/limitnode/limitnode/certs"
 	"github.com/limitnode/limitnode/cluster"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
 )
 
 // SecureEnv, set to 1 in the environment, makes every cluster Start starts
@@ -128,3 +132,35 @@ func (w *withToken) RoundTrip(r *http.Request) (*http.Response, error) {
 }
 
 func secureFromEnv() bool { return os.Getenv(SecureEnv) == "1" }
+
+// DialGRPC connects to the node's gRPC API: over TLS trusting the test CA,
+// with the decide token, for a secure cluster; plaintext otherwise. The
+// connection is closed when the test ends.
+func (n *Node) DialGRPC() *grpc.ClientConn {
+	n.c.t.Helper()
+	n.mu.Lock()
+	addr, secure := n.GRPCAddr, n.c.opts.Secure
+	n.mu.Unlock()
+	opts := []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
+	if secure {
+		opts = []grpc.DialOption{
+			grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{MinVersion: tls.VersionTLS12, RootCAs: testMaterial().pool, ServerName: "127.0.0.1"})),
+			grpc.WithPerRPCCredentials(bearer(Token(auth.RoleDecide))),
+		}
+	}
+	conn, err := grpc.NewClient(addr, opts...)
+	if err != nil {
+		n.c.t.Fatalf("testcluster: dial gRPC of %s: %v", n.ID, err)
+	}
+	n.c.t.Cleanup(func() { _ = conn.Close() })
+	return conn
+}
+
+// bearer sends a token as gRPC's "authorization" metadata.
+type bearer string
+
+func (b bearer) GetRequestMetadata(context.Context, ...string) (map[string]string, error) {
+	return map[string]string{"authorization": "Bearer " + string(b)}, nil
+}
+
+func (bearer) RequireTransportSecurity() bool { return true }

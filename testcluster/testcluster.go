@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/limitnode/limitnode/contract"
+	"github.com/limitnode/limitnode/grpcapi"
 	"github.com/limitnode/limitnode/internal/testhooks"
 
 	"github.com/limitnode/limitnode/cluster"
@@ -47,8 +48,12 @@ type TB interface {
 
 var _ TB = testing.TB(nil)
 
-// A node serves the HTTP API: *cluster.Node is what httpapi needs.
-var _ httpapi.Limiter = (*cluster.Node)(nil)
+// A node serves the HTTP and gRPC APIs: *cluster.Node is what httpapi and
+// grpcapi need.
+var (
+	_ httpapi.Limiter = (*cluster.Node)(nil)
+	_ grpcapi.Limiter = (*cluster.Node)(nil)
+)
 
 // Options adjusts the nodes of a cluster.
 type Options struct {
@@ -81,13 +86,17 @@ type Node struct {
 	// restarted node comes back where the others expect it.
 	RaftAddr string
 	HTTPAddr string
+	// GRPCAddr is the node's gRPC API (Envoy's rate limit service), fixed
+	// at the first start as the others are.
+	GRPCAddr string
 
-	c         *Cluster
-	mu        sync.Mutex
-	node      *cluster.Node
-	server    *http.Server
-	running   bool
-	skewNanos atomic.Int64
+	c          *Cluster
+	mu         sync.Mutex
+	node       *cluster.Node
+	server     *http.Server
+	grpcServer *grpcapi.Server
+	running    bool
+	skewNanos  atomic.Int64
 }
 
 // SetClockSkew makes the node's clock run d ahead (or, negative, behind)
@@ -113,7 +122,7 @@ func Start(t TB, size int, opts ...Options) *Cluster {
 	}
 	c.opts.Secure = c.opts.Secure || secureFromEnv()
 	for i := range size {
-		c.Nodes = append(c.Nodes, &Node{ID: fmt.Sprintf("n%d", i+1), DataDir: t.TempDir(), RaftAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0", c: c})
+		c.Nodes = append(c.Nodes, &Node{ID: fmt.Sprintf("n%d", i+1), DataDir: t.TempDir(), RaftAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0", GRPCAddr: "127.0.0.1:0", c: c})
 	}
 	// Clean-ups run last registered first: the nodes must stop before
 	// their data directories are removed.
@@ -147,6 +156,11 @@ func (n *Node) start(bootstrap bool) error {
 	if err != nil {
 		return fmt.Errorf("listen for HTTP: %w", err)
 	}
+	grpcListener, err := listenRetrying(n.GRPCAddr)
+	if err != nil {
+		httpListener.Close()
+		return fmt.Errorf("listen for gRPC: %w", err)
+	}
 	cfg := cluster.Config{
 		ID:        n.ID,
 		RaftAddr:  n.RaftAddr,
@@ -161,9 +175,11 @@ func (n *Node) start(bootstrap bool) error {
 		cfg.RaftLogLevel = lvl
 	}
 	apiOpts := httpapi.Options{Logger: cfg.Logger}
+	grpcOpts := grpcapi.Options{Logger: cfg.Logger}
 	if n.c.opts.Secure {
 		cfg.NodeTLS = testMaterial().nodeTLS(n.ID)
-		apiOpts.Authorizer = testMaterial().authz
+		apiOpts.Authorizer, grpcOpts.Authorizer = testMaterial().authz, testMaterial().authz
+		grpcOpts.TLS = testMaterial().serverTLS(n.ID)
 	}
 	if n.c.opts.Configure != nil {
 		n.c.opts.Configure(&cfg)
@@ -180,12 +196,18 @@ func (n *Node) start(bootstrap bool) error {
 	}
 	if err != nil {
 		httpListener.Close()
+		grpcListener.Close()
 		return err
 	}
 	n.node = node
 	n.RaftAddr = node.RaftAddr()
 	n.c.Net.register(n.ID, n.RaftAddr)
 	n.HTTPAddr = httpListener.Addr().String()
+	n.GRPCAddr = grpcListener.Addr().String()
+	n.grpcServer = grpcapi.New(node, grpcOpts)
+	grpcServer := n.grpcServer
+	go func() { _ = grpcServer.Serve(grpcListener) }()
+	apiOpts.Collectors = grpcServer.Collectors()
 	n.server = httpapi.NewServer(n.HTTPAddr, httpapi.New(node, apiOpts))
 	server := n.server
 	if n.c.opts.Secure {
@@ -269,12 +291,14 @@ func (n *Node) stop(clean bool) {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		_ = n.server.Shutdown(ctx)
 		cancel()
+		n.grpcServer.GracefulStop()
 		if err := n.node.Close(); err != nil {
 			n.c.t.Logf("testcluster: close %s: %v", n.ID, err)
 		}
 		return
 	}
 	_ = n.server.Close()
+	n.grpcServer.Stop()
 	if err := testhooks.AbortNode(n.node); err != nil {
 		n.c.t.Logf("testcluster: abort %s: %v", n.ID, err)
 	}

@@ -7,7 +7,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -60,13 +62,19 @@ var allowCommand = remoteCommand("allow", "allow -key K -rate N [-period 1m] [-a
 })
 
 // policyCommand dispatches policy put|get|list|delete.
-func policyCommand(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	sub := map[string]subcommand{"put": policyPut, "get": policyGet, "list": policyList, "delete": policyDelete}
-	if len(args) == 0 || sub[args[0]] == nil {
-		fmt.Fprintln(stderr, "Usage: limitnode policy put|get|list|delete ... (limitnode policy put -h for each)")
-		return &usageError{}
+var policyCommand = verbCommand("policy", map[string]subcommand{"put": policyPut, "get": policyGet, "list": policyList, "delete": policyDelete})
+
+// verbCommand makes a command that dispatches to one of verbs by its first
+// argument: "limitnode policy put ...".
+func verbCommand(name string, verbs map[string]subcommand) subcommand {
+	names := slices.Sorted(maps.Keys(verbs))
+	return func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+		if len(args) == 0 || verbs[args[0]] == nil {
+			fmt.Fprintf(stderr, "Usage: limitnode %s %s ... (limitnode %s %s -h for each)\n", name, strings.Join(names, "|"), name, names[0])
+			return &usageError{}
+		}
+		return verbs[args[0]](ctx, args[1:], stdout, stderr)
 	}
-	return sub[args[0]](ctx, args[1:], stdout, stderr)
 }
 
 var policyPut = remoteCommand("policy put", "policy put NAME FILE ('-': standard input; the JSON body of PUT /v1/policies/NAME) [flags]", noFlags(func(ctx context.Context, r *remote, args []string) error {

@@ -79,7 +79,7 @@ func TestTheCommandLineAgainstACluster(t *testing.T) {
 		{"an unreachable address", []string{"status", "-addr", "127.0.0.1:1"}, exitError, nil, "no node reachable"},
 		{"a bad flag", []string{"status", "-bogus"}, exitUsage, nil, "flag provided but not defined: -bogus"},
 		{"a missing argument", []string{"remove", addr}, exitUsage, nil, "want the member's ID"},
-		{"an unknown policy verb", []string{"policy", "frobnicate"}, exitUsage, nil, "policy put|get|list|delete"},
+		{"an unknown policy verb", []string{"policy", "frobnicate"}, exitUsage, nil, "policy delete|get|list|put"},
 	}
 	for _, tt := range tests {
 		stdout, stderr, status := limitnodeCLI(t, bin, tt.args...)

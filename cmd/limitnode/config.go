@@ -17,6 +17,7 @@ import (
 type config struct {
 	id            string
 	httpAddr      string
+	grpcAddr      string
 	advertiseHTTP string
 	raftAddr      string
 	advertiseRaft string
@@ -28,6 +29,7 @@ type config struct {
 	raftLogLevel  string
 	joinTimeout   time.Duration
 	policiesFile  string
+	rlsConfig     string
 	maxKeys       int64
 	keyLimitMode  string
 	noSync        bool
@@ -65,6 +67,7 @@ func parseConfig(args []string, getenv func(string) string, output io.Writer) (c
 	fs.SetOutput(output)
 	fs.StringVar(&c.id, "id", "node1", "node ID, unique in the cluster")
 	fs.StringVar(&c.httpAddr, "http", "127.0.0.1:7070", "HTTP listen address")
+	fs.StringVar(&c.grpcAddr, "grpc", "", "gRPC listen address of Envoy's rate limit service, health and reflection (off when empty)")
 	fs.StringVar(&c.advertiseHTTP, "advertise-http", "", "the HTTP address other members and clients reach this node at (default: -http, with the host of -advertise-raft, else -raft, in place of 0.0.0.0 or ::)")
 	fs.StringVar(&c.raftAddr, "raft", "127.0.0.1:7071", "Raft listen address (also the advertised one unless -advertise-raft is given)")
 	fs.StringVar(&c.advertiseRaft, "advertise-raft", "", "the Raft address other members reach this node at, e.g. a stable DNS name (needed when -raft listens on 0.0.0.0)")
@@ -83,7 +86,8 @@ func parseConfig(args []string, getenv func(string) string, output io.Writer) (c
 	fs.IntVar(&c.maxHTTPConns, "max-http-conns", 10000, "most connections open at once on the HTTP port; one more is closed at once")
 	fs.StringVar(&c.trusted, "trusted-proxies", "127.0.0.0/8,::1", "comma-separated CIDRs of the proxies whose X-Forwarded-For /v1/forward-auth believes for client_ip; none for no proxy")
 	fs.StringVar(&c.policiesFile, "policies", "", "JSON file of named policies to store when this node bootstraps a new cluster")
-	fs.StringVar(&c.tlsCert, "tls-cert", "", "PEM certificate of the HTTP API: serve HTTPS (with -tls-key; re-read when it changes)")
+	fs.StringVar(&c.rlsConfig, "rls-config", "", "envoyproxy/ratelimit YAML file, or a directory of them, to store when this node bootstraps a new cluster")
+	fs.StringVar(&c.tlsCert, "tls-cert", "", "PEM certificate of the HTTP and gRPC APIs: serve HTTPS (with -tls-key; re-read when it changes)")
 	fs.StringVar(&c.tlsKey, "tls-key", "", "PEM private key of -tls-cert")
 	fs.StringVar(&c.tlsClientCA, "tls-client-ca", "", "PEM CA: also require HTTPS clients to present a certificate it signed")
 	fs.StringVar(&c.nodeCert, "node-cert", "", "PEM certificate of this node for mutual TLS on the Raft port (with -node-key and -node-ca)")
@@ -93,7 +97,7 @@ func parseConfig(args []string, getenv func(string) string, output io.Writer) (c
 	fs.StringVar(&c.joinToken, "join-token", "", "token (role admin) sent with -join to a cluster that has -auth")
 	fs.StringVar(&c.joinCA, "join-ca", "", "PEM CA to trust for the members' HTTPS API when joining (default -node-ca)")
 	fs.Usage = func() {
-		fmt.Fprintf(output, "Usage: limitnode [flags]            run a node\n       limitnode COMMAND [flags]    status, members, join, remove, transfer-leadership, allow,\n                                    policy put|get|list|delete, backup, restore, health,\n                                    token, certs, recover (limitnode COMMAND -h for each)\n\n")
+		fmt.Fprintf(output, "Usage: limitnode [flags]            run a node\n       limitnode COMMAND [flags]    status, members, join, remove, transfer-leadership, allow,\n                                    policy put|get|list|delete, rls put|get|list|delete, backup, restore, health,\n                                    token, certs, recover (limitnode COMMAND -h for each)\n\n")
 		fmt.Fprintf(output, "Every flag can also be set as LIMITNODE_<NAME> (dashes as underscores, e.g. LIMITNODE_LOG_LEVEL);\na flag on the command line wins over its variable.\n\nFlags:\n")
 		fs.PrintDefaults()
 	}

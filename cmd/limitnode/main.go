@@ -45,6 +45,7 @@ var subcommands = map[string]subcommand{
 	"transfer-leadership": transferCommand,
 	"allow":               allowCommand,
 	"policy":              policyCommand,
+	"rls":                 rlsCommand,
 	"backup":              backupCommand,
 	"restore":             restoreCommand,
 	"health":              healthCommand,

@@ -9,14 +9,13 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/limitnode/limitnode/client"
 	"github.com/limitnode/limitnode/cluster"
-	"github.com/limitnode/limitnode/contract"
+	"github.com/limitnode/limitnode/grpcapi"
 	"github.com/limitnode/limitnode/httpapi"
 	"github.com/limitnode/limitnode/internal/guard"
 )
@@ -37,11 +36,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	if err != nil {
 		return err
 	}
-	var policies []contract.Policy
-	if c.policiesFile != "" {
-		if policies, err = readPolicyFile(c.policiesFile); err != nil {
-			return err
-		}
+	seed, err := readSeed(c)
+	if err != nil {
+		return err
 	}
 
 	rawHTTP, err := net.Listen("tcp", c.httpAddr)
@@ -89,11 +86,26 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		return err
 	}
 	apiOpts := httpapi.Options{Logger: logger, TrustedProxies: trusted}
+	grpcOpts := grpcapi.Options{Logger: logger, TLS: sec.httpTLS}
 	if sec.authz != nil {
-		apiOpts.Authorizer = sec.authz
+		apiOpts.Authorizer, grpcOpts.Authorizer = sec.authz, sec.authz
+	}
+	serveErr := make(chan error, 2)
+	var grpcServer *grpcapi.Server
+	if c.grpcAddr != "" {
+		ln, err := net.Listen("tcp", c.grpcAddr)
+		if err != nil {
+			_ = node.Close()
+			return fmt.Errorf("listen for gRPC: %w", err)
+		}
+		grpcListener := guard.Wrap(ln, c.maxHTTPConns, 0, logger)
+		grpcServer = grpcapi.New(node, grpcOpts)
+		apiOpts.Collectors = grpcServer.Collectors()
+		defer grpcServer.Stop()
+		go func() { serveErr <- fmt.Errorf("gRPC server: %w", grpcServer.Serve(grpcListener)) }()
+		logger.Info("serving gRPC", "grpc", grpcListener.Addr().String())
 	}
 	server := httpapi.NewServer(httpAddr, httpapi.New(node, apiOpts))
-	serveErr := make(chan error, 1)
 	if sec.httpTLS != nil {
 		server.TLSConfig = sec.httpTLS
 		go func() { serveErr <- server.ServeTLS(httpListener, "", "") }()
@@ -115,25 +127,25 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		if len(joinAddrs) > 0 {
 			logger.Info("-join and -bootstrap-expect ignored: this node restarts into the cluster it belonged to")
 		}
-		if len(policies) > 0 {
-			logger.Info(policiesIgnored)
+		if !seed.empty() {
+			logger.Info(seedIgnored)
 		}
 	case c.expect > 0:
 		// The node serves (its view answers the others) while the cluster
 		// forms; /readyz says 503 until it has.
 		forming.Go(func() {
 			formed, err := formCluster(formCtx, logger, node, joinAddrs, c.expect, joinOpts, self)
-			if err != nil || !formed || len(policies) == 0 {
+			if err != nil || !formed || seed.empty() {
 				return
 			}
-			// Storing a policy again is harmless: try until it holds.
+			// Storing a policy or a domain again is harmless: try until
+			// it holds.
 			for {
-				err := seedPolicies(formCtx, node, policies)
+				err := seed.store(formCtx, node, logger)
 				if err == nil {
-					logger.Info("stored the policies of the policy file", "count", len(policies), "file", c.policiesFile)
 					return
 				}
-				logger.Error("storing the policies of the policy file failed; trying again", "file", c.policiesFile, "err", err)
+				logger.Error("storing -policies and -rls-config failed; trying again", "err", err)
 				select {
 				case <-formCtx.Done():
 					return
@@ -143,18 +155,17 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		})
 	case len(joinAddrs) > 0:
 		if err := joinCluster(ctx, logger, joinAddrs, joinOpts, self, c.joinTimeout); err != nil {
-			shutdown(logger, server, node)
+			shutdown(logger, server, grpcServer, node)
 			return err
 		}
-		if len(policies) > 0 {
-			logger.Info(policiesIgnored)
+		if !seed.empty() {
+			logger.Info(seedIgnored)
 		}
-	case len(policies) > 0:
-		if err := seedPolicies(ctx, node, policies); err != nil {
-			shutdown(logger, server, node)
+	case !seed.empty():
+		if err := seed.store(ctx, node, logger); err != nil {
+			shutdown(logger, server, grpcServer, node)
 			return err
 		}
-		logger.Info("stored the policies of the policy file", "count", len(policies), "file", c.policiesFile)
 	}
 	if ready != nil {
 		ready <- httpAddr
@@ -164,14 +175,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	case <-ctx.Done():
 		logger.Info("shutting down")
 	case err := <-serveErr:
-		logger.Error("HTTP server stopped", "err", err)
+		logger.Error("a server stopped", "err", err)
 	}
 	stopForming()
 	forming.Wait()
-	return shutdown(logger, server, node)
+	return shutdown(logger, server, grpcServer, node)
 }
-
-const policiesIgnored = "-policies ignored: policies are seeded only when a node bootstraps a new cluster; change them with PUT /v1/policies/{name}"
 
 // joinCluster asks each address in turn to add this node, until one accepts
 // or the timeout passes; the members may still be starting.
@@ -197,33 +206,20 @@ func joinCluster(ctx context.Context, logger *slog.Logger, addrs []string, opts 
 	}
 }
 
-func readPolicyFile(path string) ([]contract.Policy, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("-policies: %w", err)
-	}
-	defer f.Close()
-	return httpapi.ParsePolicyFile(f)
-}
-
-// seedPolicies stores the policy file's policies in a cluster this node has
-// just bootstrapped, once it leads.
-func seedPolicies(ctx context.Context, node *cluster.Node, policies []contract.Policy) error {
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	for _, p := range policies {
-		if err := node.PutPolicy(ctx, p); err != nil {
-			return fmt.Errorf("store policy %q: %w", p.Name, err)
-		}
-	}
-	return nil
-}
-
-// shutdown finishes in-flight HTTP requests, then closes the node (which
-// hands leadership over first if it leads).
-func shutdown(logger *slog.Logger, server *http.Server, node *cluster.Node) error {
+// shutdown finishes in-flight HTTP and gRPC calls, then closes the node
+// (which hands leadership over first if it leads).
+func shutdown(logger *slog.Logger, server *http.Server, grpcServer *grpcapi.Server, node *cluster.Node) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	if grpcServer != nil {
+		stopped := make(chan struct{})
+		go func() { grpcServer.GracefulStop(); close(stopped) }()
+		select {
+		case <-stopped:
+		case <-ctx.Done():
+			grpcServer.Stop()
+		}
+	}
 	if err := server.Shutdown(ctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		logger.Warn("HTTP shutdown", "err", err)
 	}

@@ -1,0 +1,111 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	ratelimitcommon "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"github.com/limitnode/limitnode/internal/testenv"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+)
+
+// TestRLSConfigAndGRPCFromTheCommandLine starts a node the way the README's
+// Envoy section does: -grpc over TLS with tokens, and -rls-config naming a
+// directory of envoyproxy/ratelimit files. The files' limits hold over
+// gRPC; the rls subcommands list, show, replace and delete them.
+func TestRLSConfigAndGRPCFromTheCommandLine(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	cli(t, "certs", "-dir", dir, "-nodes", "n1")
+	envoyToken, envoyEntry := newToken(t, "envoy", "decide")
+	opsToken, opsEntry := newToken(t, "ops", "admin")
+	tokens := filepath.Join(dir, "tokens.json")
+	writeTokenFile(t, tokens, envoyEntry, opsEntry)
+	configs := filepath.Join(dir, "rls")
+	if err := os.Mkdir(configs, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for name, yaml := range map[string]string{
+		"edge.yaml":  "domain: edge\ndescriptors:\n  - key: remote_address\n    rate_limit:\n      unit: hour\n      requests_per_unit: 2\n",
+		"login.yaml": "domain: login\ndescriptors:\n  - key: user\n    rate_limit: {unit: day, requests_per_unit: 5, algorithm: token_bucket, burst: 3}\n",
+	} {
+		if err := os.WriteFile(filepath.Join(configs, name), []byte(yaml), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	grpcAddr := testenv.FreeAddr(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	n := startNode(t, ctx, []string{"-http", "127.0.0.1:0", "-raft", "127.0.0.1:0", "-data", filepath.Join(dir, "data"),
+		"-grpc", grpcAddr, "-rls-config", configs, "-auth", tokens,
+		"-tls-cert", filepath.Join(dir, "n1.pem"), "-tls-key", filepath.Join(dir, "n1-key.pem")}, nil)
+
+	trust := &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: caPool(t, filepath.Join(dir, "ca.pem"))}
+	conn, err := grpc.NewClient(grpcAddr, grpc.WithTransportCredentials(credentials.NewTLS(trust)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	rl := ratelimitv3.NewRateLimitServiceClient(conn)
+	req := &ratelimitv3.RateLimitRequest{Domain: "edge", Descriptors: []*ratelimitcommon.RateLimitDescriptor{{
+		Entries: []*ratelimitcommon.RateLimitDescriptor_Entry{{Key: "remote_address", Value: "192.0.2.7"}}}}}
+	if _, err := rl.ShouldRateLimit(ctx, req); status.Code(err) != codes.Unauthenticated {
+		t.Fatalf("without a token: %v, want UNAUTHENTICATED", err)
+	}
+	authed := metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+envoyToken)
+	for i, want := range []ratelimitv3.RateLimitResponse_Code{ratelimitv3.RateLimitResponse_OK, ratelimitv3.RateLimitResponse_OK, ratelimitv3.RateLimitResponse_OVER_LIMIT} {
+		resp, err := rl.ShouldRateLimit(authed, req)
+		if err != nil || resp.OverallCode != want {
+			t.Fatalf("call %d: %v, %v; want %v", i+1, resp.GetOverallCode(), err, want)
+		}
+	}
+
+	remote := []string{"-addr", n.addr, "-ca", filepath.Join(dir, "ca.pem"), "-token", opsToken}
+	if out := cli(t, append([]string{"rls", "list"}, remote...)...); out != "edge\nlogin\n" {
+		t.Fatalf("rls list: %q", out)
+	}
+	if out := cli(t, append([]string{"rls", "get", "login"}, remote...)...); !strings.Contains(out, "algorithm: token_bucket") || !strings.Contains(out, "unit: DAY") {
+		t.Fatalf("rls get login:\n%s", out)
+	}
+	raised := filepath.Join(dir, "edge-raised.yaml")
+	if err := os.WriteFile(raised, []byte("domain: edge\ndescriptors:\n  - key: remote_address\n    rate_limit: {unit: hour, requests_per_unit: 3}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cli(t, append([]string{"rls", "put", raised}, remote...)...)
+	if resp, err := rl.ShouldRateLimit(authed, req); err != nil || resp.OverallCode != ratelimitv3.RateLimitResponse_OK {
+		t.Fatalf("after raising the limit to 3: %v, %v", resp.GetOverallCode(), err)
+	}
+	if out := cli(t, append([]string{"rls", "delete", "edge"}, remote...)...); out != "deleted edge\n" {
+		t.Fatalf("rls delete: %q", out)
+	}
+	if resp, err := rl.ShouldRateLimit(authed, req); err != nil || resp.Statuses[0].CurrentLimit != nil {
+		t.Fatalf("a deleted domain still limits: %v, %v", resp, err)
+	}
+	cancel()
+	if err := <-n.done; err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestBadRLSConfigStopsTheNode(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	file := filepath.Join(dir, "edge.yaml")
+	if err := os.WriteFile(file, []byte("domain: edge\ndescriptors:\n  - key: k\n    rate_limit:\n      unit: fortnight\n      requests_per_unit: 1\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	err := run(context.Background(), []string{"-http", "127.0.0.1:0", "-raft", "127.0.0.1:0", "-data", filepath.Join(dir, "data"), "-rls-config", file}, env(nil), io.Discard, nil)
+	if err == nil || !strings.Contains(err.Error(), "descriptors[0].rate_limit.unit") || !strings.Contains(err.Error(), "line 5") {
+		t.Fatalf("run = %v, want an error naming the field and line 5", err)
+	}
+}

@@ -1,0 +1,122 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/limitnode/limitnode/cluster"
+	"github.com/limitnode/limitnode/contract"
+	"github.com/limitnode/limitnode/httpapi"
+	"github.com/limitnode/limitnode/rls"
+)
+
+// seed is what a node stores when it bootstraps a new cluster: the
+// policies of -policies and the rate limit service domains of -rls-config.
+// A node that restarts or joins ignores both: the cluster already holds
+// its state, changed through the API since.
+type seed struct {
+	policies []contract.Policy
+	domains  []rls.Config
+}
+
+const seedIgnored = "-policies and -rls-config ignored: they are stored only when a node bootstraps a new cluster; change them with PUT /v1/policies/{name} and PUT /v1/rls/domains/{domain}"
+
+// readSeed reads and validates the files of -policies and -rls-config, so
+// that a mistake stops the node before it starts.
+func readSeed(c config) (seed, error) {
+	var s seed
+	if c.policiesFile != "" {
+		f, err := os.Open(c.policiesFile)
+		if err != nil {
+			return s, fmt.Errorf("-policies: %w", err)
+		}
+		defer f.Close()
+		if s.policies, err = httpapi.ParsePolicyFile(f); err != nil {
+			return s, fmt.Errorf("-policies %s: %w", c.policiesFile, err)
+		}
+	}
+	if c.rlsConfig != "" {
+		var err error
+		if s.domains, err = readRLSConfigs(c.rlsConfig); err != nil {
+			return s, fmt.Errorf("-rls-config: %w", err)
+		}
+	}
+	return s, nil
+}
+
+// readRLSConfigs reads one configuration file, or every regular file of a
+// directory in name order; two files of one domain are an error (as in
+// envoyproxy/ratelimit without merging).
+func readRLSConfigs(path string) ([]rls.Config, error) {
+	info, err := os.Stat(path)
+	if err != nil {
+		return nil, err
+	}
+	files := []string{path}
+	if info.IsDir() {
+		entries, err := os.ReadDir(path)
+		if err != nil {
+			return nil, err
+		}
+		files = files[:0]
+		for _, e := range entries {
+			if e.Type().IsRegular() {
+				files = append(files, filepath.Join(path, e.Name()))
+			}
+		}
+	}
+	var out []rls.Config
+	seen := map[string]string{}
+	for _, file := range files {
+		data, err := readBounded(file, rls.MaxConfigBytes)
+		if err != nil {
+			return nil, err
+		}
+		c, perr := rls.Parse(data)
+		if perr != nil {
+			return nil, fmt.Errorf("%s: %w", file, perr)
+		}
+		if other, ok := seen[c.Domain]; ok {
+			return nil, fmt.Errorf("%s: domain %q is configured in %s too", file, c.Domain, other)
+		}
+		seen[c.Domain] = file
+		out = append(out, c)
+	}
+	return out, nil
+}
+
+// readBounded reads a file of at most maxBytes.
+func readBounded(path string, maxBytes int64) ([]byte, error) {
+	info, err := os.Stat(path)
+	if err != nil {
+		return nil, err
+	}
+	if info.Size() > maxBytes {
+		return nil, fmt.Errorf("%s: %d bytes, more than the %d a configuration may have", path, info.Size(), maxBytes)
+	}
+	return os.ReadFile(path)
+}
+
+func (s seed) empty() bool { return len(s.policies) == 0 && len(s.domains) == 0 }
+
+// store writes the seed through the cluster once this node leads.
+func (s seed) store(ctx context.Context, node *cluster.Node, logger *slog.Logger) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	for _, p := range s.policies {
+		if err := node.PutPolicy(ctx, p); err != nil {
+			return fmt.Errorf("store policy %q: %w", p.Name, err)
+		}
+	}
+	for _, c := range s.domains {
+		if err := node.PutRLSConfig(ctx, c); err != nil {
+			return fmt.Errorf("store rate limit service domain %q: %w", c.Domain, err)
+		}
+	}
+	logger.Info("stored -policies and -rls-config", "policies", len(s.policies), "domains", len(s.domains))
+	return nil
+}

@@ -1,0 +1,170 @@
+package grpcapi
+
+import (
+	"context"
+	"crypto/tls"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"time"
+
+	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"github.com/limitnode/limitnode/auth"
+	"github.com/limitnode/limitnode/rls"
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/reflection"
+)
+
+// Limiter is what the gRPC API needs of a node; *cluster.Node implements
+// it.
+type Limiter interface {
+	// ShouldRateLimit decides a query; see cluster.Node.ShouldRateLimit
+	// for its errors.
+	ShouldRateLimit(ctx context.Context, q rls.Query) (rls.Decision, error)
+	// Ready returns "" when the node can decide, else why not.
+	Ready() string
+}
+
+// Bounds of the server.
+const (
+	// MaxRequestBytes bounds a request message: room for the most
+	// descriptors a query may hold, each with the most and longest
+	// entries.
+	MaxRequestBytes = 256 << 10
+	// MaxConcurrentStreams bounds the calls one connection may have in
+	// flight.
+	MaxConcurrentStreams = 1024
+	// DefaultRequestTimeout bounds how long a call waits for the cluster
+	// when the caller set no earlier deadline.
+	DefaultRequestTimeout = 5 * time.Second
+	// healthPollInterval is how often the health service's status follows
+	// the node's readiness.
+	healthPollInterval = 500 * time.Millisecond
+)
+
+// Options configure the server.
+type Options struct {
+	// Logger receives one record per call that failed with an internal
+	// error. Default slog.Default().
+	Logger *slog.Logger
+	// RequestTimeout bounds how long a call waits for the cluster.
+	// Default DefaultRequestTimeout.
+	RequestTimeout time.Duration
+	// TLS, when set, serves over TLS with this configuration (its
+	// GetCertificate and ClientCAs included); nil serves plaintext.
+	TLS *tls.Config
+	// Authorizer, when set, makes calls need a bearer token with their
+	// role (see the package documentation). Nil: every call is open.
+	Authorizer auth.Authorizer
+	// Jitter returns a uniformly random integer in [0, n]; it spreads the
+	// Retry-After of denied clients. Default math/rand/v2.
+	Jitter func(n int64) int64
+}
+
+// Server is the gRPC API over one node.
+type Server struct {
+	grpc    *grpc.Server
+	health  *health.Server
+	limiter Limiter
+	opts    Options
+	metrics *metrics
+	stop    chan struct{}
+	stopped chan struct{}
+}
+
+// New returns the gRPC API of the node behind limiter, its services
+// registered. Serve it with Serve; stop it with Stop or GracefulStop.
+func New(limiter Limiter, opts Options) *Server {
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.RequestTimeout <= 0 {
+		opts.RequestTimeout = DefaultRequestTimeout
+	}
+	if opts.Jitter == nil {
+		opts.Jitter = func(n int64) int64 { return rand.Int64N(n + 1) }
+	}
+	s := &Server{limiter: limiter, opts: opts, metrics: newMetrics(), health: health.NewServer(),
+		stop: make(chan struct{}), stopped: make(chan struct{})}
+	serverOpts := []grpc.ServerOption{
+		grpc.MaxRecvMsgSize(MaxRequestBytes),
+		grpc.MaxConcurrentStreams(MaxConcurrentStreams),
+		grpc.ConnectionTimeout(10 * time.Second),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
+		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: 5 * time.Minute}),
+		grpc.ChainUnaryInterceptor(s.authorizeUnary),
+		grpc.ChainStreamInterceptor(s.authorizeStream),
+	}
+	if opts.TLS != nil {
+		serverOpts = append(serverOpts, grpc.Creds(credentials.NewTLS(opts.TLS)))
+	}
+	s.grpc = grpc.NewServer(serverOpts...)
+	ratelimitv3.RegisterRateLimitServiceServer(s.grpc, &rateLimitService{server: s})
+	healthpb.RegisterHealthServer(s.grpc, s.health)
+	reflection.Register(s.grpc)
+	s.followReadiness()
+	go s.watchReadiness()
+	return s
+}
+
+// Serve accepts connections on ln until Stop or GracefulStop.
+func (s *Server) Serve(ln net.Listener) error { return s.grpc.Serve(ln) }
+
+// GracefulStop stops accepting connections and waits for the calls in
+// flight to finish.
+func (s *Server) GracefulStop() {
+	s.stopWatching()
+	s.grpc.GracefulStop()
+}
+
+// Stop closes every connection at once.
+func (s *Server) Stop() {
+	s.stopWatching()
+	s.grpc.Stop()
+}
+
+// Collectors are the server's Prometheus metrics, for the node's
+// /metrics.
+func (s *Server) Collectors() []prometheus.Collector { return s.metrics.collectors() }
+
+func (s *Server) stopWatching() {
+	select {
+	case <-s.stop:
+	default:
+		close(s.stop)
+		<-s.stopped
+		s.health.Shutdown()
+	}
+}
+
+// watchReadiness keeps the health service's status in step with the
+// node's readiness until the server stops.
+func (s *Server) watchReadiness() {
+	defer close(s.stopped)
+	tick := time.NewTicker(healthPollInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-tick.C:
+			s.followReadiness()
+		}
+	}
+}
+
+// followReadiness sets the status of the server ("") and of the rate limit
+// service from the node's readiness.
+func (s *Server) followReadiness() {
+	status := healthpb.HealthCheckResponse_SERVING
+	if s.limiter.Ready() != "" {
+		status = healthpb.HealthCheckResponse_NOT_SERVING
+	}
+	s.health.SetServingStatus("", status)
+	s.health.SetServingStatus(ratelimitv3.RateLimitService_ServiceDesc.ServiceName, status)
+}
