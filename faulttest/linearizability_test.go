@@ -110,6 +110,8 @@ var limiterModel = porcupine.Model{
 type runReport struct {
 	operations, ambiguous, faults int
 	history                       []porcupine.Operation
+	// rlsHistory holds the gRPC operations (rls_test.go).
+	rlsHistory []porcupine.Operation
 }
 
 // httpClient calls any test cluster, plain or secure (LIMITNODE_TEST_SECURE=1).
@@ -169,6 +171,7 @@ func limitJSON(l algorithms.Limit) string {
 // the operation's interval runs from its first call to its definite answer.
 func runOnce(t *testing.T, seed uint64, clients int, duration time.Duration, opts testcluster.Options) (*testcluster.Cluster, runReport) {
 	c := testcluster.Start(t, 3, opts)
+	grpcClients := rlsClients(t, c)
 	rng := rand.New(rand.NewPCG(seed, seed*7+1))
 	keys := []string{"tb-0", "tb-1", "fw-0", "fw-1"}
 	start := time.Now()
@@ -186,6 +189,22 @@ func runOnce(t *testing.T, seed uint64, clients int, duration time.Duration, opt
 				case <-stop:
 					return
 				default:
+				}
+				if crng.IntN(4) == 0 {
+					// The gRPC path: one attempt, as Envoy makes.
+					value, cost, node := rlsValues[crng.IntN(len(rlsValues))], 1+crng.Int64N(3), crng.IntN(len(c.Nodes))
+					call := time.Since(start).Nanoseconds()
+					ctx, cancel := context.WithTimeout(context.Background(), time.Duration(20+crng.IntN(500))*time.Millisecond)
+					out := rlsAttempt(ctx, grpcClients[node], value, cost)
+					cancel()
+					ret := time.Since(start).Nanoseconds()
+					if !out.Known {
+						ret = -1 // it may take effect until the end of the run
+					}
+					mu.Lock()
+					rep.rlsHistory = append(rep.rlsHistory, porcupine.Operation{ClientId: client, Input: rlsInput{Value: value, Cost: cost, Via: "grpc " + c.Nodes[node].ID}, Call: call, Output: out, Return: ret})
+					mu.Unlock()
+					continue
 				}
 				key := keys[crng.IntN(len(keys))]
 				cost := 1 + crng.Int64N(3)
@@ -275,6 +294,12 @@ func runOnce(t *testing.T, seed uint64, clients int, duration time.Duration, opt
 	close(stop)
 	wg.Wait()
 	c.WaitConverged()
+	end := time.Since(start).Nanoseconds()
+	for i := range rep.rlsHistory {
+		if rep.rlsHistory[i].Return < 0 {
+			rep.rlsHistory[i].Return = end
+		}
+	}
 	rep.faults = faults
 	rep.ambiguous = int(ambiguous.Load())
 	rep.operations = len(rep.history)
@@ -305,6 +330,7 @@ func checkRun(t *testing.T, c *testcluster.Cluster, seed uint64, rep runReport) 
 	checkAdmittedWithinBound(t, rep.history)
 	checkReplicasAgree(t, c)
 	checkSurvivesFullRestart(t, c, rep.history)
+	checkRLSRun(t, c, seed, rep.rlsHistory)
 }
 
 // checkAdmittedWithinBound: over every interval, a token bucket admitted at
@@ -435,7 +461,7 @@ func checkLinearizable(t *testing.T, opts testcluster.Options) {
 		}
 		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
 			c, rep := runOnce(t, seed, 6, duration, opts)
-			t.Logf("seed %d: %d operations (%d ambiguous on the first attempt), %d fault events", seed, rep.operations, rep.ambiguous, rep.faults)
+			t.Logf("seed %d: %d operations (%d ambiguous on the first attempt) and %d over gRPC, %d fault events", seed, rep.operations, rep.ambiguous, len(rep.rlsHistory), rep.faults)
 			checkRun(t, c, seed, rep)
 			totalOps += rep.operations
 			totalAmbiguous += rep.ambiguous

@@ -12,6 +12,10 @@
 //   - http-batch: POST /v1/allow/batch, 100 requests per call;
 //   - https:      POST /v1/allow over HTTPS (keep-alive, a decide token) on a
 //     3-node cluster with mutual TLS between its nodes (-tls adds it);
+//   - grpc:       Envoy's ShouldRateLimit on a 3-node cluster with two
+//     descriptors per request (per key + global, the gRPC twin of http-multi),
+//     4 connections per node, callers spread over all nodes;
+//   - grpc-secure: the same over TLS with a decide token, on the cluster of https;
 //   - embedded:   cluster.Node.Allow in process, callers spread over all nodes;
 //   - http-flooded: http's single calls while 4 callers send batches of
 //     1,000 requests of 4 checks (the most a batch holds) to the cluster;

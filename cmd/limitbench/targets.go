@@ -196,6 +196,13 @@ func (e *environment) target(name string) (target, error) {
 			}
 		}()
 		return &httpTarget{env: e, kind: "http", label: name, nodes: c.Nodes, windows: snaps, stopFn: func() { close(stop); <-done }}, nil
+	case "grpc", "grpc-secure":
+		kind := map[string]string{"grpc": "limitnode", "grpc-secure": "limitnode-secure"}[name]
+		c := e.cluster(kind)
+		if err := putBenchDomain(c); err != nil {
+			return nil, err
+		}
+		return newGRPCTarget(e, name, e.via(c)), nil
 	case "embedded", "raft":
 		kind := map[string]string{"embedded": "limitnode", "raft": "raft"}[name]
 		return &embeddedTarget{env: e, label: name, nodes: e.via(e.cluster(kind))}, nil
