@@ -80,3 +80,20 @@ func TestReadmeClusterRuns(t *testing.T) {
 		}
 	}
 }
+
+// TestReadmeEnvoySectionRuns runs the README's Envoy section as it stands:
+// a node with -grpc and -rls-config, grpcurl listing the services through
+// reflection and sending Envoy's request until the fourth is over the
+// limit.
+func TestReadmeEnvoySectionRuns(t *testing.T) {
+	testenv.NeedPrograms(t, "bash", "go")
+	out := runReadmeScript(t, "the README's Envoy section", readmeBlock(t, "./grpcurl -plaintext 127.0.0.1:8081 list"))
+	for _, want := range []string{"edge\n", "envoy.service.ratelimit.v3.RateLimitService", "grpc.health.v1.Health", "grpc.reflection.v1.ServerReflection"} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("the output lacks %q:\n%s", want, out)
+		}
+	}
+	if ok, over := strings.Count(out, `"overallCode": "OK"`), strings.Count(out, `"overallCode": "OVER_LIMIT"`); ok != 3 || over != 1 {
+		t.Fatalf("%d OK and %d OVER_LIMIT, want 3 and 1:\n%s", ok, over, out)
+	}
+}
