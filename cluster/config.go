@@ -126,6 +126,9 @@ type Config struct {
 	// the last acknowledged decisions (tokens spent then come back). The
 	// default, false, fsyncs every append on every node.
 	NoSync bool
+	// NoStats turns off the decision statistics (Stats, the per-policy
+	// counters), for measuring what they cost.
+	NoStats bool
 	// MaxKeys caps the live (key, limit) pairs the cluster keeps, so that a
 	// flood of distinct keys cannot exhaust memory. Default DefaultMaxKeys;
 	// negative means no cap. The leader's setting applies (it travels in

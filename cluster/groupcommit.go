@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/hashicorp/raft"
 	"github.com/limitnode/limitnode/contract"
@@ -51,6 +52,7 @@ func (n *Node) applyBatch(calls []*call) {
 		failAll(calls, err)
 		return
 	}
+	start := time.Now()
 	future := n.raft.Apply(data, n.requestTimeout)
 	if err := future.Error(); err != nil {
 		if notApplied(err) {
@@ -60,6 +62,7 @@ func (n *Node) applyBatch(calls []*call) {
 		}
 		return
 	}
+	since(n.metrics.commit, start)
 	switch resp := future.Response().(type) {
 	case *fsm.Response:
 		distribute(calls, resp.Results, n.cfg.ID)
@@ -99,7 +102,9 @@ func (n *Node) forwardBatch(calls []*call) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), n.requestTimeout)
 	defer cancel()
+	start := time.Now()
 	resp, err := n.fwd.send(ctx, string(addr), &forwardRequest{Op: opAllow, Requests: concatRequests(calls)})
+	since(n.metrics.forward, start)
 	switch {
 	case errors.Is(err, errNotSent):
 		failAll(calls, errNotLeader)

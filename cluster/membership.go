@@ -103,6 +103,7 @@ func (n *Node) watchLeadership() {
 	ticker := time.NewTicker(time.Second)
 	defer ticker.Stop()
 	wasMember := false
+	lastLeader := raft.ServerAddress("")
 	for {
 		select {
 		case <-n.stopCh:
@@ -111,6 +112,10 @@ func (n *Node) watchLeadership() {
 		case <-ticker.C:
 		}
 		addr, _ := n.raft.LeaderWithID()
+		if addr != lastLeader {
+			n.metrics.leaderChanges.Inc()
+			lastLeader = addr
+		}
 		n.fwd.dropExcept(string(addr))
 		member := n.isMember()
 		if wasMember && !member && !n.removed.Swap(true) {

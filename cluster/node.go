@@ -37,6 +37,8 @@ type Node struct {
 	hadState  bool
 
 	clock       *clusterClock
+	metrics     *nodeMetrics
+	stats       *recorder
 	barrierTerm atomic.Uint64 // the term in which this node last ran a barrier as leader
 	health      healthView
 	checkpoints checkpoints
@@ -89,10 +91,13 @@ func Open(cfg Config) (*Node, error) {
 		conns:          make(map[net.Conn]struct{}),
 		stopCh:         make(chan struct{}),
 		fwd:            newForwarder(dialer{cfg.Dial, cfg.NodeTLS}, cfg.RequestTimeout),
+		metrics:        newNodeMetrics(),
+		stats:          newRecorder(),
 	}
 	n.mux = newMux(guard.Wrap(ln, cfg.MaxRaftConns, cfg.RaftIdleTimeout, n.logger), cfg.NodeTLS, n.logger, protocolRaft, protocolForward)
 	if err := n.startRaft(); err != nil {
 		n.mux.close()
+		n.stats.close()
 		return nil, err
 	}
 	limit := load{requests: cfg.MaxBatchRequests, checks: cfg.MaxBatchChecks, bytes: maxFlushBytes}
@@ -153,7 +158,7 @@ func (n *Node) startRaft() error {
 		logStore.Close()
 		return fmt.Errorf("cluster: open snapshot store in %s: %w", n.cfg.SnapshotDir, err)
 	}
-	snapshots := newPacedSnapshotStore(n.cfg.SnapshotDir, fileSnapshots)
+	snapshots := newPacedSnapshotStore(n.cfg.SnapshotDir, fileSnapshots, n.metrics)
 	hasState, err := raft.HasExistingState(logStore, logStore, snapshots)
 	if err != nil {
 		logStore.Close()
@@ -190,7 +195,10 @@ func (n *Node) startRaft() error {
 	n.fsm = fsm.New(n.logger)
 	n.fsm.OnStampApplied(n.clock.observe)
 	n.fsm.OnCheckpoint(n.onCheckpoint)
-	r, err := raft.NewRaft(rc, n.fsm, logStore, logStore, snapshots, transport)
+	if !n.cfg.NoStats {
+		n.fsm.OnAllowApplied(n.stats.record)
+	}
+	r, err := raft.NewRaft(rc, &timedFSM{FSM: n.fsm, restore: n.metrics.restore}, &timedLogStore{LogStore: logStore, hist: n.metrics.store}, logStore, snapshots, transport)
 	if err != nil {
 		transport.Close()
 		logStore.Close()

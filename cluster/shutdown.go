@@ -45,6 +45,7 @@ func (n *Node) shutdown(transfer bool) error {
 		n.connsMu.Unlock()
 		n.fwd.close()
 		n.wg.Wait()
+		n.stats.close()
 		if err := n.transport.Close(); err != nil {
 			errs = append(errs, fmt.Errorf("transport: %w", err))
 		}

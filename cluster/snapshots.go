@@ -3,6 +3,7 @@ package cluster
 import (
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/hashicorp/raft"
 )
@@ -18,11 +19,12 @@ const snapshotSyncEvery = 4 << 20
 // leave room between them.
 type pacedSnapshotStore struct {
 	*raft.FileSnapshotStore
-	dir string // where the store keeps its snapshots
+	dir     string // where the store keeps its snapshots
+	metrics *nodeMetrics
 }
 
-func newPacedSnapshotStore(dataDir string, store *raft.FileSnapshotStore) *pacedSnapshotStore {
-	return &pacedSnapshotStore{FileSnapshotStore: store, dir: filepath.Join(dataDir, "snapshots")}
+func newPacedSnapshotStore(dataDir string, store *raft.FileSnapshotStore, metrics *nodeMetrics) *pacedSnapshotStore {
+	return &pacedSnapshotStore{FileSnapshotStore: store, dir: filepath.Join(dataDir, "snapshots"), metrics: metrics}
 }
 
 // Create starts a snapshot; see raft.FileSnapshotStore.Create.
@@ -35,7 +37,7 @@ func (s *pacedSnapshotStore) Create(version raft.SnapshotVersion, index, term ui
 	// The file store writes a snapshot to <id>.tmp/state.bin and renames
 	// the directory when it closes; if that ever changes, the file is not
 	// found and the snapshot is synced only at the end, as before.
-	return &pacedSink{SnapshotSink: sink, path: filepath.Join(s.dir, sink.ID()+".tmp", "state.bin")}, nil
+	return &pacedSink{SnapshotSink: sink, path: filepath.Join(s.dir, sink.ID()+".tmp", "state.bin"), metrics: s.metrics, start: time.Now()}, nil
 }
 
 // pacedSink syncs the file under a snapshot sink as it grows.
@@ -44,6 +46,8 @@ type pacedSink struct {
 	path            string
 	file            *os.File // a second descriptor of the sink's file, for syncing
 	written, synced int64
+	metrics         *nodeMetrics
+	start           time.Time
 }
 
 func (p *pacedSink) Write(b []byte) (int, error) {
@@ -80,7 +84,12 @@ func (p *pacedSink) release() {
 // Close finishes the snapshot; see raft.SnapshotSink.
 func (p *pacedSink) Close() error {
 	p.release()
-	return p.SnapshotSink.Close()
+	err := p.SnapshotSink.Close()
+	if err == nil {
+		since(p.metrics.snapshot, p.start)
+		p.metrics.snapshotBytes.Set(float64(p.written))
+	}
+	return err
 }
 
 // Cancel abandons the snapshot; see raft.SnapshotSink.

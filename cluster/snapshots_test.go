@@ -25,7 +25,7 @@ func TestPacedSnapshotsSyncAsTheyGrow(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	store := newPacedSnapshotStore(dir, files)
+	store := newPacedSnapshotStore(dir, files, newNodeMetrics())
 	sink, err := store.Create(raft.SnapshotVersionMax, 10, 1, raft.Configuration{}, 1, nil)
 	if err != nil {
 		t.Fatal(err)

@@ -109,6 +109,9 @@ type FSM struct {
 	// CommandCheckpoint and a function that computes the digest of the
 	// state at that index (see OnCheckpoint).
 	onCheckpoint func(index uint64, digest func() [32]byte)
+	// onAllow, if set, is given every applied allow entry and its
+	// response (see OnAllowApplied).
+	onAllow func(cmd *AllowCommand, resp *Response)
 	// lastIndex is the index of the last log entry applied.
 	lastIndex uint64
 	// damagedAt is the index of the first sealed entry whose checksum
@@ -130,6 +133,12 @@ func (f *FSM) OnStampApplied(fn func(index uint64, nowNanos int64)) { f.onStamp 
 // copy-on-write, so fn may call digest later, on any goroutine, while
 // applies go on. Set it before the FSM is given to Raft.
 func (f *FSM) OnCheckpoint(fn func(index uint64, digest func() [32]byte)) { f.onCheckpoint = fn }
+
+// OnAllowApplied registers fn to be called, on the applying goroutine, with
+// each applied allow entry and its response, for statistics. fn must not
+// block or modify them (the response also goes to the callers). Set it
+// before the FSM is given to Raft.
+func (f *FSM) OnAllowApplied(fn func(cmd *AllowCommand, resp *Response)) { f.onAllow = fn }
 
 // Now returns the latest cluster time applied.
 func (f *FSM) Now() int64 {
@@ -221,7 +230,11 @@ var applyCommands = map[CommandType]func(f *FSM, body []byte) (any, error){
 		if err := f.checkTime(cmd.NowNanos); err != nil {
 			return nil, err
 		}
-		return f.applyAllow(&cmd), nil
+		resp := f.applyAllow(&cmd)
+		if f.onAllow != nil {
+			f.onAllow(&cmd, resp)
+		}
+		return resp, nil
 	},
 	CommandSetNode: func(f *FSM, body []byte) (any, error) {
 		var cmd NodeCommand

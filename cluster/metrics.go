@@ -1,0 +1,91 @@
+package cluster
+
+import (
+	"io"
+	"time"
+
+	"github.com/hashicorp/raft"
+	"github.com/limitnode/limitnode/fsm"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// nodeMetrics are the node's own Prometheus metrics: where a decision's
+// time goes (commit, fsync, forwarding), snapshots and restores, and leader
+// changes. The decision statistics are the recorder's (stats.go).
+type nodeMetrics struct {
+	commit        prometheus.Histogram
+	store         prometheus.Histogram
+	forward       prometheus.Histogram
+	snapshot      prometheus.Histogram
+	snapshotBytes prometheus.Gauge
+	restore       prometheus.Gauge
+	leaderChanges prometheus.Counter
+}
+
+// latencyBuckets are the buckets of every latency histogram: 100 µs to 10 s.
+var latencyBuckets = []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 10}
+
+func newNodeMetrics() *nodeMetrics {
+	hist := func(name, help string, buckets []float64) prometheus.Histogram {
+		return prometheus.NewHistogram(prometheus.HistogramOpts{Name: name, Help: help, Buckets: buckets})
+	}
+	return &nodeMetrics{
+		commit: hist("limitnode_raft_commit_seconds",
+			"On the leader: from appending an allow entry to having it committed and applied.", latencyBuckets),
+		store: hist("limitnode_raft_store_seconds",
+			"Writing log entries to the log store, fsync included (every append on every node).", latencyBuckets),
+		forward: hist("limitnode_forward_seconds",
+			"On a follower: one forwarded batch's round trip to the leader.", latencyBuckets),
+		snapshot: hist("limitnode_snapshot_seconds",
+			"Writing one snapshot, from its creation to its close.", []float64{.01, .05, .1, .5, 1, 5, 10, 30, 60, 300}),
+		snapshotBytes: prometheus.NewGauge(prometheus.GaugeOpts{Name: "limitnode_snapshot_bytes",
+			Help: "The size of the latest snapshot this node wrote."}),
+		restore: prometheus.NewGauge(prometheus.GaugeOpts{Name: "limitnode_restore_seconds",
+			Help: "How long this node's latest restore from a snapshot took."}),
+		leaderChanges: prometheus.NewCounter(prometheus.CounterOpts{Name: "limitnode_leader_changes_total",
+			Help: "Times this node saw the leader change (including to no leader)."}),
+	}
+}
+
+func (m *nodeMetrics) collectors() []prometheus.Collector {
+	return []prometheus.Collector{m.commit, m.store, m.forward, m.snapshot, m.snapshotBytes, m.restore, m.leaderChanges}
+}
+
+// since observes the time since start, in seconds.
+func since(h prometheus.Histogram, start time.Time) { h.Observe(time.Since(start).Seconds()) }
+
+// Collectors are the node's Prometheus metrics, for the HTTP API's
+// /metrics: Raft latencies, snapshots, leader changes, and the decisions
+// applied by policy and outcome.
+func (n *Node) Collectors() []prometheus.Collector {
+	return append(n.metrics.collectors(), n.stats.collectors()...)
+}
+
+// timedLogStore times the log store's writes (an fsync each).
+type timedLogStore struct {
+	raft.LogStore
+	hist prometheus.Histogram
+}
+
+func (s *timedLogStore) StoreLog(l *raft.Log) error {
+	defer since(s.hist, time.Now())
+	return s.LogStore.StoreLog(l)
+}
+
+func (s *timedLogStore) StoreLogs(logs []*raft.Log) error {
+	defer since(s.hist, time.Now())
+	return s.LogStore.StoreLogs(logs)
+}
+
+// timedFSM times restores from a snapshot.
+type timedFSM struct {
+	*fsm.FSM
+	restore prometheus.Gauge
+}
+
+func (f *timedFSM) Restore(rc io.ReadCloser) error {
+	start := time.Now()
+	err := f.FSM.Restore(rc)
+	f.restore.Set(time.Since(start).Seconds())
+	return err
+}

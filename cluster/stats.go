@@ -1,0 +1,217 @@
+package cluster
+
+import (
+	"cmp"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/limitnode/limitnode/contract"
+	"github.com/limitnode/limitnode/fsm"
+	"github.com/limitnode/limitnode/internal/topk"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// The statistics of decisions: every node applies every allow entry, so
+// each records them all. The FSM hands each applied entry over a bounded
+// queue (a send that would block drops the entry and counts it), and one
+// goroutine folds it into per-second counts, heavy-hitter sketches of the
+// denied keys and policies, and per-policy counters: the apply path pays a
+// channel send per entry, never a map update per request.
+
+// statsQueue is how many applied entries may wait for the recorder.
+const statsQueue = 4096
+
+// statsTopSlot is the length of one slot of the top-denied window.
+const statsTopSlot = 10 * time.Second
+
+// inlinePolicy labels checks with an inline limit in the per-policy
+// counters.
+const inlinePolicy = "(inline)"
+
+type appliedEntry struct {
+	cmd  *fsm.AllowCommand
+	resp *fsm.Response
+}
+
+// recorder keeps the statistics of the decisions this node applies.
+type recorder struct {
+	queue   chan appliedEntry
+	done    chan struct{}
+	dropped atomic.Int64
+
+	mu             sync.Mutex
+	nowNanos       int64
+	seconds        [contract.StatsHistorySeconds]contract.SecondCount
+	deniedKeys     *topk.Window
+	deniedPolicies *topk.Window
+
+	policyDecisions  *prometheus.CounterVec
+	entries          prometheus.Counter
+	requestsPerEntry prometheus.Histogram
+}
+
+func newRecorder() *recorder {
+	slots := contract.StatsTopWindowSeconds * int(time.Second) / int(statsTopSlot)
+	r := &recorder{
+		queue:          make(chan appliedEntry, statsQueue),
+		done:           make(chan struct{}),
+		deniedKeys:     topk.NewWindow(contract.StatsTopCounters, slots, statsTopSlot),
+		deniedPolicies: topk.NewWindow(contract.StatsTopCounters, slots, statsTopSlot),
+		policyDecisions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "limitnode_policy_decisions_total",
+			Help: "Checks applied by this node (every node applies every decision), by policy (\"(inline)\" for inline limits, rls/<domain> for Envoy's) and outcome: allowed, denied, shadow_denied, near_limit (allowed, leaving 20% or less).",
+		}, []string{"policy", "outcome"}),
+		entries: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "limitnode_applied_entries_total",
+			Help: "Allow entries (batches of requests decided at one instant) applied by this node.",
+		}),
+		requestsPerEntry: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "limitnode_entry_requests",
+			Help:    "Requests per applied allow entry: how much group commit batches.",
+			Buckets: prometheus.ExponentialBuckets(1, 4, 8),
+		}),
+	}
+	go r.run()
+	return r
+}
+
+// record hands an applied entry over without blocking the apply path.
+func (r *recorder) record(cmd *fsm.AllowCommand, resp *fsm.Response) {
+	select {
+	case r.queue <- appliedEntry{cmd, resp}:
+	default:
+		r.dropped.Add(1)
+	}
+}
+
+func (r *recorder) close() {
+	close(r.queue)
+	<-r.done
+}
+
+func (r *recorder) run() {
+	defer close(r.done)
+	for e := range r.queue {
+		r.fold(e)
+	}
+}
+
+// fold adds one entry's decisions.
+func (r *recorder) fold(e appliedEntry) {
+	r.entries.Inc()
+	r.requestsPerEntry.Observe(float64(len(e.cmd.Requests)))
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	now := e.cmd.NowNanos
+	r.nowNanos = max(r.nowNanos, now)
+	second := now / int64(time.Second)
+	slot := &r.seconds[second%contract.StatsHistorySeconds]
+	if slot.UnixSecond != second {
+		*slot = contract.SecondCount{UnixSecond: second}
+	}
+	for i := range e.cmd.Requests {
+		if i >= len(e.resp.Results) {
+			break
+		}
+		req, res := &e.cmd.Requests[i], &e.resp.Results[i]
+		if res.Rejection != nil || res.Duplicate {
+			continue
+		}
+		if res.Allowed {
+			slot.Allowed++
+		} else {
+			slot.Denied++
+		}
+		r.foldChecks(now, req, res)
+	}
+}
+
+// foldChecks counts each check of a decided request by policy and outcome,
+// and each denying check's key and policy in the top-denied sketches.
+func (r *recorder) foldChecks(now int64, req *fsm.Request, res *fsm.Result) {
+	for j := range res.Checks {
+		c := &res.Checks[j]
+		policy, key := checkNames(req, res, j)
+		d := &c.Decision
+		switch {
+		case !d.Allowed && c.Shadow:
+			r.policyDecisions.WithLabelValues(policy, "shadow_denied").Inc()
+		case !d.Allowed:
+			r.policyDecisions.WithLabelValues(policy, "denied").Inc()
+			r.deniedKeys.Add(now, key, 1)
+			r.deniedPolicies.Add(now, policy, 1)
+		case res.Allowed:
+			r.policyDecisions.WithLabelValues(policy, "allowed").Inc()
+			if d.Limit > 0 && 5*d.Remaining <= d.Limit {
+				r.policyDecisions.WithLabelValues(policy, "near_limit").Inc()
+			}
+		}
+	}
+}
+
+// checkNames returns the policy and the key of a request's j-th check: an
+// Envoy query's checks are named by domain and descriptor entries.
+func checkNames(req *fsm.Request, res *fsm.Result, j int) (policy, key string) {
+	if q := req.RLS; q != nil {
+		for i, s := range res.RLS {
+			if s.Limited && s.Check == j && i < len(q.Descriptors) {
+				var b strings.Builder
+				for k, e := range q.Descriptors[i].Entries {
+					if k > 0 {
+						b.WriteByte(',')
+					}
+					b.WriteString(e.Key + "=" + e.Value)
+				}
+				return "rls/" + q.Domain, b.String()
+			}
+		}
+		return "rls/" + q.Domain, ""
+	}
+	if j >= len(req.Checks) {
+		return inlinePolicy, ""
+	}
+	c := &req.Checks[j]
+	return cmp.Or(c.Policy, inlinePolicy), cmp.Or(res.Checks[j].Key, c.Key)
+}
+
+// snapshot returns the statistics with up to top heavy hitters each.
+func (r *recorder) snapshot(top int) contract.Stats {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := contract.Stats{NowNanos: r.nowNanos, Dropped: r.dropped.Load(), Seconds: make([]contract.SecondCount, contract.StatsHistorySeconds)}
+	last := r.nowNanos / int64(time.Second)
+	for i := range out.Seconds {
+		second := last - contract.StatsHistorySeconds + 1 + int64(i)
+		out.Seconds[i] = contract.SecondCount{UnixSecond: second}
+		if second < 0 {
+			continue
+		}
+		if s := r.seconds[second%contract.StatsHistorySeconds]; s.UnixSecond == second {
+			out.Seconds[i] = s
+		}
+	}
+	var bound int64
+	out.TopDeniedKeys, bound = topCounts(r.deniedKeys, r.nowNanos, top)
+	out.TopDeniedPolicies, _ = topCounts(r.deniedPolicies, r.nowNanos, top)
+	out.TopErrorBound = bound
+	return out
+}
+
+func topCounts(w *topk.Window, now int64, n int) ([]contract.TopCount, int64) {
+	top, _, bound := w.Top(now, n)
+	out := make([]contract.TopCount, len(top))
+	for i, c := range top {
+		out[i] = contract.TopCount{Name: c.Key, Count: c.Count, Error: c.Error}
+	}
+	return out, bound
+}
+
+func (r *recorder) collectors() []prometheus.Collector {
+	return []prometheus.Collector{r.policyDecisions, r.entries, r.requestsPerEntry}
+}
+
+// Stats returns the decisions this node has applied lately, with up to top
+// heavy hitters each (see contract.Stats); empty with Config.NoStats.
+func (n *Node) Stats(top int) contract.Stats { return n.stats.snapshot(top) }
