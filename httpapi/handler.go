@@ -70,6 +70,9 @@ type Limiter interface {
 	CheckConsistency(ctx context.Context) (contract.ConsistencyReport, error)
 	// Status returns the node's view of the cluster.
 	Status() contract.Status
+	// Stats returns the decisions the node has applied lately, with up to
+	// top heavy hitters each.
+	Stats(top int) contract.Stats
 	// Ready returns "" when the node serves as a member, else why not.
 	Ready() string
 }
@@ -145,6 +148,8 @@ func New(limiter Limiter, opts Options) *API {
 	a.route("/v1/cluster/consistency", map[string]endpoint{http.MethodPost: {admin, a.checkConsistency}})
 	a.route("/v1/snapshot", map[string]endpoint{http.MethodGet: {admin, a.backup}, http.MethodPost: {admin, a.restore}})
 	a.route("/v1/openapi.json", map[string]endpoint{http.MethodGet: {read, serveOpenAPI}})
+	a.route("/v1/stats", map[string]endpoint{http.MethodGet: {read, a.stats}})
+	a.route("/", map[string]endpoint{http.MethodGet: {read, a.statusPage}})
 	a.route("/healthz", map[string]endpoint{http.MethodGet: {open, a.healthz}})
 	a.route("/readyz", map[string]endpoint{http.MethodGet: {open, a.readyz}})
 	a.route("/metrics", map[string]endpoint{http.MethodGet: {read, a.metrics.handler().ServeHTTP}})
@@ -174,7 +179,11 @@ func (a *API) route(path string, byMethod map[string]endpoint) {
 		byMethod[http.MethodHead] = e
 	}
 	allow := strings.Join(slices.Sorted(maps.Keys(byMethod)), ", ")
-	a.mux.HandleFunc(path, a.metrics.instrument(path, a.accessLog(path, func(w http.ResponseWriter, r *http.Request) {
+	pattern := path
+	if path == "/" {
+		pattern = "/{$}" // the status page; every other unknown path is the catch-all's
+	}
+	a.mux.HandleFunc(pattern, a.metrics.instrument(path, a.accessLog(path, func(w http.ResponseWriter, r *http.Request) {
 		e, ok := byMethod[r.Method]
 		if !ok {
 			w.Header().Set("Allow", allow)

@@ -224,6 +224,20 @@ func (f *fakeLimiter) CheckConsistency(context.Context) (contract.ConsistencyRep
 	return contract.ConsistencyReport{Index: 120, Members: []contract.MemberConsistency{{ID: "n1", Agrees: &agrees}}}, nil
 }
 
+func (f *fakeLimiter) Stats(top int) contract.Stats {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	st := contract.Stats{NowNanos: f.now, Seconds: make([]contract.SecondCount, contract.StatsHistorySeconds), TopErrorBound: 1}
+	for i := range st.Seconds {
+		st.Seconds[i] = contract.SecondCount{UnixSecond: f.now/1e9 - contract.StatsHistorySeconds + 1 + int64(i), Allowed: int64(i % 7), Denied: int64(i % 3)}
+	}
+	for i, name := range []string{"tenant:<b>evil</b>", "k", "global"}[:min(top, 3)] {
+		st.TopDeniedKeys = append(st.TopDeniedKeys, contract.TopCount{Name: name, Count: int64(30 - i), Error: 1})
+	}
+	st.TopDeniedPolicies = []contract.TopCount{{Name: "per-user", Count: 12}}
+	return st
+}
+
 func (f *fakeLimiter) Status() contract.Status {
 	return contract.Status{SelfID: "n1", SelfRaftAddr: "127.0.0.1:8001", LeaderID: "n1", Term: 3, CommitIndex: 120, AppliedIndex: 119, Members: []contract.MemberStatus{
 		{Member: contract.Member{ID: "n1", RaftAddr: "127.0.0.1:8001", HTTPAddr: "127.0.0.1:7001"}, Voter: true, Leader: true},

@@ -1,0 +1,117 @@
+package httpapi
+
+import (
+	"net/http"
+	"runtime/debug"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/limitnode/limitnode/contract"
+)
+
+// The statistics of GET /v1/stats and the status page (GET /): this node's
+// view of the cluster, and what it has seen decided lately (every node
+// applies every decision, so any node can tell).
+
+// Bounds of GET /v1/stats: top entries of each list (default DefaultStatsTop,
+// at most MaxStatsTop, `top`), and the shadow policies shown.
+const (
+	DefaultStatsTop   = 10
+	MaxStatsTop       = 100
+	maxShadowPolicies = 100
+)
+
+type secondJSON struct {
+	UnixSecond int64 `json:"t"`
+	Allowed    int64 `json:"allowed"`
+	Denied     int64 `json:"denied"`
+}
+
+type topJSON struct {
+	Name  string `json:"name"`
+	Count int64  `json:"count"`
+	Error int64  `json:"error"`
+}
+
+type shadowPolicyJSON struct {
+	Name         string `json:"name"`
+	Shadow       bool   `json:"shadow"`
+	ShadowDenied int64  `json:"shadow_denied"`
+}
+
+type statsJSON struct {
+	Version     string             `json:"version"`
+	Cluster     clusterJSON        `json:"cluster"`
+	NowMS       int64              `json:"now_unix_ms"`
+	Seconds     []secondJSON       `json:"decisions_per_second"`
+	TopKeys     []topJSON          `json:"top_denied_keys"`
+	TopPolicies []topJSON          `json:"top_denied_policies"`
+	ErrorBound  int64              `json:"top_error_bound"`
+	Dropped     int64              `json:"dropped_entries"`
+	Policies    []shadowPolicyJSON `json:"shadow_policies"`
+}
+
+// statsTop reads the `top` parameter.
+func statsTop(r *http.Request) (int, *apiError) {
+	top := DefaultStatsTop
+	if s := r.URL.Query().Get("top"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 || n > MaxStatsTop {
+			return 0, invalid("top", "top must be an integer from 1 to %d", MaxStatsTop)
+		}
+		top = n
+	}
+	return top, nil
+}
+
+// statsOf gathers what GET /v1/stats and the status page show.
+func (a *API) statsOf(r *http.Request, top int) statsJSON {
+	st := a.limiter.Stats(top)
+	out := statsJSON{Version: version(), Cluster: a.clusterJSON(), NowMS: st.NowNanos / int64(time.Millisecond),
+		Seconds: make([]secondJSON, len(st.Seconds)), TopKeys: tops(st.TopDeniedKeys), TopPolicies: tops(st.TopDeniedPolicies),
+		ErrorBound: st.TopErrorBound, Dropped: st.Dropped, Policies: []shadowPolicyJSON{}}
+	for i, s := range st.Seconds {
+		out.Seconds[i] = secondJSON{UnixSecond: s.UnixSecond, Allowed: s.Allowed, Denied: s.Denied}
+	}
+	page, _ := a.limiter.Policies(r.Context(), "", MaxPolicyPage, contract.MaxOverrides)
+	for _, p := range page {
+		if (p.Shadow || p.ShadowDenied > 0) && len(out.Policies) < maxShadowPolicies {
+			out.Policies = append(out.Policies, shadowPolicyJSON{Name: p.Name, Shadow: p.Shadow, ShadowDenied: p.ShadowDenied})
+		}
+	}
+	return out
+}
+
+func tops(in []contract.TopCount) []topJSON {
+	out := make([]topJSON, len(in))
+	for i, c := range in {
+		out[i] = topJSON{Name: c.Name, Count: c.Count, Error: c.Error}
+	}
+	return out
+}
+
+func (a *API) stats(w http.ResponseWriter, r *http.Request) {
+	top, err := statsTop(r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, a.statsOf(r, top))
+}
+
+// version is the binary's module version and VCS revision, as Go recorded
+// them when it was built.
+var version = sync.OnceValue(func() string {
+	info, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "unknown"
+	}
+	v := info.Main.Version
+	for _, s := range info.Settings {
+		if s.Key == "vcs.revision" && len(s.Value) >= 12 {
+			v += " (" + s.Value[:12] + ")"
+		}
+	}
+	return v
+})

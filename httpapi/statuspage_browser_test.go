@@ -1,0 +1,172 @@
+package httpapi_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/limitnode/limitnode/algorithms"
+	"github.com/limitnode/limitnode/contract"
+	"github.com/limitnode/limitnode/internal/testenv"
+	"github.com/limitnode/limitnode/testcluster"
+)
+
+// browse loads url in headless Chromium and returns the DOM it rendered;
+// with screenshot set, it also writes a PNG there.
+func browse(t *testing.T, url, screenshot string) string {
+	t.Helper()
+	args := []string{"--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--hide-scrollbars",
+		"--user-data-dir=" + t.TempDir(), "--window-size=1280,1600"}
+	if screenshot != "" {
+		args = append(args, "--screenshot="+screenshot)
+	} else {
+		args = append(args, "--dump-dom")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var stdout, stderr bytes.Buffer
+	cmd := exec.CommandContext(ctx, "chromium", append(args, url)...)
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("chromium %s: %v\n%s", url, err, stderr.String())
+	}
+	return stdout.String()
+}
+
+// pageOf serves a node's status page on a local address for the browser,
+// adding the API token and trusting the test CA when the cluster is secure
+// (a browser cannot send a bearer token by itself).
+func pageOf(t *testing.T, n *testcluster.Node) string {
+	t.Helper()
+	target, err := url.Parse(n.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	proxy.Transport = testcluster.HTTPClient().Transport
+	srv := httptest.NewServer(proxy)
+	t.Cleanup(srv.Close)
+	return srv.URL + "/"
+}
+
+type nodeStats struct {
+	Cluster struct {
+		Leader string
+		Nodes  []struct {
+			ID        string
+			Reachable *bool
+		}
+	}
+	TopKeys []struct{ Name string } `json:"top_denied_keys"`
+}
+
+func statsOf(t *testing.T, n *testcluster.Node) nodeStats {
+	t.Helper()
+	resp, err := testcluster.HTTPClient().Get(n.URL() + "/v1/stats")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var st nodeStats
+	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(testcluster.WaitTimeout); !cond(); time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+	}
+}
+
+// TestStatusPageInABrowser drives allowed and denied traffic on a few hot
+// keys of a 3-node cluster, then loads the status page of a follower in
+// headless Chromium: the rendered page names the three nodes, the leader
+// and the hottest denied key. A screenshot is written to the test's
+// directory. A node that is killed shows as unreachable on the survivors'
+// pages.
+func TestStatusPageInABrowser(t *testing.T) {
+	t.Parallel()
+	testenv.NeedPrograms(t, "chromium")
+	c := testcluster.Start(t, 3)
+	leader := c.WaitLeader()
+	ctx := context.Background()
+	if err := leader.Node().PutPolicy(ctx, contract.Policy{Name: "per-user", KeyTemplate: "user:{user}",
+		Limit: algorithms.Limit{Algorithm: algorithms.FixedWindow, Rate: 5, PeriodNanos: int64(time.Hour)}}); err != nil {
+		t.Fatal(err)
+	}
+	for user, calls := range map[string]int{"hot-mallory": 40, "warm-eve": 15, "calm-alice": 3} {
+		for range calls {
+			if _, err := c.Followers()[0].Node().Allow(ctx, contract.Request{Checks: []contract.Check{{Policy: "per-user",
+				Dimensions: []contract.Dimension{{Name: "user", Value: user}}, Cost: 1}}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	follower := c.Followers()[0]
+	waitFor(t, "the follower's stats to name the hottest key", func() bool {
+		st := statsOf(t, follower)
+		return len(st.TopKeys) > 0 && st.TopKeys[0].Name == "user:hot-mallory"
+	})
+
+	page := pageOf(t, follower)
+	dom := browse(t, page, "")
+	for _, want := range []string{
+		`<span id="self">` + follower.ID + `</span>`,
+		`<strong id="leader">` + leader.ID + `</strong>`,
+		`data-node="n1"`, `data-node="n2"`, `data-node="n3"`,
+		`<code>user:hot-mallory</code>`,
+		`<polyline class="denied"`,
+	} {
+		if !strings.Contains(dom, want) {
+			t.Fatalf("the rendered page lacks %s:\n%s", want, dom)
+		}
+	}
+	if i, j := strings.Index(dom, "user:hot-mallory"), strings.Index(dom, "user:warm-eve"); i < 0 || j < 0 || i > j {
+		t.Fatal("the hottest denied key is not listed first")
+	}
+	shot := filepath.Join(t.TempDir(), "status.png")
+	browse(t, page, shot)
+	if data, err := os.ReadFile(shot); err != nil || !bytes.HasPrefix(data, []byte("\x89PNG")) {
+		t.Fatalf("no PNG screenshot at %s: %v", shot, err)
+	}
+	t.Logf("screenshot of %s's status page: %s", follower.ID, shot)
+
+	var victim *testcluster.Node
+	for _, n := range c.Followers() {
+		if n != follower {
+			victim = n
+		}
+	}
+	victim.Kill()
+	for _, survivor := range []*testcluster.Node{leader, follower} {
+		waitFor(t, fmt.Sprintf("%s to see %s unreachable", survivor.ID, victim.ID), func() bool {
+			for _, n := range statsOf(t, survivor).Cluster.Nodes {
+				if n.ID == victim.ID && n.Reachable != nil && !*n.Reachable {
+					return true
+				}
+			}
+			return false
+		})
+		dom := browse(t, pageOf(t, survivor), "")
+		_, row, _ := strings.Cut(dom, `data-node="`+victim.ID+`"`)
+		row, _, _ = strings.Cut(row, "</tr>")
+		if !strings.Contains(row, "unreachable") {
+			t.Fatalf("%s's page does not show %s as unreachable: %s", survivor.ID, victim.ID, row)
+		}
+	}
+}
