@@ -207,7 +207,7 @@ func (n *Node) start(bootstrap bool) error {
 	n.grpcServer = grpcapi.New(node, grpcOpts)
 	grpcServer := n.grpcServer
 	go func() { _ = grpcServer.Serve(grpcListener) }()
-	apiOpts.Collectors = grpcServer.Collectors()
+	apiOpts.Collectors = append(grpcServer.Collectors(), node.Collectors()...)
 	n.server = httpapi.NewServer(n.HTTPAddr, httpapi.New(node, apiOpts))
 	server := n.server
 	if n.c.opts.Secure {

@@ -17,6 +17,9 @@
 //     4 connections per node, callers spread over all nodes;
 //   - grpc-secure: the same over TLS with a decide token, on the cluster of https;
 //   - embedded:   cluster.Node.Allow in process, callers spread over all nodes;
+//   - embedded-nostats, http-nostats: embedded and http on a cluster whose
+//     nodes keep no decision statistics (cluster.Config.NoStats), to
+//     measure what the statistics cost;
 //   - http-flooded: http's single calls while 4 callers send batches of
 //     1,000 requests of 4 checks (the most a batch holds) to the cluster;
 //   - http-snapshotting: http while the nodes take turns to start a snapshot

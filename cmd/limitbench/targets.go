@@ -91,7 +91,8 @@ func (e *environment) close() {
 
 // cluster returns a 3-node cluster: "limitnode" with group commit,
 // "limitnode-secure" the same with mutual TLS between the nodes, HTTPS and
-// tokens, or "raft" with one Raft Apply per request.
+// tokens, "limitnode-nostats" without the decision statistics, or "raft"
+// with one Raft Apply per request.
 func (e *environment) cluster(kind string) *testcluster.Cluster {
 	if c := e.clusters[kind]; c != nil {
 		return c
@@ -100,6 +101,7 @@ func (e *environment) cluster(kind string) *testcluster.Cluster {
 	e.tbs = append(e.tbs, tb)
 	c := testcluster.Start(tb, 3, testcluster.Options{Secure: kind == "limitnode-secure", Configure: func(cfg *cluster.Config) {
 		cfg.NoSync = e.opts.noSync
+		cfg.NoStats = kind == "limitnode-nostats"
 		cfg.MaxKeys = -1
 		cfg.MaxEntriesInFlight = e.opts.inFlight
 		if kind == "raft" {
@@ -163,6 +165,8 @@ func (e *environment) target(name string) (target, error) {
 	case "http", "http-multi", "http-batch":
 		c := e.cluster("limitnode")
 		return &httpTarget{env: e, kind: name, nodes: e.via(c)}, nil
+	case "http-nostats":
+		return &httpTarget{env: e, kind: "http", label: name, nodes: e.via(e.cluster("limitnode-nostats"))}, nil
 	case "https":
 		c := e.cluster("limitnode-secure")
 		return &httpTarget{env: e, kind: "http", label: name, nodes: e.via(c), token: testcluster.Token(auth.RoleDecide)}, nil
@@ -203,8 +207,8 @@ func (e *environment) target(name string) (target, error) {
 			return nil, err
 		}
 		return newGRPCTarget(e, name, e.via(c)), nil
-	case "embedded", "raft":
-		kind := map[string]string{"embedded": "limitnode", "raft": "raft"}[name]
+	case "embedded", "embedded-nostats", "raft":
+		kind := map[string]string{"embedded": "limitnode", "embedded-nostats": "limitnode-nostats", "raft": "raft"}[name]
 		return &embeddedTarget{env: e, label: name, nodes: e.via(e.cluster(kind))}, nil
 	case "redis", "redis-aof":
 		srv, err := startRedis(name == "redis-aof")

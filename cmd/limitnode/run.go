@@ -85,7 +85,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	if err != nil {
 		return err
 	}
-	apiOpts := httpapi.Options{Logger: logger, TrustedProxies: trusted}
+	apiOpts := httpapi.Options{Logger: logger, TrustedProxies: trusted, Collectors: node.Collectors()}
 	grpcOpts := grpcapi.Options{Logger: logger, TLS: sec.httpTLS}
 	if sec.authz != nil {
 		apiOpts.Authorizer, grpcOpts.Authorizer = sec.authz, sec.authz
@@ -100,7 +100,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		}
 		grpcListener := guard.Wrap(ln, c.maxHTTPConns, 0, logger)
 		grpcServer = grpcapi.New(node, grpcOpts)
-		apiOpts.Collectors = grpcServer.Collectors()
+		apiOpts.Collectors = append(apiOpts.Collectors, grpcServer.Collectors()...)
 		defer grpcServer.Stop()
 		go func() { serveErr <- fmt.Errorf("gRPC server: %w", grpcServer.Serve(grpcListener)) }()
 		logger.Info("serving gRPC", "grpc", grpcListener.Addr().String())
