@@ -18,7 +18,13 @@ type call struct {
 	leader   string // ID of the leader whose entry decided, with results
 	err      error
 	done     chan struct{}
+	once     sync.Once
 }
+
+// finish answers the call: its results or err are final. A flush may
+// answer some calls early (fast denials); the batcher finishes every call
+// of a flush when the flush returns.
+func (c *call) finish() { c.once.Do(func() { close(c.done) }) }
 
 // batcher is limitnode's group commit. Callers submit requests; a single
 // loop sends them on through flush, many at a time:
@@ -135,7 +141,7 @@ func (b *batcher) loop() {
 			b.wg.Go(func() {
 				b.flush(batch)
 				for _, c := range batch {
-					close(c.done)
+					c.finish()
 				}
 				b.doneCh <- flushed{calls: len(batch), requests: size}
 			})
@@ -167,7 +173,7 @@ func (b *batcher) loop() {
 		case <-b.stopCh:
 			for _, c := range pending {
 				c.err = contract.ErrShutdown
-				close(c.done)
+				c.finish()
 			}
 			for ; inFlight > 0; inFlight-- {
 				<-b.doneCh
@@ -223,7 +229,7 @@ func (b *batcher) stop() {
 		select {
 		case c := <-b.submitCh:
 			c.err = contract.ErrShutdown
-			close(c.done)
+			c.finish()
 		default:
 			return
 		}

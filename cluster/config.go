@@ -129,6 +129,10 @@ type Config struct {
 	// NoStats turns off the decision statistics (Stats, the per-policy
 	// counters), for measuring what they cost.
 	NoStats bool
+	// NoFastDenials makes the leader append every request to the log, the
+	// denied ones too, instead of answering a denial from its applied
+	// state after confirming its leadership (fastdeny.go); for comparison.
+	NoFastDenials bool
 	// MaxKeys caps the live (key, limit) pairs the cluster keeps, so that a
 	// flood of distinct keys cannot exhaust memory. Default DefaultMaxKeys;
 	// negative means no cap. The leader's setting applies (it travels in

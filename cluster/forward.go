@@ -42,6 +42,10 @@ const (
 	opTransfer
 	opPutRLSConfig
 	opDeleteRLSConfig
+	// opStats asks the leader for its decision statistics (Top: how many
+	// heavy hitters), which include the denials it answered without an
+	// entry.
+	opStats
 )
 
 type forwardRequest struct {
@@ -52,6 +56,7 @@ type forwardRequest struct {
 	Lease    fsm.LeaseCommand // for opAcquireLease; only ID for opReleaseLease
 	Health   []memberHealth   // for opPing from the leader: its view of the members
 	RLS      *rls.Config      // for opPutRLSConfig; only Domain for opDeleteRLSConfig
+	Top      int              // for opStats
 }
 
 // forwardStatus tells the follower what happened to its message, so that it
@@ -83,6 +88,7 @@ type forwardResponse struct {
 	AppliedIndex uint64                      // for opPing: the answering node's applied index
 	Checkpoint   checkpoint                  // for opPing: the answering node's latest digest
 	Consistency  *contract.ConsistencyReport // for opConsistency
+	Stats        *contract.Stats             // for opStats
 }
 
 // errNotSent marks a failure before any byte of the message left this node:
@@ -271,6 +277,12 @@ func (n *Node) handleForward(req *forwardRequest) *forwardResponse {
 		return resp
 	case opTransfer:
 		return replyTo(n.TransferLeadership(ctx, req.Member.ID))
+	case opStats:
+		if !n.isLeader() {
+			return &forwardResponse{Status: statusNotLeader}
+		}
+		st := n.stats.snapshot(min(max(req.Top, 0), contract.StatsTopCounters))
+		return &forwardResponse{Stats: &st}
 	case opRegister:
 		if !n.isLeader() {
 			return &forwardResponse{Status: statusNotLeader}

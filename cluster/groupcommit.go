@@ -39,6 +39,9 @@ func (n *Node) decide(ctx context.Context, reqs []fsm.Request) ([]fsm.Result, st
 
 // applyBatch is the leader's flush: one Raft entry for all the calls.
 func (n *Node) applyBatch(calls []*call) {
+	if calls = n.denyFast(calls); len(calls) == 0 {
+		return
+	}
 	reqs := concatRequests(calls)
 	stamp, err := n.leaderStamp()
 	if err != nil {

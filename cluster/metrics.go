@@ -20,6 +20,7 @@ type nodeMetrics struct {
 	snapshotBytes prometheus.Gauge
 	restore       prometheus.Gauge
 	leaderChanges prometheus.Counter
+	fastDenials   prometheus.Counter
 }
 
 // latencyBuckets are the buckets of every latency histogram: 100 µs to 10 s.
@@ -44,11 +45,13 @@ func newNodeMetrics() *nodeMetrics {
 			Help: "How long this node's latest restore from a snapshot took."}),
 		leaderChanges: prometheus.NewCounter(prometheus.CounterOpts{Name: "limitnode_leader_changes_total",
 			Help: "Times this node saw the leader change (including to no leader)."}),
+		fastDenials: prometheus.NewCounter(prometheus.CounterOpts{Name: "limitnode_fast_denials_total",
+			Help: "On the leader: requests denied from the applied state, without a log entry."}),
 	}
 }
 
 func (m *nodeMetrics) collectors() []prometheus.Collector {
-	return []prometheus.Collector{m.commit, m.store, m.forward, m.snapshot, m.snapshotBytes, m.restore, m.leaderChanges}
+	return []prometheus.Collector{m.commit, m.store, m.forward, m.snapshot, m.snapshotBytes, m.restore, m.leaderChanges, m.fastDenials}
 }
 
 // since observes the time since start, in seconds.

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"cmp"
+	"context"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -212,6 +213,16 @@ func (r *recorder) collectors() []prometheus.Collector {
 	return []prometheus.Collector{r.policyDecisions, r.entries, r.requestsPerEntry}
 }
 
-// Stats returns the decisions this node has applied lately, with up to top
-// heavy hitters each (see contract.Stats); empty with Config.NoStats.
-func (n *Node) Stats(top int) contract.Stats { return n.stats.snapshot(top) }
+// Stats returns the decisions of the cluster lately, with up to top heavy
+// hitters each (see contract.Stats); empty with Config.NoStats. They are
+// the leader's: it applies every entry, as every node does, and it alone
+// knows the denials it answered without an entry (fastdeny.go). A follower
+// asks the leader, and answers with its own when no leader answers.
+func (n *Node) Stats(ctx context.Context, top int) contract.Stats {
+	if !n.isLeader() {
+		if resp, err := n.forwardToLeader(ctx, &forwardRequest{Op: opStats, Top: top}); err == nil && resp.Stats != nil {
+			return *resp.Stats
+		}
+	}
+	return n.stats.snapshot(top)
+}

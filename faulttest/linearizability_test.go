@@ -264,8 +264,11 @@ func runOnce(t *testing.T, seed uint64, clients int, duration time.Duration, opt
 			n.Kill()
 			time.Sleep(time.Duration(300+rng.IntN(1200)) * time.Millisecond)
 			n.Restart()
-		case 2: // isolate a node (a partition, or a long pause)
+		case 2: // isolate a node (a partition, or a long pause), half the time the leader, cut off while a new one admits
 			n := c.Nodes[rng.IntN(len(c.Nodes))]
+			if l := leaderOrNil(c); l != nil && rng.IntN(2) == 0 {
+				n = l
+			}
 			c.Isolate(n)
 			time.Sleep(time.Duration(500+rng.IntN(1500)) * time.Millisecond)
 			c.Net.HealAll()

@@ -72,7 +72,7 @@ type Limiter interface {
 	Status() contract.Status
 	// Stats returns the decisions the node has applied lately, with up to
 	// top heavy hitters each.
-	Stats(top int) contract.Stats
+	Stats(ctx context.Context, top int) contract.Stats
 	// Ready returns "" when the node serves as a member, else why not.
 	Ready() string
 }

@@ -224,7 +224,7 @@ func (f *fakeLimiter) CheckConsistency(context.Context) (contract.ConsistencyRep
 	return contract.ConsistencyReport{Index: 120, Members: []contract.MemberConsistency{{ID: "n1", Agrees: &agrees}}}, nil
 }
 
-func (f *fakeLimiter) Stats(top int) contract.Stats {
+func (f *fakeLimiter) Stats(_ context.Context, top int) contract.Stats {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	st := contract.Stats{NowNanos: f.now, Seconds: make([]contract.SecondCount, contract.StatsHistorySeconds), TopErrorBound: 1}

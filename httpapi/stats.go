@@ -67,7 +67,7 @@ func statsTop(r *http.Request) (int, *apiError) {
 
 // statsOf gathers what GET /v1/stats and the status page show.
 func (a *API) statsOf(r *http.Request, top int) statsJSON {
-	st := a.limiter.Stats(top)
+	st := a.limiter.Stats(r.Context(), top)
 	out := statsJSON{Version: version(), Cluster: a.clusterJSON(), NowMS: st.NowNanos / int64(time.Millisecond),
 		Seconds: make([]secondJSON, len(st.Seconds)), TopKeys: tops(st.TopDeniedKeys), TopPolicies: tops(st.TopDeniedPolicies),
 		ErrorBound: st.TopErrorBound, Dropped: st.Dropped, Policies: []shadowPolicyJSON{}}

@@ -1,0 +1,119 @@
+package cluster_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/limitnode/limitnode/algorithms"
+	"github.com/limitnode/limitnode/cluster"
+	"github.com/limitnode/limitnode/contract"
+	"github.com/limitnode/limitnode/testcluster"
+)
+
+// TestDenialsAppendNoEntry spends a key's limit, then asks for it again
+// through every node, requests with and without IDs and several checks:
+// every answer is a denial, with the decision's fields, and the log does
+// not grow. An allowed request still appends.
+func TestDenialsAppendNoEntry(t *testing.T) {
+	t.Parallel()
+	c := testcluster.Start(t, 3)
+	leader := c.WaitLeader()
+	ctx := context.Background()
+	limit := algorithms.Limit{Algorithm: algorithms.TokenBucket, Rate: 2, PeriodNanos: int64(time.Hour), Burst: 2}
+	spend := contract.Request{Checks: []contract.Check{{Key: "flood", Limit: limit, Cost: 2}}}
+	if d, err := leader.Node().Allow(ctx, spend); err != nil || !d.Allowed {
+		t.Fatalf("spend: %+v %v", d, err)
+	}
+	c.WaitConverged()
+	before := leader.Node().Status().CommitIndex
+	requests := []contract.Request{
+		{Checks: []contract.Check{{Key: "flood", Limit: limit, Cost: 1}}},
+		{Checks: []contract.Check{{Key: "flood", Limit: limit, Cost: 1}}, RequestID: "never-seen"},
+		{Checks: []contract.Check{{Key: "other", Limit: limit, Cost: 1}, {Key: "flood", Limit: limit, Cost: 1}}},
+	}
+	for _, n := range c.Nodes {
+		for i, req := range requests {
+			d, err := n.Node().Allow(ctx, req)
+			if err != nil || d.Allowed {
+				t.Fatalf("%s, request %d: %+v %v, want a denial", n.ID, i, d, err)
+			}
+			last := d.Checks[len(d.Checks)-1]
+			if last.Limit != 2 || last.Remaining != 0 || last.RetryAfterNanos <= 0 || d.AtNanos == 0 {
+				t.Fatalf("%s, request %d: the denial's fields %+v at %d", n.ID, i, last, d.AtNanos)
+			}
+		}
+	}
+	if after := leader.Node().Status().CommitIndex; after != before {
+		t.Fatalf("denials appended %d entries", after-before)
+	}
+	if d, err := leader.Node().Allow(ctx, contract.Request{Checks: []contract.Check{{Key: "other", Limit: limit, Cost: 1}}}); err != nil || !d.Allowed {
+		t.Fatalf("an allowed request: %+v %v", d, err)
+	}
+	if after := leader.Node().Status().CommitIndex; after == before {
+		t.Fatal("an allowed request appended no entry")
+	}
+}
+
+// TestDeposedLeaderAnswersNoDenialFromStaleState cuts the leader off, has
+// the new leader raise the limit its state still denies, and asks the old
+// leader: it must not deny from what it holds (it can no longer confirm
+// its leadership), and the majority side admits.
+func TestDeposedLeaderAnswersNoDenialFromStaleState(t *testing.T) {
+	t.Parallel()
+	// n1, the first leader, keeps believing it leads for 3 s without a
+	// quorum (as a paused or slow leader would); the others elect a new
+	// leader after 500 ms.
+	c := testcluster.Start(t, 3, testcluster.Options{Configure: func(cfg *cluster.Config) {
+		if cfg.ID == "n1" {
+			cfg.HeartbeatTimeout, cfg.ElectionTimeout, cfg.LeaderLeaseTimeout = 3*time.Second, 3*time.Second, 3*time.Second
+		}
+	}})
+	old := c.WaitLeader()
+	if old.ID != "n1" {
+		t.Fatalf("the first leader is %s, not n1", old.ID)
+	}
+	ctx := context.Background()
+	tight := contract.Policy{Name: "plan", Limit: algorithms.Limit{Algorithm: algorithms.FixedWindow, Rate: 1, PeriodNanos: int64(time.Hour)}}
+	if err := old.Node().PutPolicy(ctx, tight); err != nil {
+		t.Fatal(err)
+	}
+	req := contract.Request{Checks: []contract.Check{{Policy: "plan", Key: "tenant", Cost: 1}}}
+	if d, err := old.Node().Allow(ctx, req); err != nil || !d.Allowed {
+		t.Fatalf("the first: %+v %v", d, err)
+	}
+	if d, err := old.Node().Allow(ctx, req); err != nil || d.Allowed {
+		t.Fatalf("the second, before the cut: %+v %v, want a denial", d, err)
+	}
+	c.Isolate(old)
+	var next *testcluster.Node
+	waitUntil(t, "a leader on the majority side", func() bool {
+		for _, n := range c.Nodes {
+			if n != old && n.Node().IsLeader() {
+				next = n
+				return true
+			}
+		}
+		return false
+	})
+	raised := tight
+	raised.Limit.Rate = 100
+	if err := next.Node().PutPolicy(ctx, raised); err != nil {
+		t.Fatal(err)
+	}
+	// The old leader does not know yet that it was deposed: whatever it
+	// answers must not be a denial taken from its stale state.
+	if !old.Node().IsLeader() {
+		t.Fatal("the old leader stepped down before it was asked: the test proves nothing")
+	}
+	ctx2, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+	d, err := old.Node().Allow(ctx2, req)
+	cancel()
+	if err == nil {
+		t.Fatalf("the cut-off leader decided (allowed=%v at %d); the majority had raised the limit", d.Allowed, d.AtNanos)
+	}
+	if d, err := next.Node().Allow(ctx, req); err != nil || !d.Allowed {
+		t.Fatalf("the new leader under the raised limit: %+v %v", d, err)
+	}
+	c.Net.HealAll()
+}

@@ -1,0 +1,103 @@
+package fsm
+
+import (
+	"github.com/limitnode/limitnode/algorithms"
+	"github.com/limitnode/limitnode/contract"
+	"github.com/limitnode/limitnode/rls"
+)
+
+// DenyNow decides req on the state as applied, changing nothing, and
+// reports whether the leader may answer it with a denial without a log
+// entry (a denial consumes nothing). It may when req would be denied both
+// at the latest applied cluster time and at clockNanos (the leader's clock
+// now, clamped to be no earlier), by a check not in shadow mode, and no
+// check is in shadow mode (a shadow check's denial is counted in the state).
+// A request whose ID the FSM remembers goes through the log, to be
+// answered with its first decision; a denied request's ID is not
+// remembered.
+//
+// The result is decided at the applied time (AtNanos), so cluster time
+// stays monotonic for every decision, whoever leads next; its waits
+// (RetryAfterNanos, ResetAfterNanos, RefillAfterNanos) are those at
+// clockNanos, the true waits from now. The caller must hold what makes the
+// read linearizable: leadership confirmed after the request arrived, and
+// every entry committed before then applied.
+func (f *FSM) DenyNow(req *Request, clockNanos int64) (Result, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if req.RequestID != "" {
+		if _, seen := f.dedup[dedupKey(req.Scope, req.RequestID)]; seen {
+			return Result{}, false
+		}
+	}
+	at := f.nowNanos
+	res, ok := f.probeDenied(at, req)
+	if !ok {
+		return Result{}, false
+	}
+	if clock := max(clockNanos, at); clock != at {
+		later, ok := f.probeDenied(clock, req)
+		if !ok {
+			return Result{}, false
+		}
+		for i := range res.Checks {
+			d, l := &res.Checks[i].Decision, &later.Checks[i].Decision
+			d.RetryAfterNanos, d.ResetAfterNanos, d.RefillAfterNanos = l.RetryAfterNanos, l.ResetAfterNanos, l.RefillAfterNanos
+		}
+	}
+	res.AtNanos = at
+	return res, true
+}
+
+// probeDenied decides req at now without storing anything, and reports
+// whether it is denied with no check in shadow mode. Checks that would
+// allow are reported as they stand (decided with cost 0), as decide does
+// for a denied request.
+func (f *FSM) probeDenied(now int64, req *Request) (Result, bool) {
+	if err := req.Validate(); err != nil {
+		return Result{}, false
+	}
+	targets := f.scratchTargets[:0]
+	defer func() { f.scratchTargets = targets[:0] }()
+	var statuses []rls.Status
+	if req.RLS != nil {
+		var err *contract.Error
+		if targets, statuses, err = f.rlsTargets(now, req.RLS, targets); err != nil {
+			return Result{}, false
+		}
+	} else {
+		for i := range req.Checks {
+			t, err := f.resolve(now, &req.Checks[i])
+			if err != nil {
+				return Result{}, false
+			}
+			for j := range i {
+				if targets[j].id == t.id {
+					return Result{}, false
+				}
+			}
+			targets = append(targets, t)
+		}
+	}
+	res := Result{Allowed: true, Checks: make([]CheckResult, len(targets)), RLS: statuses}
+	for i := range targets {
+		t := &targets[i]
+		if t.shadow {
+			return Result{}, false
+		}
+		d, _ := decideTarget(t, now)
+		res.Checks[i] = CheckResult{Decision: d, PeriodNanos: t.limit.PeriodNanos, Key: t.key}
+		if !d.Allowed {
+			res.Allowed = false
+		}
+	}
+	if res.Allowed {
+		return Result{}, false
+	}
+	for i := range targets {
+		if d := &res.Checks[i].Decision; d.Allowed {
+			*d, _ = algorithms.Decide(*targets[i].limit, targets[i].state, now, 0)
+		}
+	}
+	return res, true
+}
