@@ -31,6 +31,8 @@ type Client struct {
 	addrs []string
 	http  *http.Client
 	token string
+	// coalesce, when set, gathers concurrent Allow calls (coalesce.go).
+	coalesce *coalescer
 }
 
 // Options configures a Client beyond its addresses.
@@ -44,6 +46,15 @@ type Options struct {
 	TLS *tls.Config
 	// Token, when set, is sent with every call as Authorization: Bearer.
 	Token string
+	// Coalesce, when true, sends concurrent Allow calls together: a call
+	// that finds none in flight goes at once; those that arrive while one
+	// is in flight wait for it, then go as one POST /v1/allow/batch (up to
+	// 1,000 requests and 4,096 checks), each caller getting its own
+	// decision. A Decision that came in a batch has RateLimit-Limit,
+	// RateLimit-Remaining, RateLimit-Reset and, when denied, Retry-After
+	// in Header, computed from its fields (a batch answers no per-request
+	// headers), and no Leader.
+	Coalesce bool
 }
 
 // New returns a client for the nodes at addrs ("127.0.0.1:7070" or a full
@@ -69,6 +80,9 @@ func NewWithOptions(opts Options, addrs ...string) *Client {
 		httpClient = &http.Client{Timeout: 10 * time.Second, Transport: transport}
 	}
 	c := &Client{http: httpClient, token: opts.Token}
+	if opts.Coalesce {
+		c.coalesce = &coalescer{c: c}
+	}
 	for _, a := range addrs {
 		if !strings.HasPrefix(a, "http://") && !strings.HasPrefix(a, "https://") {
 			a = scheme + a
@@ -155,6 +169,14 @@ var ErrUnreachable = errors.New("limitnode: no node reachable")
 // Allow asks for a decision. A 429 is not an error: it is a Decision with
 // Allowed false. Other 4xx and 5xx answers are *Error.
 func (c *Client) Allow(ctx context.Context, req AllowRequest) (Decision, error) {
+	if c.coalesce != nil {
+		return c.coalesce.allow(ctx, req)
+	}
+	return c.allowOne(ctx, req)
+}
+
+// allowOne is one POST /v1/allow.
+func (c *Client) allowOne(ctx context.Context, req AllowRequest) (Decision, error) {
 	resp, body, err := c.exchange(ctx, http.MethodPost, "/v1/allow", req, http.StatusOK, http.StatusTooManyRequests)
 	if err != nil {
 		return Decision{}, err

@@ -21,9 +21,8 @@ type call struct {
 	once     sync.Once
 }
 
-// finish answers the call: its results or err are final. A flush may
-// answer some calls early (fast denials); the batcher finishes every call
-// of a flush when the flush returns.
+// finish answers the call: its results or err are final. The batcher
+// finishes every call of a flush when the flush returns, or on shutdown.
 func (c *call) finish() { c.once.Do(func() { close(c.done) }) }
 
 // batcher is limitnode's group commit. Callers submit requests; a single

@@ -1,6 +1,8 @@
 package cluster
 
 import (
+	"context"
+	"sync"
 	"time"
 
 	"github.com/limitnode/limitnode/fsm"
@@ -13,67 +15,55 @@ import (
 // the leader after the request arrived (else a newer leader may have
 // admitted what this state does not show). That is Raft's ReadIndex: note
 // the commit index, confirm leadership with a round of heartbeats
-// (VerifyLeader: no fsync, no entry), wait until the index is applied,
-// then read. One confirmation serves every call of a flush, as one entry
-// serves them in group commit. Calls whose every request the state denies
-// are answered here; the rest go through the log as before.
+// (VerifyLeader: no fsync, no entry), wait until the index is applied, then
+// read. The requests that arrive while one confirmation is under way share
+// the next (confirmer), as requests share an entry in group commit.
+//
+// This runs beside group commit, not in it: a denial does not wait for the
+// fsync of an entry that admits others. Followers send the requests their
+// own state says are denied in forwarding messages of their own
+// (forwardBatch), for the same reason; the leader decides either way.
 
-// fastDenyWait bounds how long a flush waits for the applied index to
-// reach the read index before it sends its calls through the log instead.
+// fastDenyWait bounds how long a request waits for the applied index to
+// reach its read index before it goes through the log instead.
 const fastDenyWait = 100 * time.Millisecond
 
-// denyFast answers the calls whose every request is denied on the applied
-// state and returns the others, for the log.
-func (n *Node) denyFast(calls []*call) []*call {
+// denyFast answers reqs with denials when the leader's applied state denies
+// every one of them, linearizably; ok is false when the requests must go
+// through the log (one is admitted, this node cannot confirm it leads, or
+// the fast path is off).
+func (n *Node) denyFast(ctx context.Context, reqs []fsm.Request) (results []fsm.Result, ok bool) {
 	term := n.raft.CurrentTerm()
 	// Until this leader has applied an entry of its own term (leaderStamp's
 	// barrier), its commit index may trail what earlier leaders committed.
-	if n.cfg.NoFastDenials || n.barrierTerm.Load() != term {
-		return calls
+	if n.cfg.NoFastDenials || n.barrierTerm.Load() != term || !n.isLeader() {
+		return nil, false
 	}
 	clock := func() int64 {
 		last := n.fsm.Now()
 		return fsm.ClampStamp(n.clock.stamp(term, last), last)
 	}
-	// A first look, before any round trip: most flushes deny nothing.
-	if !n.anyDenied(calls, clock()) {
-		return calls
+	// A first look, before any round trip: most requests are admitted.
+	if _, ok := n.deniedNow(reqs, clock()); !ok {
+		return nil, false
 	}
 	readIndex := n.raft.CommitIndex()
-	if err := n.raft.VerifyLeader().Error(); err != nil || n.raft.CurrentTerm() != term {
-		return calls // the log path answers them (errNotLeader, or a retry)
+	if err := n.confirm.leadership(ctx); err != nil || n.raft.CurrentTerm() != term {
+		return nil, false
 	}
 	for deadline := time.Now().Add(fastDenyWait); n.fsm.LastIndex() < readIndex; time.Sleep(20 * time.Microsecond) {
 		if time.Now().After(deadline) {
-			return calls
+			return nil, false
 		}
 	}
-	now := clock()
-	rest := calls[:0:0]
-	for _, c := range calls {
-		results, ok := n.deniedNow(c.requests, now)
-		if !ok {
-			rest = append(rest, c)
-			continue
-		}
-		c.results, c.leader = results, n.cfg.ID
-		c.finish()
-		n.metrics.fastDenials.Add(float64(len(results)))
-		if !n.cfg.NoStats {
-			n.stats.record(&fsm.AllowCommand{NowNanos: results[0].AtNanos, Requests: c.requests}, &fsm.Response{Results: results})
-		}
+	if results, ok = n.deniedNow(reqs, clock()); !ok {
+		return nil, false
 	}
-	return rest
-}
-
-// anyDenied reports whether some call's every request is denied now.
-func (n *Node) anyDenied(calls []*call, now int64) bool {
-	for _, c := range calls {
-		if _, ok := n.deniedNow(c.requests, now); ok {
-			return true
-		}
+	n.metrics.fastDenials.Add(float64(len(results)))
+	if !n.cfg.NoStats {
+		n.stats.record(&fsm.AllowCommand{NowNanos: results[0].AtNanos, Requests: reqs}, &fsm.Response{Results: results})
 	}
-	return false
+	return results, true
 }
 
 // deniedNow returns the denials of reqs when every one is denied on the
@@ -88,4 +78,54 @@ func (n *Node) deniedNow(reqs []fsm.Request, now int64) ([]fsm.Result, bool) {
 		results[i] = r
 	}
 	return results, true
+}
+
+// confirmer shares rounds of leadership confirmation among the requests
+// that wait for one: a request waits for a round that starts after it
+// asked, so the leadership it confirms is leadership after the request
+// arrived.
+type confirmer struct {
+	verify  func() error
+	mu      sync.Mutex
+	waiting []chan error
+	running bool
+}
+
+// leadership returns nil once a round started after the call has
+// confirmed that this node leads.
+func (c *confirmer) leadership(ctx context.Context) error {
+	done := make(chan error, 1)
+	c.mu.Lock()
+	c.waiting = append(c.waiting, done)
+	if !c.running {
+		c.running = true
+		go c.rounds()
+	}
+	c.mu.Unlock()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// rounds confirms for everyone waiting, round after round, until no one
+// is.
+func (c *confirmer) rounds() {
+	for {
+		c.mu.Lock()
+		round := c.waiting
+		c.waiting = nil
+		if len(round) == 0 {
+			c.running = false
+			c.mu.Unlock()
+			return
+		}
+		c.mu.Unlock()
+		err := c.verify()
+		for _, done := range round {
+			done <- err
+		}
+	}
 }

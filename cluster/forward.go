@@ -232,6 +232,9 @@ func (n *Node) handleForward(req *forwardRequest) *forwardResponse {
 		if l := loadOf(req.Requests); !l.within(n.forwardedLimit()) {
 			return replyTo(contract.Invalid("requests", "a forwarded message of %d requests and %d checks is over this leader's limit", l.requests, l.checks))
 		}
+		if results, ok := n.denyFast(ctx, req.Requests); ok {
+			return &forwardResponse{Results: results}
+		}
 		results, _, err := n.leaderBatch.submit(ctx, req.Requests)
 		if err != nil {
 			return replyTo(err)

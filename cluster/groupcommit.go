@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -29,6 +30,9 @@ func (n *Node) decide(ctx context.Context, reqs []fsm.Request) ([]fsm.Result, st
 	d, err := onLeader(ctx, n, false, func(ctx context.Context) (decided, error) {
 		b := n.followerBatch
 		if n.isLeader() {
+			if results, ok := n.denyFast(ctx, reqs); ok {
+				return decided{results, n.cfg.ID}, nil
+			}
 			b = n.leaderBatch
 		}
 		results, leader, err := b.submit(ctx, reqs)
@@ -39,9 +43,6 @@ func (n *Node) decide(ctx context.Context, reqs []fsm.Request) ([]fsm.Result, st
 
 // applyBatch is the leader's flush: one Raft entry for all the calls.
 func (n *Node) applyBatch(calls []*call) {
-	if calls = n.denyFast(calls); len(calls) == 0 {
-		return
-	}
 	reqs := concatRequests(calls)
 	stamp, err := n.leaderStamp()
 	if err != nil {
@@ -95,9 +96,35 @@ func (n *Node) leaderStamp() (int64, error) {
 	return fsm.ClampStamp(n.clock.stamp(term, last), last), nil
 }
 
-// forwardBatch is a follower's flush: one message to the leader for all the
-// calls.
+// forwardBatch is a follower's flush: one message to the leader for the
+// calls this node's state says are denied, and one for the others, at
+// once, so that a denial, which the leader answers without an entry
+// (fastdeny.go), does not wait for the entry that admits the others. The
+// split is a guess from a replica's state; the leader decides.
 func (n *Node) forwardBatch(calls []*call) {
+	var denied, others []*call
+	if !n.cfg.NoFastDenials {
+		now := time.Now().UnixNano()
+		for _, c := range calls {
+			if _, ok := n.deniedNow(c.requests, now); ok {
+				denied = append(denied, c)
+			} else {
+				others = append(others, c)
+			}
+		}
+	}
+	if len(denied) == 0 || len(others) == 0 {
+		n.forwardCalls(calls)
+		return
+	}
+	var wg sync.WaitGroup
+	wg.Go(func() { n.forwardCalls(denied) })
+	n.forwardCalls(others)
+	wg.Wait()
+}
+
+// forwardCalls sends calls to the leader in one message.
+func (n *Node) forwardCalls(calls []*call) {
 	addr, id := n.raft.LeaderWithID()
 	if addr == "" || string(id) == n.cfg.ID {
 		failAll(calls, errNotLeader)

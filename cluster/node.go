@@ -48,6 +48,7 @@ type Node struct {
 	// removed is set while this node, once a member, is not in the
 	// configuration it knows; watchLeadership keeps it.
 	removed       atomic.Bool
+	confirm       *confirmer // shared rounds of leadership confirmation (fastdeny.go)
 	leaderBatch   *batcher
 	followerBatch *batcher
 	fwd           *forwarder
@@ -101,6 +102,7 @@ func Open(cfg Config) (*Node, error) {
 		return nil, err
 	}
 	limit := load{requests: cfg.MaxBatchRequests, checks: cfg.MaxBatchChecks, bytes: maxFlushBytes}
+	n.confirm = &confirmer{verify: func() error { return n.raft.VerifyLeader().Error() }}
 	n.leaderBatch = newBatcher(n.applyBatch, limit, cfg.MaxEntriesInFlight, gatherYields)
 	n.followerBatch = newBatcher(n.forwardBatch, limit, max(cfg.MaxEntriesInFlight, minForwardsInFlight), gatherYields)
 	n.wg.Go(func() { n.serveForwarding(n.mux.listener(protocolForward)) })

@@ -16,6 +16,14 @@
 //     descriptors per request (per key + global, the gRPC twin of http-multi),
 //     4 connections per node, callers spread over all nodes;
 //   - grpc-secure: the same over TLS with a decide token, on the cluster of https;
+//   - http-flood: POST /v1/allow from every caller on one of 8 hot keys
+//     limited to 100/s each, through all nodes: nearly every answer is a
+//     429 (which counts as a decision); http-flood-nofast the same with
+//     every denial appended to the log (cluster.Config.NoFastDenials);
+//     redis-flood is Redis + Lua under the same flood;
+//   - client-coalesced: http's single calls through the Go client with
+//     Options.Coalesce (one client per node), which sends concurrent calls
+//     together as batches;
 //   - embedded:   cluster.Node.Allow in process, callers spread over all nodes;
 //   - embedded-nostats, http-nostats: embedded and http on a cluster whose
 //     nodes keep no decision statistics (cluster.Config.NoStats), to

@@ -37,7 +37,7 @@ func TestRunMeasuresAndReports(t *testing.T) {
 	t.Parallel()
 	for _, mode := range [][]string{{}, {"-rate", "200"}} {
 		path := filepath.Join(t.TempDir(), "out.json")
-		args := append([]string{"-targets", "trivial,http-batch,embedded,http-snapshotting,grpc,grpc-secure", "-tls", "-preload", "2000", "-via", "follower", "-state-keys", "5000", "-callers", "2", "-duration", "300ms", "-warmup", "50ms", "-batch", "10", "-json", path}, mode...)
+		args := append([]string{"-targets", "trivial,http-batch,embedded,http-snapshotting,grpc,grpc-secure,http-flood,client-coalesced", "-tls", "-preload", "2000", "-via", "follower", "-state-keys", "5000", "-callers", "2", "-duration", "300ms", "-warmup", "50ms", "-batch", "10", "-json", path}, mode...)
 		var table strings.Builder
 		if err := run(args, &table); err != nil {
 			t.Fatal(err)
@@ -50,7 +50,7 @@ func TestRunMeasuresAndReports(t *testing.T) {
 			Results []result
 			State   *stateResult
 		}
-		if err := json.Unmarshal(data, &out); err != nil || len(out.Results) != 7 {
+		if err := json.Unmarshal(data, &out); err != nil || len(out.Results) != 9 {
 			t.Fatalf("results %s, %v", data, err)
 		}
 		if out.State == nil || out.State.Keys != 5000 || out.State.HeapBytesPerKey <= 0 || out.State.RestoreSeconds <= 0 {

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -91,8 +92,9 @@ func (e *environment) close() {
 
 // cluster returns a 3-node cluster: "limitnode" with group commit,
 // "limitnode-secure" the same with mutual TLS between the nodes, HTTPS and
-// tokens, "limitnode-nostats" without the decision statistics, or "raft"
-// with one Raft Apply per request.
+// tokens, "limitnode-nostats" without the decision statistics,
+// "limitnode-nofast" with every denial appended to the log, or "raft" with
+// one Raft Apply per request.
 func (e *environment) cluster(kind string) *testcluster.Cluster {
 	if c := e.clusters[kind]; c != nil {
 		return c
@@ -102,6 +104,7 @@ func (e *environment) cluster(kind string) *testcluster.Cluster {
 	c := testcluster.Start(tb, 3, testcluster.Options{Secure: kind == "limitnode-secure", Configure: func(cfg *cluster.Config) {
 		cfg.NoSync = e.opts.noSync
 		cfg.NoStats = kind == "limitnode-nostats"
+		cfg.NoFastDenials = kind == "limitnode-nofast"
 		cfg.MaxKeys = -1
 		cfg.MaxEntriesInFlight = e.opts.inFlight
 		if kind == "raft" {
@@ -150,6 +153,18 @@ var benchLimit = algorithms.Limit{Rate: 1_000_000_000, PeriodNanos: int64(time.S
 
 const benchLimitJSON = `{"rate":1000000000,"period":"1s","burst":1000000000}`
 
+// The flood: callers hammer floodKeys hot keys limited to floodRate a
+// second each, so nearly every answer is a denial: what a rate limiter
+// exists for.
+const (
+	floodKeys      = 8
+	floodRate      = 100
+	floodLimitJSON = `{"rate":100,"period":"1s"}`
+)
+
+// floodKey is the hot key a caller floods.
+func floodKey(caller int) string { return "flood-" + strconv.Itoa(caller%floodKeys) }
+
 // key returns the key of a caller's seq-th request.
 func (e *environment) key(caller, seq int) string {
 	if e.opts.keys == "hot" {
@@ -165,6 +180,11 @@ func (e *environment) target(name string) (target, error) {
 	case "http", "http-multi", "http-batch":
 		c := e.cluster("limitnode")
 		return &httpTarget{env: e, kind: name, nodes: e.via(c)}, nil
+	case "http-flood", "http-flood-nofast":
+		kind := map[string]string{"http-flood": "limitnode", "http-flood-nofast": "limitnode-nofast"}[name]
+		return &httpTarget{env: e, kind: "flood", label: name, nodes: e.cluster(kind).Nodes}, nil
+	case "client-coalesced":
+		return newCoalescedTarget(e, e.via(e.cluster("limitnode"))), nil
 	case "http-nostats":
 		return &httpTarget{env: e, kind: "http", label: name, nodes: e.via(e.cluster("limitnode-nostats"))}, nil
 	case "https":
@@ -210,13 +230,13 @@ func (e *environment) target(name string) (target, error) {
 	case "embedded", "embedded-nostats", "raft":
 		kind := map[string]string{"embedded": "limitnode", "embedded-nostats": "limitnode-nostats", "raft": "raft"}[name]
 		return &embeddedTarget{env: e, label: name, nodes: e.via(e.cluster(kind))}, nil
-	case "redis", "redis-aof":
+	case "redis", "redis-aof", "redis-flood":
 		srv, err := startRedis(name == "redis-aof")
 		if err != nil {
 			return nil, err
 		}
 		e.closers = append(e.closers, srv.stop)
-		return &redisTarget{env: e, label: name, srv: srv, conns: map[int]*redisConn{}}, nil
+		return &redisTarget{env: e, label: name, srv: srv, conns: map[int]*redisConn{}, flood: name == "redis-flood"}, nil
 	}
 	return nil, fmt.Errorf("unknown target %q", name)
 }
@@ -333,6 +353,9 @@ func (t *httpTarget) do(ctx context.Context, caller, seq int) (int, error) {
 	case "http", "trivial":
 		url += "/v1/allow"
 		body = `{"key":"` + key + `","limit":` + benchLimitJSON + `}`
+	case "flood":
+		url += "/v1/allow"
+		body = `{"key":"` + floodKey(caller) + `","limit":` + floodLimitJSON + `}`
 	case "http-multi":
 		url += "/v1/allow"
 		body = `{"checks":[{"key":"` + key + `","limit":` + benchLimitJSON + `},{"key":"global","limit":` + benchLimitJSON + `}]}`
@@ -363,7 +386,7 @@ func (t *httpTarget) do(ctx context.Context, caller, seq int) (int, error) {
 	}
 	_, _ = io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
+	if resp.StatusCode != http.StatusOK && (t.kind != "flood" || resp.StatusCode != http.StatusTooManyRequests) {
 		return 0, fmt.Errorf("status %d", resp.StatusCode)
 	}
 	return decisions, nil

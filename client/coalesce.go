@@ -1,0 +1,154 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// Coalescing (Options.Coalesce): the client-side twin of the cluster's
+// group commit. A call that finds no call of this client in flight is sent
+// at once, as /v1/allow; calls that arrive while one is in flight wait for
+// it and then go together as one POST /v1/allow/batch, each caller getting
+// its own decision. An idle client adds no latency; a busy one sends one
+// HTTP call, and the cluster one Raft entry, for many requests.
+
+// Bounds of one coalesced call: the batch endpoint's.
+const (
+	maxCoalescedRequests = 1000
+	maxCoalescedChecks   = 4096
+)
+
+type coalescer struct {
+	c       *Client
+	mu      sync.Mutex
+	pending []*coalesced
+	busy    bool
+}
+
+// coalesced is one caller's request waiting for its decision.
+type coalesced struct {
+	req  AllowRequest
+	d    Decision
+	err  error
+	done chan struct{}
+}
+
+// allow queues req and waits for its decision. A caller whose ctx ends
+// first gets ctx's error; its request may still be decided, as any call
+// abandoned in flight may.
+func (k *coalescer) allow(ctx context.Context, req AllowRequest) (Decision, error) {
+	p := &coalesced{req: req, done: make(chan struct{})}
+	k.mu.Lock()
+	k.pending = append(k.pending, p)
+	if !k.busy {
+		k.busy = true
+		go k.run()
+	}
+	k.mu.Unlock()
+	select {
+	case <-p.done:
+		return p.d, p.err
+	case <-ctx.Done():
+		return Decision{}, ctx.Err()
+	}
+}
+
+// run sends what is pending, one call at a time, until nothing is.
+func (k *coalescer) run() {
+	for {
+		k.mu.Lock()
+		n, checks := 0, 0
+		for n < len(k.pending) && n < maxCoalescedRequests {
+			c := max(len(k.pending[n].req.Checks), 1)
+			if n > 0 && checks+c > maxCoalescedChecks {
+				break
+			}
+			checks += c
+			n++
+		}
+		batch := k.pending[:n:n]
+		k.pending = k.pending[n:]
+		if n == 0 {
+			k.pending, k.busy = nil, false
+			k.mu.Unlock()
+			return
+		}
+		k.mu.Unlock()
+		k.send(batch)
+		for _, p := range batch {
+			close(p.done)
+		}
+	}
+}
+
+// coalescedTimeout bounds one coalesced call; the HTTP client's own
+// timeout applies too.
+const coalescedTimeout = 10 * time.Second
+
+func (k *coalescer) send(batch []*coalesced) {
+	ctx, cancel := context.WithTimeout(context.Background(), coalescedTimeout)
+	defer cancel()
+	if len(batch) == 1 {
+		batch[0].d, batch[0].err = k.c.allowOne(ctx, batch[0].req)
+		return
+	}
+	reqs := make([]AllowRequest, len(batch))
+	for i, p := range batch {
+		reqs[i] = p.req
+	}
+	var out struct {
+		Responses []json.RawMessage `json:"responses"`
+	}
+	_, err := k.c.do(ctx, http.MethodPost, "/v1/allow/batch", map[string][]AllowRequest{"requests": reqs}, &out, http.StatusOK)
+	if err == nil && len(out.Responses) != len(batch) {
+		err = fmt.Errorf("limitnode: %d answers to a batch of %d", len(out.Responses), len(batch))
+	}
+	for i, p := range batch {
+		if err != nil {
+			p.err = err
+			continue
+		}
+		p.d, p.err = batchDecision(out.Responses[i], i)
+	}
+}
+
+// batchDecision reads one answer of a batch: a decision (status 200 or
+// 429) or an *Error naming the request's own fields.
+func batchDecision(raw json.RawMessage, i int) (Decision, error) {
+	var item struct {
+		Status int `json:"status"`
+		Decision
+		Message string `json:"error"`
+		Code    string `json:"code"`
+		Field   string `json:"field"`
+	}
+	if err := json.Unmarshal(raw, &item); err != nil {
+		return Decision{}, fmt.Errorf("limitnode: decode answer %d of a batch: %w", i, err)
+	}
+	switch item.Status {
+	case http.StatusOK, http.StatusTooManyRequests:
+	default:
+		field := item.Field
+		if prefix := "requests[" + strconv.Itoa(i) + "]"; len(field) >= len(prefix) && field[:len(prefix)] == prefix {
+			field = field[min(len(prefix)+1, len(field)):]
+		}
+		return Decision{}, &Error{StatusCode: item.Status, Message: item.Message, Code: item.Code, Field: field}
+	}
+	d := item.Decision
+	d.StatusCode = item.Status
+	d.Header = http.Header{}
+	d.Header.Set("RateLimit-Limit", strconv.FormatInt(d.Limit, 10))
+	d.Header.Set("RateLimit-Remaining", strconv.FormatInt(d.Remaining, 10))
+	d.Header.Set("RateLimit-Reset", strconv.FormatInt((d.ResetAfterMS+999)/1000, 10))
+	if !d.Allowed {
+		secs := max((d.RetryAfterMS+999)/1000, 1)
+		d.Header.Set("Retry-After", strconv.FormatInt(secs, 10))
+		d.RetryAfter = time.Duration(secs) * time.Second
+	}
+	return d, nil
+}
