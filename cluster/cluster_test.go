@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/limitnode/limitnode/contract"
+	"github.com/limitnode/limitnode/fsm"
 
 	"github.com/limitnode/limitnode/algorithms"
 	"github.com/limitnode/limitnode/cluster"
@@ -592,5 +593,55 @@ func TestFormClusterRefusals(t *testing.T) {
 	}
 	if got := len(node.Status().Members); got != 1 {
 		t.Fatalf("%d members after refused FormCluster calls, want 1", got)
+	}
+}
+
+// BenchmarkOneRaftGroup measures how far one Raft group goes: callers
+// spread over a 3-node cluster's embedded API on distinct keys, reporting
+// decisions/s, Raft entries/s (the applied index's growth), requests per
+// entry, and the bytes a second the leader appends and sends to each
+// follower (entries re-encoded at the measured requests per entry).
+// go test -run XXX -bench OneRaftGroup -benchtime 5s ./cluster
+func BenchmarkOneRaftGroup(b *testing.B) {
+	for _, callers := range []int{64, 256} {
+		b.Run(fmt.Sprintf("callers=%d", callers), func(b *testing.B) {
+			c := testcluster.Start(b, 3)
+			leader := c.WaitLeader()
+			limit := algorithms.Limit{Rate: 1_000_000_000, PeriodNanos: int64(time.Second), Burst: 1_000_000_000}
+			startIndex := leader.Node().Status().AppliedIndex
+			var decided atomic.Int64
+			b.ResetTimer()
+			start := time.Now()
+			var wg sync.WaitGroup
+			per := b.N/callers + 1
+			for i := range callers {
+				node := c.Nodes[i%len(c.Nodes)].Node()
+				wg.Go(func() {
+					for j := range per {
+						d, err := node.Allow(context.Background(), contract.Request{Checks: []contract.Check{{Key: fmt.Sprintf("k-%d-%d", i, j%1000), Limit: limit, Cost: 1}}})
+						if err == nil && d.Allowed {
+							decided.Add(1)
+						}
+					}
+				})
+			}
+			wg.Wait()
+			elapsed := time.Since(start).Seconds()
+			b.StopTimer()
+			entries := float64(leader.Node().Status().AppliedIndex - startIndex)
+			perEntry := float64(decided.Load()) / max(entries, 1)
+			reqs := make([]fsm.Request, int(perEntry+0.5))
+			for i := range reqs {
+				reqs[i] = fsm.Request{Checks: []fsm.Check{fsm.CheckOf(contract.Check{Key: fmt.Sprintf("k-%d-%d", i, i), Limit: limit, Cost: 1})}}
+			}
+			data, err := fsm.Encode(fsm.CommandAllow, &fsm.AllowCommand{NowNanos: time.Now().UnixNano(), Requests: reqs})
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.ReportMetric(float64(decided.Load())/elapsed, "decisions/s")
+			b.ReportMetric(entries/elapsed, "entries/s")
+			b.ReportMetric(perEntry, "requests/entry")
+			b.ReportMetric(float64(len(data))*entries/elapsed, "entry-bytes/s")
+		})
 	}
 }

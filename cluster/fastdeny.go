@@ -20,9 +20,9 @@ import (
 // the next (confirmer), as requests share an entry in group commit.
 //
 // This runs beside group commit, not in it: a denial does not wait for the
-// fsync of an entry that admits others. Followers send the requests their
-// own state says are denied in forwarding messages of their own
-// (forwardBatch), for the same reason; the leader decides either way.
+// fsync of an entry that admits others. Followers forward the requests
+// their own replica denies through a batcher of their own
+// (followerDenials), for the same reason; the leader decides either way.
 
 // fastDenyWait bounds how long a request waits for the applied index to
 // reach its read index before it goes through the log instead.
@@ -64,6 +64,17 @@ func (n *Node) denyFast(ctx context.Context, reqs []fsm.Request) (results []fsm.
 		n.stats.record(&fsm.AllowCommand{NowNanos: results[0].AtNanos, Requests: reqs}, &fsm.Response{Results: results})
 	}
 	return results, true
+}
+
+// likelyDenied reports whether this node's replica denies every request of
+// reqs now: on a follower, a guess that sends them to the leader apart from
+// requests that will need an entry.
+func (n *Node) likelyDenied(reqs []fsm.Request) bool {
+	if n.cfg.NoFastDenials {
+		return false
+	}
+	_, ok := n.deniedNow(reqs, time.Now().UnixNano())
+	return ok
 }
 
 // deniedNow returns the denials of reqs when every one is denied on the

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -29,11 +28,14 @@ func (n *Node) decide(ctx context.Context, reqs []fsm.Request) ([]fsm.Result, st
 	}
 	d, err := onLeader(ctx, n, false, func(ctx context.Context) (decided, error) {
 		b := n.followerBatch
-		if n.isLeader() {
+		switch {
+		case n.isLeader():
 			if results, ok := n.denyFast(ctx, reqs); ok {
 				return decided{results, n.cfg.ID}, nil
 			}
 			b = n.leaderBatch
+		case n.likelyDenied(reqs):
+			b = n.followerDenials
 		}
 		results, leader, err := b.submit(ctx, reqs)
 		return decided{results, leader}, err
@@ -96,35 +98,9 @@ func (n *Node) leaderStamp() (int64, error) {
 	return fsm.ClampStamp(n.clock.stamp(term, last), last), nil
 }
 
-// forwardBatch is a follower's flush: one message to the leader for the
-// calls this node's state says are denied, and one for the others, at
-// once, so that a denial, which the leader answers without an entry
-// (fastdeny.go), does not wait for the entry that admits the others. The
-// split is a guess from a replica's state; the leader decides.
+// forwardBatch is a follower's flush: one message to the leader for all the
+// calls.
 func (n *Node) forwardBatch(calls []*call) {
-	var denied, others []*call
-	if !n.cfg.NoFastDenials {
-		now := time.Now().UnixNano()
-		for _, c := range calls {
-			if _, ok := n.deniedNow(c.requests, now); ok {
-				denied = append(denied, c)
-			} else {
-				others = append(others, c)
-			}
-		}
-	}
-	if len(denied) == 0 || len(others) == 0 {
-		n.forwardCalls(calls)
-		return
-	}
-	var wg sync.WaitGroup
-	wg.Go(func() { n.forwardCalls(denied) })
-	n.forwardCalls(others)
-	wg.Wait()
-}
-
-// forwardCalls sends calls to the leader in one message.
-func (n *Node) forwardCalls(calls []*call) {
 	addr, id := n.raft.LeaderWithID()
 	if addr == "" || string(id) == n.cfg.ID {
 		failAll(calls, errNotLeader)

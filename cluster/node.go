@@ -51,7 +51,10 @@ type Node struct {
 	confirm       *confirmer // shared rounds of leadership confirmation (fastdeny.go)
 	leaderBatch   *batcher
 	followerBatch *batcher
-	fwd           *forwarder
+	// followerDenials forwards what this follower's replica denies, so
+	// that it does not wait behind requests that need an entry.
+	followerDenials *batcher
+	fwd             *forwarder
 
 	connsMu sync.Mutex
 	conns   map[net.Conn]struct{}
@@ -105,6 +108,7 @@ func Open(cfg Config) (*Node, error) {
 	n.confirm = &confirmer{verify: func() error { return n.raft.VerifyLeader().Error() }}
 	n.leaderBatch = newBatcher(n.applyBatch, limit, cfg.MaxEntriesInFlight, gatherYields)
 	n.followerBatch = newBatcher(n.forwardBatch, limit, max(cfg.MaxEntriesInFlight, minForwardsInFlight), gatherYields)
+	n.followerDenials = newBatcher(n.forwardBatch, limit, max(cfg.MaxEntriesInFlight, minForwardsInFlight), gatherYields)
 	n.wg.Go(func() { n.serveForwarding(n.mux.listener(protocolForward)) })
 	n.wg.Go(n.watchLeadership)
 	n.wg.Go(n.watchHealth)

@@ -33,6 +33,7 @@ func (n *Node) shutdown(transfer bool) error {
 		close(n.stopCh)
 		n.leaderBatch.stop()
 		n.followerBatch.stop()
+		n.followerDenials.stop()
 		var errs []error
 		if err := n.raft.Shutdown().Error(); err != nil {
 			errs = append(errs, fmt.Errorf("raft shutdown: %w", err))
