@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"time"
 
@@ -78,17 +79,80 @@ func (n *Node) likelyDenied(reqs []fsm.Request) bool {
 }
 
 // deniedNow returns the denials of reqs when every one is denied on the
-// applied state (see fsm.DenyNow).
+// applied state (see fsm.DenyNow; queued is whether requests on the same
+// keys are on their way to this leader's log).
 func (n *Node) deniedNow(reqs []fsm.Request, now int64) ([]fsm.Result, bool) {
 	results := make([]fsm.Result, len(reqs))
 	for i := range reqs {
-		r, ok := n.fsm.DenyNow(&reqs[i], now)
+		r, ok := n.fsm.DenyNow(&reqs[i], now, n.toLog.has(&reqs[i]))
 		if !ok {
 			return nil, false
 		}
 		results[i] = r
 	}
 	return results, true
+}
+
+// submitToLog sends requests the fast path did not deny to the leader's
+// group commit, counting their keys as queued meanwhile.
+func (n *Node) submitToLog(ctx context.Context, reqs []fsm.Request) ([]fsm.Result, string, error) {
+	n.toLog.add(reqs, 1)
+	defer n.toLog.add(reqs, -1)
+	return n.leaderBatch.submit(ctx, reqs)
+}
+
+// queuedKeys counts the requests on their way to the log by key. When a
+// token refills, every request that sees it would otherwise go to the log,
+// where one takes it and the rest are denied an entry later; with the
+// count, the first goes and the others are denied at the applied time
+// meanwhile (fsm.DenyNow's queued), still linearizably.
+type queuedKeys struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (q *queuedKeys) add(reqs []fsm.Request, delta int) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.n == nil {
+		q.n = make(map[string]int)
+	}
+	for i := range reqs {
+		k := requestKey(&reqs[i])
+		if q.n[k] += delta; q.n[k] <= 0 {
+			delete(q.n, k)
+		}
+	}
+}
+
+func (q *queuedKeys) has(r *fsm.Request) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.n[requestKey(r)] > 0
+}
+
+// requestKey names what a request counts on, for queuedKeys: its checks'
+// policies, keys and dimensions, or its query's domain and descriptors.
+func requestKey(r *fsm.Request) string {
+	var b strings.Builder
+	if q := r.RLS; q != nil {
+		b.WriteString("rls\x00" + q.Domain)
+		for _, d := range q.Descriptors {
+			for _, e := range d.Entries {
+				b.WriteString("\x00" + e.Key + "=" + e.Value)
+			}
+			b.WriteString("\x01")
+		}
+		return b.String()
+	}
+	for _, c := range r.Checks {
+		b.WriteString(c.Policy + "\x00" + c.Key)
+		for _, d := range c.Dimensions {
+			b.WriteString("\x00" + d.Name + "=" + d.Value)
+		}
+		b.WriteString("\x01")
+	}
+	return b.String()
 }
 
 // confirmer shares rounds of leadership confirmation among the requests

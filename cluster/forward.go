@@ -235,7 +235,7 @@ func (n *Node) handleForward(req *forwardRequest) *forwardResponse {
 		if results, ok := n.denyFast(ctx, req.Requests); ok {
 			return &forwardResponse{Results: results}
 		}
-		results, _, err := n.leaderBatch.submit(ctx, req.Requests)
+		results, _, err := n.submitToLog(ctx, req.Requests)
 		if err != nil {
 			return replyTo(err)
 		}

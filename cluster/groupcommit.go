@@ -27,14 +27,15 @@ func (n *Node) decide(ctx context.Context, reqs []fsm.Request) ([]fsm.Result, st
 		return nil, "", errRemoved
 	}
 	d, err := onLeader(ctx, n, false, func(ctx context.Context) (decided, error) {
-		b := n.followerBatch
-		switch {
-		case n.isLeader():
+		if n.isLeader() {
 			if results, ok := n.denyFast(ctx, reqs); ok {
 				return decided{results, n.cfg.ID}, nil
 			}
-			b = n.leaderBatch
-		case n.likelyDenied(reqs):
+			results, leader, err := n.submitToLog(ctx, reqs)
+			return decided{results, leader}, err
+		}
+		b := n.followerBatch
+		if n.likelyDenied(reqs) {
 			b = n.followerDenials
 		}
 		results, leader, err := b.submit(ctx, reqs)

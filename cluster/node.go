@@ -49,6 +49,7 @@ type Node struct {
 	// configuration it knows; watchLeadership keeps it.
 	removed       atomic.Bool
 	confirm       *confirmer // shared rounds of leadership confirmation (fastdeny.go)
+	toLog         queuedKeys // requests on their way to the log, by key (fastdeny.go)
 	leaderBatch   *batcher
 	followerBatch *batcher
 	// followerDenials forwards what this follower's replica denies, so

@@ -8,21 +8,24 @@ import (
 
 // DenyNow decides req on the state as applied, changing nothing, and
 // reports whether the leader may answer it with a denial without a log
-// entry (a denial consumes nothing). It may when req would be denied both
-// at the latest applied cluster time and at clockNanos (the leader's clock
-// now, clamped to be no earlier), by a check not in shadow mode, and no
-// check is in shadow mode (a shadow check's denial is counted in the state).
-// A request whose ID the FSM remembers goes through the log, to be
-// answered with its first decision; a denied request's ID is not
-// remembered.
+// entry (a denial consumes nothing). It may when req is denied at the
+// latest applied cluster time, by a check not in shadow mode, with no check
+// in shadow mode (a shadow check's denial is counted in the state), and
+// either it is denied at clockNanos too (the leader's clock now, clamped to
+// be no earlier) or queued is true: a request on the same key is already on
+// its way to the log and will take what has refilled since. A request whose
+// ID the FSM remembers goes through the log, to be answered with its first
+// decision; a denied request's ID is not remembered.
 //
 // The result is decided at the applied time (AtNanos), so cluster time
-// stays monotonic for every decision, whoever leads next; its waits
+// stays monotonic for every decision, whoever leads next. Its waits
 // (RetryAfterNanos, ResetAfterNanos, RefillAfterNanos) are those at
-// clockNanos, the true waits from now. The caller must hold what makes the
-// read linearizable: leadership confirmed after the request arrived, and
-// every entry committed before then applied.
-func (f *FSM) DenyNow(req *Request, clockNanos int64) (Result, bool) {
+// clockNanos, the true waits from now; for a request denied only because
+// another is queued, the applied time's waits less the time since, the
+// retry at least a millisecond. The caller must hold what makes the read
+// linearizable: leadership confirmed after the request arrived, and every
+// entry committed before then applied.
+func (f *FSM) DenyNow(req *Request, clockNanos int64, queued bool) (Result, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if req.RequestID != "" {
@@ -35,15 +38,29 @@ func (f *FSM) DenyNow(req *Request, clockNanos int64) (Result, bool) {
 	if !ok {
 		return Result{}, false
 	}
-	if clock := max(clockNanos, at); clock != at {
-		later, ok := f.probeDenied(clock, req)
-		if !ok {
-			return Result{}, false
-		}
+	clock := max(clockNanos, at)
+	if clock == at {
+		res.AtNanos = at
+		return res, true
+	}
+	later, ok := f.probeDenied(clock, req)
+	switch {
+	case ok:
 		for i := range res.Checks {
 			d, l := &res.Checks[i].Decision, &later.Checks[i].Decision
 			d.RetryAfterNanos, d.ResetAfterNanos, d.RefillAfterNanos = l.RetryAfterNanos, l.ResetAfterNanos, l.RefillAfterNanos
 		}
+	case queued:
+		elapsed := clock - at
+		for i := range res.Checks {
+			d := &res.Checks[i].Decision
+			d.ResetAfterNanos, d.RefillAfterNanos = max(d.ResetAfterNanos-elapsed, 0), max(d.RefillAfterNanos-elapsed, 0)
+			if !d.Allowed {
+				d.RetryAfterNanos = max(d.RetryAfterNanos-elapsed, int64(1e6))
+			}
+		}
+	default:
+		return Result{}, false
 	}
 	res.AtNanos = at
 	return res, true
