@@ -3,6 +3,7 @@ package fsm
 import (
 	"bytes"
 	"io"
+	"slices"
 	"testing"
 	"time"
 
@@ -162,24 +163,12 @@ func TestRLSQueriesAreDecidedAllOrNothing(t *testing.T) {
 				for j := range r.RLS {
 					got = append(got, outcomeOf(r, j))
 				}
-				if r.Allowed != st.allowed || !equalStrings(got, st.want) {
+				if r.Allowed != st.allowed || !slices.Equal(got, st.want) {
 					t.Fatalf("step %d: allowed %v %v, want %v %v", i, r.Allowed, got, st.allowed, st.want)
 				}
 			}
 		})
 	}
-}
-
-func equalStrings(a, b []string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 func TestRLSConfigChangesAtOneIndex(t *testing.T) {
@@ -270,7 +259,7 @@ func TestRLSDomainsSurviveSnapshots(t *testing.T) {
 	if err := b.fsm.Restore(io.NopCloser(bytes.NewReader(stored))); err != nil {
 		t.Fatal(err)
 	}
-	if got := b.fsm.RLSDomains(); !equalStrings(got, []string{"edge", "other"}) {
+	if got := b.fsm.RLSDomains(); !slices.Equal(got, []string{"edge", "other"}) {
 		t.Fatalf("restored domains %v", got)
 	}
 	b.index = a.index

@@ -1,6 +1,7 @@
 package rls
 
 import (
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -138,18 +139,6 @@ func effective(entries []Entry, shared []string) []Entry {
 	return out
 }
 
-func sameEntries(a, b []Entry) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
-}
-
 // CounterKey is injective: it can be read back into the domain and entries
 // (shared values in place), and two inputs with one key stand for the same
 // counter. The strings are drawn from a small alphabet of the characters
@@ -182,10 +171,10 @@ func TestCounterKeyIsInjective(t *testing.T) {
 		ka := CounterKey(a.domain, a.entries, a.shared)
 		kb := CounterKey(b.domain, b.entries, b.shared)
 		domain, entries, ok := decodeCounterKey(ka)
-		if !ok || domain != a.domain || !sameEntries(entries, effective(a.entries, a.shared)) {
+		if !ok || domain != a.domain || !slices.Equal(entries, effective(a.entries, a.shared)) {
 			t.Fatalf("CounterKey %q reads back as %q %q (%v)", ka, domain, entries, ok)
 		}
-		sameInput := a.domain == b.domain && sameEntries(effective(a.entries, a.shared), effective(b.entries, b.shared))
+		sameInput := a.domain == b.domain && slices.Equal(effective(a.entries, a.shared), effective(b.entries, b.shared))
 		if (ka == kb) != sameInput {
 			t.Fatalf("keys %q and %q for %+v and %+v", ka, kb, a, b)
 		}
