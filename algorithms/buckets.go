@@ -83,6 +83,17 @@ func debtAt(s State, now int64, l Limit) instant {
 	return d
 }
 
+// spare is what the bucket can still take at now, as a span of refill
+// time: τ minus the debt, and nothing while a reservation keeps the debt
+// beyond τ.
+func spare(l Limit, s State, now int64) instant {
+	left := emissionSpan(l.Burst, l).sub(debtAt(s, now, l), l.Rate)
+	if left.nanos < 0 {
+		return instant{}
+	}
+	return left
+}
+
 // bucketExpiresAt is the TAT rounded up: from then on the bucket is full.
 func bucketExpiresAt(s State) int64 { return tatOf(s).ceilNanos() }
 
@@ -122,7 +133,7 @@ func (tokenBucket) admit(l Limit, s State, now, cost int64) State {
 }
 
 func (tokenBucket) remaining(l Limit, s State, now int64) int64 {
-	return unitsIn(emissionSpan(l.Burst, l).sub(debtAt(s, now, l), l.Rate), l)
+	return unitsIn(spare(l, s, now), l)
 }
 
 func (tokenBucket) expiresAt(_ Limit, s State) int64 { return bucketExpiresAt(s) }
@@ -163,9 +174,8 @@ func (b leakyBucket) admit(l Limit, s State, now, cost int64) State {
 	return bucketState(instant{nanos: now}.add(b.level(l, s, now), l.Rate).add(emissionSpan(cost, l), l.Rate))
 }
 
-func (b leakyBucket) remaining(l Limit, s State, now int64) int64 {
-	levelUnits := emissionSpan(l.Burst, l).sub(b.level(l, s, now), l.Rate)
-	return unitsIn(levelUnits, l)
+func (leakyBucket) remaining(l Limit, s State, now int64) int64 {
+	return unitsIn(spare(l, s, now), l)
 }
 
 func (leakyBucket) expiresAt(_ Limit, s State) int64 { return bucketExpiresAt(s) }
@@ -207,7 +217,7 @@ func (g gcra) admit(l Limit, s State, now, cost int64) State {
 
 func (gcra) remaining(l Limit, s State, now int64) int64 {
 	// A request of cost n fits while n×T ≤ τ − (TAT − now).
-	return unitsIn(emissionSpan(l.Burst, l).sub(debtAt(s, now, l), l.Rate), l)
+	return unitsIn(spare(l, s, now), l)
 }
 
 func (gcra) expiresAt(_ Limit, s State) int64 { return bucketExpiresAt(s) }

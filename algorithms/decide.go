@@ -56,19 +56,33 @@ var rules = [...]rule{
 
 // Decide checks cost against the limit at time now and returns the decision
 // and the key's next state. The limit must have passed Validate and the cost
-// ValidateCost; the state must be one Decide returned for the same limit, or
-// the zero State.
+// ValidateCost; the state must be one Decide (or Reserve) returned for the
+// same limit, or the zero State.
 //
 // A denied request, and a request of cost 0, return s unchanged: only an
 // admission changes state. Decide never modifies memory that s refers to.
 func Decide(l Limit, s State, nowNanos, cost int64) (Decision, State) {
+	return Reserve(l, s, nowNanos, cost, 0)
+}
+
+// Reserve is Decide that may admit by reservation: with a bucket algorithm
+// and maxWaitNanos > 0, a cost that Decide would admit within maxWaitNanos
+// is admitted now (it is consumed now, putting the bucket in debt), and the
+// decision's WaitNanos is the exact time the caller must wait before going
+// on: as nginx's limit_req without nodelay and x/time/rate's Reserve. The
+// debt never exceeds maxWaitNanos worth of the rate beyond an empty bucket,
+// so the backlog is bounded by construction; while in debt, Remaining is 0.
+// For the window algorithms, and with maxWaitNanos 0, it is Decide.
+// maxWaitNanos must be from 0 to MaxWait.
+func Reserve(l Limit, s State, nowNanos, cost, maxWaitNanos int64) (Decision, State) {
 	r := rules[l.Algorithm]
 	d := Decision{Limit: l.Capacity()}
 	next := s
-	if wait := r.wait(l, s, nowNanos, cost); wait > 0 {
+	switch wait := r.wait(l, s, nowNanos, cost); {
+	case wait > 0 && (wait > maxWaitNanos || !l.Algorithm.IsBucket()):
 		d.RetryAfterNanos = wait
-	} else {
-		d.Allowed = true
+	default:
+		d.Allowed, d.WaitNanos = true, wait
 		if cost > 0 {
 			next = r.admit(l, s, nowNanos, cost)
 		}

@@ -74,6 +74,9 @@ const (
 	// (the furthest a theoretical arrival time can reach) far below the
 	// largest int64 nanosecond timestamp (year 2262).
 	MaxFillTime = 50 * 8760 * time.Hour
+	// MaxWait bounds how long a reservation may make a caller wait (see
+	// Reserve).
+	MaxWait = time.Hour
 )
 
 // Limit is a rate limit: at most Rate units of cost per PeriodNanos, and
@@ -167,4 +170,8 @@ type Decision struct {
 	// RefillAfterNanos is the time until at least one more unit becomes
 	// available (zero when the limit is fully available).
 	RefillAfterNanos int64
+	// WaitNanos, for a request admitted by reservation (Reserve), is the
+	// time the caller must wait before going on; zero otherwise. Last, so
+	// that decisions recorded before it decode without it.
+	WaitNanos int64
 }

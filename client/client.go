@@ -119,6 +119,12 @@ type AllowRequest struct {
 	Cost       *int64            `json:"cost,omitempty"`
 	RequestID  string            `json:"request_id,omitempty"`
 	Checks     []Check           `json:"checks,omitempty"`
+	// MaxWait (a Go duration, "250ms"), for the bucket algorithms, admits
+	// the request now as a reservation when it would be admitted within
+	// it; Decision.WaitMS then says how long to wait before going on (see
+	// Wait). Hold makes the node wait it out before answering.
+	MaxWait string `json:"max_wait,omitempty"`
+	Hold    bool   `json:"hold,omitempty"`
 }
 
 // Decision is the body of a /v1/allow answer, with the headers a client
@@ -129,6 +135,10 @@ type Decision struct {
 	Remaining    int64 `json:"remaining"`
 	ResetAfterMS int64 `json:"reset_after_ms"`
 	RetryAfterMS int64 `json:"retry_after_ms"`
+	// WaitMS, for a request admitted by reservation, is how long to wait
+	// before going on; HeldMS how long the node waited instead (Hold).
+	WaitMS int64 `json:"wait_ms"`
+	HeldMS int64 `json:"held_ms"`
 	// StatusCode is 200 or 429.
 	StatusCode int `json:"-"`
 	// RetryAfter is the 429's Retry-After header (with jitter), or 0.
@@ -173,6 +183,29 @@ func (c *Client) Allow(ctx context.Context, req AllowRequest) (Decision, error) 
 		return c.coalesce.allow(ctx, req)
 	}
 	return c.allowOne(ctx, req)
+}
+
+// Wait asks for req with max_wait (replacing req.MaxWait) and, when it is
+// admitted by reservation, sleeps the reservation's wait before returning,
+// as x/time/rate's Wait does: on a nil error with Allowed true the caller
+// may go on at once. A denial (more than maxWait away) returns at once.
+// When ctx ends during the sleep, Wait returns ctx's error; the
+// reservation stays consumed.
+func (c *Client) Wait(ctx context.Context, req AllowRequest, maxWait time.Duration) (Decision, error) {
+	req.MaxWait = maxWait.String()
+	d, err := c.Allow(ctx, req)
+	if err != nil || !d.Allowed || d.WaitMS <= 0 {
+		return d, err
+	}
+	timer := time.NewTimer(time.Duration(d.WaitMS) * time.Millisecond)
+	defer timer.Stop()
+	select {
+	case <-timer.C:
+		d.WaitMS = 0
+		return d, nil
+	case <-ctx.Done():
+		return d, ctx.Err()
+	}
 }
 
 // allowOne is one POST /v1/allow.

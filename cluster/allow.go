@@ -79,7 +79,7 @@ func requestOf(req contract.Request) (fsm.Request, error) {
 	if err := req.Validate(); err != nil {
 		return fsm.Request{}, err
 	}
-	fr := fsm.Request{RequestID: req.RequestID, Scope: req.Scope, Checks: make([]fsm.Check, len(req.Checks))}
+	fr := fsm.Request{RequestID: req.RequestID, Scope: req.Scope, Checks: make([]fsm.Check, len(req.Checks)), MaxWait: req.MaxWaitNanos}
 	for i, c := range req.Checks {
 		fr.Checks[i] = fsm.CheckOf(c)
 	}

@@ -67,6 +67,11 @@ type Request struct {
 	// API token's name here): IDs of different scopes never meet, so no
 	// caller can use, or spoil, the IDs another will send.
 	Scope string
+	// MaxWaitNanos, from 0 to algorithms.MaxWait, lets the request be
+	// admitted now as a reservation when every check would admit it within
+	// that time (see algorithms.Reserve); the decision then says how long
+	// to wait. Every check must use a bucket algorithm.
+	MaxWaitNanos int64
 }
 
 // Validate checks everything that can be checked before policies are
@@ -79,6 +84,9 @@ func (r *Request) Validate() *Error {
 	if len(r.Scope) > MaxScopeBytes || strings.IndexByte(r.Scope, 0) >= 0 {
 		return Invalid("request_id", "the scope of a request ID is at most %d bytes, without NUL", MaxScopeBytes)
 	}
+	if r.MaxWaitNanos < 0 || r.MaxWaitNanos > int64(algorithms.MaxWait) {
+		return Invalid("max_wait", "max_wait must be from 0 to %s", algorithms.MaxWait)
+	}
 	if len(r.Checks) == 0 || len(r.Checks) > MaxChecks {
 		return Invalid("checks", "checks must hold 1 to %d checks", MaxChecks)
 	}
@@ -86,6 +94,9 @@ func (r *Request) Validate() *Error {
 		c := &r.Checks[i]
 		if err := c.Validate(); err != nil {
 			return err.Within(checkField(i))
+		}
+		if r.MaxWaitNanos > 0 && c.Policy == "" && !c.Limit.Algorithm.IsBucket() {
+			return Invalid("max_wait", "max_wait needs token_bucket, leaky_bucket or gcra; checks[%d] uses %s", i, c.Limit.Algorithm)
 		}
 		for j := range i {
 			if prev := &r.Checks[j]; prev.Key == c.Key && prev.Limit == c.Limit && prev.Policy == c.Policy && len(c.Dimensions) == 0 {

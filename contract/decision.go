@@ -20,6 +20,10 @@ type Decision struct {
 	// Leader is the ID of the leader whose Raft entry decided the request
 	// (this node's, or the one a follower forwarded it to).
 	Leader string
+	// HeldNanos is how long the serving node waited out the request's
+	// reservation before answering (the HTTP API's hold); the checks'
+	// WaitNanos are then zero.
+	HeldNanos int64
 }
 
 // CheckDecision is the decision on one check.

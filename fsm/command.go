@@ -93,8 +93,11 @@ type Request struct {
 	// empty scope.
 	Scope string
 	// RLS, when set, is an Envoy rate limit service query, decided instead
-	// of Checks (which are then empty). Last, as Scope.
+	// of Checks (which are then empty). After the fields above, as Scope.
 	RLS *rls.Query
+	// MaxWait is contract.Request.MaxWaitNanos: admit by reservation
+	// within it. Last, as Scope.
+	MaxWait int64
 }
 
 // AllowCommand is a batch of independent requests decided at one instant.
@@ -223,8 +226,8 @@ func decodeBody(data []byte, v any) error {
 // reach the algorithms with values they would overflow on.
 func (r *Request) Validate() *contract.Error {
 	if r.RLS != nil {
-		if len(r.Checks) > 0 || r.RequestID != "" {
-			return contract.Invalid("checks", "a rate limit service query carries no checks and no request ID")
+		if len(r.Checks) > 0 || r.RequestID != "" || r.MaxWait != 0 {
+			return contract.Invalid("checks", "a rate limit service query carries no checks, no request ID and no max_wait")
 		}
 		return r.RLS.Validate()
 	}
@@ -234,6 +237,6 @@ func (r *Request) Validate() *contract.Error {
 	for i := range r.Checks {
 		checks = append(checks, r.Checks[i].contract())
 	}
-	cr := contract.Request{RequestID: r.RequestID, Checks: checks, Scope: r.Scope}
+	cr := contract.Request{RequestID: r.RequestID, Checks: checks, Scope: r.Scope, MaxWaitNanos: r.MaxWait}
 	return cr.Validate()
 }

@@ -49,6 +49,9 @@ func fingerprint(r *Request) uint64 {
 		buf = append(buf, s...)
 	}
 	num := func(v int64) { buf = binary.AppendVarint(buf, v) }
+	if r.MaxWait != 0 {
+		num(r.MaxWait)
+	}
 	for i := range r.Checks {
 		c := &r.Checks[i]
 		str(c.Key)

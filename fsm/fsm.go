@@ -435,6 +435,8 @@ type target struct {
 	shadow bool
 	// never: the limit refuses every hit (an RLS requests_per_unit of 0).
 	never bool
+	// maxWait: admit by reservation within it (algorithms.Reserve).
+	maxWait int64
 }
 
 // resolve finds a check's bucket and limit. A policy check uses the policy
@@ -507,6 +509,10 @@ func (f *FSM) decide(now int64, req *Request, cmd *AllowCommand) Result {
 				return Result{Rejection: contract.Invalid(fmt.Sprintf("checks[%d]", i), "checks %d and %d decide on the same key and limit", j, i)}
 			}
 		}
+		if req.MaxWait > 0 && !t.limit.Algorithm.IsBucket() {
+			return Result{Rejection: contract.Invalid("max_wait", "max_wait needs token_bucket, leaky_bucket or gcra; checks[%d] is decided by %s", i, t.limit.Algorithm)}
+		}
+		t.maxWait = req.MaxWait
 		targets = append(targets, t)
 	}
 	return f.decideTargets(now, targets, cmd)
@@ -573,7 +579,7 @@ func (f *FSM) decideTargets(now int64, targets []target, cmd *AllowCommand) Resu
 // reported as the state stands, retrying after the state resets.
 func decideTarget(t *target, now int64) (algorithms.Decision, algorithms.State) {
 	if !t.never && t.cost <= t.limit.Capacity() {
-		return algorithms.Decide(*t.limit, t.state, now, t.cost)
+		return algorithms.Reserve(*t.limit, t.state, now, t.cost, t.maxWait)
 	}
 	d, _ := algorithms.Decide(*t.limit, t.state, now, 0)
 	d.Allowed = false

@@ -93,6 +93,10 @@ func (f *FSM) probeDenied(now int64, req *Request) (Result, bool) {
 					return Result{}, false
 				}
 			}
+			if req.MaxWait > 0 && !t.limit.Algorithm.IsBucket() {
+				return Result{}, false
+			}
+			t.maxWait = req.MaxWait
 			targets = append(targets, t)
 		}
 	}

@@ -17,6 +17,11 @@ type allowResponse struct {
 	Remaining    int64 `json:"remaining"`
 	ResetAfterMS int64 `json:"reset_after_ms"`
 	RetryAfterMS int64 `json:"retry_after_ms"`
+	// WaitMS, for a request admitted by reservation (max_wait), is how
+	// long the caller must wait before going on; HeldMS, with hold, how
+	// long the node waited for it instead.
+	WaitMS int64 `json:"wait_ms,omitempty"`
+	HeldMS int64 `json:"held_ms,omitempty"`
 	// Duplicate is true when the request ID was seen before: the answer is
 	// the first decision, and nothing was consumed now.
 	Duplicate bool            `json:"duplicate,omitempty"`
@@ -47,9 +52,44 @@ func (a *API) allow(w http.ResponseWriter, r *http.Request) {
 		writeError(w, apiErr)
 		return
 	}
-	if decision, ok := a.decide(w, r, req.Request, req.contractError); ok {
-		a.writeDecision(w, req.Request, decision, http.StatusTooManyRequests, false)
+	decision, ok := a.decide(w, r, req.Request, req.contractError)
+	if !ok {
+		return
 	}
+	if req.hold {
+		holdReservation(r.Context(), &decision)
+	}
+	a.writeDecision(w, req.Request, decision, http.StatusTooManyRequests, false)
+}
+
+// holdReservation waits out an admitted reservation before the answer is
+// written (hold: true), and records that it did: the caller may then go on
+// at once. A caller that goes away ends the wait; its reservation stays
+// consumed, as it would had it waited itself.
+func holdReservation(ctx context.Context, d *contract.Decision) {
+	wait := waitOf(*d)
+	if !d.Allowed || wait <= 0 {
+		return
+	}
+	timer := time.NewTimer(time.Duration(wait))
+	defer timer.Stop()
+	select {
+	case <-timer.C:
+	case <-ctx.Done():
+	}
+	d.HeldNanos = wait
+	for i := range d.Checks {
+		d.Checks[i].WaitNanos = 0
+	}
+}
+
+// waitOf is a decision's wait: the longest of its checks' reservations.
+func waitOf(d contract.Decision) int64 {
+	var wait int64
+	for _, c := range d.Checks {
+		wait = max(wait, c.WaitNanos)
+	}
+	return wait
 }
 
 // decide asks the cluster for req's decision on behalf of r's caller. When
@@ -117,6 +157,8 @@ func answer(req contract.Request, d contract.Decision) (allowResponse, int) {
 	if !d.Allowed {
 		resp.RetryAfterMS = ratelimitheader.CeilDiv(h.RetryAfterNanos, int64(time.Millisecond))
 	}
+	resp.WaitMS = ratelimitheader.CeilDiv(waitOf(d), int64(time.Millisecond))
+	resp.HeldMS = ratelimitheader.CeilDiv(d.HeldNanos, int64(time.Millisecond))
 	detailed := len(req.Checks) > 1
 	for _, c := range d.Checks {
 		detailed = detailed || c.Shadow || c.Key != ""

@@ -4,6 +4,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/limitnode/limitnode/algorithms"
 	"github.com/limitnode/limitnode/contract"
@@ -50,6 +51,8 @@ type allowJSON struct {
 	Dimensions map[string]string `json:"dimensions"`
 	RequestID  string            `json:"request_id"`
 	Checks     []checkJSON       `json:"checks"`
+	MaxWait    *string           `json:"max_wait"`
+	Hold       bool              `json:"hold"`
 }
 
 // allowRequest is a decoded /v1/allow body: the contract's request, and
@@ -57,6 +60,8 @@ type allowJSON struct {
 type allowRequest struct {
 	contract.Request
 	inline bool
+	// hold: the node waits out the reservation before it answers.
+	hold bool
 }
 
 // toRequest turns the body into the contract's request and validates it.
@@ -82,6 +87,17 @@ func (a *allowJSON) toRequest() (allowRequest, *apiError) {
 			req.Checks = append(req.Checks, c)
 		}
 	}
+	if a.MaxWait != nil {
+		d, err := time.ParseDuration(*a.MaxWait)
+		if err != nil {
+			return allowRequest{}, invalid("max_wait", "max_wait %q is not a Go duration such as \"250ms\" or \"2s\"", *a.MaxWait)
+		}
+		req.MaxWaitNanos = int64(d)
+	}
+	if a.Hold && req.MaxWaitNanos == 0 {
+		return allowRequest{}, invalid("hold", "hold waits out a reservation: give max_wait too")
+	}
+	req.hold = a.Hold
 	if err := req.Validate(); err != nil {
 		return allowRequest{}, req.contractError(err)
 	}

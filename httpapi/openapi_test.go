@@ -286,6 +286,10 @@ func TestOpenAPIValidatesRealTraffic(t *testing.T) {
 	}{
 		{"allowed", nil, "POST", "/v1/allow", `{"key":"k","limit":{"rate":2,"period":"1m"}}`, 200},
 		{"allowed with every limit field", nil, "POST", "/v1/allow", `{"key":"k2","limit":{"algorithm":"gcra","rate":5,"period":"1s","burst":2},"cost":2,"request_id":"r-2"}`, 200},
+		{"a reservation", nil, "POST", "/v1/allow", `{"key":"r","limit":{"algorithm":"gcra","rate":1,"period":"1s","burst":1},"cost":1}`, 200},
+		{"a reservation within max_wait", nil, "POST", "/v1/allow", `{"key":"r","limit":{"algorithm":"gcra","rate":1,"period":"1s","burst":1},"max_wait":"2s"}`, 200},
+		{"a reservation held", nil, "POST", "/v1/allow", `{"key":"r2","limit":{"rate":1000,"period":"1s","burst":1},"max_wait":"50ms","hold":true}`, 200},
+		{"max_wait on a window", nil, "POST", "/v1/allow", `{"key":"w","limit":{"algorithm":"fixed_window","rate":1},"max_wait":"1s"}`, 400},
 		{"allowed, a window", nil, "POST", "/v1/allow", `{"key":"k3","limit":{"algorithm":"sliding_window_log","rate":10000,"period":"1h"},"cost":0}`, 200},
 		{"allowed, the last unit", nil, "POST", "/v1/allow", limit2PerMinute, 200},
 		{"denied", nil, "POST", "/v1/allow", limit2PerMinute, 429},
