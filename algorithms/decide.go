@@ -117,11 +117,21 @@ func (s State) Equal(o State) bool {
 // An unused key converts to no state. The result is a state of the new
 // limit; the old limit's timing (when each unit was taken) is not kept, so a
 // window algorithm holds the carried usage for a whole new period.
+//
+// Reservation debt beyond an empty bucket (see Reserve) carries over too,
+// as time, up to MaxWait: the reservations already granted still run, so
+// a bucket they emptied stays empty as long under the new limit.
 func Convert(from Limit, s State, to Limit, nowNanos int64) State {
 	used := from.Capacity() - rules[from.Algorithm].remaining(from, s, nowNanos)
 	if used <= 0 {
 		return State{}
 	}
 	_, next := Decide(to, State{}, nowNanos, min(used, to.Capacity()))
+	if from.Algorithm.IsBucket() && to.Algorithm.IsBucket() {
+		debt := debtAt(s, nowNanos, from).sub(emissionSpan(from.Burst, from), from.Rate)
+		if debt.nanos > 0 || (debt.nanos == 0 && debt.frac > 0) {
+			next.At += min(debt.ceilNanos(), int64(MaxWait))
+		}
+	}
 	return next
 }

@@ -88,3 +88,24 @@ func TestWindowsDoNotReserve(t *testing.T) {
 		}
 	}
 }
+
+// TestConvertKeepsReservationDebt: a bucket reserved deep into debt, its
+// policy's burst raised by one, still refuses at once: the reservations
+// granted under the old limit still run.
+func TestConvertKeepsReservationDebt(t *testing.T) {
+	t.Parallel()
+	from := Limit{Algorithm: TokenBucket, Rate: 10, PeriodNanos: int64(time.Second), Burst: 10}
+	to := Limit{Algorithm: TokenBucket, Rate: 10, PeriodNanos: int64(time.Second), Burst: 11}
+	now := int64(1_700_000_000) * int64(time.Second)
+	var s State
+	for range 30 { // 10 at once, then 20 reserved over 2 s
+		var d Decision
+		if d, s = Reserve(from, s, now, 1, int64(3*time.Second)); !d.Allowed {
+			t.Fatal("a reservation within max_wait was denied")
+		}
+	}
+	converted := Convert(from, s, to, now+int64(200*time.Millisecond))
+	if d, _ := Decide(to, converted, now+int64(200*time.Millisecond), 1); d.Allowed {
+		t.Fatal("the converted bucket admits at once although 2 s of reservations are granted")
+	}
+}

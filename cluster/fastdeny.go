@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -132,7 +133,8 @@ func (q *queuedKeys) has(r *fsm.Request) bool {
 }
 
 // requestKey names what a request counts on, for queuedKeys: its checks'
-// policies, keys and dimensions, or its query's domain and descriptors.
+// policies, keys, inline limits and dimensions, or its query's domain and
+// descriptors.
 func requestKey(r *fsm.Request) string {
 	var b strings.Builder
 	if q := r.RLS; q != nil {
@@ -146,7 +148,8 @@ func requestKey(r *fsm.Request) string {
 		return b.String()
 	}
 	for _, c := range r.Checks {
-		b.WriteString(c.Policy + "\x00" + c.Key)
+		b.WriteString(c.Policy + "\x00" + c.Key + "\x00" + strconv.FormatInt(c.Rate, 10) + "/" + strconv.FormatInt(c.Period, 10) +
+			"/" + strconv.FormatInt(c.Burst, 10) + "/" + c.Algorithm.String())
 		for _, d := range c.Dimensions {
 			b.WriteString("\x00" + d.Name + "=" + d.Value)
 		}

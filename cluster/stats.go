@@ -39,6 +39,7 @@ type appliedEntry struct {
 // recorder keeps the statistics of the decisions this node applies.
 type recorder struct {
 	queue   chan appliedEntry
+	stop    chan struct{} // closed by close; the queue never is, so a late record cannot panic
 	done    chan struct{}
 	dropped atomic.Int64
 
@@ -57,6 +58,7 @@ func newRecorder() *recorder {
 	slots := contract.StatsTopWindowSeconds * int(time.Second) / int(statsTopSlot)
 	r := &recorder{
 		queue:          make(chan appliedEntry, statsQueue),
+		stop:           make(chan struct{}),
 		done:           make(chan struct{}),
 		deniedKeys:     topk.NewWindow(contract.StatsTopCounters, slots, statsTopSlot),
 		deniedPolicies: topk.NewWindow(contract.StatsTopCounters, slots, statsTopSlot),
@@ -87,15 +89,23 @@ func (r *recorder) record(cmd *fsm.AllowCommand, resp *fsm.Response) {
 	}
 }
 
+// close stops the recorder. A record after it is dropped quietly (the
+// queue fills and nothing reads it): a request may still be answered while
+// its node shuts down.
 func (r *recorder) close() {
-	close(r.queue)
+	close(r.stop)
 	<-r.done
 }
 
 func (r *recorder) run() {
 	defer close(r.done)
-	for e := range r.queue {
-		r.fold(e)
+	for {
+		select {
+		case e := <-r.queue:
+			r.fold(e)
+		case <-r.stop:
+			return
+		}
 	}
 }
 

@@ -587,7 +587,8 @@ func decideTarget(t *target, now int64) (algorithms.Decision, algorithms.State) 
 		d.Limit, d.Remaining, d.RefillAfterNanos = 0, 0, 0
 		d.ResetAfterNanos = t.limit.PeriodNanos - now%t.limit.PeriodNanos
 	}
-	d.RetryAfterNanos = max(d.ResetAfterNanos, 1)
+	// Retrying cannot help; say so with a wait no shorter than the period.
+	d.RetryAfterNanos = max(d.ResetAfterNanos, t.limit.PeriodNanos)
 	return d, t.state
 }
 

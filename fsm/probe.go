@@ -1,10 +1,18 @@
 package fsm
 
 import (
+	"time"
+
 	"github.com/limitnode/limitnode/algorithms"
 	"github.com/limitnode/limitnode/contract"
 	"github.com/limitnode/limitnode/rls"
 )
+
+// QueuedStaleness bounds how old the applied state may be for DenyNow's
+// queued rule: under load an entry is applied every few milliseconds; an
+// older state (an idle key, a window that rolled over) is not trusted to
+// deny what the clock would admit.
+const QueuedStaleness = 50 * time.Millisecond
 
 // DenyNow decides req on the state as applied, changing nothing, and
 // reports whether the leader may answer it with a denial without a log
@@ -50,7 +58,7 @@ func (f *FSM) DenyNow(req *Request, clockNanos int64, queued bool) (Result, bool
 			d, l := &res.Checks[i].Decision, &later.Checks[i].Decision
 			d.RetryAfterNanos, d.ResetAfterNanos, d.RefillAfterNanos = l.RetryAfterNanos, l.ResetAfterNanos, l.RefillAfterNanos
 		}
-	case queued:
+	case queued && clock-at <= int64(QueuedStaleness):
 		elapsed := clock - at
 		for i := range res.Checks {
 			d := &res.Checks[i].Decision

@@ -133,14 +133,17 @@ func (f *FSM) rlsTargets(now int64, q *rls.Query, targets []target) ([]target, [
 		}
 		t := target{id: bucketKey{key: key, policy: owner}, cost: desc.Hits, shadow: statuses[i].Shadow}
 		l, ok := rls.Limit(rl)
-		if ok {
+		period, known := rls.UnitPeriod(rl.Unit)
+		switch {
+		case ok:
 			if err := contract.ValidateLimit(l); err != nil {
 				return targets, nil, err.Within(field + ".limit")
 			}
-		} else {
+		case rl.RequestsPerUnit != 0 || !known || period <= 0:
+			return targets, nil, contract.Invalid(field+".limit", "the limit that applies (%d per %q) cannot be decided", rl.RequestsPerUnit, rl.Unit)
+		default:
 			// requests_per_unit 0 refuses every hit: a one-unit window
 			// that is never consulted stands for it.
-			period, _ := rls.UnitPeriod(rl.Unit)
 			l = algorithms.Limit{Algorithm: algorithms.FixedWindow, Rate: 1, PeriodNanos: int64(period)}
 			t.never = true
 		}
