@@ -74,7 +74,7 @@ func TestDeposedLeaderAnswersNoDenialFromStaleState(t *testing.T) {
 		t.Fatalf("the first leader is %s, not n1", old.ID)
 	}
 	ctx := context.Background()
-	tight := contract.Policy{Name: "plan", Limit: algorithms.Limit{Algorithm: algorithms.FixedWindow, Rate: 1, PeriodNanos: int64(time.Hour)}}
+	tight := contract.Policy{Name: "plan", Limit: algorithms.Limit{Algorithm: algorithms.TokenBucket, Rate: 1, PeriodNanos: int64(time.Hour), Burst: 1}}
 	if err := old.Node().PutPolicy(ctx, tight); err != nil {
 		t.Fatal(err)
 	}
@@ -97,7 +97,7 @@ func TestDeposedLeaderAnswersNoDenialFromStaleState(t *testing.T) {
 		return false
 	})
 	raised := tight
-	raised.Limit.Rate = 100
+	raised.Limit.Rate, raised.Limit.Burst = 100, 100
 	if err := next.Node().PutPolicy(ctx, raised); err != nil {
 		t.Fatal(err)
 	}

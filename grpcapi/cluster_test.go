@@ -59,7 +59,7 @@ func TestShouldRateLimitThroughAFollower(t *testing.T) {
 domain: edge
 descriptors:
   - key: client
-    rate_limit: {unit: hour, requests_per_unit: 2, name: per-client}
+    rate_limit: {unit: hour, requests_per_unit: 2, name: per-client, algorithm: token_bucket}
   - key: route
     value: /export
     detailed_metric: true
@@ -347,7 +347,7 @@ func TestLeaderKillOverAdmitsNothing(t *testing.T) {
 	t.Parallel()
 	const limit = 60
 	c := testcluster.Start(t, 3)
-	putDomain(t, c, fmt.Sprintf("domain: jobs\ndescriptors:\n  - key: job\n    rate_limit: {unit: day, requests_per_unit: %d}\n", limit))
+	putDomain(t, c, fmt.Sprintf("domain: jobs\ndescriptors:\n  - key: job\n    rate_limit: {unit: day, requests_per_unit: %d, algorithm: token_bucket}\n", limit))
 	leader := c.WaitLeader()
 	var clients []ratelimitv3.RateLimitServiceClient
 	for _, f := range c.Followers() {

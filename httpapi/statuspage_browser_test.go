@@ -106,7 +106,7 @@ func TestStatusPageInABrowser(t *testing.T) {
 	leader := c.WaitLeader()
 	ctx := context.Background()
 	if err := leader.Node().PutPolicy(ctx, contract.Policy{Name: "per-user", KeyTemplate: "user:{user}",
-		Limit: algorithms.Limit{Algorithm: algorithms.FixedWindow, Rate: 5, PeriodNanos: int64(time.Hour)}}); err != nil {
+		Limit: algorithms.Limit{Algorithm: algorithms.TokenBucket, Rate: 5, PeriodNanos: int64(time.Hour), Burst: 5}}); err != nil {
 		t.Fatal(err)
 	}
 	for user, calls := range map[string]int{"hot-mallory": 40, "warm-eve": 15, "calm-alice": 3} {

@@ -113,7 +113,7 @@ func TestDashboardAndAlertsNameRealMetrics(t *testing.T) {
 	c := testcluster.Start(t, 3)
 	leader, follower := c.WaitLeader(), c.Followers()[0]
 	ctx := context.Background()
-	if err := leader.Node().PutPolicy(ctx, contract.Policy{Name: "api", Limit: algorithms.Limit{Algorithm: algorithms.FixedWindow, Rate: 2, PeriodNanos: int64(time.Hour)}}); err != nil {
+	if err := leader.Node().PutPolicy(ctx, contract.Policy{Name: "api", Limit: algorithms.Limit{Algorithm: algorithms.TokenBucket, Rate: 2, PeriodNanos: int64(time.Hour), Burst: 2}}); err != nil {
 		t.Fatal(err)
 	}
 	for range 4 {
@@ -123,7 +123,7 @@ func TestDashboardAndAlertsNameRealMetrics(t *testing.T) {
 		}
 		resp.Body.Close()
 	}
-	conf, perr := rls.Parse([]byte("domain: edge\ndescriptors:\n  - key: client\n    rate_limit: {unit: hour, requests_per_unit: 1, name: per-client}\n"))
+	conf, perr := rls.Parse([]byte("domain: edge\ndescriptors:\n  - key: client\n    rate_limit: {unit: hour, requests_per_unit: 1, name: per-client, algorithm: token_bucket}\n"))
 	if perr != nil {
 		t.Fatal(perr)
 	}

@@ -36,7 +36,7 @@ func TestRLSConfigAndGRPCFromTheCommandLine(t *testing.T) {
 		t.Fatal(err)
 	}
 	for name, yaml := range map[string]string{
-		"edge.yaml":  "domain: edge\ndescriptors:\n  - key: remote_address\n    rate_limit:\n      unit: hour\n      requests_per_unit: 2\n",
+		"edge.yaml":  "domain: edge\ndescriptors:\n  - key: remote_address\n    rate_limit:\n      unit: hour\n      requests_per_unit: 2\n      algorithm: token_bucket\n",
 		"login.yaml": "domain: login\ndescriptors:\n  - key: user\n    rate_limit: {unit: day, requests_per_unit: 5, algorithm: token_bucket, burst: 3}\n",
 	} {
 		if err := os.WriteFile(filepath.Join(configs, name), []byte(yaml), 0o600); err != nil {
@@ -78,7 +78,7 @@ func TestRLSConfigAndGRPCFromTheCommandLine(t *testing.T) {
 		t.Fatalf("rls get login:\n%s", out)
 	}
 	raised := filepath.Join(dir, "edge-raised.yaml")
-	if err := os.WriteFile(raised, []byte("domain: edge\ndescriptors:\n  - key: remote_address\n    rate_limit: {unit: hour, requests_per_unit: 3}\n"), 0o600); err != nil {
+	if err := os.WriteFile(raised, []byte("domain: edge\ndescriptors:\n  - key: remote_address\n    rate_limit: {unit: hour, requests_per_unit: 3, algorithm: token_bucket}\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	cli(t, append([]string{"rls", "put", raised}, remote...)...)
