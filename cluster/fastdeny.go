@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hashicorp/raft"
 	"github.com/limitnode/limitnode/fsm"
 )
 
@@ -53,7 +54,7 @@ func (n *Node) denyFast(ctx context.Context, reqs []fsm.Request) (results []fsm.
 	if err := n.confirm.leadership(ctx); err != nil || n.raft.CurrentTerm() != term {
 		return nil, false
 	}
-	for deadline := time.Now().Add(fastDenyWait); n.fsm.LastIndex() < readIndex; time.Sleep(20 * time.Microsecond) {
+	for deadline := time.Now().Add(fastDenyWait); !n.appliedThrough(readIndex); time.Sleep(20 * time.Microsecond) {
 		if time.Now().After(deadline) {
 			return nil, false
 		}
@@ -66,6 +67,31 @@ func (n *Node) denyFast(ctx context.Context, reqs []fsm.Request) (results []fsm.
 		n.stats.record(&fsm.AllowCommand{NowNanos: results[0].AtNanos, Requests: reqs}, &fsm.Response{Results: results})
 	}
 	return results, true
+}
+
+// maxGapToInspect bounds how many log entries appliedThrough reads.
+const maxGapToInspect = 8
+
+// appliedThrough reports whether the FSM's state holds every entry up to
+// index. The FSM sees only commands and configurations (hashicorp/raft
+// keeps its barriers and no-ops from a BatchingFSM), so when the last
+// entries are of those kinds the FSM's own index stays below the commit
+// index; a short gap is read from the log store to tell.
+func (n *Node) appliedThrough(index uint64) bool {
+	last := n.fsm.LastIndex()
+	if last >= index {
+		return true
+	}
+	if index-last > maxGapToInspect {
+		return false
+	}
+	for i := last + 1; i <= index; i++ {
+		var l raft.Log
+		if err := n.logStore.GetLog(i, &l); err != nil || l.Type == raft.LogCommand || l.Type == raft.LogConfiguration {
+			return false
+		}
+	}
+	return true
 }
 
 // likelyDenied reports whether this node's replica denies every request of
