@@ -16,16 +16,18 @@ import (
 
 // TestReservationsThroughAFollower asks for more than a GCRA limit's burst
 // at once through a follower with max_wait: the burst passes without a
-// wait, the next ones are admitted with waits one emission interval apart,
-// never beyond max_wait, and the rest are denied; a multi-check request
-// reserves on every check or on none.
+// wait, the next ones are admitted with waits growing by the emission
+// interval, never beyond max_wait, and the rest are denied; a multi-check
+// request reserves on every check or on none.
 func TestReservationsThroughAFollower(t *testing.T) {
 	t.Parallel()
 	c := testcluster.Start(t, 3)
 	node := c.Followers()[0].Node()
 	ctx := context.Background()
-	steady := algorithms.Limit{Algorithm: algorithms.GCRA, Rate: 10, PeriodNanos: int64(time.Second), Burst: 2}
-	maxWait := int64(time.Second)
+	// One a second, two at once, up to 5 s of reservations: calls a few
+	// milliseconds apart see the waits grow a second at a time.
+	steady := algorithms.Limit{Algorithm: algorithms.GCRA, Rate: 1, PeriodNanos: int64(time.Second), Burst: 2}
+	maxWait := int64(5 * time.Second)
 	start := time.Now()
 	var waits []int64
 	denied := 0
@@ -88,7 +90,7 @@ func TestHoldWaitsOutTheReservation(t *testing.T) {
 	t.Parallel()
 	c := testcluster.Start(t, 3)
 	url := c.Followers()[0].URL() + "/v1/allow"
-	body := `{"key":"held","limit":{"algorithm":"leaky_bucket","rate":5,"period":"1s","burst":1},"max_wait":"1s","hold":true}`
+	body := `{"key":"held","limit":{"algorithm":"leaky_bucket","rate":1,"period":"2s","burst":1},"max_wait":"3s","hold":true}`
 	if a := post(t, url, body); a.status != http.StatusOK {
 		t.Fatalf("the first: %d", a.status)
 	}
@@ -108,7 +110,7 @@ func TestHoldWaitsOutTheReservation(t *testing.T) {
 		t.Fatal(err)
 	}
 	took := time.Since(start)
-	if resp.StatusCode != http.StatusOK || !out.Allowed || out.WaitMS != 0 || out.HeldMS <= 0 || out.HeldMS > 200 {
+	if resp.StatusCode != http.StatusOK || !out.Allowed || out.WaitMS != 0 || out.HeldMS <= 0 || out.HeldMS > 2000 {
 		t.Fatalf("the held one: %d %s", resp.StatusCode, data)
 	}
 	if took < time.Duration(out.HeldMS-1)*time.Millisecond {
