@@ -482,40 +482,46 @@ func (f *FSM) resolve(now int64, c *Check) (target, *contract.Error) {
 // decide applies one request's checks, or its RLS query's limits,
 // all-or-nothing (see decideTargets).
 func (f *FSM) decide(now int64, req *Request, cmd *AllowCommand) Result {
-	if err := req.Validate(); err != nil {
-		return Result{Rejection: err}
-	}
 	// Scratch space reused across requests (apply is single-threaded):
 	// zeroing MaxChecks-sized arrays per request showed in the profile.
-	targets := f.scratchTargets[:0]
+	targets, statuses, err := f.targetsOf(now, req, f.scratchTargets[:0])
 	defer func() { f.scratchTargets = targets[:0] }()
+	if err != nil {
+		return Result{Rejection: err}
+	}
+	res := f.decideTargets(now, targets, cmd)
+	res.RLS = statuses
+	return res
+}
+
+// targetsOf validates req and resolves what it is decided on, appended to
+// targets: its checks (inline limits, or policies as they stand at now), or
+// its RLS query's limits with one status per descriptor. The error refuses
+// the request as it stands.
+func (f *FSM) targetsOf(now int64, req *Request, targets []target) ([]target, []rls.Status, *contract.Error) {
+	if err := req.Validate(); err != nil {
+		return targets, nil, err
+	}
 	if req.RLS != nil {
-		var statuses []rls.Status
-		var err *contract.Error
-		if targets, statuses, err = f.rlsTargets(now, req.RLS, targets); err != nil {
-			return Result{Rejection: err}
-		}
-		res := f.decideTargets(now, targets, cmd)
-		res.RLS = statuses
-		return res
+		return f.rlsTargets(now, req.RLS, targets)
 	}
 	for i := range req.Checks {
 		t, err := f.resolve(now, &req.Checks[i])
 		if err != nil {
-			return Result{Rejection: err.Within(fmt.Sprintf("checks[%d]", i))}
+			return targets, nil, err.Within(fmt.Sprintf("checks[%d]", i))
 		}
 		for j := range i {
 			if targets[j].id == t.id {
-				return Result{Rejection: contract.Invalid(fmt.Sprintf("checks[%d]", i), "checks %d and %d decide on the same key and limit", j, i)}
+				return targets, nil, contract.Invalid(fmt.Sprintf("checks[%d]", i), "checks %d and %d decide on the same key and limit", j, i)
 			}
 		}
 		if req.MaxWait > 0 && !t.limit.Algorithm.IsBucket() {
-			return Result{Rejection: contract.Invalid("max_wait", "max_wait needs token_bucket, leaky_bucket or gcra; checks[%d] is decided by %s", i, t.limit.Algorithm)}
+			return targets, nil, contract.Invalid("max_wait", "max_wait needs token_bucket, leaky_bucket or gcra; checks[%d] is decided by %s", i, t.limit.Algorithm)
 		}
 		t.maxWait = req.MaxWait
 		targets = append(targets, t)
 	}
-	return f.decideTargets(now, targets, cmd)
+	return targets, nil, nil
 }
 
 // decideTargets decides resolved checks all-or-nothing: each is decided on

@@ -4,8 +4,6 @@ import (
 	"time"
 
 	"github.com/limitnode/limitnode/algorithms"
-	"github.com/limitnode/limitnode/contract"
-	"github.com/limitnode/limitnode/rls"
 )
 
 // QueuedStaleness bounds how old the applied state may be for DenyNow's
@@ -79,34 +77,10 @@ func (f *FSM) DenyNow(req *Request, clockNanos int64, queued bool) (Result, bool
 // allow are reported as they stand (decided with cost 0), as decide does
 // for a denied request.
 func (f *FSM) probeDenied(now int64, req *Request) (Result, bool) {
-	if err := req.Validate(); err != nil {
-		return Result{}, false
-	}
-	targets := f.scratchTargets[:0]
+	targets, statuses, err := f.targetsOf(now, req, f.scratchTargets[:0])
 	defer func() { f.scratchTargets = targets[:0] }()
-	var statuses []rls.Status
-	if req.RLS != nil {
-		var err *contract.Error
-		if targets, statuses, err = f.rlsTargets(now, req.RLS, targets); err != nil {
-			return Result{}, false
-		}
-	} else {
-		for i := range req.Checks {
-			t, err := f.resolve(now, &req.Checks[i])
-			if err != nil {
-				return Result{}, false
-			}
-			for j := range i {
-				if targets[j].id == t.id {
-					return Result{}, false
-				}
-			}
-			if req.MaxWait > 0 && !t.limit.Algorithm.IsBucket() {
-				return Result{}, false
-			}
-			t.maxWait = req.MaxWait
-			targets = append(targets, t)
-		}
+	if err != nil {
+		return Result{}, false
 	}
 	res := Result{Allowed: true, Checks: make([]CheckResult, len(targets)), RLS: statuses}
 	for i := range targets {
