@@ -111,7 +111,7 @@ func (n *Node) likelyDenied(reqs []fsm.Request) bool {
 func (n *Node) deniedNow(reqs []fsm.Request, now int64) ([]fsm.Result, bool) {
 	results := make([]fsm.Result, len(reqs))
 	for i := range reqs {
-		r, ok := n.fsm.DenyNow(&reqs[i], now, n.toLog.has(&reqs[i]))
+		r, ok := n.fsm.DenyNow(&reqs[i], now, func() bool { return n.toLog.has(&reqs[i]) })
 		if !ok {
 			return nil, false
 		}

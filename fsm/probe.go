@@ -18,8 +18,10 @@ const QueuedStaleness = 50 * time.Millisecond
 // latest applied cluster time, by a check not in shadow mode, with no check
 // in shadow mode (a shadow check's denial is counted in the state), and
 // either it is denied at clockNanos too (the leader's clock now, clamped to
-// be no earlier) or queued is true: a request on the same key is already on
-// its way to the log and will take what has refilled since. A request whose
+// be no earlier) or the applied state is at most QueuedStaleness old and
+// queued reports a request on the same key already on its way to the log,
+// which will take what has refilled since (queued is asked only then, so
+// the common case builds no key). A request whose
 // ID the FSM remembers goes through the log, to be answered with its first
 // decision; a denied request's ID is not remembered.
 //
@@ -31,7 +33,7 @@ const QueuedStaleness = 50 * time.Millisecond
 // retry at least a millisecond. The caller must hold what makes the read
 // linearizable: leadership confirmed after the request arrived, and every
 // entry committed before then applied.
-func (f *FSM) DenyNow(req *Request, clockNanos int64, queued bool) (Result, bool) {
+func (f *FSM) DenyNow(req *Request, clockNanos int64, queued func() bool) (Result, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if req.RequestID != "" {
@@ -56,7 +58,7 @@ func (f *FSM) DenyNow(req *Request, clockNanos int64, queued bool) (Result, bool
 			d, l := &res.Checks[i].Decision, &later.Checks[i].Decision
 			d.RetryAfterNanos, d.ResetAfterNanos, d.RefillAfterNanos = l.RetryAfterNanos, l.ResetAfterNanos, l.RefillAfterNanos
 		}
-	case queued && clock-at <= int64(QueuedStaleness):
+	case clock-at <= int64(QueuedStaleness) && queued():
 		elapsed := clock - at
 		for i := range res.Checks {
 			d := &res.Checks[i].Decision
