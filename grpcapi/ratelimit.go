@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"net/http"
 	"strconv"
 	"time"
 
@@ -207,16 +206,14 @@ func closer(a, b *rls.DescriptorDecision) bool {
 // the HTTP API's spelling (package ratelimitheader), with Retry-After when
 // it denied.
 func headersOf(dd *rls.DescriptorDecision, jitter func(int64) int64) []*corev3.HeaderValue {
-	h := http.Header{}
-	ratelimitheader.Set(h, cmp.Or(dd.Name, dd.Path), dd.Decision, dd.PeriodNanos)
-	if !dd.Decision.Allowed {
-		h.Set("Retry-After", ratelimitheader.RetryAfter(ratelimitheader.CeilDiv(dd.Decision.RetryAfterNanos, int64(time.Millisecond)), jitter))
+	fields := ratelimitheader.Fields(cmp.Or(dd.Name, dd.Path), dd.Decision, dd.PeriodNanos)
+	out := make([]*corev3.HeaderValue, 0, len(fields)+1)
+	for _, f := range fields {
+		out = append(out, &corev3.HeaderValue{Key: f.Name, Value: f.Value})
 	}
-	out := make([]*corev3.HeaderValue, 0, len(h))
-	for _, name := range ratelimitheader.Names {
-		if v := h.Get(name); v != "" {
-			out = append(out, &corev3.HeaderValue{Key: name, Value: v})
-		}
+	if !dd.Decision.Allowed {
+		retry := ratelimitheader.RetryAfter(ratelimitheader.CeilDiv(dd.Decision.RetryAfterNanos, int64(time.Millisecond)), jitter)
+		out = append(out, &corev3.HeaderValue{Key: "Retry-After", Value: retry})
 	}
 	return out
 }

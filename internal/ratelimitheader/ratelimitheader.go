@@ -15,8 +15,11 @@ import (
 // are written: Set's, then Retry-After.
 var Names = []string{"RateLimit-Limit", "RateLimit-Remaining", "RateLimit-Reset", "RateLimit-Policy", "RateLimit", "Retry-After"}
 
-// Set writes both generations of the IETF rate-limit headers for one
-// decision:
+// Field is one header: its canonical name and value.
+type Field struct{ Name, Value string }
+
+// Fields are both generations of the IETF rate-limit headers for one
+// decision, in the order of Names:
 //
 //   - the older draft's RateLimit-Limit, RateLimit-Remaining and
 //     RateLimit-Reset (delta seconds until the limit is fully available,
@@ -27,15 +30,24 @@ var Names = []string{"RateLimit-Limit", "RateLimit-Remaining", "RateLimit-Reset"
 //     RateLimit: "<name>";r=<remaining>;t=<seconds until more quota>.
 //
 // Seconds are rounded up, so a client that waits as told is never early.
-func Set(h http.Header, policy string, d algorithms.Decision, periodNanos int64) {
+func Fields(policy string, d algorithms.Decision, periodNanos int64) [5]Field {
 	limit := strconv.FormatInt(d.Limit, 10)
 	remaining := strconv.FormatInt(d.Remaining, 10)
-	h.Set("RateLimit-Limit", limit)
-	h.Set("RateLimit-Remaining", remaining)
-	h.Set("RateLimit-Reset", strconv.FormatInt(CeilDiv(d.ResetAfterNanos, int64(time.Second)), 10))
 	name := strconv.Quote(policy)
-	h.Set("RateLimit-Policy", name+";q="+limit+";w="+strconv.FormatInt(CeilDiv(periodNanos, int64(time.Second)), 10))
-	h.Set("RateLimit", name+";r="+remaining+";t="+strconv.FormatInt(CeilDiv(d.RefillAfterNanos, int64(time.Second)), 10))
+	return [5]Field{
+		{"RateLimit-Limit", limit},
+		{"RateLimit-Remaining", remaining},
+		{"RateLimit-Reset", strconv.FormatInt(CeilDiv(d.ResetAfterNanos, int64(time.Second)), 10)},
+		{"RateLimit-Policy", name + ";q=" + limit + ";w=" + strconv.FormatInt(CeilDiv(periodNanos, int64(time.Second)), 10)},
+		{"RateLimit", name + ";r=" + remaining + ";t=" + strconv.FormatInt(CeilDiv(d.RefillAfterNanos, int64(time.Second)), 10)},
+	}
+}
+
+// Set writes Fields into h.
+func Set(h http.Header, policy string, d algorithms.Decision, periodNanos int64) {
+	for _, f := range Fields(policy, d, periodNanos) {
+		h.Set(f.Name, f.Value)
+	}
 }
 
 // RetryAfter returns the Retry-After of a denial: the exact wait rounded
