@@ -18,12 +18,7 @@ type call struct {
 	leader   string // ID of the leader whose entry decided, with results
 	err      error
 	done     chan struct{}
-	once     sync.Once
 }
-
-// finish answers the call: its results or err are final. The batcher
-// finishes every call of a flush when the flush returns, or on shutdown.
-func (c *call) finish() { c.once.Do(func() { close(c.done) }) }
 
 // batcher is limitnode's group commit. Callers submit requests; a single
 // loop sends them on through flush, many at a time:
@@ -140,7 +135,7 @@ func (b *batcher) loop() {
 			b.wg.Go(func() {
 				b.flush(batch)
 				for _, c := range batch {
-					c.finish()
+					close(c.done)
 				}
 				b.doneCh <- flushed{calls: len(batch), requests: size}
 			})
@@ -172,7 +167,7 @@ func (b *batcher) loop() {
 		case <-b.stopCh:
 			for _, c := range pending {
 				c.err = contract.ErrShutdown
-				c.finish()
+				close(c.done)
 			}
 			for ; inFlight > 0; inFlight-- {
 				<-b.doneCh
@@ -228,7 +223,7 @@ func (b *batcher) stop() {
 		select {
 		case c := <-b.submitCh:
 			c.err = contract.ErrShutdown
-			c.finish()
+			close(c.done)
 		default:
 			return
 		}
