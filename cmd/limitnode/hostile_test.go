@@ -294,6 +294,7 @@ func TestRecoverFromALostQuorum(t *testing.T) {
 	type node struct {
 		id, http, raft, data string
 		cmd                  *exec.Cmd
+		logs                 syncBuffer
 	}
 	nodes := make([]*node, 3)
 	for i := range nodes {
@@ -301,10 +302,18 @@ func TestRecoverFromALostQuorum(t *testing.T) {
 	}
 	start := func(n *node, extra ...string) {
 		n.cmd = exec.Command(bin, append([]string{"-id", n.id, "-http", n.http, "-raft", n.raft, "-data", n.data}, extra...)...)
+		n.cmd.Stderr = &n.logs
 		if err := n.cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
 	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			for _, n := range nodes {
+				t.Logf("%s's log:\n%s", n.id, n.logs.String())
+			}
+		}
+	})
 	kill := func(n *node) { _ = n.cmd.Process.Kill(); _ = n.cmd.Wait() }
 	start(nodes[0])
 	c := client.New(nil, nodes[0].http)
