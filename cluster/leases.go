@@ -10,26 +10,46 @@ import (
 )
 
 // AcquireLease takes one of req.Max concurrent slots of req.Key for at most
-// req.TTL. When all are held it returns a contract.Lease with Granted false (not an
-// error). The lease's ID is made here, so a call retried after an unknown
-// outcome cannot take two slots.
+// req.TTL. When all are held it returns a contract.Lease with Granted false
+// (not an error) at once, or, with req.MaxWait, after waiting in the group's
+// queue: until a slot is granted to it, its wait runs out, or ctx ends
+// (the request then leaves the queue, and gives back a slot granted
+// meanwhile). The lease's ID is made here, so a call retried after an
+// unknown outcome cannot take two slots or two places.
 func (n *Node) AcquireLease(ctx context.Context, req contract.LeaseRequest) (contract.Lease, error) {
 	if err := req.Validate(); err != nil {
 		return contract.Lease{}, err
 	}
 	var raw [16]byte
 	_, _ = rand.Read(raw[:]) // crypto/rand.Read never fails
-	cmd := fsm.LeaseCommand{ID: hex.EncodeToString(raw[:]), Key: req.Key, Max: req.Max, TTLNanos: int64(req.TTL)}
+	cmd := fsm.LeaseCommand{ID: hex.EncodeToString(raw[:]), Key: req.Key, Max: req.Max, TTLNanos: int64(req.TTL),
+		MaxWaitNanos: int64(req.MaxWait), MaxQueue: req.MaxQueue}
+	var verdict <-chan fsm.LeaseResult
+	if req.MaxWait > 0 {
+		verdict = n.waiters.add(cmd.ID)
+		defer n.waiters.remove(cmd.ID)
+	}
 	r, err := n.leaseOnLeader(ctx, opAcquireLease, cmd)
 	if err != nil {
+		if req.MaxWait > 0 {
+			// The acquire may have queued the request after all.
+			_, _ = n.withdrawLease(ctx, cmd.ID)
+		}
 		return contract.Lease{}, err
 	}
+	if r.Queued {
+		if r, err = n.awaitLease(ctx, cmd.ID, r, verdict); err != nil {
+			return contract.Lease{}, err
+		}
+	}
 	return contract.Lease{ID: cmd.ID, Key: req.Key, Max: req.Max, Granted: r.Granted, Active: r.Active,
-		ExpiresAtNanos: r.ExpiresAtNanos, RetryAfterNanos: r.RetryAfterNanos, AtNanos: r.AtNanos}, nil
+		ExpiresAtNanos: r.ExpiresAtNanos, RetryAfterNanos: r.RetryAfterNanos, AtNanos: r.AtNanos,
+		Waiting: r.Waiting, WaitedNanos: r.WaitedNanos}, nil
 }
 
-// ReleaseLease gives a lease back. It returns a *contract.Error with
-// CodeNotFound for a lease that is not held: given back already, or expired.
+// ReleaseLease gives a lease back, or takes a request with that ID out of
+// its queue. It returns a *contract.Error with CodeNotFound for a lease that
+// is neither held nor waiting: given back already, or expired.
 func (n *Node) ReleaseLease(ctx context.Context, id string) error {
 	if err := contract.ValidateLeaseID(id); err != nil {
 		return err
@@ -76,12 +96,15 @@ func (n *Node) leaseAsLeader(acquire bool, cmd fsm.LeaseCommand) (*fsm.LeaseResu
 	if !ok {
 		return nil, errMissingLeaseResult
 	}
+	if result.Queued {
+		n.kickLeaseQueues()
+	}
 	return result, nil
 }
 
-// Leases returns the leases held on key as this node has applied them (a
-// follower may trail the leader by a few entries), with the cluster time of
-// that state.
-func (n *Node) Leases(key string) (nowNanos int64, leases []contract.HeldLease) {
+// Leases returns the leases held on key and the requests waiting for one, as
+// this node has applied them (a follower may trail the leader by a few
+// entries), with the cluster time of that state.
+func (n *Node) Leases(key string) (nowNanos int64, leases []contract.HeldLease, queued []contract.QueuedLease) {
 	return n.fsm.Leases(key)
 }

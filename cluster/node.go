@@ -56,6 +56,10 @@ type Node struct {
 	// that it does not wait behind requests that need an entry.
 	followerDenials *batcher
 	fwd             *forwarder
+	// waiters are the lease requests queued on this node's behalf, and
+	// leaseQueueKick wakes the leader's tick loop (leasequeue.go).
+	waiters        *leaseWaiters
+	leaseQueueKick chan struct{}
 
 	connsMu sync.Mutex
 	conns   map[net.Conn]struct{}
@@ -98,6 +102,8 @@ func Open(cfg Config) (*Node, error) {
 		fwd:            newForwarder(dialer{cfg.Dial, cfg.NodeTLS}, cfg.RequestTimeout),
 		metrics:        newNodeMetrics(),
 		stats:          newRecorder(),
+		waiters:        newLeaseWaiters(),
+		leaseQueueKick: make(chan struct{}, 1),
 	}
 	n.mux = newMux(guard.Wrap(ln, cfg.MaxRaftConns, cfg.RaftIdleTimeout, n.logger), cfg.NodeTLS, n.logger, protocolRaft, protocolForward)
 	if err := n.startRaft(); err != nil {
@@ -115,6 +121,7 @@ func Open(cfg Config) (*Node, error) {
 	n.wg.Go(n.watchHealth)
 	n.wg.Go(n.watchDisk)
 	n.wg.Go(n.watchConsistency)
+	n.wg.Go(n.watchLeaseQueues)
 	return n, nil
 }
 
@@ -202,6 +209,7 @@ func (n *Node) startRaft() error {
 	n.fsm = fsm.New(n.logger)
 	n.fsm.OnStampApplied(n.clock.observe)
 	n.fsm.OnCheckpoint(n.onCheckpoint)
+	n.fsm.OnLeaseEvents(n.waiters.deliver, n.waiters.signalRestored)
 	if !n.cfg.NoStats {
 		n.fsm.OnAllowApplied(n.stats.record)
 	}

@@ -14,15 +14,31 @@ const (
 	// MinLeaseTTL and MaxLeaseTTL bound how long a lease may be held.
 	MinLeaseTTL = time.Millisecond
 	MaxLeaseTTL = 24 * time.Hour
-	// MaxLeases bounds the live leases of the whole cluster.
+	// MaxLeases bounds the live leases and queued waiters of the whole
+	// cluster.
 	MaxLeases = 1_000_000
+	// MaxLeaseWait bounds how long a lease request may wait in its
+	// group's queue (LeaseRequest.MaxWait).
+	MaxLeaseWait = 10 * time.Minute
+	// MaxLeaseQueue bounds LeaseRequest.MaxQueue, the waiters a group's
+	// queue may hold.
+	MaxLeaseQueue = 10_000
 )
 
 // LeaseRequest asks for one of Max concurrent slots of Key, for at most TTL.
+// With MaxWait, a request that finds every slot held waits for one in the
+// group's FIFO queue, if fewer than MaxQueue others wait there.
 type LeaseRequest struct {
 	Key string
 	Max int64
 	TTL time.Duration
+	// MaxWait, 0 to MaxLeaseWait, is how long the request may wait in
+	// the queue, counted in cluster time; 0 answers at once.
+	MaxWait time.Duration
+	// MaxQueue, 1 to MaxLeaseQueue with MaxWait (0 without), is the
+	// longest queue the request joins: with MaxQueue waiters already
+	// there it is refused at once.
+	MaxQueue int64
 }
 
 // Validate checks a lease request.
@@ -35,6 +51,15 @@ func (r *LeaseRequest) Validate() *Error {
 	}
 	if r.TTL < MinLeaseTTL || r.TTL > MaxLeaseTTL {
 		return Invalid("ttl", "ttl must be a Go duration from %s to %s", MinLeaseTTL, MaxLeaseTTL)
+	}
+	if r.MaxWait < 0 || r.MaxWait > MaxLeaseWait {
+		return Invalid("max_wait", "max_wait must be a Go duration from 0 to %s", MaxLeaseWait)
+	}
+	switch {
+	case r.MaxWait > 0 && (r.MaxQueue < 1 || r.MaxQueue > MaxLeaseQueue):
+		return Invalid("max_queue", "max_queue must be an integer from 1 to %d with max_wait", MaxLeaseQueue)
+	case r.MaxWait == 0 && r.MaxQueue != 0:
+		return Invalid("max_queue", "max_queue needs max_wait: a request that does not wait joins no queue")
 	}
 	return nil
 }
@@ -54,8 +79,9 @@ type Lease struct {
 	ID  string
 	Key string
 	Max int64
-	// Granted is false when all slots were taken; RetryAfterNanos then
-	// says when the earliest holder's lease expires.
+	// Granted is false when all slots were taken (and, with MaxWait, the
+	// queue was full or the wait ran out); RetryAfterNanos then says when
+	// the earliest holder's lease expires.
 	Granted bool
 	// Active is how many slots are held after this request.
 	Active          int64
@@ -63,6 +89,24 @@ type Lease struct {
 	RetryAfterNanos int64
 	// AtNanos is the cluster time of the decision.
 	AtNanos int64
+	// Waiting is how many requests wait in the group's queue after the
+	// decision.
+	Waiting int64
+	// WaitedNanos is the cluster time the request spent in the queue.
+	WaitedNanos int64
+}
+
+// QueuedLease is a request waiting in a lease group's queue, as the
+// cluster holds it.
+type QueuedLease struct {
+	ID  string
+	Key string
+	Max int64
+	// Position is the request's place in its group's queue, from 1.
+	Position int64
+	// DeadlineNanos is the cluster time at which it leaves the queue
+	// without a slot.
+	DeadlineNanos int64
 }
 
 // HeldLease is a lease as the cluster holds it.

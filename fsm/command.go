@@ -41,7 +41,17 @@ const (
 	CommandPutRLSConfig CommandType = 9
 	// CommandDeleteRLSConfig deletes a domain's configuration.
 	CommandDeleteRLSConfig CommandType = 10
+	// CommandLeaseTick changes nothing but cluster time: the leader
+	// appends one when a lease queue is due to change by time alone (a
+	// waiter's deadline, or an expiry that frees a slot for a waiter), so
+	// that it changes then even when nothing else is appended.
+	CommandLeaseTick CommandType = 11
 )
+
+// LeaseTickCommand is the body of CommandLeaseTick.
+type LeaseTickCommand struct {
+	NowNanos int64
+}
 
 // CheckpointCommand is the body of CommandCheckpoint.
 type CheckpointCommand struct{}

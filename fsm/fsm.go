@@ -112,6 +112,10 @@ type FSM struct {
 	// onAllow, if set, is given every applied allow entry and its
 	// response (see OnAllowApplied).
 	onAllow func(cmd *AllowCommand, resp *Response)
+	// onLeaseEvent and onRestore, if set, are told of waiters leaving
+	// their queues and of restored snapshots (see OnLeaseEvents).
+	onLeaseEvent func(LeaseEvent)
+	onRestore    func()
 	// lastIndex is the index of the last log entry applied.
 	lastIndex uint64
 	// damagedAt is the index of the first sealed entry whose checksum
@@ -139,6 +143,16 @@ func (f *FSM) OnCheckpoint(fn func(index uint64, digest func() [32]byte)) { f.on
 // block or modify them (the response also goes to the callers). Set it
 // before the FSM is given to Raft.
 func (f *FSM) OnAllowApplied(fn func(cmd *AllowCommand, resp *Response)) { f.onAllow = fn }
+
+// OnLeaseEvents registers event to be called, on the applying goroutine,
+// for each waiter that leaves a lease queue (granted, timed out or
+// withdrawn) as entries are applied, and restored after a snapshot replaces
+// the state, when events of the entries it covers may have been skipped:
+// the caller then looks again with LeaseOf. Neither may block or call into
+// the FSM. Set them before the FSM is given to Raft.
+func (f *FSM) OnLeaseEvents(event func(LeaseEvent), restored func()) {
+	f.onLeaseEvent, f.onRestore = event, restored
+}
 
 // Now returns the latest cluster time applied.
 func (f *FSM) Now() int64 {
@@ -204,6 +218,11 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []any {
 			continue
 		}
 		out[i] = resp
+		for _, ev := range f.leases.takeEvents() {
+			if f.onLeaseEvent != nil {
+				f.onLeaseEvent(ev)
+			}
+		}
 		switch resp.(type) {
 		case *Response, *LeaseResult:
 			if f.onStamp != nil {
@@ -260,6 +279,16 @@ var applyCommands = map[CommandType]func(f *FSM, body []byte) (any, error){
 	},
 	CommandReleaseLease: func(f *FSM, body []byte) (any, error) {
 		return f.applyLease(body, false)
+	},
+	CommandLeaseTick: func(f *FSM, body []byte) (any, error) {
+		var cmd LeaseTickCommand
+		if err := decodeBody(body, &cmd); err != nil {
+			return nil, err
+		}
+		if err := f.checkTime(cmd.NowNanos); err != nil {
+			return nil, err
+		}
+		return &LeaseResult{AtNanos: f.advance(cmd.NowNanos)}, nil
 	},
 	CommandCheckpoint: func(f *FSM, body []byte) (any, error) {
 		var cmd CheckpointCommand
@@ -326,7 +355,7 @@ func (f *FSM) applyLease(body []byte, acquire bool) (any, error) {
 	if acquire {
 		r = f.leases.acquire(now, &cmd)
 	} else {
-		r = f.leases.release(cmd.ID)
+		r = f.leases.release(now, cmd.ID)
 	}
 	r.AtNanos = now
 	return &r, nil
@@ -671,12 +700,35 @@ func (f *FSM) Policy(name string) (contract.PolicyStatus, bool) {
 	return e.status(), true
 }
 
-// Leases returns the leases held on key, and the cluster time of the state
-// they are read from.
-func (f *FSM) Leases(key string) (int64, []contract.HeldLease) {
+// NextLeaseDue returns the earliest cluster time at which a lease queue
+// changes by time alone, and whether one will: not while nobody waits.
+func (f *FSM) NextLeaseDue() (int64, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.nowNanos, f.leases.held(key)
+	return f.leases.nextDue()
+}
+
+// LeaseOf returns what the state says of a lease ID: held (the result
+// Granted, with its expiry), waiting (Queued, with its place), or neither.
+func (f *FSM) LeaseOf(id string) LeaseResult {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var r LeaseResult
+	if l := f.leases.byID[id]; l != nil {
+		r = LeaseResult{Granted: true, Active: f.leases.active(l.group), Waiting: f.leases.waiting(l.group), ExpiresAtNanos: l.expiresAt}
+	} else if w := f.leases.waiters[id]; w != nil {
+		r = f.leases.queued(w, f.nowNanos)
+	}
+	r.AtNanos = f.nowNanos
+	return r
+}
+
+// Leases returns the leases held on key and the requests waiting for one,
+// and the cluster time of the state they are read from.
+func (f *FSM) Leases(key string) (int64, []contract.HeldLease, []contract.QueuedLease) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.nowNanos, f.leases.held(key), f.leases.queuedOn(key)
 }
 
 // Damaged returns the index of the first entry this FSM refused because its

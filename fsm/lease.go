@@ -3,6 +3,7 @@ package fsm
 import (
 	"cmp"
 	"container/heap"
+	"container/list"
 	"fmt"
 	"slices"
 	"strings"
@@ -17,15 +18,22 @@ import (
 // keep its slot forever.
 
 // LeaseCommand takes (CommandAcquireLease) or gives back
-// (CommandReleaseLease, only ID) a lease. The ID is chosen by the node that
-// received the request, so a retried acquire with the same ID is answered
-// with the lease it already holds.
+// (CommandReleaseLease, only ID) a lease; giving back the ID of a waiter
+// withdraws it from its queue. The ID is chosen by the node that received
+// the request, so a retried acquire with the same ID is answered with the
+// lease it already holds, or the place it already has in the queue.
 type LeaseCommand struct {
 	NowNanos int64
 	ID       string
 	Key      string
 	Max      int64
 	TTLNanos int64
+	// MaxWaitNanos and MaxQueue are contract.LeaseRequest's MaxWait and
+	// MaxQueue: a request that finds its group full joins the group's
+	// queue if fewer than MaxQueue wait there. Last, so that entries
+	// written before them decode as requests that do not wait.
+	MaxWaitNanos int64
+	MaxQueue     int64
 }
 
 // LeaseResult answers a LeaseCommand.
@@ -45,6 +53,22 @@ type LeaseResult struct {
 	AtNanos int64
 	// Rejection, when not nil, says why the command was refused as invalid.
 	Rejection *contract.Error
+	// The fields below are the queue's, after the ones above so that
+	// results from nodes without a queue decode.
+	//
+	// Queued: the request waits in its group's queue, at Position (from
+	// 1), until a slot is granted to it or DeadlineNanos passes.
+	Queued        bool
+	Position      int64
+	DeadlineNanos int64
+	// Withdrawn: CommandReleaseLease found the ID waiting and took it out
+	// of its queue.
+	Withdrawn bool
+	// Waiting is how many requests wait in the group's queue after the
+	// command.
+	Waiting int64
+	// WaitedNanos is how long the request has waited in the queue.
+	WaitedNanos int64
 }
 
 // leaseGroup is the key and the maximum a lease counts against: like a
@@ -96,18 +120,28 @@ func (h *leaseHeap) Pop() any {
 }
 
 // leaseTable is the FSM's leases: by ID, by group (a heap each, so the
-// earliest expiry of a full group is at hand), and one expiry heap.
+// earliest expiry of a full group is at hand), and one expiry heap; and the
+// requests waiting for a slot (leasequeue.go).
 type leaseTable struct {
 	byID   map[string]*lease
 	groups map[leaseGroup]*leaseHeap
 	// maxesOf lists, per key, the maxima of its groups (a key has few), so
-	// a key's leases are found without a walk over every group.
+	// a key's leases are found without a walk over every group. A group
+	// with waiters is always full, so it is listed.
 	maxesOf map[string][]int64
 	expiry  leaseHeap
+
+	waiters   map[string]*waiter
+	queues    map[leaseGroup]*list.List // of *waiter, first come first
+	deadlines waiterHeap
+	// events are the grants and departures of waiters since the FSM last
+	// took them.
+	events []LeaseEvent
 }
 
 func newLeaseTable() *leaseTable {
-	return &leaseTable{byID: map[string]*lease{}, groups: map[leaseGroup]*leaseHeap{}, maxesOf: map[string][]int64{}}
+	return &leaseTable{byID: map[string]*lease{}, groups: map[leaseGroup]*leaseHeap{}, maxesOf: map[string][]int64{},
+		waiters: map[string]*waiter{}, queues: map[leaseGroup]*list.List{}}
 }
 
 func (t *leaseTable) active(g leaseGroup) int64 {
@@ -129,7 +163,8 @@ func (t *leaseTable) add(l *lease) {
 	heap.Push(&t.expiry, l)
 }
 
-// validateLease checks an acquire command as the contract does.
+// validateLease checks a lease's ID, key, maximum and TTL as the contract
+// does.
 func validateLease(id, key string, maxHolders, ttlNanos int64) *contract.Error {
 	if err := contract.ValidateLeaseID(id); err != nil {
 		return err
@@ -138,9 +173,21 @@ func validateLease(id, key string, maxHolders, ttlNanos int64) *contract.Error {
 	return r.Validate()
 }
 
+// expire takes out up to max leases that have expired, then up to max
+// waiters whose deadline has passed; then the freed slots go to their
+// groups' first waiters, groups in the order their first lease expired.
 func (t *leaseTable) expire(now int64, max int) {
+	var freed []leaseGroup
 	for n := 0; n < max && t.expiry.Len() > 0 && t.expiry.leases[0].expiresAt <= now; n++ {
-		t.drop(t.expiry.leases[0])
+		l := t.expiry.leases[0]
+		t.drop(l)
+		if t.waiting(l.group) > 0 && !slices.Contains(freed, l.group) {
+			freed = append(freed, l.group)
+		}
+	}
+	t.expireWaiters(now, max)
+	for _, g := range freed {
+		t.grantWaiters(g, now)
 	}
 }
 
@@ -176,8 +223,14 @@ func (t *leaseTable) held(key string) []contract.HeldLease {
 	return out
 }
 
+// acquire grants a free slot of the command's group, or queues the command
+// behind the group's waiters, or refuses it.
 func (t *leaseTable) acquire(now int64, cmd *LeaseCommand) LeaseResult {
-	if err := validateLease(cmd.ID, cmd.Key, cmd.Max, cmd.TTLNanos); err != nil {
+	if err := contract.ValidateLeaseID(cmd.ID); err != nil {
+		return LeaseResult{Rejection: err}
+	}
+	req := contract.LeaseRequest{Key: cmd.Key, Max: cmd.Max, TTL: time.Duration(cmd.TTLNanos), MaxWait: time.Duration(cmd.MaxWaitNanos), MaxQueue: cmd.MaxQueue}
+	if err := req.Validate(); err != nil {
 		return LeaseResult{Rejection: err}
 	}
 	g := leaseGroup{cmd.Key, cmd.Max}
@@ -185,27 +238,44 @@ func (t *leaseTable) acquire(now int64, cmd *LeaseCommand) LeaseResult {
 		if l.group != g {
 			return LeaseResult{Rejection: contract.Invalid("id", "lease %q is held for another key or max", cmd.ID)}
 		}
-		return LeaseResult{Granted: true, Active: t.active(g), ExpiresAtNanos: l.expiresAt}
+		return LeaseResult{Granted: true, Active: t.active(g), Waiting: t.waiting(g), ExpiresAtNanos: l.expiresAt}
 	}
-	if t.active(g) >= cmd.Max {
-		earliest := t.groups[g].leases[0].expiresAt
-		return LeaseResult{Active: t.active(g), RetryAfterNanos: max(earliest-now, 1)}
+	if w := t.waiters[cmd.ID]; w != nil {
+		if w.group != g {
+			return LeaseResult{Rejection: contract.Invalid("id", "request %q waits for another key or max", cmd.ID)}
+		}
+		return t.queued(w, now)
 	}
-	if len(t.byID) >= contract.MaxLeases {
-		return LeaseResult{Rejection: contract.Exhausted("the cluster holds its maximum of %d leases", contract.MaxLeases)}
+	full := t.active(g) >= cmd.Max
+	if full && (cmd.MaxWaitNanos == 0 || t.waiting(g) >= cmd.MaxQueue) {
+		return LeaseResult{Active: t.active(g), Waiting: t.waiting(g), RetryAfterNanos: t.retryAfter(g, now)}
+	}
+	if len(t.byID)+len(t.waiters) >= contract.MaxLeases {
+		return LeaseResult{Rejection: contract.Exhausted("the cluster holds its maximum of %d leases and waiters", contract.MaxLeases)}
+	}
+	if full {
+		w := &waiter{id: cmd.ID, group: g, ttl: cmd.TTLNanos, enqueuedAt: now, deadline: now + cmd.MaxWaitNanos}
+		t.enqueue(w)
+		return t.queued(w, now)
 	}
 	l := &lease{id: cmd.ID, group: g, expiresAt: now + cmd.TTLNanos}
 	t.add(l)
-	return LeaseResult{Granted: true, Active: t.active(g), ExpiresAtNanos: l.expiresAt}
+	return LeaseResult{Granted: true, Active: t.active(g), Waiting: t.waiting(g), ExpiresAtNanos: l.expiresAt}
 }
 
-func (t *leaseTable) release(id string) LeaseResult {
+// release gives a lease back, its slot going to the group's first waiter,
+// or withdraws a waiter from its queue.
+func (t *leaseTable) release(now int64, id string) LeaseResult {
+	if w := t.waiters[id]; w != nil {
+		return t.leave(w, now, true)
+	}
 	l := t.byID[id]
 	if l == nil {
 		return LeaseResult{Rejection: contract.NotFound("id", "no lease %q (given back already, or expired)", id)}
 	}
 	t.drop(l)
-	return LeaseResult{Released: true, Active: t.active(l.group)}
+	t.grantWaiters(l.group, now)
+	return LeaseResult{Released: true, Active: t.active(l.group), Waiting: t.waiting(l.group)}
 }
 
 // leaseRecord is a lease in a snapshot.

@@ -30,7 +30,8 @@ var ErrCorruptSnapshot = errors.New("fsm: corrupt snapshot")
 // The snapshot is a msgpack stream: a header, then the buckets (in the
 // store's order; sorted by key and limit in the canonical form Digest
 // hashes), then the request IDs oldest first, then the nodes, policies,
-// leases and RLS domain configurations, each sorted by name or ID.
+// leases and RLS domain configurations, each sorted by name or ID, then the
+// lease queues' waiters, by group and in queue order.
 type snapshotHeader struct {
 	Version    int
 	NowNanos   int64
@@ -39,9 +40,10 @@ type snapshotHeader struct {
 	Nodes      int
 	Policies   int
 	Leases     int
-	// RLSDomains comes last: a snapshot written before it restores with
-	// none.
+	// RLSDomains and Waiters come last: a snapshot written before them
+	// restores with none.
 	RLSDomains int
+	Waiters    int
 }
 
 type bucketRecord struct {
@@ -81,6 +83,7 @@ type snapshot struct {
 	policies   []policyRecord
 	leases     []leaseRecord
 	rlsConfigs []*rls.Config
+	waiters    []waiterRecord
 }
 
 // Digest returns the index of the last entry applied and a SHA-256 of the
@@ -102,13 +105,19 @@ func (s *snapshot) digest() [sha256.Size]byte {
 	return sum
 }
 
-// withoutMembers is the snapshot without the members' HTTP addresses: the
-// limits state alone (buckets, request IDs, policies, leases, time), which
-// is what a backup carries from one cluster to another.
+// withoutMembers is the snapshot without the members' HTTP addresses and
+// the lease queues' waiters: the limits state alone (buckets, request IDs,
+// policies, leases, time), which is what a backup carries from one cluster
+// to another.
 func (s *snapshot) withoutMembers() *snapshot {
 	out := *s
 	out.nodes = nil
 	out.header.Nodes = 0
+	// Waiters are callers connected to this cluster: in another, nobody
+	// would be told of their grants, and the slots would idle until the
+	// leases expired.
+	out.waiters = nil
+	out.header.Waiters = 0
 	return &out
 }
 
@@ -176,9 +185,10 @@ func (f *FSM) copyState() *snapshot {
 	for _, d := range f.rlsDomains {
 		s.rlsConfigs = append(s.rlsConfigs, d.Config())
 	}
+	s.waiters = f.leases.waiterRecords()
 	s.header = snapshotHeader{Version: snapshotVersion, NowNanos: f.nowNanos,
 		Buckets: frozen.count, RequestIDs: len(s.requestIDs), Nodes: len(s.nodes), Policies: len(s.policies), Leases: len(s.leases),
-		RLSDomains: len(s.rlsConfigs)}
+		RLSDomains: len(s.rlsConfigs), Waiters: len(s.waiters)}
 	return s
 }
 
@@ -259,6 +269,11 @@ func (s *snapshot) writeTo(w io.Writer, canonical bool) error {
 			return err
 		}
 	}
+	for i := range s.waiters {
+		if err := enc.Encode(&s.waiters[i]); err != nil {
+			return err
+		}
+	}
 	return bw.Flush()
 }
 
@@ -293,11 +308,14 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 		return fmt.Errorf("%w: %w", ErrCorruptSnapshot, err)
 	}
 	f.mu.Lock()
-	defer f.mu.Unlock()
 	f.nowNanos, f.buckets = fresh.nowNanos, fresh.buckets
 	f.dedup, f.dedupQueue, f.dedupHead = fresh.dedup, fresh.dedupQueue, fresh.dedupHead
 	f.nodes, f.policies, f.leases, f.rlsDomains = fresh.nodes, fresh.policies, fresh.leases, fresh.rlsDomains
 	f.totalOverrides = fresh.totalOverrides
+	f.mu.Unlock()
+	if f.onRestore != nil {
+		f.onRestore()
+	}
 	return nil
 }
 
@@ -313,7 +331,7 @@ func (f *FSM) readSnapshot(r io.Reader) error {
 	if err := checkStamp(h.NowNanos); err != nil {
 		return err
 	}
-	if h.Buckets < 0 || h.RequestIDs < 0 || h.Nodes < 0 || h.Policies < 0 || h.Leases < 0 || h.RLSDomains < 0 {
+	if h.Buckets < 0 || h.RequestIDs < 0 || h.Nodes < 0 || h.Policies < 0 || h.Leases < 0 || h.RLSDomains < 0 || h.Waiters < 0 {
 		return fmt.Errorf("negative count in header")
 	}
 	f.nowNanos = h.NowNanos
@@ -397,6 +415,15 @@ func (f *FSM) readSnapshot(r io.Reader) error {
 		}
 		if err := f.putRLSConfig(c); err != nil {
 			return fmt.Errorf("RLS domain %d: %v", i, err)
+		}
+	}
+	for i := range h.Waiters {
+		var rec waiterRecord
+		if err := dec.Decode(&rec); err != nil {
+			return fmt.Errorf("waiter %d: %w", i, err)
+		}
+		if err := f.leases.restoreWaiter(rec); err != nil {
+			return err
 		}
 	}
 	var extra any

@@ -57,7 +57,7 @@ func (a *API) allow(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if req.hold {
-		holdReservation(r.Context(), &decision)
+		holdReservation(r.Context(), w, &decision)
 	}
 	a.writeDecision(w, req.Request, decision, http.StatusTooManyRequests, false)
 }
@@ -66,11 +66,12 @@ func (a *API) allow(w http.ResponseWriter, r *http.Request) {
 // written (hold: true), and records that it did: the caller may then go on
 // at once. A caller that goes away ends the wait; its reservation stays
 // consumed, as it would had it waited itself.
-func holdReservation(ctx context.Context, d *contract.Decision) {
+func holdReservation(ctx context.Context, w http.ResponseWriter, d *contract.Decision) {
 	wait := waitOf(*d)
 	if !d.Allowed || wait <= 0 {
 		return
 	}
+	extendWriteDeadline(w, time.Duration(wait))
 	timer := time.NewTimer(time.Duration(wait))
 	defer timer.Stop()
 	select {

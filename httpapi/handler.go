@@ -49,9 +49,10 @@ type Limiter interface {
 	AcquireLease(ctx context.Context, req contract.LeaseRequest) (contract.Lease, error)
 	// ReleaseLease gives a lease back.
 	ReleaseLease(ctx context.Context, id string) error
-	// Leases returns the leases held on key as this node has applied
-	// them, with the cluster time of that state.
-	Leases(key string) (nowNanos int64, leases []contract.HeldLease)
+	// Leases returns the leases held on key and the requests waiting for
+	// one as this node has applied them, with the cluster time of that
+	// state.
+	Leases(key string) (nowNanos int64, leases []contract.HeldLease, queued []contract.QueuedLease)
 	// Join adds a member to the cluster.
 	Join(ctx context.Context, m contract.Member) error
 	// RemoveMember removes a member from the cluster.

@@ -10,9 +10,11 @@ import (
 )
 
 type leaseRequestJSON struct {
-	Key string  `json:"key"`
-	Max *int64  `json:"max"`
-	TTL *string `json:"ttl"`
+	Key      string  `json:"key"`
+	Max      *int64  `json:"max"`
+	TTL      *string `json:"ttl"`
+	MaxWait  *string `json:"max_wait"`
+	MaxQueue int64   `json:"max_queue"`
 }
 
 type leaseJSON struct {
@@ -23,6 +25,8 @@ type leaseJSON struct {
 	Active       int64  `json:"active"`
 	ExpiresInMS  int64  `json:"expires_in_ms,omitempty"`
 	RetryAfterMS int64  `json:"retry_after_ms"`
+	Waiting      int64  `json:"waiting"`
+	WaitedMS     int64  `json:"waited_ms,omitempty"`
 }
 
 // toRequest turns the body into the contract's lease request and validates
@@ -38,7 +42,12 @@ func (b *leaseRequestJSON) toRequest() (contract.LeaseRequest, *apiError) {
 	if err != nil {
 		return contract.LeaseRequest{}, invalid("ttl", "ttl %q is not a Go duration such as \"30s\" or \"2m\"", *b.TTL)
 	}
-	req := contract.LeaseRequest{Key: b.Key, Max: *b.Max, TTL: ttl}
+	req := contract.LeaseRequest{Key: b.Key, Max: *b.Max, TTL: ttl, MaxQueue: b.MaxQueue}
+	if b.MaxWait != nil {
+		if req.MaxWait, err = time.ParseDuration(*b.MaxWait); err != nil {
+			return contract.LeaseRequest{}, invalid("max_wait", "max_wait %q is not a Go duration such as \"500ms\" or \"30s\"", *b.MaxWait)
+		}
+	}
 	if err := req.Validate(); err != nil {
 		return contract.LeaseRequest{}, fromContract(err)
 	}
@@ -46,7 +55,9 @@ func (b *leaseRequestJSON) toRequest() (contract.LeaseRequest, *apiError) {
 }
 
 // acquireLease takes one of max concurrent slots of a key: 200 with the
-// lease's ID, or 429 with Retry-After when all are held.
+// lease's ID, or 429 with Retry-After when all are held. With max_wait the
+// request may wait in the key's queue before either answer; it leaves the
+// queue if its caller goes away.
 func (a *API) acquireLease(w http.ResponseWriter, r *http.Request) {
 	var body leaseRequestJSON
 	if err := decodeJSON(w, r, MaxBodyBytes, &body); err != nil {
@@ -58,14 +69,16 @@ func (a *API) acquireLease(w http.ResponseWriter, r *http.Request) {
 		writeError(w, apiErr)
 		return
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), a.opts.RequestTimeout)
+	extendWriteDeadline(w, req.MaxWait)
+	ctx, cancel := context.WithTimeout(r.Context(), a.opts.RequestTimeout+req.MaxWait)
 	defer cancel()
 	lease, err := a.limiter.AcquireLease(ctx, req)
 	if err != nil {
 		a.writeClusterError(w, r, err)
 		return
 	}
-	out := leaseJSON{Granted: lease.Granted, Key: lease.Key, Max: lease.Max, Active: lease.Active}
+	out := leaseJSON{Granted: lease.Granted, Key: lease.Key, Max: lease.Max, Active: lease.Active,
+		Waiting: lease.Waiting, WaitedMS: ratelimitheader.CeilDiv(lease.WaitedNanos, int64(time.Millisecond))}
 	if !lease.Granted {
 		out.RetryAfterMS = ratelimitheader.CeilDiv(lease.RetryAfterNanos, int64(time.Millisecond))
 		w.Header().Set("Retry-After", ratelimitheader.RetryAfter(out.RetryAfterMS, a.opts.Jitter))
@@ -95,18 +108,30 @@ type heldLeaseJSON struct {
 	ExpiresInMS int64  `json:"expires_in_ms"`
 }
 
-// listLeases answers GET /v1/leases?key=K: the leases held on K, as this
-// node has applied them.
+// queuedLeaseJSON is one waiting request in GET /v1/leases.
+type queuedLeaseJSON struct {
+	ID         string `json:"id"`
+	Max        int64  `json:"max"`
+	Position   int64  `json:"position"`
+	LeavesInMS int64  `json:"leaves_in_ms"`
+}
+
+// listLeases answers GET /v1/leases?key=K: the leases held on K and the
+// requests waiting for one, as this node has applied them.
 func (a *API) listLeases(w http.ResponseWriter, r *http.Request) {
 	key := r.URL.Query().Get("key")
 	if err := contract.ValidateKey(key); err != nil {
 		writeError(w, fromContract(err))
 		return
 	}
-	now, held := a.limiter.Leases(key)
+	now, held, queued := a.limiter.Leases(key)
 	out := make([]heldLeaseJSON, len(held))
 	for i, l := range held {
 		out[i] = heldLeaseJSON{ID: l.ID, Max: l.Max, ExpiresInMS: ratelimitheader.CeilDiv(l.ExpiresAtNanos-now, int64(time.Millisecond))}
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"key": key, "leases": out})
+	waiting := make([]queuedLeaseJSON, len(queued))
+	for i, q := range queued {
+		waiting[i] = queuedLeaseJSON{ID: q.ID, Max: q.Max, Position: q.Position, LeavesInMS: ratelimitheader.CeilDiv(q.DeadlineNanos-now, int64(time.Millisecond))}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"key": key, "leases": out, "waiting": waiting})
 }

@@ -41,7 +41,7 @@ func (f *fakeLimiter) ReleaseLease(_ context.Context, id string) error {
 	return nil
 }
 
-func (f *fakeLimiter) Leases(key string) (int64, []contract.HeldLease) {
+func (f *fakeLimiter) Leases(key string) (int64, []contract.HeldLease, []contract.QueuedLease) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	var out []contract.HeldLease
@@ -50,7 +50,7 @@ func (f *fakeLimiter) Leases(key string) (int64, []contract.HeldLease) {
 			out = append(out, contract.HeldLease{ID: id, Key: key, Max: 5, ExpiresAtNanos: f.now + int64(time.Minute)})
 		}
 	}
-	return f.now, out
+	return f.now, out, nil
 }
 
 func TestLeaseEndpoints(t *testing.T) {
@@ -58,11 +58,11 @@ func TestLeaseEndpoints(t *testing.T) {
 	api := newTestAPI(newFake())
 	const body = `{"key":"exports","max":1,"ttl":"30s"}`
 	rec := do(t, api, "POST", "/v1/leases", body)
-	if got := strings.TrimSpace(rec.Body.String()); rec.Code != 200 || got != `{"granted":true,"id":"lease-1","key":"exports","max":1,"active":1,"expires_in_ms":30000,"retry_after_ms":0}` {
+	if got := strings.TrimSpace(rec.Body.String()); rec.Code != 200 || got != `{"granted":true,"id":"lease-1","key":"exports","max":1,"active":1,"expires_in_ms":30000,"retry_after_ms":0,"waiting":0}` {
 		t.Fatalf("acquire: %d %s", rec.Code, got)
 	}
 	rec = do(t, api, "GET", "/v1/leases?key=exports", "")
-	if got := strings.TrimSpace(rec.Body.String()); rec.Code != 200 || got != `{"key":"exports","leases":[{"id":"lease-1","max":5,"expires_in_ms":60000}]}` {
+	if got := strings.TrimSpace(rec.Body.String()); rec.Code != 200 || got != `{"key":"exports","leases":[{"id":"lease-1","max":5,"expires_in_ms":60000}],"waiting":[]}` {
 		t.Fatalf("list: %d %s", rec.Code, got)
 	}
 	if rec := do(t, api, "GET", "/v1/leases", ""); rec.Code != 400 || decodeBody(t, rec)["field"] != "key" {
@@ -86,6 +86,13 @@ func TestLeaseEndpoints(t *testing.T) {
 		{`{"key":"k","max":1,"ttl":"25h"}`, "ttl"},
 		{`{"key":"k","max":1,"ttl":"soon"}`, "ttl"},
 		{`{"key":"k","max":1.5,"ttl":"1s"}`, "max"},
+		{`{"key":"k","max":1,"ttl":"1s","max_wait":"later","max_queue":1}`, "max_wait"},
+		{`{"key":"k","max":1,"ttl":"1s","max_wait":"11m","max_queue":1}`, "max_wait"},
+		{`{"key":"k","max":1,"ttl":"1s","max_wait":"-1s","max_queue":1}`, "max_wait"},
+		{`{"key":"k","max":1,"ttl":"1s","max_wait":"1s"}`, "max_queue"},
+		{`{"key":"k","max":1,"ttl":"1s","max_wait":"1s","max_queue":10001}`, "max_queue"},
+		{`{"key":"k","max":1,"ttl":"1s","max_queue":5}`, "max_queue"},
+		{`{"key":"k","max":1,"ttl":"1s","max_wait":"1s","max_queue":"5"}`, "max_queue"},
 	}
 	for _, tt := range bad {
 		if rec := do(t, api, "POST", "/v1/leases", tt.body); rec.Code != 400 || decodeBody(t, rec)["field"] != tt.field {

@@ -45,3 +45,13 @@ func (t ServerTimeouts) NewServer(addr string, handler http.Handler) *http.Serve
 		MaxHeaderBytes:    MaxHeaderBytes,
 	}
 }
+
+// extendWriteDeadline gives a response that waits on purpose (a held
+// reservation, a queued lease request) its wait on top of the default write
+// timeout, counted from now, so that the server does not cut it off. A
+// writer that cannot take deadlines keeps the one it has.
+func extendWriteDeadline(w http.ResponseWriter, wait time.Duration) {
+	if wait > 0 {
+		_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(wait + DefaultServerTimeouts().Write))
+	}
+}

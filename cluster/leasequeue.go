@@ -1,0 +1,174 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/limitnode/limitnode/contract"
+	"github.com/limitnode/limitnode/fsm"
+)
+
+// How a node serves the lease queues (fsm/leasequeue.go): the requests
+// waiting on this node hear their verdict when this node applies the entry
+// that decides it, whichever node's caller caused it; and the leader appends
+// a tick when a queue is due to change by time alone.
+const (
+	// leaseVerdictGrace is how long past its deadline a waiter waits for
+	// the entry that times it out before it asks the leader to take it
+	// out: a lagging replica, or a snapshot that skipped the events.
+	leaseVerdictGrace = time.Second
+	// leaseQueueIdleCheck bounds how long the tick loop sleeps with nobody
+	// waiting, or before looking again after leadership changes.
+	leaseQueueIdleCheck = 250 * time.Millisecond
+)
+
+// leaseWaiters are the lease requests waiting on this node for their
+// queue's verdict, by ID.
+type leaseWaiters struct {
+	mu       sync.Mutex
+	verdicts map[string]chan fsm.LeaseResult
+	// restored is closed, and replaced, when a snapshot replaces the
+	// state: its entries' events were never applied here.
+	restored chan struct{}
+}
+
+func newLeaseWaiters() *leaseWaiters {
+	return &leaseWaiters{verdicts: map[string]chan fsm.LeaseResult{}, restored: make(chan struct{})}
+}
+
+// add registers id, before its acquire is sent, so that no verdict can be
+// applied before there is somewhere to put it.
+func (w *leaseWaiters) add(id string) <-chan fsm.LeaseResult {
+	ch := make(chan fsm.LeaseResult, 1)
+	w.mu.Lock()
+	w.verdicts[id] = ch
+	w.mu.Unlock()
+	return ch
+}
+
+func (w *leaseWaiters) remove(id string) {
+	w.mu.Lock()
+	delete(w.verdicts, id)
+	w.mu.Unlock()
+}
+
+// deliver hands an applied event to its waiter, if it waits here. It runs
+// on the applying goroutine and never blocks: each waiter leaves its queue
+// once, and its channel holds one verdict.
+func (w *leaseWaiters) deliver(ev fsm.LeaseEvent) {
+	w.mu.Lock()
+	ch := w.verdicts[ev.ID]
+	w.mu.Unlock()
+	if ch != nil {
+		select {
+		case ch <- ev.Result:
+		default:
+		}
+	}
+}
+
+// signalRestored wakes every waiter to look at the restored state.
+func (w *leaseWaiters) signalRestored() {
+	w.mu.Lock()
+	close(w.restored)
+	w.restored = make(chan struct{})
+	w.mu.Unlock()
+}
+
+func (w *leaseWaiters) restoredSignal() <-chan struct{} {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.restored
+}
+
+// awaitLease waits for the verdict on a request the leader queued: granted,
+// or out of the queue without a slot. A caller that goes away (ctx ends)
+// leaves the queue, and gives back a slot granted meanwhile.
+func (n *Node) awaitLease(ctx context.Context, id string, queued *fsm.LeaseResult, verdict <-chan fsm.LeaseResult) (*fsm.LeaseResult, error) {
+	late := time.NewTimer(time.Duration(queued.DeadlineNanos-queued.AtNanos) + leaseVerdictGrace)
+	defer late.Stop()
+	for {
+		restored := n.waiters.restoredSignal()
+		select {
+		case r := <-verdict:
+			return &r, nil
+		case <-restored:
+			if r := n.fsm.LeaseOf(id); r.Granted {
+				return &r, nil
+			}
+		case <-late.C:
+			if r := n.fsm.LeaseOf(id); r.Granted {
+				return &r, nil
+			}
+			return n.withdrawLease(ctx, id)
+		case <-ctx.Done():
+			if _, err := n.withdrawLease(ctx, id); err != nil {
+				n.logger.Warn("a lease request whose caller went away stays queued until its deadline", "err", err)
+			}
+			return nil, ctx.Err()
+		case <-n.stopCh:
+			return nil, contract.ErrShutdown
+		}
+	}
+}
+
+// withdrawLease takes id out of its queue, or gives its lease back if it
+// was granted meanwhile, even when ctx has ended (its caller went away),
+// and answers as a request that got no slot.
+func (n *Node) withdrawLease(ctx context.Context, id string) (*fsm.LeaseResult, error) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), n.requestTimeout)
+	defer cancel()
+	r, err := n.leaseOnLeader(ctx, opReleaseLease, fsm.LeaseCommand{ID: id})
+	var notHeld *contract.Error
+	switch {
+	case errors.As(err, &notHeld) && notHeld.Code == contract.CodeNotFound:
+		// It left by itself (its deadline passed) before the withdrawal.
+		r = &fsm.LeaseResult{}
+	case err != nil:
+		return nil, err
+	}
+	return &fsm.LeaseResult{Active: r.Active, Waiting: r.Waiting, RetryAfterNanos: r.RetryAfterNanos, WaitedNanos: r.WaitedNanos, AtNanos: r.AtNanos}, nil
+}
+
+// kickLeaseQueues tells the tick loop that a queue may have become due
+// sooner.
+func (n *Node) kickLeaseQueues() {
+	select {
+	case n.leaseQueueKick <- struct{}{}:
+	default:
+	}
+}
+
+// watchLeaseQueues runs while the node does: on the leader, it appends a
+// CommandLeaseTick when a queue is due to change by time alone (a waiter's
+// deadline, or a lease expiry that frees a slot for a waiter), so that the
+// change is applied then although nothing else is appended.
+func (n *Node) watchLeaseQueues() {
+	timer := time.NewTimer(leaseQueueIdleCheck)
+	defer timer.Stop()
+	for {
+		wait := leaseQueueIdleCheck
+		if due, ok := n.fsm.NextLeaseDue(); ok && n.isLeader() {
+			if stamp, err := n.leaderStamp(); err == nil {
+				if stamp >= due {
+					_, err := n.applyCommandResult(fsm.CommandLeaseTick, &fsm.LeaseTickCommand{NowNanos: stamp})
+					if err == nil {
+						continue
+					}
+					n.logger.Debug("lease queue tick not applied", "err", err)
+				} else {
+					wait = min(wait, time.Duration(due-stamp))
+				}
+			}
+		}
+		timer.Reset(wait)
+		select {
+		case <-n.stopCh:
+			return
+		case <-n.leaseQueueKick:
+		case <-timer.C:
+		}
+	}
+}

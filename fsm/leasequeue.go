@@ -1,0 +1,250 @@
+package fsm
+
+import (
+	"cmp"
+	"container/heap"
+	"container/list"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/limitnode/limitnode/contract"
+)
+
+// The lease queue: a lease request that finds its group full may wait, in
+// a FIFO queue per group, for a slot. The queue is replicated state like the
+// leases: a waiter joins with its acquire entry, is granted when an entry
+// frees a slot (a release, or an expiry that any stamped entry's time
+// brings), and leaves without a slot when its deadline passes or it is
+// withdrawn (CommandReleaseLease with its ID). Each grant or departure is
+// reported as a LeaseEvent, so that the node where the caller waits can
+// answer it when it applies the entry.
+
+// LeaseEvent reports a waiter leaving its queue: granted its lease
+// (Result.Granted), or not, when its deadline passed or it was withdrawn.
+type LeaseEvent struct {
+	ID     string
+	Result LeaseResult
+}
+
+// waiter is a lease request in its group's queue.
+type waiter struct {
+	id         string
+	group      leaseGroup
+	ttl        int64
+	enqueuedAt int64
+	deadline   int64
+	place      *list.Element // in the group's queue
+	index      int           // in the table's deadline heap
+}
+
+// waiterHeap orders waiters by (deadline, ID).
+type waiterHeap []*waiter
+
+func (h waiterHeap) Len() int { return len(h) }
+func (h waiterHeap) Less(i, j int) bool {
+	return cmp.Or(cmp.Compare(h[i].deadline, h[j].deadline), strings.Compare(h[i].id, h[j].id)) < 0
+}
+func (h waiterHeap) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].index, h[j].index = i, j
+}
+func (h *waiterHeap) Push(x any) {
+	w := x.(*waiter)
+	w.index = len(*h)
+	*h = append(*h, w)
+}
+func (h *waiterHeap) Pop() any {
+	old := *h
+	w := old[len(old)-1]
+	old[len(old)-1] = nil
+	*h = old[:len(old)-1]
+	return w
+}
+
+// waiting returns how many requests wait in g's queue.
+func (t *leaseTable) waiting(g leaseGroup) int64 {
+	if q := t.queues[g]; q != nil {
+		return int64(q.Len())
+	}
+	return 0
+}
+
+// enqueue puts w last in its group's queue.
+func (t *leaseTable) enqueue(w *waiter) {
+	q := t.queues[w.group]
+	if q == nil {
+		q = list.New()
+		t.queues[w.group] = q
+	}
+	w.place = q.PushBack(w)
+	t.waiters[w.id] = w
+	heap.Push(&t.deadlines, w)
+}
+
+// unqueue takes w out of every index.
+func (t *leaseTable) unqueue(w *waiter) {
+	q := t.queues[w.group]
+	q.Remove(w.place)
+	if q.Len() == 0 {
+		delete(t.queues, w.group)
+	}
+	heap.Remove(&t.deadlines, w.index)
+	delete(t.waiters, w.id)
+}
+
+// position returns w's place in its queue, from 1.
+func (t *leaseTable) position(w *waiter) int64 {
+	n := int64(1)
+	for e := t.queues[w.group].Front(); e != w.place; e = e.Next() {
+		n++
+	}
+	return n
+}
+
+// retryAfter is the time from now until g's earliest lease expires, at
+// least 1 ns, or 0 when g holds none.
+func (t *leaseTable) retryAfter(g leaseGroup, now int64) int64 {
+	h := t.groups[g]
+	if h == nil {
+		return 0
+	}
+	return max(h.leases[0].expiresAt-now, 1)
+}
+
+// queued answers an acquire whose ID already waits: with its place.
+func (t *leaseTable) queued(w *waiter, now int64) LeaseResult {
+	return LeaseResult{Queued: true, Position: t.position(w), DeadlineNanos: w.deadline,
+		Active: t.active(w.group), Waiting: t.waiting(w.group), WaitedNanos: now - w.enqueuedAt}
+}
+
+// leave takes w out of its queue without a slot, reports it, and returns
+// what it reported.
+func (t *leaseTable) leave(w *waiter, now int64, withdrawn bool) LeaseResult {
+	t.unqueue(w)
+	r := LeaseResult{
+		Withdrawn: withdrawn, Active: t.active(w.group), Waiting: t.waiting(w.group),
+		RetryAfterNanos: t.retryAfter(w.group, now), WaitedNanos: now - w.enqueuedAt, AtNanos: now,
+	}
+	t.events = append(t.events, LeaseEvent{ID: w.id, Result: r})
+	return r
+}
+
+// grantWaiters gives g's free slots to its first waiters, in order; a
+// waiter whose deadline has passed leaves instead.
+func (t *leaseTable) grantWaiters(g leaseGroup, now int64) {
+	for t.waiting(g) > 0 && t.active(g) < g.max {
+		w := t.queues[g].Front().Value.(*waiter)
+		if w.deadline <= now {
+			t.leave(w, now, false)
+			continue
+		}
+		t.unqueue(w)
+		l := &lease{id: w.id, group: g, expiresAt: now + w.ttl}
+		t.add(l)
+		t.events = append(t.events, LeaseEvent{ID: w.id, Result: LeaseResult{
+			Granted: true, Active: t.active(g), Waiting: t.waiting(g), ExpiresAtNanos: l.expiresAt,
+			WaitedNanos: now - w.enqueuedAt, AtNanos: now,
+		}})
+	}
+}
+
+// expireWaiters takes out, without a slot, up to max waiters whose
+// deadline is at or before now: no waiter outlives its max_wait in cluster
+// time.
+func (t *leaseTable) expireWaiters(now int64, max int) {
+	for n := 0; n < max && len(t.deadlines) > 0 && t.deadlines[0].deadline <= now; n++ {
+		t.leave(t.deadlines[0], now, false)
+	}
+}
+
+// nextDue returns the earliest cluster time at which the queue changes by
+// itself (a waiter's deadline, or a lease expiry that may free a slot for
+// one), and whether there is one: none while nobody waits.
+func (t *leaseTable) nextDue() (int64, bool) {
+	if len(t.deadlines) == 0 {
+		return 0, false
+	}
+	due := t.deadlines[0].deadline
+	if t.expiry.Len() > 0 {
+		due = min(due, t.expiry.leases[0].expiresAt)
+	}
+	return due, true
+}
+
+// takeEvents returns the events of the entries applied since the last call.
+func (t *leaseTable) takeEvents() []LeaseEvent {
+	ev := t.events
+	t.events = nil
+	return ev
+}
+
+// queuedOn returns the waiters of key, in every group, ordered by maximum,
+// then place in the queue.
+func (t *leaseTable) queuedOn(key string) []contract.QueuedLease {
+	var out []contract.QueuedLease
+	for _, m := range t.maxesOf[key] {
+		q := t.queues[leaseGroup{key, m}]
+		if q == nil {
+			continue
+		}
+		pos := int64(0)
+		for e := q.Front(); e != nil; e = e.Next() {
+			w := e.Value.(*waiter)
+			pos++
+			out = append(out, contract.QueuedLease{ID: w.id, Key: key, Max: m, Position: pos, DeadlineNanos: w.deadline})
+		}
+	}
+	slices.SortStableFunc(out, func(a, b contract.QueuedLease) int { return cmp.Compare(a.Max, b.Max) })
+	return out
+}
+
+// waiterRecord is a waiter in a snapshot; a group's waiters are written in
+// queue order.
+type waiterRecord struct {
+	ID         string
+	Key        string
+	Max        int64
+	TTL        int64
+	EnqueuedAt int64
+	Deadline   int64
+}
+
+// records returns every waiter, groups ordered by key and maximum, each
+// group's in queue order.
+func (t *leaseTable) waiterRecords() []waiterRecord {
+	groups := make([]leaseGroup, 0, len(t.queues))
+	for g := range t.queues {
+		groups = append(groups, g)
+	}
+	slices.SortFunc(groups, func(a, b leaseGroup) int { return cmp.Or(strings.Compare(a.key, b.key), cmp.Compare(a.max, b.max)) })
+	out := make([]waiterRecord, 0, len(t.waiters))
+	for _, g := range groups {
+		for e := t.queues[g].Front(); e != nil; e = e.Next() {
+			w := e.Value.(*waiter)
+			out = append(out, waiterRecord{ID: w.id, Key: g.key, Max: g.max, TTL: w.ttl, EnqueuedAt: w.enqueuedAt, Deadline: w.deadline})
+		}
+	}
+	return out
+}
+
+// restoreWaiter puts a snapshot's waiter last in its group's queue. A
+// group's waiters wait only while its slots are all held.
+func (t *leaseTable) restoreWaiter(rec waiterRecord) error {
+	if err := validateLease(rec.ID, rec.Key, rec.Max, rec.TTL); err != nil {
+		return fmt.Errorf("waiter %q: %w", rec.ID, err)
+	}
+	g := leaseGroup{rec.Key, rec.Max}
+	switch {
+	case rec.EnqueuedAt < 0 || rec.Deadline <= rec.EnqueuedAt || rec.Deadline-rec.EnqueuedAt > int64(contract.MaxLeaseWait):
+		return fmt.Errorf("waiter %q: deadline out of range", rec.ID)
+	case t.byID[rec.ID] != nil || t.waiters[rec.ID] != nil || len(t.byID)+len(t.waiters) >= contract.MaxLeases:
+		return fmt.Errorf("waiter %q: repeated, or too many", rec.ID)
+	case t.active(g) < g.max:
+		return fmt.Errorf("waiter %q: waits for a group with a free slot", rec.ID)
+	case t.waiting(g) >= contract.MaxLeaseQueue:
+		return fmt.Errorf("waiter %q: its group's queue is over its maximum", rec.ID)
+	}
+	t.enqueue(&waiter{id: rec.ID, group: g, ttl: rec.TTL, enqueuedAt: rec.EnqueuedAt, deadline: rec.Deadline})
+	return nil
+}
