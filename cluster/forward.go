@@ -46,6 +46,8 @@ const (
 	// heavy hitters), which include the denials it answered without an
 	// entry.
 	opStats
+	// opRenewLease moves a held lease's expiry (Lease: ID and TTL).
+	opRenewLease
 )
 
 type forwardRequest struct {
@@ -53,7 +55,7 @@ type forwardRequest struct {
 	Requests []fsm.Request
 	Member   contract.Member  // for opJoin; only ID for opRemove
 	Policy   contract.Policy  // for opPutPolicy; only Name for opDeletePolicy
-	Lease    fsm.LeaseCommand // for opAcquireLease; only ID for opReleaseLease
+	Lease    fsm.LeaseCommand // for opAcquireLease; ID and TTL for opRenewLease; only ID for opReleaseLease
 	Health   []memberHealth   // for opPing from the leader: its view of the members
 	RLS      *rls.Config      // for opPutRLSConfig; only Domain for opDeleteRLSConfig
 	Top      int              // for opStats
@@ -83,7 +85,7 @@ type forwardResponse struct {
 	Error        string
 	Rejection    *contract.Error // for statusRejected
 	Results      []fsm.Result
-	Lease        *fsm.LeaseResult            // for opAcquireLease and opReleaseLease
+	Lease        *fsm.LeaseResult            // for opAcquireLease, opRenewLease and opReleaseLease
 	NodeID       string                      // for opPing: the answering node's ID
 	AppliedIndex uint64                      // for opPing: the answering node's applied index
 	Checkpoint   checkpoint                  // for opPing: the answering node's latest digest
@@ -256,11 +258,11 @@ func (n *Node) handleForward(req *forwardRequest) *forwardResponse {
 			return replyTo(n.PutRLSConfig(ctx, *req.RLS))
 		}
 		return replyTo(n.DeleteRLSConfig(ctx, req.RLS.Domain))
-	case opAcquireLease, opReleaseLease:
+	case opAcquireLease, opRenewLease, opReleaseLease:
 		if !n.isLeader() {
 			return &forwardResponse{Status: statusNotLeader}
 		}
-		result, err := n.leaseAsLeader(req.Op == opAcquireLease, req.Lease)
+		result, err := n.leaseAsLeader(req.Op, req.Lease)
 		resp := replyTo(err)
 		resp.Lease = result
 		return resp

@@ -250,3 +250,34 @@ func waitQueueEmpty(t *testing.T, n *testcluster.Node, key string) {
 		}
 	}
 }
+
+// TestLeaseRenewal: a lease renewed through a follower expires its new TTL
+// after the renewal, on every node; a lease not held cannot be renewed.
+func TestLeaseRenewal(t *testing.T) {
+	t.Parallel()
+	c := testcluster.Start(t, 3)
+	f := c.Followers()[0]
+	status, body := do(t, "POST", f.URL()+"/v1/leases", `{"key":"renewed","max":1,"ttl":"2s"}`)
+	if status != 200 {
+		t.Fatalf("acquire: %d %v", status, body)
+	}
+	id := body["id"].(string)
+	status, body = do(t, "POST", f.URL()+"/v1/leases/"+id+"/renew", `{"ttl":"1h"}`)
+	if status != 200 || body["expires_in_ms"].(float64) != 3_600_000 || body["key"] != "renewed" {
+		t.Fatalf("renew: %d %v", status, body)
+	}
+	for _, n := range c.Running() {
+		for deadline := time.Now().Add(testcluster.WaitTimeout); ; time.Sleep(5 * time.Millisecond) {
+			_, list := do(t, "GET", n.URL()+"/v1/leases?key=renewed", "")
+			if held := list["leases"].([]any); len(held) == 1 && held[0].(map[string]any)["expires_in_ms"].(float64) > 3_000_000 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s never showed the renewal: %v", n.ID, list)
+			}
+		}
+	}
+	if status, body := do(t, "POST", f.URL()+"/v1/leases/nobody/renew", `{"ttl":"1h"}`); status != 404 || body["field"] != "id" {
+		t.Fatalf("renew of a lease not held: %d %v", status, body)
+	}
+}

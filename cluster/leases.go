@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"time"
 
 	"github.com/limitnode/limitnode/contract"
 	"github.com/limitnode/limitnode/fsm"
@@ -58,13 +59,32 @@ func (n *Node) ReleaseLease(ctx context.Context, id string) error {
 	return err
 }
 
+// RenewLease moves a held lease's expiry to ttl from now, so that work
+// that runs longer than planned keeps its slot. It returns a
+// *contract.Error with CodeNotFound for a lease that is not held.
+func (n *Node) RenewLease(ctx context.Context, id string, ttl time.Duration) (contract.Lease, error) {
+	if err := contract.ValidateLeaseID(id); err != nil {
+		return contract.Lease{}, err
+	}
+	if err := contract.ValidateLeaseTTL(ttl); err != nil {
+		return contract.Lease{}, err
+	}
+	r, err := n.leaseOnLeader(ctx, opRenewLease, fsm.LeaseCommand{ID: id, TTLNanos: int64(ttl)})
+	if err != nil {
+		return contract.Lease{}, err
+	}
+	return contract.Lease{ID: id, Key: r.Key, Max: r.Max, Granted: true, Active: r.Active, Waiting: r.Waiting,
+		ExpiresAtNanos: r.ExpiresAtNanos, AtNanos: r.AtNanos}, nil
+}
+
 // leaseOnLeader runs a lease command on the leader, here or by forwarding.
-// Both are idempotent: an acquire carries its ID, and a release of a lease
-// already released finds nothing.
+// Each is idempotent: an acquire carries its ID, a renewal sets the same
+// expiry from a later time, and a release of a lease already released
+// finds nothing.
 func (n *Node) leaseOnLeader(ctx context.Context, op forwardOp, cmd fsm.LeaseCommand) (*fsm.LeaseResult, error) {
 	return onLeader(ctx, n, true, func(ctx context.Context) (*fsm.LeaseResult, error) {
 		if n.isLeader() {
-			return n.leaseAsLeader(op == opAcquireLease, cmd)
+			return n.leaseAsLeader(op, cmd)
 		}
 		resp, err := n.forwardToLeader(ctx, &forwardRequest{Op: op, Lease: cmd})
 		if err != nil {
@@ -77,18 +97,21 @@ func (n *Node) leaseOnLeader(ctx context.Context, op forwardOp, cmd fsm.LeaseCom
 	})
 }
 
+// leaseCommands are the log's command for each lease operation.
+var leaseCommands = map[forwardOp]fsm.CommandType{
+	opAcquireLease: fsm.CommandAcquireLease,
+	opRenewLease:   fsm.CommandRenewLease,
+	opReleaseLease: fsm.CommandReleaseLease,
+}
+
 // leaseAsLeader stamps a lease command with the leader's time and applies it.
-func (n *Node) leaseAsLeader(acquire bool, cmd fsm.LeaseCommand) (*fsm.LeaseResult, error) {
+func (n *Node) leaseAsLeader(op forwardOp, cmd fsm.LeaseCommand) (*fsm.LeaseResult, error) {
 	stamp, err := n.leaderStamp()
 	if err != nil {
 		return nil, err
 	}
 	cmd.NowNanos = stamp
-	ct := fsm.CommandReleaseLease
-	if acquire {
-		ct = fsm.CommandAcquireLease
-	}
-	resp, err := n.applyCommandResult(ct, &cmd)
+	resp, err := n.applyCommandResult(leaseCommands[op], &cmd)
 	if err != nil {
 		return nil, err
 	}

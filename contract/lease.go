@@ -49,8 +49,8 @@ func (r *LeaseRequest) Validate() *Error {
 	if r.Max < 1 || r.Max > MaxLeaseHolders {
 		return Invalid("max", "max must be an integer from 1 to %d", MaxLeaseHolders)
 	}
-	if r.TTL < MinLeaseTTL || r.TTL > MaxLeaseTTL {
-		return Invalid("ttl", "ttl must be a Go duration from %s to %s", MinLeaseTTL, MaxLeaseTTL)
+	if err := ValidateLeaseTTL(r.TTL); err != nil {
+		return err
 	}
 	if r.MaxWait < 0 || r.MaxWait > MaxLeaseWait {
 		return Invalid("max_wait", "max_wait must be a Go duration from 0 to %s", MaxLeaseWait)
@@ -60,6 +60,15 @@ func (r *LeaseRequest) Validate() *Error {
 		return Invalid("max_queue", "max_queue must be an integer from 1 to %d with max_wait", MaxLeaseQueue)
 	case r.MaxWait == 0 && r.MaxQueue != 0:
 		return Invalid("max_queue", "max_queue needs max_wait: a request that does not wait joins no queue")
+	}
+	return nil
+}
+
+// ValidateLeaseTTL checks how long a lease is held for: from MinLeaseTTL to
+// MaxLeaseTTL.
+func ValidateLeaseTTL(ttl time.Duration) *Error {
+	if ttl < MinLeaseTTL || ttl > MaxLeaseTTL {
+		return Invalid("ttl", "ttl must be a Go duration from %s to %s", MinLeaseTTL, MaxLeaseTTL)
 	}
 	return nil
 }

@@ -46,6 +46,9 @@ const (
 	// waiter's deadline, or an expiry that frees a slot for a waiter), so
 	// that it changes then even when nothing else is appended.
 	CommandLeaseTick CommandType = 11
+	// CommandRenewLease moves a held lease's expiry to its TTL from the
+	// command's time.
+	CommandRenewLease CommandType = 12
 )
 
 // LeaseTickCommand is the body of CommandLeaseTick.

@@ -275,10 +275,13 @@ var applyCommands = map[CommandType]func(f *FSM, body []byte) (any, error){
 		return nil, nil
 	},
 	CommandAcquireLease: func(f *FSM, body []byte) (any, error) {
-		return f.applyLease(body, true)
+		return f.applyLease(body, (*leaseTable).acquire)
+	},
+	CommandRenewLease: func(f *FSM, body []byte) (any, error) {
+		return f.applyLease(body, (*leaseTable).renew)
 	},
 	CommandReleaseLease: func(f *FSM, body []byte) (any, error) {
-		return f.applyLease(body, false)
+		return f.applyLease(body, (*leaseTable).release)
 	},
 	CommandLeaseTick: func(f *FSM, body []byte) (any, error) {
 		var cmd LeaseTickCommand
@@ -341,8 +344,8 @@ var applyCommands = map[CommandType]func(f *FSM, body []byte) (any, error){
 	},
 }
 
-// applyLease takes or gives back a lease at the command's time.
-func (f *FSM) applyLease(body []byte, acquire bool) (any, error) {
+// applyLease runs a lease operation at the command's time.
+func (f *FSM) applyLease(body []byte, op func(t *leaseTable, now int64, cmd *LeaseCommand) LeaseResult) (any, error) {
 	var cmd LeaseCommand
 	if err := decodeBody(body, &cmd); err != nil {
 		return nil, err
@@ -351,12 +354,7 @@ func (f *FSM) applyLease(body []byte, acquire bool) (any, error) {
 		return nil, err
 	}
 	now := f.advance(cmd.NowNanos)
-	var r LeaseResult
-	if acquire {
-		r = f.leases.acquire(now, &cmd)
-	} else {
-		r = f.leases.release(now, cmd.ID)
-	}
+	r := op(f.leases, now, &cmd)
 	r.AtNanos = now
 	return &r, nil
 }

@@ -69,6 +69,9 @@ type LeaseResult struct {
 	Waiting int64
 	// WaitedNanos is how long the request has waited in the queue.
 	WaitedNanos int64
+	// Key and Max name a renewed lease's group.
+	Key string
+	Max int64
 }
 
 // leaseGroup is the key and the maximum a lease counts against: like a
@@ -263,9 +266,28 @@ func (t *leaseTable) acquire(now int64, cmd *LeaseCommand) LeaseResult {
 	return LeaseResult{Granted: true, Active: t.active(g), Waiting: t.waiting(g), ExpiresAtNanos: l.expiresAt}
 }
 
+// renew moves a held lease's expiry to the command's TTL from now.
+func (t *leaseTable) renew(now int64, cmd *LeaseCommand) LeaseResult {
+	if err := contract.ValidateLeaseID(cmd.ID); err != nil {
+		return LeaseResult{Rejection: err}
+	}
+	if err := contract.ValidateLeaseTTL(time.Duration(cmd.TTLNanos)); err != nil {
+		return LeaseResult{Rejection: err}
+	}
+	l := t.byID[cmd.ID]
+	if l == nil {
+		return LeaseResult{Rejection: contract.NotFound("id", "no lease %q (given back already, or expired)", cmd.ID)}
+	}
+	l.expiresAt = now + cmd.TTLNanos
+	heap.Fix(&t.expiry, l.index[0])
+	heap.Fix(t.groups[l.group], l.index[1])
+	return LeaseResult{Granted: true, Key: l.group.key, Max: l.group.max, Active: t.active(l.group), Waiting: t.waiting(l.group), ExpiresAtNanos: l.expiresAt}
+}
+
 // release gives a lease back, its slot going to the group's first waiter,
 // or withdraws a waiter from its queue.
-func (t *leaseTable) release(now int64, id string) LeaseResult {
+func (t *leaseTable) release(now int64, cmd *LeaseCommand) LeaseResult {
+	id := cmd.ID
 	if w := t.waiters[id]; w != nil {
 		return t.leave(w, now, true)
 	}

@@ -109,3 +109,35 @@ func TestLeasesSurviveSnapshots(t *testing.T) {
 		t.Fatalf("release after restore: %+v", r)
 	}
 }
+
+func TestLeaseRenewalMovesExpiry(t *testing.T) {
+	t.Parallel()
+	a := newApplier(t)
+	a.lease(CommandAcquireLease, acquire("a", t0))                    // expires t0+10s
+	a.lease(CommandAcquireLease, acquire("b", t0+int64(time.Second))) // expires t0+11s
+	r := a.lease(CommandRenewLease, LeaseCommand{NowNanos: t0 + int64(2*time.Second), ID: "a", TTLNanos: int64(time.Minute)})
+	if !r.Granted || r.ExpiresAtNanos != t0+int64(62*time.Second) || r.Key != "reports" || r.Max != 2 {
+		t.Fatalf("renew a: %+v", r)
+	}
+	// b is now the earliest to expire.
+	if r := a.lease(CommandAcquireLease, acquire("c", t0+int64(2*time.Second))); r.Granted || r.RetryAfterNanos != int64(9*time.Second) {
+		t.Fatalf("c while full: %+v", r)
+	}
+	if r := a.lease(CommandAcquireLease, acquire("c", t0+int64(11*time.Second))); !r.Granted {
+		t.Fatalf("c after b expired: %+v", r)
+	}
+	bad := []struct {
+		name  string
+		cmd   LeaseCommand
+		field string
+	}{
+		{"a lease not held", LeaseCommand{NowNanos: t0 + int64(11*time.Second), ID: "b", TTLNanos: int64(time.Second)}, "id"},
+		{"a TTL over a day", LeaseCommand{NowNanos: t0 + int64(11*time.Second), ID: "a", TTLNanos: int64(25 * time.Hour)}, "ttl"},
+		{"no TTL", LeaseCommand{NowNanos: t0 + int64(11*time.Second), ID: "a"}, "ttl"},
+	}
+	for _, tt := range bad {
+		if r := a.lease(CommandRenewLease, tt.cmd); r.Rejection == nil || r.Rejection.Field != tt.field {
+			t.Errorf("%s: %+v", tt.name, r)
+		}
+	}
+}

@@ -47,7 +47,10 @@ type Limiter interface {
 	RLSDomains(ctx context.Context) []string
 	// AcquireLease takes one of req.Max concurrent slots of req.Key.
 	AcquireLease(ctx context.Context, req contract.LeaseRequest) (contract.Lease, error)
-	// ReleaseLease gives a lease back.
+	// RenewLease moves a held lease's expiry to ttl from now.
+	RenewLease(ctx context.Context, id string, ttl time.Duration) (contract.Lease, error)
+	// ReleaseLease gives a lease back, or takes a waiting request out of
+	// its queue.
 	ReleaseLease(ctx context.Context, id string) error
 	// Leases returns the leases held on key and the requests waiting for
 	// one as this node has applied them, with the cluster time of that
@@ -142,6 +145,7 @@ func New(limiter Limiter, opts Options) *API {
 	})
 	a.route("/v1/leases", map[string]endpoint{http.MethodPost: {decide, a.acquireLease}, http.MethodGet: {read, a.listLeases}})
 	a.route("/v1/leases/{id}", map[string]endpoint{http.MethodDelete: {decide, a.releaseLease}})
+	a.route("/v1/leases/{id}/renew", map[string]endpoint{http.MethodPost: {decide, a.renewLease}})
 	a.route("/v1/cluster", map[string]endpoint{http.MethodGet: {read, a.clusterStatus}})
 	a.route("/v1/cluster/join", map[string]endpoint{http.MethodPost: {admin, a.join}})
 	a.route("/v1/cluster/nodes/{id}", map[string]endpoint{http.MethodDelete: {admin, a.removeNode}})

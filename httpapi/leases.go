@@ -90,6 +90,38 @@ func (a *API) acquireLease(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, out)
 }
 
+type renewRequestJSON struct {
+	TTL *string `json:"ttl"`
+}
+
+// renewLease moves a held lease's expiry to its new ttl from now: 200 with
+// the lease, or 404 when it is not held.
+func (a *API) renewLease(w http.ResponseWriter, r *http.Request) {
+	var body renewRequestJSON
+	if err := decodeJSON(w, r, MaxBodyBytes, &body); err != nil {
+		writeError(w, err)
+		return
+	}
+	if body.TTL == nil {
+		writeError(w, invalid("ttl", "ttl is required: a Go duration from %s to %s", contract.MinLeaseTTL, contract.MaxLeaseTTL))
+		return
+	}
+	ttl, err := time.ParseDuration(*body.TTL)
+	if err != nil {
+		writeError(w, invalid("ttl", "ttl %q is not a Go duration such as \"30s\" or \"2m\"", *body.TTL))
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), a.opts.RequestTimeout)
+	defer cancel()
+	lease, err := a.limiter.RenewLease(ctx, r.PathValue("id"), ttl)
+	if err != nil {
+		a.writeClusterError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, leaseJSON{Granted: true, ID: lease.ID, Key: lease.Key, Max: lease.Max, Active: lease.Active, Waiting: lease.Waiting,
+		ExpiresInMS: ratelimitheader.CeilDiv(lease.ExpiresAtNanos-lease.AtNanos, int64(time.Millisecond))})
+}
+
 func (a *API) releaseLease(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	ctx, cancel := context.WithTimeout(r.Context(), a.opts.RequestTimeout)

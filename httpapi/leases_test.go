@@ -31,6 +31,19 @@ func (f *fakeLimiter) AcquireLease(_ context.Context, req contract.LeaseRequest)
 	return contract.Lease{ID: id, Key: key, Max: maxHolders, Granted: true, Active: held + 1, AtNanos: f.now, ExpiresAtNanos: f.now + int64(ttl)}, nil
 }
 
+func (f *fakeLimiter) RenewLease(_ context.Context, id string, ttl time.Duration) (contract.Lease, error) {
+	if err := contract.ValidateLeaseTTL(ttl); err != nil {
+		return contract.Lease{}, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	key, ok := f.leases[id]
+	if !ok {
+		return contract.Lease{}, contract.NotFound("id", "no lease %q", id)
+	}
+	return contract.Lease{ID: id, Key: key, Max: 1, Granted: true, Active: 1, AtNanos: f.now, ExpiresAtNanos: f.now + int64(ttl)}, nil
+}
+
 func (f *fakeLimiter) ReleaseLease(_ context.Context, id string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -72,10 +85,22 @@ func TestLeaseEndpoints(t *testing.T) {
 	if rec.Code != 429 || rec.Header().Get("Retry-After") != "3" || !strings.Contains(rec.Body.String(), `"retry_after_ms":1500`) {
 		t.Fatalf("acquire while full: %d %s Retry-After %q", rec.Code, rec.Body, rec.Header().Get("Retry-After"))
 	}
+	rec = do(t, api, "POST", "/v1/leases/lease-1/renew", `{"ttl":"2m"}`)
+	if got := strings.TrimSpace(rec.Body.String()); rec.Code != 200 || got != `{"granted":true,"id":"lease-1","key":"exports","max":1,"active":1,"expires_in_ms":120000,"retry_after_ms":0,"waiting":0}` {
+		t.Fatalf("renew: %d %s", rec.Code, got)
+	}
+	for _, bad := range []string{`{}`, `{"ttl":"soon"}`, `{"ttl":"25h"}`} {
+		if rec := do(t, api, "POST", "/v1/leases/lease-1/renew", bad); rec.Code != 400 || decodeBody(t, rec)["field"] != "ttl" {
+			t.Errorf("renew with %s: %d %s", bad, rec.Code, rec.Body)
+		}
+	}
 	if rec := do(t, api, "DELETE", "/v1/leases/lease-1", ""); rec.Code != 200 {
 		t.Fatalf("release: %d %s", rec.Code, rec.Body)
 	}
 	if rec := do(t, api, "DELETE", "/v1/leases/lease-1", ""); rec.Code != 404 {
+		t.Fatalf("release again: %d %s", rec.Code, rec.Body)
+	}
+	if rec := do(t, api, "POST", "/v1/leases/lease-1/renew", `{"ttl":"1m"}`); rec.Code != 404 {
 		t.Fatalf("release again: %d %s", rec.Code, rec.Body)
 	}
 	bad := []struct{ body, field string }{
