@@ -89,10 +89,17 @@ func (w *leaseWaiters) restoredSignal() <-chan struct{} {
 func (n *Node) awaitLease(ctx context.Context, id string, queued *fsm.LeaseResult, verdict <-chan fsm.LeaseResult) (*fsm.LeaseResult, error) {
 	late := time.NewTimer(time.Duration(queued.DeadlineNanos-queued.AtNanos) + leaseVerdictGrace)
 	defer late.Stop()
+	joined := queued.AtNanos - queued.WaitedNanos
 	for {
 		restored := n.waiters.restoredSignal()
 		select {
 		case r := <-verdict:
+			if r.AtNanos-r.WaitedNanos != joined {
+				// The verdict on an earlier place of this ID: an attempt
+				// whose outcome was unknown queued it, it left, and the
+				// retry queued it again.
+				continue
+			}
 			return &r, nil
 		case <-restored:
 			if r := n.fsm.LeaseOf(id); r.Granted {
@@ -102,7 +109,15 @@ func (n *Node) awaitLease(ctx context.Context, id string, queued *fsm.LeaseResul
 			if r := n.fsm.LeaseOf(id); r.Granted {
 				return &r, nil
 			}
-			return n.withdrawLease(ctx, id)
+			r, err := n.withdrawLease(ctx, id)
+			if err != nil {
+				return nil, err
+			}
+			// However it left (its deadline's entry not applied here yet,
+			// or withdrawn now), it waited its whole max_wait.
+			r.AtNanos = max(r.AtNanos, queued.DeadlineNanos)
+			r.WaitedNanos = max(r.WaitedNanos, queued.DeadlineNanos-joined)
+			return r, nil
 		case <-ctx.Done():
 			if _, err := n.withdrawLease(ctx, id); err != nil {
 				n.logger.Warn("a lease request whose caller went away stays queued until its deadline", "err", err)
@@ -125,7 +140,7 @@ func (n *Node) withdrawLease(ctx context.Context, id string) (*fsm.LeaseResult, 
 	switch {
 	case errors.As(err, &notHeld) && notHeld.Code == contract.CodeNotFound:
 		// It left by itself (its deadline passed) before the withdrawal.
-		r = &fsm.LeaseResult{}
+		r = &fsm.LeaseResult{AtNanos: n.fsm.Now()}
 	case err != nil:
 		return nil, err
 	}

@@ -49,14 +49,18 @@ func (n *Node) AcquireLease(ctx context.Context, req contract.LeaseRequest) (con
 }
 
 // ReleaseLease gives a lease back, or takes a request with that ID out of
-// its queue. It returns a *contract.Error with CodeNotFound for a lease that
-// is neither held nor waiting: given back already, or expired.
-func (n *Node) ReleaseLease(ctx context.Context, id string) error {
+// its queue, and returns the cluster time it did so at. It returns a
+// *contract.Error with CodeNotFound for a lease that is neither held nor
+// waiting: given back already, or expired.
+func (n *Node) ReleaseLease(ctx context.Context, id string) (atNanos int64, err error) {
 	if err := contract.ValidateLeaseID(id); err != nil {
-		return err
+		return 0, err
 	}
-	_, err := n.leaseOnLeader(ctx, opReleaseLease, fsm.LeaseCommand{ID: id})
-	return err
+	r, err := n.leaseOnLeader(ctx, opReleaseLease, fsm.LeaseCommand{ID: id})
+	if err != nil {
+		return 0, err
+	}
+	return r.AtNanos, nil
 }
 
 // RenewLease moves a held lease's expiry to ttl from now, so that work

@@ -126,6 +126,8 @@ type runReport struct {
 	history                       []porcupine.Operation
 	// rlsHistory holds the gRPC operations (rls_test.go).
 	rlsHistory []porcupine.Operation
+	// leaseHistory holds the lease operations (leases_test.go).
+	leaseHistory []porcupine.Operation
 }
 
 // httpClient calls any test cluster, plain or secure (LIMITNODE_TEST_SECURE=1).
@@ -193,6 +195,7 @@ func runOnce(t *testing.T, seed uint64, clients int, duration time.Duration, opt
 	var mu sync.Mutex
 	var rep runReport
 	var ambiguous atomic.Int64
+	leases := startLeaseClients(c, seed, start, stop)
 
 	var wg sync.WaitGroup
 	for client := range clients {
@@ -316,6 +319,7 @@ func runOnce(t *testing.T, seed uint64, clients int, duration time.Duration, opt
 	wg.Wait()
 	c.WaitConverged()
 	end := time.Since(start).Nanoseconds()
+	rep.leaseHistory = leases.finish(end)
 	for i := range rep.rlsHistory {
 		if rep.rlsHistory[i].Return < 0 {
 			rep.rlsHistory[i].Return = end
@@ -352,6 +356,7 @@ func checkRun(t *testing.T, c *testcluster.Cluster, seed uint64, rep runReport) 
 	checkReplicasAgree(t, c)
 	checkSurvivesFullRestart(t, c, rep.history)
 	checkRLSRun(t, c, seed, rep.rlsHistory)
+	checkLeaseRun(t, seed, rep.leaseHistory)
 }
 
 // checkAdmittedWithinBound: over every interval, a token bucket admitted at
@@ -485,7 +490,7 @@ func checkLinearizable(t *testing.T, opts testcluster.Options) {
 		}
 		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
 			c, rep := runOnce(t, seed, 6, duration, opts)
-			t.Logf("seed %d: %d operations (%d ambiguous on the first attempt) and %d over gRPC, %d fault events", seed, rep.operations, rep.ambiguous, len(rep.rlsHistory), rep.faults)
+			t.Logf("seed %d: %d operations (%d ambiguous on the first attempt), %d over gRPC and %d on leases, %d fault events", seed, rep.operations, rep.ambiguous, len(rep.rlsHistory), len(rep.leaseHistory), rep.faults)
 			checkRun(t, c, seed, rep)
 			totalOps += rep.operations
 			totalAmbiguous += rep.ambiguous

@@ -51,7 +51,7 @@ type Limiter interface {
 	RenewLease(ctx context.Context, id string, ttl time.Duration) (contract.Lease, error)
 	// ReleaseLease gives a lease back, or takes a waiting request out of
 	// its queue.
-	ReleaseLease(ctx context.Context, id string) error
+	ReleaseLease(ctx context.Context, id string) (atNanos int64, err error)
 	// Leases returns the leases held on key and the requests waiting for
 	// one as this node has applied them, with the cluster time of that
 	// state.

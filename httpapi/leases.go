@@ -126,7 +126,7 @@ func (a *API) releaseLease(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	ctx, cancel := context.WithTimeout(r.Context(), a.opts.RequestTimeout)
 	defer cancel()
-	if err := a.limiter.ReleaseLease(ctx, id); err != nil {
+	if _, err := a.limiter.ReleaseLease(ctx, id); err != nil {
 		a.writeClusterError(w, r, err)
 		return
 	}

@@ -44,14 +44,14 @@ func (f *fakeLimiter) RenewLease(_ context.Context, id string, ttl time.Duration
 	return contract.Lease{ID: id, Key: key, Max: 1, Granted: true, Active: 1, AtNanos: f.now, ExpiresAtNanos: f.now + int64(ttl)}, nil
 }
 
-func (f *fakeLimiter) ReleaseLease(_ context.Context, id string) error {
+func (f *fakeLimiter) ReleaseLease(_ context.Context, id string) (int64, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if _, ok := f.leases[id]; !ok {
-		return contract.NotFound("id", "no lease %q", id)
+		return 0, contract.NotFound("id", "no lease %q", id)
 	}
 	delete(f.leases, id)
-	return nil
+	return f.now, nil
 }
 
 func (f *fakeLimiter) Leases(key string) (int64, []contract.HeldLease, []contract.QueuedLease) {
