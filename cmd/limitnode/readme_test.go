@@ -65,16 +65,22 @@ func TestReadmeSecureClusterRuns(t *testing.T) {
 
 // TestReadmeClusterRuns runs the README's three-node cluster as it stands,
 // then the Command line section's commands against it, then the
-// reservation example: n3 must see three members, each command must
-// succeed, the last handing leadership to n2, and the second reservation
-// must be told to wait.
+// reservation and lease examples: n3 must see three members, each command
+// must succeed, the last handing leadership to n2, the second reservation
+// must be told to wait, and the lease waiter must be listed in the queue,
+// then granted after waiting.
 func TestReadmeClusterRuns(t *testing.T) {
 	testenv.NeedPrograms(t, "bash", "curl", "go")
 	script := readmeBlock(t, "-data d3 -join 127.0.0.1:7001 &") + readmeBlock(t, "./limitnode transfer-leadership -to n2") +
-		readmeBlock(t, `"max_wait":"2s"`)
+		readmeBlock(t, `"max_wait":"2s"`) + readmeBlock(t, `"max_queue":20}' 127.0.0.1:7003/v1/leases &`)
 	out := runReadmeScript(t, "the README's cluster", script)
 	if !strings.Contains(out, `"wait_ms":`) {
 		t.Fatalf("the reservation example's second call was not told to wait:\n%s", out)
+	}
+	for _, want := range []string{`"position":1`, `"waited_ms":`, `"expires_in_ms":300000`} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("the lease example's output lacks %s:\n%s", want, out)
+		}
 	}
 	if n := strings.Count(out, `"voter":true`); n != 3 {
 		t.Fatalf("n3 sees %d voters, want 3:\n%s", n, out)
