@@ -139,6 +139,9 @@ func TestLeaseQueueThroughLeaderFailover(t *testing.T) {
 	if len(queue) != 10 {
 		t.Fatalf("%d wait, want 10", len(queue))
 	}
+	if metrics := getText(t, followers[0].URL()+"/metrics"); !strings.Contains(metrics, "\nlimitnode_lease_waiters 10\n") || !strings.Contains(metrics, "\nlimitnode_live_leases 5\n") {
+		t.Fatalf("the metrics do not show 5 leases and 10 waiters:\n%s", metrics)
+	}
 	select {
 	case a := <-granted:
 		t.Fatalf("a sixth slot granted while five were held: %+v", a)
@@ -280,4 +283,19 @@ func TestLeaseRenewal(t *testing.T) {
 	if status, body := do(t, "POST", f.URL()+"/v1/leases/nobody/renew", `{"ttl":"1h"}`); status != 404 || body["field"] != "id" {
 		t.Fatalf("renew of a lease not held: %d %v", status, body)
 	}
+}
+
+// getText returns the body of a GET that must answer 200.
+func getText(t *testing.T, url string) string {
+	t.Helper()
+	resp, err := httpClient.Get(url)
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 200 {
+		t.Fatalf("GET %s: %d %s", url, resp.StatusCode, data)
+	}
+	return string(data)
 }

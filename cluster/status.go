@@ -13,6 +13,7 @@ import (
 // leader; it is cheap and always answers while the node runs.
 func (n *Node) Status() contract.Status {
 	_, leaderID := n.raft.LeaderWithID()
+	state := n.fsm.Stats()
 	st := contract.Status{
 		SelfID:       n.cfg.ID,
 		SelfRaftAddr: n.advertise,
@@ -20,7 +21,9 @@ func (n *Node) Status() contract.Status {
 		Term:         n.raft.CurrentTerm(),
 		CommitIndex:  n.raft.CommitIndex(),
 		AppliedIndex: n.raft.AppliedIndex(),
-		Keys:         n.fsm.Stats().Keys,
+		Keys:         state.Keys,
+		Leases:       state.Leases,
+		LeaseWaiters: state.LeaseWaiters,
 	}
 	st.LastSnapshotIndex, _ = strconv.ParseUint(n.raft.Stats()["last_snapshot_index"], 10, 64)
 	future := n.raft.GetConfiguration()

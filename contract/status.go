@@ -62,4 +62,8 @@ type Status struct {
 	LastSnapshotIndex uint64
 	// Keys is the number of (key, limit) pairs with live state.
 	Keys int
+	// Leases and LeaseWaiters are the leases held and the requests
+	// waiting in lease queues, in this node's copy.
+	Leases       int
+	LeaseWaiters int
 }

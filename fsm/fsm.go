@@ -745,11 +745,15 @@ type Stats struct {
 	RequestIDs int
 	// NowNanos is the latest cluster time applied.
 	NowNanos int64
+	// Leases and LeaseWaiters are the leases held and the requests
+	// waiting in lease queues.
+	Leases       int
+	LeaseWaiters int
 }
 
 // Stats returns the current size of the state.
 func (f *FSM) Stats() Stats {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return Stats{Keys: f.buckets.len(), RequestIDs: len(f.dedup), NowNanos: f.nowNanos}
+	return Stats{Keys: f.buckets.len(), RequestIDs: len(f.dedup), NowNanos: f.nowNanos, Leases: len(f.leases.byID), LeaseWaiters: len(f.leases.waiters)}
 }

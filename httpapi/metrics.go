@@ -90,6 +90,8 @@ var (
 	descHasLeader = prometheus.NewDesc("limitnode_has_leader", "1 if this node knows a leader.", nil, nil)
 	descMembers   = prometheus.NewDesc("limitnode_cluster_members", "Members in this node's view of the cluster.", nil, nil)
 	descKeys      = prometheus.NewDesc("limitnode_live_keys", "(key, limit) pairs with live state in this node's copy.", nil, nil)
+	descLeases    = prometheus.NewDesc("limitnode_live_leases", "Concurrency leases held, in this node's copy.", nil, nil)
+	descWaiters   = prometheus.NewDesc("limitnode_lease_waiters", "Requests waiting in lease queues, in this node's copy.", nil, nil)
 	// Per member, as the leader last learnt (members are few: the label's
 	// cardinality is the cluster's size).
 	descReachable   = prometheus.NewDesc("limitnode_member_reachable", "1 if the member answered the leader's latest ask, as this node knows.", []string{"member"}, nil)
@@ -99,7 +101,7 @@ var (
 )
 
 func (c *clusterCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descTerm, descCommit, descApplied, descLeader, descHasLeader, descMembers, descKeys, descReachable, descLastContact, descLag, descDiverged} {
+	for _, d := range []*prometheus.Desc{descTerm, descCommit, descApplied, descLeader, descHasLeader, descMembers, descKeys, descLeases, descWaiters, descReachable, descLastContact, descLag, descDiverged} {
 		ch <- d
 	}
 }
@@ -120,6 +122,8 @@ func (c *clusterCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descHasLeader, prometheus.GaugeValue, hasLeader)
 	ch <- prometheus.MustNewConstMetric(descMembers, prometheus.GaugeValue, float64(len(st.Members)))
 	ch <- prometheus.MustNewConstMetric(descKeys, prometheus.GaugeValue, float64(st.Keys))
+	ch <- prometheus.MustNewConstMetric(descLeases, prometheus.GaugeValue, float64(st.Leases))
+	ch <- prometheus.MustNewConstMetric(descWaiters, prometheus.GaugeValue, float64(st.LeaseWaiters))
 	for _, m := range st.Members {
 		h := m.Health
 		if h == nil {
