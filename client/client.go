@@ -298,6 +298,12 @@ func (c *Client) do(ctx context.Context, method, path string, in, out any, ok ..
 // exchange is do without the decoding: it returns the answer's body as sent
 // when its status is in ok.
 func (c *Client) exchange(ctx context.Context, method, path string, in any, ok ...int) (*http.Response, []byte, error) {
+	return c.exchangeVia(ctx, c.http, method, path, in, ok...)
+}
+
+// exchangeVia is exchange making its calls with hc instead of the client's
+// own http.Client (one whose Timeout leaves room for a wait on purpose).
+func (c *Client) exchangeVia(ctx context.Context, hc *http.Client, method, path string, in any, ok ...int) (*http.Response, []byte, error) {
 	var body []byte
 	if in != nil {
 		var err error
@@ -315,7 +321,7 @@ func (c *Client) exchange(ctx context.Context, method, path string, in any, ok .
 		if c.token != "" {
 			req.Header.Set("Authorization", "Bearer "+c.token)
 		}
-		resp, err := c.http.Do(req)
+		resp, err := hc.Do(req)
 		if err != nil {
 			lastErr = err
 			if isDialError(err) {
