@@ -9,6 +9,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"os"
 	"os/exec"
@@ -125,20 +126,9 @@ func TestGuardExampleFallsBackLocally(t *testing.T) {
 func TestMiddlewareExampleLimitsPerUser(t *testing.T) {
 	t.Parallel()
 	c := testcluster.Start(t, 1)
-	c.WaitLeader()
-	if strings.HasPrefix(c.Nodes[0].URL(), "https://") {
-		t.Skip("LIMITNODE_TEST_SECURE: the example talks plain HTTP to the cluster, without a token")
-	}
-	bin := filepath.Join(t.TempDir(), "middleware")
-	if out, err := exec.Command("go", "build", "-o", bin, "./middleware").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	skipIfSecure(t, c)
 	addr := testenv.FreeAddr(t)
-	cmd := exec.Command(bin, "-listen", addr, "-secret", "s3cret", c.Nodes[0].HTTPAddr)
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	startExample(t, "middleware", "-listen", addr, "-secret", "s3cret", c.Nodes[0].HTTPAddr)
 
 	post := func(token string) int {
 		req, _ := http.NewRequest("POST", "http://"+addr+"/export", nil)
@@ -196,20 +186,9 @@ func jwtHS256(t *testing.T, secret, sub string) string {
 func TestGRPCExampleLimitsPerAPIKey(t *testing.T) {
 	t.Parallel()
 	c := testcluster.Start(t, 1)
-	c.WaitLeader()
-	if strings.HasPrefix(c.Nodes[0].URL(), "https://") {
-		t.Skip("LIMITNODE_TEST_SECURE: the example talks plain HTTP to the cluster, without a token")
-	}
-	bin := filepath.Join(t.TempDir(), "grpclimit")
-	if out, err := exec.Command("go", "build", "-o", bin, "./grpclimit").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	skipIfSecure(t, c)
 	addr := testenv.FreeAddr(t)
-	cmd := exec.Command(bin, "-listen", addr, c.Nodes[0].HTTPAddr)
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	startExample(t, "grpclimit", "-listen", addr, c.Nodes[0].HTTPAddr)
 	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
@@ -239,4 +218,125 @@ func TestGRPCExampleLimitsPerAPIKey(t *testing.T) {
 	if code := call(""); code != codes.Unauthenticated {
 		t.Fatalf("no key: %v, want Unauthenticated", code)
 	}
+}
+
+// TestReportsExampleQueuesAndRefuses runs the report service against a
+// three-node cluster: one client's fourth report at once is over its
+// quota; then 30 clients at once, with 5 builders and a queue of 20: 25
+// reports are built (never more than 5 at once, never more than 20
+// waiting), and the other 5 are refused at once with Retry-After.
+func TestReportsExampleQueuesAndRefuses(t *testing.T) {
+	t.Parallel()
+	c := testcluster.Start(t, 3)
+	skipIfSecure(t, c)
+	addr := testenv.FreeAddr(t)
+	startExample(t, "reports", "-listen", addr, "-build-time", "1s", c.Nodes[0].HTTPAddr, c.Nodes[1].HTTPAddr, c.Nodes[2].HTTPAddr)
+	report := func(who string) (int, string) {
+		req, _ := http.NewRequest("GET", "http://"+addr+"/report", nil)
+		if who != "" {
+			req.Header.Set("X-Client-ID", who)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return 0, ""
+		}
+		resp.Body.Close()
+		return resp.StatusCode, resp.Header.Get("Retry-After")
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if status, _ := report(""); status == http.StatusUnauthorized {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the example did not start serving")
+		}
+	}
+
+	// One client, four at once: its bucket holds a burst of 3.
+	statuses := make(chan int, 4)
+	for range 4 {
+		go func() { s, _ := report("solo"); statuses <- s }()
+	}
+	counts := map[int]int{}
+	for range 4 {
+		counts[<-statuses]++
+	}
+	if counts[http.StatusOK] != 3 || counts[http.StatusTooManyRequests] != 1 {
+		t.Fatalf("one client's four reports at once: %v, want 3 built and 1 over quota", counts)
+	}
+
+	// Thirty clients at once, while the builders and the queue are watched.
+	watchDone := make(chan struct{})
+	var mostHeld, mostWaiting int
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		for {
+			select {
+			case <-watchDone:
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+			var view struct {
+				Leases  []json.RawMessage `json:"leases"`
+				Waiting []json.RawMessage `json:"waiting"`
+			}
+			resp, err := http.Get(c.Nodes[1].URL() + "/v1/leases?key=reports:building")
+			if err != nil {
+				continue
+			}
+			_ = json.NewDecoder(resp.Body).Decode(&view)
+			resp.Body.Close()
+			mostHeld, mostWaiting = max(mostHeld, len(view.Leases)), max(mostWaiting, len(view.Waiting))
+		}
+	}()
+	type answer struct {
+		status     int
+		retryAfter string
+	}
+	answers := make(chan answer, 30)
+	for i := range 30 {
+		go func() { s, ra := report(fmt.Sprintf("client-%d", i)); answers <- answer{s, ra} }()
+	}
+	counts = map[int]int{}
+	for range 30 {
+		a := <-answers
+		counts[a.status]++
+		if a.status == http.StatusServiceUnavailable && a.retryAfter == "" {
+			t.Errorf("a refusal without Retry-After")
+		}
+	}
+	close(watchDone)
+	<-watched
+	if counts[http.StatusOK] != 25 || counts[http.StatusServiceUnavailable] != 5 {
+		t.Fatalf("thirty clients at once: %v, want 25 built and 5 refused", counts)
+	}
+	if mostHeld > 5 || mostWaiting > 20 {
+		t.Fatalf("seen %d building and %d waiting at once, want at most 5 and 20", mostHeld, mostWaiting)
+	}
+}
+
+// skipIfSecure skips a test of an example that talks plain HTTP, without a
+// token, when the test clusters are secure (LIMITNODE_TEST_SECURE).
+func skipIfSecure(t *testing.T, c *testcluster.Cluster) {
+	t.Helper()
+	c.WaitLeader()
+	if strings.HasPrefix(c.Nodes[0].URL(), "https://") {
+		t.Skip("LIMITNODE_TEST_SECURE: the example talks plain HTTP to the cluster, without a token")
+	}
+}
+
+// startExample builds the example program in directory name and runs it
+// with args until the test ends.
+func startExample(t *testing.T, name string, args ...string) {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), name)
+	if out, err := exec.Command("go", "build", "-o", bin, "./"+name).CombinedOutput(); err != nil {
+		t.Fatalf("go build ./examples/%s: %v\n%s", name, err, out)
+	}
+	cmd := exec.Command(bin, args...)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
 }
