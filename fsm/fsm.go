@@ -715,7 +715,7 @@ func (f *FSM) LeaseOf(id string) LeaseResult {
 	if l := f.leases.byID[id]; l != nil {
 		r = LeaseResult{Granted: true, Active: f.leases.active(l.group), Waiting: f.leases.waiting(l.group), ExpiresAtNanos: l.expiresAt}
 	} else if w := f.leases.waiters[id]; w != nil {
-		r = f.leases.queued(w, f.nowNanos)
+		r = f.leases.queued(w, f.leases.position(w), f.nowNanos)
 	}
 	r.AtNanos = f.nowNanos
 	return r

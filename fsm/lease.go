@@ -166,31 +166,43 @@ func (t *leaseTable) add(l *lease) {
 	heap.Push(&t.expiry, l)
 }
 
-// validateLease checks a lease's ID, key, maximum and TTL as the contract
-// does.
-func validateLease(id, key string, maxHolders, ttlNanos int64) *contract.Error {
+// validateLease checks a lease's ID and request as the contract does.
+func validateLease(id string, req contract.LeaseRequest) *contract.Error {
 	if err := contract.ValidateLeaseID(id); err != nil {
 		return err
 	}
-	r := contract.LeaseRequest{Key: key, Max: maxHolders, TTL: time.Duration(ttlNanos)}
-	return r.Validate()
+	return req.Validate()
 }
 
-// expire takes out up to max leases that have expired, then up to max
-// waiters whose deadline has passed; then the freed slots go to their
-// groups' first waiters, groups in the order their first lease expired.
+// expire takes out, in the order of cluster time, up to max leases that
+// have expired by now and waiters whose deadline has passed (deadlines
+// before expiries at the same instant): the slots freed at time E, by every
+// lease that expired then, go to the first waiters whose deadline is after
+// E, even when the entry that brings the news is stamped later.
 func (t *leaseTable) expire(now int64, max int) {
-	var freed []leaseGroup
-	for n := 0; n < max && t.expiry.Len() > 0 && t.expiry.leases[0].expiresAt <= now; n++ {
-		l := t.expiry.leases[0]
-		t.drop(l)
-		if t.waiting(l.group) > 0 && !slices.Contains(freed, l.group) {
-			freed = append(freed, l.group)
+	for n := 0; n < max; {
+		leaseDue := t.expiry.Len() > 0 && t.expiry.leases[0].expiresAt <= now
+		waiterDue := len(t.deadlines) > 0 && t.deadlines[0].deadline <= now
+		switch {
+		case waiterDue && (!leaseDue || t.deadlines[0].deadline <= t.expiry.leases[0].expiresAt):
+			t.leave(t.deadlines[0], now, false)
+			n++
+		case leaseDue:
+			at := t.expiry.leases[0].expiresAt
+			var freed []leaseGroup
+			for ; n < max && t.expiry.Len() > 0 && t.expiry.leases[0].expiresAt == at; n++ {
+				l := t.expiry.leases[0]
+				t.drop(l)
+				if t.waiting(l.group) > 0 && !slices.Contains(freed, l.group) {
+					freed = append(freed, l.group)
+				}
+			}
+			for _, g := range freed {
+				t.grantWaiters(g, at, now)
+			}
+		default:
+			return
 		}
-	}
-	t.expireWaiters(now, max)
-	for _, g := range freed {
-		t.grantWaiters(g, now)
 	}
 }
 
@@ -229,11 +241,8 @@ func (t *leaseTable) held(key string) []contract.HeldLease {
 // acquire grants a free slot of the command's group, or queues the command
 // behind the group's waiters, or refuses it.
 func (t *leaseTable) acquire(now int64, cmd *LeaseCommand) LeaseResult {
-	if err := contract.ValidateLeaseID(cmd.ID); err != nil {
-		return LeaseResult{Rejection: err}
-	}
 	req := contract.LeaseRequest{Key: cmd.Key, Max: cmd.Max, TTL: time.Duration(cmd.TTLNanos), MaxWait: time.Duration(cmd.MaxWaitNanos), MaxQueue: cmd.MaxQueue}
-	if err := req.Validate(); err != nil {
+	if err := validateLease(cmd.ID, req); err != nil {
 		return LeaseResult{Rejection: err}
 	}
 	g := leaseGroup{cmd.Key, cmd.Max}
@@ -247,7 +256,7 @@ func (t *leaseTable) acquire(now int64, cmd *LeaseCommand) LeaseResult {
 		if w.group != g {
 			return LeaseResult{Rejection: contract.Invalid("id", "request %q waits for another key or max", cmd.ID)}
 		}
-		return t.queued(w, now)
+		return t.queued(w, t.position(w), now)
 	}
 	full := t.active(g) >= cmd.Max
 	if full && (cmd.MaxWaitNanos == 0 || t.waiting(g) >= cmd.MaxQueue) {
@@ -259,7 +268,7 @@ func (t *leaseTable) acquire(now int64, cmd *LeaseCommand) LeaseResult {
 	if full {
 		w := &waiter{id: cmd.ID, group: g, ttl: cmd.TTLNanos, enqueuedAt: now, deadline: now + cmd.MaxWaitNanos}
 		t.enqueue(w)
-		return t.queued(w, now)
+		return t.queued(w, t.waiting(g), now)
 	}
 	l := &lease{id: cmd.ID, group: g, expiresAt: now + cmd.TTLNanos}
 	t.add(l)
@@ -275,7 +284,7 @@ func (t *leaseTable) renew(now int64, cmd *LeaseCommand) LeaseResult {
 		return LeaseResult{Rejection: err}
 	}
 	l := t.byID[cmd.ID]
-	if l == nil {
+	if l == nil || l.expiresAt <= now { // expired, though not yet dropped (expire's bound)
 		return LeaseResult{Rejection: contract.NotFound("id", "no lease %q (given back already, or expired)", cmd.ID)}
 	}
 	l.expiresAt = now + cmd.TTLNanos
@@ -296,7 +305,7 @@ func (t *leaseTable) release(now int64, cmd *LeaseCommand) LeaseResult {
 		return LeaseResult{Rejection: contract.NotFound("id", "no lease %q (given back already, or expired)", id)}
 	}
 	t.drop(l)
-	t.grantWaiters(l.group, now)
+	t.grantWaiters(l.group, now, now)
 	return LeaseResult{Released: true, Active: t.active(l.group), Waiting: t.waiting(l.group)}
 }
 
@@ -309,7 +318,7 @@ type leaseRecord struct {
 }
 
 func (t *leaseTable) restore(rec leaseRecord) error {
-	if err := validateLease(rec.ID, rec.Key, rec.Max, int64(contract.MinLeaseTTL)); err != nil {
+	if err := validateLease(rec.ID, contract.LeaseRequest{Key: rec.Key, Max: rec.Max, TTL: contract.MinLeaseTTL}); err != nil {
 		return fmt.Errorf("lease %q: %w", rec.ID, err)
 	}
 	g := leaseGroup{rec.Key, rec.Max}

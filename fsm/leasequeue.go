@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/limitnode/limitnode/contract"
 )
@@ -112,9 +113,9 @@ func (t *leaseTable) retryAfter(g leaseGroup, now int64) int64 {
 	return max(h.leases[0].expiresAt-now, 1)
 }
 
-// queued answers an acquire whose ID already waits: with its place.
-func (t *leaseTable) queued(w *waiter, now int64) LeaseResult {
-	return LeaseResult{Queued: true, Position: t.position(w), DeadlineNanos: w.deadline,
+// queued answers an acquire whose ID waits at position.
+func (t *leaseTable) queued(w *waiter, position, now int64) LeaseResult {
+	return LeaseResult{Queued: true, Position: position, DeadlineNanos: w.deadline,
 		Active: t.active(w.group), Waiting: t.waiting(w.group), WaitedNanos: now - w.enqueuedAt}
 }
 
@@ -130,12 +131,14 @@ func (t *leaseTable) leave(w *waiter, now int64, withdrawn bool) LeaseResult {
 	return r
 }
 
-// grantWaiters gives g's free slots to its first waiters, in order; a
-// waiter whose deadline has passed leaves instead.
-func (t *leaseTable) grantWaiters(g leaseGroup, now int64) {
+// grantWaiters gives g's slots, free since cluster time freedAt, to its
+// first waiters, in order; a waiter whose deadline came by then leaves
+// instead. The news is applied at now: a granted lease runs its TTL from
+// now, when its holder can learn of it.
+func (t *leaseTable) grantWaiters(g leaseGroup, freedAt, now int64) {
 	for t.waiting(g) > 0 && t.active(g) < g.max {
 		w := t.queues[g].Front().Value.(*waiter)
-		if w.deadline <= now {
+		if w.deadline <= freedAt {
 			t.leave(w, now, false)
 			continue
 		}
@@ -149,25 +152,17 @@ func (t *leaseTable) grantWaiters(g leaseGroup, now int64) {
 	}
 }
 
-// expireWaiters takes out, without a slot, up to max waiters whose
-// deadline is at or before now: no waiter outlives its max_wait in cluster
-// time.
-func (t *leaseTable) expireWaiters(now int64, max int) {
-	for n := 0; n < max && len(t.deadlines) > 0 && t.deadlines[0].deadline <= now; n++ {
-		t.leave(t.deadlines[0], now, false)
-	}
-}
-
-// nextDue returns the earliest cluster time at which the queue changes by
-// itself (a waiter's deadline, or a lease expiry that may free a slot for
-// one), and whether there is one: none while nobody waits.
+// nextDue returns the earliest cluster time at which a queue changes by
+// itself (a waiter's deadline, or the expiry of a lease of a group with
+// waiters), and whether there is one: none while nobody waits. It looks at
+// each group with waiters, so it is not for the apply path.
 func (t *leaseTable) nextDue() (int64, bool) {
 	if len(t.deadlines) == 0 {
 		return 0, false
 	}
 	due := t.deadlines[0].deadline
-	if t.expiry.Len() > 0 {
-		due = min(due, t.expiry.leases[0].expiresAt)
+	for g := range t.queues {
+		due = min(due, t.groups[g].leases[0].expiresAt)
 	}
 	return due, true
 }
@@ -231,7 +226,7 @@ func (t *leaseTable) waiterRecords() []waiterRecord {
 // restoreWaiter puts a snapshot's waiter last in its group's queue. A
 // group's waiters wait only while its slots are all held.
 func (t *leaseTable) restoreWaiter(rec waiterRecord) error {
-	if err := validateLease(rec.ID, rec.Key, rec.Max, rec.TTL); err != nil {
+	if err := validateLease(rec.ID, contract.LeaseRequest{Key: rec.Key, Max: rec.Max, TTL: time.Duration(rec.TTL)}); err != nil {
 		return fmt.Errorf("waiter %q: %w", rec.ID, err)
 	}
 	g := leaseGroup{rec.Key, rec.Max}

@@ -220,10 +220,11 @@ func (m *queueModel) leave(key string, i int, withdrawn bool) {
 		Waiting: int64(len(m.waiters[key])), RetryAfterNanos: m.retryAfter(key), WaitedNanos: m.now - w.enqueued, AtNanos: m.now}})
 }
 
-func (m *queueModel) grant(key string, maxHolders int64) {
+// grant gives key's slots, free since freedAt, to its first waiters.
+func (m *queueModel) grant(key string, maxHolders, freedAt int64) {
 	for len(m.waiters[key]) > 0 && int64(len(m.holders[key])) < maxHolders {
 		w := m.waiters[key][0]
-		if w.deadline <= m.now {
+		if w.deadline <= freedAt {
 			m.leave(key, 0, false)
 			continue
 		}
@@ -234,32 +235,56 @@ func (m *queueModel) grant(key string, maxHolders int64) {
 	}
 }
 
-// advance moves time on: expired leases go, waiters past their deadline
-// leave (earliest deadline first), then each freed slot goes to the first
-// waiter.
+// advance moves time on, taking what happened since in the order of
+// cluster time (a deadline before an expiry at the same instant): a waiter
+// past its deadline leaves; an expired lease goes, and its slot goes to the
+// first waiter whose deadline is after the expiry.
 func (m *queueModel) advance(now int64, maxHolders int64, keys []string) {
 	m.now = max(m.now, now)
-	var late []modelWaiter
+	type due struct {
+		at    int64
+		lease int // 0 for a waiter's deadline, 1 for a lease's expiry
+		key   string
+		id    string
+	}
+	var dues []due
 	for _, k := range keys {
-		m.holders[k] = slices.DeleteFunc(m.holders[k], func(l modelLease) bool { return l.expiresAt <= m.now })
+		for _, l := range m.holders[k] {
+			if l.expiresAt <= m.now {
+				dues = append(dues, due{l.expiresAt, 1, k, l.id})
+			}
+		}
 		for _, w := range m.waiters[k] {
 			if w.deadline <= m.now {
-				late = append(late, w)
+				dues = append(dues, due{w.deadline, 0, k, w.id})
 			}
 		}
 	}
-	slices.SortFunc(late, func(a, b modelWaiter) int {
-		return cmp.Or(cmp.Compare(a.deadline, b.deadline), strings.Compare(a.id, b.id))
+	slices.SortFunc(dues, func(a, b due) int {
+		return cmp.Or(cmp.Compare(a.at, b.at), cmp.Compare(a.lease, b.lease), strings.Compare(a.id, b.id))
 	})
-	for _, w := range late {
-		for _, k := range keys {
-			if i := slices.IndexFunc(m.waiters[k], func(x modelWaiter) bool { return x.id == w.id }); i >= 0 {
-				m.leave(k, i, false)
+	for i := 0; i < len(dues); {
+		d := dues[i]
+		if d.lease == 0 {
+			if j := slices.IndexFunc(m.waiters[d.key], func(x modelWaiter) bool { return x.id == d.id }); j >= 0 {
+				m.leave(d.key, j, false)
+			}
+			i++
+			continue
+		}
+		// Every lease that expired at this instant goes before any slot
+		// is granted.
+		var freed []string
+		for ; i < len(dues) && dues[i].lease == 1 && dues[i].at == d.at; i++ {
+			k, id := dues[i].key, dues[i].id
+			m.holders[k] = slices.DeleteFunc(m.holders[k], func(l modelLease) bool { return l.id == id })
+			if !slices.Contains(freed, k) {
+				freed = append(freed, k)
 			}
 		}
-	}
-	for _, k := range keys {
-		m.grant(k, maxHolders)
+		for _, k := range freed {
+			m.grant(k, maxHolders, d.at)
+		}
 	}
 }
 
@@ -406,7 +431,7 @@ func checkRelease(rt *rapid.T, m *queueModel, id string, maxHolders int64, r *Le
 	for k := range m.holders {
 		if i := slices.IndexFunc(m.holders[k], func(l modelLease) bool { return l.id == id }); i >= 0 {
 			m.holders[k] = slices.Delete(m.holders[k], i, i+1)
-			m.grant(k, maxHolders)
+			m.grant(k, maxHolders, m.now)
 			if !r.Released {
 				rt.Fatalf("release %s: %+v", id, r)
 			}
@@ -415,5 +440,26 @@ func checkRelease(rt *rapid.T, m *queueModel, id string, maxHolders int64, r *Le
 	}
 	if r.Rejection == nil {
 		rt.Fatalf("release of unknown %s: %+v", id, r)
+	}
+}
+
+// TestLeaseQueueKeepsOrderAcrossAGap: a slot freed at t+4s goes to the
+// first waiter (deadline t+6s), not to the one behind it, even when the
+// next entry comes only at t+6.5s, after the first waiter's deadline.
+func TestLeaseQueueKeepsOrderAcrossAGap(t *testing.T) {
+	t.Parallel()
+	a := newApplier(t)
+	events := recordEvents(a)
+	holder := acquire("holder", t0)
+	holder.Max, holder.TTLNanos = 1, 4*sec
+	a.lease(CommandAcquireLease, holder)
+	for i, id := range []string{"w1", "w2"} {
+		cmd := waitFor(id, t0+int64(i)*sec)
+		cmd.Max, cmd.MaxWaitNanos = 1, 6*sec
+		a.lease(CommandAcquireLease, cmd)
+	}
+	a.tick(t0 + 6*sec + sec/2)
+	if len(*events) != 1 || (*events)[0].ID != "w1" || !(*events)[0].Result.Granted || (*events)[0].Result.ExpiresAtNanos != t0+6*sec+sec/2+10*sec {
+		t.Fatalf("events: %+v", *events)
 	}
 }
