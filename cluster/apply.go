@@ -24,7 +24,7 @@ func (n *Node) applyCommandResult(t fsm.CommandType, body any) (any, error) {
 		return nil, err
 	}
 	future := n.raft.Apply(data, n.requestTimeout)
-	if err := future.Error(); err != nil {
+	if err := n.awaitApplied(future); err != nil {
 		return nil, translate(err)
 	}
 	switch resp := future.Response().(type) {
@@ -41,6 +41,22 @@ func (n *Node) applyCommandResult(t fsm.CommandType, body any) (any, error) {
 		return nil, fmt.Errorf("cluster: apply: %w", resp)
 	default:
 		return nil, fmt.Errorf("cluster: apply returned %T", resp)
+	}
+}
+
+// awaitApplied waits for an appended command's outcome, or for this node to
+// stop. With BatchApplyCh, a command still in Raft's apply queue when Raft
+// shuts down is never answered (hashicorp/raft#498); a forwarded command
+// waiting for it would hold the node's shutdown forever. When the node
+// stops first, the outcome is unknown.
+func (n *Node) awaitApplied(future raft.ApplyFuture) error {
+	done := make(chan error, 1)
+	go func() { done <- future.Error() }()
+	select {
+	case err := <-done:
+		return err
+	case <-n.stopCh:
+		return fmt.Errorf("%w: %w", contract.ErrOutcomeUnknown, contract.ErrShutdown)
 	}
 }
 

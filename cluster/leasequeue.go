@@ -39,13 +39,14 @@ func newLeaseWaiters() *leaseWaiters {
 }
 
 // add registers id, before its acquire is sent, so that no verdict can be
-// applied before there is somewhere to put it.
-func (w *leaseWaiters) add(id string) <-chan fsm.LeaseResult {
+// applied before there is somewhere to put it. It returns the channel of
+// verdicts and the restore signal of that moment.
+func (w *leaseWaiters) add(id string) (verdicts <-chan fsm.LeaseResult, restored <-chan struct{}) {
 	ch := make(chan fsm.LeaseResult, 1)
 	w.mu.Lock()
+	defer w.mu.Unlock()
 	w.verdicts[id] = ch
-	w.mu.Unlock()
-	return ch
+	return ch, w.restored
 }
 
 func (w *leaseWaiters) remove(id string) {
@@ -55,17 +56,24 @@ func (w *leaseWaiters) remove(id string) {
 }
 
 // deliver hands an applied event to its waiter, if it waits here. It runs
-// on the applying goroutine and never blocks: each waiter leaves its queue
-// once, and its channel holds one verdict.
+// on the applying goroutine (the only sender) and never blocks: the channel
+// holds the latest verdict, which replaces one not yet read (the verdict on
+// an earlier place of the same ID, see awaitLease).
 func (w *leaseWaiters) deliver(ev fsm.LeaseEvent) {
 	w.mu.Lock()
 	ch := w.verdicts[ev.ID]
 	w.mu.Unlock()
-	if ch != nil {
+	if ch == nil {
+		return
+	}
+	select {
+	case ch <- ev.Result:
+	default:
 		select {
-		case ch <- ev.Result:
+		case <-ch:
 		default:
 		}
+		ch <- ev.Result
 	}
 }
 
@@ -84,14 +92,15 @@ func (w *leaseWaiters) restoredSignal() <-chan struct{} {
 }
 
 // awaitLease waits for the verdict on a request the leader queued: granted,
-// or out of the queue without a slot. A caller that goes away (ctx ends)
-// leaves the queue, and gives back a slot granted meanwhile.
-func (n *Node) awaitLease(ctx context.Context, id string, queued *fsm.LeaseResult, verdict <-chan fsm.LeaseResult) (*fsm.LeaseResult, error) {
+// or out of the queue without a slot. restored is the restore signal of
+// the moment the request was registered. A caller that goes away (ctx
+// ends), or a node that shuts down, takes the request out of the queue and
+// gives back a slot granted meanwhile.
+func (n *Node) awaitLease(ctx context.Context, id string, queued *fsm.LeaseResult, verdict <-chan fsm.LeaseResult, restored <-chan struct{}) (*fsm.LeaseResult, error) {
 	late := time.NewTimer(time.Duration(queued.DeadlineNanos-queued.AtNanos) + leaseVerdictGrace)
 	defer late.Stop()
 	joined := queued.AtNanos - queued.WaitedNanos
 	for {
-		restored := n.waiters.restoredSignal()
 		select {
 		case r := <-verdict:
 			if r.AtNanos-r.WaitedNanos != joined {
@@ -102,6 +111,7 @@ func (n *Node) awaitLease(ctx context.Context, id string, queued *fsm.LeaseResul
 			}
 			return &r, nil
 		case <-restored:
+			restored = n.waiters.restoredSignal()
 			if r := n.fsm.LeaseOf(id); r.Granted {
 				return &r, nil
 			}
@@ -119,13 +129,21 @@ func (n *Node) awaitLease(ctx context.Context, id string, queued *fsm.LeaseResul
 			r.WaitedNanos = max(r.WaitedNanos, queued.DeadlineNanos-joined)
 			return r, nil
 		case <-ctx.Done():
-			if _, err := n.withdrawLease(ctx, id); err != nil {
-				n.logger.Warn("a lease request whose caller went away stays queued until its deadline", "err", err)
-			}
+			n.withdrawOrWarn(ctx, id, "its caller went away")
 			return nil, ctx.Err()
 		case <-n.stopCh:
+			n.withdrawOrWarn(ctx, id, "its node is shutting down")
 			return nil, contract.ErrShutdown
 		}
+	}
+}
+
+// withdrawOrWarn withdraws a request nobody will wait for any more, and
+// logs when it cannot: the request then stays queued until its deadline,
+// and a slot granted to it idles until its TTL.
+func (n *Node) withdrawOrWarn(ctx context.Context, id, why string) {
+	if _, err := n.withdrawLease(ctx, id); err != nil {
+		n.logger.Warn("a lease request stays queued until its deadline: "+why+", and withdrawing it failed", "err", err)
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"time"
 
 	"github.com/limitnode/limitnode/contract"
@@ -26,20 +27,22 @@ func (n *Node) AcquireLease(ctx context.Context, req contract.LeaseRequest) (con
 	cmd := fsm.LeaseCommand{ID: hex.EncodeToString(raw[:]), Key: req.Key, Max: req.Max, TTLNanos: int64(req.TTL),
 		MaxWaitNanos: int64(req.MaxWait), MaxQueue: req.MaxQueue}
 	var verdict <-chan fsm.LeaseResult
+	var restored <-chan struct{}
 	if req.MaxWait > 0 {
-		verdict = n.waiters.add(cmd.ID)
+		verdict, restored = n.waiters.add(cmd.ID)
 		defer n.waiters.remove(cmd.ID)
 	}
 	r, err := n.leaseOnLeader(ctx, opAcquireLease, cmd)
 	if err != nil {
-		if req.MaxWait > 0 {
-			// The acquire may have queued the request after all.
-			_, _ = n.withdrawLease(ctx, cmd.ID)
+		var refused *contract.Error
+		if req.MaxWait > 0 && !errors.As(err, &refused) {
+			// An attempt whose outcome is unknown may have queued it.
+			n.withdrawOrWarn(ctx, cmd.ID, "its acquire failed")
 		}
 		return contract.Lease{}, err
 	}
 	if r.Queued {
-		if r, err = n.awaitLease(ctx, cmd.ID, r, verdict); err != nil {
+		if r, err = n.awaitLease(ctx, cmd.ID, r, verdict, restored); err != nil {
 			return contract.Lease{}, err
 		}
 	}
@@ -123,9 +126,9 @@ func (n *Node) leaseAsLeader(op forwardOp, cmd fsm.LeaseCommand) (*fsm.LeaseResu
 	if !ok {
 		return nil, errMissingLeaseResult
 	}
-	if result.Queued {
-		n.kickLeaseQueues()
-	}
+	// A queue may now be due sooner: a waiter joined, or a renewal
+	// brought an expiry forward.
+	n.kickLeaseQueues()
 	return result, nil
 }
 
