@@ -210,6 +210,7 @@ func TestAcquireLease(t *testing.T) {
 					t.Errorf("queued request: %+v %v, want context.Canceled", a.lease, a.err)
 				}
 			}
+			waitUntil(t, "the queue to empty", func() bool { return len(listLeases(t, node, key).Waiting) == 0 })
 		})
 	}
 }
