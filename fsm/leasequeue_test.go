@@ -463,3 +463,40 @@ func TestLeaseQueueKeepsOrderAcrossAGap(t *testing.T) {
 		t.Fatalf("events: %+v", *events)
 	}
 }
+
+// BenchmarkLeaseQueue measures a lease's turn through the queue, in entries
+// applied per op: with a group of 5 slots and 20 waiters, each op gives
+// one lease back (its slot going to the first waiter) and queues a new
+// request. BenchmarkLeaseNoQueue is the same turn without a queue, one
+// release and one acquire into the freed slot: the baseline.
+func BenchmarkLeaseQueue(b *testing.B)   { benchmarkLeaseTurns(b, 20) }
+func BenchmarkLeaseNoQueue(b *testing.B) { benchmarkLeaseTurns(b, 0) }
+
+func benchmarkLeaseTurns(b *testing.B, waiters int) {
+	a := newApplier(b)
+	encode := func(ct CommandType, cmd LeaseCommand) []byte {
+		data, err := Encode(ct, &cmd)
+		if err != nil {
+			b.Fatal(err)
+		}
+		return data
+	}
+	request := func(i int) LeaseCommand {
+		cmd := LeaseCommand{NowNanos: t0, ID: fmt.Sprintf("r%d", i), Key: "reports", Max: 5, TTLNanos: int64(time.Hour)}
+		if waiters > 0 {
+			cmd.MaxWaitNanos, cmd.MaxQueue = int64(10*time.Minute), int64(waiters)
+		}
+		return cmd
+	}
+	for i := range 5 + waiters {
+		a.raw(encode(CommandAcquireLease, request(i)))
+	}
+	b.ResetTimer()
+	for i := range b.N {
+		a.raw(encode(CommandReleaseLease, LeaseCommand{NowNanos: t0, ID: fmt.Sprintf("r%d", i)}))
+		r, ok := a.raw(encode(CommandAcquireLease, request(5+waiters+i))).(*LeaseResult)
+		if !ok || (waiters > 0 && !r.Queued) || (waiters == 0 && !r.Granted) {
+			b.Fatalf("turn %d: %+v", i, r)
+		}
+	}
+}
