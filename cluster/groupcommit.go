@@ -61,7 +61,7 @@ func (n *Node) applyBatch(calls []*call) {
 	}
 	start := time.Now()
 	future := n.raft.Apply(data, n.requestTimeout)
-	if err := future.Error(); err != nil {
+	if err := n.awaitApplied(future); err != nil {
 		if notApplied(err) {
 			failAll(calls, errNotLeader)
 		} else {
