@@ -726,7 +726,7 @@ func (f *FSM) LeaseOf(id string) LeaseResult {
 func (f *FSM) Leases(key string) (int64, []contract.HeldLease, []contract.QueuedLease) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.nowNanos, f.leases.held(key), f.leases.queuedOn(key)
+	return f.nowNanos, f.leases.held(key, f.nowNanos), f.leases.queuedOn(key)
 }
 
 // Damaged returns the index of the first entry this FSM refused because its

@@ -223,12 +223,15 @@ func (t *leaseTable) drop(l *lease) {
 	}
 }
 
-// held returns the leases of key, in every group, ordered by maximum, then
-// expiry, then ID.
-func (t *leaseTable) held(key string) []contract.HeldLease {
+// held returns the leases of key live at now, in every group, ordered by
+// maximum, then expiry, then ID.
+func (t *leaseTable) held(key string, now int64) []contract.HeldLease {
 	var out []contract.HeldLease
 	for _, m := range t.maxesOf[key] {
 		for _, l := range t.groups[leaseGroup{key, m}].leases {
+			if l.expiresAt <= now { // expired, not yet dropped (expire's bound)
+				continue
+			}
 			out = append(out, contract.HeldLease{ID: l.id, Key: key, Max: m, ExpiresAtNanos: l.expiresAt})
 		}
 	}
