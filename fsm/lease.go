@@ -308,7 +308,7 @@ func (t *leaseTable) release(now int64, cmd *LeaseCommand) LeaseResult {
 		return LeaseResult{Rejection: contract.NotFound("id", "no lease %q (given back already, or expired)", id)}
 	}
 	t.drop(l)
-	t.grantWaiters(l.group, now, now)
+	t.grantWaiters(l.group, min(l.expiresAt, now), now) // a lease past its expiry freed its slot then
 	return LeaseResult{Released: true, Active: t.active(l.group), Waiting: t.waiting(l.group)}
 }
 
