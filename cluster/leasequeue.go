@@ -138,6 +138,29 @@ func (n *Node) awaitLease(ctx context.Context, id string, queued *fsm.LeaseResul
 	}
 }
 
+// claimLease claims a lease granted to a waiter, which lasts only
+// fsm.LeaseClaimWindow until then: a renewal to the request's TTL. A lease
+// the window ran out on (this node heard of the grant too late) is answered
+// as no slot; one this node cannot claim for now keeps its short expiry,
+// and the caller learns it from the answer (its holder renews it, as
+// WithLease does).
+func (n *Node) claimLease(ctx context.Context, id string, ttl time.Duration, granted *fsm.LeaseResult) (*fsm.LeaseResult, error) {
+	claimed, err := n.leaseOnLeader(ctx, opRenewLease, fsm.LeaseCommand{ID: id, TTLNanos: int64(ttl)})
+	var gone *contract.Error
+	switch {
+	case errors.As(err, &gone) && gone.Code == contract.CodeNotFound:
+		return &fsm.LeaseResult{Active: granted.Active, Waiting: granted.Waiting, WaitedNanos: granted.WaitedNanos, AtNanos: granted.AtNanos,
+			RetryAfterNanos: 1}, nil
+	case err != nil:
+		n.logger.Warn("a lease granted to a waiter could not be claimed; it lasts its claim window unless renewed", "err", err)
+		return granted, nil
+	}
+	// The grant's time stays the decision's: the slot was held from then.
+	out := *granted
+	out.ExpiresAtNanos = claimed.ExpiresAtNanos
+	return &out, nil
+}
+
 // withdrawOrWarn withdraws a request nobody will wait for any more, and
 // logs when it cannot: the request then stays queued until its deadline,
 // and a slot granted to it idles until its TTL.

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/limitnode/limitnode/fsm"
 	"github.com/limitnode/limitnode/testcluster"
 )
 
@@ -298,4 +299,48 @@ func getText(t *testing.T, url string) string {
 		t.Fatalf("GET %s: %d %s", url, resp.StatusCode, data)
 	}
 	return string(data)
+}
+
+// TestLeaseGrantedToACrashedWaiterComesBack: the node where a waiter waits
+// crashes, then a slot is given back: the slot goes to the waiter, as its
+// place in the queue says, but nobody claims it, so it is free again after
+// the claim window rather than after the lease's hour-long TTL.
+func TestLeaseGrantedToACrashedWaiterComesBack(t *testing.T) {
+	t.Parallel()
+	c := testcluster.Start(t, 3)
+	followers := c.Followers()
+	waiterNode, other := followers[0], followers[1]
+	status, body := do(t, "POST", other.URL()+"/v1/leases", `{"key":"orphan","max":1,"ttl":"1h"}`)
+	if status != 200 {
+		t.Fatalf("holder: %d %v", status, body)
+	}
+	holder := body["id"].(string)
+	go func() {
+		_, _ = postLease(context.Background(), waiterNode.URL(), `{"key":"orphan","max":1,"ttl":"1h","max_wait":"1m","max_queue":1}`)
+	}()
+	for deadline := time.Now().Add(testcluster.WaitTimeout); len(queueOf(t, other.URL(), "orphan")) != 1; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the waiter never joined the queue")
+		}
+	}
+	// Cut off first, so that the node cannot withdraw its waiter as it
+	// goes down: a crash, not a shutdown.
+	c.Isolate(waiterNode)
+	waiterNode.Kill()
+	c.Net.HealAll()
+	releaseLease(t, other.URL(), holder)
+	// The slot went to the crashed waiter: refused now...
+	if status, body := do(t, "POST", other.URL()+"/v1/leases", `{"key":"orphan","max":1,"ttl":"1h"}`); status != 429 || body["retry_after_ms"].(float64) > float64(fsm.LeaseClaimWindow/time.Millisecond) {
+		t.Fatalf("right after the release: %d %v, want 429 until the claim window ends", status, body)
+	}
+	// ...and free again once its claim window has passed.
+	for deadline := time.Now().Add(testcluster.WaitTimeout); ; time.Sleep(100 * time.Millisecond) {
+		status, body := do(t, "POST", other.URL()+"/v1/leases", `{"key":"orphan","max":1,"ttl":"1h"}`)
+		if status == 200 {
+			break
+		}
+		if status != 429 && status != 503 || time.Now().After(deadline) {
+			t.Fatalf("the unclaimed slot never came back: %d %v", status, body)
+		}
+	}
 }

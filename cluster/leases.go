@@ -45,6 +45,11 @@ func (n *Node) AcquireLease(ctx context.Context, req contract.LeaseRequest) (con
 		if r, err = n.awaitLease(ctx, cmd.ID, r, verdict, restored); err != nil {
 			return contract.Lease{}, err
 		}
+		if r.Granted {
+			if r, err = n.claimLease(ctx, cmd.ID, req.TTL, r); err != nil {
+				return contract.Lease{}, err
+			}
+		}
 	}
 	return contract.Lease{ID: cmd.ID, Key: req.Key, Max: req.Max, Granted: r.Granted, Active: r.Active,
 		ExpiresAtNanos: r.ExpiresAtNanos, RetryAfterNanos: r.RetryAfterNanos, AtNanos: r.AtNanos,

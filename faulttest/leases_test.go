@@ -164,7 +164,10 @@ func stepLease(s leaseState, in leaseInput, out leaseOutput) []any {
 		}
 		return []any{gone(s)}
 	case out.Granted:
-		if len(live)+s.anonymous >= leaseMax || out.Expires != out.At+int64(leaseTTL) || out.Waited < 0 ||
+		// A waiter's lease runs its TTL from its claim, a little after
+		// the grant (leaseTTL is shorter than the claim window).
+		expiry := out.Expires == out.At+int64(leaseTTL) || (out.Waited > 0 && out.Expires > out.At+int64(leaseTTL))
+		if len(live)+s.anonymous >= leaseMax || !expiry || out.Waited < 0 ||
 			(!in.Wait && out.Waited != 0) || out.Waited >= int64(leaseWait) {
 			return nil
 		}

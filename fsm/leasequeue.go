@@ -131,10 +131,16 @@ func (t *leaseTable) leave(w *waiter, now int64, withdrawn bool) LeaseResult {
 	return r
 }
 
+// LeaseClaimWindow is how long a lease granted to a waiter lasts until the
+// node where the waiter waits claims it (a renewal to the request's TTL,
+// sent when that node applies the grant): a waiter whose node crashed
+// keeps the slot from others for this long, not for its whole TTL.
+const LeaseClaimWindow = 5 * time.Second
+
 // grantWaiters gives g's slots, free since cluster time freedAt, to its
 // first waiters, in order; a waiter whose deadline came by then leaves
-// instead. The news is applied at now: a granted lease runs its TTL from
-// now, when its holder can learn of it.
+// instead. The news is applied at now: a granted lease runs from now, for
+// its TTL or LeaseClaimWindow, whichever is shorter, until it is claimed.
 func (t *leaseTable) grantWaiters(g leaseGroup, freedAt, now int64) {
 	for t.waiting(g) > 0 && t.active(g) < g.max {
 		w := t.queues[g].Front().Value.(*waiter)
@@ -143,7 +149,7 @@ func (t *leaseTable) grantWaiters(g leaseGroup, freedAt, now int64) {
 			continue
 		}
 		t.unqueue(w)
-		l := &lease{id: w.id, group: g, expiresAt: now + w.ttl}
+		l := &lease{id: w.id, group: g, expiresAt: now + min(w.ttl, int64(LeaseClaimWindow))}
 		t.add(l)
 		t.events = append(t.events, LeaseEvent{ID: w.id, Result: LeaseResult{
 			Granted: true, Active: t.active(g), Waiting: t.waiting(g), ExpiresAtNanos: l.expiresAt,

@@ -64,11 +64,12 @@ func TestLeaseQueueGrantsInArrivalOrder(t *testing.T) {
 	if len(*events) != 0 {
 		t.Fatalf("events before any slot freed: %+v", *events)
 	}
-	// Giving a back grants c, the first waiter, in the same entry.
+	// Giving a back grants c, the first waiter, in the same entry, until
+	// its node claims it: LeaseClaimWindow (5 s) rather than its TTL.
 	if r := a.lease(CommandReleaseLease, LeaseCommand{NowNanos: t0 + 4*sec, ID: "a"}); !r.Released || r.Active != 2 || r.Waiting != 2 {
 		t.Fatalf("release a: %+v", r)
 	}
-	want := LeaseEvent{ID: "c", Result: LeaseResult{Granted: true, Active: 2, Waiting: 2, ExpiresAtNanos: t0 + 14*sec, WaitedNanos: 2 * sec, AtNanos: t0 + 4*sec}}
+	want := LeaseEvent{ID: "c", Result: LeaseResult{Granted: true, Active: 2, Waiting: 2, ExpiresAtNanos: t0 + 9*sec, WaitedNanos: 2 * sec, AtNanos: t0 + 4*sec}}
 	if len(*events) != 1 || (*events)[0] != want {
 		t.Fatalf("events after releasing a: %+v", *events)
 	}
@@ -82,14 +83,15 @@ func TestLeaseQueueGrantsInArrivalOrder(t *testing.T) {
 	if _, _, queued := a.fsm.Leases("reports"); len(queued) != 1 || queued[0].ID != "e" || queued[0].Position != 1 {
 		t.Fatalf("queue after withdrawing d: %+v", queued)
 	}
-	// e's deadline, t0+7s, passes before b expires (t0+11s): a tick at the
-	// deadline takes it out without a slot.
+	// e's deadline, t0+7s, passes before c's unclaimed lease (t0+9s) or b
+	// (t0+11s) expires: a tick at the deadline takes it out without a
+	// slot, 2 s before the earliest expiry.
 	a.tick(t0 + 7*sec - 1)
 	if len(*events) != 2 {
 		t.Fatalf("e left before its deadline: %+v", *events)
 	}
 	a.tick(t0 + 7*sec)
-	if ev := (*events)[2]; ev.ID != "e" || ev.Result.Granted || ev.Result.Withdrawn || ev.Result.WaitedNanos != 5*sec || ev.Result.RetryAfterNanos != 4*sec {
+	if ev := (*events)[2]; ev.ID != "e" || ev.Result.Granted || ev.Result.Withdrawn || ev.Result.WaitedNanos != 5*sec || ev.Result.RetryAfterNanos != 2*sec {
 		t.Fatalf("timeout event: %+v", ev)
 	}
 	if due, ok := a.fsm.NextLeaseDue(); ok {
@@ -120,7 +122,7 @@ func TestLeaseQueueGrantsAtExpiry(t *testing.T) {
 	// an allow batch.
 	a.allow(t0+10*sec, one("other", perMinute100, 1))
 	last := (*events)[len(*events)-1]
-	if last.ID != "d" || !last.Result.Granted || last.Result.ExpiresAtNanos != t0+20*sec || last.Result.Active != 1 {
+	if last.ID != "d" || !last.Result.Granted || last.Result.ExpiresAtNanos != t0+15*sec || last.Result.Active != 1 {
 		t.Fatalf("events: %+v", *events)
 	}
 }
@@ -229,9 +231,10 @@ func (m *queueModel) grant(key string, maxHolders, freedAt int64) {
 			continue
 		}
 		m.waiters[key] = m.waiters[key][1:]
-		m.holders[key] = append(m.holders[key], modelLease{w.id, m.now + w.ttl})
+		until := m.now + min(w.ttl, int64(LeaseClaimWindow)) // until its node claims it
+		m.holders[key] = append(m.holders[key], modelLease{w.id, until})
 		m.events = append(m.events, LeaseEvent{ID: w.id, Result: LeaseResult{Granted: true, Active: int64(len(m.holders[key])),
-			Waiting: int64(len(m.waiters[key])), ExpiresAtNanos: m.now + w.ttl, WaitedNanos: m.now - w.enqueued, AtNanos: m.now}})
+			Waiting: int64(len(m.waiters[key])), ExpiresAtNanos: until, WaitedNanos: m.now - w.enqueued, AtNanos: m.now}})
 	}
 }
 
@@ -459,7 +462,7 @@ func TestLeaseQueueKeepsOrderAcrossAGap(t *testing.T) {
 		a.lease(CommandAcquireLease, cmd)
 	}
 	a.tick(t0 + 6*sec + sec/2)
-	if len(*events) != 1 || (*events)[0].ID != "w1" || !(*events)[0].Result.Granted || (*events)[0].Result.ExpiresAtNanos != t0+6*sec+sec/2+10*sec {
+	if len(*events) != 1 || (*events)[0].ID != "w1" || !(*events)[0].Result.Granted || (*events)[0].Result.ExpiresAtNanos != t0+6*sec+sec/2+int64(LeaseClaimWindow) {
 		t.Fatalf("events: %+v", *events)
 	}
 }
