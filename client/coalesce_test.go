@@ -3,10 +3,12 @@ package client_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/limitnode/limitnode/client"
 	"github.com/limitnode/limitnode/testcluster"
@@ -39,12 +41,19 @@ func TestCoalescedCallsShareHTTPCalls(t *testing.T) {
 	for i := range callers {
 		wg.Go(func() {
 			<-start
-			req := client.AllowRequest{Key: "coalesced", Limit: &client.Limit{Rate: limit, Period: "1h", Algorithm: "fixed_window"}}
+			// A request ID makes a retry after an unknown outcome (a change
+			// of leader on a loaded machine) charge once.
+			req := client.AllowRequest{Key: "coalesced", Limit: &client.Limit{Rate: limit, Period: "1h", Algorithm: "fixed_window"},
+				RequestID: fmt.Sprintf("coalesced-%d", i)}
 			if i == 7 {
 				req.Limit = &client.Limit{Rate: 0} // refused on its own
 			}
 			d, err := cl.Allow(context.Background(), req)
 			var apiErr *client.Error
+			for deadline := time.Now().Add(testcluster.WaitTimeout); errors.As(err, &apiErr) && apiErr.StatusCode == http.StatusServiceUnavailable && time.Now().Before(deadline); {
+				time.Sleep(50 * time.Millisecond)
+				d, err = cl.Allow(context.Background(), req)
+			}
 			switch {
 			case i == 7:
 				if !errors.As(err, &apiErr) || apiErr.StatusCode != 400 || apiErr.Field != "limit.rate" {
