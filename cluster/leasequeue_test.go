@@ -209,11 +209,12 @@ func TestLeaseWaiterLeavesWhenItsCallerGoes(t *testing.T) {
 		t.Fatal("the cancelled request was answered")
 	}
 	gone := time.Now()
-	for _, n := range c.Running() {
-		waitQueueEmpty(t, n, "k")
-	}
+	waitQueueEmpty(t, f, "k")
 	if took := time.Since(gone); took > time.Second {
 		t.Fatalf("the waiter left the queue %s after its caller went", took)
+	}
+	for _, n := range c.Running() {
+		waitQueueEmpty(t, n, "k")
 	}
 }
 
