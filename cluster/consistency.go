@@ -102,7 +102,7 @@ func (n *Node) appendCheckpoint() (uint64, error) {
 		return 0, err
 	}
 	future := n.raft.Apply(data, n.requestTimeout)
-	if err := future.Error(); err != nil {
+	if err := n.awaitApplied(future); err != nil {
 		return 0, translate(err)
 	}
 	return future.Index(), nil

@@ -206,7 +206,9 @@ func (n *Node) watchLeaseQueues() {
 	defer timer.Stop()
 	for {
 		wait := leaseQueueIdleCheck
-		if due, ok := n.fsm.NextLeaseDue(); ok && n.isLeader() {
+		if !n.isLeader() {
+			// Followers never tick; the lease table is not looked at.
+		} else if due, ok := n.fsm.NextLeaseDue(); ok {
 			if stamp, err := n.leaderStamp(); err == nil {
 				if stamp >= due {
 					_, err := n.applyCommandResult(fsm.CommandLeaseTick, &fsm.LeaseTickCommand{NowNanos: stamp})

@@ -109,13 +109,6 @@ func (n *Node) leaseOnLeader(ctx context.Context, op forwardOp, cmd fsm.LeaseCom
 	})
 }
 
-// leaseCommands are the log's command for each lease operation.
-var leaseCommands = map[forwardOp]fsm.CommandType{
-	opAcquireLease: fsm.CommandAcquireLease,
-	opRenewLease:   fsm.CommandRenewLease,
-	opReleaseLease: fsm.CommandReleaseLease,
-}
-
 // leaseAsLeader stamps a lease command with the leader's time and applies it.
 func (n *Node) leaseAsLeader(op forwardOp, cmd fsm.LeaseCommand) (*fsm.LeaseResult, error) {
 	stamp, err := n.leaderStamp()
@@ -123,7 +116,14 @@ func (n *Node) leaseAsLeader(op forwardOp, cmd fsm.LeaseCommand) (*fsm.LeaseResu
 		return nil, err
 	}
 	cmd.NowNanos = stamp
-	resp, err := n.applyCommandResult(leaseCommands[op], &cmd)
+	ct := fsm.CommandAcquireLease
+	switch op {
+	case opRenewLease:
+		ct = fsm.CommandRenewLease
+	case opReleaseLease:
+		ct = fsm.CommandReleaseLease
+	}
+	resp, err := n.applyCommandResult(ct, &cmd)
 	if err != nil {
 		return nil, err
 	}
@@ -132,8 +132,10 @@ func (n *Node) leaseAsLeader(op forwardOp, cmd fsm.LeaseCommand) (*fsm.LeaseResu
 		return nil, errMissingLeaseResult
 	}
 	// A queue may now be due sooner: a waiter joined, or a renewal
-	// brought an expiry forward.
-	n.kickLeaseQueues()
+	// brought forward an expiry a waiter waits for.
+	if result.Queued || result.Waiting > 0 {
+		n.kickLeaseQueues()
+	}
 	return result, nil
 }
 

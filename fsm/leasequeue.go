@@ -211,7 +211,7 @@ type waiterRecord struct {
 	Deadline   int64
 }
 
-// records returns every waiter, groups ordered by key and maximum, each
+// waiterRecords returns every waiter, groups ordered by key and maximum, each
 // group's in queue order.
 func (t *leaseTable) waiterRecords() []waiterRecord {
 	groups := make([]leaseGroup, 0, len(t.queues))
