@@ -6,8 +6,12 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
+
+	"github.com/limitnode/limitnode/contract"
+	"github.com/limitnode/limitnode/internal/ratelimitheader"
 )
 
 // Coalescing (Options.Coalesce): the client-side twin of the cluster's
@@ -16,12 +20,6 @@ import (
 // it and then go together as one POST /v1/allow/batch, each caller getting
 // its own decision. An idle client adds no latency; a busy one sends one
 // HTTP call, and the cluster one Raft entry, for many requests.
-
-// Bounds of one coalesced call: the batch endpoint's.
-const (
-	maxCoalescedRequests = 1000
-	maxCoalescedChecks   = 4096
-)
 
 type coalescer struct {
 	c       *Client
@@ -63,9 +61,9 @@ func (k *coalescer) run() {
 	for {
 		k.mu.Lock()
 		n, checks := 0, 0
-		for n < len(k.pending) && n < maxCoalescedRequests {
+		for n < len(k.pending) && n < contract.MaxBatchSize {
 			c := max(len(k.pending[n].req.Checks), 1)
-			if n > 0 && checks+c > maxCoalescedChecks {
+			if n > 0 && checks+c > contract.MaxBatchChecks {
 				break
 			}
 			checks += c
@@ -134,8 +132,8 @@ func batchDecision(raw json.RawMessage, i int) (Decision, error) {
 	case http.StatusOK, http.StatusTooManyRequests:
 	default:
 		field := item.Field
-		if prefix := "requests[" + strconv.Itoa(i) + "]"; len(field) >= len(prefix) && field[:len(prefix)] == prefix {
-			field = field[min(len(prefix)+1, len(field)):]
+		if rest, ok := strings.CutPrefix(field, "requests["+strconv.Itoa(i)+"]"); ok {
+			field = strings.TrimPrefix(rest, ".")
 		}
 		return Decision{}, &Error{StatusCode: item.Status, Message: item.Message, Code: item.Code, Field: field}
 	}
@@ -144,9 +142,9 @@ func batchDecision(raw json.RawMessage, i int) (Decision, error) {
 	d.Header = http.Header{}
 	d.Header.Set("RateLimit-Limit", strconv.FormatInt(d.Limit, 10))
 	d.Header.Set("RateLimit-Remaining", strconv.FormatInt(d.Remaining, 10))
-	d.Header.Set("RateLimit-Reset", strconv.FormatInt((d.ResetAfterMS+999)/1000, 10))
+	d.Header.Set("RateLimit-Reset", strconv.FormatInt(ratelimitheader.CeilDiv(d.ResetAfterMS, 1000), 10))
 	if !d.Allowed {
-		secs := max((d.RetryAfterMS+999)/1000, 1)
+		secs := max(ratelimitheader.CeilDiv(d.RetryAfterMS, 1000), 1)
 		d.Header.Set("Retry-After", strconv.FormatInt(secs, 10))
 		d.RetryAfter = time.Duration(secs) * time.Second
 	}

@@ -128,7 +128,9 @@ func (a *API) writeDecision(w http.ResponseWriter, req contract.Request, decisio
 		policy = "default"
 	}
 	check := decision.Checks[headline]
-	ratelimitheader.Set(w.Header(), policy, check.Decision, check.PeriodNanos)
+	for _, f := range ratelimitheader.Fields(policy, check.Decision, check.PeriodNanos) {
+		w.Header().Set(f.Name, f.Value)
+	}
 	if !forProxy {
 		// The cluster time of the decision (Unix ns), for clients that
 		// check or debug the order of decisions.

@@ -4,7 +4,6 @@
 package ratelimitheader
 
 import (
-	"net/http"
 	"strconv"
 	"time"
 
@@ -12,7 +11,7 @@ import (
 )
 
 // Names are the headers that tell a caller its limit, in the order they
-// are written: Set's, then Retry-After.
+// are written: Fields', then Retry-After.
 var Names = []string{"RateLimit-Limit", "RateLimit-Remaining", "RateLimit-Reset", "RateLimit-Policy", "RateLimit", "Retry-After"}
 
 // Field is one header: its canonical name and value.
@@ -40,13 +39,6 @@ func Fields(policy string, d algorithms.Decision, periodNanos int64) [5]Field {
 		{"RateLimit-Reset", strconv.FormatInt(CeilDiv(d.ResetAfterNanos, int64(time.Second)), 10)},
 		{"RateLimit-Policy", name + ";q=" + limit + ";w=" + strconv.FormatInt(CeilDiv(periodNanos, int64(time.Second)), 10)},
 		{"RateLimit", name + ";r=" + remaining + ";t=" + strconv.FormatInt(CeilDiv(d.RefillAfterNanos, int64(time.Second)), 10)},
-	}
-}
-
-// Set writes Fields into h.
-func Set(h http.Header, policy string, d algorithms.Decision, periodNanos int64) {
-	for _, f := range Fields(policy, d, periodNanos) {
-		h.Set(f.Name, f.Value)
 	}
 }
 

@@ -1,7 +1,6 @@
 package ratelimitheader
 
 import (
-	"net/http"
 	"testing"
 	"time"
 
@@ -35,9 +34,11 @@ func TestRetryAfterHeader(t *testing.T) {
 
 func TestRateLimitHeaderStrings(t *testing.T) {
 	t.Parallel()
-	h := http.Header{}
+	h := map[string]string{}
 	d := algorithms.Decision{Limit: 50, Remaining: 7, ResetAfterNanos: 1500 * int64(time.Millisecond), RefillAfterNanos: 200 * int64(time.Millisecond)}
-	Set(h, "burst", d, int64(90*time.Second))
+	for _, f := range Fields("burst", d, int64(90*time.Second)) {
+		h[f.Name] = f.Value
+	}
 	want := map[string]string{
 		"RateLimit-Limit":     "50",
 		"RateLimit-Remaining": "7",
@@ -46,7 +47,7 @@ func TestRateLimitHeaderStrings(t *testing.T) {
 		"RateLimit":           `"burst";r=7;t=1`,
 	}
 	for name, v := range want {
-		if got := h.Get(name); got != v {
+		if got := h[name]; got != v {
 			t.Errorf("%s: %q, want %q", name, got, v)
 		}
 	}
