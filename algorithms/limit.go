@@ -175,3 +175,10 @@ type Decision struct {
 	// that decisions recorded before it decode without it.
 	WaitNanos int64
 }
+
+// NearLimit reports whether an admitted decision left 20% of its limit or
+// less: the "near limit" that metrics count (as envoyproxy/ratelimit's
+// near_limit does).
+func (d Decision) NearLimit() bool {
+	return d.Allowed && d.Limit > 0 && 5*d.Remaining <= d.Limit
+}

@@ -155,7 +155,7 @@ func (r *recorder) foldChecks(now int64, req *fsm.Request, res *fsm.Result) {
 			r.deniedPolicies.Add(now, policy, 1)
 		case res.Allowed:
 			r.policyDecisions.WithLabelValues(policy, "allowed").Inc()
-			if d.Limit > 0 && 5*d.Remaining <= d.Limit {
+			if d.NearLimit() {
 				r.policyDecisions.WithLabelValues(policy, "near_limit").Inc()
 			}
 		}

@@ -70,7 +70,7 @@ func (m *metrics) descriptors(q rls.Query, d rls.Decision) {
 			}
 		case d.Allowed:
 			m.withinLimit.WithLabelValues(labels...).Add(hits)
-			if dec.Limit > 0 && 5*dec.Remaining <= dec.Limit {
+			if dec.NearLimit() {
 				m.nearLimit.WithLabelValues(labels...).Add(hits)
 			}
 		}
