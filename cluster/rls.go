@@ -53,8 +53,8 @@ func (n *Node) PutRLSConfig(ctx context.Context, c rls.Config) error {
 // DeleteRLSConfig deletes a domain's configuration; a *contract.Error with
 // CodeNotFound if there is none. Its counters expire as usual.
 func (n *Node) DeleteRLSConfig(ctx context.Context, domain string) error {
-	if domain == "" || len(domain) > rls.MaxDomainBytes {
-		return contract.Invalid("domain", "domain is required and must be at most %d bytes", rls.MaxDomainBytes)
+	if err := rls.ValidateDomain(domain); err != nil {
+		return err
 	}
 	return n.leaderOp(ctx, &forwardRequest{Op: opDeleteRLSConfig, RLS: &rls.Config{Domain: domain}}, func() error {
 		return n.applyCommand(fsm.CommandDeleteRLSConfig, &fsm.NamedDeleteCommand{Name: domain})

@@ -30,7 +30,7 @@ const rlsOwnerPrefix = "rls/"
 // owner that can exist: a policy name or an RLS domain.
 func validBucketOwner(owner string) bool {
 	if domain, ok := strings.CutPrefix(owner, rlsOwnerPrefix); ok {
-		return domain != "" && len(domain) <= rls.MaxDomainBytes
+		return rls.ValidateDomain(domain) == nil
 	}
 	return contract.ValidatePolicyName(owner) == nil
 }

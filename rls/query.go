@@ -44,13 +44,23 @@ type Override struct {
 	Unit            string
 }
 
+// ValidateDomain checks a domain's name where a request names one: 1 to
+// MaxDomainBytes bytes. (A configuration's domain is also checked to be
+// single-line text, with the line it stands on.)
+func ValidateDomain(domain string) *contract.Error {
+	if domain == "" || len(domain) > MaxDomainBytes {
+		return contract.Invalid("domain", "domain is required and must be at most %d bytes", MaxDomainBytes)
+	}
+	return nil
+}
+
 // Validate checks a query on its own: the domain, 1 to
 // MaxQueryDescriptors descriptors, their entries, hits and overrides.
 // Fields are named as the HTTP and gRPC APIs spell them
 // ("descriptors[2].entries").
 func (q *Query) Validate() *contract.Error {
-	if q.Domain == "" || len(q.Domain) > MaxDomainBytes {
-		return contract.Invalid("domain", "domain is required and must be at most %d bytes", MaxDomainBytes)
+	if err := ValidateDomain(q.Domain); err != nil {
+		return err
 	}
 	if len(q.Descriptors) == 0 || len(q.Descriptors) > MaxQueryDescriptors {
 		return contract.Invalid("descriptors", "descriptors must hold 1 to %d descriptors", MaxQueryDescriptors)
