@@ -2,8 +2,8 @@ package cluster
 
 import (
 	"context"
+	"fmt"
 
-	"github.com/limitnode/limitnode/contract"
 	"github.com/limitnode/limitnode/fsm"
 	"github.com/limitnode/limitnode/rls"
 )
@@ -28,8 +28,8 @@ func (n *Node) ShouldRateLimit(ctx context.Context, q rls.Query) (rls.Decision, 
 	for i, s := range r.RLS {
 		d.Descriptors[i].Status = s
 		if s.Limited {
-			if s.Check < 0 || s.Check >= len(r.Checks) {
-				return rls.Decision{}, contract.Invalid("descriptors", "descriptor %d has no decision", i)
+			if s.Check < 0 || s.Check >= len(r.Checks) { // a damaged answer, not the caller's fault
+				return rls.Decision{}, fmt.Errorf("cluster: the answer's descriptor %d names check %d of %d", i, s.Check, len(r.Checks))
 			}
 			c := r.Checks[s.Check]
 			d.Descriptors[i].Decision, d.Descriptors[i].PeriodNanos = c.Decision, c.PeriodNanos
