@@ -130,17 +130,6 @@ func statusOf(err error) *status.Status {
 	}
 }
 
-// unitCodes are Envoy's names of the units.
-var unitCodes = map[string]ratelimitv3.RateLimitResponse_RateLimit_Unit{
-	"SECOND": ratelimitv3.RateLimitResponse_RateLimit_SECOND,
-	"MINUTE": ratelimitv3.RateLimitResponse_RateLimit_MINUTE,
-	"HOUR":   ratelimitv3.RateLimitResponse_RateLimit_HOUR,
-	"DAY":    ratelimitv3.RateLimitResponse_RateLimit_DAY,
-	"WEEK":   ratelimitv3.RateLimitResponse_RateLimit_WEEK,
-	"MONTH":  ratelimitv3.RateLimitResponse_RateLimit_MONTH,
-	"YEAR":   ratelimitv3.RateLimitResponse_RateLimit_YEAR,
-}
-
 // responseOf builds Envoy's answer: OVER_LIMIT when a limit not in shadow
 // mode denied; per descriptor, OVER_LIMIT for a limit that denied (a shadow
 // limit's denial reads OK, as in envoyproxy/ratelimit), the limit, what
@@ -170,7 +159,7 @@ func responseOf(d rls.Decision, jitter func(int64) int64) *ratelimitv3.RateLimit
 		if !dec.Allowed && !dd.Shadow {
 			st.Code = ratelimitv3.RateLimitResponse_OVER_LIMIT
 		}
-		st.CurrentLimit = &ratelimitv3.RateLimitResponse_RateLimit{Name: dd.Name, RequestsPerUnit: dd.RequestsPerUnit, Unit: unitCodes[dd.Unit]}
+		st.CurrentLimit = &ratelimitv3.RateLimitResponse_RateLimit{Name: dd.Name, RequestsPerUnit: dd.RequestsPerUnit, Unit: ratelimitv3.RateLimitResponse_RateLimit_Unit(ratelimitv3.RateLimitResponse_RateLimit_Unit_value[dd.Unit])}
 		st.LimitRemaining = uint32(min(max(dec.Remaining, 0), math.MaxUint32))
 		st.DurationUntilReset = durationpb.New(time.Duration(untilReset(dd, d.AtNanos)))
 		if !dd.Shadow && (closest < 0 || closer(dd, &d.Descriptors[closest])) {
