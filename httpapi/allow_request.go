@@ -4,7 +4,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/limitnode/limitnode/algorithms"
 	"github.com/limitnode/limitnode/contract"
@@ -87,13 +86,11 @@ func (a *allowJSON) toRequest() (allowRequest, *apiError) {
 			req.Checks = append(req.Checks, c)
 		}
 	}
-	if a.MaxWait != nil {
-		d, err := time.ParseDuration(*a.MaxWait)
-		if err != nil {
-			return allowRequest{}, invalid("max_wait", "max_wait %q is not a Go duration such as \"250ms\" or \"2s\"", *a.MaxWait)
-		}
-		req.MaxWaitNanos = int64(d)
+	maxWait, apiErr := durationField("max_wait", a.MaxWait)
+	if apiErr != nil {
+		return allowRequest{}, apiErr
 	}
+	req.MaxWaitNanos = int64(maxWait)
 	if a.Hold && req.MaxWaitNanos == 0 {
 		return allowRequest{}, invalid("hold", "hold waits out a reservation: give max_wait too")
 	}

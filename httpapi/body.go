@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"reflect"
 	"strings"
+	"time"
 )
 
 // Size limits of request bodies, documented in the README.
@@ -93,4 +94,17 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	_, _ = w.Write(append(data, '\n'))
+}
+
+// durationField reads a JSON field that holds a Go duration ("500ms",
+// "30s"); an absent one is 0. A malformed one is a 400 naming the field.
+func durationField(name string, s *string) (time.Duration, *apiError) {
+	if s == nil {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(*s)
+	if err != nil {
+		return 0, invalid(name, "%s %q is not a Go duration such as \"500ms\" or \"30s\"", name, *s)
+	}
+	return d, nil
 }

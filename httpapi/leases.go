@@ -29,25 +29,29 @@ type leaseJSON struct {
 	WaitedMS     int64  `json:"waited_ms,omitempty"`
 }
 
+// leaseTTL reads a lease's required ttl field.
+func leaseTTL(s *string) (time.Duration, *apiError) {
+	if s == nil {
+		return 0, invalid("ttl", "ttl is required: a Go duration from %s to %s", contract.MinLeaseTTL, contract.MaxLeaseTTL)
+	}
+	return durationField("ttl", s)
+}
+
 // toRequest turns the body into the contract's lease request and validates
 // it.
 func (b *leaseRequestJSON) toRequest() (contract.LeaseRequest, *apiError) {
-	switch {
-	case b.Max == nil:
+	if b.Max == nil {
 		return contract.LeaseRequest{}, invalid("max", "max is required: an integer from 1 to %d", contract.MaxLeaseHolders)
-	case b.TTL == nil:
-		return contract.LeaseRequest{}, invalid("ttl", "ttl is required: a Go duration from %s to %s", contract.MinLeaseTTL, contract.MaxLeaseTTL)
 	}
-	ttl, err := time.ParseDuration(*b.TTL)
-	if err != nil {
-		return contract.LeaseRequest{}, invalid("ttl", "ttl %q is not a Go duration such as \"30s\" or \"2m\"", *b.TTL)
+	ttl, apiErr := leaseTTL(b.TTL)
+	if apiErr != nil {
+		return contract.LeaseRequest{}, apiErr
 	}
-	req := contract.LeaseRequest{Key: b.Key, Max: *b.Max, TTL: ttl, MaxQueue: b.MaxQueue}
-	if b.MaxWait != nil {
-		if req.MaxWait, err = time.ParseDuration(*b.MaxWait); err != nil {
-			return contract.LeaseRequest{}, invalid("max_wait", "max_wait %q is not a Go duration such as \"500ms\" or \"30s\"", *b.MaxWait)
-		}
+	maxWait, apiErr := durationField("max_wait", b.MaxWait)
+	if apiErr != nil {
+		return contract.LeaseRequest{}, apiErr
 	}
+	req := contract.LeaseRequest{Key: b.Key, Max: *b.Max, TTL: ttl, MaxWait: maxWait, MaxQueue: b.MaxQueue}
 	if err := req.Validate(); err != nil {
 		return contract.LeaseRequest{}, fromContract(err)
 	}
@@ -77,17 +81,27 @@ func (a *API) acquireLease(w http.ResponseWriter, r *http.Request) {
 		a.writeClusterError(w, r, err)
 		return
 	}
-	out := leaseJSON{Granted: lease.Granted, Key: lease.Key, Max: lease.Max, Active: lease.Active,
-		Waiting: lease.Waiting, WaitedMS: ratelimitheader.CeilDiv(lease.WaitedNanos, int64(time.Millisecond))}
+	out := leaseAnswer(lease)
 	if !lease.Granted {
-		out.RetryAfterMS = ratelimitheader.CeilDiv(lease.RetryAfterNanos, int64(time.Millisecond))
 		w.Header().Set("Retry-After", ratelimitheader.RetryAfter(out.RetryAfterMS, a.opts.Jitter))
 		writeJSON(w, http.StatusTooManyRequests, out)
 		return
 	}
-	out.ID = lease.ID
-	out.ExpiresInMS = ratelimitheader.CeilDiv(lease.ExpiresAtNanos-lease.AtNanos, int64(time.Millisecond))
 	writeJSON(w, http.StatusOK, out)
+}
+
+// leaseAnswer is a lease as the API spells it: a granted one with its ID
+// and time to expiry, a refused one with the time until a holder's expires.
+func leaseAnswer(lease contract.Lease) leaseJSON {
+	out := leaseJSON{Granted: lease.Granted, Key: lease.Key, Max: lease.Max, Active: lease.Active,
+		Waiting: lease.Waiting, WaitedMS: ratelimitheader.CeilDiv(lease.WaitedNanos, int64(time.Millisecond))}
+	if lease.Granted {
+		out.ID = lease.ID
+		out.ExpiresInMS = ratelimitheader.CeilDiv(lease.ExpiresAtNanos-lease.AtNanos, int64(time.Millisecond))
+	} else {
+		out.RetryAfterMS = ratelimitheader.CeilDiv(lease.RetryAfterNanos, int64(time.Millisecond))
+	}
+	return out
 }
 
 type renewRequestJSON struct {
@@ -102,13 +116,9 @@ func (a *API) renewLease(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	if body.TTL == nil {
-		writeError(w, invalid("ttl", "ttl is required: a Go duration from %s to %s", contract.MinLeaseTTL, contract.MaxLeaseTTL))
-		return
-	}
-	ttl, err := time.ParseDuration(*body.TTL)
-	if err != nil {
-		writeError(w, invalid("ttl", "ttl %q is not a Go duration such as \"30s\" or \"2m\"", *body.TTL))
+	ttl, apiErr := leaseTTL(body.TTL)
+	if apiErr != nil {
+		writeError(w, apiErr)
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), a.opts.RequestTimeout)
@@ -118,8 +128,7 @@ func (a *API) renewLease(w http.ResponseWriter, r *http.Request) {
 		a.writeClusterError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, leaseJSON{Granted: true, ID: lease.ID, Key: lease.Key, Max: lease.Max, Active: lease.Active, Waiting: lease.Waiting,
-		ExpiresInMS: ratelimitheader.CeilDiv(lease.ExpiresAtNanos-lease.AtNanos, int64(time.Millisecond))})
+	writeJSON(w, http.StatusOK, leaseAnswer(lease))
 }
 
 func (a *API) releaseLease(w http.ResponseWriter, r *http.Request) {
