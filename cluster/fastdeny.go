@@ -42,12 +42,8 @@ func (n *Node) denyFast(ctx context.Context, reqs []fsm.Request) (results []fsm.
 	if n.cfg.NoFastDenials || n.barrierTerm.Load() != term || !n.isLeader() {
 		return nil, false
 	}
-	clock := func() int64 {
-		last := n.fsm.Now()
-		return fsm.ClampStamp(n.clock.stamp(term, last), last)
-	}
 	// A first look, before any round trip: most requests are admitted.
-	if _, ok := n.deniedNow(reqs, clock()); !ok {
+	if _, ok := n.deniedNow(reqs, n.stampIn(term)); !ok {
 		return nil, false
 	}
 	readIndex := n.raft.CommitIndex()
@@ -59,7 +55,7 @@ func (n *Node) denyFast(ctx context.Context, reqs []fsm.Request) (results []fsm.
 			return nil, false
 		}
 	}
-	if results, ok = n.deniedNow(reqs, clock()); !ok {
+	if results, ok = n.deniedNow(reqs, n.stampIn(term)); !ok {
 		return nil, false
 	}
 	n.metrics.fastDenials.Add(float64(len(results)))
@@ -109,11 +105,14 @@ func (n *Node) likelyDenied(reqs []fsm.Request) bool {
 // applied state (see fsm.DenyNow; queued is whether requests on the same
 // keys are on their way to this leader's log).
 func (n *Node) deniedNow(reqs []fsm.Request, now int64) ([]fsm.Result, bool) {
-	results := make([]fsm.Result, len(reqs))
+	var results []fsm.Result // most first looks find an admission: allocate after a denial
 	for i := range reqs {
 		r, ok := n.fsm.DenyNow(&reqs[i], now, func() bool { return n.toLog.has(&reqs[i]) })
 		if !ok {
 			return nil, false
+		}
+		if results == nil {
+			results = make([]fsm.Result, len(reqs))
 		}
 		results[i] = r
 	}
@@ -123,8 +122,10 @@ func (n *Node) deniedNow(reqs []fsm.Request, now int64) ([]fsm.Result, bool) {
 // submitToLog sends requests the fast path did not deny to the leader's
 // group commit, counting their keys as queued meanwhile.
 func (n *Node) submitToLog(ctx context.Context, reqs []fsm.Request) ([]fsm.Result, string, error) {
-	n.toLog.add(reqs, 1)
-	defer n.toLog.add(reqs, -1)
+	if !n.cfg.NoFastDenials { // only the fast path reads the count
+		n.toLog.add(reqs, 1)
+		defer n.toLog.add(reqs, -1)
+	}
 	return n.leaderBatch.submit(ctx, reqs)
 }
 

@@ -95,8 +95,14 @@ func (n *Node) leaderStamp() (int64, error) {
 		}
 		n.barrierTerm.Store(term)
 	}
+	return n.stampIn(term), nil
+}
+
+// stampIn is the time this leader stamps now in term: its clock's, within
+// what the state machine accepts after the latest time it applied.
+func (n *Node) stampIn(term uint64) int64 {
 	last := n.fsm.Now()
-	return fsm.ClampStamp(n.clock.stamp(term, last), last), nil
+	return fsm.ClampStamp(n.clock.stamp(term, last), last)
 }
 
 // forwardBatch is a follower's flush: one message to the leader for all the
