@@ -126,10 +126,10 @@ func (f *FSM) rlsTargets(now int64, q *rls.Query, targets []target) ([]target, [
 			continue
 		}
 		desc := &q.Descriptors[i]
-		field := fmt.Sprintf("descriptors[%d]", i)
+		field := func() string { return fmt.Sprintf("descriptors[%d]", i) } // for errors only
 		key := rls.CounterKey(q.Domain, desc.Entries, shared[i])
 		if len(key) > contract.MaxKeyBytes {
-			return targets, nil, contract.Invalid(field+".entries", "the descriptor's entries make a counter key of %d bytes; the most is %d", len(key), contract.MaxKeyBytes)
+			return targets, nil, contract.Invalid(field()+".entries", "the descriptor's entries make a counter key of %d bytes; the most is %d", len(key), contract.MaxKeyBytes)
 		}
 		t := target{id: bucketKey{key: key, policy: owner}, cost: desc.Hits, shadow: statuses[i].Shadow}
 		l, ok := rls.Limit(rl)
@@ -137,10 +137,10 @@ func (f *FSM) rlsTargets(now int64, q *rls.Query, targets []target) ([]target, [
 		switch {
 		case ok:
 			if err := contract.ValidateLimit(l); err != nil {
-				return targets, nil, err.Within(field + ".limit")
+				return targets, nil, err.Within(field() + ".limit")
 			}
 		case rl.RequestsPerUnit != 0 || !known || period <= 0:
-			return targets, nil, contract.Invalid(field+".limit", "the limit that applies (%d per %q) cannot be decided", rl.RequestsPerUnit, rl.Unit)
+			return targets, nil, contract.Invalid(field()+".limit", "the limit that applies (%d per %q) cannot be decided", rl.RequestsPerUnit, rl.Unit)
 		default:
 			// requests_per_unit 0 refuses every hit: a one-unit window
 			// that is never consulted stands for it.
@@ -152,7 +152,7 @@ func (f *FSM) rlsTargets(now int64, q *rls.Query, targets []target) ([]target, [
 		if j := slices.IndexFunc(targets[first:], func(o target) bool { return o.id == t.id }); j >= 0 {
 			o := &targets[first+j]
 			if *o.limit != l || o.never != t.never || o.shadow != t.shadow {
-				return targets, nil, contract.Invalid(field, "descriptors count on the same counter under different limits")
+				return targets, nil, contract.Invalid(field(), "descriptors count on the same counter under different limits")
 			}
 			o.cost += t.cost
 			statuses[i].Check = j
