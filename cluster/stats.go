@@ -175,10 +175,10 @@ func checkNames(req *fsm.Request, res *fsm.Result, j int) (policy, key string) {
 					}
 					b.WriteString(e.Key + "=" + e.Value)
 				}
-				return "rls/" + q.Domain, b.String()
+				return fsm.RLSOwner(q.Domain), b.String()
 			}
 		}
-		return "rls/" + q.Domain, ""
+		return fsm.RLSOwner(q.Domain), ""
 	}
 	if j >= len(req.Checks) {
 		return inlinePolicy, ""

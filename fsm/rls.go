@@ -26,6 +26,10 @@ const MaxRLSDomains = 1000
 // when the configuration changes the limit.
 const rlsOwnerPrefix = "rls/"
 
+// RLSOwner is the owner of a domain's counters, as the bucket store, the
+// statistics and the per-policy metrics name it: "rls/" + domain.
+func RLSOwner(domain string) string { return rlsOwnerPrefix + domain }
+
 // validBucketOwner reports whether a snapshot's bucket record names an
 // owner that can exist: a policy name or an RLS domain.
 func validBucketOwner(owner string) bool {
@@ -119,7 +123,7 @@ func (f *FSM) rlsTargets(now int64, q *rls.Query, targets []target) ([]target, [
 		statuses[i] = rls.Status{Name: m.RateLimit.Name, RequestsPerUnit: m.RateLimit.RequestsPerUnit, Unit: m.RateLimit.Unit,
 			Shadow: m.Shadow, Path: m.Path, Metered: m.Metered}
 	}
-	owner := rlsOwnerPrefix + q.Domain
+	owner := RLSOwner(q.Domain)
 	first := len(targets)
 	for i, rl := range limits {
 		if rl == nil || (rl.Name != "" && slices.Contains(replaced, rl.Name)) {
