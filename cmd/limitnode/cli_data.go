@@ -77,19 +77,24 @@ func verbCommand(name string, verbs map[string]subcommand) subcommand {
 	}
 }
 
+// openInput opens a command's FILE argument: "-" is standard input (which
+// closing leaves open).
+func openInput(name string) (io.ReadCloser, error) {
+	if name == "-" {
+		return io.NopCloser(os.Stdin), nil
+	}
+	return os.Open(name)
+}
+
 var policyPut = remoteCommand("policy put", "policy put NAME FILE ('-': standard input; the JSON body of PUT /v1/policies/NAME) [flags]", noFlags(func(ctx context.Context, r *remote, args []string) error {
 	if err := wantArgs(args, 2, "NAME FILE"); err != nil {
 		return err
 	}
-	in := io.Reader(os.Stdin)
-	if args[1] != "-" {
-		f, err := os.Open(args[1])
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		in = f
+	in, err := openInput(args[1])
+	if err != nil {
+		return err
 	}
+	defer in.Close()
 	var p client.Policy
 	dec := json.NewDecoder(in)
 	dec.DisallowUnknownFields()

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
 
 	"github.com/limitnode/limitnode/rls"
 	"go.yaml.in/yaml/v3"
@@ -18,15 +17,11 @@ var rlsPut = remoteCommand("rls put", "rls put FILE ('-': standard input; envoyp
 	if err := wantArgs(args, 1, "FILE"); err != nil {
 		return err
 	}
-	in := io.Reader(os.Stdin)
-	if args[0] != "-" {
-		f, err := os.Open(args[0])
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		in = f
+	in, err := openInput(args[0])
+	if err != nil {
+		return err
 	}
+	defer in.Close()
 	data, err := io.ReadAll(io.LimitReader(in, rls.MaxConfigBytes+1))
 	if err != nil {
 		return fmt.Errorf("read %s: %w", args[0], err)
