@@ -711,12 +711,7 @@ func (f *FSM) NextLeaseDue() (int64, bool) {
 func (f *FSM) LeaseOf(id string) LeaseResult {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	var r LeaseResult
-	if l := f.leases.byID[id]; l != nil {
-		r = LeaseResult{Granted: true, Active: f.leases.active(l.group), Waiting: f.leases.waiting(l.group), ExpiresAtNanos: l.expiresAt}
-	} else if w := f.leases.waiters[id]; w != nil {
-		r = f.leases.queued(w, f.leases.position(w), f.nowNanos)
-	}
+	r, _, _ := f.leases.resultOf(id, f.nowNanos)
 	r.AtNanos = f.nowNanos
 	return r
 }

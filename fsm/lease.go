@@ -249,17 +249,11 @@ func (t *leaseTable) acquire(now int64, cmd *LeaseCommand) LeaseResult {
 		return LeaseResult{Rejection: err}
 	}
 	g := leaseGroup{cmd.Key, cmd.Max}
-	if l := t.byID[cmd.ID]; l != nil {
-		if l.group != g {
-			return LeaseResult{Rejection: contract.Invalid("id", "lease %q is held for another key or max", cmd.ID)}
+	if r, group, known := t.resultOf(cmd.ID, now); known {
+		if group != g {
+			return LeaseResult{Rejection: contract.Invalid("id", "lease %q is held or waits for another key or max", cmd.ID)}
 		}
-		return LeaseResult{Granted: true, Active: t.active(g), Waiting: t.waiting(g), ExpiresAtNanos: l.expiresAt}
-	}
-	if w := t.waiters[cmd.ID]; w != nil {
-		if w.group != g {
-			return LeaseResult{Rejection: contract.Invalid("id", "request %q waits for another key or max", cmd.ID)}
-		}
-		return t.queued(w, t.position(w), now)
+		return r // a retry: the lease it holds, or the place it has
 	}
 	full := t.active(g) >= cmd.Max
 	if full && (cmd.MaxWaitNanos == 0 || t.waiting(g) >= cmd.MaxQueue) {
@@ -276,6 +270,18 @@ func (t *leaseTable) acquire(now int64, cmd *LeaseCommand) LeaseResult {
 	l := &lease{id: cmd.ID, group: g, expiresAt: now + cmd.TTLNanos}
 	t.add(l)
 	return LeaseResult{Granted: true, Active: t.active(g), Waiting: t.waiting(g), ExpiresAtNanos: l.expiresAt}
+}
+
+// resultOf answers for an ID the table knows: held (Granted, with its
+// expiry) or waiting (Queued, with its place), with its group.
+func (t *leaseTable) resultOf(id string, now int64) (LeaseResult, leaseGroup, bool) {
+	if l := t.byID[id]; l != nil {
+		return LeaseResult{Granted: true, Active: t.active(l.group), Waiting: t.waiting(l.group), ExpiresAtNanos: l.expiresAt}, l.group, true
+	}
+	if w := t.waiters[id]; w != nil {
+		return t.queued(w, t.position(w), now), w.group, true
+	}
+	return LeaseResult{}, leaseGroup{}, false
 }
 
 // renew moves a held lease's expiry to the command's TTL from now.
