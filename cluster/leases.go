@@ -45,10 +45,12 @@ func (n *Node) AcquireLease(ctx context.Context, req contract.LeaseRequest) (con
 		if r, err = n.awaitLease(ctx, cmd.ID, r, verdict, restored); err != nil {
 			return contract.Lease{}, err
 		}
-		if r.Granted {
-			if r, err = n.claimLease(ctx, cmd.ID, req.TTL, r); err != nil {
-				return contract.Lease{}, err
-			}
+	}
+	// A grant from the queue lasts its claim window until claimed: after
+	// a wait, or when a retried acquire finds its ID granted meanwhile.
+	if r.Granted && req.MaxWait > 0 && r.ExpiresAtNanos-r.AtNanos < int64(req.TTL) {
+		if r, err = n.claimLease(ctx, cmd.ID, req.TTL, r); err != nil {
+			return contract.Lease{}, err
 		}
 	}
 	return contract.Lease{ID: cmd.ID, Key: req.Key, Max: req.Max, Granted: r.Granted, Active: r.Active,

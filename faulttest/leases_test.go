@@ -151,6 +151,11 @@ func stepLease(s leaseState, in leaseInput, out leaseOutput) []any {
 		}
 		return []any{s}
 	}
+	if in.Kind == leaseAcquire && out.Granted && !in.Wait && out.Expires < out.At+int64(leaseTTL) {
+		// A retried acquire whose first attempt was granted answers
+		// with that lease: granted at its expiry less the TTL.
+		out.At = out.Expires - int64(leaseTTL)
+	}
 	if out.At < s.last {
 		return nil
 	}
