@@ -445,7 +445,7 @@ func TestRemovedMemberStaysOut(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := leader.Node().Join(ctx, contract.Member{ID: removed.ID, RaftAddr: removed.RaftAddr, HTTPAddr: removed.HTTPAddr}); err != nil {
+	if err := leader.Node().Join(ctx, contract.Member{ID: removed.ID, RaftAddr: removed.RaftAddr, HTTPAddr: removed.HTTPAddr}, contract.MemberChange{}); err != nil {
 		t.Fatalf("join again: %v", err)
 	}
 	waitUntil(t, "the re-joined node to be ready", func() bool {

@@ -53,12 +53,13 @@ const (
 type forwardRequest struct {
 	Op       forwardOp
 	Requests []fsm.Request
-	Member   contract.Member  // for opJoin; only ID for opRemove
-	Policy   contract.Policy  // for opPutPolicy; only Name for opDeletePolicy
-	Lease    fsm.LeaseCommand // for opAcquireLease; ID and TTL for opRenewLease; only ID for opReleaseLease
-	Health   []memberHealth   // for opPing from the leader: its view of the members
-	RLS      *rls.Config      // for opPutRLSConfig; only Domain for opDeleteRLSConfig
-	Top      int              // for opStats
+	Member   contract.Member       // for opJoin; only ID for opRemove
+	Policy   contract.Policy       // for opPutPolicy; only Name for opDeletePolicy
+	Lease    fsm.LeaseCommand      // for opAcquireLease; ID and TTL for opRenewLease; only ID for opReleaseLease
+	Health   []memberHealth        // for opPing from the leader: its view of the members
+	RLS      *rls.Config           // for opPutRLSConfig; only Domain for opDeleteRLSConfig
+	Top      int                   // for opStats
+	Change   contract.MemberChange // for opJoin and opRemove
 }
 
 // forwardStatus tells the follower what happened to its message, so that it
@@ -243,9 +244,9 @@ func (n *Node) handleForward(req *forwardRequest) *forwardResponse {
 		}
 		return &forwardResponse{Results: results}
 	case opJoin:
-		return replyTo(n.Join(ctx, req.Member))
+		return replyTo(n.Join(ctx, req.Member, req.Change))
 	case opRemove:
-		return replyTo(n.RemoveMember(ctx, req.Member.ID))
+		return replyTo(n.RemoveMember(ctx, req.Member.ID, req.Change))
 	case opPutPolicy:
 		return replyTo(n.PutPolicy(ctx, req.Policy))
 	case opDeletePolicy:

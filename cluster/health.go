@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 
@@ -91,10 +92,59 @@ func (n *Node) watchHealth() {
 			return
 		case <-ticker.C:
 		}
-		if !n.isLeader() {
-			continue
+		switch {
+		case n.isLeader():
+			n.pingMembers(pinger)
+		case !n.knowsLeader():
+			n.probeVoters()
+		default:
+			n.quorumWait.Store(nil)
 		}
-		n.pingMembers(pinger)
+	}
+}
+
+// knowsLeader reports whether this node knows a leader.
+func (n *Node) knowsLeader() bool {
+	_, id := n.raft.LeaderWithID()
+	return id != ""
+}
+
+// quorumWait is what a node without a leader found when it last asked its
+// configuration's voters who answers: what /readyz says it waits for.
+type quorumWait struct {
+	voters int
+	silent []raft.Server
+}
+
+// probeVoters pings every voter of this node's configuration, for a node
+// that knows no leader: without a quorum of them answering, no leader can
+// be elected, and the operator needs to know which are missing.
+func (n *Node) probeVoters() {
+	servers, err := n.servers()
+	if err != nil {
+		return
+	}
+	var voters []raft.Server
+	for _, s := range servers {
+		if s.Suffrage == raft.Voter {
+			voters = append(voters, s)
+		}
+	}
+	n.quorumWait.Store(&quorumWait{voters: len(voters), silent: n.silentMembers(voters)})
+}
+
+// noLeaderReason says why a member knows no leader, from the latest
+// probeVoters.
+func (n *Node) noLeaderReason() string {
+	w := n.quorumWait.Load()
+	switch {
+	case w == nil:
+		return "no leader known"
+	case len(w.silent) > w.voters-(w.voters/2+1):
+		return fmt.Sprintf("no leader known: waiting for a quorum of %d of the %d voters; not answering: %s (a cluster restarts once a majority of its voters run: start them)",
+			w.voters/2+1, w.voters, describeServers(w.silent))
+	default:
+		return "no leader known: an election is under way"
 	}
 }
 

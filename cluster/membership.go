@@ -2,6 +2,10 @@ package cluster
 
 import (
 	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -9,54 +13,68 @@ import (
 	"github.com/limitnode/limitnode/fsm"
 )
 
-// Join adds m to the cluster as a voter, or updates it if a member with the
-// same ID and Raft address is already there (so a retried join is harmless).
-// A member with the same ID at another address, or another ID at the same
-// address, is removed first: that is a node that was rebuilt. Any member may
-// be asked; a follower passes the request to the leader.
-func (n *Node) Join(ctx context.Context, m contract.Member) error {
+// Join adds m to the cluster as a voter, or records its HTTP address if a
+// member with the same ID and Raft address is already there (so a retried
+// join is harmless). Any member may be asked; a follower passes the request
+// to the leader.
+//
+// Everything is checked before anything changes, so a refused join changes
+// nothing:
+//   - the node at m.RaftAddr must answer as m.ID (a mistyped address names
+//     another node or none);
+//   - a member recorded with m.ID at another address must no longer answer
+//     there as m.ID, unless change.Replace: a second node started with a
+//     running member's ID would evict it;
+//   - each step (removing the old entries, adding m) must leave a quorum of
+//     the new configuration's voters answering, unless change.Force.
+//
+// A member recorded at m.RaftAddr under another ID is removed first: the
+// node there now answers as m.ID, so that member was rebuilt under a new ID.
+func (n *Node) Join(ctx context.Context, m contract.Member, change contract.MemberChange) error {
 	if err := m.Validate(); err != nil {
 		return err
 	}
-	return n.leaderOp(ctx, &forwardRequest{Op: opJoin, Member: m}, func() error { return n.joinAsLeader(m) })
+	return n.leaderOp(ctx, &forwardRequest{Op: opJoin, Member: m, Change: change}, func() error { return n.joinAsLeader(m, change) })
 }
 
 // RemoveMember removes the member with the given ID from the cluster.
 // Removing the leader itself is allowed: it steps down once the change is
-// committed. It returns ErrNotFound if there is no such member.
-func (n *Node) RemoveMember(ctx context.Context, id string) error {
+// committed. A member that is not there is a contract.ErrNotFound; a removal
+// that would leave fewer answering voters than a quorum of the rest is a
+// contract.ErrConflict naming them, unless change.Force.
+func (n *Node) RemoveMember(ctx context.Context, id string, change contract.MemberChange) error {
 	if err := contract.ValidateNodeID(id); err != nil {
 		return err
 	}
-	return n.leaderOp(ctx, &forwardRequest{Op: opRemove, Member: contract.Member{ID: id}}, func() error { return n.removeAsLeader(id) })
+	return n.leaderOp(ctx, &forwardRequest{Op: opRemove, Member: contract.Member{ID: id}, Change: change}, func() error { return n.removeAsLeader(id, change) })
 }
 
-func (n *Node) joinAsLeader(m contract.Member) error {
-	future := n.raft.GetConfiguration()
-	if err := future.Error(); err != nil {
-		return translate(err)
+func (n *Node) joinAsLeader(m contract.Member, change contract.MemberChange) error {
+	servers, err := n.servers()
+	if err != nil {
+		return err
 	}
 	present := false
-	for _, s := range future.Configuration().Servers {
+	var stale []raft.Server
+	for _, s := range servers {
 		sameID, sameAddr := string(s.ID) == m.ID, string(s.Address) == m.RaftAddr
 		switch {
 		case sameID && sameAddr:
 			present = true
 		case sameID || sameAddr:
-			n.logger.Info("removing a member before it rejoins", "id", s.ID, "raft_addr", s.Address)
-			if err := n.raft.RemoveServer(s.ID, 0, 0).Error(); err != nil {
-				return translate(err)
-			}
+			stale = append(stale, s)
 		}
 	}
 	if !present {
 		if err := n.ping(m); err != nil {
 			return err
 		}
-		if err := n.raft.AddVoter(raft.ServerID(m.ID), raft.ServerAddress(m.RaftAddr), 0, 0).Error(); err != nil {
-			return translate(err)
+		if err := n.checkReplacement(m, stale, change); err != nil {
+			return err
 		}
-		n.logger.Info("member joined", "id", m.ID, "raft_addr", m.RaftAddr, "http_addr", m.HTTPAddr)
+		if err := n.applyJoin(m, servers, stale, change); err != nil {
+			return err
+		}
 	}
 	if n.fsm.NodeHTTPAddr(m.ID) == m.HTTPAddr {
 		return nil
@@ -64,17 +82,62 @@ func (n *Node) joinAsLeader(m contract.Member) error {
 	return n.applyCommand(fsm.CommandSetNode, &fsm.NodeCommand{ID: m.ID, HTTPAddr: m.HTTPAddr})
 }
 
-func (n *Node) removeAsLeader(id string) error {
-	future := n.raft.GetConfiguration()
-	if err := future.Error(); err != nil {
+// checkReplacement refuses a join that would evict a running member: one
+// recorded with m's ID at another address that still answers there as m.ID.
+func (n *Node) checkReplacement(m contract.Member, stale []raft.Server, change contract.MemberChange) error {
+	if change.Replace {
+		return nil
+	}
+	for _, s := range stale {
+		if string(s.ID) == m.ID && n.answersAs(string(s.Address), m.ID) {
+			return contract.Conflict("id", "member %q is running at %s: a second node with its ID would evict it; give the new node another ID, or replace the member on purpose (join with \"replace\": true; limitnode -replace)", m.ID, s.Address)
+		}
+	}
+	return nil
+}
+
+// applyJoin removes the stale entries and adds m, each step only if the
+// configuration it leaves has a quorum of answering voters (m has just
+// answered its ping).
+func (n *Node) applyJoin(m contract.Member, servers, stale []raft.Server, change contract.MemberChange) error {
+	remaining := slices.DeleteFunc(slices.Clone(servers), func(s raft.Server) bool { return slices.Contains(stale, s) })
+	joined := append(slices.Clone(remaining), raft.Server{Suffrage: raft.Voter, ID: raft.ServerID(m.ID), Address: raft.ServerAddress(m.RaftAddr)})
+	if !change.Force {
+		if len(stale) > 0 {
+			if err := n.checkQuorum(remaining, fmt.Sprintf("replacing the entry of %s", describeServers(stale))); err != nil {
+				return err
+			}
+		}
+		if err := n.checkQuorum(joined, fmt.Sprintf("adding %q", m.ID)); err != nil {
+			return err
+		}
+	}
+	for _, s := range stale {
+		n.logger.Info("removing a member before it rejoins", "id", s.ID, "raft_addr", s.Address)
+		if err := n.raft.RemoveServer(s.ID, 0, 0).Error(); err != nil {
+			return translate(err)
+		}
+	}
+	if err := n.raft.AddVoter(raft.ServerID(m.ID), raft.ServerAddress(m.RaftAddr), 0, 0).Error(); err != nil {
 		return translate(err)
 	}
-	found := false
-	for _, s := range future.Configuration().Servers {
-		found = found || string(s.ID) == id
+	n.logger.Info("member joined", "id", m.ID, "raft_addr", m.RaftAddr, "http_addr", m.HTTPAddr, "replace", change.Replace, "force", change.Force)
+	return nil
+}
+
+func (n *Node) removeAsLeader(id string, change contract.MemberChange) error {
+	servers, err := n.servers()
+	if err != nil {
+		return err
 	}
-	if !found {
+	i := slices.IndexFunc(servers, func(s raft.Server) bool { return string(s.ID) == id })
+	if i < 0 {
 		return contract.NotFound("id", "no member %q", id)
+	}
+	if !change.Force {
+		if err := n.checkQuorum(slices.Delete(slices.Clone(servers), i, i+1), fmt.Sprintf("removing %q", id)); err != nil {
+			return err
+		}
 	}
 	// Forget the address first: once the leader removes itself it can no
 	// longer append anything.
@@ -84,8 +147,72 @@ func (n *Node) removeAsLeader(id string) error {
 	if err := n.raft.RemoveServer(raft.ServerID(id), 0, 0).Error(); err != nil {
 		return translate(err)
 	}
-	n.logger.Info("member removed", "id", id)
+	n.logger.Info("member removed", "id", id, "force", change.Force)
 	return nil
+}
+
+// servers returns the latest configuration this node knows.
+func (n *Node) servers() ([]raft.Server, error) {
+	future := n.raft.GetConfiguration()
+	if err := future.Error(); err != nil {
+		return nil, translate(err)
+	}
+	return future.Configuration().Servers, nil
+}
+
+// checkQuorum refuses a change (what) that would leave servers with fewer
+// voters answering now than a quorum of them: the cluster could then decide
+// nothing until the others came back. This node counts as answering; every
+// other voter is pinged.
+func (n *Node) checkQuorum(servers []raft.Server, what string) error {
+	var voters []raft.Server
+	for _, s := range servers {
+		if s.Suffrage == raft.Voter {
+			voters = append(voters, s)
+		}
+	}
+	silent := n.silentMembers(voters)
+	quorum := len(voters)/2 + 1
+	if answering := len(voters) - len(silent); answering >= quorum {
+		return nil
+	}
+	detail := ""
+	if len(silent) > 0 {
+		detail = " (not answering: " + describeServers(silent) + ")"
+	}
+	return contract.Conflict("id", "%s would leave %d of %d voters answering, fewer than a quorum of %d%s: the cluster would decide nothing until they are back; bring them back first, or force the change (\"force\": true; limitnode -force)",
+		what, len(voters)-len(silent), len(voters), quorum, detail)
+}
+
+// silentMembers pings every server but this node at once and returns those
+// that do not answer as themselves within pingTimeout.
+func (n *Node) silentMembers(servers []raft.Server) []raft.Server {
+	answered := make([]bool, len(servers))
+	var wg sync.WaitGroup
+	for i, s := range servers {
+		if string(s.ID) == n.cfg.ID {
+			answered[i] = true
+			continue
+		}
+		wg.Go(func() { answered[i] = n.answersAs(string(s.Address), string(s.ID)) })
+	}
+	wg.Wait()
+	var silent []raft.Server
+	for i, s := range servers {
+		if !answered[i] {
+			silent = append(silent, s)
+		}
+	}
+	return silent
+}
+
+// describeServers names servers as "n2 at 127.0.0.1:8002, ...".
+func describeServers(servers []raft.Server) string {
+	parts := make([]string, len(servers))
+	for i, s := range servers {
+		parts[i] = fmt.Sprintf("%s at %s", s.ID, s.Address)
+	}
+	return strings.Join(parts, ", ")
 }
 
 // watchLeadership reacts to changes of leader: it drops pooled forwarding
@@ -123,6 +250,7 @@ func (n *Node) watchLeadership() {
 		}
 		if member {
 			n.removed.Store(false)
+			n.recordIdentity()
 		}
 		wasMember = wasMember || member
 		if addr != "" && n.cfg.HTTPAddr != "" && n.fsm.NodeHTTPAddr(n.cfg.ID) != n.cfg.HTTPAddr && member {
@@ -136,33 +264,49 @@ func (n *Node) watchLeadership() {
 	}
 }
 
-// pingTimeout bounds the leader's check that a member to add answers.
-const pingTimeout = 3 * time.Second
+// pingTimeout bounds one check that a member answers: before a member is
+// added, and for each voter before a change that could cost a quorum.
+const pingTimeout = 2 * time.Second
 
 // ping checks, before a member is added, that its Raft address answers as
 // the limitnode node it claims to be: a voter that cannot be reached (a
 // typo, a node not started, a certificate of another CA) would count toward
 // the quorum and could cost the cluster its majority.
 func (n *Node) ping(m contract.Member) error {
-	conn, err := n.fwd.dialer.open(m.RaftAddr, protocolForward, pingTimeout)
-	if err != nil {
+	id, err := n.identify(m.RaftAddr)
+	switch {
+	case err != nil:
 		return contract.Invalid("raft_addr", "%s does not answer as a limitnode node (start it first; with TLS, its certificate must be signed by the cluster's CA): %v", m.RaftAddr, err)
+	case id != m.ID:
+		return contract.Invalid("id", "the node at %s is %q, not %q: check the Raft address", m.RaftAddr, id, m.ID)
+	}
+	return nil
+}
+
+// answersAs reports whether the node at addr answers the ping as id.
+func (n *Node) answersAs(addr, id string) bool {
+	got, err := n.identify(addr)
+	return err == nil && got == id
+}
+
+// identify asks the node at addr, over the forwarding protocol (and its
+// mutual TLS), for its ID.
+func (n *Node) identify(addr string) (string, error) {
+	conn, err := n.fwd.dialer.open(addr, protocolForward, pingTimeout)
+	if err != nil {
+		return "", err
 	}
 	defer conn.Close()
 	_ = conn.SetDeadline(time.Now().Add(pingTimeout))
 	fc := newForwardConn(conn)
 	var resp forwardResponse
-	err = fc.write(&forwardRequest{Op: opPing})
-	if err == nil {
-		err = fc.read(&resp)
+	if err := fc.write(&forwardRequest{Op: opPing}); err != nil {
+		return "", err
 	}
-	switch {
-	case err != nil:
-		return contract.Invalid("raft_addr", "%s does not answer as a limitnode node: %v", m.RaftAddr, err)
-	case resp.NodeID != m.ID:
-		return contract.Invalid("id", "the node at %s is %q, not %q", m.RaftAddr, resp.NodeID, m.ID)
+	if err := fc.read(&resp); err != nil {
+		return "", err
 	}
-	return nil
+	return resp.NodeID, nil
 }
 
 // registerAsLeader records the HTTP address of a node that is a member at

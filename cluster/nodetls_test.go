@@ -69,13 +69,13 @@ func TestStrangersCannotTalkToATLSCluster(t *testing.T) {
 			}
 			defer stranger.Close()
 
-			err = leader.Node().Join(ctx, contract.Member{ID: "stranger", RaftAddr: stranger.RaftAddr()})
+			err = leader.Node().Join(ctx, contract.Member{ID: "stranger", RaftAddr: stranger.RaftAddr()}, contract.MemberChange{})
 			if !errors.Is(err, contract.ErrInvalid) {
 				t.Errorf("the cluster added the stranger: %v", err)
 			}
 			waitLeads(t, stranger)
 			member := c.Followers()[0]
-			if err := stranger.Join(ctx, contract.Member{ID: member.ID, RaftAddr: member.RaftAddr}); !errors.Is(err, contract.ErrInvalid) {
+			if err := stranger.Join(ctx, contract.Member{ID: member.ID, RaftAddr: member.RaftAddr}, contract.MemberChange{}); !errors.Is(err, contract.ErrInvalid) {
 				t.Errorf("the stranger added a member of the cluster: %v", err)
 			}
 			req := contract.Request{Checks: []contract.Check{{Key: "victim", Limit: limit, Cost: 100}}}

@@ -62,7 +62,7 @@ func (n *Node) Ready() string {
 	case n.diskErr() != nil:
 		return "cannot write to the data directory: " + n.diskErr().Error()
 	case leaderID == "":
-		return "no leader known"
+		return n.noLeaderReason()
 	case n.raft.AppliedIndex() < n.raft.CommitIndex():
 		return "catching up with the log"
 	}

@@ -35,3 +35,16 @@ func ValidateNodeID(id string) *Error {
 	}
 	return nil
 }
+
+// MemberChange loosens the checks that a change of members passes before
+// it changes anything. The zero value keeps every check.
+type MemberChange struct {
+	// Replace lets a join evict a member with the same ID that still
+	// answers at its recorded address: the operator means to replace a
+	// running node.
+	Replace bool
+	// Force lets a change leave fewer reachable voters than a quorum of
+	// the new configuration, so that the cluster decides nothing until
+	// enough of them are back.
+	Force bool
+}

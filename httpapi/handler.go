@@ -56,10 +56,11 @@ type Limiter interface {
 	// one as this node has applied them, with the cluster time of that
 	// state.
 	Leases(key string) (nowNanos int64, leases []contract.HeldLease, queued []contract.QueuedLease)
-	// Join adds a member to the cluster.
-	Join(ctx context.Context, m contract.Member) error
-	// RemoveMember removes a member from the cluster.
-	RemoveMember(ctx context.Context, id string) error
+	// Join adds a member to the cluster, with the checks change lifts.
+	Join(ctx context.Context, m contract.Member, change contract.MemberChange) error
+	// RemoveMember removes a member from the cluster, with the checks
+	// change lifts.
+	RemoveMember(ctx context.Context, id string, change contract.MemberChange) error
 	// TransferLeadership hands leadership over to the member to (any
 	// other voter when "").
 	TransferLeadership(ctx context.Context, to string) error

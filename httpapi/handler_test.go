@@ -169,14 +169,14 @@ func (f *fakeLimiter) RLSDomains(context.Context) []string {
 	return slices.Sorted(maps.Keys(f.domains))
 }
 
-func (f *fakeLimiter) Join(_ context.Context, m contract.Member) error {
+func (f *fakeLimiter) Join(_ context.Context, m contract.Member, _ contract.MemberChange) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.joined = append(f.joined, m)
 	return f.err
 }
 
-func (f *fakeLimiter) RemoveMember(_ context.Context, id string) error {
+func (f *fakeLimiter) RemoveMember(_ context.Context, id string, _ contract.MemberChange) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if id == "ghost" {

@@ -64,35 +64,60 @@ func (a *API) clusterJSON() clusterJSON {
 	return out
 }
 
+// joinJSON is the body of POST /v1/cluster/join: the member, and the checks
+// the operator lifts on purpose.
+type joinJSON struct {
+	memberJSON
+	Replace bool `json:"replace,omitempty"`
+	Force   bool `json:"force,omitempty"`
+}
+
 func (a *API) join(w http.ResponseWriter, r *http.Request) {
-	var m memberJSON
-	if err := decodeJSON(w, r, MaxBodyBytes, &m); err != nil {
+	var body joinJSON
+	if err := decodeJSON(w, r, MaxBodyBytes, &body); err != nil {
 		writeError(w, err)
 		return
 	}
-	member := contract.Member{ID: m.ID, RaftAddr: m.RaftAddr, HTTPAddr: m.HTTPAddr}
+	member := contract.Member{ID: body.ID, RaftAddr: body.RaftAddr, HTTPAddr: body.HTTPAddr}
 	if err := member.Validate(); err != nil {
 		writeError(w, fromContract(err))
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), a.opts.RequestTimeout)
 	defer cancel()
-	if err := a.limiter.Join(ctx, member); err != nil {
+	if err := a.limiter.Join(ctx, member, contract.MemberChange{Replace: body.Replace, Force: body.Force}); err != nil {
 		a.writeClusterError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, m)
+	writeJSON(w, http.StatusOK, body.memberJSON)
 }
 
 func (a *API) removeNode(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
+	force, bad := boolParam(r, "force")
+	if bad != nil {
+		writeError(w, bad)
+		return
+	}
 	ctx, cancel := context.WithTimeout(r.Context(), a.opts.RequestTimeout)
 	defer cancel()
-	if err := a.limiter.RemoveMember(ctx, id); err != nil {
+	if err := a.limiter.RemoveMember(ctx, id, contract.MemberChange{Force: force}); err != nil {
 		a.writeClusterError(w, r, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"removed": id})
+}
+
+// boolParam reads the query parameter name: absent, "true" or "false".
+func boolParam(r *http.Request, name string) (bool, *apiError) {
+	switch v := r.URL.Query().Get(name); v {
+	case "", "false":
+		return false, nil
+	case "true":
+		return true, nil
+	default:
+		return false, invalid(name, "%s must be true or false, not %q", name, v)
+	}
 }
 
 type consistencyJSON struct {

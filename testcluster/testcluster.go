@@ -136,7 +136,7 @@ func Start(t TB, size int, opts ...Options) *Cluster {
 			continue
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), WaitTimeout)
-		err := c.Nodes[0].Node().Join(ctx, contract.Member{ID: n.ID, RaftAddr: n.RaftAddr, HTTPAddr: n.HTTPAddr})
+		err := c.Nodes[0].Node().Join(ctx, contract.Member{ID: n.ID, RaftAddr: n.RaftAddr, HTTPAddr: n.HTTPAddr}, contract.MemberChange{})
 		cancel()
 		if err != nil {
 			t.Fatalf("testcluster: join %s: %v", n.ID, err)

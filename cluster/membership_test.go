@@ -1,0 +1,127 @@
+package cluster_test
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/limitnode/limitnode/cluster"
+	"github.com/limitnode/limitnode/testcluster"
+)
+
+// members returns the leader's configuration as "id@raft-address", sorted.
+func members(t *testing.T, c *testcluster.Cluster) []string {
+	t.Helper()
+	var out []string
+	for _, m := range c.WaitLeader().Node().Status().Members {
+		out = append(out, m.ID+"@"+m.RaftAddr)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// standby opens a node that belongs to no cluster yet (no bootstrap), as a
+// node started with -join is before its join is accepted.
+func standby(t *testing.T, id string) *cluster.Node {
+	t.Helper()
+	n, err := cluster.Open(cluster.Config{ID: id, RaftAddr: "127.0.0.1:0", DataDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { n.Close() })
+	return n
+}
+
+// TestARefusedJoinChangesNothing: on a healthy cluster, a join that names
+// another member's Raft address, a dead address, or a running member's ID
+// at a new address is refused with the field at fault, and every member
+// stays where it was.
+func TestARefusedJoinChangesNothing(t *testing.T) {
+	t.Parallel()
+	c := testcluster.Start(t, 3)
+	before := members(t, c)
+	n2, n3 := c.Nodes[1], c.Nodes[2]
+	second := standby(t, "n2")
+	tests := []struct {
+		name       string
+		body       string
+		wantStatus int
+		wantField  string
+		wantIn     string
+	}{
+		{"an existing ID at another member's Raft address", fmt.Sprintf(`{"id":"n2","raft_addr":%q}`, n3.RaftAddr), 400, "id", `is "n3", not "n2"`},
+		{"a new ID at a member's Raft address", fmt.Sprintf(`{"id":"n5","raft_addr":%q}`, n2.RaftAddr), 400, "id", `is "n2", not "n5"`},
+		{"an address where nothing answers", `{"id":"n9","raft_addr":"127.0.0.1:1"}`, 400, "raft_addr", "does not answer"},
+		{"a second node with a running member's ID", fmt.Sprintf(`{"id":"n2","raft_addr":%q}`, second.RaftAddr()), 409, "id", `member "n2" is running at ` + n2.RaftAddr},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			for _, via := range []*testcluster.Node{c.WaitLeader(), c.Followers()[0]} {
+				status, body := do(t, "POST", via.URL()+"/v1/cluster/join", tt.body)
+				if status != tt.wantStatus || body["field"] != tt.wantField || !strings.Contains(fmt.Sprint(body["error"]), tt.wantIn) {
+					t.Fatalf("via %s: %d %v, want %d with field %q and %q", via.ID, status, body, tt.wantStatus, tt.wantField, tt.wantIn)
+				}
+				if after := members(t, c); !slices.Equal(after, before) {
+					t.Fatalf("via %s: the members went from %v to %v", via.ID, before, after)
+				}
+			}
+		})
+	}
+	if got := n2.Node().Ready(); got != "" {
+		t.Fatalf("n2 is not ready after the refused joins: %s", got)
+	}
+}
+
+// TestReplacingARunningMemberIsExplicit: with "replace": true the join of a
+// second node under a running member's ID goes through, and the old entry is
+// gone.
+func TestReplacingARunningMemberIsExplicit(t *testing.T) {
+	t.Parallel()
+	c := testcluster.Start(t, 3)
+	old := c.Nodes[2]
+	second := standby(t, old.ID)
+	status, body := do(t, "POST", c.WaitLeader().URL()+"/v1/cluster/join", fmt.Sprintf(`{"id":%q,"raft_addr":%q,"replace":true}`, old.ID, second.RaftAddr()))
+	if status != 200 {
+		t.Fatalf("join with replace: %d %v", status, body)
+	}
+	want := []string{"n1@" + c.Nodes[0].RaftAddr, "n2@" + c.Nodes[1].RaftAddr, old.ID + "@" + second.RaftAddr()}
+	slices.Sort(want)
+	if got := members(t, c); !slices.Equal(got, want) {
+		t.Fatalf("members %v, want %v", got, want)
+	}
+}
+
+// TestAChangeThatWouldCostTheQuorumIsRefused: with one follower down,
+// removing the other would leave the leader alone of two voters; it is
+// refused, naming the one down, until forced. Forced, the leader waits for
+// it, and its /readyz says so.
+func TestAChangeThatWouldCostTheQuorumIsRefused(t *testing.T) {
+	t.Parallel()
+	c := testcluster.Start(t, 3)
+	leader := c.WaitLeader()
+	followers := c.Followers()
+	down, live := followers[0], followers[1]
+	down.Kill()
+	before := members(t, c)
+	status, body := do(t, "DELETE", leader.URL()+"/v1/cluster/nodes/"+live.ID, "")
+	if status != 409 || !strings.Contains(fmt.Sprint(body["error"]), "not answering: "+down.ID+" at "+down.RaftAddr) {
+		t.Fatalf("DELETE %s with %s down: %d %v, want 409 naming %s", live.ID, down.ID, status, body, down.ID)
+	}
+	if after := members(t, c); !slices.Equal(after, before) {
+		t.Fatalf("the refused removal changed the members from %v to %v", before, after)
+	}
+	if status, body := do(t, "DELETE", leader.URL()+"/v1/cluster/nodes/"+live.ID+"?force=maybe", ""); status != 400 || body["field"] != "force" {
+		t.Fatalf("force=maybe: %d %v", status, body)
+	}
+	// Raft counts a configuration from the moment it is appended, so the
+	// removal itself needs the member that is down: it may not commit in
+	// time for an answer (503), but it is under way.
+	if status, body := do(t, "DELETE", leader.URL()+"/v1/cluster/nodes/"+live.ID+"?force=true", ""); status != 200 && body["code"] != "unavailable" {
+		t.Fatalf("forced removal: %d %v", status, body)
+	}
+	waitUntil(t, "the leader to say it waits for "+down.ID, func() bool {
+		status, body := do(t, "GET", leader.URL()+"/readyz", "")
+		return status == 503 && strings.Contains(fmt.Sprint(body["reason"]), "not answering: "+down.ID+" at "+down.RaftAddr)
+	})
+}
