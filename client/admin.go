@@ -15,9 +15,21 @@ import (
 
 // The operator's side of the API: membership, policies, backups, health.
 
-// RemoveMember removes the member with ID id from the cluster.
+// RemoveMember removes the member with ID id from the cluster. It is
+// refused, changing nothing, when the members left would have fewer
+// answering voters than a quorum; RemoveMemberWith can force it.
 func (c *Client) RemoveMember(ctx context.Context, id string) error {
-	_, err := c.do(ctx, http.MethodDelete, "/v1/cluster/nodes/"+url.PathEscape(id), nil, nil, http.StatusOK)
+	return c.RemoveMemberWith(ctx, id, MemberChange{})
+}
+
+// RemoveMemberWith is RemoveMember with the checks that change lifts
+// (Force; Replace means nothing to a removal).
+func (c *Client) RemoveMemberWith(ctx context.Context, id string, change MemberChange) error {
+	path := "/v1/cluster/nodes/" + url.PathEscape(id)
+	if change.Force {
+		path += "?force=true"
+	}
+	_, err := c.do(ctx, http.MethodDelete, path, nil, nil, http.StatusOK)
 	return err
 }
 

@@ -241,9 +241,32 @@ type Member struct {
 	HTTPAddr string `json:"http_addr"`
 }
 
-// Join asks the cluster to add m as a voter.
+// MemberChange lifts checks that a change of members passes before it
+// changes anything; the zero value keeps them all.
+type MemberChange struct {
+	// Replace lets a join evict a member with the same ID that still runs
+	// at its recorded address.
+	Replace bool
+	// Force lets a change leave fewer answering voters than a quorum.
+	Force bool
+}
+
+// Join asks the cluster to add m as a voter. It is refused, changing
+// nothing, when m's Raft address does not answer as m.ID, when a member with
+// m.ID still runs at another address, or when the change would leave fewer
+// answering voters than a quorum; JoinWith lifts the last two checks.
 func (c *Client) Join(ctx context.Context, m Member) error {
-	_, err := c.do(ctx, http.MethodPost, "/v1/cluster/join", m, nil, http.StatusOK)
+	return c.JoinWith(ctx, m, MemberChange{})
+}
+
+// JoinWith is Join with the checks that change lifts.
+func (c *Client) JoinWith(ctx context.Context, m Member, change MemberChange) error {
+	body := struct {
+		Member
+		Replace bool `json:"replace,omitempty"`
+		Force   bool `json:"force,omitempty"`
+	}{m, change.Replace, change.Force}
+	_, err := c.do(ctx, http.MethodPost, "/v1/cluster/join", body, nil, http.StatusOK)
 	return err
 }
 
@@ -341,7 +364,10 @@ func (c *Client) exchangeVia(ctx context.Context, hc *http.Client, method, path 
 		}
 		apiErr := &Error{StatusCode: resp.StatusCode}
 		if err := json.Unmarshal(data, apiErr); err != nil {
-			apiErr.Message = string(data)
+			apiErr.Message = strings.TrimSpace(string(data))
+			if resp.StatusCode == http.StatusBadRequest && strings.Contains(apiErr.Message, "HTTP request to an HTTPS server") {
+				apiErr.Message = addr + " serves HTTPS: use an https:// address and trust the node's CA (Options.TLS; the CLI's -ca)"
+			}
 		}
 		return resp, nil, apiErr
 	}

@@ -35,12 +35,15 @@ type Node struct {
 	mux       *mux
 	advertise string
 	hadState  bool
+	// identified is set once the data directory records this node's ID.
+	identified atomic.Bool
 
 	clock       *clusterClock
 	metrics     *nodeMetrics
 	stats       *recorder
 	barrierTerm atomic.Uint64 // the term in which this node last ran a barrier as leader
 	health      healthView
+	quorumWait  atomic.Pointer[quorumWait] // what a node without a leader waits for (health.go)
 	checkpoints checkpoints
 	divergedAt  atomic.Uint64 // a checkpoint at which the leader found this node's state different, or 0
 	diskMu      sync.Mutex
@@ -178,6 +181,11 @@ func (n *Node) startRaft() error {
 		logStore.Close()
 		return fmt.Errorf("cluster: inspect existing state: %w", err)
 	}
+	if err := checkIdentity(logStore, logStore, snapshots, hasState, n.cfg.DataDir, n.cfg.ID, n.advertise); err != nil {
+		logStore.Close()
+		return err
+	}
+	n.identified.Store(hasState)
 	transport := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
 		Stream:  &raftStream{Listener: n.mux.listener(protocolRaft), advertise: advertisedAddr(n.advertise), dialer: dialer{n.cfg.Dial, n.cfg.NodeTLS}},
 		MaxPool: 5,
@@ -229,7 +237,22 @@ func (n *Node) startRaft() error {
 		n.logger.Info("bootstrapped a new single-node cluster", "raft_addr", n.advertise)
 	}
 	n.raft, n.logStore, n.transport, n.hadState = r, logStore, transport, hasState
+	if !hasState && n.cfg.Bootstrap {
+		n.recordIdentity()
+	}
 	return nil
+}
+
+// recordIdentity records, once, that the data directory is this node's: at
+// bootstrap, or when it first finds itself a member of a cluster it joined.
+func (n *Node) recordIdentity() {
+	if n.identified.Swap(true) {
+		return
+	}
+	if err := recordIdentity(n.logStore, n.cfg.ID); err != nil {
+		n.identified.Store(false)
+		n.logger.Warn("recording this node's ID in its data directory", "err", err)
+	}
 }
 
 // RaftAddr returns the address the other members reach this node's Raft

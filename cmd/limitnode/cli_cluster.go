@@ -5,6 +5,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"slices"
 	"strconv"
 
 	"github.com/limitnode/limitnode/client"
@@ -50,6 +51,11 @@ var membersCommand = remoteCommand("members", "members [flags]", noFlags(func(ct
 	if r.json {
 		return r.printJSON(st.Nodes)
 	}
+	if len(st.Nodes) == 0 {
+		fmt.Fprintf(r.stdout, "no members: %s belongs to no cluster yet (join it, or start it without -join to bootstrap one)\n", cmp.Or(st.Self, "the node"))
+		return nil
+	}
+	slices.SortFunc(st.Nodes, func(a, b client.ClusterNode) int { return cmp.Compare(a.ID, b.ID) })
 	var rows [][]string
 	for _, n := range st.Nodes {
 		role := "follower"
@@ -64,7 +70,7 @@ var membersCommand = remoteCommand("members", "members [flags]", noFlags(func(ct
 			reachable = strconv.FormatBool(*n.Reachable)
 		}
 		if n.LastContactMS != nil {
-			contact = strconv.FormatInt(*n.LastContactMS, 10) + "ms"
+			contact = millis(*n.LastContactMS)
 		}
 		if n.Lag != nil {
 			lag = strconv.FormatUint(*n.Lag, 10)
@@ -78,6 +84,8 @@ var joinCommand = remoteCommand("join", "join -id ID -raft RAFT_ADDR [-http HTTP
 	id := fs.String("id", "", "the new member's ID")
 	raftAddr := fs.String("raft", "", "its Raft address (it must be running: the leader asks it who it is)")
 	httpAddr := fs.String("http", "", "its HTTP address")
+	replace := fs.Bool("replace", false, "evict a running member with the same ID (refused without it)")
+	force := fs.Bool("force", false, "join even if fewer voters than a quorum would answer (refused without it)")
 	return func(ctx context.Context, r *remote, args []string) error {
 		if err := wantArgs(args, 0, "no arguments (give -id and -raft)"); err != nil {
 			return err
@@ -85,7 +93,8 @@ var joinCommand = remoteCommand("join", "join -id ID -raft RAFT_ADDR [-http HTTP
 		if *id == "" || *raftAddr == "" {
 			return &usageError{"join needs -id and -raft"}
 		}
-		if err := r.client.Join(ctx, client.Member{ID: *id, RaftAddr: *raftAddr, HTTPAddr: *httpAddr}); err != nil {
+		change := client.MemberChange{Replace: *replace, Force: *force}
+		if err := r.client.JoinWith(ctx, client.Member{ID: *id, RaftAddr: *raftAddr, HTTPAddr: *httpAddr}, change); err != nil {
 			return err
 		}
 		fmt.Fprintf(r.stdout, "joined %s (%s)\n", *id, *raftAddr)
@@ -93,16 +102,19 @@ var joinCommand = remoteCommand("join", "join -id ID -raft RAFT_ADDR [-http HTTP
 	}
 })
 
-var removeCommand = remoteCommand("remove", "remove ID [flags]", noFlags(func(ctx context.Context, r *remote, args []string) error {
-	if err := wantArgs(args, 1, "the member's ID"); err != nil {
-		return err
+var removeCommand = remoteCommand("remove", "remove [-force] ID [flags]", func(fs *flag.FlagSet) runRemote {
+	force := fs.Bool("force", false, "remove even if fewer voters than a quorum of the rest would answer (refused without it)")
+	return func(ctx context.Context, r *remote, args []string) error {
+		if err := wantArgs(args, 1, "the member's ID"); err != nil {
+			return err
+		}
+		if err := r.client.RemoveMemberWith(ctx, args[0], client.MemberChange{Force: *force}); err != nil {
+			return err
+		}
+		fmt.Fprintf(r.stdout, "removed %s\n", args[0])
+		return nil
 	}
-	if err := r.client.RemoveMember(ctx, args[0]); err != nil {
-		return err
-	}
-	fmt.Fprintf(r.stdout, "removed %s\n", args[0])
-	return nil
-}))
+})
 
 var transferCommand = remoteCommand("transfer-leadership", "transfer-leadership [-to ID] [flags]", func(fs *flag.FlagSet) runRemote {
 	to := fs.String("to", "", "the member to lead next (default: any other voter)")

@@ -24,6 +24,7 @@ type config struct {
 	dataDir       string
 	snapshotDir   string
 	join          string
+	replace       bool
 	expect        int
 	logLevel      string
 	raftLogLevel  string
@@ -74,6 +75,7 @@ func parseConfig(args []string, getenv func(string) string, output io.Writer) (c
 	fs.StringVar(&c.dataDir, "data", "./limitnode-data", "data directory (Raft log, stable store, snapshots)")
 	fs.StringVar(&c.snapshotDir, "snapshot-dir", "", "keep snapshots here instead of in -data (another disk keeps their writes from delaying the log's)")
 	fs.StringVar(&c.join, "join", "", "comma-separated HTTP addresses of existing members; omit to start (or restart) on your own")
+	fs.BoolVar(&c.replace, "replace", false, "with -join: replace a member that has this -id and still runs at another address (refused without it)")
 	fs.IntVar(&c.expect, "bootstrap-expect", 0, "form a new cluster once this many nodes, -join naming all of them, answer (every node started with the same value); a node with state ignores it")
 	fs.StringVar(&c.logLevel, "log-level", "info", "least level logged: debug, info, warn or error")
 	fs.StringVar(&c.raftLogLevel, "raft-log-level", "warn", "least level of Raft's own logs: debug, info, warn or error")

@@ -154,7 +154,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 			}
 		})
 	case len(joinAddrs) > 0:
-		if err := joinCluster(ctx, logger, joinAddrs, joinOpts, self, c.joinTimeout); err != nil {
+		if err := joinCluster(ctx, logger, joinAddrs, joinOpts, self, client.MemberChange{Replace: c.replace}, c.joinTimeout); err != nil {
 			shutdown(logger, server, grpcServer, node)
 			return err
 		}
@@ -183,17 +183,23 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 }
 
 // joinCluster asks each address in turn to add this node, until one accepts
-// or the timeout passes; the members may still be starting.
-func joinCluster(ctx context.Context, logger *slog.Logger, addrs []string, opts client.Options, self client.Member, timeout time.Duration) error {
+// or the timeout passes; the members may still be starting. A refusal that
+// no retry can change (the cluster answers that this join would evict a
+// running member, or that this node answers under another ID) ends it at
+// once.
+func joinCluster(ctx context.Context, logger *slog.Logger, addrs []string, opts client.Options, self client.Member, change client.MemberChange, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	for {
 		var lastErr error
 		for _, addr := range addrs {
-			err := client.NewWithOptions(opts, addr).Join(ctx, self)
+			err := client.NewWithOptions(opts, addr).JoinWith(ctx, self, change)
 			if err == nil {
 				logger.Info("joined the cluster", "via", addr)
 				return nil
+			}
+			if apiErr := (*client.Error)(nil); errors.As(err, &apiErr) && (apiErr.StatusCode == http.StatusConflict || apiErr.Field == "id") {
+				return fmt.Errorf("join via %s refused: %w", addr, err)
 			}
 			lastErr = err
 			logger.Warn("join attempt failed", "via", addr, "err", err)
