@@ -1,9 +1,11 @@
 package cluster
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"time"
 
@@ -12,6 +14,7 @@ import (
 	"github.com/limitnode/limitnode/contract"
 	"github.com/limitnode/limitnode/fsm"
 	"go.etcd.io/bbolt"
+	bolterrors "go.etcd.io/bbolt/errors"
 )
 
 // Recover rewrites the membership stored in a stopped node's data directory
@@ -41,12 +44,21 @@ func Recover(dataDir, snapshotDir string, members []contract.Member, logger *slo
 		snapshotDir = dataDir
 	}
 	path := filepath.Join(dataDir, "raft.db")
+	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("cluster: recover: %s holds no raft.db: give the stopped node's data directory (its -data)", dataDir)
+	}
 	if err := checkStore(path); err != nil {
+		if errors.Is(err, bolterrors.ErrTimeout) {
+			return fmt.Errorf("cluster: recover: a node is running on %s: stop it first (recover rewrites a stopped node's membership)", dataDir)
+		}
 		return err
 	}
 	logStore, err := raftboltdb.New(raftboltdb.Options{Path: path, BoltOptions: &bbolt.Options{Timeout: time.Second}})
+	if errors.Is(err, bolterrors.ErrTimeout) {
+		return fmt.Errorf("cluster: recover: a node is running on %s: stop it first (recover rewrites a stopped node's membership)", dataDir)
+	}
 	if err != nil {
-		return fmt.Errorf("cluster: recover: open %s (is the node stopped?): %w", path, err)
+		return fmt.Errorf("cluster: recover: open %s: %w", path, err)
 	}
 	defer logStore.Close()
 	snapshots, err := raft.NewFileSnapshotStoreWithLogger(snapshotDir, 2, newRaftLogger(logger, "warn"))

@@ -30,6 +30,16 @@ var allowCommand = remoteCommand("allow", "allow -key K -rate N [-period 1m] [-a
 		if err := wantArgs(args, 0, "no arguments"); err != nil {
 			return err
 		}
+		rateGiven := false
+		fs.Visit(func(f *flag.Flag) { rateGiven = rateGiven || f.Name == "rate" })
+		switch {
+		case *key == "":
+			return &usageError{"allow needs -key"}
+		case *policy == "" && !rateGiven:
+			return &usageError{"allow needs -rate (an inline limit) or -policy (a stored one)"}
+		case *policy != "" && rateGiven:
+			return &usageError{"allow takes -rate or -policy, not both"}
+		}
 		req := client.AllowRequest{Key: *key, Policy: *policy, Cost: cost, RequestID: *requestID}
 		if *policy == "" {
 			req.Limit = &client.Limit{Algorithm: *algorithm, Rate: *rate, Period: *period, Burst: *burst}
@@ -49,7 +59,7 @@ var allowCommand = remoteCommand("allow", "allow -key K -rate N [-period 1m] [-a
 			}
 			if err := r.table("DECISION\tLIMIT\tREMAINING\tRESET\tRETRY AFTER", [][]string{{
 				verdict, strconv.FormatInt(d.Limit, 10), strconv.FormatInt(d.Remaining, 10),
-				strconv.FormatInt(d.ResetAfterMS, 10) + "ms", strconv.FormatInt(d.RetryAfterMS, 10) + "ms",
+				millis(d.ResetAfterMS), millis(d.RetryAfterMS),
 			}}); err != nil {
 				return err
 			}

@@ -62,7 +62,10 @@ func TestTheCommandLineAgainstACluster(t *testing.T) {
 		{"members", []string{"members", addr}, 0, []string{"ROLE", "n1", "n2", "n3", "leader", "follower"}, ""},
 		{"status as JSON", []string{"status", addr, "-json"}, 0, []string{`"leader": "` + leader.ID + `"`}, ""},
 		{"health", []string{"health", addr}, 0, []string{"ready"}, ""},
-		{"an allowed request", []string{"allow", addr, "-key", "cli", "-rate", "1", "-period", "1h"}, 0, []string{"allowed"}, ""},
+		{"flags before the command", []string{"-addr", strings.TrimPrefix(addr, "-addr="), "-json", "status"}, 0, []string{`"leader": "` + leader.ID + `"`}, ""},
+		{"an allowed request", []string{"allow", addr, "-key", "cli", "-rate", "1", "-period", "1h"}, 0, []string{"allowed", "1h0m0s"}, ""},
+		{"allow without a limit", []string{"allow", addr, "-key", "cli"}, exitUsage, nil, "allow needs -rate (an inline limit) or -policy"},
+		{"a join naming another member's Raft address", []string{"join", addr, "-id", "n5", "-raft", leader.RaftAddr}, exitError, nil, `is "` + leader.ID + `", not "n5"`},
 		{"a denied request", []string{"allow", addr, "-key", "cli", "-rate", "1", "-period", "1h"}, exitDenied, []string{"denied"}, ""},
 		{"an invalid request", []string{"allow", addr, "-key", "cli", "-rate", "0"}, exitError, nil, "limit.rate"},
 		{"policy put", []string{"policy", "put", "per-tenant", policyFile, addr}, 0, []string{"per-tenant", "token_bucket 100/1m", "{tenant}"}, ""},
@@ -98,6 +101,10 @@ func TestTheCommandLineAgainstACluster(t *testing.T) {
 		if strings.Contains(stderr, "limitnode: limitnode:") {
 			t.Errorf("%s: stderr says limitnode twice: %q", tt.name, stderr)
 		}
+	}
+	members, _, _ := limitnodeCLI(t, bin, "members", addr)
+	if i1, i2, i3 := strings.Index(members, "\nn1 "), strings.Index(members, "\nn2 "), strings.Index(members, "\nn3 "); i1 < 0 || i1 > i2 || i2 > i3 {
+		t.Errorf("members are not listed in ID order:\n%s", members)
 	}
 	var st struct{ Leader string }
 	stdout, _, _ := limitnodeCLI(t, bin, "status", addr, "-json")

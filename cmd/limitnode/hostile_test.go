@@ -325,6 +325,16 @@ func TestRecoverFromALostQuorum(t *testing.T) {
 	if d, err := c.Allow(context.Background(), client.AllowRequest{Key: "spent", Limit: &client.Limit{Rate: 5, Period: "1h"}, Cost: &cost}); err != nil || !d.Allowed {
 		t.Fatalf("spend: %+v, %v", d, err)
 	}
+	for _, misuse := range []struct{ name, data, want string }{
+		{"on a running node's directory", nodes[0].data, "a node is running on " + nodes[0].data + ": stop it first"},
+		{"on a directory without state", filepath.Join(t.TempDir(), "nowhere"), "holds no raft.db: give the stopped node's data directory"},
+	} {
+		var stderr bytes.Buffer
+		code := dispatch(context.Background(), []string{"recover", "-data", misuse.data, "-members", "n1=" + nodes[0].raft}, env(nil), io.Discard, &stderr)
+		if code != exitError || !strings.Contains(stderr.String(), misuse.want) {
+			t.Errorf("recover %s: exit %d, %q; want exit %d saying %q", misuse.name, code, stderr.String(), exitError, misuse.want)
+		}
+	}
 	for _, n := range nodes {
 		kill(n)
 	}

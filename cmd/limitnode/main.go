@@ -19,11 +19,14 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"net/http"
 	"os"
 	"os/signal"
 	"slices"
 	"strings"
 	"syscall"
+
+	"github.com/limitnode/limitnode/client"
 )
 
 // Exit statuses.
@@ -64,6 +67,7 @@ func main() {
 // status: 0, 1 on an error, 2 on a usage error.
 func dispatch(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
 	var err error
+	args = subcommandFirst(args)
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
 		cmd, ok := subcommands[args[0]]
 		if !ok {
@@ -90,9 +94,56 @@ func dispatch(ctx context.Context, args []string, getenv func(string) string, st
 		return exitUsage
 	default:
 		// The client's errors name limitnode already.
-		fmt.Fprintln(stderr, "limitnode: "+strings.TrimPrefix(err.Error(), "limitnode: "))
+		fmt.Fprintln(stderr, "limitnode: "+strings.TrimPrefix(err.Error(), "limitnode: ")+hint(err))
 		return exitError
 	}
+}
+
+// hint is what a person should try after err, for the answers whose fix
+// lies in the command line.
+func hint(err error) string {
+	var apiErr *client.Error
+	if !errors.As(err, &apiErr) {
+		return ""
+	}
+	switch apiErr.StatusCode {
+	case http.StatusUnauthorized:
+		return " (give an API token with -token or LIMITNODE_TOKEN)"
+	case http.StatusForbidden:
+		return " (the token lacks the role this command needs)"
+	}
+	return ""
+}
+
+// subcommandFirst moves a subcommand named after the common flags to the
+// front ("limitnode -addr X status" is "limitnode status -addr X"), so it
+// does not run a node. A node takes no positional arguments, so a word that
+// is not the value of the flag before it can only be a subcommand.
+func subcommandFirst(args []string) []string {
+	for i, a := range args {
+		if _, ok := subcommands[a]; !ok || strings.HasPrefix(a, "-") {
+			continue
+		}
+		if i > 0 && takesValue(args[i-1]) {
+			continue
+		}
+		return append([]string{a}, append(slices.Clone(args[:i]), args[i+1:]...)...)
+	}
+	return args
+}
+
+// takesValue reports whether arg is a flag, without "=value", whose value is
+// the next argument: any flag but the boolean ones of a node and of the
+// subcommands.
+func takesValue(arg string) bool {
+	if !strings.HasPrefix(arg, "-") || strings.Contains(arg, "=") {
+		return false
+	}
+	switch strings.TrimLeft(arg, "-") {
+	case "json", "no-sync", "replace", "force", "h", "help":
+		return false
+	}
+	return true
 }
 
 // usageError is a mistake in the command line. A flag package error has
