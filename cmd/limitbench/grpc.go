@@ -2,25 +2,14 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
-	ratelimitcommon "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/limitnode/limitnode/rls"
 	"github.com/limitnode/limitnode/testcluster"
+	"google.golang.org/grpc"
 )
-
-// benchDomain is the rate limit service domain of the grpc targets: a
-// per-client limit and a global one, token buckets as generous as
-// benchLimit, so that a ShouldRateLimit call decides what an http-multi
-// call decides.
-const benchDomain = `domain: bench
-descriptors:
-  - key: client
-    rate_limit: {unit: second, requests_per_unit: 1000000000, algorithm: token_bucket}
-  - key: global
-    rate_limit: {unit: second, requests_per_unit: 1000000000, algorithm: token_bucket}
-`
 
 // putBenchDomain stores benchDomain in the cluster.
 func putBenchDomain(c *testcluster.Cluster) error {
@@ -34,46 +23,69 @@ func putBenchDomain(c *testcluster.Cluster) error {
 	return nil
 }
 
-// connsPerNode is how many gRPC connections the callers share per node, as
-// Envoy opens one per worker thread.
-const connsPerNode = 4
+// connsPerAddr is how many gRPC connections the callers share per address
+// (a limitnode node, or the reference's service), as Envoy opens one per
+// worker thread.
+const connsPerAddr = 4
 
-// grpcTarget calls ShouldRateLimit with two descriptors per request (the
-// caller's key and a global one), as Envoy's rate limit filter would with
-// two actions.
+// grpcTarget calls ShouldRateLimit in benchDomain with the descriptors of
+// its load, on limitnode's nodes or on envoyproxy/ratelimit alike.
 type grpcTarget struct {
 	env     *environment
 	label   string
-	clients []ratelimitv3.RateLimitServiceClient // connsPerNode per node, node by node
-	nodes   int
+	load    rlsLoad
+	clients []ratelimitv3.RateLimitServiceClient // connsPerAddr per address, address by address
+	addrs   int
 }
 
-func newGRPCTarget(e *environment, label string, nodes []*testcluster.Node) *grpcTarget {
-	t := &grpcTarget{env: e, label: label, nodes: len(nodes)}
-	for _, n := range nodes {
-		for range connsPerNode {
-			t.clients = append(t.clients, ratelimitv3.NewRateLimitServiceClient(n.DialGRPC()))
-		}
+// newGRPCTarget spreads the callers over conns: connsPerAddr connections
+// to each address, address by address.
+func newGRPCTarget(e *environment, label string, load rlsLoad, conns []grpc.ClientConnInterface) *grpcTarget {
+	t := &grpcTarget{env: e, label: label, load: load, addrs: len(conns) / connsPerAddr}
+	for _, c := range conns {
+		t.clients = append(t.clients, ratelimitv3.NewRateLimitServiceClient(c))
 	}
 	return t
 }
 
+// dialNodes opens connsPerAddr connections to each node's gRPC API.
+func dialNodes(nodes []*testcluster.Node) []grpc.ClientConnInterface {
+	var conns []grpc.ClientConnInterface
+	for _, n := range nodes {
+		for range connsPerAddr {
+			conns = append(conns, n.DialGRPC())
+		}
+	}
+	return conns
+}
+
 func (t *grpcTarget) name() string { return t.label }
 
+// errOverLimit is a denial where the load never goes over its limits.
+var errOverLimit = errors.New("over the limit")
+
 func (t *grpcTarget) do(ctx context.Context, caller, seq int) (int, error) {
-	node, conn := caller%t.nodes, (caller/t.nodes)%connsPerNode
-	resp, err := t.clients[node*connsPerNode+conn].ShouldRateLimit(ctx, &ratelimitv3.RateLimitRequest{
-		Domain: "bench",
-		Descriptors: []*ratelimitcommon.RateLimitDescriptor{
-			{Entries: []*ratelimitcommon.RateLimitDescriptor_Entry{{Key: "client", Value: t.env.key(caller, seq)}}},
-			{Entries: []*ratelimitcommon.RateLimitDescriptor_Entry{{Key: "global", Value: "all"}}},
-		},
-	})
+	addr, conn := caller%t.addrs, (caller/t.addrs)%connsPerAddr
+	req := &ratelimitv3.RateLimitRequest{Domain: benchDomainName, Descriptors: t.load.descriptors(t.env, caller, seq)}
+	resp, err := t.clients[addr*connsPerAddr+conn].ShouldRateLimit(ctx, req)
 	if err != nil {
 		return 0, err
 	}
-	if resp.OverallCode != ratelimitv3.RateLimitResponse_OK {
-		return 0, fmt.Errorf("over the limit")
+	if len(resp.Statuses) != len(req.Descriptors) {
+		return 0, fmt.Errorf("%d statuses for %d descriptors", len(resp.Statuses), len(req.Descriptors))
+	}
+	for i, st := range resp.Statuses {
+		if got := st.GetCurrentLimit().GetRequestsPerUnit(); got != t.load.requestsPerUnit() {
+			return 0, fmt.Errorf("descriptor %d was decided against %d requests per unit, not benchDomain's %d", i, got, t.load.requestsPerUnit())
+		}
+	}
+	switch {
+	case resp.OverallCode == ratelimitv3.RateLimitResponse_OK:
+	case resp.OverallCode == ratelimitv3.RateLimitResponse_OVER_LIMIT && t.load == loadFlood:
+	case resp.OverallCode == ratelimitv3.RateLimitResponse_OVER_LIMIT:
+		return 0, errOverLimit
+	default:
+		return 0, fmt.Errorf("overall code %s", resp.OverallCode)
 	}
 	return 1, nil
 }

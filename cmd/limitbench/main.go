@@ -12,10 +12,21 @@
 //   - http-batch: POST /v1/allow/batch, 100 requests per call;
 //   - https:      POST /v1/allow over HTTPS (keep-alive, a decide token) on a
 //     3-node cluster with mutual TLS between its nodes (-tls adds it);
-//   - grpc:       Envoy's ShouldRateLimit on a 3-node cluster with two
-//     descriptors per request (per key + global, the gRPC twin of http-multi),
-//     4 connections per node, callers spread over all nodes;
-//   - grpc-secure: the same over TLS with a decide token, on the cluster of https;
+//   - grpc:       Envoy's ShouldRateLimit on a 3-node cluster with one
+//     descriptor per request (the caller's key), 4 connections per node,
+//     callers spread over all nodes; grpc-multi the same with two (per key +
+//     global, the gRPC twin of http-multi); grpc-flood the same with one of
+//     8 hot values limited to 100/s each, as http-flood (an OVER_LIMIT
+//     answer counts as a decision); the domain is in envoyproxy/ratelimit's
+//     YAML, fixed windows (see benchDomain);
+//   - grpc-secure: grpc over TLS with a decide token, on the cluster of https;
+//   - erl:        envoyproxy/ratelimit, the reference rate limit service, on
+//     its own redis-server without persistence, with grpc's domain and
+//     descriptors over 4 connections; erl-flood with grpc-flood's; erl-cache
+//     and erl-flood-cache the same with its local cache of keys over their
+//     limit (LOCAL_CACHE_SIZE_IN_BYTES). limitbench starts the binary
+//     -erl-binary names, with its configuration in a temporary directory,
+//     for each target and round, and stops it after;
 //   - http-flood: POST /v1/allow from every caller on one of 8 hot keys
 //     limited to 100/s each, through all nodes: nearly every answer is a
 //     429 (which counts as a decision); http-flood-nofast the same with
@@ -34,10 +45,11 @@
 //     every 2 s (give -preload keys to make them heavy); latencies count
 //     only the calls that overlapped a snapshot (the samples column).
 //
-// Redis targets run only when redis-server is on the PATH. Each target is
-// driven closed-loop by N callers (-callers), or open-loop at a fixed total
-// rate (-rate, latency measured from each request's scheduled time, so a
-// slow server cannot hide its queueing). Keys are many (-keys many) or one
+// Redis and erl targets run only when redis-server is on the PATH, erl
+// targets only with -erl-binary. Each target is driven closed-loop by N
+// callers (-callers), or open-loop at a fixed total rate (-rate, latency
+// measured from each request's scheduled time, so a slow server cannot hide
+// its queueing). Keys are many (-keys many) or one
 // hot key (-keys hot). The table shows decisions/s, latency percentiles,
 // errors, and each throughput as a ratio to the baselines of the same run;
 // -json writes the same as JSON.
@@ -77,6 +89,7 @@ type options struct {
 	via        string
 	stateKeys  int
 	rounds     int
+	erlBinary  string
 }
 
 func main() {
@@ -106,6 +119,7 @@ func parse(args []string) (options, error) {
 	fs.IntVar(&o.failover, "failover", 0, "also measure failover this many times: kill -9 the leader, time the next successful decision")
 	withTLS := fs.Bool("tls", false, "also measure https: POST /v1/allow over HTTPS with keep-alive and a token, on a cluster with mutual TLS between its nodes")
 	fs.IntVar(&o.rounds, "rounds", 1, "measure every target this many times, round by round, and report the round with the median decisions/s for each (a shared machine drifts; rounds keep baselines and targets close in time)")
+	fs.StringVar(&o.erlBinary, "erl-binary", "", "envoyproxy/ratelimit's service binary, for the erl targets (skipped without it)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -158,13 +172,11 @@ func run(args []string, out io.Writer) error {
 	var all []result
 	for round := 1; round <= o.rounds; round++ {
 		for _, name := range o.targets {
-			if strings.HasPrefix(name, "redis") {
-				if _, err := exec.LookPath("redis-server"); err != nil {
-					if round == 1 {
-						fmt.Fprintf(out, "skipping %s: redis-server is not on the PATH\n", name)
-					}
-					continue
+			if why := unavailable(name, o, exec.LookPath); why != "" {
+				if round == 1 {
+					fmt.Fprintf(out, "skipping %s: %s\n", name, why)
 				}
+				continue
 			}
 			tgt, err := env.target(name)
 			if err != nil {
@@ -220,6 +232,22 @@ func run(args []string, out io.Writer) error {
 	return nil
 }
 
+// unavailable says why the target called name cannot run with these
+// options on this machine (lookPath finds programs), or "" when it can:
+// the Redis and erl targets need redis-server, the erl targets a binary.
+func unavailable(name string, o options, lookPath func(string) (string, error)) string {
+	erl := strings.HasPrefix(name, "erl")
+	if erl && o.erlBinary == "" {
+		return "-erl-binary is not set"
+	}
+	if erl || strings.HasPrefix(name, "redis") {
+		if _, err := lookPath("redis-server"); err != nil {
+			return "redis-server is not on the PATH"
+		}
+	}
+	return ""
+}
+
 func (o options) describe() map[string]any {
 	mode := "closed loop"
 	if o.rate > 0 {
@@ -228,8 +256,6 @@ func (o options) describe() map[string]any {
 	return map[string]any{"duration": o.duration.String(), "mode": mode, "keys": o.keys, "batch": o.batch, "no_sync": o.noSync, "via": o.via}
 }
 
-// addRatios fills each result's throughput relative to the baselines
-// measured with the same number of callers.
 // medianRounds returns, for each target and caller count in the order first
 // measured, the round with the median decisions/s (the upper one of an even
 // count): one whole measurement, not a mix of several rounds' figures.
@@ -256,6 +282,17 @@ func medianRounds(all []result) []result {
 	return out
 }
 
+// erlBaseline is the erl target under the same load as the target called
+// name: erl-flood for a flood, erl otherwise.
+func erlBaseline(name string) string {
+	if strings.Contains(name, "flood") {
+		return "erl-flood"
+	}
+	return "erl"
+}
+
+// addRatios fills each result's throughput relative to the baselines
+// measured with the same number of callers.
 func addRatios(results []result) {
 	base := map[string]map[int]float64{}
 	for _, r := range results {
@@ -276,12 +313,13 @@ func addRatios(results []result) {
 		r.VsRedis = ratio("redis", r.Callers, r.DecisionsPerSec)
 		r.VsRedisAOF = ratio("redis-aof", r.Callers, r.DecisionsPerSec)
 		r.VsRaft = ratio("raft", r.Callers, r.DecisionsPerSec)
+		r.VsERL = ratio(erlBaseline(r.Target), r.Callers, r.DecisionsPerSec)
 	}
 }
 
 func printTable(out io.Writer, results []result) {
 	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(w, "target\tcallers\tdecisions/s\tp50 ms\tp99 ms\tp999 ms\tsamples\terrors\t× trivial\t× redis\t× redis-aof\t× raft\t")
+	fmt.Fprintln(w, "target\tcallers\tdecisions/s\tp50 ms\tp99 ms\tp999 ms\tsamples\terrors\t× trivial\t× redis\t× redis-aof\t× raft\t× erl\t")
 	ratio := func(v float64) string {
 		if v == 0 {
 			return "-"
@@ -289,8 +327,8 @@ func printTable(out io.Writer, results []result) {
 		return fmt.Sprintf("%.2f", v)
 	}
 	for _, r := range results {
-		fmt.Fprintf(w, "%s\t%d\t%.0f\t%.3f\t%.3f\t%.3f\t%d\t%d\t%s\t%s\t%s\t%s\t\n", r.Target, r.Callers, r.DecisionsPerSec,
-			r.P50MS, r.P99MS, r.P999MS, r.Samples, r.Errors, ratio(r.VsTrivial), ratio(r.VsRedis), ratio(r.VsRedisAOF), ratio(r.VsRaft))
+		fmt.Fprintf(w, "%s\t%d\t%.0f\t%.3f\t%.3f\t%.3f\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t\n", r.Target, r.Callers, r.DecisionsPerSec,
+			r.P50MS, r.P99MS, r.P999MS, r.Samples, r.Errors, ratio(r.VsTrivial), ratio(r.VsRedis), ratio(r.VsRedisAOF), ratio(r.VsRaft), ratio(r.VsERL))
 	}
 	w.Flush()
 }

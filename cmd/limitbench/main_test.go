@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -23,11 +24,91 @@ func TestParse(t *testing.T) {
 		{"a bad key mode", []string{"-keys", "some"}, true},
 		{"three rounds", []string{"-rounds", "3"}, false},
 		{"no rounds", []string{"-rounds", "0"}, true},
+		{"the reference's binary", []string{"-erl-binary", "/opt/erl", "-targets", "erl,grpc"}, false},
 	}
 	for _, tt := range tests {
 		if _, err := parse(tt.args); (err != nil) != tt.wantErr {
 			t.Errorf("%s: err = %v", tt.name, err)
 		}
+	}
+	o, err := parse([]string{"-erl-binary", "/opt/erl"})
+	if err != nil || o.erlBinary != "/opt/erl" {
+		t.Fatalf("-erl-binary: %q, %v", o.erlBinary, err)
+	}
+}
+
+func TestUnavailable(t *testing.T) {
+	t.Parallel()
+	found := func(string) (string, error) { return "/usr/bin/redis-server", nil }
+	missing := func(string) (string, error) { return "", exec.ErrNotFound }
+	withERL := options{erlBinary: "/opt/erl"}
+	tests := []struct {
+		name     string
+		target   string
+		opts     options
+		lookPath func(string) (string, error)
+		want     string
+	}{
+		{"a limitnode target always runs", "grpc-flood", options{}, missing, ""},
+		{"redis runs with redis-server", "redis", options{}, found, ""},
+		{"redis needs redis-server", "redis-flood", options{}, missing, "redis-server is not on the PATH"},
+		{"erl needs -erl-binary", "erl", options{}, found, "-erl-binary is not set"},
+		{"erl needs redis-server too", "erl-flood-cache", withERL, missing, "redis-server is not on the PATH"},
+		{"erl runs with both", "erl-cache", withERL, found, ""},
+	}
+	for _, tt := range tests {
+		if got := unavailable(tt.target, tt.opts, tt.lookPath); got != tt.want {
+			t.Errorf("%s: %q, want %q", tt.name, got, tt.want)
+		}
+	}
+}
+
+// TestRatiosToTheReferenceUnderTheSameLoad checks the × erl column: a
+// flood against erl-flood, anything else against erl, caller count by
+// caller count.
+func TestRatiosToTheReferenceUnderTheSameLoad(t *testing.T) {
+	t.Parallel()
+	results := []result{
+		{Target: "erl", Callers: 1, DecisionsPerSec: 100},
+		{Target: "erl", Callers: 64, DecisionsPerSec: 1000},
+		{Target: "erl-flood", Callers: 64, DecisionsPerSec: 2000},
+		{Target: "erl-flood-cache", Callers: 64, DecisionsPerSec: 3000},
+		{Target: "erl-cache", Callers: 64, DecisionsPerSec: 1500},
+		{Target: "grpc", Callers: 1, DecisionsPerSec: 50},
+		{Target: "grpc", Callers: 64, DecisionsPerSec: 500},
+		{Target: "grpc-flood", Callers: 64, DecisionsPerSec: 1000},
+		{Target: "http-flood", Callers: 1, DecisionsPerSec: 10},
+	}
+	addRatios(results)
+	want := []float64{1, 1, 1, 1.5, 1.5, 0.5, 0.5, 0.5, 0}
+	for i, r := range results {
+		if r.VsERL != want[i] {
+			t.Errorf("%s at %d callers: × erl %v, want %v", r.Target, r.Callers, r.VsERL, want[i])
+		}
+	}
+}
+
+// TestRunSkipsTheReferenceWithoutItsBinary runs the tool with erl targets
+// and no -erl-binary: they are skipped, the others measured.
+func TestRunSkipsTheReferenceWithoutItsBinary(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "out.json")
+	var table strings.Builder
+	if err := run([]string{"-targets", "trivial,erl,erl-flood", "-callers", "1", "-duration", "100ms", "-warmup", "10ms", "-rounds", "2", "-json", path}, &table); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"skipping erl: -erl-binary is not set", "skipping erl-flood: -erl-binary is not set"} {
+		if strings.Count(table.String(), want+"\n") != 1 {
+			t.Errorf("table lacks %q once:\n%s", want, table.String())
+		}
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out struct{ Results []result }
+	if err := json.Unmarshal(data, &out); err != nil || len(out.Results) != 1 || out.Results[0].Target != "trivial" {
+		t.Fatalf("results %s, %v", data, err)
 	}
 }
 
@@ -37,7 +118,7 @@ func TestRunMeasuresAndReports(t *testing.T) {
 	t.Parallel()
 	for _, mode := range [][]string{{}, {"-rate", "200"}} {
 		path := filepath.Join(t.TempDir(), "out.json")
-		args := append([]string{"-targets", "trivial,http-batch,embedded,http-snapshotting,grpc,grpc-secure,http-flood,client-coalesced", "-tls", "-preload", "2000", "-via", "follower", "-state-keys", "5000", "-callers", "2", "-duration", "300ms", "-warmup", "50ms", "-batch", "10", "-json", path}, mode...)
+		args := append([]string{"-targets", "trivial,http-batch,embedded,http-snapshotting,grpc,grpc-multi,grpc-flood,grpc-secure,http-flood,client-coalesced", "-tls", "-preload", "2000", "-via", "follower", "-state-keys", "5000", "-callers", "2", "-duration", "300ms", "-warmup", "50ms", "-batch", "10", "-json", path}, mode...)
 		var table strings.Builder
 		if err := run(args, &table); err != nil {
 			t.Fatal(err)
@@ -50,7 +131,7 @@ func TestRunMeasuresAndReports(t *testing.T) {
 			Results []result
 			State   *stateResult
 		}
-		if err := json.Unmarshal(data, &out); err != nil || len(out.Results) != 9 {
+		if err := json.Unmarshal(data, &out); err != nil || len(out.Results) != 11 {
 			t.Fatalf("results %s, %v", data, err)
 		}
 		if out.State == nil || out.State.Keys != 5000 || out.State.HeapBytesPerKey <= 0 || out.State.RestoreSeconds <= 0 {

@@ -35,6 +35,9 @@ type result struct {
 	VsRedis    float64 `json:"vs_redis,omitempty"`
 	VsRedisAOF float64 `json:"vs_redis_aof,omitempty"`
 	VsRaft     float64 `json:"vs_raft,omitempty"`
+	// VsERL is against envoyproxy/ratelimit under the same load
+	// (erlBaseline).
+	VsERL float64 `json:"vs_erl,omitempty"`
 }
 
 // measure drives tgt with callers for o.warmup, then measures for

@@ -47,12 +47,10 @@ type redisServer struct {
 // startRedis starts redis-server on a free loopback port, without
 // persistence or with an append-only file fsynced on every write.
 func startRedis(aof bool) (*redisServer, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := freePort()
 	if err != nil {
 		return nil, err
 	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
 	dir, err := os.MkdirTemp("", "limitbench-redis-")
 	if err != nil {
 		return nil, err
@@ -86,6 +84,18 @@ func startRedis(aof bool) (*redisServer, error) {
 			return nil, fmt.Errorf("redis-server did not answer: %w", err)
 		}
 	}
+}
+
+// freePort returns a loopback port that was free a moment ago, for a
+// program that takes its port as an argument and cannot report one it
+// picked itself.
+func freePort() (int, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("find a free port: %w", err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port, nil
 }
 
 func (s *redisServer) stop() {

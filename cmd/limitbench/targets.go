@@ -220,13 +220,20 @@ func (e *environment) target(name string) (target, error) {
 			}
 		}()
 		return &httpTarget{env: e, kind: "http", label: name, nodes: c.Nodes, windows: snaps, stopFn: func() { close(stop); <-done }}, nil
-	case "grpc", "grpc-secure":
-		kind := map[string]string{"grpc": "limitnode", "grpc-secure": "limitnode-secure"}[name]
+	case "grpc", "grpc-multi", "grpc-flood", "grpc-secure":
+		kind := map[string]string{"grpc": "limitnode", "grpc-multi": "limitnode", "grpc-flood": "limitnode", "grpc-secure": "limitnode-secure"}[name]
+		load := map[string]rlsLoad{"grpc": loadOne, "grpc-multi": loadTwo, "grpc-flood": loadFlood, "grpc-secure": loadOne}[name]
 		c := e.cluster(kind)
 		if err := putBenchDomain(c); err != nil {
 			return nil, err
 		}
-		return newGRPCTarget(e, name, e.via(c)), nil
+		nodes := e.via(c)
+		if load == loadFlood {
+			nodes = c.Nodes // as http-flood: the flood comes through every node
+		}
+		return newGRPCTarget(e, name, load, dialNodes(nodes)), nil
+	case "erl", "erl-cache", "erl-flood", "erl-flood-cache":
+		return e.erlTarget(name)
 	case "embedded", "embedded-nostats", "raft":
 		kind := map[string]string{"embedded": "limitnode", "embedded-nostats": "limitnode-nostats", "raft": "raft"}[name]
 		return &embeddedTarget{env: e, label: name, nodes: e.via(e.cluster(kind))}, nil
