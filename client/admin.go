@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"strconv"
 
+	"github.com/limitnode/limitnode/api/wire"
 	"github.com/limitnode/limitnode/rls"
 )
 
@@ -45,28 +46,58 @@ func (c *Client) TransferLeadership(ctx context.Context, to string) (ClusterStat
 	return st, err
 }
 
-// Policy is a policy as the API spells it.
+// Policy is a named limit stored in the cluster (wire.Policy spells it):
+// a limit, per-key overrides, shadow mode, and a key template whose
+// {dimensions} a check fills in. ShadowDenied is what the cluster counted;
+// it is not set by a put.
 type Policy struct {
-	Name         string            `json:"name,omitempty"`
-	Limit        *Limit            `json:"limit"`
-	Overrides    map[string]*Limit `json:"overrides,omitempty"`
-	Shadow       bool              `json:"shadow"`
-	KeyTemplate  string            `json:"key_template,omitempty"`
-	ShadowDenied *int64            `json:"shadow_denied,omitempty"`
+	Name         string
+	Limit        *Limit
+	Overrides    map[string]*Limit
+	Shadow       bool
+	KeyTemplate  string
+	ShadowDenied *int64
+}
+
+func (p Policy) toWire() wire.Policy {
+	out := wire.Policy{Name: p.Name, Limit: p.Limit.toWire(), Shadow: p.Shadow, KeyTemplate: p.KeyTemplate, ShadowDenied: p.ShadowDenied}
+	if len(p.Overrides) > 0 {
+		out.Overrides = make(map[string]*wire.Limit, len(p.Overrides))
+		for key, l := range p.Overrides {
+			out.Overrides[key] = l.toWire()
+		}
+	}
+	return out
+}
+
+func policyFromWire(p wire.Policy) Policy {
+	out := Policy{Name: p.Name, Limit: limitFromWire(p.Limit), Shadow: p.Shadow, KeyTemplate: p.KeyTemplate, ShadowDenied: p.ShadowDenied}
+	if len(p.Overrides) > 0 {
+		out.Overrides = make(map[string]*Limit, len(p.Overrides))
+		for key, l := range p.Overrides {
+			out.Overrides[key] = limitFromWire(l)
+		}
+	}
+	return out
+}
+
+// policyAnswer makes one policy call whose answer is a policy.
+func (c *Client) policyAnswer(ctx context.Context, method, name string, in any) (Policy, error) {
+	var out wire.Policy
+	if _, err := c.do(ctx, method, "/v1/policies/"+url.PathEscape(name), in, &out, http.StatusOK); err != nil {
+		return Policy{}, err
+	}
+	return policyFromWire(out), nil
 }
 
 // PutPolicy creates or replaces the policy name.
 func (c *Client) PutPolicy(ctx context.Context, name string, p Policy) (Policy, error) {
-	var out Policy
-	_, err := c.do(ctx, http.MethodPut, "/v1/policies/"+url.PathEscape(name), p, &out, http.StatusOK)
-	return out, err
+	return c.policyAnswer(ctx, http.MethodPut, name, p.toWire())
 }
 
 // GetPolicy returns the policy name as the node has applied it.
 func (c *Client) GetPolicy(ctx context.Context, name string) (Policy, error) {
-	var out Policy
-	_, err := c.do(ctx, http.MethodGet, "/v1/policies/"+url.PathEscape(name), nil, &out, http.StatusOK)
-	return out, err
+	return c.policyAnswer(ctx, http.MethodGet, name, nil)
 }
 
 // DeletePolicy deletes the policy name.
@@ -77,10 +108,10 @@ func (c *Client) DeletePolicy(ctx context.Context, name string) error {
 
 // PolicyPage is a page of GET /v1/policies.
 type PolicyPage struct {
-	Policies []Policy `json:"policies"`
+	Policies []Policy
 	// Next, when not "", is where the next page starts (ListPolicies'
 	// after).
-	Next string `json:"next"`
+	Next string
 }
 
 // ListPolicies returns a page of up to limit policies (0: the server's
@@ -93,9 +124,15 @@ func (c *Client) ListPolicies(ctx context.Context, after string, limit int) (Pol
 	if limit > 0 {
 		q.Set("limit", strconv.Itoa(limit))
 	}
-	var page PolicyPage
-	_, err := c.do(ctx, http.MethodGet, "/v1/policies?"+q.Encode(), nil, &page, http.StatusOK)
-	return page, err
+	var page wire.PolicyPage
+	if _, err := c.do(ctx, http.MethodGet, "/v1/policies?"+q.Encode(), nil, &page, http.StatusOK); err != nil {
+		return PolicyPage{}, err
+	}
+	out := PolicyPage{Next: page.Next}
+	for _, p := range page.Policies {
+		out.Policies = append(out.Policies, policyFromWire(p))
+	}
+	return out, nil
 }
 
 // PutRLSConfig creates or replaces the configuration of the Envoy rate
@@ -132,18 +169,17 @@ func (c *Client) ListRLSDomains(ctx context.Context) ([]string, error) {
 // Readiness is the answer of /readyz.
 type Readiness struct {
 	Ready  bool
-	Reason string `json:"reason"`
+	Reason string
 }
 
 // Ready asks a node whether it serves as a member (/readyz), and why not.
 func (c *Client) Ready(ctx context.Context) (Readiness, error) {
-	var r Readiness
+	var r wire.Readiness
 	resp, err := c.do(ctx, http.MethodGet, "/readyz", nil, &r, http.StatusOK, http.StatusServiceUnavailable)
 	if err != nil {
-		return r, err
+		return Readiness{}, err
 	}
-	r.Ready = resp.StatusCode == http.StatusOK
-	return r, nil
+	return Readiness{Ready: resp.StatusCode == http.StatusOK, Reason: r.Reason}, nil
 }
 
 // BackupInfo describes a backup file.
@@ -172,11 +208,7 @@ func (c *Client) Backup(ctx context.Context, w io.Writer) (BackupInfo, error) {
 }
 
 // RestoreResult is the answer of a restore.
-type RestoreResult struct {
-	BackupIndex   uint64 `json:"backup_index"`
-	RestoredIndex uint64 `json:"restored_index"`
-	LimitsDigest  string `json:"limits_digest"`
-}
+type RestoreResult = wire.Restored
 
 // Restore replaces the cluster's state with the backup file of size bytes
 // in r. A node that is not the leader answers with the leader's address,

@@ -23,6 +23,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/limitnode/limitnode/api/wire"
 	"github.com/limitnode/limitnode/internal/ratelimitheader"
 )
 
@@ -92,53 +93,104 @@ func NewWithOptions(opts Options, addrs ...string) *Client {
 	return c
 }
 
-// Limit is a limit as the API spells it.
+// Limit is a limit: the algorithm (default token_bucket), the rate per
+// period (a Go duration such as "1m", default "1s") and, for the bucket
+// algorithms and GCRA, the burst (default the rate). A zero field is the
+// default; the API's spelling is wire.Limit.
 type Limit struct {
-	Algorithm string `json:"algorithm,omitempty"`
-	Rate      int64  `json:"rate"`
-	Period    string `json:"period,omitempty"`
-	Burst     int64  `json:"burst,omitempty"`
+	Algorithm string
+	Rate      int64
+	Period    string
+	Burst     int64
 }
 
-// Check is one check of a multi-check request.
+// toWire spells l as the API does.
+func (l *Limit) toWire() *wire.Limit {
+	if l == nil {
+		return nil
+	}
+	out := &wire.Limit{Algorithm: l.Algorithm, Rate: &l.Rate}
+	if l.Period != "" {
+		out.Period = &l.Period
+	}
+	if l.Burst != 0 {
+		out.Burst = &l.Burst
+	}
+	return out
+}
+
+// limitFromWire is the Limit the API's l spells.
+func limitFromWire(l *wire.Limit) *Limit {
+	if l == nil {
+		return nil
+	}
+	out := &Limit{Algorithm: l.Algorithm}
+	if l.Rate != nil {
+		out.Rate = *l.Rate
+	}
+	if l.Period != nil {
+		out.Period = *l.Period
+	}
+	if l.Burst != nil {
+		out.Burst = *l.Burst
+	}
+	return out
+}
+
+// Check is one check of a multi-check request: Key and Limit, or Policy
+// (with Dimensions when its key is a template), and Cost (nil: 1).
 type Check struct {
-	Key        string            `json:"key,omitempty"`
-	Limit      *Limit            `json:"limit,omitempty"`
-	Policy     string            `json:"policy,omitempty"`
-	Dimensions map[string]string `json:"dimensions,omitempty"`
-	Cost       *int64            `json:"cost,omitempty"`
+	Key        string
+	Limit      *Limit
+	Policy     string
+	Dimensions map[string]string
+	Cost       *int64
 }
 
-// AllowRequest is the body of POST /v1/allow: Key and Limit or Policy (and
-// Cost), or Checks.
+func (c *Check) toWire() wire.Check {
+	out := wire.Check{Key: c.Key, Limit: c.Limit.toWire(), Cost: c.Cost, Dimensions: c.Dimensions}
+	if c.Policy != "" {
+		out.Policy = &c.Policy
+	}
+	return out
+}
+
+// AllowRequest is a request for a decision: Key and Limit or Policy (and
+// Cost), or Checks, decided together.
 type AllowRequest struct {
-	Key        string            `json:"key,omitempty"`
-	Limit      *Limit            `json:"limit,omitempty"`
-	Policy     string            `json:"policy,omitempty"`
-	Dimensions map[string]string `json:"dimensions,omitempty"`
-	Cost       *int64            `json:"cost,omitempty"`
-	RequestID  string            `json:"request_id,omitempty"`
-	Checks     []Check           `json:"checks,omitempty"`
+	Key        string
+	Limit      *Limit
+	Policy     string
+	Dimensions map[string]string
+	Cost       *int64
+	RequestID  string
+	Checks     []Check
 	// MaxWait (a Go duration, "250ms"), for the bucket algorithms, admits
 	// the request now as a reservation when it would be admitted within
 	// it; Decision.WaitMS then says how long to wait before going on (see
 	// Wait). Hold makes the node wait it out before answering.
-	MaxWait string `json:"max_wait,omitempty"`
-	Hold    bool   `json:"hold,omitempty"`
+	MaxWait string
+	Hold    bool
 }
 
-// Decision is the body of a /v1/allow answer, with the headers a client
-// acts on.
+// toWire spells r as the API does.
+func (r *AllowRequest) toWire() wire.AllowRequest {
+	single := Check{Key: r.Key, Limit: r.Limit, Policy: r.Policy, Dimensions: r.Dimensions, Cost: r.Cost}
+	c := single.toWire()
+	out := wire.AllowRequest{Key: c.Key, Limit: c.Limit, Cost: c.Cost, Policy: c.Policy, Dimensions: c.Dimensions, RequestID: r.RequestID, Hold: r.Hold}
+	for i := range r.Checks {
+		out.Checks = append(out.Checks, r.Checks[i].toWire())
+	}
+	if r.MaxWait != "" {
+		out.MaxWait = &r.MaxWait
+	}
+	return out
+}
+
+// Decision is a /v1/allow answer: its body, with the headers a client acts
+// on.
 type Decision struct {
-	Allowed      bool  `json:"allowed"`
-	Limit        int64 `json:"limit"`
-	Remaining    int64 `json:"remaining"`
-	ResetAfterMS int64 `json:"reset_after_ms"`
-	RetryAfterMS int64 `json:"retry_after_ms"`
-	// WaitMS, for a request admitted by reservation, is how long to wait
-	// before going on; HeldMS how long the node waited instead (Hold).
-	WaitMS int64 `json:"wait_ms"`
-	HeldMS int64 `json:"held_ms"`
+	wire.AllowResponse
 	// StatusCode is 200 or 429.
 	StatusCode int `json:"-"`
 	// RetryAfter is the 429's Retry-After header (with jitter), or 0.
@@ -157,12 +209,17 @@ type Decision struct {
 // its limit: what Decision.Header keeps.
 var RateLimitHeaders = ratelimitheader.Names
 
-// Error is an error answer of the API.
+// Error is an error answer of the API: its status and body (wire.Error).
 type Error struct {
 	StatusCode int
-	Message    string `json:"error"`
-	Code       string `json:"code"`
-	Field      string `json:"field"`
+	Message    string
+	Code       string
+	Field      string
+}
+
+// errorOf is the error of an answer with status and body e.
+func errorOf(status int, e wire.Error) *Error {
+	return &Error{StatusCode: status, Message: e.Message, Code: e.Code, Field: e.Field}
 }
 
 // Error describes the API's answer: status, code, field and message.
@@ -210,7 +267,7 @@ func (c *Client) Wait(ctx context.Context, req AllowRequest, maxWait time.Durati
 
 // allowOne is one POST /v1/allow.
 func (c *Client) allowOne(ctx context.Context, req AllowRequest) (Decision, error) {
-	resp, body, err := c.exchange(ctx, http.MethodPost, "/v1/allow", req, http.StatusOK, http.StatusTooManyRequests)
+	resp, body, err := c.exchange(ctx, http.MethodPost, "/v1/allow", req.toWire(), http.StatusOK, http.StatusTooManyRequests)
 	if err != nil {
 		return Decision{}, err
 	}
@@ -234,12 +291,8 @@ func (c *Client) allowOne(ctx context.Context, req AllowRequest) (Decision, erro
 	return d, nil
 }
 
-// Member is a cluster member as the API names it.
-type Member struct {
-	ID       string `json:"id"`
-	RaftAddr string `json:"raft_addr"`
-	HTTPAddr string `json:"http_addr"`
-}
+// Member is a cluster member: its ID, Raft address and HTTP address.
+type Member = wire.Member
 
 // MemberChange lifts checks that a change of members passes before it
 // changes anything; the zero value keeps them all.
@@ -261,40 +314,17 @@ func (c *Client) Join(ctx context.Context, m Member) error {
 
 // JoinWith is Join with the checks that change lifts.
 func (c *Client) JoinWith(ctx context.Context, m Member, change MemberChange) error {
-	body := struct {
-		Member
-		Replace bool `json:"replace,omitempty"`
-		Force   bool `json:"force,omitempty"`
-	}{m, change.Replace, change.Force}
+	body := wire.JoinRequest{Member: m, Replace: change.Replace, Force: change.Force}
 	_, err := c.do(ctx, http.MethodPost, "/v1/cluster/join", body, nil, http.StatusOK)
 	return err
 }
 
-// ClusterNode is one node in a ClusterStatus.
-type ClusterNode struct {
-	Member
-	Voter  bool `json:"voter"`
-	Leader bool `json:"leader"`
-	// What the leader last learnt of the member; nil while unknown.
-	Reachable     *bool   `json:"reachable,omitempty"`
-	LastContactMS *int64  `json:"last_contact_ms,omitempty"`
-	AppliedIndex  *uint64 `json:"applied_index,omitempty"`
-	Lag           *uint64 `json:"lag,omitempty"`
-	DivergedAt    uint64  `json:"diverged_at,omitempty"`
-}
+// ClusterNode is one node in a ClusterStatus, with what the leader last
+// learnt of it (nil while unknown).
+type ClusterNode = wire.Node
 
-// ClusterStatus is the body of GET /v1/cluster.
-type ClusterStatus struct {
-	// Self is the answering node's ID.
-	Self string `json:"self"`
-	// SelfRaftAddr is the answering node's Raft address, member or not.
-	SelfRaftAddr string        `json:"self_raft_addr"`
-	Leader       string        `json:"leader"`
-	Term         uint64        `json:"term"`
-	CommitIndex  uint64        `json:"commit_index"`
-	AppliedIndex uint64        `json:"applied_index"`
-	Nodes        []ClusterNode `json:"nodes"`
-}
+// ClusterStatus is the body of GET /v1/cluster: a node's view.
+type ClusterStatus = wire.Cluster
 
 // Cluster returns a node's view of the cluster.
 func (c *Client) Cluster(ctx context.Context) (ClusterStatus, error) {
@@ -362,14 +392,14 @@ func (c *Client) exchangeVia(ctx context.Context, hc *http.Client, method, path 
 				return resp, data, nil
 			}
 		}
-		apiErr := &Error{StatusCode: resp.StatusCode}
-		if err := json.Unmarshal(data, apiErr); err != nil {
-			apiErr.Message = strings.TrimSpace(string(data))
-			if resp.StatusCode == http.StatusBadRequest && strings.Contains(apiErr.Message, "HTTP request to an HTTPS server") {
-				apiErr.Message = addr + " serves HTTPS: use an https:// address and trust the node's CA (Options.TLS; the CLI's -ca)"
+		var answer wire.Error
+		if err := json.Unmarshal(data, &answer); err != nil {
+			answer = wire.Error{Message: strings.TrimSpace(string(data))}
+			if resp.StatusCode == http.StatusBadRequest && strings.Contains(answer.Message, "HTTP request to an HTTPS server") {
+				answer.Message = addr + " serves HTTPS: use an https:// address and trust the node's CA (Options.TLS; the CLI's -ca)"
 			}
 		}
-		return resp, nil, apiErr
+		return resp, nil, errorOf(resp.StatusCode, answer)
 	}
 	return nil, nil, fmt.Errorf("%w: %w", ErrUnreachable, lastErr)
 }

@@ -11,6 +11,7 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/limitnode/limitnode/api/wire"
 	"github.com/limitnode/limitnode/client"
 )
 
@@ -39,7 +40,7 @@ func TestClientAnswers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := client.Decision{Allowed: false, Limit: 5, ResetAfterMS: 9000, RetryAfterMS: 2100, StatusCode: 429, RetryAfter: 3e9, Leader: "n1"}
+	want := client.Decision{AllowResponse: wire.AllowResponse{Allowed: false, Limit: 5, ResetAfterMS: 9000, RetryAfterMS: 2100}, StatusCode: 429, RetryAfter: 3e9, Leader: "n1"}
 	if got := d; got.Header.Get("Retry-After") != "3" || got.Header.Get("RateLimit-Remaining") != "0" {
 		t.Fatalf("decision headers %v: want Retry-After 3 and RateLimit-Remaining 0", got.Header)
 	}

@@ -2,7 +2,6 @@ package client
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -10,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/limitnode/limitnode/api/wire"
 	"github.com/limitnode/limitnode/contract"
 	"github.com/limitnode/limitnode/internal/ratelimitheader"
 )
@@ -95,14 +95,12 @@ func (k *coalescer) send(batch []*coalesced) {
 		batch[0].d, batch[0].err = k.c.allowOne(ctx, batch[0].req)
 		return
 	}
-	reqs := make([]AllowRequest, len(batch))
+	body := wire.BatchRequest{Requests: make([]wire.AllowRequest, len(batch))}
 	for i, p := range batch {
-		reqs[i] = p.req
+		body.Requests[i] = p.req.toWire()
 	}
-	var out struct {
-		Responses []json.RawMessage `json:"responses"`
-	}
-	_, err := k.c.do(ctx, http.MethodPost, "/v1/allow/batch", map[string][]AllowRequest{"requests": reqs}, &out, http.StatusOK)
+	var out wire.BatchResponse
+	_, err := k.c.do(ctx, http.MethodPost, "/v1/allow/batch", body, &out, http.StatusOK)
 	if err == nil && len(out.Responses) != len(batch) {
 		err = fmt.Errorf("limitnode: %d answers to a batch of %d", len(out.Responses), len(batch))
 	}
@@ -117,27 +115,21 @@ func (k *coalescer) send(batch []*coalesced) {
 
 // batchDecision reads one answer of a batch: a decision (status 200 or
 // 429) or an *Error naming the request's own fields.
-func batchDecision(raw json.RawMessage, i int) (Decision, error) {
-	var item struct {
-		Status int `json:"status"`
-		Decision
-		Message string `json:"error"`
-		Code    string `json:"code"`
-		Field   string `json:"field"`
-	}
-	if err := json.Unmarshal(raw, &item); err != nil {
-		return Decision{}, fmt.Errorf("limitnode: decode answer %d of a batch: %w", i, err)
-	}
-	switch item.Status {
-	case http.StatusOK, http.StatusTooManyRequests:
-	default:
-		field := item.Field
-		if rest, ok := strings.CutPrefix(field, "requests["+strconv.Itoa(i)+"]"); ok {
-			field = strings.TrimPrefix(rest, ".")
+func batchDecision(item wire.BatchItem, i int) (Decision, error) {
+	switch {
+	case item.Status != http.StatusOK && item.Status != http.StatusTooManyRequests:
+		var e wire.Error
+		if item.Error != nil {
+			e = *item.Error
 		}
-		return Decision{}, &Error{StatusCode: item.Status, Message: item.Message, Code: item.Code, Field: field}
+		if rest, ok := strings.CutPrefix(e.Field, "requests["+strconv.Itoa(i)+"]"); ok {
+			e.Field = strings.TrimPrefix(rest, ".")
+		}
+		return Decision{}, errorOf(item.Status, e)
+	case item.AllowResponse == nil:
+		return Decision{}, fmt.Errorf("limitnode: answer %d of a batch has status %d but no decision", i, item.Status)
 	}
-	d := item.Decision
+	d := Decision{AllowResponse: *item.AllowResponse}
 	d.StatusCode = item.Status
 	d.Header = http.Header{}
 	d.Header.Set("RateLimit-Limit", strconv.FormatInt(d.Limit, 10))

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/limitnode/limitnode/algorithms"
+	"github.com/limitnode/limitnode/api/wire"
 	"github.com/limitnode/limitnode/contract"
 )
 
@@ -141,7 +142,7 @@ func (l *localLimiter) decide(req AllowRequest, replicas int, now time.Time) (De
 		next algorithms.State
 	}
 	var plan []planned
-	out := Decision{Allowed: true}
+	out := Decision{AllowResponse: wire.AllowResponse{Allowed: true}}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for _, c := range checks {

@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"net/url"
 	"time"
+
+	"github.com/limitnode/limitnode/api/wire"
 )
 
 // Concurrency leases: POST /v1/leases, POST /v1/leases/{id}/renew and
@@ -38,21 +40,14 @@ type LeaseRequest struct {
 	MaxQueue int64
 }
 
-// leaseRequestJSON is a LeaseRequest as the API spells it: durations as Go
-// duration strings ("30s"), max_wait and max_queue left out when zero.
-type leaseRequestJSON struct {
-	Key      string `json:"key"`
-	Max      int64  `json:"max"`
-	TTL      string `json:"ttl"`
-	MaxWait  string `json:"max_wait,omitempty"`
-	MaxQueue int64  `json:"max_queue,omitempty"`
-}
-
-// toJSON spells r as the API does.
-func (r LeaseRequest) toJSON() leaseRequestJSON {
-	out := leaseRequestJSON{Key: r.Key, Max: r.Max, TTL: r.TTL.String(), MaxQueue: r.MaxQueue}
+// toWire spells r as the API does: durations as Go duration strings
+// ("30s"), max_wait and max_queue left out when zero.
+func (r LeaseRequest) toWire() wire.LeaseRequest {
+	ttl := r.TTL.String()
+	out := wire.LeaseRequest{Key: r.Key, Max: &r.Max, TTL: &ttl, MaxQueue: r.MaxQueue}
 	if r.MaxWait != 0 {
-		out.MaxWait = r.MaxWait.String()
+		maxWait := r.MaxWait.String()
+		out.MaxWait = &maxWait
 	}
 	return out
 }
@@ -83,22 +78,9 @@ type Lease struct {
 	Waited time.Duration
 }
 
-// leaseJSON is a lease answer as the API spells it.
-type leaseJSON struct {
-	Granted      bool   `json:"granted"`
-	ID           string `json:"id"`
-	Key          string `json:"key"`
-	Max          int64  `json:"max"`
-	Active       int64  `json:"active"`
-	ExpiresInMS  int64  `json:"expires_in_ms"`
-	RetryAfterMS int64  `json:"retry_after_ms"`
-	Waiting      int64  `json:"waiting"`
-	WaitedMS     int64  `json:"waited_ms"`
-}
-
 // decodeLease decodes a lease answer of resp's node.
 func decodeLease(resp *http.Response, body []byte) (Lease, error) {
-	var l leaseJSON
+	var l wire.Lease
 	if err := json.Unmarshal(body, &l); err != nil {
 		return Lease{}, fmt.Errorf("limitnode: decode answer of %s: %w", resp.Request.URL.Host, err)
 	}
@@ -125,7 +107,7 @@ func (c *Client) AcquireLease(ctx context.Context, req LeaseRequest) (Lease, err
 		extended.Timeout += req.MaxWait
 		hc = &extended
 	}
-	resp, body, err := c.exchangeVia(ctx, hc, http.MethodPost, "/v1/leases", req.toJSON(), http.StatusOK, http.StatusTooManyRequests)
+	resp, body, err := c.exchangeVia(ctx, hc, http.MethodPost, "/v1/leases", req.toWire(), http.StatusOK, http.StatusTooManyRequests)
 	if err != nil {
 		return Lease{}, err
 	}
@@ -137,7 +119,8 @@ func (c *Client) AcquireLease(ctx context.Context, req LeaseRequest) (Lease, err
 // (given back, or expired) is an *Error with StatusCode 404 and Code
 // "not_found".
 func (c *Client) RenewLease(ctx context.Context, id string, ttl time.Duration) (Lease, error) {
-	in := map[string]string{"ttl": ttl.String()}
+	s := ttl.String()
+	in := wire.RenewRequest{TTL: &s}
 	resp, body, err := c.exchange(ctx, http.MethodPost, "/v1/leases/"+url.PathEscape(id)+"/renew", in, http.StatusOK)
 	if err != nil {
 		return Lease{}, err

@@ -6,48 +6,18 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/limitnode/limitnode/api/wire"
 	"github.com/limitnode/limitnode/contract"
 	"github.com/limitnode/limitnode/internal/ratelimitheader"
 )
 
-// allowResponse is the body of a /v1/allow answer.
-type allowResponse struct {
-	Allowed      bool  `json:"allowed"`
-	Limit        int64 `json:"limit"`
-	Remaining    int64 `json:"remaining"`
-	ResetAfterMS int64 `json:"reset_after_ms"`
-	RetryAfterMS int64 `json:"retry_after_ms"`
-	// WaitMS, for a request admitted by reservation (max_wait), is how
-	// long the caller must wait before going on; HeldMS, with hold, how
-	// long the node waited for it instead.
-	WaitMS int64 `json:"wait_ms,omitempty"`
-	HeldMS int64 `json:"held_ms,omitempty"`
-	// Duplicate is true when the request ID was seen before: the answer is
-	// the first decision, and nothing was consumed now.
-	Duplicate bool            `json:"duplicate,omitempty"`
-	Checks    []checkResponse `json:"checks,omitempty"`
-}
-
-// checkResponse reports one check, when a request has several or one of
-// them is a policy in shadow mode.
-type checkResponse struct {
-	Key          string `json:"key"`
-	Policy       string `json:"policy,omitempty"`
-	Shadow       bool   `json:"shadow,omitempty"`
-	Allowed      bool   `json:"allowed"`
-	Limit        int64  `json:"limit"`
-	Remaining    int64  `json:"remaining"`
-	ResetAfterMS int64  `json:"reset_after_ms"`
-	RetryAfterMS int64  `json:"retry_after_ms"`
-}
-
 func (a *API) allow(w http.ResponseWriter, r *http.Request) {
-	var body allowJSON
+	var body wire.AllowRequest
 	if err := decodeJSON(w, r, MaxBodyBytes, &body); err != nil {
 		writeError(w, err)
 		return
 	}
-	req, apiErr := body.toRequest()
+	req, apiErr := toRequest(&body)
 	if apiErr != nil {
 		writeError(w, apiErr)
 		return
@@ -147,10 +117,10 @@ func (a *API) writeDecision(w http.ResponseWriter, req contract.Request, decisio
 
 // answer builds the response body of a decision and says which check leads
 // it (its numbers are the top-level ones, and the headers follow it).
-func answer(req contract.Request, d contract.Decision) (allowResponse, int) {
+func answer(req contract.Request, d contract.Decision) (wire.AllowResponse, int) {
 	headline := headlineIndex(d)
 	h := d.Checks[headline]
-	resp := allowResponse{
+	resp := wire.AllowResponse{
 		Duplicate:    d.Duplicate,
 		Allowed:      d.Allowed,
 		Limit:        h.Limit,
@@ -172,7 +142,7 @@ func answer(req contract.Request, d contract.Decision) (allowResponse, int) {
 			if key == "" {
 				key = req.Checks[i].Key
 			}
-			resp.Checks = append(resp.Checks, checkResponse{
+			resp.Checks = append(resp.Checks, wire.CheckResponse{
 				Key: key, Policy: req.Checks[i].Policy, Shadow: c.Shadow,
 				Allowed: c.Allowed, Limit: c.Limit, Remaining: c.Remaining,
 				ResetAfterMS: ratelimitheader.CeilDiv(c.ResetAfterNanos, int64(time.Millisecond)),
@@ -221,21 +191,8 @@ func moreRestrictive(c, than contract.CheckDecision) bool {
 	return false
 }
 
-// batchJSON is the body of POST /v1/allow/batch.
-type batchJSON struct {
-	Requests []allowJSON `json:"requests"`
-}
-
-// batchItem is one answer of a batch: an allow response with its status, or
-// an error with its status.
-type batchItem struct {
-	Status int `json:"status"`
-	*allowResponse
-	*errorJSON
-}
-
 func (a *API) allowBatch(w http.ResponseWriter, r *http.Request) {
-	var body batchJSON
+	var body wire.BatchRequest
 	if err := decodeJSON(w, r, MaxBatchBodyBytes, &body); err != nil {
 		writeError(w, err)
 		return
@@ -248,12 +205,12 @@ func (a *API) allowBatch(w http.ResponseWriter, r *http.Request) {
 		writeError(w, fromContract(err))
 		return
 	}
-	items := make([]batchItem, len(body.Requests))
+	items := make([]wire.BatchItem, len(body.Requests))
 	decoded := make([]allowRequest, 0, len(body.Requests))
 	reqs := make([]contract.Request, 0, len(body.Requests))
 	index := make([]int, 0, len(body.Requests))
 	for i := range body.Requests {
-		req, err := body.Requests[i].toRequest()
+		req, err := toRequest(&body.Requests[i])
 		if err != nil {
 			items[i] = batchError(i, err)
 			continue
@@ -289,19 +246,19 @@ func (a *API) allowBatch(w http.ResponseWriter, r *http.Request) {
 			if !res.Decision.Allowed {
 				status = http.StatusTooManyRequests
 			}
-			items[i] = batchItem{Status: status, allowResponse: &resp}
+			items[i] = wire.BatchItem{Status: status, AllowResponse: &resp}
 		}
 		setLeaderHeader(w.Header(), leader)
 	}
-	writeJSON(w, http.StatusOK, map[string][]batchItem{"responses": items})
+	writeJSON(w, http.StatusOK, map[string][]wire.BatchItem{"responses": items})
 }
 
 // batchError is the answer of the batch's i-th request when it failed on
 // its own: its fields are named under "requests[i]".
-func batchError(i int, err *apiError) batchItem {
+func batchError(i int, err *apiError) wire.BatchItem {
 	e := err.body()
 	e.Field = (&contract.Error{Field: e.Field}).Within("requests[" + strconv.Itoa(i) + "]").Field
-	return batchItem{Status: err.status, errorJSON: &e}
+	return wire.BatchItem{Status: err.status, Error: &e}
 }
 
 // setLeaderHeader names the leader that decided (API.md's optional

@@ -6,19 +6,12 @@ import (
 	"strings"
 
 	"github.com/limitnode/limitnode/algorithms"
+	"github.com/limitnode/limitnode/api/wire"
 	"github.com/limitnode/limitnode/contract"
 )
 
-// limitJSON is a limit as the API spells it.
-type limitJSON struct {
-	Algorithm string  `json:"algorithm"`
-	Rate      *int64  `json:"rate"`
-	Period    *string `json:"period"`
-	Burst     *int64  `json:"burst,omitempty"`
-}
-
-// toLimit validates the limit; fields are named under prefix ("limit").
-func (j *limitJSON) toLimit(prefix string) (algorithms.Limit, *apiError) {
+// toLimit validates the limit j; fields are named under prefix ("limit").
+func toLimit(j *wire.Limit, prefix string) (algorithms.Limit, *apiError) {
 	l, err := contract.LimitSpec{Algorithm: j.Algorithm, Rate: j.Rate, Period: j.Period, Burst: j.Burst}.Limit()
 	if err != nil {
 		return algorithms.Limit{}, fromContract(err.Within(prefix))
@@ -26,32 +19,9 @@ func (j *limitJSON) toLimit(prefix string) (algorithms.Limit, *apiError) {
 	return l, nil
 }
 
-func limitToJSON(l algorithms.Limit) *limitJSON {
+func limitToJSON(l algorithms.Limit) *wire.Limit {
 	s := contract.SpecOf(l)
-	return &limitJSON{Algorithm: s.Algorithm, Rate: s.Rate, Period: s.Period, Burst: s.Burst}
-}
-
-// checkJSON is one check of a multi-check request.
-type checkJSON struct {
-	Key        string            `json:"key"`
-	Limit      *limitJSON        `json:"limit"`
-	Cost       *int64            `json:"cost"`
-	Policy     *string           `json:"policy"`
-	Dimensions map[string]string `json:"dimensions"`
-}
-
-// allowJSON is the body of POST /v1/allow: one check inline, or several
-// under "checks".
-type allowJSON struct {
-	Key        string            `json:"key"`
-	Limit      *limitJSON        `json:"limit"`
-	Cost       *int64            `json:"cost"`
-	Policy     *string           `json:"policy"`
-	Dimensions map[string]string `json:"dimensions"`
-	RequestID  string            `json:"request_id"`
-	Checks     []checkJSON       `json:"checks"`
-	MaxWait    *string           `json:"max_wait"`
-	Hold       bool              `json:"hold"`
+	return &wire.Limit{Algorithm: s.Algorithm, Rate: s.Rate, Period: s.Period, Burst: s.Burst}
 }
 
 // allowRequest is a decoded /v1/allow body: the contract's request, and
@@ -63,13 +33,13 @@ type allowRequest struct {
 	hold bool
 }
 
-// toRequest turns the body into the contract's request and validates it.
+// toRequest turns the body a into the contract's request and validates it.
 // Every error names the JSON path at fault.
-func (a *allowJSON) toRequest() (allowRequest, *apiError) {
+func toRequest(a *wire.AllowRequest) (allowRequest, *apiError) {
 	req := allowRequest{Request: contract.Request{RequestID: a.RequestID}}
 	if a.Checks == nil {
-		single := checkJSON{Key: a.Key, Limit: a.Limit, Cost: a.Cost, Policy: a.Policy, Dimensions: a.Dimensions}
-		c, err := single.toCheck("")
+		single := wire.Check{Key: a.Key, Limit: a.Limit, Cost: a.Cost, Policy: a.Policy, Dimensions: a.Dimensions}
+		c, err := toCheck(&single, "")
 		if err != nil {
 			return allowRequest{}, err
 		}
@@ -79,7 +49,7 @@ func (a *allowJSON) toRequest() (allowRequest, *apiError) {
 			return allowRequest{}, invalid("checks", "give either key/limit/policy/cost or checks, not both")
 		}
 		for i := range a.Checks {
-			c, err := a.Checks[i].toCheck(checkField(i))
+			c, err := toCheck(&a.Checks[i], checkField(i))
 			if err != nil {
 				return allowRequest{}, err
 			}
@@ -121,7 +91,7 @@ func checkField(i int) string { return "checks[" + strconv.Itoa(i) + "]" }
 // contract validates is left to it; this checks what only JSON can get
 // wrong: a missing limit, an empty dimensions object. Fields are named under
 // prefix.
-func (c *checkJSON) toCheck(prefix string) (contract.Check, *apiError) {
+func toCheck(c *wire.Check, prefix string) (contract.Check, *apiError) {
 	out := contract.Check{Key: c.Key, Cost: 1}
 	if c.Cost != nil {
 		out.Cost = *c.Cost
@@ -140,7 +110,7 @@ func (c *checkJSON) toCheck(prefix string) (contract.Check, *apiError) {
 	}
 	switch {
 	case c.Limit != nil:
-		l, err := c.Limit.toLimit(field("limit"))
+		l, err := toLimit(c.Limit, field("limit"))
 		if err != nil {
 			return contract.Check{}, err
 		}

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/limitnode/limitnode/api/wire"
 	"github.com/limitnode/limitnode/contract"
 )
 
@@ -46,12 +47,6 @@ func (a *API) backup(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-type restoreJSON struct {
-	BackupIndex   uint64 `json:"backup_index"`
-	RestoredIndex uint64 `json:"restored_index"`
-	LimitsDigest  string `json:"limits_digest"`
-}
-
 // restore answers POST /v1/snapshot: the body, a backup file, is checked
 // whole and then replaces the cluster's state on every node at one index.
 // Only the leader restores: another node answers 307 to the leader.
@@ -76,6 +71,6 @@ func (a *API) restore(w http.ResponseWriter, r *http.Request) {
 	case err != nil:
 		a.writeClusterError(w, r, err)
 	default:
-		writeJSON(w, http.StatusOK, restoreJSON{BackupIndex: info.Index, RestoredIndex: restored, LimitsDigest: hex.EncodeToString(info.LimitsDigest[:])})
+		writeJSON(w, http.StatusOK, wire.Restored{BackupIndex: info.Index, RestoredIndex: restored, LimitsDigest: hex.EncodeToString(info.LimitsDigest[:])})
 	}
 }

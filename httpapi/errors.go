@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 
+	"github.com/limitnode/limitnode/api/wire"
 	"github.com/limitnode/limitnode/contract"
 )
 
@@ -30,14 +31,9 @@ type apiError struct {
 
 func (e *apiError) Error() string { return e.message }
 
-// errorJSON is the body of every error answer.
-type errorJSON struct {
-	Error string `json:"error"`
-	Code  string `json:"code"`
-	Field string `json:"field,omitempty"`
+func (e *apiError) body() wire.Error {
+	return wire.Error{Message: e.message, Code: e.code, Field: e.field}
 }
-
-func (e *apiError) body() errorJSON { return errorJSON{Error: e.message, Code: e.code, Field: e.field} }
 
 // invalid is a 400 naming the field at fault.
 func invalid(field, format string, args ...any) *apiError {

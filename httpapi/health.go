@@ -1,6 +1,10 @@
 package httpapi
 
-import "net/http"
+import (
+	"net/http"
+
+	"github.com/limitnode/limitnode/api/wire"
+)
 
 func (a *API) healthz(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
@@ -8,8 +12,8 @@ func (a *API) healthz(w http.ResponseWriter, _ *http.Request) {
 
 func (a *API) readyz(w http.ResponseWriter, _ *http.Request) {
 	if why := a.limiter.Ready(); why != "" {
-		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "not ready", "reason": why})
+		writeJSON(w, http.StatusServiceUnavailable, wire.Readiness{Status: "not ready", Reason: why})
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+	writeJSON(w, http.StatusOK, wire.Readiness{Status: "ready"})
 }

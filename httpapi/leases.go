@@ -5,29 +5,10 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/limitnode/limitnode/api/wire"
 	"github.com/limitnode/limitnode/contract"
 	"github.com/limitnode/limitnode/internal/ratelimitheader"
 )
-
-type leaseRequestJSON struct {
-	Key      string  `json:"key"`
-	Max      *int64  `json:"max"`
-	TTL      *string `json:"ttl"`
-	MaxWait  *string `json:"max_wait"`
-	MaxQueue int64   `json:"max_queue"`
-}
-
-type leaseJSON struct {
-	Granted      bool   `json:"granted"`
-	ID           string `json:"id,omitempty"`
-	Key          string `json:"key"`
-	Max          int64  `json:"max"`
-	Active       int64  `json:"active"`
-	ExpiresInMS  int64  `json:"expires_in_ms,omitempty"`
-	RetryAfterMS int64  `json:"retry_after_ms"`
-	Waiting      int64  `json:"waiting"`
-	WaitedMS     int64  `json:"waited_ms,omitempty"`
-}
 
 // leaseTTL reads a lease's required ttl field.
 func leaseTTL(s *string) (time.Duration, *apiError) {
@@ -39,7 +20,7 @@ func leaseTTL(s *string) (time.Duration, *apiError) {
 
 // toRequest turns the body into the contract's lease request and validates
 // it.
-func (b *leaseRequestJSON) toRequest() (contract.LeaseRequest, *apiError) {
+func toLeaseRequest(b *wire.LeaseRequest) (contract.LeaseRequest, *apiError) {
 	if b.Max == nil {
 		return contract.LeaseRequest{}, invalid("max", "max is required: an integer from 1 to %d", contract.MaxLeaseHolders)
 	}
@@ -63,12 +44,12 @@ func (b *leaseRequestJSON) toRequest() (contract.LeaseRequest, *apiError) {
 // request may wait in the key's queue before either answer; it leaves the
 // queue if its caller goes away.
 func (a *API) acquireLease(w http.ResponseWriter, r *http.Request) {
-	var body leaseRequestJSON
+	var body wire.LeaseRequest
 	if err := decodeJSON(w, r, MaxBodyBytes, &body); err != nil {
 		writeError(w, err)
 		return
 	}
-	req, apiErr := body.toRequest()
+	req, apiErr := toLeaseRequest(&body)
 	if apiErr != nil {
 		writeError(w, apiErr)
 		return
@@ -92,8 +73,8 @@ func (a *API) acquireLease(w http.ResponseWriter, r *http.Request) {
 
 // leaseAnswer is a lease as the API spells it: a granted one with its ID
 // and time to expiry, a refused one with the time until a holder's expires.
-func leaseAnswer(lease contract.Lease) leaseJSON {
-	out := leaseJSON{Granted: lease.Granted, Key: lease.Key, Max: lease.Max, Active: lease.Active,
+func leaseAnswer(lease contract.Lease) wire.Lease {
+	out := wire.Lease{Granted: lease.Granted, Key: lease.Key, Max: lease.Max, Active: lease.Active,
 		Waiting: lease.Waiting, WaitedMS: ratelimitheader.CeilDiv(lease.WaitedNanos, int64(time.Millisecond))}
 	if lease.Granted {
 		out.ID = lease.ID
@@ -104,14 +85,10 @@ func leaseAnswer(lease contract.Lease) leaseJSON {
 	return out
 }
 
-type renewRequestJSON struct {
-	TTL *string `json:"ttl"`
-}
-
 // renewLease moves a held lease's expiry to its new ttl from now: 200 with
 // the lease, or 404 when it is not held.
 func (a *API) renewLease(w http.ResponseWriter, r *http.Request) {
-	var body renewRequestJSON
+	var body wire.RenewRequest
 	if err := decodeJSON(w, r, MaxBodyBytes, &body); err != nil {
 		writeError(w, err)
 		return
@@ -142,21 +119,6 @@ func (a *API) releaseLease(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]string{"released": id})
 }
 
-// heldLeaseJSON is one held lease in GET /v1/leases.
-type heldLeaseJSON struct {
-	ID          string `json:"id"`
-	Max         int64  `json:"max"`
-	ExpiresInMS int64  `json:"expires_in_ms"`
-}
-
-// queuedLeaseJSON is one waiting request in GET /v1/leases.
-type queuedLeaseJSON struct {
-	ID         string `json:"id"`
-	Max        int64  `json:"max"`
-	Position   int64  `json:"position"`
-	LeavesInMS int64  `json:"leaves_in_ms"`
-}
-
 // listLeases answers GET /v1/leases?key=K: the leases held on K and the
 // requests waiting for one, as this node has applied them.
 func (a *API) listLeases(w http.ResponseWriter, r *http.Request) {
@@ -166,13 +128,13 @@ func (a *API) listLeases(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	now, held, queued := a.limiter.Leases(key)
-	out := make([]heldLeaseJSON, len(held))
+	out := make([]wire.HeldLease, len(held))
 	for i, l := range held {
-		out[i] = heldLeaseJSON{ID: l.ID, Max: l.Max, ExpiresInMS: ratelimitheader.CeilDiv(l.ExpiresAtNanos-now, int64(time.Millisecond))}
+		out[i] = wire.HeldLease{ID: l.ID, Max: l.Max, ExpiresInMS: ratelimitheader.CeilDiv(l.ExpiresAtNanos-now, int64(time.Millisecond))}
 	}
-	waiting := make([]queuedLeaseJSON, len(queued))
+	waiting := make([]wire.QueuedLease, len(queued))
 	for i, q := range queued {
-		waiting[i] = queuedLeaseJSON{ID: q.ID, Max: q.Max, Position: q.Position, LeavesInMS: ratelimitheader.CeilDiv(q.DeadlineNanos-now, int64(time.Millisecond))}
+		waiting[i] = wire.QueuedLease{ID: q.ID, Max: q.Max, Position: q.Position, LeavesInMS: ratelimitheader.CeilDiv(q.DeadlineNanos-now, int64(time.Millisecond))}
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"key": key, "leases": out, "waiting": waiting})
+	writeJSON(w, http.StatusOK, wire.LeaseList{Key: key, Leases: out, Waiting: waiting})
 }

@@ -5,31 +5,14 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/limitnode/limitnode/api/wire"
 	"github.com/limitnode/limitnode/contract"
 	"github.com/limitnode/limitnode/internal/ratelimitheader"
 )
 
-type memberJSON struct {
-	ID       string `json:"id"`
-	RaftAddr string `json:"raft_addr"`
-	HTTPAddr string `json:"http_addr"`
-}
-
-type nodeJSON struct {
-	memberJSON
-	Voter  bool `json:"voter"`
-	Leader bool `json:"leader"`
-	// What the leader last learnt of the member; absent while unknown.
-	Reachable     *bool   `json:"reachable,omitempty"`
-	LastContactMS *int64  `json:"last_contact_ms,omitempty"`
-	AppliedIndex  *uint64 `json:"applied_index,omitempty"`
-	Lag           *uint64 `json:"lag,omitempty"`
-	DivergedAt    uint64  `json:"diverged_at,omitempty"`
-}
-
 // nodeOf is a member as GET /v1/cluster shows it.
-func nodeOf(m contract.MemberStatus) nodeJSON {
-	out := nodeJSON{memberJSON: memberJSON{ID: m.ID, RaftAddr: m.RaftAddr, HTTPAddr: m.HTTPAddr}, Voter: m.Voter, Leader: m.Leader}
+func nodeOf(m contract.MemberStatus) wire.Node {
+	out := wire.Node{Member: wire.Member{ID: m.ID, RaftAddr: m.RaftAddr, HTTPAddr: m.HTTPAddr}, Voter: m.Voter, Leader: m.Leader}
 	if h := m.Health; h != nil {
 		out.Reachable, out.AppliedIndex, out.Lag, out.DivergedAt = &h.Reachable, &h.AppliedIndex, &h.Lag, h.DivergedAt
 		if h.SinceContact >= 0 {
@@ -40,40 +23,22 @@ func nodeOf(m contract.MemberStatus) nodeJSON {
 	return out
 }
 
-type clusterJSON struct {
-	Self         string     `json:"self"`           // the answering node's ID
-	SelfRaftAddr string     `json:"self_raft_addr"` // its Raft address, member or not
-	Leader       string     `json:"leader"`
-	Term         uint64     `json:"term"`
-	CommitIndex  uint64     `json:"commit_index"`
-	AppliedIndex uint64     `json:"applied_index"`
-	Nodes        []nodeJSON `json:"nodes"`
-}
-
 func (a *API) clusterStatus(w http.ResponseWriter, _ *http.Request) {
-	writeJSON(w, http.StatusOK, a.clusterJSON())
+	writeJSON(w, http.StatusOK, a.clusterView())
 }
 
-// clusterJSON is this node's view of the cluster as GET /v1/cluster shows it.
-func (a *API) clusterJSON() clusterJSON {
+// clusterView is this node's view of the cluster as GET /v1/cluster shows it.
+func (a *API) clusterView() wire.Cluster {
 	st := a.limiter.Status()
-	out := clusterJSON{Self: st.SelfID, SelfRaftAddr: st.SelfRaftAddr, Leader: st.LeaderID, Term: st.Term, CommitIndex: st.CommitIndex, AppliedIndex: st.AppliedIndex, Nodes: []nodeJSON{}}
+	out := wire.Cluster{Self: st.SelfID, SelfRaftAddr: st.SelfRaftAddr, Leader: st.LeaderID, Term: st.Term, CommitIndex: st.CommitIndex, AppliedIndex: st.AppliedIndex, Nodes: []wire.Node{}}
 	for _, m := range st.Members {
 		out.Nodes = append(out.Nodes, nodeOf(m))
 	}
 	return out
 }
 
-// joinJSON is the body of POST /v1/cluster/join: the member, and the checks
-// the operator lifts on purpose.
-type joinJSON struct {
-	memberJSON
-	Replace bool `json:"replace,omitempty"`
-	Force   bool `json:"force,omitempty"`
-}
-
 func (a *API) join(w http.ResponseWriter, r *http.Request) {
-	var body joinJSON
+	var body wire.JoinRequest
 	if err := decodeJSON(w, r, MaxBodyBytes, &body); err != nil {
 		writeError(w, err)
 		return
@@ -89,7 +54,7 @@ func (a *API) join(w http.ResponseWriter, r *http.Request) {
 		a.writeClusterError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, body.memberJSON)
+	writeJSON(w, http.StatusOK, body.Member)
 }
 
 func (a *API) removeNode(w http.ResponseWriter, r *http.Request) {
@@ -120,14 +85,6 @@ func boolParam(r *http.Request, name string) (bool, *apiError) {
 	}
 }
 
-type consistencyJSON struct {
-	Index   uint64 `json:"index"`
-	Members []struct {
-		ID     string `json:"id"`
-		Agrees *bool  `json:"agrees,omitempty"`
-	} `json:"members"`
-}
-
 // checkConsistency answers POST /v1/cluster/consistency: the leader appends
 // a checkpoint and says which members' state agrees with its own there.
 func (a *API) checkConsistency(w http.ResponseWriter, r *http.Request) {
@@ -138,12 +95,9 @@ func (a *API) checkConsistency(w http.ResponseWriter, r *http.Request) {
 		a.writeClusterError(w, r, err)
 		return
 	}
-	out := consistencyJSON{Index: report.Index}
+	out := wire.Consistency{Index: report.Index}
 	for _, m := range report.Members {
-		out.Members = append(out.Members, struct {
-			ID     string `json:"id"`
-			Agrees *bool  `json:"agrees,omitempty"`
-		}{m.ID, m.Agrees})
+		out.Members = append(out.Members, wire.MemberConsistency{ID: m.ID, Agrees: m.Agrees})
 	}
 	writeJSON(w, http.StatusOK, out)
 }
@@ -151,9 +105,7 @@ func (a *API) checkConsistency(w http.ResponseWriter, r *http.Request) {
 // transferLeadership answers POST /v1/cluster/transfer-leadership with the
 // body {"to": "n2"} (or {} or none, for any other voter).
 func (a *API) transferLeadership(w http.ResponseWriter, r *http.Request) {
-	var body struct {
-		To string `json:"to"`
-	}
+	var body wire.TransferRequest
 	if r.ContentLength != 0 {
 		if err := decodeJSON(w, r, MaxBodyBytes, &body); err != nil {
 			writeError(w, err)
@@ -166,5 +118,5 @@ func (a *API) transferLeadership(w http.ResponseWriter, r *http.Request) {
 		a.writeClusterError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, a.clusterJSON())
+	writeJSON(w, http.StatusOK, a.clusterView())
 }

@@ -11,24 +11,13 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/limitnode/limitnode/api/wire"
 	"github.com/limitnode/limitnode/contract"
 )
 
-// policyJSON is a policy as the API spells it: the body of
-// PUT /v1/policies/{name} (without name and shadow_denied) and of the
-// answers that show one.
-type policyJSON struct {
-	Name         string                `json:"name,omitempty"`
-	Limit        *limitJSON            `json:"limit"`
-	Overrides    map[string]*limitJSON `json:"overrides,omitempty"`
-	Shadow       bool                  `json:"shadow"`
-	KeyTemplate  string                `json:"key_template,omitempty"`
-	ShadowDenied *int64                `json:"shadow_denied,omitempty"`
-}
-
 // toPolicy turns the body of a PUT into a policy named name and validates
 // it.
-func (p *policyJSON) toPolicy(name string) (contract.Policy, *apiError) {
+func toPolicy(p *wire.Policy, name string) (contract.Policy, *apiError) {
 	if p.Name != "" && p.Name != name {
 		return contract.Policy{}, invalid("name", "the body names %q but the path %q", p.Name, name)
 	}
@@ -38,7 +27,7 @@ func (p *policyJSON) toPolicy(name string) (contract.Policy, *apiError) {
 	if p.Limit == nil {
 		return contract.Policy{}, invalid("limit", "limit is required")
 	}
-	l, err := p.Limit.toLimit("limit")
+	l, err := toLimit(p.Limit, "limit")
 	if err != nil {
 		return contract.Policy{}, err
 	}
@@ -47,7 +36,7 @@ func (p *policyJSON) toPolicy(name string) (contract.Policy, *apiError) {
 		if lj == nil {
 			return contract.Policy{}, invalid(contract.OverrideField(key), "an override needs a limit")
 		}
-		ol, err := lj.toLimit(contract.OverrideField(key))
+		ol, err := toLimit(lj, contract.OverrideField(key))
 		if err != nil {
 			return contract.Policy{}, err
 		}
@@ -60,10 +49,10 @@ func (p *policyJSON) toPolicy(name string) (contract.Policy, *apiError) {
 	return out, nil
 }
 
-func policyToJSON(p contract.PolicyStatus) policyJSON {
-	out := policyJSON{Name: p.Name, Limit: limitToJSON(p.Limit), Shadow: p.Shadow, KeyTemplate: p.KeyTemplate, ShadowDenied: &p.ShadowDenied}
+func policyToJSON(p contract.PolicyStatus) wire.Policy {
+	out := wire.Policy{Name: p.Name, Limit: limitToJSON(p.Limit), Shadow: p.Shadow, KeyTemplate: p.KeyTemplate, ShadowDenied: &p.ShadowDenied}
 	if len(p.Overrides) > 0 {
-		out.Overrides = make(map[string]*limitJSON, len(p.Overrides))
+		out.Overrides = make(map[string]*wire.Limit, len(p.Overrides))
 		for _, o := range p.Overrides {
 			out.Overrides[o.Key] = limitToJSON(o.Limit)
 		}
@@ -93,10 +82,7 @@ func (a *API) listPolicies(w http.ResponseWriter, r *http.Request) {
 		limit = n
 	}
 	page, next := a.limiter.Policies(r.Context(), q.Get("after"), limit, contract.MaxOverrides)
-	out := struct {
-		Policies []policyJSON `json:"policies"`
-		Next     string       `json:"next,omitempty"`
-	}{Policies: []policyJSON{}, Next: next}
+	out := wire.PolicyPage{Policies: []wire.Policy{}, Next: next}
 	for _, p := range page {
 		out.Policies = append(out.Policies, policyToJSON(p))
 	}
@@ -115,12 +101,12 @@ func (a *API) getPolicy(w http.ResponseWriter, r *http.Request) {
 
 func (a *API) putPolicy(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
-	var body policyJSON
+	var body wire.Policy
 	if err := decodeJSON(w, r, MaxBatchBodyBytes, &body); err != nil {
 		writeError(w, err)
 		return
 	}
-	p, apiErr := body.toPolicy(name)
+	p, apiErr := toPolicy(&body, name)
 	if apiErr != nil {
 		writeError(w, apiErr)
 		return
@@ -147,19 +133,13 @@ func (a *API) deletePolicy(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]string{"deleted": name})
 }
 
-// policyFileJSON is the policy file of cmd/limitnode's -policies flag: the
-// same policy objects as PUT /v1/policies/{name}, by name.
-type policyFileJSON struct {
-	Policies map[string]*policyJSON `json:"policies"`
-}
-
 // ParsePolicyFile reads a policy file, {"policies": {"name": {policy}, ...}},
 // with the validation of PUT /v1/policies/{name}. The policies come back
 // sorted by name.
 func ParsePolicyFile(r io.Reader) ([]contract.Policy, error) {
 	dec := json.NewDecoder(io.LimitReader(r, MaxBatchBodyBytes+1))
 	dec.DisallowUnknownFields()
-	var file policyFileJSON
+	var file wire.PolicyFile
 	if err := dec.Decode(&file); err != nil {
 		return nil, fmt.Errorf("policy file: %w", err)
 	}
@@ -171,7 +151,7 @@ func ParsePolicyFile(r io.Reader) ([]contract.Policy, error) {
 		if pj == nil {
 			return nil, fmt.Errorf("policy file: policy %q is null", name)
 		}
-		p, err := pj.toPolicy(name)
+		p, err := toPolicy(pj, name)
 		if err != nil {
 			return nil, fmt.Errorf("policy file: policy %q: %s: %s", name, err.field, err.message)
 		}

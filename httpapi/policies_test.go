@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/limitnode/limitnode/algorithms"
+	"github.com/limitnode/limitnode/api/wire"
 	"github.com/limitnode/limitnode/contract"
 )
 
@@ -35,7 +36,7 @@ func TestPolicyEndpoints(t *testing.T) {
 		t.Fatalf("GET: %d %s", rec.Code, got)
 	}
 	rec = do(t, api, "GET", "/v1/policies", "")
-	var list struct{ Policies []policyJSON }
+	var list struct{ Policies []wire.Policy }
 	if err := json.Unmarshal(rec.Body.Bytes(), &list); err != nil || len(list.Policies) != 1 {
 		t.Fatalf("list: %s", rec.Body)
 	}

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/limitnode/limitnode/api/wire"
 	"github.com/limitnode/limitnode/contract"
 )
 
@@ -22,36 +23,6 @@ const (
 	maxShadowPolicies = 100
 )
 
-type secondJSON struct {
-	UnixSecond int64 `json:"t"`
-	Allowed    int64 `json:"allowed"`
-	Denied     int64 `json:"denied"`
-}
-
-type topJSON struct {
-	Name  string `json:"name"`
-	Count int64  `json:"count"`
-	Error int64  `json:"error"`
-}
-
-type shadowPolicyJSON struct {
-	Name         string `json:"name"`
-	Shadow       bool   `json:"shadow"`
-	ShadowDenied int64  `json:"shadow_denied"`
-}
-
-type statsJSON struct {
-	Version     string             `json:"version"`
-	Cluster     clusterJSON        `json:"cluster"`
-	NowMS       int64              `json:"now_unix_ms"`
-	Seconds     []secondJSON       `json:"decisions_per_second"`
-	TopKeys     []topJSON          `json:"top_denied_keys"`
-	TopPolicies []topJSON          `json:"top_denied_policies"`
-	ErrorBound  int64              `json:"top_error_bound"`
-	Dropped     int64              `json:"dropped_entries"`
-	Policies    []shadowPolicyJSON `json:"shadow_policies"`
-}
-
 // statsTop reads the `top` parameter.
 func statsTop(r *http.Request) (int, *apiError) {
 	top := DefaultStatsTop
@@ -66,27 +37,27 @@ func statsTop(r *http.Request) (int, *apiError) {
 }
 
 // statsOf gathers what GET /v1/stats and the status page show.
-func (a *API) statsOf(r *http.Request, top int) statsJSON {
+func (a *API) statsOf(r *http.Request, top int) wire.Stats {
 	st := a.limiter.Stats(r.Context(), top)
-	out := statsJSON{Version: version(), Cluster: a.clusterJSON(), NowMS: st.NowNanos / int64(time.Millisecond),
-		Seconds: make([]secondJSON, len(st.Seconds)), TopKeys: tops(st.TopDeniedKeys), TopPolicies: tops(st.TopDeniedPolicies),
-		ErrorBound: st.TopErrorBound, Dropped: st.Dropped, Policies: []shadowPolicyJSON{}}
+	out := wire.Stats{Version: version(), Cluster: a.clusterView(), NowMS: st.NowNanos / int64(time.Millisecond),
+		Seconds: make([]wire.Second, len(st.Seconds)), TopKeys: tops(st.TopDeniedKeys), TopPolicies: tops(st.TopDeniedPolicies),
+		ErrorBound: st.TopErrorBound, Dropped: st.Dropped, Policies: []wire.ShadowPolicy{}}
 	for i, s := range st.Seconds {
-		out.Seconds[i] = secondJSON{UnixSecond: s.UnixSecond, Allowed: s.Allowed, Denied: s.Denied}
+		out.Seconds[i] = wire.Second{UnixSecond: s.UnixSecond, Allowed: s.Allowed, Denied: s.Denied}
 	}
 	page, _ := a.limiter.Policies(r.Context(), "", MaxPolicyPage, contract.MaxOverrides)
 	for _, p := range page {
 		if (p.Shadow || p.ShadowDenied > 0) && len(out.Policies) < maxShadowPolicies {
-			out.Policies = append(out.Policies, shadowPolicyJSON{Name: p.Name, Shadow: p.Shadow, ShadowDenied: p.ShadowDenied})
+			out.Policies = append(out.Policies, wire.ShadowPolicy{Name: p.Name, Shadow: p.Shadow, ShadowDenied: p.ShadowDenied})
 		}
 	}
 	return out
 }
 
-func tops(in []contract.TopCount) []topJSON {
-	out := make([]topJSON, len(in))
+func tops(in []contract.TopCount) []wire.Top {
+	out := make([]wire.Top, len(in))
 	for i, c := range in {
-		out[i] = topJSON{Name: c.Name, Count: c.Count, Error: c.Error}
+		out[i] = wire.Top{Name: c.Name, Count: c.Count, Error: c.Error}
 	}
 	return out
 }

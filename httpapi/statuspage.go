@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/limitnode/limitnode/api/wire"
 )
 
 // The status page, GET /: one HTML page built into the binary, readable
@@ -34,7 +36,7 @@ type chart struct {
 
 const chartHeight = 120
 
-func chartOf(seconds []secondJSON) chart {
+func chartOf(seconds []wire.Second) chart {
 	c := chart{Width: max(len(seconds), 1), Height: chartHeight}
 	for _, s := range seconds {
 		c.Peak = max(c.Peak, s.Allowed, s.Denied)
@@ -60,15 +62,15 @@ func point(b *strings.Builder, x int, y int64) {
 
 func (a *API) statusPage(w http.ResponseWriter, r *http.Request) {
 	st := a.statsOf(r, DefaultStatsTop)
-	var lastMinute secondJSON
+	var lastMinute wire.Second
 	for _, s := range st.Seconds[max(len(st.Seconds)-60, 0):] {
 		lastMinute.Allowed += s.Allowed
 		lastMinute.Denied += s.Denied
 	}
 	data := struct {
-		Stats      statsJSON
+		Stats      wire.Stats
 		Chart      chart
-		LastMinute secondJSON
+		LastMinute wire.Second
 		Now        string
 	}{st, chartOf(st.Seconds), lastMinute, time.UnixMilli(st.NowMS).UTC().Format(time.RFC3339)}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")

@@ -125,14 +125,9 @@ func checkString(s, field string) *apiError {
 
 // fieldNamed finds the field of struct t whose JSON name is exactly name.
 func fieldNamed(t reflect.Type, name string) (reflect.Type, bool) {
-	for i := range t.NumField() {
-		f := t.Field(i)
-		tag, _, _ := strings.Cut(f.Tag.Get("json"), ",")
-		if tag == "" {
-			tag = f.Name
-		}
-		if f.IsExported() && tag == name {
-			return f.Type, true
+	for _, f := range jsonFields(t) {
+		if f.name == name {
+			return f.typ, true
 		}
 	}
 	return nil, false
@@ -141,14 +136,42 @@ func fieldNamed(t reflect.Type, name string) (reflect.Type, bool) {
 // foldedField finds the JSON name of the field of t that name matches only
 // when case is ignored, as Go's decoder would match it.
 func foldedField(t reflect.Type, name string) (string, bool) {
-	for i := range t.NumField() {
-		f := t.Field(i)
-		tag, _, _ := strings.Cut(f.Tag.Get("json"), ",")
-		if f.IsExported() && tag != "" && strings.EqualFold(tag, name) {
-			return tag, true
+	for _, f := range jsonFields(t) {
+		if strings.EqualFold(f.name, name) {
+			return f.name, true
 		}
 	}
 	return "", false
+}
+
+type jsonField struct {
+	name string
+	typ  reflect.Type
+}
+
+// jsonFields are the JSON names of t's exported fields, those of embedded
+// structs among them, as the decoder sees them.
+func jsonFields(t reflect.Type) []jsonField {
+	var out []jsonField
+	for _, f := range reflect.VisibleFields(t) {
+		tag, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		embedded := f.Anonymous && tag == "" && indirect(f.Type).Kind() == reflect.Struct
+		if !f.IsExported() || embedded || tag == "-" {
+			continue
+		}
+		if tag == "" {
+			tag = f.Name
+		}
+		out = append(out, jsonField{tag, f.Type})
+	}
+	return out
+}
+
+func indirect(t reflect.Type) reflect.Type {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	return t
 }
 
 func joinField(path, name string) string {

@@ -15,7 +15,9 @@ import (
 // same computed from the decision, and X-Limitnode-Degraded: true.
 func writeDenial(w http.ResponseWriter, d client.GuardDecision) {
 	setHeaders(w.Header(), d, true)
-	body, _ := json.Marshal(d.Decision)
+	top := d.AllowResponse
+	top.Checks = nil
+	body, _ := json.Marshal(top)
 	body = append(body, '\n')
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusTooManyRequests)

@@ -1,0 +1,88 @@
+package wire
+
+// Limit is a limit as the API spells it: the algorithm (default
+// token_bucket), the rate per period (a Go duration, default 1s) and, for
+// the bucket algorithms and GCRA, the burst (default the rate).
+type Limit struct {
+	Algorithm string  `json:"algorithm,omitempty"`
+	Rate      *int64  `json:"rate"`
+	Period    *string `json:"period,omitempty"`
+	Burst     *int64  `json:"burst,omitempty"`
+}
+
+// Check is one check of a multi-check request: a key and a limit, or a
+// policy (with its dimensions when its key is a template), and a cost
+// (default 1).
+type Check struct {
+	Key        string            `json:"key,omitempty"`
+	Limit      *Limit            `json:"limit,omitempty"`
+	Cost       *int64            `json:"cost,omitempty"`
+	Policy     *string           `json:"policy,omitempty"`
+	Dimensions map[string]string `json:"dimensions,omitempty"`
+}
+
+// AllowRequest is the body of POST /v1/allow: one check inline (key, limit
+// or policy, cost, dimensions), or several under Checks, decided together.
+type AllowRequest struct {
+	Key        string            `json:"key,omitempty"`
+	Limit      *Limit            `json:"limit,omitempty"`
+	Cost       *int64            `json:"cost,omitempty"`
+	Policy     *string           `json:"policy,omitempty"`
+	Dimensions map[string]string `json:"dimensions,omitempty"`
+	RequestID  string            `json:"request_id,omitempty"`
+	Checks     []Check           `json:"checks,omitempty"`
+	// MaxWait admits a request of the bucket algorithms now, as a
+	// reservation, when it would be admitted within it; Hold makes the
+	// node wait the reservation out before it answers.
+	MaxWait *string `json:"max_wait,omitempty"`
+	Hold    bool    `json:"hold,omitempty"`
+}
+
+// AllowResponse is the body of a /v1/allow answer (200 or 429).
+type AllowResponse struct {
+	Allowed      bool  `json:"allowed"`
+	Limit        int64 `json:"limit"`
+	Remaining    int64 `json:"remaining"`
+	ResetAfterMS int64 `json:"reset_after_ms"`
+	RetryAfterMS int64 `json:"retry_after_ms"`
+	// WaitMS, for a request admitted by reservation (max_wait), is how
+	// long the caller must wait before going on; HeldMS, with hold, how
+	// long the node waited for it instead.
+	WaitMS int64 `json:"wait_ms,omitempty"`
+	HeldMS int64 `json:"held_ms,omitempty"`
+	// Duplicate is true when the request ID was seen before: the answer is
+	// the first decision, and nothing was consumed now.
+	Duplicate bool            `json:"duplicate,omitempty"`
+	Checks    []CheckResponse `json:"checks,omitempty"`
+}
+
+// CheckResponse reports one check, when a request has several or one of
+// them is a policy in shadow mode.
+type CheckResponse struct {
+	Key          string `json:"key"`
+	Policy       string `json:"policy,omitempty"`
+	Shadow       bool   `json:"shadow,omitempty"`
+	Allowed      bool   `json:"allowed"`
+	Limit        int64  `json:"limit"`
+	Remaining    int64  `json:"remaining"`
+	ResetAfterMS int64  `json:"reset_after_ms"`
+	RetryAfterMS int64  `json:"retry_after_ms"`
+}
+
+// BatchRequest is the body of POST /v1/allow/batch: independent requests.
+type BatchRequest struct {
+	Requests []AllowRequest `json:"requests"`
+}
+
+// BatchItem is one answer of a batch, in the order of the requests: an
+// allow response or an error, with the status it would have had alone.
+type BatchItem struct {
+	Status int `json:"status"`
+	*AllowResponse
+	*Error
+}
+
+// BatchResponse is the body of a /v1/allow/batch answer.
+type BatchResponse struct {
+	Responses []BatchItem `json:"responses"`
+}

@@ -1,0 +1,25 @@
+package wire
+
+// Policy is a named limit stored in the cluster: the body of
+// PUT /v1/policies/{name} (without ShadowDenied, which the cluster counts)
+// and of the answers that show one.
+type Policy struct {
+	Name         string            `json:"name,omitempty"`
+	Limit        *Limit            `json:"limit"`
+	Overrides    map[string]*Limit `json:"overrides,omitempty"`
+	Shadow       bool              `json:"shadow"`
+	KeyTemplate  string            `json:"key_template,omitempty"`
+	ShadowDenied *int64            `json:"shadow_denied,omitempty"`
+}
+
+// PolicyPage is the body of GET /v1/policies: a page sorted by name and,
+// when more follow, Next, where the next page starts (its after).
+type PolicyPage struct {
+	Policies []Policy `json:"policies"`
+	Next     string   `json:"next,omitempty"`
+}
+
+// PolicyFile is the file of the node's -policies flag: policies by name.
+type PolicyFile struct {
+	Policies map[string]*Policy `json:"policies"`
+}

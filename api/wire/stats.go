@@ -1,0 +1,37 @@
+package wire
+
+// Stats is the body of GET /v1/stats: what the cluster decided lately, as
+// the answering node has applied it.
+type Stats struct {
+	Version     string         `json:"version"`
+	Cluster     Cluster        `json:"cluster"`
+	NowMS       int64          `json:"now_unix_ms"`
+	Seconds     []Second       `json:"decisions_per_second"`
+	TopKeys     []Top          `json:"top_denied_keys"`
+	TopPolicies []Top          `json:"top_denied_policies"`
+	ErrorBound  int64          `json:"top_error_bound"`
+	Dropped     int64          `json:"dropped_entries"`
+	Policies    []ShadowPolicy `json:"shadow_policies"`
+}
+
+// Second is the decisions of one second of cluster time.
+type Second struct {
+	UnixSecond int64 `json:"t"`
+	Allowed    int64 `json:"allowed"`
+	Denied     int64 `json:"denied"`
+}
+
+// Top is one heavy hitter: its name, its count and the count's error bound.
+type Top struct {
+	Name  string `json:"name"`
+	Count int64  `json:"count"`
+	Error int64  `json:"error"`
+}
+
+// ShadowPolicy is a policy in (or lately out of) shadow mode, with the
+// denials it would have made.
+type ShadowPolicy struct {
+	Name         string `json:"name"`
+	Shadow       bool   `json:"shadow"`
+	ShadowDenied int64  `json:"shadow_denied"`
+}
