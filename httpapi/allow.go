@@ -71,7 +71,7 @@ func (a *API) decide(w http.ResponseWriter, r *http.Request, req contract.Reques
 	req.Scope = callerOf(r)
 	ctx, cancel := context.WithTimeout(r.Context(), a.opts.RequestTimeout)
 	defer cancel()
-	decision, err := a.limiter.Allow(ctx, req)
+	decision, err := a.backend.Decider.Allow(ctx, req)
 	if rej := contract.As(err); rej != nil {
 		writeError(w, refused(rej))
 		return contract.Decision{}, false
@@ -223,7 +223,7 @@ func (a *API) allowBatch(w http.ResponseWriter, r *http.Request) {
 	if len(reqs) > 0 {
 		ctx, cancel := context.WithTimeout(r.Context(), a.opts.RequestTimeout)
 		defer cancel()
-		results, err := a.limiter.AllowBatch(ctx, reqs)
+		results, err := a.backend.Decider.AllowBatch(ctx, reqs)
 		if err != nil {
 			a.writeClusterError(w, r, err)
 			return

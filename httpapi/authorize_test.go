@@ -35,7 +35,7 @@ func TestEveryRouteNeedsItsRole(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := New(newFake(), Options{Logger: slog.New(slog.DiscardHandler), Authorizer: authorizer})
+	h := New(newFake().backend(), Options{Logger: slog.New(slog.DiscardHandler), Authorizer: authorizer})
 
 	spec := openAPI(t)
 	for _, path := range slices.Sorted(maps.Keys(spec.doc.Paths.Map())) {

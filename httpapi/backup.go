@@ -26,7 +26,7 @@ func (a *API) backup(w http.ResponseWriter, r *http.Request) {
 	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(backupTransferTime))
 	ctx, cancel := context.WithTimeout(r.Context(), a.opts.RequestTimeout)
 	defer cancel()
-	b, err := a.limiter.Backup(ctx)
+	b, err := a.backend.Backups.Backup(ctx)
 	if err != nil {
 		a.writeClusterError(w, r, err)
 		return
@@ -37,7 +37,7 @@ func (a *API) backup(w http.ResponseWriter, r *http.Request) {
 	h.Set("Content-Disposition", `attachment; filename="limitnode-`+strconv.FormatUint(info.Index, 10)+`.backup"`)
 	h.Set("X-Limitnode-Applied-Index", strconv.FormatUint(info.Index, 10))
 	h.Set("X-Limitnode-Limits-Digest", hex.EncodeToString(info.LimitsDigest[:]))
-	h.Set("X-Limitnode-Served-By", a.limiter.Status().SelfID)
+	h.Set("X-Limitnode-Served-By", a.backend.Observer.Status().SelfID)
 	w.WriteHeader(http.StatusOK)
 	if err := b.Write(w); err != nil {
 		// The status is sent: all that is left is to cut the body short,
@@ -53,7 +53,7 @@ func (a *API) backup(w http.ResponseWriter, r *http.Request) {
 func (a *API) restore(w http.ResponseWriter, r *http.Request) {
 	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(backupTransferTime))
 	body := http.MaxBytesReader(w, r.Body, MaxBackupBodyBytes)
-	info, restored, err := a.limiter.Restore(r.Context(), body)
+	info, restored, err := a.backend.Backups.Restore(r.Context(), body)
 	var notLeader *contract.NotLeaderError
 	var tooLarge *http.MaxBytesError
 	switch {

@@ -1,8 +1,6 @@
 package httpapi
 
 import (
-	"context"
-	"io"
 	"log/slog"
 	"maps"
 	"math/rand/v2"
@@ -13,74 +11,8 @@ import (
 	"time"
 
 	"github.com/limitnode/limitnode/auth"
-	"github.com/limitnode/limitnode/contract"
-	"github.com/limitnode/limitnode/rls"
 	"github.com/prometheus/client_golang/prometheus"
 )
-
-// Limiter is what the HTTP API needs from a cluster node. *cluster.Node
-// implements it; tests use a fake.
-type Limiter interface {
-	// Allow decides a request; see cluster.Node.Allow for its errors.
-	Allow(ctx context.Context, req contract.Request) (contract.Decision, error)
-	// AllowBatch decides independent requests together.
-	AllowBatch(ctx context.Context, reqs []contract.Request) ([]contract.BatchResult, error)
-	// PutPolicy creates or replaces a named policy.
-	PutPolicy(ctx context.Context, p contract.Policy) error
-	// DeletePolicy deletes a named policy.
-	DeletePolicy(ctx context.Context, name string) error
-	// Policies lists a page of the policies as this node has applied them:
-	// up to limit named after after, holding at most maxOverrides
-	// overrides (at least one policy), and the name to continue after.
-	Policies(ctx context.Context, after string, limit, maxOverrides int) (page []contract.PolicyStatus, next string)
-	// Policy returns one policy as this node has applied it.
-	Policy(ctx context.Context, name string) (contract.PolicyStatus, bool)
-	// PutRLSConfig creates or replaces a rate limit service domain's
-	// configuration.
-	PutRLSConfig(ctx context.Context, c rls.Config) error
-	// DeleteRLSConfig deletes a domain's configuration.
-	DeleteRLSConfig(ctx context.Context, domain string) error
-	// RLSConfig returns a domain's configuration as this node has applied
-	// it.
-	RLSConfig(ctx context.Context, domain string) (rls.Config, bool)
-	// RLSDomains returns the configured domains, sorted.
-	RLSDomains(ctx context.Context) []string
-	// AcquireLease takes one of req.Max concurrent slots of req.Key.
-	AcquireLease(ctx context.Context, req contract.LeaseRequest) (contract.Lease, error)
-	// RenewLease moves a held lease's expiry to ttl from now.
-	RenewLease(ctx context.Context, id string, ttl time.Duration) (contract.Lease, error)
-	// ReleaseLease gives a lease back, or takes a waiting request out of
-	// its queue.
-	ReleaseLease(ctx context.Context, id string) (atNanos int64, err error)
-	// Leases returns the leases held on key and the requests waiting for
-	// one as this node has applied them, with the cluster time of that
-	// state.
-	Leases(key string) (nowNanos int64, leases []contract.HeldLease, queued []contract.QueuedLease)
-	// Join adds a member to the cluster, with the checks change lifts.
-	Join(ctx context.Context, m contract.Member, change contract.MemberChange) error
-	// RemoveMember removes a member from the cluster, with the checks
-	// change lifts.
-	RemoveMember(ctx context.Context, id string, change contract.MemberChange) error
-	// TransferLeadership hands leadership over to the member to (any
-	// other voter when "").
-	TransferLeadership(ctx context.Context, to string) error
-	// Backup freezes this node's state for a backup file, once it has
-	// caught up with the leader.
-	Backup(ctx context.Context) (contract.Backup, error)
-	// Restore replaces the cluster's state with a backup file's (on the
-	// leader; elsewhere a *contract.NotLeaderError).
-	Restore(ctx context.Context, r io.Reader) (backup contract.BackupInfo, restoredIndex uint64, err error)
-	// CheckConsistency compares every member's state with the leader's at
-	// a new checkpoint.
-	CheckConsistency(ctx context.Context) (contract.ConsistencyReport, error)
-	// Status returns the node's view of the cluster.
-	Status() contract.Status
-	// Stats returns the decisions the node has applied lately, with up to
-	// top heavy hitters each.
-	Stats(ctx context.Context, top int) contract.Stats
-	// Ready returns "" when the node serves as a member, else why not.
-	Ready() string
-}
 
 // Options configures the handler. The zero value is usable.
 type Options struct {
@@ -110,14 +42,16 @@ type Options struct {
 // API is limitnode's HTTP API over one node.
 type API struct {
 	routes  []string // the paths registered, in order
-	limiter Limiter
+	backend Backend
 	opts    Options
 	mux     *http.ServeMux
 	metrics *metrics
 }
 
-// New returns the HTTP API of the node behind limiter.
-func New(limiter Limiter, opts Options) *API {
+// New returns the HTTP API of the node behind b, every one of whose jobs
+// must be set.
+func New(b Backend, opts Options) *API {
+	b.mustBeComplete()
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
@@ -127,7 +61,7 @@ func New(limiter Limiter, opts Options) *API {
 	if opts.Jitter == nil {
 		opts.Jitter = func(n int64) int64 { return rand.Int64N(n + 1) }
 	}
-	a := &API{limiter: limiter, opts: opts, mux: http.NewServeMux(), metrics: newMetrics(limiter, opts.Collectors)}
+	a := &API{backend: b, opts: opts, mux: http.NewServeMux(), metrics: newMetrics(b.Observer, opts.Collectors)}
 	decide, read, admin := auth.RoleDecide, auth.RoleRead, auth.RoleAdmin
 	a.route("/v1/allow", map[string]endpoint{http.MethodPost: {decide, a.allow}})
 	a.route("/v1/allow/batch", map[string]endpoint{http.MethodPost: {decide, a.allowBatch}})

@@ -39,6 +39,11 @@ type fakeLimiter struct {
 	domains   map[string]rls.Config
 }
 
+// backend is the fake in every job of a Backend.
+func (f *fakeLimiter) backend() Backend {
+	return Backend{Decider: f, Policies: f, RLS: f, Leases: f, Membership: f, Backups: f, Observer: f}
+}
+
 func newFake() *fakeLimiter {
 	return &fakeLimiter{now: 1e18, states: make(map[string]algorithms.State), policies: make(map[string]contract.Policy), domains: make(map[string]rls.Config), ready: true}
 }
@@ -254,7 +259,7 @@ func (f *fakeLimiter) Ready() string {
 }
 
 func newTestAPI(f *fakeLimiter) *API {
-	return New(f, Options{Logger: slog.New(slog.DiscardHandler), Jitter: func(n int64) int64 { return n }})
+	return New(f.backend(), Options{Logger: slog.New(slog.DiscardHandler), Jitter: func(n int64) int64 { return n }})
 }
 
 // do serves one request and checks the exchange against api/openapi.yaml,

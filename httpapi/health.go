@@ -11,7 +11,7 @@ func (a *API) healthz(w http.ResponseWriter, _ *http.Request) {
 }
 
 func (a *API) readyz(w http.ResponseWriter, _ *http.Request) {
-	if why := a.limiter.Ready(); why != "" {
+	if why := a.backend.Observer.Ready(); why != "" {
 		writeJSON(w, http.StatusServiceUnavailable, wire.Readiness{Status: "not ready", Reason: why})
 		return
 	}

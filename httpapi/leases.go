@@ -57,7 +57,7 @@ func (a *API) acquireLease(w http.ResponseWriter, r *http.Request) {
 	extendWriteDeadline(w, req.MaxWait)
 	ctx, cancel := context.WithTimeout(r.Context(), a.opts.RequestTimeout+req.MaxWait)
 	defer cancel()
-	lease, err := a.limiter.AcquireLease(ctx, req)
+	lease, err := a.backend.Leases.AcquireLease(ctx, req)
 	if err != nil {
 		a.writeClusterError(w, r, err)
 		return
@@ -100,7 +100,7 @@ func (a *API) renewLease(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), a.opts.RequestTimeout)
 	defer cancel()
-	lease, err := a.limiter.RenewLease(ctx, r.PathValue("id"), ttl)
+	lease, err := a.backend.Leases.RenewLease(ctx, r.PathValue("id"), ttl)
 	if err != nil {
 		a.writeClusterError(w, r, err)
 		return
@@ -112,7 +112,7 @@ func (a *API) releaseLease(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	ctx, cancel := context.WithTimeout(r.Context(), a.opts.RequestTimeout)
 	defer cancel()
-	if _, err := a.limiter.ReleaseLease(ctx, id); err != nil {
+	if _, err := a.backend.Leases.ReleaseLease(ctx, id); err != nil {
 		a.writeClusterError(w, r, err)
 		return
 	}
@@ -127,7 +127,7 @@ func (a *API) listLeases(w http.ResponseWriter, r *http.Request) {
 		writeError(w, fromContract(err))
 		return
 	}
-	now, held, queued := a.limiter.Leases(key)
+	now, held, queued := a.backend.Leases.Leases(key)
 	out := make([]wire.HeldLease, len(held))
 	for i, l := range held {
 		out[i] = wire.HeldLease{ID: l.ID, Max: l.Max, ExpiresInMS: ratelimitheader.CeilDiv(l.ExpiresAtNanos-now, int64(time.Millisecond))}

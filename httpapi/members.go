@@ -29,7 +29,7 @@ func (a *API) clusterStatus(w http.ResponseWriter, _ *http.Request) {
 
 // clusterView is this node's view of the cluster as GET /v1/cluster shows it.
 func (a *API) clusterView() wire.Cluster {
-	st := a.limiter.Status()
+	st := a.backend.Observer.Status()
 	out := wire.Cluster{Self: st.SelfID, SelfRaftAddr: st.SelfRaftAddr, Leader: st.LeaderID, Term: st.Term, CommitIndex: st.CommitIndex, AppliedIndex: st.AppliedIndex, Nodes: []wire.Node{}}
 	for _, m := range st.Members {
 		out.Nodes = append(out.Nodes, nodeOf(m))
@@ -50,7 +50,7 @@ func (a *API) join(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), a.opts.RequestTimeout)
 	defer cancel()
-	if err := a.limiter.Join(ctx, member, contract.MemberChange{Replace: body.Replace, Force: body.Force}); err != nil {
+	if err := a.backend.Membership.Join(ctx, member, contract.MemberChange{Replace: body.Replace, Force: body.Force}); err != nil {
 		a.writeClusterError(w, r, err)
 		return
 	}
@@ -66,7 +66,7 @@ func (a *API) removeNode(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), a.opts.RequestTimeout)
 	defer cancel()
-	if err := a.limiter.RemoveMember(ctx, id, contract.MemberChange{Force: force}); err != nil {
+	if err := a.backend.Membership.RemoveMember(ctx, id, contract.MemberChange{Force: force}); err != nil {
 		a.writeClusterError(w, r, err)
 		return
 	}
@@ -90,7 +90,7 @@ func boolParam(r *http.Request, name string) (bool, *apiError) {
 func (a *API) checkConsistency(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), a.opts.RequestTimeout)
 	defer cancel()
-	report, err := a.limiter.CheckConsistency(ctx)
+	report, err := a.backend.Membership.CheckConsistency(ctx)
 	if err != nil {
 		a.writeClusterError(w, r, err)
 		return
@@ -114,7 +114,7 @@ func (a *API) transferLeadership(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), a.opts.RequestTimeout)
 	defer cancel()
-	if err := a.limiter.TransferLeadership(ctx, body.To); err != nil {
+	if err := a.backend.Membership.TransferLeadership(ctx, body.To); err != nil {
 		a.writeClusterError(w, r, err)
 		return
 	}

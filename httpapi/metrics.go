@@ -19,7 +19,7 @@ type metrics struct {
 	decisions *prometheus.CounterVec
 }
 
-func newMetrics(limiter Limiter, more []prometheus.Collector) *metrics {
+func newMetrics(observer Observer, more []prometheus.Collector) *metrics {
 	m := &metrics{
 		registry: prometheus.NewRegistry(),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -36,7 +36,7 @@ func newMetrics(limiter Limiter, more []prometheus.Collector) *metrics {
 			Help: "Allow requests decided through this node, by outcome (allowed, denied).",
 		}, []string{"outcome"}),
 	}
-	m.registry.MustRegister(m.requests, m.latency, m.decisions, &clusterCollector{limiter: limiter},
+	m.registry.MustRegister(m.requests, m.latency, m.decisions, &clusterCollector{observer: observer},
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.registry.MustRegister(more...)
 	return m
@@ -80,7 +80,7 @@ func (s *statusRecorder) WriteHeader(code int) {
 func (s *statusRecorder) Unwrap() http.ResponseWriter { return s.ResponseWriter }
 
 // clusterCollector reports the node's view of the cluster at scrape time.
-type clusterCollector struct{ limiter Limiter }
+type clusterCollector struct{ observer Observer }
 
 var (
 	descTerm      = prometheus.NewDesc("limitnode_raft_term", "The Raft term this node knows.", nil, nil)
@@ -107,7 +107,7 @@ func (c *clusterCollector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (c *clusterCollector) Collect(ch chan<- prometheus.Metric) {
-	st := c.limiter.Status()
+	st := c.observer.Status()
 	leader, hasLeader := 0.0, 0.0
 	if st.LeaderID != "" {
 		hasLeader = 1

@@ -81,7 +81,7 @@ func (a *API) listPolicies(w http.ResponseWriter, r *http.Request) {
 		}
 		limit = n
 	}
-	page, next := a.limiter.Policies(r.Context(), q.Get("after"), limit, contract.MaxOverrides)
+	page, next := a.backend.Policies.Policies(r.Context(), q.Get("after"), limit, contract.MaxOverrides)
 	out := wire.PolicyPage{Policies: []wire.Policy{}, Next: next}
 	for _, p := range page {
 		out.Policies = append(out.Policies, policyToJSON(p))
@@ -91,7 +91,7 @@ func (a *API) listPolicies(w http.ResponseWriter, r *http.Request) {
 
 func (a *API) getPolicy(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
-	p, ok := a.limiter.Policy(r.Context(), name)
+	p, ok := a.backend.Policies.Policy(r.Context(), name)
 	if !ok {
 		writeError(w, notFound("name", "no policy %q", name))
 		return
@@ -113,7 +113,7 @@ func (a *API) putPolicy(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), a.opts.RequestTimeout)
 	defer cancel()
-	if err := a.limiter.PutPolicy(ctx, p); err != nil {
+	if err := a.backend.Policies.PutPolicy(ctx, p); err != nil {
 		a.writeClusterError(w, r, err)
 		return
 	}
@@ -126,7 +126,7 @@ func (a *API) deletePolicy(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
 	ctx, cancel := context.WithTimeout(r.Context(), a.opts.RequestTimeout)
 	defer cancel()
-	if err := a.limiter.DeletePolicy(ctx, name); err != nil {
+	if err := a.backend.Policies.DeletePolicy(ctx, name); err != nil {
 		a.writeClusterError(w, r, err)
 		return
 	}

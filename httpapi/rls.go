@@ -20,7 +20,7 @@ import (
 const yamlContentType = "application/yaml"
 
 func (a *API) listRLSDomains(w http.ResponseWriter, r *http.Request) {
-	domains := a.limiter.RLSDomains(r.Context())
+	domains := a.backend.RLS.RLSDomains(r.Context())
 	if domains == nil {
 		domains = []string{}
 	}
@@ -29,7 +29,7 @@ func (a *API) listRLSDomains(w http.ResponseWriter, r *http.Request) {
 
 func (a *API) getRLSDomain(w http.ResponseWriter, r *http.Request) {
 	domain := r.PathValue("domain")
-	c, ok := a.limiter.RLSConfig(r.Context(), domain)
+	c, ok := a.backend.RLS.RLSConfig(r.Context(), domain)
 	if !ok {
 		writeError(w, notFound("domain", "no rate limit service domain %q", domain))
 		return
@@ -55,7 +55,7 @@ func (a *API) putRLSDomain(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), a.opts.RequestTimeout)
 	defer cancel()
-	if err := a.limiter.PutRLSConfig(ctx, c); err != nil {
+	if err := a.backend.RLS.PutRLSConfig(ctx, c); err != nil {
 		a.writeClusterError(w, r, err)
 		return
 	}
@@ -66,7 +66,7 @@ func (a *API) deleteRLSDomain(w http.ResponseWriter, r *http.Request) {
 	domain := r.PathValue("domain")
 	ctx, cancel := context.WithTimeout(r.Context(), a.opts.RequestTimeout)
 	defer cancel()
-	if err := a.limiter.DeleteRLSConfig(ctx, domain); err != nil {
+	if err := a.backend.RLS.DeleteRLSConfig(ctx, domain); err != nil {
 		a.writeClusterError(w, r, err)
 		return
 	}

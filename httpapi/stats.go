@@ -38,14 +38,14 @@ func statsTop(r *http.Request) (int, *apiError) {
 
 // statsOf gathers what GET /v1/stats and the status page show.
 func (a *API) statsOf(r *http.Request, top int) wire.Stats {
-	st := a.limiter.Stats(r.Context(), top)
+	st := a.backend.Observer.Stats(r.Context(), top)
 	out := wire.Stats{Version: version(), Cluster: a.clusterView(), NowMS: st.NowNanos / int64(time.Millisecond),
 		Seconds: make([]wire.Second, len(st.Seconds)), TopKeys: tops(st.TopDeniedKeys), TopPolicies: tops(st.TopDeniedPolicies),
 		ErrorBound: st.TopErrorBound, Dropped: st.Dropped, Policies: []wire.ShadowPolicy{}}
 	for i, s := range st.Seconds {
 		out.Seconds[i] = wire.Second{UnixSecond: s.UnixSecond, Allowed: s.Allowed, Denied: s.Denied}
 	}
-	page, _ := a.limiter.Policies(r.Context(), "", MaxPolicyPage, contract.MaxOverrides)
+	page, _ := a.backend.Policies.Policies(r.Context(), "", MaxPolicyPage, contract.MaxOverrides)
 	for _, p := range page {
 		if (p.Shadow || p.ShadowDenied > 0) && len(out.Policies) < maxShadowPolicies {
 			out.Policies = append(out.Policies, wire.ShadowPolicy{Name: p.Name, Shadow: p.Shadow, ShadowDenied: p.ShadowDenied})

@@ -48,12 +48,7 @@ type TB interface {
 
 var _ TB = testing.TB(nil)
 
-// A node serves the HTTP and gRPC APIs: *cluster.Node is what httpapi and
-// grpcapi need.
-var (
-	_ httpapi.Limiter = (*cluster.Node)(nil)
-	_ grpcapi.Limiter = (*cluster.Node)(nil)
-)
+
 
 // Options adjusts the nodes of a cluster.
 type Options struct {
@@ -208,7 +203,7 @@ func (n *Node) start(bootstrap bool) error {
 	grpcServer := n.grpcServer
 	go func() { _ = grpcServer.Serve(grpcListener) }()
 	apiOpts.Collectors = append(grpcServer.Collectors(), node.Collectors()...)
-	n.server = httpapi.NewServer(n.HTTPAddr, httpapi.New(node, apiOpts))
+	n.server = httpapi.NewServer(n.HTTPAddr, httpapi.New(httpapi.Backend{Decider: node, Policies: node, RLS: node, Leases: node, Membership: node, Backups: node, Observer: node}, apiOpts))
 	server := n.server
 	if n.c.opts.Secure {
 		server.TLSConfig = testMaterial().serverTLS(n.ID)

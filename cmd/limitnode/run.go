@@ -105,7 +105,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		go func() { serveErr <- fmt.Errorf("gRPC server: %w", grpcServer.Serve(grpcListener)) }()
 		logger.Info("serving gRPC", "grpc", grpcListener.Addr().String())
 	}
-	server := httpapi.NewServer(httpAddr, httpapi.New(node, apiOpts))
+	server := httpapi.NewServer(httpAddr, httpapi.New(httpBackend(node), apiOpts))
 	if sec.httpTLS != nil {
 		server.TLSConfig = sec.httpTLS
 		go func() { serveErr <- server.ServeTLS(httpListener, "", "") }()
@@ -259,4 +259,9 @@ func advertiseHTTP(listening, raftAddr, flagValue string) (string, error) {
 		return "", &usageError{fmt.Sprintf("-http %s listens on every interface: give -advertise-http, the address others reach it at", listening)}
 	}
 	return net.JoinHostPort(raftHost, port), nil
+}
+
+// httpBackend is the node in every job of the HTTP API.
+func httpBackend(node *cluster.Node) httpapi.Backend {
+	return httpapi.Backend{Decider: node, Policies: node, RLS: node, Leases: node, Membership: node, Backups: node, Observer: node}
 }

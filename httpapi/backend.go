@@ -1,0 +1,123 @@
+package httpapi
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"reflect"
+	"time"
+
+	"github.com/limitnode/limitnode/contract"
+	"github.com/limitnode/limitnode/rls"
+)
+
+// Backend is what the HTTP API needs from a cluster node, one interface per
+// job, so that each handler depends on the few methods it calls and a test
+// fakes only those. *cluster.Node implements every one; an embedding
+// program passes it for each field.
+type Backend struct {
+	Decider    Decider
+	Policies   PolicyStore
+	RLS        RLSStore
+	Leases     LeaseKeeper
+	Membership Membership
+	Backups    Backups
+	Observer   Observer
+}
+
+// mustBeComplete panics, naming the field, when a job is missing: a
+// programming error of the embedding program, found when it builds the API.
+func (b Backend) mustBeComplete() {
+	v := reflect.ValueOf(b)
+	for i := range v.NumField() {
+		if v.Field(i).IsNil() {
+			panic(fmt.Sprintf("httpapi: Backend.%s is nil", v.Type().Field(i).Name))
+		}
+	}
+}
+
+// Decider decides requests; see cluster.Node.Allow for its errors.
+type Decider interface {
+	// Allow decides a request.
+	Allow(ctx context.Context, req contract.Request) (contract.Decision, error)
+	// AllowBatch decides independent requests together.
+	AllowBatch(ctx context.Context, reqs []contract.Request) ([]contract.BatchResult, error)
+}
+
+// PolicyStore keeps the named policies.
+type PolicyStore interface {
+	// PutPolicy creates or replaces a named policy.
+	PutPolicy(ctx context.Context, p contract.Policy) error
+	// DeletePolicy deletes a named policy.
+	DeletePolicy(ctx context.Context, name string) error
+	// Policies lists a page of the policies as this node has applied them:
+	// up to limit named after after, holding at most maxOverrides
+	// overrides (at least one policy), and the name to continue after.
+	Policies(ctx context.Context, after string, limit, maxOverrides int) (page []contract.PolicyStatus, next string)
+	// Policy returns one policy as this node has applied it.
+	Policy(ctx context.Context, name string) (contract.PolicyStatus, bool)
+}
+
+// RLSStore keeps the rate limit service's domain configurations.
+type RLSStore interface {
+	// PutRLSConfig creates or replaces a domain's configuration.
+	PutRLSConfig(ctx context.Context, c rls.Config) error
+	// DeleteRLSConfig deletes a domain's configuration.
+	DeleteRLSConfig(ctx context.Context, domain string) error
+	// RLSConfig returns a domain's configuration as this node has applied
+	// it.
+	RLSConfig(ctx context.Context, domain string) (rls.Config, bool)
+	// RLSDomains returns the configured domains, sorted.
+	RLSDomains(ctx context.Context) []string
+}
+
+// LeaseKeeper hands out concurrency leases.
+type LeaseKeeper interface {
+	// AcquireLease takes one of req.Max concurrent slots of req.Key.
+	AcquireLease(ctx context.Context, req contract.LeaseRequest) (contract.Lease, error)
+	// RenewLease moves a held lease's expiry to ttl from now.
+	RenewLease(ctx context.Context, id string, ttl time.Duration) (contract.Lease, error)
+	// ReleaseLease gives a lease back, or takes a waiting request out of
+	// its queue.
+	ReleaseLease(ctx context.Context, id string) (atNanos int64, err error)
+	// Leases returns the leases held on key and the requests waiting for
+	// one as this node has applied them, with the cluster time of that
+	// state.
+	Leases(key string) (nowNanos int64, leases []contract.HeldLease, queued []contract.QueuedLease)
+}
+
+// Membership changes who the cluster's members are and who leads.
+type Membership interface {
+	// Join adds a member to the cluster, with the checks change lifts.
+	Join(ctx context.Context, m contract.Member, change contract.MemberChange) error
+	// RemoveMember removes a member from the cluster, with the checks
+	// change lifts.
+	RemoveMember(ctx context.Context, id string, change contract.MemberChange) error
+	// TransferLeadership hands leadership over to the member to (any
+	// other voter when "").
+	TransferLeadership(ctx context.Context, to string) error
+	// CheckConsistency compares every member's state with the leader's at
+	// a new checkpoint.
+	CheckConsistency(ctx context.Context) (contract.ConsistencyReport, error)
+}
+
+// Backups writes and restores backup files.
+type Backups interface {
+	// Backup freezes this node's state for a backup file, once it has
+	// caught up with the leader.
+	Backup(ctx context.Context) (contract.Backup, error)
+	// Restore replaces the cluster's state with a backup file's (on the
+	// leader; elsewhere a *contract.NotLeaderError).
+	Restore(ctx context.Context, r io.Reader) (backup contract.BackupInfo, restoredIndex uint64, err error)
+}
+
+// Observer tells how the node and the cluster are.
+type Observer interface {
+	// Status returns the node's view of the cluster.
+	Status() contract.Status
+	// Stats returns the decisions the node has applied lately, with up to
+	// top heavy hitters each.
+	Stats(ctx context.Context, top int) contract.Stats
+	// Ready returns "" when the node serves as a member, else why not.
+	Ready() string
+}
