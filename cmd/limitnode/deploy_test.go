@@ -14,11 +14,14 @@ import (
 	"maps"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/limitnode/limitnode/certs"
 	"github.com/limitnode/limitnode/client"
 	"github.com/limitnode/limitnode/internal/testenv"
 	"go.yaml.in/yaml/v3"
@@ -320,22 +323,73 @@ type composeFile struct {
 		Environment map[string]string `yaml:"environment"`
 		Ports       []string          `yaml:"ports"`
 		Volumes     []string          `yaml:"volumes"`
+		GroupAdd    []string          `yaml:"group_add"`
 	} `yaml:"services"`
 	Volumes map[string]any `yaml:"volumes"`
+}
+
+// composeVar is a variable of a compose file: ${NAME} or ${NAME:?message}.
+var composeVar = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)(:\?[^}]*)?\}`)
+
+// interpolate replaces the variables of a compose file with their values
+// in dotenv (a .env file's NAME=value lines), as docker compose does; a
+// variable without a value is an error, as it is for ${NAME:?...}.
+func interpolate(t *testing.T, text string, dotenv []byte) string {
+	t.Helper()
+	vars := map[string]string{}
+	for line := range strings.SplitSeq(string(dotenv), "\n") {
+		if k, v, ok := strings.Cut(line, "="); ok {
+			vars[k] = v
+		}
+	}
+	return composeVar.ReplaceAllStringFunc(text, func(ref string) string {
+		name := composeVar.FindStringSubmatch(ref)[1]
+		v, ok := vars[name]
+		if !ok || v == "" {
+			t.Fatalf("docker-compose.yml needs %s, which .env does not give", name)
+		}
+		return v
+	})
+}
+
+// buildLimitnode builds the binary of this tree into a directory of its
+// own and returns that directory, for scripts that run limitnode.
+func buildLimitnode(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "bin")
+	if out, err := exec.Command("go", "build", "-o", filepath.Join(bin, "limitnode"), ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
 }
 
 // TestDockerCompose: three services with identical flags but their names,
 // each advertising its service name, -join naming every service, the data
 // directory on its own volume, the published port the node's HTTP port;
-// started here as written, they form one cluster.
+// TLS on both ports and tokens, every file of which is in the read-only
+// directory that deploy/compose-secrets.sh fills (which holds no CA key),
+// readable through the group the services are added to, the join token
+// from the .env file it writes. With the script's files, the services
+// started here as written form one cluster.
 func TestDockerCompose(t *testing.T) {
 	t.Parallel()
+	testenv.NeedPrograms(t, "sh")
+	dir := t.TempDir()
+	script := exec.Command("sh", "../../deploy/compose-secrets.sh", dir)
+	script.Env = append(os.Environ(), "PATH="+buildLimitnode(t)+string(os.PathListSeparator)+os.Getenv("PATH"))
+	if out, err := script.CombinedOutput(); err != nil {
+		t.Fatalf("compose-secrets.sh: %v\n%s", err, out)
+	}
+	dotenv, err := os.ReadFile(filepath.Join(dir, ".env"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	data, err := os.ReadFile("../../deploy/docker-compose.yml")
 	if err != nil {
 		t.Fatal(err)
 	}
 	var f composeFile
-	if err := yaml.Unmarshal(data, &f); err != nil {
+	if err := yaml.Unmarshal([]byte(interpolate(t, string(data), dotenv)), &f); err != nil {
 		t.Fatalf("docker-compose.yml: %v", err)
 	}
 	image := readDockerfile(t)
@@ -343,6 +397,11 @@ func TestDockerCompose(t *testing.T) {
 	if len(names) != 3 {
 		t.Fatalf("services %q, want three", names)
 	}
+	gid, err := exec.Command("id", "-g").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	local := locally{dirs: map[string]string{}}
 	var invs []invocation
 	var joins []string
 	for _, name := range names {
@@ -353,13 +412,11 @@ func TestDockerCompose(t *testing.T) {
 		if !slices.Equal(s.Command, f.Services[names[0]].Command) {
 			t.Errorf("%s's command %q differs from %s's", name, s.Command, names[0])
 		}
-		inv := invocation{name: name, args: s.Command, env: map[string]string{}}
-		for k, v := range image.env {
-			inv.env[k] = v
+		if !slices.Equal(s.GroupAdd, []string{strings.TrimSpace(string(gid))}) {
+			t.Errorf("%s is added to groups %q, not to the group of the secrets' owner (%s)", name, s.GroupAdd, gid)
 		}
-		for k, v := range s.Environment {
-			inv.env[k] = v
-		}
+		inv := invocation{name: name, args: s.Command, env: maps.Clone(image.env)}
+		maps.Copy(inv.env, s.Environment)
 		c := inv.config(t)
 		if c.id != name || s.Hostname != name {
 			t.Errorf("service %s has ID %s and hostname %s", name, c.id, s.Hostname)
@@ -373,9 +430,31 @@ func TestDockerCompose(t *testing.T) {
 		if len(s.Ports) != 1 || !strings.HasSuffix(s.Ports[0], ":"+portOf(t, c.httpAddr)) {
 			t.Errorf("%s publishes %q, not its HTTP port %s", name, s.Ports, c.httpAddr)
 		}
-		volume, target, _ := strings.Cut(strings.Join(s.Volumes, ""), ":")
-		if _, declared := f.Volumes[volume]; !declared || target != c.dataDir || len(s.Volumes) != 1 {
+		var data []string
+		for _, v := range s.Volumes {
+			source, target, _ := strings.Cut(v, ":")
+			if bind, ok := strings.CutPrefix(source, "./"); ok {
+				target, mode, _ := strings.Cut(target, ":")
+				if mode != "ro" {
+					t.Errorf("%s mounts %s writable", name, v)
+				}
+				local.dirs[target] = filepath.Join(dir, bind)
+				continue
+			}
+			if _, declared := f.Volumes[source]; declared && target == c.dataDir {
+				data = append(data, v)
+			}
+		}
+		if len(data) != 1 {
 			t.Errorf("%s mounts %q; want one declared volume on its data directory %s", name, s.Volumes, c.dataDir)
+		}
+		checkSecureFiles(t, name, c, local.dirs)
+		// The image's health check asks the node's own HTTPS API.
+		if addr := inv.env["LIMITNODE_ADDR"]; addr != "https://127.0.0.1:"+portOf(t, c.httpAddr) || inv.env["LIMITNODE_CA"] != c.nodeCA {
+			t.Errorf("%s: the health check asks %q trusting %q, not https://127.0.0.1:%s trusting %s", name, addr, inv.env["LIMITNODE_CA"], portOf(t, c.httpAddr), c.nodeCA)
+		}
+		if c.joinToken == "" {
+			t.Errorf("%s sends no join token", name)
 		}
 		joins = append(joins, c.advertiseHTTP)
 		invs = append(invs, inv)
@@ -385,12 +464,46 @@ func TestDockerCompose(t *testing.T) {
 			t.Errorf("%s joins %s, want %s", inv.name, c.join, strings.Join(joins, ","))
 		}
 	}
+	for _, mounted := range local.dirs {
+		if _, err := os.Stat(filepath.Join(mounted, certs.CAName+"-key.pem")); err == nil {
+			t.Errorf("the nodes mount the CA's key (%s): whoever holds it makes members", mounted)
+		}
+	}
+	ca, err := os.ReadFile(filepath.Join(dir, "secrets", "ca.pem"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ops, err := os.ReadFile(filepath.Join(dir, "tokens", "ops.token"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(ca)
+	token, _, _ := strings.Cut(string(ops), "\n")
+	local.client = client.Options{TLS: &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: pool}, Token: token}
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	localNodes(t, ctx, invs,
 		func(i int) string { return invs[i].config(t).advertiseHTTP },
-		func(i int) string { return invs[i].config(t).advertiseRaft }, locally{})
+		func(i int) string { return invs[i].config(t).advertiseRaft }, local)
+}
+
+// checkSecureFiles requires TLS on both ports and a token file, every file
+// in one of dirs (a deployment's directory to the local one that holds
+// its files) and present there.
+func checkSecureFiles(t *testing.T, name string, c config, dirs map[string]string) {
+	t.Helper()
+	for flagName, file := range map[string]string{"-tls-cert": c.tlsCert, "-tls-key": c.tlsKey, "-node-cert": c.nodeCert, "-node-key": c.nodeKey, "-node-ca": c.nodeCA, "-auth": c.authFile} {
+		here, ok := dirs[filepath.Dir(file)]
+		if file == "" || !ok {
+			t.Errorf("%s: %s %q is not a file of a mounted directory %v", name, flagName, file, slices.Sorted(maps.Keys(dirs)))
+			continue
+		}
+		if _, err := os.Stat(filepath.Join(here, filepath.Base(file))); err != nil {
+			t.Errorf("%s: %s: %v", name, flagName, err)
+		}
+	}
 }
 
 // k8sDoc is what the tests read of one Kubernetes object.

@@ -191,11 +191,7 @@ func chartSecrets(t *testing.T) map[string]map[string][]byte {
 	if script == "" {
 		t.Fatal("the chart's README has no sh block that runs limitnode certs")
 	}
-	dir := t.TempDir()
-	bin := filepath.Join(dir, "bin")
-	if out, err := exec.Command("go", "build", "-o", filepath.Join(bin, "limitnode"), ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	dir, bin := t.TempDir(), buildLimitnode(t)
 	const kubectl = `kubectl() {
   [ "$1" = -n ] && shift 2
   [ "$1 $2 $3" = "create secret generic" ] || { echo "kubectl $*: not a Secret" >&2; return 1; }
