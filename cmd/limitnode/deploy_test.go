@@ -951,25 +951,42 @@ func TestKubernetesManifests(t *testing.T) {
 	localNodes(t, ctx, k.pods, func(i int) string { return k.peerName(i, "http") }, func(i int) string { return k.peerName(i, "raft") }, local)
 }
 
-// TestSystemdUnit: the unit's command and its example environment file are
-// a configuration the binary takes, with the data directory the unit's
-// state directory.
+// TestSystemdUnit: the unit runs as a dynamic user with the data directory
+// its state directory, and its command with the example environment file
+// is a configuration the binary takes, with TLS on both ports and tokens,
+// every file a credential that systemd hands over (%d) from the directory
+// of the environment file, which holds the join token. The unit's own
+// commands make the files; three machines' nodes, started here as
+// written, form one cluster.
 func TestSystemdUnit(t *testing.T) {
 	t.Parallel()
 	unit, err := os.ReadFile("../../deploy/systemd/limitnode.service")
 	if err != nil {
 		t.Fatal(err)
 	}
-	settings := map[string]string{}
+	settings, credentials := map[string]string{}, map[string]string{}
+	var setup []string // the commands of the unit's comment
 	for line := range strings.SplitSeq(string(unit), "\n") {
-		if k, v, ok := strings.Cut(line, "="); ok && !strings.HasPrefix(line, "#") {
+		if cmd, ok := strings.CutPrefix(line, "#   "); ok && (strings.HasPrefix(cmd, "limitnode certs") || strings.HasPrefix(cmd, "limitnode token") || strings.HasPrefix(cmd, "printf")) {
+			setup = append(setup, cmd)
+		}
+		k, v, ok := strings.Cut(line, "=")
+		switch {
+		case !ok || strings.HasPrefix(line, "#"):
+		case k == "LoadCredential":
+			name, source, _ := strings.Cut(v, ":")
+			credentials[name] = source
+		default:
 			settings[k] = v
 		}
 	}
 	envFile := strings.TrimPrefix(settings["EnvironmentFile"], "-")
-	exec := strings.Fields(settings["ExecStart"])
-	if len(exec) == 0 || exec[0] != "/usr/local/bin/limitnode" || envFile == "" {
+	execStart := strings.Fields(settings["ExecStart"])
+	if len(execStart) == 0 || execStart[0] != "/usr/local/bin/limitnode" || envFile == "" {
 		t.Fatalf("ExecStart %q, EnvironmentFile %q", settings["ExecStart"], settings["EnvironmentFile"])
+	}
+	if settings["DynamicUser"] != "yes" || settings["User"] != "" {
+		t.Errorf("DynamicUser=%s User=%s: the unit runs as a dynamic user, as the README says", settings["DynamicUser"], settings["User"])
 	}
 	example, err := os.ReadFile(filepath.Join("../../deploy/systemd", filepath.Base(envFile)))
 	if err != nil {
@@ -986,11 +1003,85 @@ func TestSystemdUnit(t *testing.T) {
 		}
 		vars[k] = v
 	}
-	c := invocation{name: "limitnode.service", args: exec[1:], env: vars}.config(t)
+	c := invocation{name: "limitnode.service", args: execStart[1:], env: vars}.config(t)
 	if c.dataDir != "/var/lib/"+settings["StateDirectory"] {
 		t.Errorf("data directory %s is not the state directory %s", c.dataDir, settings["StateDirectory"])
 	}
 	if c.expect > 0 && !slices.Contains(strings.Split(c.join, ","), c.httpAddr) {
 		t.Errorf("-join %s does not name the node itself (%s), as every node's identical -join must", c.join, c.httpAddr)
+	}
+	files := map[string]string{"-tls-cert": c.tlsCert, "-tls-key": c.tlsKey, "-node-cert": c.nodeCert, "-node-key": c.nodeKey, "-node-ca": c.nodeCA, "-auth": c.authFile}
+	for flagName, file := range files {
+		name, ok := strings.CutPrefix(file, "%d/")
+		if source := credentials[name]; !ok || filepath.Dir(source) != filepath.Dir(envFile) {
+			t.Errorf("%s %q is not a credential loaded from %s", flagName, file, filepath.Dir(envFile))
+		}
+	}
+	if c.joinToken == "" {
+		t.Error("the environment file gives no join token")
+	}
+
+	// The three machines: the unit's commands make the CA, the
+	// certificates and the tokens; each machine's /etc/limitnode holds its
+	// certificate as node.pem.
+	testenv.NeedPrograms(t, "sh")
+	dir := t.TempDir()
+	script := exec.Command("sh", "-c", "set -e\n"+strings.Join(setup, "\n"))
+	script.Dir = dir
+	script.Env = append(os.Environ(), "PATH="+buildLimitnode(t)+string(os.PathListSeparator)+os.Getenv("PATH"))
+	if out, err := script.CombinedOutput(); err != nil || len(setup) < 3 {
+		t.Fatalf("the unit's commands %q: %v\n%s", setup, err, out)
+	}
+	join, err := os.ReadFile(filepath.Join(dir, "join.token"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	joinToken, _, _ := strings.Cut(string(join), "\n")
+	host, _, _ := strings.Cut(c.httpAddr, ":")
+	var machines []invocation
+	for i, other := range strings.Split(c.join, ",") {
+		otherHost, _, _ := strings.Cut(other, ":")
+		etc := t.TempDir()
+		for name, source := range map[string]string{"ca.pem": "ca/ca.pem", "node.pem": "ca/" + otherHost + ".pem", "node-key.pem": "ca/" + otherHost + "-key.pem", "tokens.json": "tokens.json"} {
+			copyFile(t, filepath.Join(dir, source), filepath.Join(etc, name))
+		}
+		inv := invocation{name: otherHost, env: map[string]string{}}
+		for _, a := range execStart[1:] {
+			inv.args = append(inv.args, strings.ReplaceAll(a, "%d", etc))
+		}
+		for k, v := range vars {
+			inv.env[k] = strings.ReplaceAll(v, host+":", otherHost+":")
+		}
+		inv.env[envName("id")] = fmt.Sprintf("node%d", i+1)
+		inv.env[envName("join-token")] = joinToken
+		machines = append(machines, inv)
+	}
+	ops, err := os.ReadFile(filepath.Join(dir, "ops.token"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, err := os.ReadFile(filepath.Join(dir, "ca", "ca.pem"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(ca)
+	opsToken, _, _ := strings.Cut(string(ops), "\n")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	localNodes(t, ctx, machines,
+		func(i int) string { return machines[i].config(t).httpAddr },
+		func(i int) string { return machines[i].config(t).raftAddr },
+		locally{client: client.Options{TLS: &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: pool}, Token: opsToken}})
+}
+
+func copyFile(t *testing.T, from, to string) {
+	t.Helper()
+	data, err := os.ReadFile(from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(to, data, 0o600); err != nil {
+		t.Fatal(err)
 	}
 }
