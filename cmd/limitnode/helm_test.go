@@ -162,13 +162,17 @@ func TestHelmChartRenders(t *testing.T) {
 }
 
 // TestHelmChartRefusesWhatBreaksTheCluster: values that would let a drain
-// take the quorum, or that the chart does not know, fail to render.
+// take the quorum or block every drain, and an anti-affinity the chart
+// does not know, fail to render.
 func TestHelmChartRefusesWhatBreaksTheCluster(t *testing.T) {
 	t.Parallel()
 	for _, set := range []string{"podDisruptionBudget.maxUnavailable=2", "podDisruptionBudget.maxUnavailable=0", "antiAffinity=always"} {
-		if _, err := helm(t, "template", "limitnode", chartDir, "--set", set); err == nil {
-			t.Errorf("--set %s renders", set)
-		}
+		t.Run(set, func(t *testing.T) {
+			t.Parallel()
+			if _, err := helm(t, "template", "limitnode", chartDir, "--set", set); err == nil {
+				t.Errorf("--set %s renders", set)
+			}
+		})
 	}
 }
 
