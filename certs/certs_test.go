@@ -52,6 +52,35 @@ func TestWriteDevMakesCertificatesTheCAVerifies(t *testing.T) {
 	}
 }
 
+func TestWriteDevHostsAreInEveryCertificate(t *testing.T) {
+	t.Parallel()
+	files, err := WriteDev(t.TempDir(), []string{"limitnode"}, "*.limitnode-peers", "10.1.2.3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool, err := LoadPool(files[CAName].Cert, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pair, err := LoadKeyPair(files["limitnode"].Cert, files["limitnode"].Key, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaf, err := x509.ParseCertificate(pair.Certificate().Certificate[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	for host, valid := range map[string]bool{
+		"limitnode": true, "limitnode-0.limitnode-peers": true, "10.1.2.3": true, "localhost": true,
+		"limitnode-peers": false, "a.b.limitnode-peers": false, "10.1.2.4": false,
+	} {
+		_, err := leaf.Verify(x509.VerifyOptions{Roots: pool.CertPool(), DNSName: host})
+		if valid != (err == nil) {
+			t.Errorf("valid for %s: %v, want %v", host, err, valid)
+		}
+	}
+}
+
 func TestLoadNamesTheBadFile(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()

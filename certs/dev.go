@@ -38,11 +38,12 @@ func DevFiles(dir, name string) Files {
 const CAName = "ca"
 
 // WriteDev writes a development CA to dir (or reuses the one there) and a
-// certificate and key per name, each valid for 127.0.0.1, ::1, localhost and
-// the name itself, for serving and for client authentication alike: what a
-// node needs on both of its ports. It returns the files it wrote. Keys are
-// written readable by the owner only.
-func WriteDev(dir string, names []string) (map[string]Files, error) {
+// certificate and key per name, each valid for 127.0.0.1, ::1, localhost,
+// the name itself and every one of hosts (DNS names, which may be wildcards
+// such as *.limitnode-peers, or IP addresses), for serving and for client
+// authentication alike: what a node needs on both of its ports. It returns
+// the files it wrote. Keys are written readable by the owner only.
+func WriteDev(dir string, names []string, hosts ...string) (map[string]Files, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("certs: %w", err)
 	}
@@ -61,7 +62,7 @@ func WriteDev(dir string, names []string) (map[string]Files, error) {
 		if name == "" || name == CAName || filepath.Base(name) != name {
 			return nil, fmt.Errorf("certs: %q cannot name a certificate file", name)
 		}
-		der, key, err := ca.issue(name)
+		der, key, err := ca.issue(name, hosts)
 		if err != nil {
 			return nil, err
 		}
@@ -135,14 +136,14 @@ func (ca *DevCA) Pool() *x509.CertPool {
 // Issue makes a certificate and key for name, valid for 127.0.0.1, ::1,
 // localhost and the name, for servers and clients.
 func (ca *DevCA) Issue(name string) (*tls.Certificate, error) {
-	der, key, err := ca.issue(name)
+	der, key, err := ca.issue(name, nil)
 	if err != nil {
 		return nil, err
 	}
 	return &tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}, nil
 }
 
-func (ca *DevCA) issue(name string) ([]byte, *ecdsa.PrivateKey, error) {
+func (ca *DevCA) issue(name string, hosts []string) ([]byte, *ecdsa.PrivateKey, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, nil, fmt.Errorf("certs: %w", err)
@@ -160,6 +161,13 @@ func (ca *DevCA) issue(name string) ([]byte, *ecdsa.PrivateKey, error) {
 	if ip := net.ParseIP(name); ip != nil {
 		tmpl.IPAddresses = append(tmpl.IPAddresses, ip)
 		tmpl.DNSNames = tmpl.DNSNames[:1]
+	}
+	for _, h := range hosts {
+		if ip := net.ParseIP(h); ip != nil {
+			tmpl.IPAddresses = append(tmpl.IPAddresses, ip)
+		} else {
+			tmpl.DNSNames = append(tmpl.DNSNames, h)
+		}
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
 	if err != nil {

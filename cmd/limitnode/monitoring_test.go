@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -15,6 +17,7 @@ import (
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/limitnode/limitnode/algorithms"
 	"github.com/limitnode/limitnode/contract"
+	"github.com/limitnode/limitnode/internal/testenv"
 	"github.com/limitnode/limitnode/rls"
 	"github.com/limitnode/limitnode/testcluster"
 	"go.yaml.in/yaml/v3"
@@ -163,5 +166,72 @@ func TestDashboardAndAlertsNameRealMetrics(t *testing.T) {
 			t.Fatalf("the monitoring files name metrics no node exposes:\n%s", strings.Join(missing, "\n"))
 		}
 		time.Sleep(100 * time.Millisecond) // the leader's health round fills the member metrics each second
+	}
+}
+
+// alertTests is what the test reads of deploy/prometheus/alerts_test.yml.
+type alertTests struct {
+	RuleFiles []string `yaml:"rule_files"`
+	Tests     []struct {
+		Name          string
+		AlertRuleTest []struct {
+			Alertname string
+			EvalTime  string `yaml:"eval_time"`
+			ExpAlerts []any  `yaml:"exp_alerts"`
+		} `yaml:"alert_rule_test"`
+	}
+}
+
+// TestAlertRulesPassPromtool runs promtool's check and its unit tests of
+// the alerting rules, and requires those tests to see every alert fire and
+// clear again afterwards.
+func TestAlertRulesPassPromtool(t *testing.T) {
+	t.Parallel()
+	promtool := testenv.NeedProgram(t, "promtool")
+	const dir = "../../deploy/prometheus"
+	for _, args := range [][]string{{"check", "rules", "alerts.yml"}, {"test", "rules", "alerts_test.yml"}} {
+		cmd := exec.Command(promtool, args...)
+		cmd.Dir = dir
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("promtool %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+	}
+	data, err := os.ReadFile(filepath.Join(dir, "alerts_test.yml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tests alertTests
+	if err := yaml.Unmarshal(data, &tests); err != nil {
+		t.Fatalf("alerts_test.yml: %v", err)
+	}
+	if !slices.Equal(tests.RuleFiles, []string{"alerts.yml"}) {
+		t.Fatalf("alerts_test.yml tests %q, not alerts.yml", tests.RuleFiles)
+	}
+	// fired[name] is when the alert was first expected to fire; cleared
+	// whether a later evaluation expects it gone.
+	fired, cleared := map[string]time.Duration{}, map[string]bool{}
+	for _, test := range tests.Tests {
+		for _, r := range test.AlertRuleTest {
+			at, err := time.ParseDuration(r.EvalTime)
+			if err != nil {
+				t.Fatalf("%s: eval_time %q: %v", test.Name, r.EvalTime, err)
+			}
+			first, ok := fired[r.Alertname]
+			switch {
+			case len(r.ExpAlerts) > 0 && !ok:
+				fired[r.Alertname] = at
+			case len(r.ExpAlerts) == 0 && ok && at > first:
+				cleared[r.Alertname] = true
+			}
+		}
+	}
+	for where := range monitoringExprs(t) {
+		name, ok := strings.CutPrefix(where, "alert ")
+		if !ok {
+			continue
+		}
+		if _, ok := fired[name]; !ok || !cleared[name] {
+			t.Errorf("alerts_test.yml does not see %s fire and then clear", name)
+		}
 	}
 }
