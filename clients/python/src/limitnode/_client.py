@@ -1,0 +1,476 @@
+"""Limiter: the calls of the HTTP API (allow, allow/batch, leases) against
+several nodes, with one retry rule and one failure policy.
+
+The retry rule. A request that provably never left (the connection could
+not be opened) goes to the next node at once. A request whose outcome is
+unknown (the connection broke after it was sent, or a node answered 503
+with Retry-After) is sent again only when the cluster answers a repeat
+once: an allow carries a request_id (one is generated when the caller gives
+none), so the cluster answers a retry with the first decision and charges
+once; renewing and releasing a lease are idempotent. A lease acquire is not
+retried after an unknown outcome: a second acquire could take a second
+slot. Every retry stays within the call's timeout, and a 503's Retry-After
+is waited out before the next try, or the call gives up at once when the
+wait would outlast the timeout."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import ssl
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, Iterator, List, Literal, Mapping, Optional, Sequence, Union
+from urllib.parse import quote
+
+from ._duration import duration_seconds
+from ._errors import LeaseLostError, LeaseRefusedError, LimitnodeError, UnavailableError
+from ._local import LocalLimiter
+from ._transport import Answer, NotSent, Pool, base_url
+from ._types import AllowRequest, CheckResult, LeaseRequest
+
+FailurePolicy = Literal["closed", "open", "local", "raise"]
+"""What ``allow`` and ``allow_batch`` answer when the cluster cannot decide
+(no node reachable, a 503 or 500, the timeout): "closed" denies, "open"
+allows, "local" decides with an in-process limiter that enforces this
+process's share of the limit (requests naming a policy, which only the
+cluster knows, are denied), and "raise" raises the UnavailableError. Such a
+decision is marked ``degraded``."""
+
+RATE_LIMIT_HEADERS = ("RateLimit-Limit", "RateLimit-Remaining", "RateLimit-Reset", "RateLimit-Policy", "RateLimit", "Retry-After")
+"""The headers of an allow answer that tell a caller its limit, as the cluster spells them."""
+
+# How long the release that ends a lease block may take.
+_LEASE_RELEASE_TIMEOUT = 5.0
+
+
+@dataclass
+class Decision:
+    """An allow answer, with what a caller acts on."""
+
+    allowed: bool
+    limit: int
+    remaining: int
+    reset_after_ms: int
+    retry_after_ms: int
+    status: int
+    """200 when allowed, 429 when denied."""
+    headers: Dict[str, str]
+    """The rate-limit headers to pass on, under their canonical names: those
+    the cluster sent, or for a degraded decision the same computed from it,
+    with X-Limitnode-Degraded: true."""
+    request_id: str
+    """The request_id the request was sent with."""
+    attempts: int = 0
+    """How many HTTP attempts the call made."""
+    retry_after_seconds: int = 0
+    """The Retry-After of a denial in seconds (jittered by the cluster), else 0."""
+    leader: Optional[str] = None
+    """The ID of the leader that decided, when the node said."""
+    wait_ms: int = 0
+    held_ms: int = 0
+    duplicate: bool = False
+    """True when the cluster had seen the request_id: this is the first decision, charged once."""
+    checks: List[CheckResult] = field(default_factory=list)
+    degraded: bool = False
+    """True when the cluster could not decide and the failure policy answered."""
+    cause: Optional[BaseException] = None
+    """Why the decision is degraded."""
+
+
+@dataclass
+class Lease:
+    """An acquire's or a renewal's answer: granted (with ``id``) or not (with ``retry_after_ms``)."""
+
+    granted: bool
+    key: str
+    max: int
+    active: int
+    id: str = ""
+    waiting: int = 0
+    expires_in_ms: int = 0
+    retry_after_ms: int = 0
+    waited_ms: int = 0
+    retry_after_seconds: int = 0
+    """The Retry-After of a refusal in seconds, else 0."""
+
+
+@dataclass
+class RetryEvent:
+    """A retry about to be made."""
+
+    node: str
+    """The node whose attempt failed."""
+    attempt: int
+    """The attempt that failed, from 1."""
+    request_id: Optional[str]
+    """The request_id the retry carries (allow's; allow_batch's first)."""
+    reason: BaseException
+    """The network error, or the 503's LimitnodeError."""
+    delay: float
+    """How long the retry waits first, in seconds."""
+
+
+class HeldLease:
+    """A lease held for a ``with`` block: ``lease`` as granted, and ``lost``,
+    set when a renewal finds it gone; long work checks it."""
+
+    def __init__(self, lease: Lease) -> None:
+        self.lease = lease
+        self.id = lease.id
+        self.lost = threading.Event()
+
+
+def _ceil_seconds(ms: int) -> int:
+    return 0 if ms <= 0 else (ms + 999) // 1000
+
+
+def _retry_after_of(headers: Any) -> int:
+    try:
+        return int(headers.get("Retry-After", ""))
+    except ValueError:
+        return 0
+
+
+def _is_not_found(error: BaseException) -> bool:
+    return isinstance(error, LimitnodeError) and error.status == 404 and error.code == "not_found"
+
+
+class Limiter:
+    """Asks a limitnode cluster for decisions and leases over its HTTP API.
+
+    One Limiter serves a whole process, from any number of threads. It keeps
+    a few connections alive to each node and remembers the node that
+    answered last, to try it first. ``nodes`` are addresses ("127.0.0.1:7070")
+    or base URLs ("https://limits.internal:7070"); any node answers every call.
+    ``timeout`` (seconds, default 2) bounds one call, retries included.
+    """
+
+    def __init__(
+        self,
+        nodes: Sequence[str],
+        *,
+        timeout: float = 2.0,
+        on_failure: FailurePolicy = "closed",
+        replicas: int = 1,
+        max_local_keys: int = 100_000,
+        token: Optional[str] = None,
+        ssl_context: Optional[ssl.SSLContext] = None,
+        on_retry: Optional[Callable[[RetryEvent], None]] = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        if not nodes:
+            raise ValueError("limitnode: a Limiter needs at least one node address")
+        if on_failure not in ("closed", "open", "local", "raise"):
+            raise ValueError(f"limitnode: on_failure {on_failure!r} is not one of closed, open, local, raise")
+        self._nodes = [base_url(n) for n in nodes]
+        self._timeout = timeout
+        self._policy = on_failure
+        self._token = token
+        self._on_retry = on_retry
+        self._pool = Pool(ssl_context)
+        self._local = LocalLimiter(replicas, max_local_keys, clock)
+        self._preferred = 0
+
+    def close(self) -> None:
+        """Close the idle connections."""
+        self._pool.close()
+
+    def __enter__(self) -> Limiter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def allow(self, req: AllowRequest, *, timeout: Optional[float] = None) -> Decision:
+        """Ask for a decision. A denial is a Decision with ``allowed`` False and
+        status 429, not an error. A request the API refuses (4xx) raises a
+        LimitnodeError whatever the failure policy; when the cluster cannot
+        decide, the failure policy answers."""
+        request_id = req.get("request_id") or str(uuid.uuid4())
+        body = dict(req, request_id=request_id)
+        try:
+            a = self._send("POST", "/v1/allow", body, retry_unknown=True, timeout=timeout, request_id=request_id)
+            if a.status not in (200, 429):
+                raise LimitnodeError.from_body(a.status, a.body)
+            headers = {name: a.headers[name] for name in RATE_LIMIT_HEADERS if name in a.headers}
+            return _decision(json.loads(a.body), a.status, headers, request_id, a.attempts, a.headers.get("X-Limitnode-Leader"))
+        except UnavailableError as error:
+            if self._policy == "raise":
+                raise
+            return self._fallback(req, request_id, error)
+
+    def allow_batch(self, reqs: Sequence[AllowRequest], *, timeout: Optional[float] = None) -> List[Union[Decision, LimitnodeError]]:
+        """Decide up to 1,000 independent requests in one call and one Raft
+        entry. Each item of the answer is the request's Decision, or the
+        LimitnodeError that refused it alone (its ``field`` relative to the
+        request). When the cluster cannot decide, the failure policy answers
+        each request."""
+        requests: List[Dict[str, Any]] = [dict(r, request_id=r.get("request_id") or str(uuid.uuid4())) for r in reqs]
+        first_id = requests[0]["request_id"] if requests else None
+        try:
+            a = self._send("POST", "/v1/allow/batch", {"requests": requests}, retry_unknown=True, timeout=timeout, request_id=first_id)
+            if a.status != 200:
+                raise LimitnodeError.from_body(a.status, a.body)
+            responses = json.loads(a.body)["responses"]
+            if len(responses) != len(requests):
+                raise UnavailableError(f"limitnode: {len(responses)} answers to a batch of {len(requests)}", outcome_unknown=True)
+            return [_batch_item(item, i, requests[i]["request_id"], a.attempts) for i, item in enumerate(responses)]
+        except UnavailableError as error:
+            if self._policy == "raise":
+                raise
+            out: List[Union[Decision, LimitnodeError]] = []
+            for r in requests:
+                try:
+                    out.append(self._fallback(r, r["request_id"], error))
+                except LimitnodeError as refused:
+                    out.append(refused)
+            return out
+
+    def acquire_lease(self, req: LeaseRequest, *, timeout: Optional[float] = None) -> Lease:
+        """Ask for one of ``max`` concurrent slots of ``key``. A refusal (429)
+        is a Lease with ``granted`` False. With ``max_wait`` the node holds the
+        call while the request waits in the queue, and the call's timeout is
+        extended by it. A call whose outcome is unknown raises an
+        UnavailableError with ``outcome_unknown`` (a slot granted meanwhile
+        expires at its TTL)."""
+        wait = duration_seconds(req["max_wait"]) if "max_wait" in req else 0
+        total = (self._timeout if timeout is None else timeout) + (wait or 0)
+        a = self._send("POST", "/v1/leases", req, retry_unknown=False, timeout=total)
+        if a.status not in (200, 429):
+            raise LimitnodeError.from_body(a.status, a.body)
+        lease = _lease(json.loads(a.body))
+        if a.status == 429:
+            lease.retry_after_seconds = _retry_after_of(a.headers)
+        return lease
+
+    def renew_lease(self, lease_id: str, ttl: str, *, timeout: Optional[float] = None) -> Lease:
+        """Move the expiry of the held lease ``lease_id`` to ``ttl`` (a Go
+        duration) from now. A lease no longer held raises a LimitnodeError
+        with status 404 and code not_found."""
+        a = self._send("POST", f"/v1/leases/{quote(lease_id, safe='')}/renew", {"ttl": ttl}, retry_unknown=True, timeout=timeout)
+        if a.status != 200:
+            raise LimitnodeError.from_body(a.status, a.body)
+        return _lease(json.loads(a.body))
+
+    def release_lease(self, lease_id: str, *, timeout: Optional[float] = None) -> None:
+        """Give the lease back, or take a waiting request with that ID out of
+        its queue. A lease neither held nor waiting raises a LimitnodeError
+        with status 404, except after a retry: then the first attempt, whose
+        outcome was unknown, gave it back."""
+        a = self._send("DELETE", f"/v1/leases/{quote(lease_id, safe='')}", None, retry_unknown=True, timeout=timeout)
+        if a.status == 200 or (a.status == 404 and a.retried_unknown):
+            return
+        raise LimitnodeError.from_body(a.status, a.body)
+
+    @contextlib.contextmanager
+    def lease(self, req: LeaseRequest, *, timeout: Optional[float] = None) -> Iterator[HeldLease]:
+        """Hold a lease of ``req`` for a ``with`` block.
+
+        It acquires as acquire_lease does (waiting in the queue when ``req``
+        says so) and raises a LeaseRefusedError, without running the block,
+        when no slot is granted. While the block runs a thread renews the
+        lease for its ``ttl`` every third of it; when a renewal finds the lease
+        gone it sets ``held.lost``, and the block's end raises a
+        LeaseLostError. When the block ends the lease is given back (within
+        5 s)."""
+        granted = self.acquire_lease(req, timeout=timeout)
+        if not granted.granted:
+            raise LeaseRefusedError(granted)
+        held = HeldLease(granted)
+        stop = threading.Event()
+        found_gone: List[BaseException] = []
+        period = max((duration_seconds(req["ttl"]) or 0.003) / 3, 0.001)
+
+        def keep() -> None:
+            while not stop.wait(period):
+                try:
+                    self.renew_lease(granted.id, req["ttl"])
+                except LimitnodeError as error:
+                    if _is_not_found(error):
+                        found_gone.append(error)
+                        held.lost.set()
+                        return  # any other failure: the next tick tries again
+
+        renewer = threading.Thread(target=keep, name=f"limitnode-lease-{granted.id}", daemon=True)
+        renewer.start()
+        try:
+            yield held
+        except BaseException as error:
+            stop.set()
+            renewer.join()
+            if held.lost.is_set():
+                raise LeaseLostError(f"limitnode: lease {granted.id} lost: a renewal found it gone") from error
+            with contextlib.suppress(LimitnodeError):
+                self.release_lease(granted.id, timeout=_LEASE_RELEASE_TIMEOUT)
+            raise
+        stop.set()
+        renewer.join()
+        if held.lost.is_set():
+            raise LeaseLostError(f"limitnode: lease {granted.id} lost: a renewal found it gone") from found_gone[0]
+        try:
+            self.release_lease(granted.id, timeout=_LEASE_RELEASE_TIMEOUT)
+        except LimitnodeError as error:
+            if _is_not_found(error):
+                raise LeaseLostError(f"limitnode: lease {granted.id} lost: the release found it gone") from error
+            raise
+
+    def _fallback(self, req: Mapping[str, Any], request_id: str, cause: UnavailableError) -> Decision:
+        """The failure policy's decision for req."""
+        if self._policy == "local":
+            answer = self._local.decide(req)
+            allowed, limit, remaining = answer.allowed, answer.limit, answer.remaining
+            reset_after_ms, retry_after_ms = answer.reset_after_ms, answer.retry_after_ms
+        else:
+            allowed, limit, remaining, reset_after_ms, retry_after_ms = self._policy == "open", 0, 0, 0, 0
+        headers = {"X-Limitnode-Degraded": "true"}
+        if limit > 0:
+            headers["RateLimit-Limit"] = str(limit)
+            headers["RateLimit-Remaining"] = str(remaining)
+            headers["RateLimit-Reset"] = str(_ceil_seconds(reset_after_ms))
+        retry_after = 0
+        if not allowed:
+            retry_after = max(_ceil_seconds(retry_after_ms), 1)
+            headers["Retry-After"] = str(retry_after)
+        return Decision(
+            allowed=allowed, limit=limit, remaining=remaining, reset_after_ms=reset_after_ms, retry_after_ms=retry_after_ms,
+            status=200 if allowed else 429, headers=headers, request_id=request_id,
+            retry_after_seconds=retry_after, degraded=True, cause=cause,
+        )
+
+    def _send(
+        self,
+        method: str,
+        path: str,
+        payload: Optional[Mapping[str, Any]],
+        *,
+        retry_unknown: bool,
+        timeout: Optional[float],
+        request_id: Optional[str] = None,
+    ) -> _Answered:
+        """Make one call of the API: try the nodes in turn, starting with the
+        one that answered last, until one answers or the timeout runs out,
+        and return the answer whatever its status (a 503 only when the call
+        may not be retried). Raise an UnavailableError when no answer can be
+        had."""
+        body = None if payload is None else json.dumps(payload).encode()
+        headers = {"Accept": "application/json"}
+        if body is not None:
+            headers["Content-Type"] = "application/json"
+        if self._token:
+            headers["Authorization"] = f"Bearer {self._token}"
+        deadline = time.monotonic() + (self._timeout if timeout is None else timeout)
+        start = self._preferred
+        refused_in_a_row = unknown_in_a_row = 0
+        retried_unknown = False
+        last_error: Optional[BaseException] = None
+        attempt = 0
+        while True:
+            attempt += 1
+            index = (start + attempt - 1) % len(self._nodes)
+            node = self._nodes[index]
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise UnavailableError(f"limitnode: no answer within the timeout: {last_error}", outcome_unknown=retried_unknown)
+            a = self._pool.exchange(node, method, path, body, headers, left)
+            if isinstance(a, NotSent):
+                last_error = a.error
+                refused_in_a_row += 1
+                if refused_in_a_row >= len(self._nodes):
+                    raise UnavailableError(f"limitnode: no node reachable: {a.error}", outcome_unknown=retried_unknown) from a.error
+                continue
+            refused_in_a_row = 0
+            if isinstance(a, Answer):
+                self._preferred = index
+                if a.status != 503 or not retry_unknown:
+                    return _Answered(a.status, a.headers, a.body, attempt, retried_unknown)
+                error = LimitnodeError.from_body(a.status, a.body)
+                last_error = error
+                delay = _retry_after_of(a.headers) or 1
+                if time.monotonic() + delay >= deadline:
+                    raise error
+            else:
+                last_error = a.error
+                if not retry_unknown or time.monotonic() >= deadline:
+                    raise UnavailableError(f"limitnode: the outcome is unknown: {a.error!r}", outcome_unknown=True) from a.error
+                # The node that broke off may be gone: the next goes at once,
+                # and only a run of failures backs off.
+                delay = 0 if unknown_in_a_row == 0 else min(0.05 * 2 ** (unknown_in_a_row - 1), 0.5)
+                unknown_in_a_row += 1
+            retried_unknown = True
+            if self._on_retry is not None:
+                self._on_retry(RetryEvent(node=node, attempt=attempt, request_id=request_id, reason=last_error, delay=delay))
+            time.sleep(delay)
+
+
+@dataclass
+class _Answered:
+    """An answer that ended a call, with what the call went through to get it."""
+
+    status: int
+    headers: Any
+    body: bytes
+    attempts: int
+    retried_unknown: bool
+    """True when an earlier attempt's outcome was unknown."""
+
+
+def _decision(
+    body: Mapping[str, Any], status: int, headers: Dict[str, str], request_id: str, attempts: int, leader: Optional[str]
+) -> Decision:
+    allowed = bool(body["allowed"])
+    try:
+        retry_after = 0 if allowed else int(headers.get("Retry-After", "0"))
+    except ValueError:
+        retry_after = 0
+    return Decision(
+        allowed=allowed,
+        limit=body["limit"],
+        remaining=body["remaining"],
+        reset_after_ms=body["reset_after_ms"],
+        retry_after_ms=body["retry_after_ms"],
+        status=200 if status == 200 else 429,
+        headers=headers,
+        request_id=request_id,
+        attempts=attempts,
+        retry_after_seconds=retry_after,
+        leader=leader,
+        wait_ms=body.get("wait_ms", 0),
+        held_ms=body.get("held_ms", 0),
+        duplicate=body.get("duplicate", False),
+        checks=list(body.get("checks", [])),
+    )
+
+
+def _batch_item(item: Mapping[str, Any], i: int, request_id: str, attempts: int) -> Union[Decision, LimitnodeError]:
+    """One answer of a batch. A batch answers no per-request headers, so a
+    decision's are computed from its fields."""
+    status = item["status"]
+    if status not in (200, 429):
+        field_name = item.get("field", "").replace(f"requests[{i}]", "", 1).lstrip(".") or None
+        where = f" ({field_name})" if field_name else ""
+        return LimitnodeError(f"limitnode: {status} {item['code']}{where}: {item['error']}", status, item["code"], field_name)
+    headers = {
+        "RateLimit-Limit": str(item["limit"]),
+        "RateLimit-Remaining": str(item["remaining"]),
+        "RateLimit-Reset": str(_ceil_seconds(item["reset_after_ms"])),
+    }
+    if not item["allowed"]:
+        headers["Retry-After"] = str(max(_ceil_seconds(item["retry_after_ms"]), 1))
+    return _decision(item, status, headers, request_id, attempts, None)
+
+
+def _lease(body: Mapping[str, Any]) -> Lease:
+    return Lease(
+        granted=body["granted"],
+        key=body["key"],
+        max=body["max"],
+        active=body["active"],
+        id=body.get("id", ""),
+        waiting=body.get("waiting", 0),
+        expires_in_ms=body.get("expires_in_ms", 0),
+        retry_after_ms=body.get("retry_after_ms", 0),
+        waited_ms=body.get("waited_ms", 0),
+    )

@@ -1,0 +1,75 @@
+"""The API's wire types as typed dicts, one per schema of api/openapi.yaml
+that a caller writes or reads; a test holds their keys to the document the
+cluster serves (GET /v1/openapi.json), so they cannot drift from it."""
+
+from __future__ import annotations
+
+from typing import Dict, List, TypedDict
+
+
+class _LimitRequired(TypedDict):
+    rate: int
+
+
+class Limit(_LimitRequired, total=False):
+    """At most ``rate`` units of cost per ``period`` (a Go duration, default
+    "1s"); for the bucket algorithms at most ``burst`` at once."""
+
+    algorithm: str
+    period: str
+    burst: int
+
+
+class Check(TypedDict, total=False):
+    """One check of a multi-check request: a ``key`` with a ``limit``, or a
+    ``policy`` with a ``key`` or ``dimensions``."""
+
+    key: str
+    limit: Limit
+    cost: int
+    policy: str
+    dimensions: Dict[str, str]
+
+
+class AllowRequest(TypedDict, total=False):
+    """The body of POST /v1/allow: one check inline, or several under ``checks``."""
+
+    key: str
+    limit: Limit
+    cost: int
+    policy: str
+    dimensions: Dict[str, str]
+    request_id: str
+    max_wait: str
+    hold: bool
+    checks: List[Check]
+
+
+class _LeaseRequired(TypedDict):
+    key: str
+    max: int
+    ttl: str
+
+
+class LeaseRequest(_LeaseRequired, total=False):
+    """The body of POST /v1/leases: one of ``max`` slots of ``key`` for
+    ``ttl``, waiting up to ``max_wait`` in a queue of at most ``max_queue``."""
+
+    max_wait: str
+    max_queue: int
+
+
+class _CheckResultRequired(TypedDict):
+    key: str
+    allowed: bool
+    limit: int
+    remaining: int
+    reset_after_ms: int
+    retry_after_ms: int
+
+
+class CheckResult(_CheckResultRequired, total=False):
+    """The decision of one check of a request."""
+
+    policy: str
+    shadow: bool

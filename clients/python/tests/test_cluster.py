@@ -1,0 +1,327 @@
+"""The client against a real three-node cluster, in the order of the test
+names: answers from a follower, denials with their headers, batches,
+leases, both middlewares, the types against the served OpenAPI document,
+then a leader killed mid-traffic, then a cluster without a quorum answered
+by each failure policy. The last two change the cluster, so they come last."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import threading
+import typing
+import unittest
+import urllib.error
+import urllib.request
+from typing import Any, Dict, List, Optional
+from wsgiref.simple_server import WSGIRequestHandler, make_server
+
+import limitnode
+from limitnode import Limiter, LimitnodeError, RetryEvent, UnavailableError
+from limitnode.asgi import RateLimitMiddleware as ASGIRateLimit
+from limitnode.wsgi import RateLimitMiddleware as WSGIRateLimit
+
+from .cluster import Cluster, get_json, wait_for
+
+# A counter: a bucket of 100,000 that refills 100,000 a year, so a test's charges are what it spent.
+COUNTER: limitnode.Limit = {"rate": 100_000, "period": "8760h", "burst": 100_000}
+
+
+def spent(limiter: Limiter, key: str) -> int:
+    """How much of COUNTER the key has used, asked with cost 0."""
+    return 100_000 - limiter.allow({"key": key, "limit": COUNTER, "cost": 0}).remaining
+
+
+class _QuietHandler(WSGIRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+class ClusterTest(unittest.TestCase):
+    cluster: Cluster
+
+    @classmethod
+    def setUpClass(cls) -> None:
+        cls.cluster = Cluster.start()
+
+    @classmethod
+    def tearDownClass(cls) -> None:
+        cls.cluster.stop()
+
+    def limiter(self, nodes: Optional[List[str]] = None, **kwargs: Any) -> Limiter:
+        kwargs.setdefault("on_failure", "raise")
+        limiter = Limiter(nodes if nodes is not None else self.cluster.addresses(), **kwargs)
+        self.addCleanup(limiter.close)
+        return limiter
+
+    def test_01_a_follower_answers_with_the_leaders_decision(self) -> None:
+        leader = self.cluster.leader()
+        follower = self.cluster.followers()[0]
+        d = self.limiter([follower.http]).allow({"key": "follower", "limit": {"rate": 10, "period": "1m"}})
+        self.assertEqual((d.allowed, d.status, d.remaining, d.degraded, d.attempts), (True, 200, 9, False, 1))
+        self.assertEqual(d.leader, leader.id)
+        self.assertEqual(d.headers["RateLimit-Remaining"], "9")
+
+    def test_02_a_denial_is_a_429_with_the_headers_the_cluster_sent(self) -> None:
+        limiter = self.limiter()
+        limit: limitnode.Limit = {"rate": 2, "period": "1m"}
+        for _ in range(2):
+            limiter.allow({"key": "denied", "limit": limit})
+        d = limiter.allow({"key": "denied", "limit": limit})
+        self.assertEqual((d.allowed, d.status), (False, 429))
+        self.assertTrue(0 < d.retry_after_ms <= 60_000)
+        self.assertGreaterEqual(d.retry_after_seconds, -(-d.retry_after_ms // 1000), "Retry-After is early")
+        self.assertEqual(d.headers["Retry-After"], str(d.retry_after_seconds))
+        self.assertEqual(d.headers["RateLimit-Limit"], "2")
+        self.assertEqual(d.headers["RateLimit-Remaining"], "0")
+        self.assertEqual(d.headers["RateLimit-Policy"], '"default";q=2;w=60')
+        self.assertRegex(d.headers["RateLimit"], r'^"default";r=0;t=\d+$')
+
+    def test_03_a_request_id_is_charged_once(self) -> None:
+        limiter = self.limiter(self.cluster.addresses()[::-1])
+        req: limitnode.AllowRequest = {"key": "repeat", "limit": COUNTER, "request_id": "repeat-1"}
+        first, again = limiter.allow(req), limiter.allow(req)
+        self.assertEqual((first.duplicate, again.duplicate), (False, True))
+        self.assertEqual(again.remaining, first.remaining)
+        self.assertEqual(spent(limiter, "repeat"), 1)
+
+    def test_04_a_batch_is_decided_item_by_item(self) -> None:
+        limit: limitnode.Limit = {"rate": 1, "period": "1m"}
+        first, second, bad = self.limiter().allow_batch(
+            [{"key": "batch", "limit": limit}, {"key": "batch", "limit": limit}, {"key": "batch-bad", "limit": {"rate": 0}}]
+        )
+        assert isinstance(first, limitnode.Decision) and isinstance(second, limitnode.Decision)
+        self.assertEqual((first.allowed, first.status, second.allowed, second.status), (True, 200, False, 429))
+        self.assertGreaterEqual(second.retry_after_seconds, 1)
+        assert isinstance(bad, LimitnodeError)
+        self.assertEqual((bad.status, bad.code, bad.field), (400, "invalid_argument", "limit.rate"))
+
+    def test_05_an_invalid_request_is_refused_whatever_the_failure_policy(self) -> None:
+        with self.assertRaises(LimitnodeError) as caught:
+            self.limiter(on_failure="open").allow({"key": "bad", "limit": {"rate": 10, "period": "soon"}})
+        self.assertNotIsInstance(caught.exception, UnavailableError)
+        self.assertEqual((caught.exception.status, caught.exception.field), (400, "limit.period"))
+
+    def test_06_leases_are_acquired_refused_renewed_queued_and_released(self) -> None:
+        limiter = self.limiter()
+        req: limitnode.LeaseRequest = {"key": "reports", "max": 1, "ttl": "30s"}
+        held = limiter.acquire_lease(req)
+        self.assertTrue(held.granted)
+        refused = limiter.acquire_lease(req)
+        self.assertFalse(refused.granted)
+        self.assertTrue(refused.retry_after_seconds >= 1 and refused.active == 1)
+        self.assertGreater(limiter.renew_lease(held.id, "2m").expires_in_ms, 60_000)
+
+        # A waiter in the queue is granted the slot once it is given back.
+        result: List[str] = []
+
+        def wait_in_queue() -> None:
+            with limiter.lease({**req, "max_wait": "20s", "max_queue": 5}) as lease:
+                result.append(f"built under {lease.id}")
+
+        waiter = threading.Thread(target=wait_in_queue)
+        waiter.start()
+        wait_for("the waiter in the queue", lambda: len(get_json(self.cluster.addresses()[0], "/v1/leases?key=reports")[1]["waiting"]) == 1)
+        limiter.release_lease(held.id)
+        waiter.join(30)
+        self.assertEqual(len(result), 1)
+        with self.assertRaises(LimitnodeError) as caught:
+            limiter.release_lease(held.id)
+        self.assertEqual(caught.exception.status, 404)
+        again = limiter.acquire_lease(req)  # the block gave its lease back: the slot is free
+        self.assertTrue(again.granted)
+        limiter.release_lease(again.id)
+
+    def test_07_the_wsgi_middleware_answers_a_denial_with_the_clusters_headers(self) -> None:
+        def app(environ: Dict[str, Any], start_response: Any) -> List[bytes]:
+            start_response("200 OK", [("Content-Type", "text/plain")])
+            return [b"served\n"]
+
+        def request(environ: Dict[str, Any]) -> Optional[limitnode.AllowRequest]:
+            if environ["PATH_INFO"] == "/healthz":
+                return None
+            return {"key": f"wsgi:{environ.get('HTTP_X_API_KEY')}", "limit": {"rate": 1, "period": "1m"}}
+
+        server = make_server("127.0.0.1", 0, WSGIRateLimit(app, self.limiter(), request), handler_class=_QuietHandler)
+        self.addCleanup(server.server_close)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        self.addCleanup(server.shutdown)
+        url = f"http://127.0.0.1:{server.server_port}"
+
+        def get(path: str) -> Any:
+            try:
+                return urllib.request.urlopen(urllib.request.Request(url + path, headers={"X-API-Key": "k1"}), timeout=10)
+            except urllib.error.HTTPError as error:
+                return error
+
+        ok = get("/export")
+        self.assertEqual((ok.status, ok.read()), (200, b"served\n"))
+        self.assertEqual(ok.headers["RateLimit-Remaining"], "0")
+        self.assertIsNone(ok.headers["Retry-After"])
+        denied = get("/export")
+        self.assertEqual(denied.status, 429)
+        self.assertEqual(denied.headers["RateLimit-Limit"], "1")
+        self.assertEqual(denied.headers["RateLimit-Policy"], '"default";q=1;w=60')
+        self.assertGreaterEqual(int(denied.headers["Retry-After"]), 1)
+        self.assertIsNone(denied.headers["X-Limitnode-Degraded"])
+        body = json.loads(denied.read())
+        self.assertEqual(sorted(body), ["allowed", "limit", "remaining", "reset_after_ms", "retry_after_ms"])
+        self.assertEqual(get("/healthz").status, 200)  # not limited
+
+    def test_08_the_asgi_middleware_answers_a_denial_with_the_clusters_headers(self) -> None:
+        async def app(scope: Any, receive: Any, send: Any) -> None:
+            await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/plain")]})
+            await send({"type": "http.response.body", "body": b"served\n"})
+
+        async def request(scope: Any) -> limitnode.AllowRequest:
+            key = dict(scope["headers"]).get(b"x-api-key", b"").decode()
+            return {"key": f"asgi:{key}", "limit": {"rate": 1, "period": "1m"}}
+
+        limited = ASGIRateLimit(app, self.limiter(), request)
+
+        async def get() -> List[Dict[str, Any]]:
+            sent: List[Dict[str, Any]] = []
+
+            async def receive() -> Dict[str, Any]:
+                return {"type": "http.request", "body": b"", "more_body": False}
+
+            async def send(message: Any) -> None:
+                sent.append(message)
+
+            scope = {"type": "http", "method": "GET", "path": "/export", "headers": [(b"x-api-key", b"k1")]}
+            await limited(scope, receive, send)
+            return sent
+
+        ok, denied = asyncio.run(get()), asyncio.run(get())
+        self.assertEqual((ok[0]["status"], ok[1]["body"]), (200, b"served\n"))
+        self.assertEqual(dict(ok[0]["headers"])[b"ratelimit-remaining"], b"0")
+        self.assertNotIn(b"retry-after", dict(ok[0]["headers"]))
+        headers = dict(denied[0]["headers"])
+        self.assertEqual(denied[0]["status"], 429)
+        self.assertEqual(headers[b"ratelimit-policy"], b'"default";q=1;w=60')
+        self.assertGreaterEqual(int(headers[b"retry-after"]), 1)
+        self.assertEqual(json.loads(denied[1]["body"])["allowed"], False)
+
+    def test_09_the_types_are_the_served_openapi_documents(self) -> None:
+        status, doc = get_json(self.cluster.addresses()[0], "/v1/openapi.json")
+        self.assertEqual(status, 200)
+        schemas = doc["components"]["schemas"]
+        for typed, name in [
+            (limitnode.Limit, "Limit"),
+            (limitnode.Check, "Check"),
+            (limitnode.AllowRequest, "AllowRequest"),
+            (limitnode.LeaseRequest, "LeaseRequest"),
+            (limitnode.CheckResult, "CheckResult"),
+        ]:
+            with self.subTest(schema=name):
+                self.assertEqual(set(typing.get_type_hints(typed)), set(schemas[name]["properties"]))
+                self.assertEqual(set(typed.__required_keys__), set(schemas[name].get("required", [])))
+        fields = {f.name for f in dataclasses.fields(limitnode.Decision)}
+        self.assertLessEqual(set(schemas["AllowResponse"]["properties"]), fields)
+        lease_fields = {f.name for f in dataclasses.fields(limitnode.Lease)}
+        self.assertLessEqual(set(schemas["LeaseGranted"]["properties"]) | set(schemas["LeaseDenied"]["properties"]), lease_fields)
+
+    def test_10_an_unknown_outcome_is_retried_with_the_same_request_id_when_the_leader_is_killed(self) -> None:
+        leader = self.cluster.leader()
+        followers = self.cluster.followers()
+        nodes = [leader.http, *(f.http for f in followers)]
+
+        # One request the leader holds open: a reservation it waits out
+        # (hold), charged on a counter too. The leader is killed while it
+        # holds it, so the client cannot know whether it was decided.
+        spacing: limitnode.Limit = {"algorithm": "gcra", "rate": 1, "period": "2s", "burst": 1}
+        watcher = self.limiter([f.http for f in followers], timeout=20)
+        watcher.allow({"key": "held", "limit": spacing})
+        retries: List[RetryEvent] = []
+        client = self.limiter(nodes, timeout=20, on_retry=retries.append)
+        held: List[limitnode.Decision] = []
+        holder = threading.Thread(
+            target=lambda: held.append(
+                client.allow(
+                    {"checks": [{"key": "held", "limit": spacing}, {"key": "held-counter", "limit": COUNTER}], "max_wait": "10s", "hold": True}
+                )
+            )
+        )
+        holder.start()
+
+        # Traffic through every node while it happens.
+        stop = threading.Event()
+        allowed: List[int] = []
+        failures: List[BaseException] = []
+        traffic = self.limiter(nodes, timeout=20)
+
+        def work() -> None:
+            try:
+                while not stop.is_set():
+                    d = traffic.allow({"key": "traffic", "limit": COUNTER})
+                    if d.allowed:
+                        allowed.append(1)
+            except BaseException as error:
+                failures.append(error)
+
+        workers = [threading.Thread(target=work) for _ in range(4)]
+        for w in workers:
+            w.start()
+        wait_for("the held request to be decided", lambda: spent(watcher, "held-counter") == 1)
+        self.cluster.kill(leader)
+        holder.join(30)
+        before = len(allowed)
+        wait_for("traffic after the new leader", lambda: len(allowed) > before + 20 or bool(failures))
+        stop.set()
+        for w in workers:
+            w.join(30)
+
+        self.assertEqual(failures, [])
+        self.assertEqual(len(held), 1, "the held request got no answer")
+        d = held[0]
+        self.assertTrue(d.allowed)
+        self.assertTrue(d.duplicate, "the retry was not answered with the first decision")
+        self.assertGreaterEqual(d.attempts, 2)
+        self.assertGreaterEqual(len(retries), 1)
+        self.assertEqual(retries[0].node, f"http://{leader.http}")
+        self.assertEqual({r.request_id for r in retries}, {d.request_id}, "a retry carried another request_id")
+        self.assertEqual(spent(watcher, "held-counter"), 1, "the held request was charged more than once")
+        self.assertEqual(spent(watcher, "traffic"), len(allowed), "the traffic was charged other than once per allowed request")
+
+    def test_11_a_cluster_without_a_quorum_is_answered_by_the_failure_policy(self) -> None:
+        # One node of three left: it answers, but cannot decide.
+        doomed, survivor = self.cluster.live()
+        self.cluster.kill(doomed)
+        dead = [n.http for n in self.cluster.nodes if n is not survivor]
+        limit: limitnode.Limit = {"rate": 4, "period": "1h"}
+
+        def ask(on_failure: limitnode.FailurePolicy, nodes: List[str]) -> limitnode.Decision:
+            return self.limiter(nodes, on_failure=on_failure, timeout=0.8).allow({"key": "no-quorum", "limit": limit})
+
+        closed = ask("closed", [survivor.http, *dead])
+        self.assertEqual((closed.allowed, closed.status, closed.degraded), (False, 429, True))
+        self.assertIsInstance(closed.cause, UnavailableError)
+        self.assertEqual(closed.headers["X-Limitnode-Degraded"], "true")
+        self.assertEqual(closed.headers["Retry-After"], "1")
+
+        opened = ask("open", [*dead, survivor.http])
+        self.assertEqual((opened.allowed, opened.degraded), (True, True))
+
+        with self.assertRaises(UnavailableError) as reached:
+            ask("raise", [survivor.http])
+        self.assertTrue(reached.exception.outcome_unknown)  # the request reached the survivor
+        with self.assertRaises(UnavailableError) as unreachable:
+            ask("raise", dead)
+        self.assertFalse(unreachable.exception.outcome_unknown)  # no node could be reached
+
+        # Two replicas share the limit: each may pass 2 of the 4 alone.
+        local = self.limiter(dead, on_failure="local", replicas=2)
+        answers = [local.allow({"key": "no-quorum", "limit": limit}) for _ in range(3)]
+        self.assertEqual(
+            [(a.allowed, a.degraded, a.limit, a.remaining) for a in answers], [(True, True, 2, 1), (True, True, 2, 0), (False, True, 2, 0)]
+        )
+        self.assertGreater(answers[2].retry_after_ms, 0)
+        self.assertEqual(answers[2].headers["RateLimit-Limit"], "2")
+        with self.assertRaises(LimitnodeError) as caught:
+            local.allow({"key": "no-quorum", "limit": {"rate": 4, "period": "1h", "algorithm": "fixed_window", "burst": 2}})
+        self.assertEqual((caught.exception.status, caught.exception.field), (400, "limit.burst"))
+
+
+if __name__ == "__main__":
+    unittest.main()
