@@ -362,8 +362,15 @@ export interface paths {
         /**
          * Add a member to the cluster.
          * @description Any member passes the join to the leader. The same ID at the same
-         *     Raft address is a no-op; the same ID at another address replaces the
-         *     old entry.
+         *     Raft address is a no-op. Everything is checked before anything
+         *     changes, so a refused join changes nothing: the Raft address must
+         *     answer as the ID (else 400); a member with the same ID that still
+         *     answers at another address is replaced only with `replace` (else
+         *     409); a change that would leave fewer answering voters than a
+         *     quorum goes through only with `force` (else 409, naming the
+         *     members that do not answer). A member recorded at the same Raft
+         *     address under another ID is removed first: the node there now
+         *     answers as the new ID.
          */
         post: operations["join"];
         delete?: never;
@@ -387,7 +394,11 @@ export interface paths {
         post?: never;
         /**
          * Remove a member from the cluster.
-         * @description Removing the leader is allowed; it steps down once the change is committed.
+         * @description Removing the leader is allowed; it steps down once the change is
+         *     committed. A removal that would leave fewer answering voters than a
+         *     quorum of the rest is refused (409, naming the members that do not
+         *     answer) unless `force=true`. Forced, the change itself needs those
+         *     members to commit, so the answer may be 503 while it waits for them.
          */
         delete: operations["removeNode"];
         options?: never;
@@ -1077,6 +1088,16 @@ export interface components {
             raft_addr: string;
             /** @description Where it serves the HTTP API, if it does. */
             http_addr?: string;
+        };
+        /** @description A member to add, and the checks the operator lifts on purpose. */
+        JoinRequest: {
+            id: components["schemas"]["Member"]["id"];
+            raft_addr: components["schemas"]["Member"]["raft_addr"];
+            http_addr?: components["schemas"]["Member"]["http_addr"];
+            /** @description Evict a member with the same ID that still answers at another address. */
+            replace?: boolean;
+            /** @description Join even if fewer voters than a quorum would answer. */
+            force?: boolean;
         };
         Removed: {
             /** @description The ID of the removed member. */
@@ -2044,7 +2065,7 @@ export interface operations {
         };
         requestBody: {
             content: {
-                "application/json": components["schemas"]["Member"];
+                "application/json": components["schemas"]["JoinRequest"];
             };
         };
         responses: {
@@ -2061,6 +2082,7 @@ export interface operations {
             401: components["responses"]["Unauthenticated"];
             403: components["responses"]["PermissionDenied"];
             405: components["responses"]["MethodNotAllowed"];
+            409: components["responses"]["Conflict"];
             413: components["responses"]["PayloadTooLarge"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];
@@ -2068,7 +2090,10 @@ export interface operations {
     };
     removeNode: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description Remove even if fewer voters than a quorum of the rest answer. */
+                force?: "true" | "false";
+            };
             header?: never;
             path: {
                 /** @description The member's ID. */
@@ -2087,10 +2112,12 @@ export interface operations {
                     "application/json": components["schemas"]["Removed"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthenticated"];
             403: components["responses"]["PermissionDenied"];
             404: components["responses"]["NotFound"];
             405: components["responses"]["MethodNotAllowed"];
+            409: components["responses"]["Conflict"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];
         };
