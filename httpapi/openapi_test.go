@@ -322,6 +322,9 @@ func TestOpenAPIValidatesRealTraffic(t *testing.T) {
 			{"key":"c","limit":{"rate":10,"burst":5},"cost":6},
 			{"key":"d","policy":"missing"},
 			{"checks":[{"key":"e","limit":{"rate":3}},{"policy":"trial","key":"f"}]}]}`, 200},
+		{"a batch with a reservation", nil, "POST", "/v1/allow/batch", `{"requests":[
+			{"key":"rb","limit":{"algorithm":"gcra","rate":1,"period":"1s","burst":1},"max_wait":"2s"},
+			{"key":"rb","limit":{"algorithm":"gcra","rate":1,"period":"1s","burst":1},"max_wait":"2s"}]}`, 200},
 		{"put a domain", nil, "PUT", "/v1/rls/domains/edge", "domain: edge\ndescriptors:\n  - key: remote_address\n    rate_limit:\n      unit: minute\n      requests_per_unit: 60\n      algorithm: sliding_window_counter\n  - key: path\n    value: /login\n    rate_limit: {unit: second, requests_per_unit: 5, name: login}\n    shadow_mode: true\n", 200},
 		{"put a domain as JSON", nil, "PUT", "/v1/rls/domains/api", `{"domain":"api","descriptors":[{"key":"tenant","descriptors":[{"key":"plan","value":"free","rate_limit":{"unit":"HOUR","requests_per_unit":100,"replaces":[{"name":"x"}]}}]},{"key":"internal","rate_limit":{"unlimited":true}}]}`, 200},
 		{"get a domain", nil, "GET", "/v1/rls/domains/edge", "", 200},

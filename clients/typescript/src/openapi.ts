@@ -876,6 +876,13 @@ export interface components {
             reset_after_ms: number;
             /** Format: int64 */
             retry_after_ms: number;
+            /**
+             * Format: int64
+             * @description For a request admitted by reservation (its own `max_wait`), how
+             *     long to wait before going on; absent otherwise. A batch never
+             *     waits a reservation out itself: `hold` does not apply.
+             */
+            wait_ms?: number;
             checks?: components["schemas"]["CheckResult"][];
             /**
              * @description True when the request's `request_id` was seen before (see AllowResponse).
