@@ -133,7 +133,19 @@ class ClusterTest(unittest.TestCase):
         self.assertTrue(again.granted)
         limiter.release_lease(again.id)
 
-    def test_07_the_wsgi_middleware_answers_a_denial_with_the_clusters_headers(self) -> None:
+    def test_07_a_lease_given_back_elsewhere_is_lost(self) -> None:
+        limiter, other = self.limiter(), self.limiter(self.cluster.addresses()[::-1])
+
+        def listed() -> List[Dict[str, Any]]:
+            return get_json(self.cluster.addresses()[1], "/v1/leases?key=lost")[1]["leases"]
+
+        with self.assertRaises(limitnode.LeaseLostError):
+            with limiter.lease({"key": "lost", "max": 1, "ttl": "3s"}) as held:
+                wait_for("the lease to be held", lambda: len(listed()) == 1)
+                other.release_lease(listed()[0]["id"])
+                self.assertTrue(held.lost.wait(10), "no renewal found the lease gone")
+
+    def test_08_the_wsgi_middleware_answers_a_denial_with_the_clusters_headers(self) -> None:
         def app(environ: Dict[str, Any], start_response: Any) -> List[bytes]:
             start_response("200 OK", [("Content-Type", "text/plain")])
             return [b"served\n"]
@@ -169,7 +181,7 @@ class ClusterTest(unittest.TestCase):
         self.assertEqual(sorted(body), ["allowed", "limit", "remaining", "reset_after_ms", "retry_after_ms"])
         self.assertEqual(get("/healthz").status, 200)  # not limited
 
-    def test_08_the_asgi_middleware_answers_a_denial_with_the_clusters_headers(self) -> None:
+    def test_09_the_asgi_middleware_answers_a_denial_with_the_clusters_headers(self) -> None:
         async def app(scope: Any, receive: Any, send: Any) -> None:
             await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/plain")]})
             await send({"type": "http.response.body", "body": b"served\n"})
@@ -203,7 +215,7 @@ class ClusterTest(unittest.TestCase):
         self.assertGreaterEqual(int(headers[b"retry-after"]), 1)
         self.assertEqual(json.loads(denied[1]["body"])["allowed"], False)
 
-    def test_09_the_types_are_the_served_openapi_documents(self) -> None:
+    def test_10_the_types_are_the_served_openapi_documents(self) -> None:
         status, doc = get_json(self.cluster.addresses()[0], "/v1/openapi.json")
         self.assertEqual(status, 200)
         schemas = doc["components"]["schemas"]
@@ -222,7 +234,7 @@ class ClusterTest(unittest.TestCase):
         lease_fields = {f.name for f in dataclasses.fields(limitnode.Lease)}
         self.assertLessEqual(set(schemas["LeaseGranted"]["properties"]) | set(schemas["LeaseDenied"]["properties"]), lease_fields)
 
-    def test_10_an_unknown_outcome_is_retried_with_the_same_request_id_when_the_leader_is_killed(self) -> None:
+    def test_11_an_unknown_outcome_is_retried_with_the_same_request_id_when_the_leader_is_killed(self) -> None:
         leader = self.cluster.leader()
         followers = self.cluster.followers()
         nodes = [leader.http, *(f.http for f in followers)]
@@ -284,7 +296,7 @@ class ClusterTest(unittest.TestCase):
         self.assertEqual(spent(watcher, "held-counter"), 1, "the held request was charged more than once")
         self.assertEqual(spent(watcher, "traffic"), len(allowed), "the traffic was charged other than once per allowed request")
 
-    def test_11_a_cluster_without_a_quorum_is_answered_by_the_failure_policy(self) -> None:
+    def test_12_a_cluster_without_a_quorum_is_answered_by_the_failure_policy(self) -> None:
         # One node of three left: it answers, but cannot decide.
         doomed, survivor = self.cluster.live()
         self.cluster.kill(doomed)

@@ -9,7 +9,7 @@ import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { after, before, describe, it } from "node:test";
 
-import { LimitnodeError, Limiter, rateLimit, UnavailableError, type RetryEvent } from "../src/index.js";
+import { LeaseLostError, LimitnodeError, Limiter, rateLimit, UnavailableError, type RetryEvent } from "../src/index.js";
 import { Cluster, waitFor } from "./cluster.js";
 
 /** A counter: a bucket of 100,000 that refills 100,000 a year, so a test's charges are what it spent. */
@@ -127,6 +127,28 @@ describe("a three-node cluster", () => {
     const again = await limiter.acquireLease(req);
     assert.ok(again.granted);
     await limiter.releaseLease(again.id);
+  });
+
+  it("aborts withLease's work when its lease is given back elsewhere", async () => {
+    const limiter = new Limiter({ nodes: cluster.addresses(), onFailure: "throw" });
+    const other = new Limiter({ nodes: cluster.addresses().reverse(), onFailure: "throw" });
+    const listed = async () => {
+      const resp = await fetch(`http://${cluster.addresses()[1]}/v1/leases?key=lost`);
+      return ((await resp.json()) as { leases: Array<{ id: string }> }).leases;
+    };
+    let aborted: unknown;
+    const run = limiter.withLease({ key: "lost", max: 1, ttl: "3s" }, (signal) =>
+      new Promise<string>((resolve) => {
+        signal.addEventListener("abort", () => {
+          aborted = signal.reason;
+          resolve("stopped");
+        });
+      }),
+    );
+    await waitFor("the lease to be held", async () => (await listed()).length === 1);
+    await other.releaseLease((await listed())[0].id);
+    await assert.rejects(run, LeaseLostError);
+    assert.ok(aborted instanceof LeaseLostError, `the work's signal was aborted with ${aborted}`);
   });
 
   it("answers a denial from the middleware with the cluster's headers", async () => {
