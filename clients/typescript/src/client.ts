@@ -90,7 +90,7 @@ export interface Decision extends AllowResponse {
   leader: string | undefined;
   /** The request_id the request was sent with. */
   requestId: string;
-  /** How many HTTP attempts the call made. */
+  /** How many HTTP attempts the call made; 0 for a degraded decision. */
   attempts: number;
   /** True when the cluster could not decide and the failure policy answered. */
   degraded: boolean;

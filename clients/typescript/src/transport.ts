@@ -20,7 +20,7 @@ const notSentCodes = new Set([
   "UND_ERR_CONNECT_TIMEOUT",
 ]);
 
-/** codeOf finds the system error code under a fetch failure, if any. */
+/** codesOf finds the system error codes under a fetch failure: its cause chain and an AggregateError's errors. */
 function codesOf(error: unknown): string[] {
   const codes: string[] = [];
   for (let e: unknown = error, depth = 0; e !== null && typeof e === "object" && depth < 5; depth++) {

@@ -64,7 +64,7 @@ class Decision:
     request_id: str
     """The request_id the request was sent with."""
     attempts: int = 0
-    """How many HTTP attempts the call made."""
+    """How many HTTP attempts the call made; 0 for a degraded decision."""
     retry_after_seconds: int = 0
     """The Retry-After of a denial in seconds (jittered by the cluster), else 0."""
     leader: Optional[str] = None
