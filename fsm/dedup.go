@@ -87,3 +87,30 @@ func (e *dedupEntry) answer(r *Request) Result {
 }
 
 func quote(s string) string { return "\"" + s + "\"" }
+
+func (f *FSM) remember(e *dedupEntry) {
+	if len(f.dedup) >= MaxDedupEntries {
+		f.forgetOldestID()
+	}
+	f.dedup[e.key] = e
+	f.dedupQueue = append(f.dedupQueue, e)
+}
+
+func (f *FSM) expireDedup(now int64) {
+	for f.dedupHead < len(f.dedupQueue) && f.dedupQueue[f.dedupHead].atNano+int64(DedupWindow) <= now {
+		f.forgetOldestID()
+	}
+}
+
+func (f *FSM) forgetOldestID() {
+	e := f.dedupQueue[f.dedupHead]
+	f.dedupQueue[f.dedupHead] = nil
+	f.dedupHead++
+	delete(f.dedup, e.key)
+	// Compact once the dead prefix is the larger half, so the queue's
+	// memory follows the live IDs.
+	if f.dedupHead > len(f.dedupQueue)/2 {
+		f.dedupQueue = append([]*dedupEntry(nil), f.dedupQueue[f.dedupHead:]...)
+		f.dedupHead = 0
+	}
+}

@@ -94,8 +94,7 @@ func (f *FSM) rlsTargets(now int64, q *rls.Query, targets []target) ([]target, [
 	if d == nil {
 		return targets, statuses, nil
 	}
-	limits := make([]*rls.RateLimit, len(q.Descriptors))
-	shared := make([][]string, len(q.Descriptors))
+	applying := make([]rlsLimit, len(q.Descriptors))
 	var replaced []string
 	for i := range q.Descriptors {
 		desc := &q.Descriptors[i]
@@ -105,7 +104,8 @@ func (f *FSM) rlsTargets(now int64, q *rls.Query, targets []target) ([]target, [
 			if m.RateLimit != nil {
 				rl.Algorithm = m.RateLimit.Algorithm
 			}
-			limits[i], shared[i] = rl, m.Shared
+			limit, limited := rls.Limit(rl)
+			applying[i] = rlsLimit{rateLimit: rl, limit: limit, limited: limited, override: true, shared: m.Shared}
 			statuses[i] = rls.Status{RequestsPerUnit: rl.RequestsPerUnit, Unit: rl.Unit}
 			continue
 		}
@@ -119,35 +119,39 @@ func (f *FSM) rlsTargets(now int64, q *rls.Query, targets []target) ([]target, [
 			statuses[i].Unlimited = true
 			continue
 		}
-		limits[i], shared[i] = m.RateLimit, m.Shared
+		applying[i] = rlsLimit{rateLimit: m.RateLimit, limit: m.Limit, limited: m.Limited, shared: m.Shared}
 		statuses[i] = rls.Status{Name: m.RateLimit.Name, RequestsPerUnit: m.RateLimit.RequestsPerUnit, Unit: m.RateLimit.Unit,
 			Shadow: m.Shadow, Path: m.Path, Metered: m.Metered}
 	}
 	owner := RLSOwner(q.Domain)
 	first := len(targets)
-	for i, rl := range limits {
+	for i, a := range applying {
+		rl := a.rateLimit
 		if rl == nil || (rl.Name != "" && slices.Contains(replaced, rl.Name)) {
 			continue
 		}
 		desc := &q.Descriptors[i]
 		field := func() string { return fmt.Sprintf("descriptors[%d]", i) } // for errors only
-		key := rls.CounterKey(q.Domain, desc.Entries, shared[i])
+		key := rls.CounterKey(q.Domain, desc.Entries, a.shared)
 		if len(key) > contract.MaxKeyBytes {
 			return targets, nil, contract.Invalid(field()+".entries", "the descriptor's entries make a counter key of %d bytes; the most is %d", len(key), contract.MaxKeyBytes)
 		}
 		t := target{id: bucketKey{key: key, policy: owner}, cost: desc.Hits, shadow: statuses[i].Shadow}
-		l, ok := rls.Limit(rl)
-		period, known := rls.UnitPeriod(rl.Unit)
+		l := a.limit
 		switch {
-		case ok:
+		case a.limited && a.override:
+			// A request's own limit was not validated with the domain.
 			if err := contract.ValidateLimit(l); err != nil {
 				return targets, nil, err.Within(field() + ".limit")
 			}
-		case rl.RequestsPerUnit != 0 || !known || period <= 0:
+		case a.limited:
+			// Compiled and validated when the domain was stored.
+		case rl.RequestsPerUnit != 0 || !knownUnit(rl.Unit):
 			return targets, nil, contract.Invalid(field()+".limit", "the limit that applies (%d per %q) cannot be decided", rl.RequestsPerUnit, rl.Unit)
 		default:
 			// requests_per_unit 0 refuses every hit: a one-unit window
 			// that is never consulted stands for it.
+			period, _ := rls.UnitPeriod(rl.Unit)
 			l = algorithms.Limit{Algorithm: algorithms.FixedWindow, Rate: 1, PeriodNanos: int64(period)}
 			t.never = true
 		}
@@ -170,4 +174,21 @@ func (f *FSM) rlsTargets(now int64, q *rls.Query, targets []target) ([]target, [
 		targets = append(targets, t)
 	}
 	return targets, statuses, nil
+}
+
+// rlsLimit is the limit that applies to one descriptor of a query: the
+// configuration's (compiled when the domain was stored) or the request's
+// own override (compiled now), and the wildcard shares of its counter key.
+type rlsLimit struct {
+	rateLimit *rls.RateLimit
+	limit     algorithms.Limit
+	limited   bool
+	override  bool
+	shared    []string
+}
+
+// knownUnit reports whether unit names a period the FSM can decide with.
+func knownUnit(unit string) bool {
+	period, ok := rls.UnitPeriod(unit)
+	return ok && period > 0
 }
