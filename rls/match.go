@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/limitnode/limitnode/algorithms"
+
 	"github.com/limitnode/limitnode/contract"
 )
 
@@ -59,6 +61,11 @@ type Match struct {
 	// Metered is true when the limit has a name or the descriptor has
 	// detailed_metric: only such limits get per-descriptor metrics.
 	Metered bool
+	// Limit is what RateLimit decides with (the Limit function of it,
+	// computed once when the domain was compiled, and valid); Limited is
+	// false when it decides nothing: unlimited, or requests_per_unit 0.
+	Limit   algorithms.Limit
+	Limited bool
 	// Shared, when not nil, has one element per entry; Shared[i], when not
 	// "", is the wildcard pattern that stands for entry i's value in the
 	// counter key (CounterKey): the entry was matched by a share_threshold
@@ -91,6 +98,8 @@ type node struct {
 	value     string
 	parts     []string // value split on '*', for a wildcard
 	rateLimit *RateLimit
+	limit     algorithms.Limit // Limit(rateLimit), when limited
+	limited   bool
 	shadow    bool
 	metered   bool
 	share     bool // share_threshold on a wildcard
@@ -160,6 +169,7 @@ func compileLevel(ds []Descriptor, parentPath string) level {
 			path:      path,
 			children:  compileLevel(d.Descriptors, path),
 		}
+		n.limit, n.limited = Limit(d.RateLimit)
 		switch {
 		case d.Value == "":
 			if l.keyOnly == nil {
@@ -250,7 +260,7 @@ func (d *Domain) Match(entries []Entry) Match {
 			if n.rateLimit == nil {
 				return Match{}
 			}
-			return Match{RateLimit: n.rateLimit, Shadow: n.shadow, Path: n.path, Metered: n.metered, Shared: shared}
+			return Match{RateLimit: n.rateLimit, Limit: n.limit, Limited: n.limited, Shadow: n.shadow, Path: n.path, Metered: n.metered, Shared: shared}
 		}
 		if n.children.empty() {
 			return Match{}
