@@ -3,6 +3,8 @@ package cluster
 import (
 	"log/slog"
 	"time"
+
+	"github.com/limitnode/limitnode/internal/transport"
 )
 
 // Defaults for Config's zero values.
@@ -13,7 +15,7 @@ const (
 	defaultMaxBatchChecks   = 1024
 	// maxFlushBytes bounds the estimated size of one Raft entry or
 	// forwarded message, under the frame limit of the forwarding protocol.
-	maxFlushBytes = MaxForwardFrameBytes / 2
+	maxFlushBytes = transport.MaxFrameBytes / 2
 	// minForwardsInFlight: with one forward at a time, a follower's
 	// request waited for the previous forward's round trip and then its
 	// own; two cut that wait (HTTP at 64 callers over 3 nodes: +10-17%).
@@ -167,7 +169,7 @@ func withDefaults(cfg Config) Config {
 		cfg.Clock = time.Now
 	}
 	if cfg.Dial == nil {
-		cfg.Dial = dialTCP
+		cfg.Dial = transport.DialTCP
 	}
 	if cfg.MaxKeys == 0 {
 		cfg.MaxKeys = DefaultMaxKeys

@@ -11,10 +11,11 @@ import (
 
 	"github.com/limitnode/limitnode/contract"
 	"github.com/limitnode/limitnode/fsm"
+	"github.com/limitnode/limitnode/internal/transport"
 	"github.com/limitnode/limitnode/rls"
 )
 
-// The forwarding protocol runs over the Raft address (see mux.go). A
+// The forwarding protocol runs over the Raft address (package transport). A
 // connection carries request/response pairs in turn, each a msgpack value;
 // a follower keeps a small pool of connections to the leader, and its
 // batcher sends one message per batch, so under load one round trip carries
@@ -94,106 +95,6 @@ type forwardResponse struct {
 	Stats        *contract.Stats             // for opStats
 }
 
-// errNotSent marks a failure before any byte of the message left this node:
-// the receiver cannot have acted on it.
-var errNotSent = errors.New("forward: message not sent")
-
-// forwarder sends messages to other nodes' forwarding listeners.
-type forwarder struct {
-	dialer      dialer
-	dialTimeout time.Duration
-	mu          sync.Mutex
-	idle        map[string][]*forwardConn
-}
-
-const maxIdleForwardConns = 4
-
-func newForwarder(d dialer, dialTimeout time.Duration) *forwarder {
-	return &forwarder{dialer: d, dialTimeout: dialTimeout, idle: make(map[string][]*forwardConn)}
-}
-
-// get returns a pooled connection to addr, or a new one. A pooled
-// connection whose peer has closed it (the node restarted, or timed it out)
-// is dropped first: sending on it would leave the outcome unknown, since a
-// failure after the write cannot tell "never read" from "acted, then died".
-func (f *forwarder) get(addr string) (*forwardConn, error) {
-	for {
-		f.mu.Lock()
-		conns := f.idle[addr]
-		if len(conns) == 0 {
-			f.mu.Unlock()
-			break
-		}
-		c := conns[len(conns)-1]
-		f.idle[addr] = conns[:len(conns)-1]
-		f.mu.Unlock()
-		if !peerClosed(c.conn) {
-			return c, nil
-		}
-		c.conn.Close()
-	}
-	conn, err := f.dialer.open(addr, protocolForward, f.dialTimeout)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", errNotSent, err)
-	}
-	return newForwardConn(conn), nil
-}
-
-func (f *forwarder) put(addr string, c *forwardConn) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if len(f.idle[addr]) >= maxIdleForwardConns {
-		c.conn.Close()
-		return
-	}
-	f.idle[addr] = append(f.idle[addr], c)
-}
-
-// dropExcept closes pooled connections to every address but keep: after a
-// change of leader they lead to a follower, or to a node that restarted.
-func (f *forwarder) dropExcept(keep string) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	for addr, conns := range f.idle {
-		if addr == keep {
-			continue
-		}
-		for _, c := range conns {
-			c.conn.Close()
-		}
-		delete(f.idle, addr)
-	}
-}
-
-func (f *forwarder) close() { f.dropExcept("") }
-
-// send delivers one message and returns the reply. An error wrapping
-// errNotSent means the receiver cannot have acted; any other error leaves
-// the outcome unknown.
-func (f *forwarder) send(ctx context.Context, addr string, req *forwardRequest) (*forwardResponse, error) {
-	c, err := f.get(addr)
-	if err != nil {
-		return nil, err
-	}
-	deadline, ok := ctx.Deadline()
-	if !ok {
-		deadline = time.Now().Add(defaultRequestTimeout)
-	}
-	_ = c.conn.SetDeadline(deadline)
-	var resp forwardResponse
-	if err := c.write(req); err != nil {
-		c.conn.Close()
-		return nil, fmt.Errorf("forward to %s: %w", addr, err)
-	}
-	if err := c.read(&resp); err != nil {
-		c.conn.Close()
-		return nil, fmt.Errorf("forward to %s: %w", addr, err)
-	}
-	_ = c.conn.SetDeadline(time.Time{})
-	f.put(addr, c)
-	return &resp, nil
-}
-
 // serveForwarding answers forwarded messages on ln until it is closed.
 func (n *Node) serveForwarding(ln net.Listener) {
 	var conns sync.WaitGroup
@@ -207,16 +108,16 @@ func (n *Node) serveForwarding(ln net.Listener) {
 		conns.Go(func() {
 			defer n.trackConn(conn, false)
 			defer conn.Close()
-			fc := newForwardConn(conn)
+			fc := transport.NewConn(conn)
 			for {
 				var req forwardRequest
-				if err := fc.read(&req); err != nil {
+				if err := fc.Read(&req); err != nil {
 					if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
 						n.logger.Debug("cluster: closing a forwarding connection", "remote", conn.RemoteAddr().String(), "err", err)
 					}
 					return
 				}
-				if err := fc.write(n.handleForward(&req)); err != nil {
+				if err := fc.Write(n.handleForward(&req)); err != nil {
 					return
 				}
 			}
@@ -357,5 +258,32 @@ func (n *Node) trackConn(c net.Conn, add bool) {
 // served, and bounded, so that one message cannot become an entry that
 // stalls the cluster.
 func (n *Node) forwardedLimit() load {
-	return load{requests: 4 * n.cfg.MaxBatchRequests, checks: 4 * n.cfg.MaxBatchChecks, bytes: MaxForwardFrameBytes}
+	return load{requests: 4 * n.cfg.MaxBatchRequests, checks: 4 * n.cfg.MaxBatchChecks, bytes: transport.MaxFrameBytes}
 }
+
+// forwarder sends forwarding messages to other nodes over pooled
+// connections.
+type forwarder struct {
+	pool   *transport.Pool
+	dialer transport.Dialer
+}
+
+func newForwarder(d transport.Dialer, dialTimeout time.Duration) *forwarder {
+	return &forwarder{pool: transport.NewPool(d, protocolForward, dialTimeout), dialer: d}
+}
+
+// send delivers one message and returns the reply. An error wrapping
+// transport.ErrNotSent means the receiver cannot have acted; any other
+// error leaves the outcome unknown.
+func (f *forwarder) send(ctx context.Context, addr string, req *forwardRequest) (*forwardResponse, error) {
+	var resp forwardResponse
+	if err := f.pool.Exchange(ctx, addr, req, &resp); err != nil {
+		return nil, fmt.Errorf("forward: %w", err)
+	}
+	return &resp, nil
+}
+
+// dropExcept closes pooled connections to every address but keep.
+func (f *forwarder) dropExcept(keep string) { f.pool.DropExcept(keep) }
+
+func (f *forwarder) close() { f.pool.Close() }

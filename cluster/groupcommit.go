@@ -9,6 +9,7 @@ import (
 	"github.com/hashicorp/raft"
 	"github.com/limitnode/limitnode/contract"
 	"github.com/limitnode/limitnode/fsm"
+	"github.com/limitnode/limitnode/internal/transport"
 )
 
 // The allow path: a request goes to the leader's group commit (batcher.go),
@@ -119,7 +120,7 @@ func (n *Node) forwardBatch(calls []*call) {
 	resp, err := n.fwd.send(ctx, string(addr), &forwardRequest{Op: opAllow, Requests: concatRequests(calls)})
 	since(n.metrics.forward, start)
 	switch {
-	case errors.Is(err, errNotSent):
+	case errors.Is(err, transport.ErrNotSent):
 		failAll(calls, errNotLeader)
 	case err != nil:
 		failAmbiguous(calls, err)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/limitnode/limitnode/contract"
+	"github.com/limitnode/limitnode/internal/transport"
 )
 
 // Back-off between attempts to reach the leader: short at first (a new
@@ -78,7 +79,7 @@ func (n *Node) forwardToLeader(ctx context.Context, req *forwardRequest) (*forwa
 	}
 	resp, err := n.fwd.send(ctx, string(addr), req)
 	switch {
-	case errors.Is(err, errNotSent):
+	case errors.Is(err, transport.ErrNotSent):
 		return nil, errNotLeader
 	case err != nil:
 		return nil, fmt.Errorf("%w: %w", contract.ErrOutcomeUnknown, err)

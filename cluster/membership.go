@@ -11,6 +11,7 @@ import (
 	"github.com/hashicorp/raft"
 	"github.com/limitnode/limitnode/contract"
 	"github.com/limitnode/limitnode/fsm"
+	"github.com/limitnode/limitnode/internal/transport"
 )
 
 // Join adds m to the cluster as a voter, or records its HTTP address if a
@@ -292,18 +293,18 @@ func (n *Node) answersAs(addr, id string) bool {
 // identify asks the node at addr, over the forwarding protocol (and its
 // mutual TLS), for its ID.
 func (n *Node) identify(addr string) (string, error) {
-	conn, err := n.fwd.dialer.open(addr, protocolForward, pingTimeout)
+	conn, err := n.fwd.dialer.Open(addr, protocolForward, pingTimeout)
 	if err != nil {
 		return "", err
 	}
 	defer conn.Close()
 	_ = conn.SetDeadline(time.Now().Add(pingTimeout))
-	fc := newForwardConn(conn)
+	fc := transport.NewConn(conn)
 	var resp forwardResponse
-	if err := fc.write(&forwardRequest{Op: opPing}); err != nil {
+	if err := fc.Write(&forwardRequest{Op: opPing}); err != nil {
 		return "", err
 	}
-	if err := fc.read(&resp); err != nil {
+	if err := fc.Read(&resp); err != nil {
 		return "", err
 	}
 	return resp.NodeID, nil

@@ -16,6 +16,7 @@ import (
 	"github.com/limitnode/limitnode/contract"
 	"github.com/limitnode/limitnode/fsm"
 	"github.com/limitnode/limitnode/internal/guard"
+	"github.com/limitnode/limitnode/internal/transport"
 	"go.etcd.io/bbolt"
 	bolterrors "go.etcd.io/bbolt/errors"
 )
@@ -32,7 +33,7 @@ type Node struct {
 	fsm       *fsm.FSM
 	logStore  *raftboltdb.BoltStore
 	transport *raft.NetworkTransport
-	mux       *mux
+	mux       *transport.Mux
 	advertise string
 	hadState  bool
 	// identified is set once the data directory records this node's ID.
@@ -102,15 +103,15 @@ func Open(cfg Config) (*Node, error) {
 		advertise:      advertise,
 		conns:          make(map[net.Conn]struct{}),
 		stopCh:         make(chan struct{}),
-		fwd:            newForwarder(dialer{cfg.Dial, cfg.NodeTLS}, cfg.RequestTimeout),
+		fwd:            newForwarder(transport.Dialer{Dial: cfg.Dial, TLS: cfg.NodeTLS}, cfg.RequestTimeout),
 		metrics:        newNodeMetrics(),
 		stats:          newRecorder(),
 		waiters:        newLeaseWaiters(),
 		leaseQueueKick: make(chan struct{}, 1),
 	}
-	n.mux = newMux(guard.Wrap(ln, cfg.MaxRaftConns, cfg.RaftIdleTimeout, n.logger), cfg.NodeTLS, n.logger, protocolRaft, protocolForward)
+	n.mux = transport.NewMux(guard.Wrap(ln, cfg.MaxRaftConns, cfg.RaftIdleTimeout, n.logger), cfg.NodeTLS, n.logger, protocolRaft, protocolForward)
 	if err := n.startRaft(); err != nil {
-		n.mux.close()
+		n.mux.Close()
 		n.stats.close()
 		return nil, err
 	}
@@ -119,7 +120,7 @@ func Open(cfg Config) (*Node, error) {
 	n.leaderBatch = newBatcher(n.applyBatch, limit, cfg.MaxEntriesInFlight, gatherYields)
 	n.followerBatch = newBatcher(n.forwardBatch, limit, max(cfg.MaxEntriesInFlight, minForwardsInFlight), gatherYields)
 	n.followerDenials = newBatcher(n.forwardBatch, limit, max(cfg.MaxEntriesInFlight, minForwardsInFlight), gatherYields)
-	n.wg.Go(func() { n.serveForwarding(n.mux.listener(protocolForward)) })
+	n.wg.Go(func() { n.serveForwarding(n.mux.Listener(protocolForward)) })
 	n.wg.Go(n.watchLeadership)
 	n.wg.Go(n.watchHealth)
 	n.wg.Go(n.watchDisk)
@@ -187,7 +188,7 @@ func (n *Node) startRaft() error {
 	}
 	n.identified.Store(hasState)
 	transport := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
-		Stream:  &raftStream{Listener: n.mux.listener(protocolRaft), advertise: advertisedAddr(n.advertise), dialer: dialer{n.cfg.Dial, n.cfg.NodeTLS}},
+		Stream:  &raftStream{Listener: n.mux.Listener(protocolRaft), advertise: advertisedAddr(n.advertise), dialer: transport.Dialer{Dial: n.cfg.Dial, TLS: n.cfg.NodeTLS}},
 		MaxPool: 5,
 		Timeout: 10 * time.Second,
 		Logger:  hlog,

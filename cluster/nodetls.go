@@ -1,13 +1,6 @@
 package cluster
 
-import (
-	"context"
-	"crypto/tls"
-	"crypto/x509"
-	"fmt"
-	"net"
-	"time"
-)
+import "github.com/limitnode/limitnode/internal/transport"
 
 // NodeTLS makes a node's Raft port speak mutual TLS: every connection, in
 // both directions (Raft, forwarded requests, membership), presents this
@@ -19,48 +12,4 @@ import (
 // A node certificate is a member's full credential: whoever holds one that
 // the CA signed can take part in Raft (vote, lead, replicate any entry) and
 // forward requests. Issue them to the cluster's nodes only.
-type NodeTLS struct {
-	// Certificate returns this node's certificate and key. It is called for
-	// every handshake, so a certificate re-read from disk takes effect for
-	// the next connection.
-	Certificate func() *tls.Certificate
-	// CAs returns the pool of the CA that signs the members' certificates,
-	// also for every handshake.
-	CAs func() *x509.CertPool
-}
-
-// serverConfig is the configuration of one accepted connection.
-func (t *NodeTLS) serverConfig() *tls.Config {
-	return &tls.Config{
-		MinVersion:   tls.VersionTLS12,
-		Certificates: []tls.Certificate{*t.Certificate()},
-		ClientAuth:   tls.RequireAndVerifyClientCert,
-		ClientCAs:    t.CAs(),
-	}
-}
-
-// clientConfig is the configuration of one connection to addr.
-func (t *NodeTLS) clientConfig(addr string) *tls.Config {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		host = addr
-	}
-	return &tls.Config{
-		MinVersion:   tls.VersionTLS12,
-		Certificates: []tls.Certificate{*t.Certificate()},
-		RootCAs:      t.CAs(),
-		ServerName:   host,
-	}
-}
-
-// handshake runs a TLS handshake on conn within timeout, closing conn if it
-// fails.
-func handshake(conn *tls.Conn, timeout time.Duration) error {
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	if err := conn.HandshakeContext(ctx); err != nil {
-		conn.Close()
-		return fmt.Errorf("TLS handshake with %s: %w", conn.RemoteAddr(), err)
-	}
-	return nil
-}
+type NodeTLS = transport.TLS

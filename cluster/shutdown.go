@@ -38,7 +38,7 @@ func (n *Node) shutdown(transfer bool) error {
 		if err := n.raft.Shutdown().Error(); err != nil {
 			errs = append(errs, fmt.Errorf("raft shutdown: %w", err))
 		}
-		n.mux.close()
+		n.mux.Close()
 		n.connsMu.Lock()
 		for c := range n.conns {
 			c.Close()

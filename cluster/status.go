@@ -57,7 +57,7 @@ func (n *Node) Ready() string {
 		return fmt.Sprintf("this node's state differs from the leader's at log index %d: restore it from a backup or remove its data directory and join it again", n.divergedAt.Load())
 	case n.fsm.Damaged() != 0:
 		return fmt.Sprintf("the log holds a damaged entry at index %d: this node's state may differ from the others'; restore it from a backup or remove its data directory and join it again", n.fsm.Damaged())
-	case n.mux.failed():
+	case n.mux.Failed():
 		return "the raft port no longer accepts connections"
 	case n.diskErr() != nil:
 		return "cannot write to the data directory: " + n.diskErr().Error()

@@ -1,4 +1,4 @@
-package cluster
+package transport
 
 import (
 	"bytes"
@@ -7,27 +7,25 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/limitnode/limitnode/fsm"
 )
 
-// BenchmarkReadFrameWithALongString decodes a forwarding frame holding one
+// BenchmarkReadFrameWithALongString decodes a frame holding one
 // long string: the time must grow linearly with its size (decoding from the
 // stream grew it in 4 KiB steps, quadratically).
 func BenchmarkReadFrameWithALongString(b *testing.B) {
 	for _, size := range []int{1 << 20, 4 << 20, 8 << 20} {
 		b.Run(fmt.Sprintf("%dMiB", size>>20), func(b *testing.B) {
 			var frame bytes.Buffer
-			w := newForwardConn(&bufConn{Buffer: &frame})
-			if err := w.write(&forwardRequest{Op: opAllow, Requests: []fsm.Request{{RequestID: strings.Repeat("r", size)}}}); err != nil {
+			w := NewConn(&bufConn{Buffer: &frame})
+			if err := w.Write(&echoRequest{Values: []string{strings.Repeat("r", size)}}); err != nil {
 				b.Fatal(err)
 			}
 			data := frame.Bytes()
 			b.SetBytes(int64(len(data)))
 			for b.Loop() {
-				r := newForwardConn(&bufConn{Buffer: bytes.NewBuffer(data)})
-				var req forwardRequest
-				if err := r.read(&req); err != nil {
+				r := NewConn(&bufConn{Buffer: bytes.NewBuffer(data)})
+				var req echoRequest
+				if err := r.Read(&req); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -1,4 +1,4 @@
-package cluster
+package transport
 
 import (
 	"context"
@@ -10,8 +10,6 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/limitnode/limitnode/fsm"
 )
 
 // tcpPair returns both ends of a loopback TCP connection.
@@ -91,8 +89,15 @@ func TestPeerClosed(t *testing.T) {
 	}
 }
 
-// fakeLeader answers forwarded opAllow messages with one empty result per
-// request, and can drop every connection it has, as a restart would.
+// testProtocol is the protocol of the tests' exchanges.
+const testProtocol Protocol = 'T'
+
+// echoRequest and echoResponse are the messages of the tests' exchanges.
+type echoRequest struct{ Values []string }
+type echoResponse struct{ Count int }
+
+// fakeLeader answers each echoRequest with how many values it held, and can
+// drop every connection it has, as a restart would.
 type fakeLeader struct {
 	ln    net.Listener
 	mu    sync.Mutex
@@ -128,17 +133,17 @@ func startFakeLeader(t *testing.T) *fakeLeader {
 
 func (l *fakeLeader) serve(conn net.Conn) {
 	var protocol [1]byte
-	if _, err := io.ReadFull(conn, protocol[:]); err != nil || protocol[0] != protocolForward {
+	if _, err := io.ReadFull(conn, protocol[:]); err != nil || Protocol(protocol[0]) != testProtocol {
 		conn.Close()
 		return
 	}
-	fc := newForwardConn(conn)
+	fc := NewConn(conn)
 	for {
-		var req forwardRequest
-		if err := fc.read(&req); err != nil {
+		var req echoRequest
+		if err := fc.Read(&req); err != nil {
 			return
 		}
-		if err := fc.write(&forwardResponse{Results: make([]fsm.Result, len(req.Requests))}); err != nil {
+		if err := fc.Write(&echoResponse{Count: len(req.Values)}); err != nil {
 			return
 		}
 	}
@@ -154,40 +159,41 @@ func (l *fakeLeader) dropAll() {
 }
 
 // A follower's pooled connection to a leader that has since restarted must
-// not turn the next forward into "outcome unknown": the forwarder sees the
+// not turn the next exchange into "outcome unknown": the pool sees the
 // peer's close and dials afresh.
-func TestForwarderRedialsWhenThePeerClosedAPooledConnection(t *testing.T) {
+func TestPoolRedialsWhenThePeerClosedAPooledConnection(t *testing.T) {
 	t.Parallel()
 	leader := startFakeLeader(t)
 	addr := leader.ln.Addr().String()
-	f := newForwarder(dialer{dial: dialTCP}, time.Second)
-	defer f.close()
-	msg := &forwardRequest{Op: opAllow, Requests: []fsm.Request{{RequestID: "a"}}}
-	if _, err := f.send(context.Background(), addr, msg); err != nil {
-		t.Fatalf("first forward: %v", err)
+	p := NewPool(Dialer{}, testProtocol, time.Second)
+	defer p.Close()
+	msg := &echoRequest{Values: []string{"a"}}
+	var resp echoResponse
+	if err := p.Exchange(context.Background(), addr, msg, &resp); err != nil {
+		t.Fatalf("first exchange: %v", err)
 	}
-	f.mu.Lock()
-	pooled := f.idle[addr]
-	f.mu.Unlock()
+	p.mu.Lock()
+	pooled := p.idle[addr]
+	p.mu.Unlock()
 	if len(pooled) != 1 {
 		t.Fatalf("%d pooled connections after one forward, want 1", len(pooled))
 	}
 	leader.dropAll()
 	eventually(t, "the pooled connection sees the close", func() bool { return peerClosed(pooled[0].conn) })
 	for i := range 3 {
-		resp, err := f.send(context.Background(), addr, msg)
-		if err != nil {
-			t.Fatalf("forward %d after the peer closed: %v", i, err)
+		var resp echoResponse
+		if err := p.Exchange(context.Background(), addr, msg, &resp); err != nil {
+			t.Fatalf("exchange %d after the peer closed: %v", i, err)
 		}
-		if len(resp.Results) != 1 {
-			t.Fatalf("forward %d: %d results, want 1", i, len(resp.Results))
+		if resp.Count != 1 {
+			t.Fatalf("exchange %d: count %d, want 1", i, resp.Count)
 		}
 	}
 }
 
-// A forward that fails after it was written is reported as possibly acted
-// on (not errNotSent), so the caller does not resend a request without ID.
-func TestForwarderReportsAFailureAfterSendingAsAmbiguous(t *testing.T) {
+// An exchange that fails after it was written is reported as possibly acted
+// on (not ErrNotSent), so the caller does not resend a request without ID.
+func TestPoolReportsAFailureAfterSendingAsAmbiguous(t *testing.T) {
 	t.Parallel()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -203,26 +209,24 @@ func TestForwarderReportsAFailureAfterSendingAsAmbiguous(t *testing.T) {
 		_, _ = conn.Read(make([]byte, 4096))
 		conn.Close()
 	}()
-	f := newForwarder(dialer{dial: dialTCP}, time.Second)
-	defer f.close()
-	_, err = f.send(context.Background(), ln.Addr().String(), &forwardRequest{Op: opAllow, Requests: []fsm.Request{{}}})
-	if err == nil || errors.Is(err, errNotSent) {
-		t.Fatalf("err = %v, want a failure that is not errNotSent", err)
+	p := NewPool(Dialer{}, testProtocol, time.Second)
+	defer p.Close()
+	err = p.Exchange(context.Background(), ln.Addr().String(), &echoRequest{Values: []string{""}}, new(echoResponse))
+	if err == nil || errors.Is(err, ErrNotSent) {
+		t.Fatalf("err = %v, want a failure that is not ErrNotSent", err)
 	}
 }
 
-// TestForwardFramesAreBounded: a frame that announces more than
-// MaxForwardFrameBytes is refused before its body is read or allocated, and
-// one whose body trickles in is cut off after frameTimeout; a node keeps
-// serving after both.
-func TestForwardFramesAreBounded(t *testing.T) {
+// TestFramesAreBounded: a frame that announces more than MaxFrameBytes is
+// refused before its body is read or allocated.
+func TestFramesAreBounded(t *testing.T) {
 	t.Parallel()
 	server, client := net.Pipe()
 	defer client.Close()
 	done := make(chan error, 1)
-	go func() { done <- newForwardConn(server).read(new(forwardRequest)) }()
+	go func() { done <- NewConn(server).Read(new(echoRequest)) }()
 	var header [4]byte
-	binary.BigEndian.PutUint32(header[:], MaxForwardFrameBytes+1)
+	binary.BigEndian.PutUint32(header[:], MaxFrameBytes+1)
 	if _, err := client.Write(header[:]); err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,6 @@
 //go:build unix
 
-package cluster
+package transport
 
 import (
 	"crypto/tls"

@@ -1,0 +1,54 @@
+package transport
+
+import (
+	"crypto/tls"
+	"fmt"
+	"net"
+	"time"
+)
+
+// Protocol is the byte a dialer sends first on a connection, naming the
+// protocol that follows.
+type Protocol byte
+
+// DialFunc opens a TCP connection to another node's Raft address.
+type DialFunc func(addr string, timeout time.Duration) (net.Conn, error)
+
+// DialTCP is the DialFunc of a plain TCP connection.
+func DialTCP(addr string, timeout time.Duration) (net.Conn, error) {
+	return net.DialTimeout("tcp", addr, timeout)
+}
+
+// Dialer opens connections to other nodes' Raft addresses: with Dial (nil:
+// DialTCP), then in mutual TLS when TLS is set, then announcing the
+// protocol.
+type Dialer struct {
+	Dial DialFunc
+	TLS  *TLS
+}
+
+// Open opens a connection to a node's Raft address for protocol.
+func (d Dialer) Open(addr string, protocol Protocol, timeout time.Duration) (net.Conn, error) {
+	dial := d.Dial
+	if dial == nil {
+		dial = DialTCP
+	}
+	conn, err := dial(addr, timeout)
+	if err != nil {
+		return nil, err
+	}
+	if d.TLS != nil {
+		tc := tls.Client(conn, d.TLS.clientConfig(addr))
+		if err := handshake(tc, timeout); err != nil {
+			return nil, err
+		}
+		conn = tc
+	}
+	_ = conn.SetWriteDeadline(time.Now().Add(timeout))
+	if _, err := conn.Write([]byte{byte(protocol)}); err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("announce protocol to %s: %w", addr, err)
+	}
+	_ = conn.SetWriteDeadline(time.Time{})
+	return conn, nil
+}
