@@ -9,20 +9,22 @@ import (
 	"github.com/limitnode/limitnode/fsm"
 )
 
-// applyCommand appends one command (not an allow batch) on the leader and
+// applyCommand appends one command that only the leader writes (not an
+// allow batch, not a command a member asks for: see commandOnLeader) and
 // returns its outcome: nil, a *contract.Error, or a translated Raft error.
 func (n *Node) applyCommand(t fsm.CommandType, body any) error {
-	_, err := n.applyCommandResult(t, body)
+	data, err := fsm.Encode(t, body)
+	if err != nil {
+		return err
+	}
+	_, err = n.appendEntry(data)
 	return err
 }
 
-// applyCommandResult is applyCommand for commands that answer with a value
-// (a *fsm.LeaseResult).
-func (n *Node) applyCommandResult(t fsm.CommandType, body any) (any, error) {
-	data, err := fsm.Encode(t, body)
-	if err != nil {
-		return nil, err
-	}
+// appendEntry appends an encoded command on the leader and returns its
+// apply response: nil or a *fsm.LeaseResult, else the *contract.Error that
+// refused it or a translated Raft error.
+func (n *Node) appendEntry(data []byte) (any, error) {
 	future := n.raft.Apply(data, n.requestTimeout)
 	if err := n.awaitApplied(future); err != nil {
 		return nil, translate(err)

@@ -17,10 +17,6 @@ var (
 	errNotLeader = errors.New("cluster: not the leader")
 )
 
-// errMissingLeaseResult: a lease command was answered without its result,
-// which only a bug or a corrupt message can cause.
-var errMissingLeaseResult = errors.New("cluster: a lease command answered without its result")
-
 // errRemoved: this node was removed from the cluster, so it decides
 // nothing until it is joined again.
 var errRemoved = fmt.Errorf("%w: this node was removed from the cluster", contract.ErrNoLeader)

@@ -20,3 +20,24 @@ func (n *Node) ForwardAllowTo(ctx context.Context, addr string, req contract.Req
 	}
 	return errorFor(resp)
 }
+
+// ForwardRawTo sends requests to addr in one opAllow message, unchecked,
+// as a node of another build (or a hand-built message) might, and returns
+// the answer's results.
+func (n *Node) ForwardRawTo(ctx context.Context, addr string, reqs []fsm.Request) ([]fsm.Result, error) {
+	resp, err := n.fwd.send(ctx, addr, &forwardRequest{Op: opAllow, Requests: reqs})
+	if err != nil {
+		return nil, err
+	}
+	return resp.Results, errorFor(resp)
+}
+
+// ForwardCommandTo asks addr to append an encoded command, as a follower
+// does, unchecked, and returns the error of the exchange.
+func (n *Node) ForwardCommandTo(ctx context.Context, addr string, command []byte) error {
+	resp, err := n.fwd.send(ctx, addr, &forwardRequest{Op: opCommand, Command: command})
+	if err != nil {
+		return err
+	}
+	return errorFor(resp)
+}

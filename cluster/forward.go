@@ -12,7 +12,6 @@ import (
 	"github.com/limitnode/limitnode/contract"
 	"github.com/limitnode/limitnode/fsm"
 	"github.com/limitnode/limitnode/internal/transport"
-	"github.com/limitnode/limitnode/rls"
 )
 
 // The forwarding protocol runs over the Raft address (package transport). A
@@ -20,47 +19,54 @@ import (
 // a follower keeps a small pool of connections to the leader, and its
 // batcher sends one message per batch, so under load one round trip carries
 // many requests.
+//
+// A replicated command other than a decision travels as it will be
+// appended (opCommand: fsm.Encode's bytes), so a new command needs no new
+// field or case here: the leader reads it with fsm.DecodeRequest, which
+// knows every command a member may ask for. The other operations are the
+// leader's own work (membership, statistics), not log entries.
+//
+// Nodes of different versions: an operation number is never reused, and a
+// node answers one it does not know with statusFailed, naming it. The
+// message layout is positional msgpack, so a message with fields a node
+// does not know fails to decode there: nodes of builds whose messages
+// differ cannot forward to each other, and are upgraded together (stop
+// every node, start them on the new build; their state is kept).
 
 type forwardOp uint8
 
+// The operations. Numbers 4 to 7, 12, 13 and 15 named the commands that
+// opCommand carries now; they stay unused.
 const (
-	opAllow forwardOp = iota + 1
-	opJoin
-	opRemove
-	opPutPolicy
-	opDeletePolicy
-	opAcquireLease
-	opReleaseLease
+	opAllow  forwardOp = 1
+	opJoin   forwardOp = 2
+	opRemove forwardOp = 3
 	// opPing asks a node who it is; the leader pings a member before it
 	// adds it, so that only a running limitnode node (with a certificate of
 	// the cluster's CA, when the Raft port speaks TLS) becomes a voter.
-	opPing
+	opPing forwardOp = 8
 	// opRegister records a member's HTTP address; it never adds one.
-	opRegister
+	opRegister forwardOp = 9
 	// opConsistency runs a consistency check on the leader.
-	opConsistency
+	opConsistency forwardOp = 10
 	// opTransfer hands leadership over (Member.ID: to whom, or "").
-	opTransfer
-	opPutRLSConfig
-	opDeleteRLSConfig
+	opTransfer forwardOp = 11
 	// opStats asks the leader for its decision statistics (Top: how many
 	// heavy hitters), which include the denials it answered without an
 	// entry.
-	opStats
-	// opRenewLease moves a held lease's expiry (Lease: ID and TTL).
-	opRenewLease
+	opStats forwardOp = 14
+	// opCommand asks the leader to append Command, an encoded fsm command.
+	opCommand forwardOp = 16
 )
 
 type forwardRequest struct {
 	Op       forwardOp
-	Requests []fsm.Request
-	Member   contract.Member       // for opJoin; only ID for opRemove
-	Policy   contract.Policy       // for opPutPolicy; only Name for opDeletePolicy
-	Lease    fsm.LeaseCommand      // for opAcquireLease; ID and TTL for opRenewLease; only ID for opReleaseLease
-	Health   []memberHealth        // for opPing from the leader: its view of the members
-	RLS      *rls.Config           // for opPutRLSConfig; only Domain for opDeleteRLSConfig
-	Top      int                   // for opStats
+	Requests []fsm.Request         // for opAllow
+	Command  []byte                // for opCommand
+	Member   contract.Member       // for opJoin; only ID for opRemove and opTransfer
 	Change   contract.MemberChange // for opJoin and opRemove
+	Health   []memberHealth        // for opPing from the leader: its view of the members
+	Top      int                   // for opStats
 }
 
 // forwardStatus tells the follower what happened to its message, so that it
@@ -83,11 +89,13 @@ const (
 )
 
 type forwardResponse struct {
-	Status       forwardStatus
-	Error        string
-	Rejection    *contract.Error // for statusRejected
-	Results      []fsm.Result
-	Lease        *fsm.LeaseResult            // for opAcquireLease, opRenewLease and opReleaseLease
+	Status    forwardStatus
+	Error     string
+	Rejection *contract.Error // for statusRejected
+	Results   []fsm.Result    // for opAllow
+	// Result is an opCommand's apply response, msgpack-encoded, when the
+	// command answers with one (a lease command's fsm.LeaseResult).
+	Result       []byte
 	NodeID       string                      // for opPing: the answering node's ID
 	AppliedIndex uint64                      // for opPing: the answering node's applied index
 	Checkpoint   checkpoint                  // for opPing: the answering node's latest digest
@@ -136,37 +144,39 @@ func (n *Node) handleForward(req *forwardRequest) *forwardResponse {
 		if l := loadOf(req.Requests); !l.within(n.forwardedLimit()) {
 			return replyTo(contract.Invalid("requests", "a forwarded message of %d requests and %d checks is over this leader's limit", l.requests, l.checks))
 		}
-		if results, ok := n.denyFast(ctx, req.Requests); ok {
-			return &forwardResponse{Results: results}
+		refused, valid, index := refuseInvalid(req.Requests)
+		if len(valid) == 0 {
+			return &forwardResponse{Results: refused}
 		}
-		results, _, err := n.submitToLog(ctx, req.Requests)
-		if err != nil {
-			return replyTo(err)
+		decided, ok := n.denyFast(ctx, valid)
+		if !ok {
+			var err error
+			if decided, _, err = n.submitToLog(ctx, valid); err != nil {
+				return replyTo(err)
+			}
 		}
-		return &forwardResponse{Results: results}
+		if refused == nil {
+			return &forwardResponse{Results: decided}
+		}
+		for j, i := range index {
+			refused[i] = decided[j]
+		}
+		return &forwardResponse{Results: refused}
 	case opJoin:
 		return replyTo(n.Join(ctx, req.Member, req.Change))
 	case opRemove:
 		return replyTo(n.RemoveMember(ctx, req.Member.ID, req.Change))
-	case opPutPolicy:
-		return replyTo(n.PutPolicy(ctx, req.Policy))
-	case opDeletePolicy:
-		return replyTo(n.DeletePolicy(ctx, req.Policy.Name))
-	case opPutRLSConfig, opDeleteRLSConfig:
-		if req.RLS == nil {
-			return &forwardResponse{Status: statusFailed, Error: "no RLS configuration in the message"}
-		}
-		if req.Op == opPutRLSConfig {
-			return replyTo(n.PutRLSConfig(ctx, *req.RLS))
-		}
-		return replyTo(n.DeleteRLSConfig(ctx, req.RLS.Domain))
-	case opAcquireLease, opRenewLease, opReleaseLease:
+	case opCommand:
 		if !n.isLeader() {
 			return &forwardResponse{Status: statusNotLeader}
 		}
-		result, err := n.leaseAsLeader(req.Op, req.Lease)
+		result, err := n.applyRequested(req.Command)
 		resp := replyTo(err)
-		resp.Lease = result
+		if err == nil && result != nil {
+			if resp.Result, err = encodeResult(result); err != nil {
+				return replyTo(err)
+			}
+		}
 		return resp
 	case opPing:
 		if len(req.Health) > 0 && !n.isLeader() {
@@ -198,6 +208,33 @@ func (n *Node) handleForward(req *forwardRequest) *forwardResponse {
 	default:
 		return &forwardResponse{Status: statusFailed, Error: fmt.Sprintf("unknown forwarding operation %d", req.Op)}
 	}
+}
+
+// refuseInvalid checks forwarded requests before any reaches the log, as
+// Node.Allow checks its caller's: refused holds the refusals (nil when
+// there are none), valid the requests to decide, and index where each of
+// those answers in refused. A follower of this build checks them too; this
+// keeps a hand-built message, or another build's, from making an entry of
+// what the FSM would refuse.
+func refuseInvalid(reqs []fsm.Request) (refused []fsm.Result, valid []fsm.Request, index []int) {
+	for i := range reqs {
+		if err := reqs[i].Validate(); err != nil {
+			if refused == nil {
+				refused = make([]fsm.Result, len(reqs))
+			}
+			refused[i] = fsm.Result{Rejection: err}
+		}
+	}
+	if refused == nil {
+		return nil, reqs, nil
+	}
+	for i := range reqs {
+		if refused[i].Rejection == nil {
+			valid = append(valid, reqs[i])
+			index = append(index, i)
+		}
+	}
+	return refused, valid, index
 }
 
 // replyTo answers an operation that returns only an error.

@@ -32,7 +32,7 @@ func (n *Node) AcquireLease(ctx context.Context, req contract.LeaseRequest) (con
 		verdict, restored = n.waiters.add(cmd.ID)
 		defer n.waiters.remove(cmd.ID)
 	}
-	r, err := n.leaseOnLeader(ctx, opAcquireLease, cmd)
+	r, err := n.leaseOnLeader(ctx, fsm.CommandAcquireLease, cmd)
 	if err != nil {
 		var refused *contract.Error
 		if req.MaxWait > 0 && !errors.As(err, &refused) {
@@ -66,7 +66,7 @@ func (n *Node) ReleaseLease(ctx context.Context, id string) (atNanos int64, err 
 	if err := contract.ValidateLeaseID(id); err != nil {
 		return 0, err
 	}
-	r, err := n.leaseOnLeader(ctx, opReleaseLease, fsm.LeaseCommand{ID: id})
+	r, err := n.leaseOnLeader(ctx, fsm.CommandReleaseLease, fsm.LeaseCommand{ID: id})
 	if err != nil {
 		return 0, err
 	}
@@ -83,7 +83,7 @@ func (n *Node) RenewLease(ctx context.Context, id string, ttl time.Duration) (co
 	if err := contract.ValidateLeaseTTL(ttl); err != nil {
 		return contract.Lease{}, err
 	}
-	r, err := n.leaseOnLeader(ctx, opRenewLease, fsm.LeaseCommand{ID: id, TTLNanos: int64(ttl)})
+	r, err := n.leaseOnLeader(ctx, fsm.CommandRenewLease, fsm.LeaseCommand{ID: id, TTLNanos: int64(ttl)})
 	if err != nil {
 		return contract.Lease{}, err
 	}
@@ -91,54 +91,13 @@ func (n *Node) RenewLease(ctx context.Context, id string, ttl time.Duration) (co
 		ExpiresAtNanos: r.ExpiresAtNanos, AtNanos: r.AtNanos}, nil
 }
 
-// leaseOnLeader runs a lease command on the leader, here or by forwarding.
-// Each is idempotent: an acquire carries its ID, a renewal sets the same
-// expiry from a later time, and a release of a lease already released
-// finds nothing.
-func (n *Node) leaseOnLeader(ctx context.Context, op forwardOp, cmd fsm.LeaseCommand) (*fsm.LeaseResult, error) {
-	return onLeader(ctx, n, true, func(ctx context.Context) (*fsm.LeaseResult, error) {
-		if n.isLeader() {
-			return n.leaseAsLeader(op, cmd)
-		}
-		resp, err := n.forwardToLeader(ctx, &forwardRequest{Op: op, Lease: cmd})
-		if err != nil {
-			return nil, err
-		}
-		if resp.Lease == nil {
-			return nil, errMissingLeaseResult
-		}
-		return resp.Lease, nil
-	})
-}
-
-// leaseAsLeader stamps a lease command with the leader's time and applies it.
-func (n *Node) leaseAsLeader(op forwardOp, cmd fsm.LeaseCommand) (*fsm.LeaseResult, error) {
-	stamp, err := n.leaderStamp()
-	if err != nil {
-		return nil, err
-	}
-	cmd.NowNanos = stamp
-	ct := fsm.CommandAcquireLease
-	switch op {
-	case opRenewLease:
-		ct = fsm.CommandRenewLease
-	case opReleaseLease:
-		ct = fsm.CommandReleaseLease
-	}
-	resp, err := n.applyCommandResult(ct, &cmd)
-	if err != nil {
-		return nil, err
-	}
-	result, ok := resp.(*fsm.LeaseResult)
-	if !ok {
-		return nil, errMissingLeaseResult
-	}
-	// A queue may now be due sooner: a waiter joined, or a renewal
-	// brought forward an expiry a waiter waits for.
-	if result.Queued || result.Waiting > 0 {
-		n.kickLeaseQueues()
-	}
-	return result, nil
+// leaseOnLeader runs a lease command (fsm.CommandAcquireLease,
+// CommandRenewLease or CommandReleaseLease) on the leader, here or by
+// forwarding. Each is idempotent: an acquire carries its ID, a renewal sets
+// the same expiry from a later time, and a release of a lease already
+// released finds nothing.
+func (n *Node) leaseOnLeader(ctx context.Context, t fsm.CommandType, cmd fsm.LeaseCommand) (*fsm.LeaseResult, error) {
+	return commandOnLeader[fsm.LeaseResult](ctx, n, t, &cmd)
 }
 
 // Leases returns the leases held on key and the requests waiting for one, as

@@ -17,9 +17,8 @@ func (n *Node) PutPolicy(ctx context.Context, p contract.Policy) error {
 	if err := p.Validate(); err != nil {
 		return err
 	}
-	return n.leaderOp(ctx, &forwardRequest{Op: opPutPolicy, Policy: p}, func() error {
-		return n.applyCommand(fsm.CommandPutPolicy, &p)
-	})
+	_, err := commandOnLeader[struct{}](ctx, n, fsm.CommandPutPolicy, &p)
+	return err
 }
 
 // DeletePolicy deletes a policy; a *contract.Error with CodeNotFound if
@@ -28,9 +27,8 @@ func (n *Node) DeletePolicy(ctx context.Context, name string) error {
 	if err := contract.ValidatePolicyName(name); err != nil {
 		return err
 	}
-	return n.leaderOp(ctx, &forwardRequest{Op: opDeletePolicy, Policy: contract.Policy{Name: name}}, func() error {
-		return n.applyCommand(fsm.CommandDeletePolicy, &fsm.NamedDeleteCommand{Name: name})
-	})
+	_, err := commandOnLeader[struct{}](ctx, n, fsm.CommandDeletePolicy, &fsm.NamedDeleteCommand{Name: name})
+	return err
 }
 
 // Policies returns up to limit policies named after after, sorted by name

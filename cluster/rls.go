@@ -45,9 +45,8 @@ func (n *Node) PutRLSConfig(ctx context.Context, c rls.Config) error {
 	if err := c.Validate(); err != nil {
 		return err
 	}
-	return n.leaderOp(ctx, &forwardRequest{Op: opPutRLSConfig, RLS: &c}, func() error {
-		return n.applyCommand(fsm.CommandPutRLSConfig, &c)
-	})
+	_, err := commandOnLeader[struct{}](ctx, n, fsm.CommandPutRLSConfig, &c)
+	return err
 }
 
 // DeleteRLSConfig deletes a domain's configuration; a *contract.Error with
@@ -56,9 +55,8 @@ func (n *Node) DeleteRLSConfig(ctx context.Context, domain string) error {
 	if err := rls.ValidateDomain(domain); err != nil {
 		return err
 	}
-	return n.leaderOp(ctx, &forwardRequest{Op: opDeleteRLSConfig, RLS: &rls.Config{Domain: domain}}, func() error {
-		return n.applyCommand(fsm.CommandDeleteRLSConfig, &fsm.NamedDeleteCommand{Name: domain})
-	})
+	_, err := commandOnLeader[struct{}](ctx, n, fsm.CommandDeleteRLSConfig, &fsm.NamedDeleteCommand{Name: domain})
+	return err
 }
 
 // RLSConfig returns a domain's configuration, after catching up with the
