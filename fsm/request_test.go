@@ -34,7 +34,11 @@ func TestDecodeRequest(t *testing.T) {
 		{"a renewal of no ID", encode(CommandRenewLease, &LeaseCommand{TTLNanos: int64(time.Minute)}), "id", false, true},
 		{"an allow batch, which only the leader writes", encode(CommandAllow, &AllowCommand{}), "", true, false},
 		{"a checkpoint, which only the leader writes", encode(CommandCheckpoint, &CheckpointCommand{}), "", true, false},
-		{"a damaged entry", func() []byte { d := encode(CommandPutPolicy, &contract.Policy{Name: "p", Limit: minute}); d[len(d)-1] ^= 1; return d }(), "", true, false},
+		{"a damaged entry", func() []byte {
+			d := encode(CommandPutPolicy, &contract.Policy{Name: "p", Limit: minute})
+			d[len(d)-1] ^= 1
+			return d
+		}(), "", true, false},
 		{"trailing bytes", append(encode(CommandDeletePolicy, &NamedDeleteCommand{Name: "p"})[5:], 0), "", true, false},
 	}
 	for _, tt := range tests {

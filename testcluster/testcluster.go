@@ -48,8 +48,6 @@ type TB interface {
 
 var _ TB = testing.TB(nil)
 
-
-
 // Options adjusts the nodes of a cluster.
 type Options struct {
 	// Clock, when set, is each node's clock; a test can skew it.
