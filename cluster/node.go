@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	"github.com/limitnode/limitnode/contract"
@@ -152,48 +153,91 @@ func advertisedRaftAddr(listening net.Addr, flag string) (string, error) {
 
 func (n *Node) startRaft() error {
 	hlog := newRaftLogger(n.logger, n.cfg.RaftLogLevel)
-	if err := checkStore(filepath.Join(n.cfg.DataDir, "raft.db")); err != nil {
-		if errors.Is(err, bolterrors.ErrTimeout) {
-			return fmt.Errorf("cluster: data directory %s is in use by another process (a node already runs on it)", n.cfg.DataDir)
-		}
+	logStore, snapshots, hasState, err := n.openStores(hlog)
+	if err != nil {
 		return err
-	}
-	logStore, err := raftboltdb.New(raftboltdb.Options{
-		Path: filepath.Join(n.cfg.DataDir, "raft.db"),
-		// bbolt waits forever for the file lock by default; a second
-		// process on the same directory must fail instead.
-		BoltOptions: &bbolt.Options{Timeout: time.Second},
-		NoSync:      n.cfg.NoSync,
-	})
-	if errors.Is(err, bolterrors.ErrTimeout) {
-		return fmt.Errorf("cluster: data directory %s is in use by another process (a node already runs on it)", n.cfg.DataDir)
-	}
-	if err != nil {
-		return fmt.Errorf("cluster: open raft log in %s: %w", n.cfg.DataDir, err)
-	}
-	fileSnapshots, err := raft.NewFileSnapshotStoreWithLogger(n.cfg.SnapshotDir, 2, hlog)
-	if err != nil {
-		logStore.Close()
-		return fmt.Errorf("cluster: open snapshot store in %s: %w", n.cfg.SnapshotDir, err)
-	}
-	snapshots := newPacedSnapshotStore(n.cfg.SnapshotDir, fileSnapshots, n.metrics)
-	hasState, err := raft.HasExistingState(logStore, logStore, snapshots)
-	if err != nil {
-		logStore.Close()
-		return fmt.Errorf("cluster: inspect existing state: %w", err)
 	}
 	if err := checkIdentity(logStore, logStore, snapshots, hasState, n.cfg.DataDir, n.cfg.ID, n.advertise); err != nil {
 		logStore.Close()
 		return err
 	}
 	n.identified.Store(hasState)
-	transport := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
+	startupIndex, err := logStore.LastIndex()
+	if err != nil {
+		logStore.Close()
+		return fmt.Errorf("cluster: read the log's last index: %w", err)
+	}
+	n.clock = &clusterClock{wall: n.cfg.Clock, step: n.cfg.MaxClockStep, startupIndex: startupIndex}
+	n.fsm = n.newFSM()
+	network := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
 		Stream:  &raftStream{Listener: n.mux.Listener(protocolRaft), advertise: advertisedAddr(n.advertise), dialer: transport.Dialer{Dial: n.cfg.Dial, TLS: n.cfg.NodeTLS}},
 		MaxPool: 5,
 		Timeout: 10 * time.Second,
 		Logger:  hlog,
 	})
+	r, err := raft.NewRaft(n.raftConfig(hlog), &timedFSM{FSM: n.fsm, restore: n.metrics.restore}, &timedLogStore{LogStore: logStore, hist: n.metrics.store}, logStore, snapshots, network)
+	if err != nil {
+		network.Close()
+		logStore.Close()
+		return fmt.Errorf("cluster: start raft: %w", err)
+	}
+	if !hasState && n.cfg.Bootstrap {
+		if err := r.BootstrapCluster(firstConfiguration([]contract.Member{{ID: n.cfg.ID, RaftAddr: n.advertise}})).Error(); err != nil && !errors.Is(err, raft.ErrCantBootstrap) {
+			r.Shutdown()
+			network.Close()
+			logStore.Close()
+			return fmt.Errorf("cluster: bootstrap: %w", err)
+		}
+		n.logger.Info("bootstrapped a new single-node cluster", "raft_addr", n.advertise)
+	}
+	n.raft, n.logStore, n.transport, n.hadState = r, logStore, network, hasState
+	if !hasState && n.cfg.Bootstrap {
+		n.recordIdentity()
+	}
+	return nil
+}
 
+// openStores opens the Raft log and stable store (raft.db) and the
+// snapshot store, after checking raft.db whole, and says whether they hold
+// state.
+func (n *Node) openStores(hlog hclog.Logger) (*raftboltdb.BoltStore, raft.SnapshotStore, bool, error) {
+	path := filepath.Join(n.cfg.DataDir, "raft.db")
+	inUse := fmt.Errorf("cluster: data directory %s is in use by another process (a node already runs on it)", n.cfg.DataDir)
+	if err := checkStore(path); err != nil {
+		if errors.Is(err, bolterrors.ErrTimeout) {
+			return nil, nil, false, inUse
+		}
+		return nil, nil, false, err
+	}
+	logStore, err := raftboltdb.New(raftboltdb.Options{
+		Path: path,
+		// bbolt waits forever for the file lock by default; a second
+		// process on the same directory must fail instead.
+		BoltOptions: &bbolt.Options{Timeout: time.Second},
+		NoSync:      n.cfg.NoSync,
+	})
+	if errors.Is(err, bolterrors.ErrTimeout) {
+		return nil, nil, false, inUse
+	}
+	if err != nil {
+		return nil, nil, false, fmt.Errorf("cluster: open raft log in %s: %w", n.cfg.DataDir, err)
+	}
+	fileSnapshots, err := raft.NewFileSnapshotStoreWithLogger(n.cfg.SnapshotDir, 2, hlog)
+	if err != nil {
+		logStore.Close()
+		return nil, nil, false, fmt.Errorf("cluster: open snapshot store in %s: %w", n.cfg.SnapshotDir, err)
+	}
+	snapshots := newPacedSnapshotStore(n.cfg.SnapshotDir, fileSnapshots, n.metrics)
+	hasState, err := raft.HasExistingState(logStore, logStore, snapshots)
+	if err != nil {
+		logStore.Close()
+		return nil, nil, false, fmt.Errorf("cluster: inspect existing state: %w", err)
+	}
+	return logStore, snapshots, hasState, nil
+}
+
+// raftConfig is hashicorp/raft's configuration of this node.
+func (n *Node) raftConfig(hlog hclog.Logger) *raft.Config {
 	rc := raft.DefaultConfig()
 	rc.LocalID = raft.ServerID(n.cfg.ID)
 	rc.Logger = hlog
@@ -208,40 +252,20 @@ func (n *Node) startRaft() error {
 	// A removed node keeps Raft running, so that it says why it does not
 	// serve and can be joined again without a restart.
 	rc.ShutdownOnRemove = false
+	return rc
+}
 
-	startupIndex, err := logStore.LastIndex()
-	if err != nil {
-		logStore.Close()
-		return fmt.Errorf("cluster: read the log's last index: %w", err)
-	}
-	n.clock = &clusterClock{wall: n.cfg.Clock, step: n.cfg.MaxClockStep, startupIndex: startupIndex}
-	n.fsm = fsm.New(n.logger)
-	n.fsm.OnStampApplied(n.clock.observe)
-	n.fsm.OnCheckpoint(n.onCheckpoint)
-	n.fsm.OnLeaseEvents(n.waiters.deliver, n.waiters.signalRestored)
+// newFSM is the node's state machine, wired to the node's clock,
+// consistency checks, lease waiters and statistics.
+func (n *Node) newFSM() *fsm.FSM {
+	f := fsm.New(n.logger)
+	f.OnStampApplied(n.clock.observe)
+	f.OnCheckpoint(n.onCheckpoint)
+	f.OnLeaseEvents(n.waiters.deliver, n.waiters.signalRestored)
 	if !n.cfg.NoStats {
-		n.fsm.OnAllowApplied(n.stats.record)
+		f.OnAllowApplied(n.stats.record)
 	}
-	r, err := raft.NewRaft(rc, &timedFSM{FSM: n.fsm, restore: n.metrics.restore}, &timedLogStore{LogStore: logStore, hist: n.metrics.store}, logStore, snapshots, transport)
-	if err != nil {
-		transport.Close()
-		logStore.Close()
-		return fmt.Errorf("cluster: start raft: %w", err)
-	}
-	if !hasState && n.cfg.Bootstrap {
-		if err := r.BootstrapCluster(firstConfiguration([]contract.Member{{ID: n.cfg.ID, RaftAddr: n.advertise}})).Error(); err != nil && !errors.Is(err, raft.ErrCantBootstrap) {
-			r.Shutdown()
-			transport.Close()
-			logStore.Close()
-			return fmt.Errorf("cluster: bootstrap: %w", err)
-		}
-		n.logger.Info("bootstrapped a new single-node cluster", "raft_addr", n.advertise)
-	}
-	n.raft, n.logStore, n.transport, n.hadState = r, logStore, transport, hasState
-	if !hasState && n.cfg.Bootstrap {
-		n.recordIdentity()
-	}
-	return nil
+	return f
 }
 
 // recordIdentity records, once, that the data directory is this node's: at

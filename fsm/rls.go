@@ -94,8 +94,44 @@ func (f *FSM) rlsTargets(now int64, q *rls.Query, targets []target) ([]target, [
 	if d == nil {
 		return targets, statuses, nil
 	}
-	applying := make([]rlsLimit, len(q.Descriptors))
-	var replaced []string
+	applying, replaced := rlsLimits(d, q, statuses)
+	owner := RLSOwner(q.Domain)
+	first := len(targets)
+	for i, a := range applying {
+		rl := a.rateLimit
+		if rl == nil || (rl.Name != "" && slices.Contains(replaced, rl.Name)) {
+			continue
+		}
+		t, err := rlsTarget(q, i, a, owner, statuses[i].Shadow)
+		if err != nil {
+			return targets, nil, err
+		}
+		statuses[i].Limited, statuses[i].Algorithm = true, t.limit.Algorithm
+		if j := slices.IndexFunc(targets[first:], func(o target) bool { return o.id == t.id }); j >= 0 {
+			o := &targets[first+j]
+			if *o.limit != *t.limit || o.never != t.never || o.shadow != t.shadow {
+				return targets, nil, contract.Invalid(fmt.Sprintf("descriptors[%d]", i), "descriptors count on the same counter under different limits")
+			}
+			o.cost += t.cost
+			statuses[i].Check = j
+			continue
+		}
+		var from algorithms.Limit
+		if t.slot, t.state, from, t.live = f.buckets.get(t.id); t.live && from != *t.limit {
+			t.state = algorithms.Convert(from, t.state, *t.limit, now)
+		}
+		statuses[i].Check = len(targets) - first
+		targets = append(targets, t)
+	}
+	return targets, statuses, nil
+}
+
+// rlsLimits matches each descriptor of q against the domain d: the limit
+// that applies to it (none, for a descriptor that matches nothing or an
+// unlimited one), its status so far in statuses, and the names of the
+// limits that the matched ones replace.
+func rlsLimits(d *rls.Domain, q *rls.Query, statuses []rls.Status) (applying []rlsLimit, replaced []string) {
+	applying = make([]rlsLimit, len(q.Descriptors))
 	for i := range q.Descriptors {
 		desc := &q.Descriptors[i]
 		m := d.Match(desc.Entries)
@@ -123,57 +159,39 @@ func (f *FSM) rlsTargets(now int64, q *rls.Query, targets []target) ([]target, [
 		statuses[i] = rls.Status{Name: m.RateLimit.Name, RequestsPerUnit: m.RateLimit.RequestsPerUnit, Unit: m.RateLimit.Unit,
 			Shadow: m.Shadow, Path: m.Path, Metered: m.Metered}
 	}
-	owner := RLSOwner(q.Domain)
-	first := len(targets)
-	for i, a := range applying {
-		rl := a.rateLimit
-		if rl == nil || (rl.Name != "" && slices.Contains(replaced, rl.Name)) {
-			continue
-		}
-		desc := &q.Descriptors[i]
-		field := func() string { return fmt.Sprintf("descriptors[%d]", i) } // for errors only
-		key := rls.CounterKey(q.Domain, desc.Entries, a.shared)
-		if len(key) > contract.MaxKeyBytes {
-			return targets, nil, contract.Invalid(field()+".entries", "the descriptor's entries make a counter key of %d bytes; the most is %d", len(key), contract.MaxKeyBytes)
-		}
-		t := target{id: bucketKey{key: key, policy: owner}, cost: desc.Hits, shadow: statuses[i].Shadow}
-		l := a.limit
-		switch {
-		case a.limited && a.override:
-			// A request's own limit was not validated with the domain.
-			if err := contract.ValidateLimit(l); err != nil {
-				return targets, nil, err.Within(field() + ".limit")
-			}
-		case a.limited:
-			// Compiled and validated when the domain was stored.
-		case rl.RequestsPerUnit != 0 || !knownUnit(rl.Unit):
-			return targets, nil, contract.Invalid(field()+".limit", "the limit that applies (%d per %q) cannot be decided", rl.RequestsPerUnit, rl.Unit)
-		default:
-			// requests_per_unit 0 refuses every hit: a one-unit window
-			// that is never consulted stands for it.
-			period, _ := rls.UnitPeriod(rl.Unit)
-			l = algorithms.Limit{Algorithm: algorithms.FixedWindow, Rate: 1, PeriodNanos: int64(period)}
-			t.never = true
-		}
-		t.limit = &l
-		statuses[i].Limited, statuses[i].Algorithm = true, l.Algorithm
-		if j := slices.IndexFunc(targets[first:], func(o target) bool { return o.id == t.id }); j >= 0 {
-			o := &targets[first+j]
-			if *o.limit != l || o.never != t.never || o.shadow != t.shadow {
-				return targets, nil, contract.Invalid(field(), "descriptors count on the same counter under different limits")
-			}
-			o.cost += t.cost
-			statuses[i].Check = j
-			continue
-		}
-		var from algorithms.Limit
-		if t.slot, t.state, from, t.live = f.buckets.get(t.id); t.live && from != l {
-			t.state = algorithms.Convert(from, t.state, l, now)
-		}
-		statuses[i].Check = len(targets) - first
-		targets = append(targets, t)
+	return applying, replaced
+}
+
+// rlsTarget is the counter that descriptor i of q counts on under the limit
+// a, owned by owner, before it is looked up in the state.
+func rlsTarget(q *rls.Query, i int, a rlsLimit, owner string, shadow bool) (target, *contract.Error) {
+	desc := &q.Descriptors[i]
+	field := func() string { return fmt.Sprintf("descriptors[%d]", i) } // for errors only
+	key := rls.CounterKey(q.Domain, desc.Entries, a.shared)
+	if len(key) > contract.MaxKeyBytes {
+		return target{}, contract.Invalid(field()+".entries", "the descriptor's entries make a counter key of %d bytes; the most is %d", len(key), contract.MaxKeyBytes)
 	}
-	return targets, statuses, nil
+	t := target{id: bucketKey{key: key, policy: owner}, cost: desc.Hits, shadow: shadow}
+	l, rl := a.limit, a.rateLimit
+	switch {
+	case a.limited && a.override:
+		// A request's own limit was not validated with the domain.
+		if err := contract.ValidateLimit(l); err != nil {
+			return target{}, err.Within(field() + ".limit")
+		}
+	case a.limited:
+		// Compiled and validated when the domain was stored.
+	case rl.RequestsPerUnit != 0 || !knownUnit(rl.Unit):
+		return target{}, contract.Invalid(field()+".limit", "the limit that applies (%d per %q) cannot be decided", rl.RequestsPerUnit, rl.Unit)
+	default:
+		// requests_per_unit 0 refuses every hit: a one-unit window
+		// that is never consulted stands for it.
+		period, _ := rls.UnitPeriod(rl.Unit)
+		l = algorithms.Limit{Algorithm: algorithms.FixedWindow, Rate: 1, PeriodNanos: int64(period)}
+		t.never = true
+	}
+	t.limit = &l
+	return t, nil
 }
 
 // rlsLimit is the limit that applies to one descriptor of a query: the

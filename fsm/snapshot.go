@@ -321,114 +321,131 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 
 func (f *FSM) readSnapshot(r io.Reader) error {
 	dec := codec.NewDecoder(r, msgpack.Handle)
-	var h snapshotHeader
-	if err := dec.Decode(&h); err != nil {
-		return fmt.Errorf("header: %w", err)
-	}
-	if h.Version != snapshotVersion {
-		return fmt.Errorf("version %d, want %d", h.Version, snapshotVersion)
-	}
-	if err := checkStamp(h.NowNanos); err != nil {
+	h, err := readHeader(dec)
+	if err != nil {
 		return err
 	}
-	if h.Buckets < 0 || h.RequestIDs < 0 || h.Nodes < 0 || h.Policies < 0 || h.Leases < 0 || h.RLSDomains < 0 || h.Waiters < 0 {
-		return fmt.Errorf("negative count in header")
-	}
 	f.nowNanos = h.NowNanos
-	for i := range h.Buckets {
-		var rec bucketRecord
-		if err := dec.Decode(&rec); err != nil {
-			return fmt.Errorf("bucket %d: %w", i, err)
-		}
-		l := rec.limit()
-		if err := l.Validate(); err != nil {
-			return fmt.Errorf("bucket %d: %w", i, err)
-		}
-		if rec.Policy != "" && !validBucketOwner(rec.Policy) {
-			return fmt.Errorf("bucket %d: bad policy name or domain", i)
-		}
-		s := algorithms.State{At: rec.At, Frac: rec.Frac, Count: rec.Count, Previous: rec.Previous, Log: rec.Log}
-		if rec.Key == "" || len(rec.Key) > contract.MaxKeyBytes || !l.ValidState(s) {
-			return fmt.Errorf("bucket %d: key or state out of range", i)
-		}
-		if !f.buckets.add(rec.id(), l, s) {
-			return fmt.Errorf("bucket %d: duplicate key %q", i, rec.Key)
-		}
+	if err := readRecords(dec, h.Buckets, "bucket", f.restoreBucket); err != nil {
+		return err
 	}
 	f.buckets.initHeap()
-	for i := range h.RequestIDs {
-		var rec requestIDRecord
-		if err := dec.Decode(&rec); err != nil {
-			return fmt.Errorf("request ID %d: %w", i, err)
-		}
-		key := dedupKey(rec.Scope, rec.ID)
-		if rec.ID == "" || len(rec.ID) > contract.MaxRequestIDBytes || len(rec.Scope) > contract.MaxScopeBytes || strings.IndexByte(rec.Scope, 0) >= 0 || f.dedup[key] != nil {
-			return fmt.Errorf("request ID %d: empty, too long or repeated", i)
-		}
-		e := &dedupEntry{key: key, atNano: rec.AtNanos, result: rec.Result, fingerprint: rec.Fingerprint}
-		f.dedup[key] = e
-		f.dedupQueue = append(f.dedupQueue, e)
+	if err := readRecords(dec, h.RequestIDs, "request ID", f.restoreRequestID); err != nil {
+		return err
 	}
-	for i := range h.Nodes {
-		var rec NodeCommand
-		if err := dec.Decode(&rec); err != nil {
-			return fmt.Errorf("node %d: %w", i, err)
-		}
-		if rec.ID == "" {
-			return fmt.Errorf("node %d: empty ID", i)
-		}
-		f.nodes[rec.ID] = rec.HTTPAddr
+	if err := readRecords(dec, h.Nodes, "node", f.restoreNode); err != nil {
+		return err
 	}
-	for i := range h.Policies {
-		var rec policyRecord
-		if err := dec.Decode(&rec); err != nil {
-			return fmt.Errorf("policy %d: %w", i, err)
-		}
-		if err := rec.Policy.Validate(); err != nil {
-			return fmt.Errorf("policy %d: %w", i, err)
-		}
-		if f.policies[rec.Policy.Name] != nil || len(f.policies) >= contract.MaxPolicies || f.totalOverrides+len(rec.Policy.Overrides) > contract.MaxTotalOverrides {
-			return fmt.Errorf("policy %d: repeated, or too many", i)
-		}
-		e := newPolicyEntry(rec.Policy)
-		e.shadowDenied = rec.ShadowDenied
-		f.policies[rec.Policy.Name] = e
-		f.totalOverrides += len(rec.Policy.Overrides)
+	if err := readRecords(dec, h.Policies, "policy", f.restorePolicy); err != nil {
+		return err
 	}
-	for i := range h.Leases {
-		var rec leaseRecord
-		if err := dec.Decode(&rec); err != nil {
-			return fmt.Errorf("lease %d: %w", i, err)
-		}
-		if err := f.leases.restore(rec); err != nil {
-			return err
-		}
+	if err := readRecords(dec, h.Leases, "lease", func(rec *leaseRecord) error { return f.leases.restore(*rec) }); err != nil {
+		return err
 	}
 	heap.Init(&f.leases.expiry)
-	for i := range h.RLSDomains {
-		var c rls.Config
-		if err := dec.Decode(&c); err != nil {
-			return fmt.Errorf("RLS domain %d: %w", i, err)
-		}
-		if f.rlsDomains[c.Domain] != nil {
-			return fmt.Errorf("RLS domain %d: %q repeated", i, c.Domain)
-		}
-		if err := f.putRLSConfig(c); err != nil {
-			return fmt.Errorf("RLS domain %d: %v", i, err)
-		}
+	if err := readRecords(dec, h.RLSDomains, "RLS domain", f.restoreRLSDomain); err != nil {
+		return err
 	}
-	for i := range h.Waiters {
-		var rec waiterRecord
-		if err := dec.Decode(&rec); err != nil {
-			return fmt.Errorf("waiter %d: %w", i, err)
-		}
-		if err := f.leases.restoreWaiter(rec); err != nil {
-			return err
-		}
+	if err := readRecords(dec, h.Waiters, "waiter", func(rec *waiterRecord) error { return f.leases.restoreWaiter(*rec) }); err != nil {
+		return err
 	}
 	var extra any
 	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
 		return errors.New("trailing data after the last record")
+	}
+	return nil
+}
+
+// readHeader reads and checks a snapshot's header.
+func readHeader(dec *codec.Decoder) (snapshotHeader, error) {
+	var h snapshotHeader
+	if err := dec.Decode(&h); err != nil {
+		return h, fmt.Errorf("header: %w", err)
+	}
+	if h.Version != snapshotVersion {
+		return h, fmt.Errorf("version %d, want %d", h.Version, snapshotVersion)
+	}
+	if err := checkStamp(h.NowNanos); err != nil {
+		return h, err
+	}
+	if h.Buckets < 0 || h.RequestIDs < 0 || h.Nodes < 0 || h.Policies < 0 || h.Leases < 0 || h.RLSDomains < 0 || h.Waiters < 0 {
+		return h, fmt.Errorf("negative count in header")
+	}
+	return h, nil
+}
+
+// readRecords decodes count records of one kind and hands each to restore,
+// naming the record at fault in an error.
+func readRecords[T any](dec *codec.Decoder, count int, kind string, restore func(*T) error) error {
+	for i := range count {
+		var rec T
+		if err := dec.Decode(&rec); err != nil {
+			return fmt.Errorf("%s %d: %w", kind, i, err)
+		}
+		if err := restore(&rec); err != nil {
+			return fmt.Errorf("%s %d: %w", kind, i, err)
+		}
+	}
+	return nil
+}
+
+func (f *FSM) restoreBucket(rec *bucketRecord) error {
+	l := rec.limit()
+	if err := l.Validate(); err != nil {
+		return err
+	}
+	if rec.Policy != "" && !validBucketOwner(rec.Policy) {
+		return errors.New("bad policy name or domain")
+	}
+	s := algorithms.State{At: rec.At, Frac: rec.Frac, Count: rec.Count, Previous: rec.Previous, Log: rec.Log}
+	if rec.Key == "" || len(rec.Key) > contract.MaxKeyBytes || !l.ValidState(s) {
+		return errors.New("key or state out of range")
+	}
+	if !f.buckets.add(rec.id(), l, s) {
+		return fmt.Errorf("duplicate key %q", rec.Key)
+	}
+	return nil
+}
+
+func (f *FSM) restoreRequestID(rec *requestIDRecord) error {
+	key := dedupKey(rec.Scope, rec.ID)
+	if rec.ID == "" || len(rec.ID) > contract.MaxRequestIDBytes || len(rec.Scope) > contract.MaxScopeBytes || strings.IndexByte(rec.Scope, 0) >= 0 || f.dedup[key] != nil {
+		return errors.New("empty, too long or repeated")
+	}
+	e := &dedupEntry{key: key, atNano: rec.AtNanos, result: rec.Result, fingerprint: rec.Fingerprint}
+	f.dedup[key] = e
+	f.dedupQueue = append(f.dedupQueue, e)
+	return nil
+}
+
+func (f *FSM) restoreNode(rec *NodeCommand) error {
+	if rec.ID == "" {
+		return errors.New("empty ID")
+	}
+	f.nodes[rec.ID] = rec.HTTPAddr
+	return nil
+}
+
+func (f *FSM) restorePolicy(rec *policyRecord) error {
+	if err := rec.Policy.Validate(); err != nil {
+		return err
+	}
+	if f.policies[rec.Policy.Name] != nil || len(f.policies) >= contract.MaxPolicies || f.totalOverrides+len(rec.Policy.Overrides) > contract.MaxTotalOverrides {
+		return errors.New("repeated, or too many")
+	}
+	e := newPolicyEntry(rec.Policy)
+	e.shadowDenied = rec.ShadowDenied
+	f.policies[rec.Policy.Name] = e
+	f.totalOverrides += len(rec.Policy.Overrides)
+	return nil
+}
+
+func (f *FSM) restoreRLSDomain(c *rls.Config) error {
+	if f.rlsDomains[c.Domain] != nil {
+		return fmt.Errorf("%q repeated", c.Domain)
+	}
+	if err := f.putRLSConfig(*c); err != nil {
+		return fmt.Errorf("%v", err)
 	}
 	return nil
 }

@@ -169,30 +169,9 @@ func run(args []string, out io.Writer) error {
 		defer pprof.StopCPUProfile()
 	}
 
-	var all []result
-	for round := 1; round <= o.rounds; round++ {
-		for _, name := range o.targets {
-			if why := unavailable(name, o, exec.LookPath); why != "" {
-				if round == 1 {
-					fmt.Fprintf(out, "skipping %s: %s\n", name, why)
-				}
-				continue
-			}
-			tgt, err := env.target(name)
-			if err != nil {
-				return fmt.Errorf("%s: %w", name, err)
-			}
-			for _, callers := range o.callers {
-				r := measure(context.Background(), tgt, callers, o)
-				r.Round = round
-				all = append(all, r)
-				fmt.Fprintf(os.Stderr, "round %d  %-10s %4d callers: %10.0f decisions/s  p50 %.3fms  p99 %.3fms  errors %d\n",
-					round, r.Target, r.Callers, r.DecisionsPerSec, r.P50MS, r.P99MS, r.Errors)
-			}
-			if s, ok := tgt.(interface{ stop() }); ok {
-				s.stop()
-			}
-		}
+	all, err := measureRounds(env, o, out)
+	if err != nil {
+		return err
 	}
 	results := medianRounds(all)
 	addRatios(results)
@@ -230,6 +209,37 @@ func run(args []string, out io.Writer) error {
 		}
 	}
 	return nil
+}
+
+// measureRounds measures every target at every caller count, o.rounds
+// times, saying on out which targets this machine cannot run.
+func measureRounds(env *environment, o options, out io.Writer) ([]result, error) {
+	var all []result
+	for round := 1; round <= o.rounds; round++ {
+		for _, name := range o.targets {
+			if why := unavailable(name, o, exec.LookPath); why != "" {
+				if round == 1 {
+					fmt.Fprintf(out, "skipping %s: %s\n", name, why)
+				}
+				continue
+			}
+			tgt, err := env.target(name)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", name, err)
+			}
+			for _, callers := range o.callers {
+				r := measure(context.Background(), tgt, callers, o)
+				r.Round = round
+				all = append(all, r)
+				fmt.Fprintf(os.Stderr, "round %d  %-10s %4d callers: %10.0f decisions/s  p50 %.3fms  p99 %.3fms  errors %d\n",
+					round, r.Target, r.Callers, r.DecisionsPerSec, r.P50MS, r.P99MS, r.Errors)
+			}
+			if s, ok := tgt.(interface{ stop() }); ok {
+				s.stop()
+			}
+		}
+	}
+	return all, nil
 }
 
 // unavailable says why the target called name cannot run with these

@@ -46,12 +46,6 @@ type result struct {
 // rate, spread over the callers, and latency counts from the scheduled
 // instant, so that time spent waiting behind a slow call is not hidden.
 func measure(ctx context.Context, tgt target, callers int, o options) result {
-	type sample struct {
-		latencies      []time.Duration
-		spans          [][2]time.Time // scheduled and done, with a filter
-		calls, decided int64
-		errors         int64
-	}
 	// A target may count only some calls' latencies (those during a
 	// snapshot); which, it can tell only once the run is over.
 	var filter func(from, to time.Time) bool
@@ -62,58 +56,86 @@ func measure(ctx context.Context, tgt target, callers int, o options) result {
 	}
 	samples := make([]sample, callers)
 	start := time.Now()
-	measureFrom := start.Add(o.warmup)
-	end := measureFrom.Add(o.duration)
+	w := window{start: start, from: start.Add(o.warmup), end: start.Add(o.warmup + o.duration), rate: o.rate, callers: callers}
 	var wg sync.WaitGroup
 	for c := range callers {
-		wg.Go(func() {
-			s := &samples[c]
-			s.latencies = make([]time.Duration, 0, 1<<14)
-			for seq := 0; ; seq++ {
-				scheduled := time.Now()
-				if o.rate > 0 {
-					// Slot seq*callers + c of a schedule at o.rate per second.
-					slot := float64(seq*callers + c)
-					scheduled = start.Add(time.Duration(slot / o.rate * float64(time.Second)))
-					if wait := time.Until(scheduled); wait > 0 {
-						time.Sleep(wait)
-					}
-				}
-				if scheduled.After(end) || time.Now().After(end) {
-					return
-				}
-				n, err := tgt.do(ctx, c, seq)
-				done := time.Now()
-				if scheduled.Before(measureFrom) {
-					continue
-				}
-				s.calls++
-				if err != nil {
-					s.errors++
-					continue
-				}
-				s.decided += int64(n)
-				if filter != nil {
-					s.spans = append(s.spans, [2]time.Time{scheduled, done})
-					continue
-				}
-				s.latencies = append(s.latencies, done.Sub(scheduled))
-			}
-		})
+		wg.Go(func() { samples[c].run(ctx, tgt, c, w, filter != nil) })
 	}
 	wg.Wait()
-	elapsed := time.Since(measureFrom).Seconds()
+	elapsed := time.Since(w.from).Seconds()
 	if filter != nil {
 		for i := range samples {
-			for _, sp := range samples[i].spans {
-				if filter(sp[0], sp[1]) {
-					samples[i].latencies = append(samples[i].latencies, sp[1].Sub(sp[0]))
-				}
-			}
+			samples[i].keepFiltered(filter)
 		}
 	}
-	r := result{Target: tgt.name(), Callers: callers, Mode: "closed", Seconds: elapsed}
-	if o.rate > 0 {
+	return summarize(tgt.name(), callers, o.rate, elapsed, samples)
+}
+
+// sample is what one caller measured.
+type sample struct {
+	latencies      []time.Duration
+	spans          [][2]time.Time // scheduled and done, with a filter
+	calls, decided int64
+	errors         int64
+}
+
+// window is when a run measures: callers call from start, and what they
+// scheduled from from on, until end, counts; at rate calls a second in all
+// (open loop), or as fast as answers come (rate 0, closed loop).
+type window struct {
+	start, from, end time.Time
+	rate             float64
+	callers          int
+}
+
+// run is caller c's loop: call, time, repeat until the window ends.
+func (s *sample) run(ctx context.Context, tgt target, c int, w window, spans bool) {
+	s.latencies = make([]time.Duration, 0, 1<<14)
+	for seq := 0; ; seq++ {
+		scheduled := time.Now()
+		if w.rate > 0 {
+			// Slot seq*callers + c of a schedule at rate per second.
+			slot := float64(seq*w.callers + c)
+			scheduled = w.start.Add(time.Duration(slot / w.rate * float64(time.Second)))
+			if wait := time.Until(scheduled); wait > 0 {
+				time.Sleep(wait)
+			}
+		}
+		if scheduled.After(w.end) || time.Now().After(w.end) {
+			return
+		}
+		n, err := tgt.do(ctx, c, seq)
+		done := time.Now()
+		if scheduled.Before(w.from) {
+			continue
+		}
+		s.calls++
+		if err != nil {
+			s.errors++
+			continue
+		}
+		s.decided += int64(n)
+		if spans {
+			s.spans = append(s.spans, [2]time.Time{scheduled, done})
+			continue
+		}
+		s.latencies = append(s.latencies, done.Sub(scheduled))
+	}
+}
+
+// keepFiltered keeps the latencies of the spans filter counts.
+func (s *sample) keepFiltered(filter func(from, to time.Time) bool) {
+	for _, sp := range s.spans {
+		if filter(sp[0], sp[1]) {
+			s.latencies = append(s.latencies, sp[1].Sub(sp[0]))
+		}
+	}
+}
+
+// summarize is the result of every caller's samples.
+func summarize(name string, callers int, rate, elapsed float64, samples []sample) result {
+	r := result{Target: name, Callers: callers, Mode: "closed", Seconds: elapsed}
+	if rate > 0 {
 		r.Mode = "open"
 	}
 	var all []time.Duration

@@ -27,11 +27,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	if err != nil {
 		return err
 	}
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(c.logLevel)); err != nil {
-		return fmt.Errorf("-log-level: %w", err)
+	logger, err := newLogger(c.logLevel, stderr)
+	if err != nil {
+		return err
 	}
-	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 	sec, err := loadSecurity(c.security, logger)
 	if err != nil {
 		return err
@@ -40,7 +39,6 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	if err != nil {
 		return err
 	}
-
 	rawHTTP, err := net.Listen("tcp", c.httpAddr)
 	if err != nil {
 		return fmt.Errorf("listen for HTTP: %w", err)
@@ -49,70 +47,21 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	// how many are open at once.
 	httpListener := guard.Wrap(rawHTTP, c.maxHTTPConns, 0, logger)
 	defer httpListener.Close()
-	httpAddr := httpListener.Addr().String()
-	advertised, err := advertiseHTTP(httpAddr, cmp.Or(c.advertiseRaft, c.raftAddr), c.advertiseHTTP)
+	advertised, err := advertiseHTTP(httpListener.Addr().String(), cmp.Or(c.advertiseRaft, c.raftAddr), c.advertiseHTTP)
 	if err != nil {
 		return err
 	}
-
-	var joinAddrs []string
-	for a := range strings.SplitSeq(c.join, ",") {
-		if a = strings.TrimSpace(a); a != "" {
-			joinAddrs = append(joinAddrs, a)
-		}
-	}
-	node, err := cluster.Open(cluster.Config{
-		ID:               c.id,
-		RaftAddr:         c.raftAddr,
-		RaftAdvertise:    c.advertiseRaft,
-		HTTPAddr:         advertised,
-		DataDir:          c.dataDir,
-		SnapshotDir:      c.snapshotDir,
-		Bootstrap:        len(joinAddrs) == 0 && c.expect == 0,
-		Logger:           logger,
-		RaftLogLevel:     c.raftLogLevel,
-		MaxKeys:          c.maxKeys,
-		NoSync:           c.noSync,
-		KeyLimitFailOpen: c.keyLimitMode == "allow",
-		NodeTLS:          sec.nodeTLS,
-		MaxRaftConns:     c.maxRaftConns,
-		RaftIdleTimeout:  c.raftIdle,
-	})
+	joinAddrs := splitAddrs(c.join)
+	node, err := cluster.Open(nodeConfig(c, sec, logger, advertised, len(joinAddrs) == 0 && c.expect == 0))
 	if err != nil {
 		return err
 	}
-	trusted, err := c.trustedProxies()
+	srv, err := serve(c, sec, logger, node, httpListener)
 	if err != nil {
+		_ = node.Close()
 		return err
 	}
-	apiOpts := httpapi.Options{Logger: logger, TrustedProxies: trusted, Collectors: node.Collectors()}
-	grpcOpts := grpcapi.Options{Logger: logger, TLS: sec.httpTLS}
-	if sec.authz != nil {
-		apiOpts.Authorizer, grpcOpts.Authorizer = sec.authz, sec.authz
-	}
-	serveErr := make(chan error, 2)
-	var grpcServer *grpcapi.Server
-	if c.grpcAddr != "" {
-		ln, err := net.Listen("tcp", c.grpcAddr)
-		if err != nil {
-			_ = node.Close()
-			return fmt.Errorf("listen for gRPC: %w", err)
-		}
-		grpcListener := guard.Wrap(ln, c.maxHTTPConns, 0, logger)
-		grpcServer = grpcapi.New(node, grpcOpts)
-		apiOpts.Collectors = append(apiOpts.Collectors, grpcServer.Collectors()...)
-		defer grpcServer.Stop()
-		go func() { serveErr <- fmt.Errorf("gRPC server: %w", grpcServer.Serve(grpcListener)) }()
-		logger.Info("serving gRPC", "grpc", grpcListener.Addr().String())
-	}
-	server := httpapi.NewServer(httpAddr, httpapi.New(httpBackend(node), apiOpts))
-	if sec.httpTLS != nil {
-		server.TLSConfig = sec.httpTLS
-		go func() { serveErr <- server.ServeTLS(httpListener, "", "") }()
-	} else {
-		go func() { serveErr <- server.Serve(httpListener) }()
-	}
-	logger.Info("limitnode serving", "id", c.id, "http", httpAddr, "advertised_http", advertised, "raft", node.RaftAddr(), "data", c.dataDir,
+	logger.Info("limitnode serving", "id", c.id, "http", srv.httpAddr, "advertised_http", advertised, "raft", node.RaftAddr(), "data", c.dataDir,
 		"https", sec.httpTLS != nil, "raft_tls", sec.nodeTLS != nil, "tokens", sec.authz != nil)
 	warnIfExposed(logger, c, sec)
 
@@ -122,6 +71,112 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	var forming sync.WaitGroup
 	defer forming.Wait()
 	defer stopForming()
+	if err := enterCluster(ctx, formCtx, &forming, c, logger, node, seed, joinAddrs, joinOpts, self); err != nil {
+		srv.shutdown(logger, node)
+		return err
+	}
+	if ready != nil {
+		ready <- srv.httpAddr
+	}
+	select {
+	case <-ctx.Done():
+		logger.Info("shutting down")
+	case err := <-srv.errs:
+		logger.Error("a server stopped", "err", err)
+	}
+	stopForming()
+	forming.Wait()
+	return srv.shutdown(logger, node)
+}
+
+// newLogger is the node's logger at -log-level.
+func newLogger(levelName string, w io.Writer) (*slog.Logger, error) {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(levelName)); err != nil {
+		return nil, fmt.Errorf("-log-level: %w", err)
+	}
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: level})), nil
+}
+
+// splitAddrs is a comma-separated list of addresses, blanks dropped.
+func splitAddrs(list string) []string {
+	var out []string
+	for a := range strings.SplitSeq(list, ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// nodeConfig is the cluster.Config of the command's configuration.
+func nodeConfig(c config, sec secured, logger *slog.Logger, advertisedHTTP string, bootstrap bool) cluster.Config {
+	return cluster.Config{
+		ID:               c.id,
+		RaftAddr:         c.raftAddr,
+		RaftAdvertise:    c.advertiseRaft,
+		HTTPAddr:         advertisedHTTP,
+		DataDir:          c.dataDir,
+		SnapshotDir:      c.snapshotDir,
+		Bootstrap:        bootstrap,
+		Logger:           logger,
+		RaftLogLevel:     c.raftLogLevel,
+		MaxKeys:          c.maxKeys,
+		NoSync:           c.noSync,
+		KeyLimitFailOpen: c.keyLimitMode == "allow",
+		NodeTLS:          sec.nodeTLS,
+		MaxRaftConns:     c.maxRaftConns,
+		RaftIdleTimeout:  c.raftIdle,
+	}
+}
+
+// servers are the node's HTTP and (when -grpc is set) gRPC servers, and
+// where they report stopping on their own.
+type servers struct {
+	httpAddr string
+	http     *http.Server
+	grpc     *grpcapi.Server
+	errs     chan error
+}
+
+// serve starts the HTTP API on httpListener and, with -grpc, the gRPC API.
+func serve(c config, sec secured, logger *slog.Logger, node *cluster.Node, httpListener net.Listener) (*servers, error) {
+	trusted, err := c.trustedProxies()
+	if err != nil {
+		return nil, err
+	}
+	apiOpts := httpapi.Options{Logger: logger, TrustedProxies: trusted, Collectors: node.Collectors()}
+	grpcOpts := grpcapi.Options{Logger: logger, TLS: sec.httpTLS}
+	if sec.authz != nil {
+		apiOpts.Authorizer, grpcOpts.Authorizer = sec.authz, sec.authz
+	}
+	s := &servers{httpAddr: httpListener.Addr().String(), errs: make(chan error, 2)}
+	if c.grpcAddr != "" {
+		ln, err := net.Listen("tcp", c.grpcAddr)
+		if err != nil {
+			return nil, fmt.Errorf("listen for gRPC: %w", err)
+		}
+		grpcListener := guard.Wrap(ln, c.maxHTTPConns, 0, logger)
+		s.grpc = grpcapi.New(node, grpcOpts)
+		apiOpts.Collectors = append(apiOpts.Collectors, s.grpc.Collectors()...)
+		go func() { s.errs <- fmt.Errorf("gRPC server: %w", s.grpc.Serve(grpcListener)) }()
+		logger.Info("serving gRPC", "grpc", grpcListener.Addr().String())
+	}
+	s.http = httpapi.NewServer(s.httpAddr, httpapi.New(httpBackend(node), apiOpts))
+	if sec.httpTLS != nil {
+		s.http.TLSConfig = sec.httpTLS
+		go func() { s.errs <- s.http.ServeTLS(httpListener, "", "") }()
+	} else {
+		go func() { s.errs <- s.http.Serve(httpListener) }()
+	}
+	return s, nil
+}
+
+// enterCluster brings a node into its cluster: one that had state restarts
+// into it; with -bootstrap-expect it forms one with the others in the
+// background (then stores the seed), with -join it joins; a node that
+// bootstrapped stores the seed (-policies, -rls-config).
+func enterCluster(ctx, formCtx context.Context, forming *sync.WaitGroup, c config, logger *slog.Logger, node *cluster.Node, seed seed, joinAddrs []string, joinOpts client.Options, self client.Member) error {
 	switch {
 	case node.HadState():
 		if len(joinAddrs) > 0 {
@@ -135,51 +190,39 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		// forms; /readyz says 503 until it has.
 		forming.Go(func() {
 			formed, err := formCluster(formCtx, logger, node, joinAddrs, c.expect, joinOpts, self)
-			if err != nil || !formed || seed.empty() {
-				return
-			}
-			// Storing a policy or a domain again is harmless: try until
-			// it holds.
-			for {
-				err := seed.store(formCtx, node, logger)
-				if err == nil {
-					return
-				}
-				logger.Error("storing -policies and -rls-config failed; trying again", "err", err)
-				select {
-				case <-formCtx.Done():
-					return
-				case <-time.After(time.Second):
-				}
+			if err == nil && formed && !seed.empty() {
+				storeSeedUntilItHolds(formCtx, seed, node, logger)
 			}
 		})
 	case len(joinAddrs) > 0:
 		if err := joinCluster(ctx, logger, joinAddrs, joinOpts, self, client.MemberChange{Replace: c.replace}, c.joinTimeout); err != nil {
-			shutdown(logger, server, grpcServer, node)
 			return err
 		}
 		if !seed.empty() {
 			logger.Info(seedIgnored)
 		}
 	case !seed.empty():
-		if err := seed.store(ctx, node, logger); err != nil {
-			shutdown(logger, server, grpcServer, node)
-			return err
+		return seed.store(ctx, node, logger)
+	}
+	return nil
+}
+
+// storeSeedUntilItHolds stores the seed in a cluster just formed, trying
+// again each second until it holds: storing a policy or a domain again is
+// harmless.
+func storeSeedUntilItHolds(ctx context.Context, seed seed, node *cluster.Node, logger *slog.Logger) {
+	for {
+		err := seed.store(ctx, node, logger)
+		if err == nil {
+			return
+		}
+		logger.Error("storing -policies and -rls-config failed; trying again", "err", err)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(time.Second):
 		}
 	}
-	if ready != nil {
-		ready <- httpAddr
-	}
-
-	select {
-	case <-ctx.Done():
-		logger.Info("shutting down")
-	case err := <-serveErr:
-		logger.Error("a server stopped", "err", err)
-	}
-	stopForming()
-	forming.Wait()
-	return shutdown(logger, server, grpcServer, node)
 }
 
 // joinCluster asks each address in turn to add this node, until one accepts
@@ -214,19 +257,19 @@ func joinCluster(ctx context.Context, logger *slog.Logger, addrs []string, opts 
 
 // shutdown finishes in-flight HTTP and gRPC calls, then closes the node
 // (which hands leadership over first if it leads).
-func shutdown(logger *slog.Logger, server *http.Server, grpcServer *grpcapi.Server, node *cluster.Node) error {
+func (s *servers) shutdown(logger *slog.Logger, node *cluster.Node) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if grpcServer != nil {
+	if s.grpc != nil {
 		stopped := make(chan struct{})
-		go func() { grpcServer.GracefulStop(); close(stopped) }()
+		go func() { s.grpc.GracefulStop(); close(stopped) }()
 		select {
 		case <-stopped:
 		case <-ctx.Done():
-			grpcServer.Stop()
+			s.grpc.Stop()
 		}
 	}
-	if err := server.Shutdown(ctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+	if err := s.http.Shutdown(ctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		logger.Warn("HTTP shutdown", "err", err)
 	}
 	if err := node.Close(); err != nil {
