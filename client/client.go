@@ -1,9 +1,10 @@
-// Package client is a Go client for limitnode's HTTP API.
-//
-// Client speaks the contract of the README (POST /v1/allow, GET /v1/cluster,
-// POST /v1/cluster/join) against one or more node addresses, trying the
-// next address when one cannot be reached. Every node answers every
-// endpoint, so any address will do.
+// Package client is a Go client for limitnode's HTTP API (docs/http-api.md):
+// decisions (Allow, Wait, batches through Options.Coalesce), leases
+// (AcquireLease, WithLease), policies, Envoy rate limit service domains,
+// membership, backups and health, against one or more node addresses,
+// trying the next address when one cannot be reached. Every node answers
+// every endpoint, so any address will do. Its bodies are package api/wire's,
+// the same definitions the server uses.
 //
 // Guard wraps a Client with an explicit behaviour for when the limiter
 // cannot decide: fail closed, fail open, or decide with a local in-process

@@ -17,9 +17,8 @@ const (
 	// forwarded message, under the frame limit of the forwarding protocol.
 	maxFlushBytes = transport.MaxFrameBytes / 2
 	// minForwardsInFlight: with one forward at a time, a follower's
-	// request waited for the previous forward's round trip and then its
-	// own; two cut that wait (HTTP at 64 callers over 3 nodes: +10-17%).
-	// More added connections and no speed.
+	// request waits for the previous forward's round trip and then its
+	// own; two cut that wait (docs/BENCHMARKS.md has the figures).
 	minForwardsInFlight = 2
 	// DefaultMaxKeys caps the live (key, limit) pairs: about half a
 	// gigabyte of state at the ~105 bytes of heap a live key costs

@@ -18,9 +18,12 @@ func (f *FSM) Apply(l *raft.Log) any {
 }
 
 // ApplyBatch applies committed log entries in order and returns one response
-// per entry: a *Response for CommandAllow, nil for other commands and for
-// entries that are not commands, and an error wrapping ErrCorruptCommand for
-// an entry that cannot be decoded (which changes nothing).
+// per entry: a *Response for CommandAllow; a *LeaseResult for the lease
+// commands and CommandLeaseTick; a *contract.Error for a command refused as
+// it stands (a policy put over a bound, a delete of what does not exist),
+// which changes nothing; nil for the other commands and for entries that
+// are not commands; and an error wrapping ErrCorruptCommand for an entry
+// that cannot be decoded or is damaged (which changes nothing).
 func (f *FSM) ApplyBatch(logs []*raft.Log) []any {
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -1,19 +1,20 @@
-// Package httpapi is limitnode's HTTP API, whose contract is the README's
-// "HTTP API" section and api/openapi.yaml: it decodes JSON bodies into
-// package contract's requests, asks a Limiter, and turns decisions into
-// status codes, JSON bodies and the RateLimit and Retry-After headers.
+// Package httpapi is limitnode's HTTP API, whose contract is docs/http-api.md
+// and api/openapi.yaml: it decodes JSON bodies (package api/wire, the one
+// definition of every body, shared with package client) into package
+// contract's requests, asks the node, and turns decisions into status codes,
+// JSON bodies and the RateLimit and Retry-After headers.
 //
-// It knows HTTP and nothing of Raft: it depends on the small Limiter
-// interface it declares, which *cluster.Node implements, so it is tested
-// with a fake and does not import package cluster. What a valid request is
-// lives in package contract; this package checks only what JSON alone can
-// get wrong (a missing field, a malformed body). Every size limit is
-// explicit (MaxBodyBytes, contract.MaxKeyBytes, ...) and every error is a
-// JSON body naming the field at fault.
+// It knows HTTP and nothing of Raft. It depends on a Backend: one small
+// interface per job (Decider, PolicyStore, RLSStore, LeaseKeeper,
+// Membership, Backups, Observer), each of which *cluster.Node implements,
+// so a handler sees the few methods it calls and tests fake only those; it
+// does not import package cluster. What a valid request is lives in
+// package contract; this package checks only what JSON alone can get wrong
+// (a missing field, a malformed body, a name in the wrong case). Every size
+// limit is explicit (MaxBodyBytes, contract.MaxKeyBytes, ...) and every
+// error is a JSON body naming the field at fault; errors become statuses in
+// one place.
 //
-// Files: handler.go (routes), body.go (reading and writing JSON),
-// errors.go (errors to statuses, in one place), allow_request.go and
-// allow.go (POST /v1/allow and /v1/allow/batch), headers.go (RateLimit and
-// Retry-After), policies.go, leases.go, members.go, health.go, metrics.go,
-// server.go (an http.Server with the timeouts a public port needs).
+// The routes, each with the role a token needs, are in New; each resource
+// has a file of its own, named after it.
 package httpapi
