@@ -67,7 +67,7 @@ func decisionOf(r fsm.Result, leader string) (contract.Decision, error) {
 	}
 	d := contract.Decision{Allowed: r.Allowed, Duplicate: r.Duplicate, AtNanos: r.AtNanos, Leader: leader, Checks: make([]contract.CheckDecision, len(r.Checks))}
 	for i, c := range r.Checks {
-		d.Checks[i] = contract.CheckDecision{Decision: c.Decision, PeriodNanos: c.PeriodNanos, Key: c.Key, Shadow: c.Shadow}
+		d.Checks[i] = contract.CheckDecision{Decision: c.Decision, PeriodNanos: c.PeriodNanos, Rate: c.Rate, Key: c.Key, Shadow: c.Shadow}
 	}
 	return d, nil
 }

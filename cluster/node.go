@@ -84,9 +84,8 @@ func Open(cfg Config) (*Node, error) {
 		return nil, errors.New("cluster: Config.ID, RaftAddr and DataDir are required")
 	}
 	cfg = withDefaults(cfg)
-	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
-		return nil, fmt.Errorf("cluster: create data directory: %w", err)
-	}
+	// Listen first: a node that cannot take its port leaves no empty data
+	// directory behind.
 	ln, err := net.Listen("tcp", cfg.RaftAddr)
 	if err != nil {
 		return nil, fmt.Errorf("cluster: listen for raft on %s: %w", cfg.RaftAddr, err)
@@ -95,6 +94,10 @@ func Open(cfg Config) (*Node, error) {
 	if err != nil {
 		ln.Close()
 		return nil, err
+	}
+	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("cluster: create data directory: %w", err)
 	}
 
 	n := &Node{

@@ -32,7 +32,7 @@ func (n *Node) ShouldRateLimit(ctx context.Context, q rls.Query) (rls.Decision, 
 				return rls.Decision{}, fmt.Errorf("cluster: the answer's descriptor %d names check %d of %d", i, s.Check, len(r.Checks))
 			}
 			c := r.Checks[s.Check]
-			d.Descriptors[i].Decision, d.Descriptors[i].PeriodNanos = c.Decision, c.PeriodNanos
+			d.Descriptors[i].Decision, d.Descriptors[i].PeriodNanos, d.Descriptors[i].Rate = c.Decision, c.PeriodNanos, c.Rate
 		}
 	}
 	return d, nil

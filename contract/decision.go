@@ -29,8 +29,11 @@ type Decision struct {
 // CheckDecision is the decision on one check.
 type CheckDecision struct {
 	algorithms.Decision
-	// PeriodNanos is the period of the limit it was decided under.
+	// PeriodNanos is the period of the limit it was decided under, and
+	// Rate that limit's rate per period (the quota the RateLimit-Policy
+	// header advertises; for a bucket, Limit is its capacity).
 	PeriodNanos int64
+	Rate        int64
 	// Key is the key a policy's template made from the dimensions, or "".
 	Key string
 	// Shadow is true for a policy in shadow mode: the check never denies.

@@ -164,6 +164,10 @@ type CheckResult struct {
 	// Shadow is true when the check's policy is in shadow mode: its
 	// decision is reported and counted but never denies the request.
 	Shadow bool
+	// Rate is the limit's rate per period: the quota a client may spend
+	// each period (for a bucket, what it refills; Decision.Limit is its
+	// capacity). Last, so that results written before it decode.
+	Rate int64
 }
 
 // NodeCommand records (CommandSetNode) or forgets (CommandRemoveNode) the

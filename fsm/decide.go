@@ -148,7 +148,7 @@ func (f *FSM) decideTargets(now int64, targets []target, cmd *AllowCommand) Resu
 	for i := range targets {
 		t := &targets[i]
 		d, next := decideTarget(t, now)
-		res.Checks[i] = CheckResult{Decision: d, PeriodNanos: t.limit.PeriodNanos, Key: t.key, Shadow: t.shadow}
+		res.Checks[i] = CheckResult{Decision: d, PeriodNanos: t.limit.PeriodNanos, Key: t.key, Shadow: t.shadow, Rate: t.limit.Rate}
 		nextStates = append(nextStates, next)
 		if !d.Allowed {
 			switch {

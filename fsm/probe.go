@@ -91,7 +91,7 @@ func (f *FSM) probeDenied(now int64, req *Request) (Result, bool) {
 			return Result{}, false
 		}
 		d, _ := decideTarget(t, now)
-		res.Checks[i] = CheckResult{Decision: d, PeriodNanos: t.limit.PeriodNanos, Key: t.key}
+		res.Checks[i] = CheckResult{Decision: d, PeriodNanos: t.limit.PeriodNanos, Key: t.key, Rate: t.limit.Rate}
 		if !d.Allowed {
 			res.Allowed = false
 		}

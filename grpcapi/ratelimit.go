@@ -195,7 +195,7 @@ func closer(a, b *rls.DescriptorDecision) bool {
 // the HTTP API's spelling (package ratelimitheader), with Retry-After when
 // it denied.
 func headersOf(dd *rls.DescriptorDecision, jitter func(int64) int64) []*corev3.HeaderValue {
-	fields := ratelimitheader.Fields(cmp.Or(dd.Name, dd.Path), dd.Decision, dd.PeriodNanos)
+	fields := ratelimitheader.Fields(cmp.Or(dd.Name, dd.Path), dd.Decision, dd.Rate, dd.PeriodNanos)
 	out := make([]*corev3.HeaderValue, 0, len(fields)+1)
 	for _, f := range fields {
 		out = append(out, &corev3.HeaderValue{Key: f.Name, Value: f.Value})

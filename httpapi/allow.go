@@ -98,7 +98,7 @@ func (a *API) writeDecision(w http.ResponseWriter, req contract.Request, decisio
 		policy = "default"
 	}
 	check := decision.Checks[headline]
-	for _, f := range ratelimitheader.Fields(policy, check.Decision, check.PeriodNanos) {
+	for _, f := range ratelimitheader.Fields(policy, check.Decision, check.Rate, check.PeriodNanos) {
 		w.Header().Set(f.Name, f.Value)
 	}
 	if !forProxy {

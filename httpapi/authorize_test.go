@@ -66,6 +66,8 @@ func TestEveryRouteNeedsItsRole(t *testing.T) {
 				}
 				if rec := send(""); rec.Code != http.StatusUnauthorized || rec.Header().Get("WWW-Authenticate") == "" {
 					t.Errorf("no token: %d (WWW-Authenticate %q), want 401 with the header", rec.Code, rec.Header().Get("WWW-Authenticate"))
+				} else if !strings.Contains(rec.Body.String(), "Bearer <token>") {
+					t.Errorf("no token: the body %s does not say Bearer <token> as written (HTML escaping?)", rec.Body)
 				}
 				if rec := send("ln_not-a-known-token"); rec.Code != http.StatusUnauthorized {
 					t.Errorf("an unknown token: %d, want 401", rec.Code)

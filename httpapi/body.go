@@ -86,14 +86,20 @@ func fieldName(f string) string {
 
 // writeJSON answers with v as a JSON body.
 func writeJSON(w http.ResponseWriter, status int, v any) {
-	data, err := json.Marshal(v)
-	if err != nil {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	// An answer is JSON for programs, not HTML: "<token>" stays readable.
+	enc.SetEscapeHTML(false)
+	var data []byte
+	if err := enc.Encode(v); err != nil {
 		status = http.StatusInternalServerError
-		data = []byte(`{"error":"could not encode the response","code":"internal"}`)
+		data = []byte(`{"error":"could not encode the response","code":"internal"}` + "\n")
+	} else {
+		data = buf.Bytes()
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
-	_, _ = w.Write(append(data, '\n'))
+	_, _ = w.Write(data)
 }
 
 // durationField reads a JSON field that holds a Go duration ("500ms",

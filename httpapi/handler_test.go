@@ -77,7 +77,7 @@ func (f *fakeLimiter) decide(req contract.Request) (contract.Decision, error) {
 		}
 		id := fmt.Sprint(key, l)
 		dec, s := algorithms.Reserve(l, f.states[id], f.now, c.Cost, req.MaxWaitNanos)
-		d.Checks = append(d.Checks, contract.CheckDecision{Decision: dec, PeriodNanos: l.PeriodNanos, Shadow: shadow})
+		d.Checks = append(d.Checks, contract.CheckDecision{Decision: dec, PeriodNanos: l.PeriodNanos, Rate: l.Rate, Shadow: shadow})
 		d.Allowed = d.Allowed && (dec.Allowed || shadow)
 		next[id] = s
 	}

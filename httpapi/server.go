@@ -1,7 +1,11 @@
 package httpapi
 
 import (
+	"context"
+	"log"
+	"log/slog"
 	"net/http"
+	"strings"
 	"time"
 )
 
@@ -54,4 +58,24 @@ func extendWriteDeadline(w http.ResponseWriter, wait time.Duration) {
 	if wait > 0 {
 		_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(wait + DefaultServerTimeouts().Write))
 	}
+}
+
+// ErrorLog is an http.Server's ErrorLog that writes through logger, so that
+// what net/http reports reaches the node's structured log: a client's
+// failed TLS handshake (a scanner, a client without the CA) at debug, as it
+// says nothing about the node, anything else at warn.
+func ErrorLog(logger *slog.Logger) *log.Logger {
+	return log.New(serverLogWriter{logger}, "", 0)
+}
+
+type serverLogWriter struct{ logger *slog.Logger }
+
+func (w serverLogWriter) Write(p []byte) (int, error) {
+	msg := strings.TrimSpace(string(p))
+	level := slog.LevelWarn
+	if strings.Contains(msg, "TLS handshake error") {
+		level = slog.LevelDebug
+	}
+	w.logger.Log(context.Background(), level, msg, "component", "http")
+	return len(p), nil
 }

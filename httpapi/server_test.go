@@ -2,8 +2,10 @@ package httpapi
 
 import (
 	"bufio"
+	"bytes"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"strings"
@@ -115,4 +117,21 @@ func TestSlowAndHostileClients(t *testing.T) {
 func isTimeout(err error) bool {
 	ne, ok := err.(net.Error)
 	return ok && ne.Timeout()
+}
+
+// TestServerErrorsReachTheStructuredLog: net/http's own complaints are slog
+// records; a client's failed TLS handshake is debug, anything else warn.
+func TestServerErrorsReachTheStructuredLog(t *testing.T) {
+	t.Parallel()
+	var buf bytes.Buffer
+	logger := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	l := ErrorLog(logger)
+	l.Printf("http: TLS handshake error from 127.0.0.1:5555: EOF")
+	l.Printf("http: Accept error: too many open files; retrying in 5ms")
+	out := buf.String()
+	for _, want := range []string{`level=DEBUG msg="http: TLS handshake error from 127.0.0.1:5555: EOF" component=http`, `level=WARN msg="http: Accept error: too many open files; retrying in 5ms" component=http`} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the log lacks %s:\n%s", want, out)
+		}
+	}
 }

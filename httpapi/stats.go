@@ -2,13 +2,12 @@ package httpapi
 
 import (
 	"net/http"
-	"runtime/debug"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/limitnode/limitnode/api/wire"
 	"github.com/limitnode/limitnode/contract"
+	"github.com/limitnode/limitnode/internal/buildinfo"
 )
 
 // The statistics of GET /v1/stats and the status page (GET /): this node's
@@ -39,7 +38,7 @@ func statsTop(r *http.Request) (int, *apiError) {
 // statsOf gathers what GET /v1/stats and the status page show.
 func (a *API) statsOf(r *http.Request, top int) wire.Stats {
 	st := a.backend.Observer.Stats(r.Context(), top)
-	out := wire.Stats{Version: version(), Cluster: a.clusterView(), NowMS: st.NowNanos / int64(time.Millisecond),
+	out := wire.Stats{Version: buildinfo.Version(), Cluster: a.clusterView(), NowMS: st.NowNanos / int64(time.Millisecond),
 		Seconds: make([]wire.Second, len(st.Seconds)), TopKeys: tops(st.TopDeniedKeys), TopPolicies: tops(st.TopDeniedPolicies),
 		ErrorBound: st.TopErrorBound, Dropped: st.Dropped, Policies: []wire.ShadowPolicy{}}
 	for i, s := range st.Seconds {
@@ -70,19 +69,3 @@ func (a *API) stats(w http.ResponseWriter, r *http.Request) {
 	}
 	writeJSON(w, http.StatusOK, a.statsOf(r, top))
 }
-
-// version is the binary's module version and VCS revision, as Go recorded
-// them when it was built.
-var version = sync.OnceValue(func() string {
-	info, ok := debug.ReadBuildInfo()
-	if !ok {
-		return "unknown"
-	}
-	v := info.Main.Version
-	for _, s := range info.Settings {
-		if s.Key == "vcs.revision" && len(s.Value) >= 12 {
-			v += " (" + s.Value[:12] + ")"
-		}
-	}
-	return v
-})

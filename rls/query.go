@@ -125,6 +125,8 @@ type DescriptorDecision struct {
 	Status
 	// Decision is the limit's decision (zero when no limit applied).
 	Decision algorithms.Decision
-	// PeriodNanos is the period of the limit that applied.
+	// PeriodNanos is the period of the limit that applied, and Rate its
+	// requests per unit.
 	PeriodNanos int64
+	Rate        int64
 }

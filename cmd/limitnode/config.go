@@ -99,7 +99,7 @@ func parseConfig(args []string, getenv func(string) string, output io.Writer) (c
 	fs.StringVar(&c.joinToken, "join-token", "", "token (role admin) sent with -join to a cluster that has -auth")
 	fs.StringVar(&c.joinCA, "join-ca", "", "PEM CA to trust for the members' HTTPS API when joining (default -node-ca)")
 	fs.Usage = func() {
-		fmt.Fprintf(output, "Usage: limitnode [flags]            run a node\n       limitnode COMMAND [flags]    status, members, join, remove, transfer-leadership, allow,\n                                    policy put|get|list|delete, rls put|get|list|delete, backup, restore, health,\n                                    token, certs, recover (limitnode COMMAND -h for each)\n\n")
+		fmt.Fprintf(output, "Usage: limitnode [flags]            run a node\n       limitnode COMMAND [flags]    status, members, join, remove, transfer-leadership, allow,\n                                    policy put|get|list|delete, rls put|get|list|delete, backup, restore, health,\n                                    token, certs, recover, version (limitnode COMMAND -h for each)\n\n")
 		fmt.Fprintf(output, "Every flag can also be set as LIMITNODE_<NAME> (dashes as underscores, e.g. LIMITNODE_LOG_LEVEL);\na flag on the command line wins over its variable.\n\nFlags:\n")
 		fs.PrintDefaults()
 	}
@@ -177,4 +177,32 @@ func (c config) trustedProxies() ([]netip.Prefix, error) {
 		return []netip.Prefix{}, nil
 	}
 	return clientip.ParsePrefixes(strings.Split(c.trusted, ",")...)
+}
+
+// checkPorts refuses two listeners of the node on one address: -http, -raft
+// and -grpc each need a port of their own (port 0, any free port, never
+// clashes).
+func (c config) checkPorts() error {
+	named := []struct{ flag, addr string }{{"-http", c.httpAddr}, {"-raft", c.raftAddr}, {"-grpc", c.grpcAddr}}
+	for i, a := range named {
+		for _, b := range named[i+1:] {
+			if a.addr != "" && b.addr != "" && sameListenAddr(a.addr, b.addr) {
+				return &usageError{fmt.Sprintf("%s %s and %s %s name the same port: give each its own", a.flag, a.addr, b.flag, b.addr)}
+			}
+		}
+	}
+	return nil
+}
+
+// sameListenAddr reports whether listening on a and on b would clash: the
+// same port, other than 0, on the same host or with either on every
+// interface.
+func sameListenAddr(a, b string) bool {
+	ha, pa, errA := net.SplitHostPort(a)
+	hb, pb, errB := net.SplitHostPort(b)
+	if errA != nil || errB != nil || pa != pb || pa == "0" {
+		return false
+	}
+	every := func(h string) bool { ip := net.ParseIP(h); return h == "" || (ip != nil && ip.IsUnspecified()) }
+	return ha == hb || every(ha) || every(hb)
 }

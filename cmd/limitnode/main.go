@@ -55,6 +55,7 @@ var subcommands = map[string]subcommand{
 	"token":               tokenCommand,
 	"certs":               certsCommand,
 	"recover":             recoverCommand,
+	"version":             versionCommand,
 }
 
 func main() {

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"net"
 	"os"
@@ -298,5 +299,30 @@ func TestRoughEdgesOfTheBinary(t *testing.T) {
 		if err := <-r.done; err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// TestClashingPortsAreNamed: two of the node's listeners on one port are a
+// usage error naming both flags, before anything is created; a Raft port
+// that is taken leaves no empty data directory behind.
+func TestClashingPortsAreNamed(t *testing.T) {
+	t.Parallel()
+	data := filepath.Join(t.TempDir(), "data")
+	var stderr bytes.Buffer
+	status := dispatch(context.Background(), []string{"-http", "127.0.0.1:7999", "-raft", "127.0.0.1:7999", "-data", data}, env(nil), io.Discard, &stderr)
+	if status != exitUsage || !strings.Contains(stderr.String(), "-http 127.0.0.1:7999 and -raft 127.0.0.1:7999 name the same port") {
+		t.Fatalf("exit %d, %q; want a usage error naming both", status, stderr.String())
+	}
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	err = run(context.Background(), []string{"-http", "127.0.0.1:0", "-raft", taken.Addr().String(), "-data", data}, env(nil), io.Discard, nil)
+	if err == nil || !strings.Contains(err.Error(), "listen for raft") {
+		t.Fatalf("a Raft port in use: %v", err)
+	}
+	if _, err := os.Stat(data); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the failed start left %s behind (%v)", data, err)
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/limitnode/limitnode/cluster"
 	"github.com/limitnode/limitnode/grpcapi"
 	"github.com/limitnode/limitnode/httpapi"
+	"github.com/limitnode/limitnode/internal/buildinfo"
 	"github.com/limitnode/limitnode/internal/guard"
 )
 
@@ -25,6 +26,9 @@ import (
 func run(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer, ready chan<- string) error {
 	c, err := parseConfig(args, getenv, stderr)
 	if err != nil {
+		return err
+	}
+	if err := c.checkPorts(); err != nil {
 		return err
 	}
 	logger, err := newLogger(c.logLevel, stderr)
@@ -61,7 +65,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		_ = node.Close()
 		return err
 	}
-	logger.Info("limitnode serving", "id", c.id, "http", srv.httpAddr, "advertised_http", advertised, "raft", node.RaftAddr(), "data", c.dataDir,
+	logger.Info("limitnode serving", "version", buildinfo.Version(), "id", c.id, "http", srv.httpAddr, "advertised_http", advertised, "raft", node.RaftAddr(), "data", c.dataDir,
 		"https", sec.httpTLS != nil, "raft_tls", sec.nodeTLS != nil, "tokens", sec.authz != nil)
 	warnIfExposed(logger, c, sec)
 
@@ -163,6 +167,7 @@ func serve(c config, sec secured, logger *slog.Logger, node *cluster.Node, httpL
 		logger.Info("serving gRPC", "grpc", grpcListener.Addr().String())
 	}
 	s.http = httpapi.NewServer(s.httpAddr, httpapi.New(httpBackend(node), apiOpts))
+	s.http.ErrorLog = httpapi.ErrorLog(logger)
 	if sec.httpTLS != nil {
 		s.http.TLSConfig = sec.httpTLS
 		go func() { s.errs <- s.http.ServeTLS(httpListener, "", "") }()

@@ -25,21 +25,46 @@ type Field struct{ Name, Value string }
 //     rounded up; never a timestamp, so clients need no synchronised clock
 //     and do not all return at one instant);
 //   - draft-ietf-httpapi-ratelimit-headers-10's structured fields
-//     RateLimit-Policy: "<name>";q=<limit>;w=<period in seconds> and
+//     RateLimit-Policy: "<name>";q=<rate>;w=<period in seconds> and
 //     RateLimit: "<name>";r=<remaining>;t=<seconds until more quota>.
+//     The quota q is the limit's rate per period (what a bucket refills
+//     each period, not its burst), so a client that paces itself by it
+//     sends what the limit sustains. The name is an RFC 9651 String:
+//     printable ASCII, with '"' and '\' escaped; any other byte (UTF-8
+//     of a name that is not ASCII, a control character) and '%' itself are
+//     written as %XX, so a strict parser never drops the field.
 //
 // Seconds are rounded up, so a client that waits as told is never early.
-func Fields(policy string, d algorithms.Decision, periodNanos int64) [5]Field {
+func Fields(policy string, d algorithms.Decision, rate, periodNanos int64) [5]Field {
 	limit := strconv.FormatInt(d.Limit, 10)
 	remaining := strconv.FormatInt(d.Remaining, 10)
-	name := strconv.Quote(policy)
+	name := sfString(policy)
 	return [5]Field{
 		{"RateLimit-Limit", limit},
 		{"RateLimit-Remaining", remaining},
 		{"RateLimit-Reset", strconv.FormatInt(CeilDiv(d.ResetAfterNanos, int64(time.Second)), 10)},
-		{"RateLimit-Policy", name + ";q=" + limit + ";w=" + strconv.FormatInt(CeilDiv(periodNanos, int64(time.Second)), 10)},
+		{"RateLimit-Policy", name + ";q=" + strconv.FormatInt(rate, 10) + ";w=" + strconv.FormatInt(CeilDiv(periodNanos, int64(time.Second)), 10)},
 		{"RateLimit", name + ";r=" + remaining + ";t=" + strconv.FormatInt(CeilDiv(d.RefillAfterNanos, int64(time.Second)), 10)},
 	}
+}
+
+// sfString is s as an RFC 9651 String item: quoted, '"' and '\' escaped,
+// bytes outside printable ASCII and '%' percent-encoded.
+func sfString(s string) string {
+	const hex = "0123456789ABCDEF"
+	out := make([]byte, 0, len(s)+2)
+	out = append(out, '"')
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c == '"' || c == '\\':
+			out = append(out, '\\', c)
+		case c == '%' || c < 0x20 || c > 0x7e:
+			out = append(out, '%', hex[c>>4], hex[c&0xf])
+		default:
+			out = append(out, c)
+		}
+	}
+	return string(append(out, '"'))
 }
 
 // RetryAfter returns the Retry-After of a denial: the exact wait rounded

@@ -1,6 +1,7 @@
 package ratelimitheader
 
 import (
+	"regexp"
 	"testing"
 	"time"
 
@@ -36,7 +37,7 @@ func TestRateLimitHeaderStrings(t *testing.T) {
 	t.Parallel()
 	h := map[string]string{}
 	d := algorithms.Decision{Limit: 50, Remaining: 7, ResetAfterNanos: 1500 * int64(time.Millisecond), RefillAfterNanos: 200 * int64(time.Millisecond)}
-	for _, f := range Fields("burst", d, int64(90*time.Second)) {
+	for _, f := range Fields("burst", d, 50, int64(90*time.Second)) {
 		h[f.Name] = f.Value
 	}
 	want := map[string]string{
@@ -50,5 +51,49 @@ func TestRateLimitHeaderStrings(t *testing.T) {
 		if got := h[name]; got != v {
 			t.Errorf("%s: %q, want %q", name, got, v)
 		}
+	}
+}
+
+// TestRateLimitPolicyAdvertisesTheRate: a token bucket of 100 a minute with
+// a burst of 10 lets a client send 100 a minute, so its quota is 100, not
+// the burst.
+func TestRateLimitPolicyAdvertisesTheRate(t *testing.T) {
+	t.Parallel()
+	d := algorithms.Decision{Limit: 10, Remaining: 9}
+	f := Fields("per-key", d, 100, int64(time.Minute))
+	if f[3].Name != "RateLimit-Policy" || f[3].Value != `"per-key";q=100;w=60` {
+		t.Fatalf("%s: %s, want \"per-key\";q=100;w=60", f[3].Name, f[3].Value)
+	}
+	if f[0].Value != "10" {
+		t.Fatalf("RateLimit-Limit %s, want the burst, 10", f[0].Value)
+	}
+}
+
+// sfStringItem is RFC 9651's sf-string: printable ASCII but '"' and '\',
+// which are escaped.
+var sfStringItem = regexp.MustCompile(`^"(?:[\x20\x21\x23-\x5b\x5d-\x7e]|\\["\\])*"$`)
+
+// TestNamesAreStructuredFieldStrings: any name becomes a String a strict
+// RFC 9651 parser accepts, and different names stay different.
+func TestNamesAreStructuredFieldStrings(t *testing.T) {
+	t.Parallel()
+	tests := []struct{ name, want string }{
+		{"burst", `"burst"`},
+		{"café", `"caf%C3%A9"`},
+		{`a"b\c`, `"a\"b\\c"`},
+		{"50%", `"50%25"`},
+		{"tab\there", `"tab%09here"`},
+		{"日本", `"%E6%97%A5%E6%9C%AC"`},
+	}
+	seen := map[string]string{}
+	for _, tt := range tests {
+		got := sfString(tt.name)
+		if got != tt.want || !sfStringItem.MatchString(got) {
+			t.Errorf("sfString(%q) = %s, want %s (an RFC 9651 String)", tt.name, got, tt.want)
+		}
+		if other, dup := seen[got]; dup {
+			t.Errorf("%q and %q are both written %s", tt.name, other, got)
+		}
+		seen[got] = tt.name
 	}
 }

@@ -1345,8 +1345,11 @@ export interface components {
         "RateLimit-Reset": number;
         /**
          * @description The structured field of draft-ietf-httpapi-ratelimit-headers-10:
-         *     `"<policy>";q=<limit>;w=<period in seconds>`. The policy is
-         *     `default` for a check with an inline limit.
+         *     `"<policy>";q=<rate>;w=<period in seconds>`, where the quota q is the
+         *     limit's rate per period (what a bucket refills each period, not its
+         *     burst). The policy is `default` for a check with an inline limit.
+         *     The name is an RFC 9651 String: a byte outside printable ASCII, and
+         *     `%`, is written as `%XX`.
          */
         "RateLimit-Policy": string;
         /**
