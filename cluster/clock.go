@@ -59,6 +59,19 @@ func (c *clusterClock) observe(index uint64, nowNanos int64) {
 	c.observedNanos, c.observedAt, c.observed = nowNanos, time.Now(), true
 }
 
+// estimate is this node's reading of cluster time now: the latest stamped
+// entry it saw applied plus the real time since, or 0 before it saw one
+// (the caller then reads the applied time). It is for showing state (how
+// long a lease has left), never for deciding.
+func (c *clusterClock) estimate() int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.observed {
+		return 0
+	}
+	return c.observedNanos + int64(time.Since(c.observedAt))
+}
+
 // stamp returns the time to stamp on a batch appended in raft term term.
 // lastApplied is the FSM's latest time, used when nothing has been observed.
 func (c *clusterClock) stamp(term uint64, lastApplied int64) int64 {

@@ -345,3 +345,25 @@ func TestLeaseGrantedToACrashedWaiterComesBack(t *testing.T) {
 		}
 	}
 }
+
+// TestLeaseListingsCountDownOnAnIdleCluster: GET /v1/leases reads the state
+// at this node's reading of cluster time now, not at the last entry it
+// applied, so on a cluster where nothing else happens a lease's time left
+// goes down.
+func TestLeaseListingsCountDownOnAnIdleCluster(t *testing.T) {
+	t.Parallel()
+	c := testcluster.Start(t, 3)
+	follower := c.Followers()[0]
+	if status, body := do(t, "POST", c.WaitLeader().URL()+"/v1/leases", `{"key":"idle","max":1,"ttl":"10s"}`); status != 200 {
+		t.Fatalf("acquire: %d %v", status, body)
+	}
+	waitUntil(t, "the follower's listing to count down", func() bool {
+		status, body := do(t, "GET", follower.URL()+"/v1/leases?key=idle", "")
+		leases, _ := body["leases"].([]any)
+		if status != 200 || len(leases) != 1 {
+			return false
+		}
+		left, _ := leases[0].(map[string]any)["expires_in_ms"].(float64)
+		return left > 0 && left < 10000
+	})
+}

@@ -102,7 +102,9 @@ func (n *Node) leaseOnLeader(ctx context.Context, t fsm.CommandType, cmd fsm.Lea
 
 // Leases returns the leases held on key and the requests waiting for one, as
 // this node has applied them (a follower may trail the leader by a few
-// entries), with the cluster time of that state.
+// entries), seen at this node's reading of cluster time now (the latest
+// stamp it applied plus the real time since), which it returns too: on an
+// idle cluster the last entry may be long past.
 func (n *Node) Leases(key string) (nowNanos int64, leases []contract.HeldLease, queued []contract.QueuedLease) {
-	return n.fsm.Leases(key)
+	return n.fsm.Leases(key, n.clock.estimate())
 }

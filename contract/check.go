@@ -96,7 +96,7 @@ func (r *Request) Validate() *Error {
 			return err.Within(checkField(i))
 		}
 		if r.MaxWaitNanos > 0 && c.Policy == "" && !c.Limit.Algorithm.IsBucket() {
-			return Invalid("max_wait", "max_wait needs token_bucket, leaky_bucket or gcra; checks[%d] uses %s", i, c.Limit.Algorithm)
+			return MaxWaitNeedsABucket(i, len(r.Checks), c.Limit.Algorithm)
 		}
 		for j := range i {
 			if prev := &r.Checks[j]; prev.Key == c.Key && prev.Limit == c.Limit && prev.Policy == c.Policy && len(c.Dimensions) == 0 {
@@ -108,6 +108,18 @@ func (r *Request) Validate() *Error {
 }
 
 // checkField is the JSON path of a request's i-th check.
+// MaxWaitNeedsABucket refuses max_wait on a request whose check i (of
+// checks) is decided by alg, a window: only the bucket algorithms and GCRA
+// can admit by reservation. A policy's algorithm is known only where the
+// policy is applied, so the FSM refuses with this too.
+func MaxWaitNeedsABucket(i, checks int, alg algorithms.Algorithm) *Error {
+	which := "the limit is"
+	if checks > 1 {
+		which = fmt.Sprintf("checks[%d] is", i)
+	}
+	return Invalid("max_wait", "max_wait needs token_bucket, leaky_bucket or gcra; %s %s", which, alg)
+}
+
 func checkField(i int) string { return fmt.Sprintf("checks[%d]", i) }
 
 // Validate checks one check on its own.

@@ -128,7 +128,7 @@ func (f *FSM) targetsOf(now int64, req *Request, targets []target) ([]target, []
 			}
 		}
 		if req.MaxWait > 0 && !t.limit.Algorithm.IsBucket() {
-			return targets, nil, contract.Invalid("max_wait", "max_wait needs token_bucket, leaky_bucket or gcra; checks[%d] is decided by %s", i, t.limit.Algorithm)
+			return targets, nil, contract.MaxWaitNeedsABucket(i, len(req.Checks), t.limit.Algorithm)
 		}
 		t.maxWait = req.MaxWait
 		targets = append(targets, t)

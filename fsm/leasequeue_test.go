@@ -80,7 +80,7 @@ func TestLeaseQueueGrantsInArrivalOrder(t *testing.T) {
 	if ev := (*events)[1]; ev.ID != "d" || !ev.Result.Withdrawn || ev.Result.Granted {
 		t.Fatalf("withdrawal event: %+v", ev)
 	}
-	if _, _, queued := a.fsm.Leases("reports"); len(queued) != 1 || queued[0].ID != "e" || queued[0].Position != 1 {
+	if _, _, queued := a.fsm.Leases("reports", 0); len(queued) != 1 || queued[0].ID != "e" || queued[0].Position != 1 {
 		t.Fatalf("queue after withdrawing d: %+v", queued)
 	}
 	// e's deadline, t0+7s, passes before c's unclaimed lease (t0+9s) or b
@@ -152,7 +152,7 @@ func TestLeaseQueueRejections(t *testing.T) {
 			t.Errorf("%s: %+v", tt.name, r)
 		}
 	}
-	if _, _, queued := a.fsm.Leases("reports"); len(queued) != 1 {
+	if _, _, queued := a.fsm.Leases("reports", 0); len(queued) != 1 {
 		t.Fatalf("a rejection changed the queue: %+v", queued)
 	}
 }
@@ -345,7 +345,7 @@ func TestLeaseQueueMatchesModel(t *testing.T) {
 				rt.Fatalf("step %d events:\n got  %+v\n want %+v", step, got, m.events)
 			}
 			for _, k := range keys {
-				_, held, queued := a.fsm.Leases(k)
+				_, held, queued := a.fsm.Leases(k, 0)
 				if len(held) != len(m.holders[k]) || len(held) > maxHolders {
 					rt.Fatalf("%s holders: %+v, model %+v", k, held, m.holders[k])
 				}

@@ -71,11 +71,13 @@ func (f *FSM) LeaseOf(id string) LeaseResult {
 }
 
 // Leases returns the leases held on key and the requests waiting for one,
-// and the cluster time of the state they are read from.
-func (f *FSM) Leases(key string) (int64, []contract.HeldLease, []contract.QueuedLease) {
+// as of cluster time atNanos (never before the latest applied: a lease that
+// has expired by then is left out), and that time.
+func (f *FSM) Leases(key string, atNanos int64) (int64, []contract.HeldLease, []contract.QueuedLease) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.nowNanos, f.leases.held(key, f.nowNanos), f.leases.queuedOn(key)
+	now := max(atNanos, f.nowNanos)
+	return now, f.leases.held(key, now), f.leases.queuedOn(key)
 }
 
 // Damaged returns the index of the first entry this FSM refused because its

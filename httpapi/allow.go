@@ -48,9 +48,14 @@ func holdReservation(ctx context.Context, w http.ResponseWriter, d *contract.Dec
 	case <-timer.C:
 	case <-ctx.Done():
 	}
+	// The answer goes out after the wait: what it says of the state counts
+	// from then.
 	d.HeldNanos = wait
 	for i := range d.Checks {
-		d.Checks[i].WaitNanos = 0
+		c := &d.Checks[i]
+		c.WaitNanos = 0
+		c.ResetAfterNanos = max(c.ResetAfterNanos-wait, 0)
+		c.RefillAfterNanos = max(c.RefillAfterNanos-wait, 0)
 	}
 }
 
