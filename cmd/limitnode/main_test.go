@@ -326,3 +326,33 @@ func TestClashingPortsAreNamed(t *testing.T) {
 		t.Fatalf("the failed start left %s behind (%v)", data, err)
 	}
 }
+
+// TestASeedFileNotAppliedIsAWarning: a node that restarts with -policies
+// does not store them again, and says so at WARN with the command that
+// would.
+func TestASeedFileNotAppliedIsAWarning(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	file := filepath.Join(dir, "policies.json")
+	if err := os.WriteFile(file, []byte(`{"policies": {"p": {"limit": {"rate": 2, "period": "1h"}}}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"-http", "127.0.0.1:0", "-raft", "127.0.0.1:0", "-data", filepath.Join(dir, "data"), "-policies", file}
+	ctx, cancel := context.WithCancel(context.Background())
+	first := startNode(t, ctx, args, nil)
+	cancel()
+	if err := <-first.done; err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel = context.WithCancel(context.Background())
+	defer cancel()
+	var logs syncBuffer
+	again := startLoggingTo(t, ctx, args, nil, &logs)
+	cancel()
+	if err := <-again.done; err != nil {
+		t.Fatal(err)
+	}
+	if l := logs.String(); !strings.Contains(l, `level=WARN msg="-policies and -rls-config NOT applied`) || !strings.Contains(l, "limitnode policy put NAME FILE") {
+		t.Fatalf("the restarted node did not warn that its seed files are not applied:\n%s", l)
+	}
+}

@@ -188,7 +188,7 @@ func enterCluster(ctx, formCtx context.Context, forming *sync.WaitGroup, c confi
 			logger.Info("-join and -bootstrap-expect ignored: this node restarts into the cluster it belonged to")
 		}
 		if !seed.empty() {
-			logger.Info(seedIgnored)
+			logger.Warn(seedIgnored)
 		}
 	case c.expect > 0:
 		// The node serves (its view answers the others) while the cluster
@@ -204,7 +204,7 @@ func enterCluster(ctx, formCtx context.Context, forming *sync.WaitGroup, c confi
 			return err
 		}
 		if !seed.empty() {
-			logger.Info(seedIgnored)
+			logger.Warn(seedIgnored)
 		}
 	case !seed.empty():
 		return seed.store(ctx, node, logger)

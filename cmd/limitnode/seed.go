@@ -23,7 +23,7 @@ type seed struct {
 	domains  []rls.Config
 }
 
-const seedIgnored = "-policies and -rls-config ignored: they are stored only when a node bootstraps a new cluster; change them with PUT /v1/policies/{name} and PUT /v1/rls/domains/{domain}"
+const seedIgnored = "-policies and -rls-config NOT applied: they are stored only when a node bootstraps a new cluster, and this node restarted into or joined one, so the cluster keeps the policies and domains it has; to change them, run limitnode policy put NAME FILE and limitnode rls put FILE (through the log, to every node)"
 
 // readSeed reads and validates the files of -policies and -rls-config, so
 // that a mistake stops the node before it starts.
