@@ -22,8 +22,9 @@ func (n *Node) applyCommand(t fsm.CommandType, body any) error {
 }
 
 // appendEntry appends an encoded command on the leader and returns its
-// apply response: nil or a *fsm.LeaseResult, else the *contract.Error that
-// refused it or a translated Raft error.
+// apply response (nil, or the command's result: a *fsm.LeaseResult, a
+// *fsm.ResetResult), else the *contract.Error that refused it or a
+// translated Raft error.
 func (n *Node) appendEntry(data []byte) (any, error) {
 	future := n.raft.Apply(data, n.requestTimeout)
 	if err := n.awaitApplied(future); err != nil {
@@ -42,7 +43,7 @@ func (n *Node) appendEntry(data []byte) (any, error) {
 	case error:
 		return nil, fmt.Errorf("cluster: apply: %w", resp)
 	default:
-		return nil, fmt.Errorf("cluster: apply returned %T", resp)
+		return resp, nil
 	}
 }
 

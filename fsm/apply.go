@@ -157,6 +157,16 @@ var applyCommands = map[CommandType]func(f *FSM, body []byte) (any, error){
 		}
 		return f.putRLSConfig(c), nil
 	},
+	CommandResetKey: func(f *FSM, body []byte) (any, error) {
+		var cmd NamedDeleteCommand
+		if err := decodeBody(body, &cmd); err != nil {
+			return nil, err
+		}
+		if err := contract.ValidateKey(cmd.Name); err != nil {
+			return err, nil
+		}
+		return f.resetKey(cmd.Name), nil
+	},
 	CommandDeleteRLSConfig: func(f *FSM, body []byte) (any, error) {
 		var cmd NamedDeleteCommand
 		if err := decodeBody(body, &cmd); err != nil {

@@ -49,6 +49,10 @@ const (
 	// CommandRenewLease moves a held lease's expiry to its TTL from the
 	// command's time.
 	CommandRenewLease CommandType = 12
+	// CommandResetKey deletes every bucket of one key (a
+	// NamedDeleteCommand naming it), under every limit and policy: the key
+	// starts afresh, as if it had never been used.
+	CommandResetKey CommandType = 13
 )
 
 // LeaseTickCommand is the body of CommandLeaseTick.

@@ -146,6 +146,11 @@ func randomLog(t testing.TB, seed uint64, entries int) [][]byte {
 			data, _ = Encode(CommandPutPolicy, &p)
 			log = append(log, data)
 		}
+		if i%11 == 0 {
+			// An operator resets a key now and then.
+			data, _ := Encode(CommandResetKey, &NamedDeleteCommand{Name: string(rune('a' + rng.IntN(6)))})
+			log = append(log, data)
+		}
 		if i%7 == 0 {
 			id := string(rune('A' + rng.IntN(6)))
 			ct := CommandAcquireLease

@@ -43,6 +43,7 @@ func seedEntries(t testing.TB) [][]byte {
 		query(descriptor(1, "client", "a"), descriptor(2, "route", "/login"), descriptor(0, "bucket", "b")),
 	}})
 	add(CommandDeleteRLSConfig, &NamedDeleteCommand{Name: "edge"})
+	add(CommandResetKey, &NamedDeleteCommand{Name: "k"})
 	return out
 }
 

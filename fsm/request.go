@@ -47,6 +47,10 @@ var requestRules = map[CommandType]requestRule{
 		body:  func() any { return new(NamedDeleteCommand) },
 		check: func(b any) *contract.Error { return rls.ValidateDomain(b.(*NamedDeleteCommand).Name) },
 	},
+	CommandResetKey: {
+		body:  func() any { return new(NamedDeleteCommand) },
+		check: func(b any) *contract.Error { return contract.ValidateKey(b.(*NamedDeleteCommand).Name) },
+	},
 	CommandAcquireLease: {
 		body: func() any { return new(LeaseCommand) },
 		check: func(b any) *contract.Error {

@@ -130,13 +130,39 @@ func (s *bucketStore) find(id bucketKey) (uint32, bool) {
 	if !ok {
 		return 0, false
 	}
+	return s.findUnder(id.key, target)
+}
+
+// bucketsOf returns the slots of every bucket of key, whatever limits it:
+// one lookup per target (limits and policies are few; keys are many).
+func (s *bucketStore) bucketsOf(key string) []uint32 {
+	var out []uint32
+	for target, t := range s.targets {
+		if target == 0 || t.refs == 0 {
+			continue
+		}
+		if i, ok := s.findUnder(key, uint32(target)); ok {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+// delete removes a bucket from the expiry heap and the store.
+func (s *bucketStore) delete(i uint32) {
+	heap.Remove(byExpiry{s}, int(s.slot(i).heapIndex))
+	s.remove(i)
+}
+
+// findUnder returns the slot of key's bucket limited by target.
+func (s *bucketStore) findUnder(key string, target uint32) (uint32, bool) {
 	mask := uint64(len(s.table) - 1)
-	for i := s.hash(id.key, target) & mask; ; i = (i + 1) & mask {
+	for i := s.hash(key, target) & mask; ; i = (i + 1) & mask {
 		v := s.table[i]
 		if v == 0 {
 			return 0, false
 		}
-		if sl := s.slot(v - 1); sl.target == target && sl.key == id.key {
+		if sl := s.slot(v - 1); sl.target == target && sl.key == key {
 			return v - 1, true
 		}
 	}

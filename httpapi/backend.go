@@ -23,6 +23,7 @@ type Backend struct {
 	Membership Membership
 	Backups    Backups
 	Observer   Observer
+	Keys       KeyStore
 }
 
 // mustBeComplete panics, naming the field, when a job is missing: a
@@ -99,6 +100,18 @@ type Membership interface {
 	// CheckConsistency compares every member's state with the leader's at
 	// a new checkpoint.
 	CheckConsistency(ctx context.Context) (contract.ConsistencyReport, error)
+}
+
+// KeyStore shows and resets keys, for operators.
+type KeyStore interface {
+	// ResetKey deletes a key's state under every limit through the log,
+	// returning how many limits it held state under.
+	ResetKey(ctx context.Context, key string) (int, error)
+	// Key returns a key's state as this node has applied it.
+	Key(ctx context.Context, key string) (contract.KeyState, bool)
+	// Keys returns a page of live keys with a prefix, after after, and the
+	// key to continue after.
+	Keys(ctx context.Context, prefix, after string, limit int) (page []contract.KeyState, next string)
 }
 
 // Backups writes and restores backup files.

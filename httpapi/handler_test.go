@@ -37,15 +37,22 @@ type fakeLimiter struct {
 	notLeader bool              // Restore answers *contract.NotLeaderError
 	leases    map[string]string // lease ID → key
 	domains   map[string]rls.Config
+	buckets   map[string]fakeBucket // states' key → what it counts
+}
+
+// fakeBucket is what one of the fake's states counts: a key under a limit.
+type fakeBucket struct {
+	key   string
+	limit algorithms.Limit
 }
 
 // backend is the fake in every job of a Backend.
 func (f *fakeLimiter) backend() Backend {
-	return Backend{Decider: f, Policies: f, RLS: f, Leases: f, Membership: f, Backups: f, Observer: f}
+	return Backend{Decider: f, Policies: f, RLS: f, Leases: f, Membership: f, Backups: f, Observer: f, Keys: f}
 }
 
 func newFake() *fakeLimiter {
-	return &fakeLimiter{now: 1e18, states: make(map[string]algorithms.State), policies: make(map[string]contract.Policy), domains: make(map[string]rls.Config), ready: true}
+	return &fakeLimiter{now: 1e18, states: make(map[string]algorithms.State), policies: make(map[string]contract.Policy), domains: make(map[string]rls.Config), buckets: make(map[string]fakeBucket), ready: true}
 }
 
 func (f *fakeLimiter) Allow(_ context.Context, req contract.Request) (contract.Decision, error) {
@@ -85,8 +92,69 @@ func (f *fakeLimiter) decide(req contract.Request) (contract.Decision, error) {
 		for id, s := range next {
 			f.states[id] = s
 		}
+		for _, c := range req.Checks {
+			if c.Policy == "" {
+				f.buckets[fmt.Sprint(c.Key, c.Limit)] = fakeBucket{c.Key, c.Limit}
+			}
+		}
 	}
 	return d, nil
+}
+
+func (f *fakeLimiter) keyState(key string) (contract.KeyState, bool) {
+	out := contract.KeyState{Key: key}
+	for id, b := range f.buckets {
+		if b.key == key {
+			d, _ := algorithms.Decide(b.limit, f.states[id], f.now, 0)
+			out.Limits = append(out.Limits, contract.KeyLimit{Limit: b.limit, Decision: d})
+		}
+	}
+	return out, len(out.Limits) > 0
+}
+
+func (f *fakeLimiter) Key(_ context.Context, key string) (contract.KeyState, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.keyState(key)
+}
+
+func (f *fakeLimiter) Keys(_ context.Context, prefix, after string, limit int) ([]contract.KeyState, string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var keys []string
+	for _, b := range f.buckets {
+		if strings.HasPrefix(b.key, prefix) && b.key > after && !slices.Contains(keys, b.key) {
+			keys = append(keys, b.key)
+		}
+	}
+	slices.Sort(keys)
+	next := ""
+	if len(keys) > limit {
+		keys, next = keys[:limit], keys[limit-1]
+	}
+	var page []contract.KeyState
+	for _, k := range keys {
+		ks, _ := f.keyState(k)
+		page = append(page, ks)
+	}
+	return page, next
+}
+
+func (f *fakeLimiter) ResetKey(_ context.Context, key string) (int, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n := 0
+	for id, b := range f.buckets {
+		if b.key == key {
+			delete(f.buckets, id)
+			delete(f.states, id)
+			n++
+		}
+	}
+	if n == 0 {
+		return 0, contract.NotFound("key", "the key %q holds no state", key)
+	}
+	return n, nil
 }
 
 func (f *fakeLimiter) AllowBatch(_ context.Context, reqs []contract.Request) ([]contract.BatchResult, error) {

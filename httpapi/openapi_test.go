@@ -394,6 +394,13 @@ func TestOpenAPIValidatesRealTraffic(t *testing.T) {
 		{"an outcome unknown", setErr(contract.ErrOutcomeUnknown), "POST", "/v1/allow", `{"key":"k","limit":{"rate":5},"request_id":"r-9"}`, 503},
 		{"a bug", setErr(io.ErrClosedPipe), "POST", "/v1/allow", `{"key":"k","limit":{"rate":5}}`, 500},
 		{"a bug in a join", setErr(io.ErrClosedPipe), "POST", "/v1/cluster/join", `{"id":"n4","raft_addr":"127.0.0.1:8004"}`, 500},
+		{"list the keys", nil, "GET", "/v1/keys?limit=2", "", 200},
+		{"list the keys with a prefix", nil, "GET", "/v1/keys?prefix=k&after=k&limit=100", "", 200},
+		{"a page of keys too large", nil, "GET", "/v1/keys?limit=5000", "", 400},
+		{"get a key", nil, "GET", "/v1/keys/k2", "", 200},
+		{"get a key without state", nil, "GET", "/v1/keys/nobody", "", 404},
+		{"reset a key", nil, "DELETE", "/v1/keys/k2", "", 200},
+		{"reset a key without state", nil, "DELETE", "/v1/keys/k2", "", 404},
 		{"not ready", func(f *fakeLimiter) { f.err, f.ready = nil, false }, "GET", "/readyz", "", 503},
 	}
 

@@ -162,11 +162,13 @@ func TestStatusPageInABrowser(t *testing.T) {
 			}
 			return false
 		})
-		dom := browse(t, pageOf(t, survivor), "")
-		_, row, _ := strings.Cut(dom, `data-node="`+victim.ID+`"`)
-		row, _, _ = strings.Cut(row, "</tr>")
-		if !strings.Contains(row, "unreachable") {
-			t.Fatalf("%s's page does not show %s as unreachable: %s", survivor.ID, victim.ID, row)
-		}
+		// The page is read a moment after the stats: let it catch up with
+		// them too, as a person would reload it.
+		page, row := pageOf(t, survivor), ""
+		waitFor(t, fmt.Sprintf("%s's page to show %s unreachable", survivor.ID, victim.ID), func() bool {
+			_, row, _ = strings.Cut(browse(t, page, ""), `data-node="`+victim.ID+`"`)
+			row, _, _ = strings.Cut(row, "</tr>")
+			return strings.Contains(row, "unreachable")
+		})
 	}
 }

@@ -173,11 +173,8 @@ func (r *remote) policies(ps []client.Policy) error {
 	var rows [][]string
 	for _, p := range ps {
 		limit := "?"
-		if l := p.Limit; l != nil {
-			limit = fmt.Sprintf("%s %d/%s", cmp.Or(l.Algorithm, "token_bucket"), l.Rate, shortDuration(cmp.Or(l.Period, "1s")))
-			if l.Burst != 0 {
-				limit += fmt.Sprintf(" burst %d", l.Burst)
-			}
+		if p.Limit != nil {
+			limit = limitText(*p.Limit)
 		}
 		shadowDenied := "-"
 		if p.ShadowDenied != nil {
@@ -252,6 +249,15 @@ func short(digest string) string {
 
 // shortDuration writes a whole number of hours or minutes without Go's
 // zero units ("1m0s" is 1m); anything else as Go does.
+// limitText is a limit as a table shows it: "token_bucket 100/1m burst 10".
+func limitText(l client.Limit) string {
+	text := fmt.Sprintf("%s %d/%s", cmp.Or(l.Algorithm, "token_bucket"), l.Rate, shortDuration(cmp.Or(l.Period, "1s")))
+	if l.Burst != 0 && l.Burst != l.Rate {
+		text += fmt.Sprintf(" burst %d", l.Burst)
+	}
+	return text
+}
+
 func shortDuration(s string) string {
 	d, err := time.ParseDuration(s)
 	switch {

@@ -99,7 +99,7 @@ func parseConfig(args []string, getenv func(string) string, output io.Writer) (c
 	fs.StringVar(&c.joinToken, "join-token", "", "token (role admin) sent with -join to a cluster that has -auth")
 	fs.StringVar(&c.joinCA, "join-ca", "", "PEM CA to trust for the members' HTTPS API when joining (default -node-ca)")
 	fs.Usage = func() {
-		fmt.Fprintf(output, "Usage: limitnode [flags]            run a node\n       limitnode COMMAND [flags]    status, members, join, remove, transfer-leadership, allow,\n                                    policy put|get|list|delete, rls put|get|list|delete, backup, restore, health,\n                                    token, certs, recover, version (limitnode COMMAND -h for each)\n\n")
+		fmt.Fprintf(output, "Usage: limitnode [flags]            run a node\n       limitnode COMMAND [flags]    status, members, join, remove, transfer-leadership, allow,\n                                    policy put|get|list|delete, rls put|get|list|delete, keys list|get|reset,\n                                    backup, restore, health,\n                                    token, certs, recover, version (limitnode COMMAND -h for each)\n\n")
 		fmt.Fprintf(output, "Every flag can also be set as LIMITNODE_<NAME> (dashes as underscores, e.g. LIMITNODE_LOG_LEVEL);\na flag on the command line wins over its variable.\n\nFlags:\n")
 		fs.PrintDefaults()
 	}

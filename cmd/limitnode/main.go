@@ -48,6 +48,7 @@ var subcommands = map[string]subcommand{
 	"transfer-leadership": transferCommand,
 	"allow":               allowCommand,
 	"policy":              policyCommand,
+	"keys":                keysCommand,
 	"rls":                 rlsCommand,
 	"backup":              backupCommand,
 	"restore":             restoreCommand,

@@ -333,6 +333,58 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/keys": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List the live keys, with their state.
+         * @description The keys that hold state now, sorted, each with its state under
+         *     every limit, as this node has applied them (after catching up with
+         *     the leader), consuming nothing. A listing walks every live key, on
+         *     the state frozen as a snapshot freezes it: it is for operators, not
+         *     for a hot path.
+         */
+        get: operations["listKeys"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/keys/{key}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The key, URL-escaped (a `/` in it as `%2F`). */
+                key: string;
+            };
+            cookie?: never;
+        };
+        /** One key's state under each limit, consuming nothing. */
+        get: operations["getKey"];
+        put?: never;
+        post?: never;
+        /**
+         * Reset a key.
+         * @description Deletes the key's state under every limit and policy through the log,
+         *     so that every node resets it at one index: the key starts afresh, as
+         *     if it had never been used (to unblock a customer). It gives capacity
+         *     back, as a policy change does. Leases held on the key are not
+         *     touched.
+         */
+        delete: operations["resetKey"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/cluster": {
         parameters: {
             query?: never;
@@ -1105,6 +1157,33 @@ export interface components {
             replace?: boolean;
             /** @description Join even if fewer voters than a quorum would answer. */
             force?: boolean;
+        };
+        /** @description A key's state under each limit that holds any. */
+        KeyState: {
+            key: string;
+            limits: components["schemas"]["KeyLimit"][];
+        };
+        /** @description A key's state under one limit, as a request of cost 0 would be told now. */
+        KeyLimit: {
+            /** @description The policy whose limit it is, `rls/` and a domain for an Envoy counter; absent for an inline limit. */
+            owner?: string;
+            limit: components["schemas"]["Limit"];
+            /** Format: int64 */
+            remaining: number;
+            /** Format: int64 */
+            reset_after_ms: number;
+        };
+        /** @description A page of the live keys, sorted. */
+        KeyPage: {
+            keys: components["schemas"]["KeyState"][];
+            /** @description Present when more keys follow; pass it as `after`. */
+            next?: string;
+        };
+        KeyReset: {
+            /** @description The key. */
+            reset: string;
+            /** @description How many limits it held state under. */
+            limits: number;
         };
         Removed: {
             /** @description The ID of the removed member. */
@@ -2039,6 +2118,95 @@ export interface operations {
             404: components["responses"]["NotFound"];
             405: components["responses"]["MethodNotAllowed"];
             413: components["responses"]["PayloadTooLarge"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    listKeys: {
+        parameters: {
+            query?: {
+                /** @description Only keys that start with this. */
+                prefix?: string;
+                /** @description At most this many keys (1 to 1,000; default 100). */
+                limit?: number;
+                /** @description Start after this key (the `next` of the previous page). */
+                after?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of the live keys. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["KeyPage"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["PermissionDenied"];
+            405: components["responses"]["MethodNotAllowed"];
+        };
+    };
+    getKey: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The key, URL-escaped (a `/` in it as `%2F`). */
+                key: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The key's state. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["KeyState"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["PermissionDenied"];
+            404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
+        };
+    };
+    resetKey: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The key, URL-escaped (a `/` in it as `%2F`). */
+                key: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Reset. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["KeyReset"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["PermissionDenied"];
+            404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];
         };
