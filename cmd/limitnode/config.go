@@ -64,45 +64,7 @@ func envName(flagName string) string {
 // LIMITNODE_<NAME> when that variable is set. A mistake is a *usageError.
 func parseConfig(args []string, getenv func(string) string, output io.Writer) (config, error) {
 	var c config
-	fs := flag.NewFlagSet("limitnode", flag.ContinueOnError)
-	fs.SetOutput(output)
-	fs.StringVar(&c.id, "id", "node1", "node ID, unique in the cluster")
-	fs.StringVar(&c.httpAddr, "http", "127.0.0.1:7070", "HTTP listen address")
-	fs.StringVar(&c.grpcAddr, "grpc", "", "gRPC listen address of Envoy's rate limit service, health and reflection (off when empty)")
-	fs.StringVar(&c.advertiseHTTP, "advertise-http", "", "the HTTP address other members and clients reach this node at (default: -http, with the host of -advertise-raft, else -raft, in place of 0.0.0.0 or ::)")
-	fs.StringVar(&c.raftAddr, "raft", "127.0.0.1:7071", "Raft listen address (also the advertised one unless -advertise-raft is given)")
-	fs.StringVar(&c.advertiseRaft, "advertise-raft", "", "the Raft address other members reach this node at, e.g. a stable DNS name (needed when -raft listens on 0.0.0.0)")
-	fs.StringVar(&c.dataDir, "data", "./limitnode-data", "data directory (Raft log, stable store, snapshots)")
-	fs.StringVar(&c.snapshotDir, "snapshot-dir", "", "keep snapshots here instead of in -data (another disk keeps their writes from delaying the log's)")
-	fs.StringVar(&c.join, "join", "", "comma-separated HTTP addresses of existing members; omit to start (or restart) on your own")
-	fs.BoolVar(&c.replace, "replace", false, "with -join: replace a member that has this -id and still runs at another address (refused without it)")
-	fs.IntVar(&c.expect, "bootstrap-expect", 0, "form a new cluster once this many nodes, -join naming all of them, answer (every node started with the same value); a node with state ignores it")
-	fs.StringVar(&c.logLevel, "log-level", "info", "least level logged: debug, info, warn or error")
-	fs.StringVar(&c.raftLogLevel, "raft-log-level", "warn", "least level of Raft's own logs: debug, info, warn or error")
-	fs.DurationVar(&c.joinTimeout, "join-timeout", time.Minute, "how long to keep trying the -join addresses")
-	fs.BoolVar(&c.noSync, "no-sync", false, "do not fsync the Raft log on each append: faster, but a simultaneous power loss of a majority can lose the last decisions")
-	fs.Int64Var(&c.maxKeys, "max-keys", cluster.DefaultMaxKeys, "most live (key, limit) pairs the cluster keeps; -1 for no cap")
-	fs.StringVar(&c.keyLimitMode, "key-limit-mode", "deny", "when -max-keys is reached, new keys are refused (deny: 503) or admitted unrecorded (allow)")
-	fs.IntVar(&c.maxRaftConns, "max-raft-conns", 1024, "most connections open at once on the Raft port; one more is closed at once")
-	fs.DurationVar(&c.raftIdle, "raft-idle-timeout", 2*time.Minute, "close a connection on the Raft port that sends nothing for this long")
-	fs.IntVar(&c.maxHTTPConns, "max-http-conns", 10000, "most connections open at once on the HTTP port; one more is closed at once")
-	fs.StringVar(&c.trusted, "trusted-proxies", "127.0.0.0/8,::1", "comma-separated CIDRs of the proxies whose X-Forwarded-For /v1/forward-auth believes for client_ip; none for no proxy")
-	fs.StringVar(&c.policiesFile, "policies", "", "JSON file of named policies to store when this node bootstraps a new cluster")
-	fs.StringVar(&c.rlsConfig, "rls-config", "", "envoyproxy/ratelimit YAML file, or a directory of them, to store when this node bootstraps a new cluster")
-	fs.StringVar(&c.tlsCert, "tls-cert", "", "PEM certificate of the HTTP and gRPC APIs: serve HTTPS (with -tls-key; re-read when it changes)")
-	fs.StringVar(&c.tlsKey, "tls-key", "", "PEM private key of -tls-cert")
-	fs.StringVar(&c.tlsClientCA, "tls-client-ca", "", "PEM CA: also require HTTPS clients to present a certificate it signed")
-	fs.StringVar(&c.nodeCert, "node-cert", "", "PEM certificate of this node for mutual TLS on the Raft port (with -node-key and -node-ca)")
-	fs.StringVar(&c.nodeKey, "node-key", "", "PEM private key of -node-cert")
-	fs.StringVar(&c.nodeCA, "node-ca", "", "PEM CA that signs every member's -node-cert")
-	fs.StringVar(&c.authFile, "auth", "", "JSON token file: every API call but /healthz and /readyz needs a bearer token with its role (re-read when it changes)")
-	fs.StringVar(&c.joinToken, "join-token", "", "token (role admin) sent with -join to a cluster that has -auth")
-	fs.StringVar(&c.joinCA, "join-ca", "", "PEM CA to trust for the members' HTTPS API when joining (default -node-ca)")
-	fs.Usage = func() {
-		fmt.Fprintf(output, "Usage: limitnode [flags]            run a node\n       limitnode COMMAND [flags]    status, members, join, remove, transfer-leadership, allow,\n                                    policy put|get|list|delete, rls put|get|list|delete, keys list|get|reset,\n                                    backup, restore, health,\n                                    token, certs, recover, version (limitnode COMMAND -h for each)\n\n")
-		fmt.Fprintf(output, "Every flag can also be set as LIMITNODE_<NAME> (dashes as underscores, e.g. LIMITNODE_LOG_LEVEL);\na flag on the command line wins over its variable.\n\nFlags:\n")
-		fs.PrintDefaults()
-	}
+	fs := c.flagSet(output)
 	var envErr error
 	fs.VisitAll(func(f *flag.Flag) {
 		name := envName(f.Name)
@@ -146,6 +108,52 @@ func parseConfig(args []string, getenv func(string) string, output io.Writer) (c
 		return c, err
 	}
 	return c, nil
+}
+
+// flagSet defines the node's flags on a new FlagSet that sets c, without
+// parsing anything: parseConfig parses it, and the test that writes
+// docs/configuration.md lists it.
+func (c *config) flagSet(output io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet("limitnode", flag.ContinueOnError)
+	fs.SetOutput(output)
+	fs.StringVar(&c.id, "id", "node1", "node ID, unique in the cluster")
+	fs.StringVar(&c.httpAddr, "http", "127.0.0.1:7070", "HTTP listen address")
+	fs.StringVar(&c.grpcAddr, "grpc", "", "gRPC listen address of Envoy's rate limit service, health and reflection (off when empty)")
+	fs.StringVar(&c.advertiseHTTP, "advertise-http", "", "the HTTP address other members and clients reach this node at (default: -http, with the host of -advertise-raft, else -raft, in place of 0.0.0.0 or ::)")
+	fs.StringVar(&c.raftAddr, "raft", "127.0.0.1:7071", "Raft listen address (also the advertised one unless -advertise-raft is given)")
+	fs.StringVar(&c.advertiseRaft, "advertise-raft", "", "the Raft address other members reach this node at, e.g. a stable DNS name (needed when -raft listens on 0.0.0.0)")
+	fs.StringVar(&c.dataDir, "data", "./limitnode-data", "data directory (Raft log, stable store, snapshots)")
+	fs.StringVar(&c.snapshotDir, "snapshot-dir", "", "keep snapshots here instead of in -data (another disk keeps their writes from delaying the log's)")
+	fs.StringVar(&c.join, "join", "", "comma-separated HTTP addresses of existing members; omit to start (or restart) on your own")
+	fs.BoolVar(&c.replace, "replace", false, "with -join: replace a member that has this -id and still runs at another address (refused without it)")
+	fs.IntVar(&c.expect, "bootstrap-expect", 0, "form a new cluster once this many nodes, -join naming all of them, answer (every node started with the same value); a node with state ignores it")
+	fs.StringVar(&c.logLevel, "log-level", "info", "least level logged: debug, info, warn or error")
+	fs.StringVar(&c.raftLogLevel, "raft-log-level", "warn", "least level of Raft's own logs: debug, info, warn or error")
+	fs.DurationVar(&c.joinTimeout, "join-timeout", time.Minute, "how long to keep trying the -join addresses")
+	fs.BoolVar(&c.noSync, "no-sync", false, "do not fsync the Raft log on each append: faster, but a simultaneous power loss of a majority can lose the last decisions")
+	fs.Int64Var(&c.maxKeys, "max-keys", cluster.DefaultMaxKeys, "most live (key, limit) pairs the cluster keeps; -1 for no cap")
+	fs.StringVar(&c.keyLimitMode, "key-limit-mode", "deny", "when -max-keys is reached, new keys are refused (deny: 503) or admitted unrecorded (allow)")
+	fs.IntVar(&c.maxRaftConns, "max-raft-conns", 1024, "most connections open at once on the Raft port; one more is closed at once")
+	fs.DurationVar(&c.raftIdle, "raft-idle-timeout", 2*time.Minute, "close a connection on the Raft port that sends nothing for this long")
+	fs.IntVar(&c.maxHTTPConns, "max-http-conns", 10000, "most connections open at once on the HTTP port; one more is closed at once")
+	fs.StringVar(&c.trusted, "trusted-proxies", "127.0.0.0/8,::1", "comma-separated CIDRs of the proxies whose X-Forwarded-For /v1/forward-auth believes for client_ip; none for no proxy")
+	fs.StringVar(&c.policiesFile, "policies", "", "JSON file of named policies to store when this node bootstraps a new cluster")
+	fs.StringVar(&c.rlsConfig, "rls-config", "", "envoyproxy/ratelimit YAML file, or a directory of them, to store when this node bootstraps a new cluster")
+	fs.StringVar(&c.tlsCert, "tls-cert", "", "PEM certificate of the HTTP and gRPC APIs: serve HTTPS (with -tls-key; re-read when it changes)")
+	fs.StringVar(&c.tlsKey, "tls-key", "", "PEM private key of -tls-cert")
+	fs.StringVar(&c.tlsClientCA, "tls-client-ca", "", "PEM CA: also require HTTPS clients to present a certificate it signed")
+	fs.StringVar(&c.nodeCert, "node-cert", "", "PEM certificate of this node for mutual TLS on the Raft port (with -node-key and -node-ca)")
+	fs.StringVar(&c.nodeKey, "node-key", "", "PEM private key of -node-cert")
+	fs.StringVar(&c.nodeCA, "node-ca", "", "PEM CA that signs every member's -node-cert")
+	fs.StringVar(&c.authFile, "auth", "", "JSON token file: every API call but /healthz and /readyz needs a bearer token with its role (re-read when it changes)")
+	fs.StringVar(&c.joinToken, "join-token", "", "token (role admin) sent with -join to a cluster that has -auth")
+	fs.StringVar(&c.joinCA, "join-ca", "", "PEM CA to trust for the members' HTTPS API when joining (default -node-ca)")
+	fs.Usage = func() {
+		fmt.Fprintf(output, "Usage: limitnode [flags]            run a node\n       limitnode COMMAND [flags]    status, members, join, remove, transfer-leadership, allow,\n                                    policy put|get|list|delete, rls put|get|list|delete, keys list|get|reset,\n                                    backup, restore, health,\n                                    token, certs, recover, version (limitnode COMMAND -h for each)\n\n")
+		fmt.Fprintf(output, "Every flag can also be set as LIMITNODE_<NAME> (dashes as underscores, e.g. LIMITNODE_LOG_LEVEL);\na flag on the command line wins over its variable.\n\nFlags:\n")
+		fs.PrintDefaults()
+	}
+	return fs
 }
 
 // check refuses an incomplete set of TLS flags.
