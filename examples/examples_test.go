@@ -15,6 +15,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -26,6 +27,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
+	reflectionpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
 	"google.golang.org/grpc/status"
 )
 
@@ -91,6 +93,22 @@ func TestEmbeddedExampleDecides(t *testing.T) {
 	}
 	if !containsLine(string(out), "allowed; 99 left") {
 		t.Fatalf("the example did not report its decision:\n%s", out)
+	}
+}
+
+// TestEmbeddedExampleWithoutAClusterSaysWhatToDo: a replica started
+// without -bootstrap on an empty data directory belongs to no cluster; it
+// says how to make one at once instead of waiting for a leader.
+func TestEmbeddedExampleWithoutAClusterSaysWhatToDo(t *testing.T) {
+	t.Parallel()
+	cmd := exec.Command("go", "run", ".", "-raft", testenv.FreeAddr(t), "-http", testenv.FreeAddr(t), "-data", t.TempDir())
+	cmd.Dir = "embedded"
+	out, err := cmd.CombinedOutput()
+	if err == nil {
+		t.Fatalf("go run ./examples/embedded without -bootstrap succeeded:\n%s", out)
+	}
+	if !strings.Contains(string(out), "belongs to no cluster yet: start the first replica with -bootstrap") {
+		t.Fatalf("the example did not say what to do:\n%s", out)
 	}
 }
 
@@ -162,6 +180,13 @@ func TestMiddlewareExampleLimitsPerUser(t *testing.T) {
 	if got := post(jwtHS256(t, "another secret", "mallory")); got != http.StatusUnauthorized {
 		t.Fatalf("a token of another key: %d, want 401", got)
 	}
+	printed, err := exec.Command(buildExample(t, "middleware"), "-secret", "s3cret", "-token-for", "carol").Output()
+	if err != nil {
+		t.Fatalf("-token-for: %v", err)
+	}
+	if got := post(strings.TrimSpace(string(printed))); got != http.StatusOK {
+		t.Fatalf("the token -token-for printed: %d, want 200", got)
+	}
 }
 
 // jwtHS256 makes a token for sub, valid for an hour.
@@ -217,6 +242,27 @@ func TestGRPCExampleLimitsPerAPIKey(t *testing.T) {
 	}
 	if code := call(""); code != codes.Unauthenticated {
 		t.Fatalf("no key: %v, want Unauthenticated", code)
+	}
+	// Reflection, without a key and not limited, names the service.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	stream, err := reflectionpb.NewServerReflectionClient(conn).ServerReflectionInfo(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := stream.Send(&reflectionpb.ServerReflectionRequest{MessageRequest: &reflectionpb.ServerReflectionRequest_ListServices{}}); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := stream.Recv()
+	if err != nil {
+		t.Fatalf("reflection: %v", err)
+	}
+	var names []string
+	for _, s := range resp.GetListServicesResponse().GetService() {
+		names = append(names, s.GetName())
+	}
+	if !slices.Contains(names, "grpc.health.v1.Health") {
+		t.Fatalf("reflection lists %v, want grpc.health.v1.Health among them", names)
 	}
 }
 
@@ -326,15 +372,22 @@ func skipIfSecure(t *testing.T, c *testcluster.Cluster) {
 	}
 }
 
-// startExample builds the example program in directory name and runs it
-// with args until the test ends.
-func startExample(t *testing.T, name string, args ...string) {
+// buildExample builds the example program in directory name and returns
+// its path.
+func buildExample(t *testing.T, name string) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), name)
 	if out, err := exec.Command("go", "build", "-o", bin, "./"+name).CombinedOutput(); err != nil {
 		t.Fatalf("go build ./examples/%s: %v\n%s", name, err, out)
 	}
-	cmd := exec.Command(bin, args...)
+	return bin
+}
+
+// startExample builds the example program in directory name and runs it
+// with args until the test ends.
+func startExample(t *testing.T, name string, args ...string) {
+	t.Helper()
+	cmd := exec.Command(buildExample(t, name), args...)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

@@ -3,6 +3,7 @@
 // checks a limit through the Go API.
 //
 //	go run ./examples/embedded -bootstrap       # the first replica
+//	go run ./examples/embedded                  # again: it restarts into its cluster
 package main
 
 import (
@@ -32,6 +33,13 @@ func main() {
 	})
 	if err != nil {
 		log.Fatal(err)
+	}
+	if !node.HadState() && !*bootstrap {
+		// Without state and without Bootstrap, the node waits for a member
+		// to add it: no decision could come before that.
+		node.Close()
+		log.Fatal("this node belongs to no cluster yet: start the first replica with -bootstrap, " +
+			"and add each other one from a member (node.Join, POST /v1/cluster/join or limitnode join)")
 	}
 	defer node.Close() // hands leadership over first
 

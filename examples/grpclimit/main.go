@@ -1,8 +1,10 @@
 // Command grpclimit is a gRPC server (here gRPC's own health service) whose
 // calls are limited per API key by a limitnode cluster: each key may make
-// 5 Check calls a minute, whichever replica it calls.
+// 5 Check calls a minute, whichever replica it calls. Server reflection,
+// which is not limited, lets grpcurl find the service.
 //
-//	go run ./examples/grpclimit -listen 127.0.0.1:9090 127.0.0.1:7070
+//	go run ./examples/grpclimit -listen 127.0.0.1:9090 127.0.0.1:7001
+//	grpcurl -plaintext -H 'x-api-key: key-1' 127.0.0.1:9090 grpc.health.v1.Health/Check
 package main
 
 import (
@@ -15,6 +17,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/reflection"
 )
 
 func main() {
@@ -35,6 +38,7 @@ func main() {
 	}
 	srv := grpc.NewServer(grpc.UnaryInterceptor(limiter.Unary()), grpc.StreamInterceptor(limiter.Stream()))
 	healthpb.RegisterHealthServer(srv, health.NewServer())
+	reflection.Register(srv)
 
 	ln, err := net.Listen("tcp", *listen)
 	if err != nil {

@@ -1,7 +1,7 @@
 // Command guard asks a limitnode cluster for a decision through
 // client.Guard, which says what happens when the cluster cannot answer.
 //
-//	go run ./examples/guard 127.0.0.1:7070
+//	go run ./examples/guard 127.0.0.1:7001 127.0.0.1:7002 127.0.0.1:7003
 package main
 
 import (

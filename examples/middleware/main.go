@@ -3,7 +3,8 @@
 // user in the request's context, and the limiter keys each route's quota by
 // that user. Run three of it against one cluster and they hold one limit.
 //
-//	go run ./examples/middleware -listen 127.0.0.1:8080 -secret s3cret 127.0.0.1:7070
+//	go run ./examples/middleware -listen 127.0.0.1:8091 -secret s3cret 127.0.0.1:7001
+//	go run ./examples/middleware -secret s3cret -token-for alice    # prints a token for alice, valid an hour
 package main
 
 import (
@@ -26,9 +27,14 @@ import (
 type userKey struct{}
 
 func main() {
-	listen := flag.String("listen", "127.0.0.1:8080", "address to serve on")
+	listen := flag.String("listen", "127.0.0.1:8091", "address to serve on")
 	secret := flag.String("secret", "", "HMAC key of the HS256 tokens")
+	tokenFor := flag.String("token-for", "", "print a token for this user, valid an hour, and exit")
 	flag.Parse()
+	if *tokenFor != "" {
+		fmt.Println(signHS256([]byte(*secret), *tokenFor, time.Now().Add(time.Hour)))
+		return
+	}
 	guard := client.NewGuard(client.New(nil, flag.Args()...), client.GuardOptions{OnFailure: client.FailClosed})
 
 	user := middleware.Join(middleware.Const("user"), middleware.FromContext(func(ctx context.Context) (string, bool) {
@@ -86,6 +92,16 @@ func verifyHS256(secret []byte, token string) (string, bool) {
 		return "", false
 	}
 	return claims.Sub, true
+}
+
+// signHS256 makes the token verifyHS256 accepts until exp.
+func signHS256(secret []byte, sub string, exp time.Time) string {
+	header, _ := json.Marshal(map[string]string{"alg": "HS256", "typ": "JWT"})
+	claims, _ := json.Marshal(map[string]any{"sub": sub, "exp": exp.Unix()})
+	signed := base64.RawURLEncoding.EncodeToString(header) + "." + base64.RawURLEncoding.EncodeToString(claims)
+	mac := hmac.New(sha256.New, secret)
+	mac.Write([]byte(signed))
+	return signed + "." + base64.RawURLEncoding.EncodeToString(mac.Sum(nil))
 }
 
 func decode(part string, v any) error {

@@ -5,8 +5,8 @@
 // the queue cannot grow without end, and when it is full a request is
 // refused at once, with the time to come back.
 //
-//	go run ./examples/reports -listen 127.0.0.1:8080 127.0.0.1:7070
-//	curl -H 'X-Client-ID: acme' 127.0.0.1:8080/report
+//	go run ./examples/reports -listen 127.0.0.1:8090 127.0.0.1:7001 127.0.0.1:7002 127.0.0.1:7003
+//	curl -H 'X-Client-ID: acme' 127.0.0.1:8090/report
 package main
 
 import (
@@ -29,7 +29,7 @@ var (
 )
 
 func main() {
-	listen := flag.String("listen", "127.0.0.1:8080", "address to serve on")
+	listen := flag.String("listen", "127.0.0.1:8090", "address to serve on")
 	buildTime := flag.Duration("build-time", 2*time.Second, "how long one report takes")
 	flag.Parse()
 	limiter := client.New(&http.Client{Timeout: 5 * time.Second}, flag.Args()...)
