@@ -1,5 +1,6 @@
-// Package examples_test keeps the README's Go snippets true: each is a
-// program under examples/, shown whole, and the programs run here.
+// Package examples_test keeps the Go snippets of the README and docs/
+// true: each is a program under examples/, shown whole, and the programs
+// run here.
 package examples_test
 
 import (
@@ -32,24 +33,49 @@ import (
 )
 
 // snippetSource matches the line that names a snippet's program, a link
-// such as [`examples/guard/main.go`](examples/guard/main.go):
+// such as [`examples/guard/main.go`](../examples/guard/main.go):
 var snippetSource = regexp.MustCompile("^\\[`(examples/[a-z0-9_/-]+\\.go)`\\]")
 
-// TestReadmeSnippetsAreTheExamples: every Go code block of the README is
-// the whole of the program the line before it names.
-func TestReadmeSnippetsAreTheExamples(t *testing.T) {
+// TestDocSnippetsAreTheExamples: every Go code block of the README and of
+// docs/ is the whole of the program the line before it names, and every
+// program under examples/ is shown on some page.
+func TestDocSnippetsAreTheExamples(t *testing.T) {
 	t.Parallel()
-	readme, err := os.ReadFile("../README.md")
+	pages, err := filepath.Glob("../docs/*.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	lines := strings.Split(string(readme), "\n")
-	found := 0
+	shown := map[string]bool{}
+	for _, page := range append([]string{"../README.md"}, pages...) {
+		for _, source := range snippetsOf(t, page) {
+			shown[source] = true
+		}
+	}
+	programs, err := filepath.Glob("*/main.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range programs {
+		if !shown["examples/"+p] {
+			t.Errorf("examples/%s is shown on no page of the README or docs/", p)
+		}
+	}
+}
+
+// snippetsOf checks the Go blocks of page against their programs and
+// returns the programs' paths.
+func snippetsOf(t *testing.T, page string) []string {
+	t.Helper()
+	text, err := os.ReadFile(page)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(string(text), "\n")
+	var sources []string
 	for i, line := range lines {
 		if line != "```go" {
 			continue
 		}
-		found++
 		var source string
 		for j := i - 1; j >= 0 && source == ""; j-- {
 			if m := snippetSource.FindStringSubmatch(lines[j]); m != nil {
@@ -59,7 +85,7 @@ func TestReadmeSnippetsAreTheExamples(t *testing.T) {
 			}
 		}
 		if source == "" {
-			t.Errorf("README line %d: a Go block not preceded by the link to its program under examples/", i+1)
+			t.Errorf("%s line %d: a Go block not preceded by the link to its program under examples/", page, i+1)
 			continue
 		}
 		end := i + 1
@@ -69,16 +95,15 @@ func TestReadmeSnippetsAreTheExamples(t *testing.T) {
 		snippet := strings.Join(lines[i+1:end], "\n") + "\n"
 		program, err := os.ReadFile(filepath.Join("..", source))
 		if err != nil {
-			t.Errorf("README line %d: %v", i+1, err)
+			t.Errorf("%s line %d: %v", page, i+1, err)
 			continue
 		}
 		if snippet != string(program) {
-			t.Errorf("README line %d: the snippet differs from %s; copy the file into the README", i+1, source)
+			t.Errorf("%s line %d: the snippet differs from %s; copy the file into the page", page, i+1, source)
 		}
+		sources = append(sources, source)
 	}
-	if found == 0 {
-		t.Fatal("no Go snippet found in the README")
-	}
+	return sources
 }
 
 // TestEmbeddedExampleDecides runs the embedding example as a user would:

@@ -20,10 +20,10 @@ import (
 	"google.golang.org/protobuf/types/known/anypb"
 )
 
-// readme returns the README.
-func readme(t *testing.T) string {
+// envoyPage returns docs/envoy.md, where users read the Envoy configuration.
+func envoyPage(t *testing.T) string {
 	t.Helper()
-	data, err := os.ReadFile("../README.md")
+	data, err := os.ReadFile("../docs/envoy.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,7 +42,7 @@ func between(t *testing.T, text, from, start, end string) string {
 		after, _, ok = strings.Cut(after, end)
 	}
 	if !ok {
-		t.Fatalf("the README has no %q ... %q after %q", start, end, from)
+		t.Fatalf("docs/envoy.md has no %q ... %q after %q", start, end, from)
 	}
 	return after
 }
@@ -63,17 +63,17 @@ func validated(t *testing.T, what string, a *anypb.Any) proto.Message {
 	return m
 }
 
-// TestReadmeEnvoyConfiguration reads the README's Envoy configuration with
-// Envoy's own message types and validation rules, checks that it asks
-// limitnode's cluster over HTTP/2 for the domain the README configures,
-// and sends the request the README says this Envoy sends to a 3-node
-// cluster through a follower: three logins pass, the fourth is over the
-// limit.
-func TestReadmeEnvoyConfiguration(t *testing.T) {
+// TestEnvoyPageConfiguration reads the Envoy configuration of
+// docs/envoy.md with Envoy's own message types and validation rules, checks
+// that it asks limitnode's cluster over HTTP/2 for the domain the page
+// configures, and sends the request the page says this Envoy sends to a
+// 3-node cluster through a follower: three logins pass, the fourth is over
+// the limit.
+func TestEnvoyPageConfiguration(t *testing.T) {
 	t.Parallel()
-	text := readme(t)
+	text := envoyPage(t)
 	var tree any
-	if err := yaml.Unmarshal([]byte(between(t, text, "**Envoy's side**", "```yaml\n", "```")), &tree); err != nil {
+	if err := yaml.Unmarshal([]byte(between(t, text, "## Envoy's side", "```yaml\n", "```")), &tree); err != nil {
 		t.Fatal(err)
 	}
 	jsonConfig, err := json.Marshal(tree)
@@ -82,10 +82,10 @@ func TestReadmeEnvoyConfiguration(t *testing.T) {
 	}
 	var boot bootstrapv3.Bootstrap
 	if err := protojson.Unmarshal(jsonConfig, &boot); err != nil {
-		t.Fatalf("Envoy would not load the README's configuration: %v", err)
+		t.Fatalf("Envoy would not load the page's configuration: %v", err)
 	}
 	if err := boot.ValidateAll(); err != nil {
-		t.Fatalf("the README's configuration breaks Envoy's rules: %v", err)
+		t.Fatalf("the page's configuration breaks Envoy's rules: %v", err)
 	}
 	clusters := map[string]bool{}
 	for _, c := range boot.GetStaticResources().GetClusters() {
@@ -116,19 +116,19 @@ func TestReadmeEnvoyConfiguration(t *testing.T) {
 		}
 	}
 	if filter == nil {
-		t.Fatal("the README's configuration has no rate limit filter")
+		t.Fatal("the page's configuration has no rate limit filter")
 	}
 	service := filter.GetRateLimitService().GetGrpcService().GetEnvoyGrpc().GetClusterName()
 	if filter.GetDomain() != "edge" || !clusters[service] || service != "limitnode" {
 		t.Fatalf("the filter asks cluster %q for domain %q", service, filter.GetDomain())
 	}
 
-	script := between(t, text, "## Envoy: the gRPC rate limit service", "```sh\n", "```")
+	script := between(t, text, "# Envoy: the gRPC rate limit service", "```sh\n", "```")
 	c := testcluster.Start(t, 3)
 	putDomain(t, c, between(t, script, "cat > edge.yaml", "<<'YAML'\n", "YAML\n"))
 	var req ratelimitv3.RateLimitRequest
 	if err := protojson.Unmarshal([]byte(between(t, script, "./grpcurl -plaintext -d", "'", "'")), &req); err != nil {
-		t.Fatalf("the README's request: %v", err)
+		t.Fatalf("the page's request: %v", err)
 	}
 	client := ratelimitv3.NewRateLimitServiceClient(c.Followers()[0].DialGRPC())
 	for i, want := range []ratelimitv3.RateLimitResponse_Code{ratelimitv3.RateLimitResponse_OK, ratelimitv3.RateLimitResponse_OK,

@@ -23,7 +23,7 @@ import (
 )
 
 // The forward-auth endpoint behind real proxies: each test writes the
-// proxy's configuration as the README gives it, starts the proxy on
+// proxy's configuration as docs/proxies.md gives it, starts the proxy on
 // 127.0.0.1 in front of a test upstream, and asks through it.
 
 // proxiedCluster is a 3-node cluster with a policy of three requests an
@@ -113,7 +113,8 @@ func checkLimitHolds(t *testing.T, proxy string) {
 	}
 }
 
-// nginxConfig is the README's nginx configuration for the given addresses.
+// nginxConfig is the nginx configuration of docs/proxies.md for the given
+// addresses.
 func nginxConfig(dir, listen, limitnode, upstream string) string {
 	user := ""
 	if os.Geteuid() == 0 {
@@ -142,7 +143,7 @@ http {
 `, user, dir, listen, limitnode, upstream, nginxLocations(limitnode))
 }
 
-// nginxLocations is the part of the README's nginx configuration that asks
+// nginxLocations is the part of the page's nginx configuration that asks
 // limitnode: it goes in the server block, before the locations it guards.
 func nginxLocations(limitnode string) string {
 	return strings.ReplaceAll(`    auth_request /_limitnode;
@@ -170,7 +171,8 @@ func nginxLocations(limitnode string) string {
 `, "LIMITNODE", limitnode)
 }
 
-// caddyfile is the README's Caddy configuration for the given addresses.
+// caddyfile is the Caddy configuration of docs/proxies.md for the given
+// addresses.
 func caddyfile(listen, limitnode, upstream string) string {
 	return fmt.Sprintf(`{
 	admin off
@@ -187,7 +189,7 @@ http://%s {
 }
 
 // TestForwardAuthThroughRealProxies runs nginx and Caddy, each with the
-// README's configuration, in front of the upstream and a cluster.
+// configuration of docs/proxies.md, in front of the upstream and a cluster.
 func TestForwardAuthThroughRealProxies(t *testing.T) {
 	t.Parallel()
 	proxies := []struct {
@@ -228,33 +230,36 @@ func TestForwardAuthThroughRealProxies(t *testing.T) {
 	}
 }
 
-// TestReadmeShowsTheTestedProxyConfigurations: the nginx and Caddy
-// configurations of the README are the ones these tests run.
-func TestReadmeShowsTheTestedProxyConfigurations(t *testing.T) {
-	t.Parallel()
-	readme, err := os.ReadFile("../README.md")
+// proxiesPage is docs/proxies.md, where users read the configurations.
+func proxiesPage(t *testing.T) string {
+	t.Helper()
+	page, err := os.ReadFile("../docs/proxies.md")
 	if err != nil {
 		t.Fatal(err)
 	}
+	return string(page)
+}
+
+// TestProxiesPageShowsTheTestedConfigurations: the nginx and Caddy
+// configurations of docs/proxies.md are the ones these tests run.
+func TestProxiesPageShowsTheTestedConfigurations(t *testing.T) {
+	t.Parallel()
+	page := proxiesPage(t)
 	for name, block := range map[string]string{
-		"nginx": nginxLocations("127.0.0.1:7070"),
-		"Caddy": caddyfile("127.0.0.1:8080", "127.0.0.1:7070", "127.0.0.1:9000"),
+		"nginx": nginxLocations("127.0.0.1:7001"),
+		"Caddy": caddyfile("127.0.0.1:8480", "127.0.0.1:7001", "127.0.0.1:9000"),
 	} {
-		if !strings.Contains(string(readme), block) {
-			t.Errorf("the README lacks the %s configuration the tests run:\n%s", name, block)
+		if !strings.Contains(page, block) {
+			t.Errorf("docs/proxies.md lacks the %s configuration the tests run:\n%s", name, block)
 		}
 	}
 }
 
-// traefikAddress is the forwardAuth address of the README's Traefik
-// configuration, which must parse as YAML.
+// traefikAddress is the forwardAuth address of the Traefik configuration
+// of docs/proxies.md, which must parse as YAML.
 func traefikAddress(t *testing.T) *url.URL {
 	t.Helper()
-	readme, err := os.ReadFile("../README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, block := range strings.Split(string(readme), "```yaml\n")[1:] {
+	for _, block := range strings.Split(proxiesPage(t), "```yaml\n")[1:] {
 		block, _, _ = strings.Cut(block, "```")
 		if !strings.Contains(block, "forwardAuth:") {
 			continue
@@ -269,20 +274,20 @@ func traefikAddress(t *testing.T) *url.URL {
 			} `yaml:"http"`
 		}
 		if err := yaml.Unmarshal([]byte(block), &conf); err != nil {
-			t.Fatalf("the README's Traefik configuration: %v", err)
+			t.Fatalf("the page's Traefik configuration: %v", err)
 		}
 		u, err := url.Parse(conf.HTTP.Middlewares["limitnode"].ForwardAuth.Address)
 		if err != nil || u.Path != "/v1/forward-auth" {
-			t.Fatalf("the README's Traefik forwardAuth address: %v, %v", u, err)
+			t.Fatalf("the page's Traefik forwardAuth address: %v, %v", u, err)
 		}
 		return u
 	}
-	t.Fatal("the README has no Traefik configuration")
+	t.Fatal("docs/proxies.md has no Traefik configuration")
 	return nil
 }
 
 // TestForwardAuthAsTraefikAsks sends the request Traefik's ForwardAuth
-// middleware sends to the address of the README's configuration (GET, the
+// middleware sends to the address of the page's configuration (GET, the
 // original method, host and URI in X-Forwarded-* headers, the client in
 // X-Forwarded-For, its own address as the peer) and finds the key made of
 // them.

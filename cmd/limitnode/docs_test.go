@@ -1,0 +1,542 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+	"unicode"
+
+	"github.com/limitnode/limitnode/internal/testenv"
+)
+
+// The shell blocks of README.md and docs/*.md are what users paste, so the
+// tests paste them too: each page's runnable blocks, in order, as one bash
+// script (after the README's three-node cluster when the page talks to
+// it), with the binary built from this tree. A block that cannot run here
+// (it needs kubectl, docker, an hour) says so in the line before it:
+//
+//	<!-- not run: needs kubectl -->
+//
+// and TestEveryShellBlockRunsOrIsMarked holds every other block to a test.
+
+// repoRoot is the repository's root, from this package's directory.
+const repoRoot = "../.."
+
+// shBlock is one ```sh block of a page.
+type shBlock struct {
+	page   string // relative to the repository's root
+	line   int    // of the opening fence, from 1
+	text   string // the block's lines, their common indentation removed
+	notRun string // the reason of a "<!-- not run: ... -->" line before it
+}
+
+// notRunMark is the line that keeps the block after it out of the tests.
+var notRunMark = regexp.MustCompile(`^<!-- not run: (.+) -->$`)
+
+// docPages are the pages whose blocks users paste: README.md and docs/*.md.
+func docPages(t *testing.T) []string {
+	t.Helper()
+	pages, err := filepath.Glob(filepath.Join(repoRoot, "docs", "*.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := []string{"README.md"}
+	for _, p := range pages {
+		rel, err := filepath.Rel(repoRoot, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, filepath.ToSlash(rel))
+	}
+	return out
+}
+
+// shBlocks returns the ```sh blocks of page, indented ones (in a list
+// item) included.
+func shBlocks(t *testing.T, page string) []shBlock {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(repoRoot, page))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(string(data), "\n")
+	var blocks []shBlock
+	for i := 0; i < len(lines); i++ {
+		if strings.TrimSpace(lines[i]) != "```sh" {
+			continue
+		}
+		indent := lines[i][:strings.Index(lines[i], "```")]
+		b := shBlock{page: page, line: i + 1}
+		for j := i - 1; j >= 0; j-- {
+			if prev := strings.TrimSpace(lines[j]); prev != "" {
+				if m := notRunMark.FindStringSubmatch(prev); m != nil {
+					b.notRun = m[1]
+				}
+				break
+			}
+		}
+		var body []string
+		for i++; i < len(lines) && strings.TrimSpace(lines[i]) != "```"; i++ {
+			body = append(body, strings.TrimPrefix(lines[i], indent))
+		}
+		b.text = strings.Join(body, "\n") + "\n"
+		blocks = append(blocks, b)
+	}
+	return blocks
+}
+
+// runnable returns the blocks of page that are not marked "not run".
+func runnable(t *testing.T, page string) []shBlock {
+	t.Helper()
+	var out []shBlock
+	for _, b := range shBlocks(t, page) {
+		if b.notRun == "" {
+			out = append(out, b)
+		}
+	}
+	return out
+}
+
+// buildLine is how a standalone script builds the binary; the tests build
+// it from this tree once, in its place.
+const buildLine = "go build -o limitnode ./cmd/limitnode"
+
+// readmeCluster is the README's three-node cluster: the block that builds
+// the binary and starts n3.
+func readmeCluster(t *testing.T) shBlock {
+	t.Helper()
+	for _, b := range runnable(t, "README.md") {
+		if strings.HasPrefix(b.text, buildLine+"\n") && strings.Contains(b.text, "-id n3 ") {
+			return b
+		}
+	}
+	t.Fatal("the README has no block that builds limitnode and starts n3")
+	return shBlock{}
+}
+
+// goRunExample is how a page runs an example; the tests build each once.
+var goRunExample = regexp.MustCompile(`go run \./examples/([a-z0-9_-]+)`)
+
+// docScript is how the tests run the runnable blocks of one page.
+type docScript struct {
+	page string
+	// onReadmeCluster: the page's blocks talk to the README's cluster,
+	// whose block runs first.
+	onReadmeCluster bool
+	programs        []string // beside bash and go
+	// want are strings the output must hold, each in order after the
+	// previous one.
+	want []string
+	// check, when set, looks further at the output.
+	check func(t *testing.T, out string)
+}
+
+// script is the bash script of the page's runnable blocks.
+func (s docScript) script(t *testing.T) string {
+	t.Helper()
+	var blocks []shBlock
+	if s.onReadmeCluster {
+		blocks = append(blocks, readmeCluster(t))
+	}
+	for _, b := range runnable(t, s.page) {
+		if s.page == "README.md" && (b.line == readmeSetup(t).line || b.line == readmeCluster(t).line) {
+			continue // TestReadmeSetUpCommands runs it; the cluster is first
+		}
+		blocks = append(blocks, b)
+	}
+	if len(blocks) == 0 || !strings.HasPrefix(blocks[0].text, buildLine+"\n") {
+		t.Fatalf("%s: the first block does not start with %q: a reader who starts on this page must build the binary first", s.page, buildLine)
+	}
+	var script strings.Builder
+	for _, b := range blocks {
+		fmt.Fprintf(&script, "# %s:%d\n%s", b.page, b.line, b.text)
+	}
+	return script.String()
+}
+
+// runScript runs script in a scratch directory, with the binary built from
+// this tree in place of each build line and each example's program in place
+// of its go run, and returns what it printed; the script must succeed.
+//
+// The pages' addresses are a user's: a cluster of theirs may run on them.
+// So every 127.0.0.1 port the script names is moved to a free one (the same
+// for each mention), the defaults of a node and of the CLI (7070, 7071) are
+// moved the same way through LIMITNODE_HTTP, LIMITNODE_RAFT and
+// LIMITNODE_ADDR, and the test fails, before it starts anything, if
+// something already answers on a port it picked. Sentinel listeners on the
+// pages' own ports (docSentinels) catch a script that reaches one anyway.
+func runScript(t *testing.T, what, script string) string {
+	t.Helper()
+	dir := t.TempDir()
+	build := func(out, pkg string) {
+		if msg, err := exec.Command("go", "build", "-o", filepath.Join(dir, out), pkg).CombinedOutput(); err != nil {
+			t.Fatalf("go build %s: %v\n%s", pkg, err, msg)
+		}
+	}
+	build("limitnode", ".")
+	for _, m := range goRunExample.FindAllStringSubmatch(script, -1) {
+		if _, err := os.Stat(filepath.Join(dir, "examples", m[1])); err != nil {
+			build(filepath.Join("examples", m[1]), "../../examples/"+m[1])
+		}
+	}
+	script = strings.ReplaceAll(script, buildLine+"\n", "")
+	script = goRunExample.ReplaceAllString(script, "examples/$1")
+	script = strings.ReplaceAll(script, "go run ./cmd/limitnode", "./limitnode")
+	ports := portMap{t: t, moved: map[string]string{}}
+	script = ports.rewrite(script)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "bash", "-c", "trap 'set +e; kill -TERM $(jobs -p) 2>/dev/null; wait' EXIT\nset -e\n"+script)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "LIMITNODE_HTTP="+ports.addr("7070"), "LIMITNODE_RAFT="+ports.addr("7071"), "LIMITNODE_ADDR="+ports.addr("7070"),
+		"XDG_CONFIG_HOME="+filepath.Join(dir, ".config"), "XDG_DATA_HOME="+filepath.Join(dir, ".local"))
+	cmd.WaitDelay = 10 * time.Second
+	ports.mustBeSilent()
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s: %v\n%s", what, err, out)
+	}
+	return string(out)
+}
+
+// docPort is a port as the pages' scripts write it: after 127.0.0.1: or
+// localhost: in an address, or as an Envoy port_value.
+var docPort = regexp.MustCompile(`(127\.0\.0\.1:|localhost:|port_value: )(\d{2,5})\b`)
+
+// portMap moves a script's ports to free ones, the same free one for each
+// mention of a port.
+type portMap struct {
+	t     *testing.T
+	moved map[string]string // the page's port → free 127.0.0.1 address
+}
+
+func (p *portMap) addr(port string) string {
+	if a, ok := p.moved[port]; ok {
+		return a
+	}
+	a := testenv.FreeAddr(p.t)
+	p.moved[port] = a
+	return a
+}
+
+func (p *portMap) rewrite(script string) string {
+	return docPort.ReplaceAllStringFunc(script, func(m string) string {
+		sub := docPort.FindStringSubmatch(m)
+		_, port, _ := net.SplitHostPort(p.addr(sub[2]))
+		return sub[1] + port
+	})
+}
+
+// mustBeSilent fails the test if anything answers on a picked port: the
+// script would talk to a process the test did not start.
+func (p *portMap) mustBeSilent() {
+	for page, addr := range p.moved {
+		if conn, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
+			conn.Close()
+			p.t.Fatalf("something already answers on %s (for the page's port %s): not running the script against it", addr, page)
+		}
+	}
+}
+
+// sentinels listen on every 127.0.0.1 port the pages name, and on the
+// defaults 7070 and 7071, where that port is free, for as long as the
+// package's tests run, and count the connections each accepts: a script
+// must never reach them. A port already taken (a user's cluster) is left
+// alone.
+var sentinels struct {
+	once     sync.Once
+	accepted map[string]*atomic.Int64
+}
+
+// watchDocPorts starts the sentinels once and returns their counts.
+func watchDocPorts(t *testing.T) map[string]*atomic.Int64 {
+	t.Helper()
+	pages := docPages(t)
+	sentinels.once.Do(func() {
+		ports := map[string]bool{"7070": true, "7071": true}
+		for _, page := range pages {
+			data, err := os.ReadFile(filepath.Join(repoRoot, page))
+			if err != nil {
+				continue
+			}
+			for _, m := range docPort.FindAllStringSubmatch(string(data), -1) {
+				ports[m[2]] = true
+			}
+		}
+		sentinels.accepted = map[string]*atomic.Int64{}
+		for port := range ports {
+			ln, err := net.Listen("tcp", "127.0.0.1:"+port)
+			if err != nil {
+				continue // taken (by a cluster of yours?): not watched
+			}
+			n := &atomic.Int64{}
+			sentinels.accepted[port] = n
+			go func() {
+				for {
+					conn, err := ln.Accept()
+					if err != nil {
+						return
+					}
+					n.Add(1)
+					conn.Close()
+				}
+			}()
+		}
+	})
+	return sentinels.accepted
+}
+
+// docScripts are the pages whose blocks run, and what their output must
+// show.
+var docScripts = []docScript{
+	{
+		page: "README.md", onReadmeCluster: true,
+		want:  []string{`"self":"n3"`, "HTTP/1.1 200 OK", `"allowed":true,"limit":100,"remaining":99`},
+		check: voters(3),
+	},
+	{
+		page: "docs/http-api.md", onReadmeCluster: true,
+		want: []string{`"field":"limit.rate"`, `did you mean \"cost\"`, "HTTP/1.1 200 OK", "429 Retry-After: ", `"wait_ms":`, `"held_ms":`,
+			`"checks":[{"key":"client:42"`, `"status":200`, `"field":"requests[1].policy"`, `"field":"requests[2].limit.rate"`,
+			`"shadow_denied":0`, `{"deleted":"per-tenant-route"}`, `"granted":false`, `"position":1`, `"expires_in_ms":300000`, `"released":`, `"waited_ms":`,
+			`{"id":"n4"`, `{"removed":"n4"}`, `"leader":"n2"`, `{"status":"ok"}`, `{"status":"ready"}`, `"agrees":true`,
+			"X-Limitnode-Limits-Digest: ", `"restored_index":`, "<title>limitnode n1</title>", `"top_denied_keys":[{"name":"api-key:busy"`,
+			`limitnode_decisions_total{outcome="allowed"}`},
+	},
+	{
+		page: "docs/proxies.md", onReadmeCluster: true, programs: []string{"caddy"},
+		want: []string{`"key_template":"ip:{ip}"`, "200 \n200 \n200 \n429 "},
+	},
+	{
+		page: "docs/go.md", onReadmeCluster: true,
+		want: []string{"allowed: true, remaining: 99", "the cluster could not decide", "allowed: true, remaining: 32", "report for acme",
+			"200 200 200 200 200 200 200 200 200 200 429", "401", "grpc.health.v1.Health", `"status": "SERVING"`, "ResourceExhausted", "call 6 refused",
+			"allowed; 99 left", "belongs to no cluster yet", "exit status 1"},
+	},
+	{
+		page: "docs/security.md", programs: []string{"caddy"},
+		want: []string{`"allowed":true`, `"code":"unauthenticated"`, "n3", "<title>limitnode ", `"top_error_bound":`, "404\n", "401\n"},
+	},
+	{
+		page: "docs/operations.md", onReadmeCluster: true,
+		want: []string{"n1    n1", "allowed   2      1", "api   token_bucket 100/1m", "RESTORED AT", "ready", "leader is now n2",
+			// membership
+			"removed n5", "not a member of the cluster", "joined n5", "does not answer as a limitnode node", `409 conflict (id): member "n5" is running at`,
+			"removed n5", `409 conflict (id): removing "n2" would leave 2 of 4 voters answering`, `d6 belongs to node "n6", not "n9"`, "removed n6", "removed n7",
+			// a restart, a recovery
+			"waiting for a quorum of 2 of the 3 voters; not answering: n2 at", "api   token_bucket 100/1m", "recovered d1", "n1  leader", "api   token_bucket 100/1m"},
+	},
+	{
+		page: "docs/algorithms.md", onReadmeCluster: true,
+		want: []string{`{"allowed":true,"limit":100,"remaining":0`, `{"allowed":false`, `{"allowed":true`, `{"allowed":true,"limit":100,"remaining":0`, `{"allowed":false`},
+	},
+	{
+		page: "docs/envoy.md",
+		want: []string{"edge", "envoy.service.ratelimit.v3.RateLimitService", "grpc.health.v1.Health", "grpc.reflection.v1.ServerReflection"},
+		check: func(t *testing.T, out string) {
+			if ok, over := strings.Count(out, `"overallCode": "OK"`), strings.Count(out, `"overallCode": "OVER_LIMIT"`); ok != 3 || over != 1 {
+				t.Fatalf("%d OK and %d OVER_LIMIT, want 3 and 1:\n%s", ok, over, out)
+			}
+		},
+	},
+}
+
+// voters checks that n3's first view of the cluster (/v1/cluster) in the
+// output lists n voters.
+func voters(n int) func(t *testing.T, out string) {
+	return func(t *testing.T, out string) {
+		t.Helper()
+		_, view, _ := strings.Cut(out, `{"self":"n3"`)
+		view, _, _ = strings.Cut(view, "\n")
+		if got := strings.Count(view, `"voter":true`); got != n {
+			t.Fatalf("n3's view of the cluster lists %d voters, want %d:\n%s", got, n, out)
+		}
+	}
+}
+
+// TestDocScripts runs each page's runnable blocks.
+func TestDocScripts(t *testing.T) {
+	for _, s := range docScripts {
+		t.Run(strings.TrimSuffix(filepath.Base(s.page), ".md"), func(t *testing.T) {
+			t.Parallel()
+			testenv.NeedPrograms(t, append([]string{"bash", "curl", "go"}, s.programs...)...)
+			watched := watchDocPorts(t)
+			out := runScript(t, s.page, s.script(t))
+			t.Logf("%s printed:\n%s", s.page, out)
+			for port, accepted := range watched {
+				if n := accepted.Load(); n > 0 {
+					t.Errorf("a script connected %d times to the pages' own port %s", n, port)
+				}
+			}
+			rest := out
+			for _, want := range s.want {
+				_, after, ok := strings.Cut(rest, want)
+				if !ok {
+					t.Fatalf("%s: the output lacks %q (after the previous expectations):\n%s", s.page, want, out)
+				}
+				rest = after
+			}
+			if s.check != nil {
+				s.check(t, out)
+			}
+		})
+	}
+}
+
+// readmeSetup is the README's first block: the two set-up commands.
+func readmeSetup(t *testing.T) shBlock {
+	t.Helper()
+	blocks := shBlocks(t, "README.md")
+	if len(blocks) == 0 || blocks[0].line != 3 {
+		t.Fatal("the README does not open (right under its title) with a block of set-up commands")
+	}
+	return blocks[0]
+}
+
+// TestReadmeSetUpCommands: the README opens with exactly two commands, one
+// that runs a working single node with no flags, which this test runs, and
+// one that runs the tests, which must be what CI runs.
+func TestReadmeSetUpCommands(t *testing.T) {
+	t.Parallel()
+	testenv.NeedPrograms(t, "bash", "curl", "go")
+	lines := strings.Split(strings.TrimSuffix(readmeSetup(t).text, "\n"), "\n")
+	command := func(line string) string { c, _, _ := strings.Cut(line, "#"); return strings.TrimSpace(c) }
+	if len(lines) != 2 || command(lines[0]) != "go run ./cmd/limitnode" || command(lines[1]) != "go test -race ./..." {
+		t.Fatalf("the README's set-up block is not the two commands go run ./cmd/limitnode and go test -race ./...:\n%s", strings.Join(lines, "\n"))
+	}
+	ci, err := os.ReadFile(filepath.Join(repoRoot, ".ci", "run"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !regexp.MustCompile(`(?m)^go test -race( -\S+)* \./\.\.\.$`).Match(ci) {
+		t.Fatal(".ci/run does not run go test -race ./..., the README's test command")
+	}
+	watched := watchDocPorts(t)
+	out := runScript(t, "the README's first command", buildLine+"\n"+command(lines[0])+` &
+until curl -sf 127.0.0.1:7070/readyz >/dev/null; do kill -0 $! || exit 1; sleep 0.2; done
+curl -s -d '{"key":"k","limit":{"rate":1,"period":"1m"}}' 127.0.0.1:7070/v1/allow
+test -f limitnode-data/raft.db
+`)
+	if !strings.Contains(out, `"allowed":true`) {
+		t.Fatalf("the single node did not decide:\n%s", out)
+	}
+	for port, accepted := range watched {
+		if n := accepted.Load(); n > 0 {
+			t.Errorf("a script connected %d times to the pages' own port %s", n, port)
+		}
+	}
+}
+
+// TestEveryShellBlockRunsOrIsMarked: every sh block of the README and of
+// docs/ is run by TestDocScripts (its page has a script), is the README's
+// set-up block, or says in a "<!-- not run: ... -->" line why not.
+func TestEveryShellBlockRunsOrIsMarked(t *testing.T) {
+	t.Parallel()
+	scripted := map[string]bool{}
+	for _, s := range docScripts {
+		if scripted[s.page] {
+			t.Errorf("%s has two scripts", s.page)
+		}
+		scripted[s.page] = true
+		if len(runnable(t, s.page)) == 0 {
+			t.Errorf("%s has a script but no block to run", s.page)
+		}
+	}
+	setup := readmeSetup(t)
+	for _, page := range docPages(t) {
+		for _, b := range shBlocks(t, page) {
+			switch {
+			case b.notRun != "", page == setup.page && b.line == setup.line:
+			case !scripted[page]:
+				t.Errorf("%s:%d: an sh block no test runs: add the page to docScripts, or mark the block <!-- not run: why -->", page, b.line)
+			}
+		}
+	}
+	if !slices.Contains(docPages(t), "docs/http-api.md") {
+		t.Error("docs/http-api.md is missing")
+	}
+}
+
+// pendingPages are pages other branches of the project add; a link to one
+// is checked once it exists.
+var pendingPages = map[string]bool{"docs/typescript.md": true, "docs/python.md": true, "deploy/helm/limitnode": true}
+
+// mdLink is a Markdown link's target: [text](target).
+var mdLink = regexp.MustCompile(`\]\(([^)\s]+)\)`)
+
+// anchorOf is GitHub's anchor for a heading: lower case, punctuation
+// dropped, spaces as hyphens.
+func anchorOf(heading string) string {
+	var b strings.Builder
+	for _, r := range strings.ToLower(heading) {
+		switch {
+		case r == ' ':
+			b.WriteRune('-')
+		case r == '-' || r == '_' || unicode.IsLetter(r) || unicode.IsDigit(r):
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
+
+// anchors returns the anchors of a Markdown page's headings.
+func anchors(t *testing.T, page string) map[string]bool {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(repoRoot, page))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]bool{}
+	fenced := false
+	for _, line := range strings.Split(string(data), "\n") {
+		if strings.HasPrefix(strings.TrimSpace(line), "```") {
+			fenced = !fenced
+		}
+		if h := strings.TrimLeft(line, "#"); !fenced && h != line && strings.HasPrefix(h, " ") {
+			out[anchorOf(strings.TrimSpace(h))] = true
+		}
+	}
+	return out
+}
+
+// TestDocLinksResolve: every relative link of the README and docs/ names a
+// file of the repository, and every #anchor a heading of its page.
+func TestDocLinksResolve(t *testing.T) {
+	t.Parallel()
+	for _, page := range docPages(t) {
+		data, err := os.ReadFile(filepath.Join(repoRoot, page))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range mdLink.FindAllStringSubmatch(string(data), -1) {
+			target := m[1]
+			if strings.Contains(target, "://") || strings.HasPrefix(target, "mailto:") {
+				continue
+			}
+			file, anchor, _ := strings.Cut(target, "#")
+			path := page
+			if file != "" {
+				path = filepath.ToSlash(filepath.Clean(filepath.Join(filepath.Dir(page), file)))
+			}
+			if _, err := os.Stat(filepath.Join(repoRoot, path)); err != nil {
+				if !pendingPages[strings.TrimSuffix(path, "/")] {
+					t.Errorf("%s: the link %s names no file of the repository", page, target)
+				}
+				continue
+			}
+			if anchor != "" && strings.HasSuffix(path, ".md") && !anchors(t, path)[anchor] {
+				t.Errorf("%s: the link %s names no heading of %s", page, target, path)
+			}
+		}
+	}
+}
