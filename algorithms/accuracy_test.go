@@ -148,7 +148,7 @@ func runAccuracyStudy(seed uint64, clients int, duration time.Duration) map[stri
 // TestSlidingWindowAccuracyStudy measures how often the sliding window
 // counter decides differently from the exact log, and how far over the limit
 // it goes, per kind of client. The short trace runs in every test run; the
-// long one with -accuracy.long. The figures are in algorithms/doc.go.
+// long one with -accuracy.long. The figures are in docs/algorithms.md.
 func TestSlidingWindowAccuracyStudy(t *testing.T) {
 	t.Parallel()
 	clients, duration := 400, 10*time.Minute

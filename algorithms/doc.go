@@ -34,36 +34,8 @@
 //	sliding_window_counter  window start + 2 counts    < 2 × rate, usually ≈ rate           edge limiting at large rates: cheap and close
 //	sliding_window_log      1 timestamp per unit       rate, exactly                        exact limits at modest rates (rate ≤ 10,000)
 //
-// Measured heap per live key in the FSM (fsm.BenchmarkStateBytesPerKey,
-// 100,000 keys of 11 bytes, key and bookkeeping included): 105 bytes for
-// every algorithm but the log; the log 145 bytes with one unit live and
-// 1,025 with 100 (8 bytes per live unit).
-//
-// How close is the counter? TestSlidingWindowAccuracyStudy replays a
-// synthetic trace (limit 100 a minute; 70% of clients Poisson at 5-70% of
-// the limit, 15% Poisson at 70-150%, 13% on/off bursts at 2-8× the limit,
-// 2% heavy hitters at 5-15×) through the counter and, beside it, the exact
-// log. On the short trace (400 clients, 10 minutes, 319,027 decisions) and
-// the long one (5,000 clients, an hour, 24.5 million decisions):
-//
-//   - clients under the limit: no wrong decision on the short trace, and
-//     0.0023% on the long one (186 of 7,979,450: the rare minute a Poisson
-//     client's count crosses the limit), in line with Cloudflare's 0.003%;
-//   - overall, 3.7% (short) and 3.4% (long) of decisions were admissions
-//     the exact rule would have refused given the counter's own history, and
-//     25% and 29% were refusals it would have admitted (almost all to clients
-//     far over the limit, who were refused most of the time anyway); the
-//     counter and the log disagree on 12.5% of requests;
-//   - the worst sliding minute held 167 (short) and 187 (long) admissions
-//     for a limit of 100: an on/off client that burst at the end of one
-//     window and again early in the next, while the counter assumes the
-//     previous window's requests were spread evenly.
-//
-// Cloudflare's 0.003% wrong decisions came from real traffic in which almost
-// every client stays under its limit; on such traffic (the "quiet" clients
-// here) the counter is exact. Where traffic hovers at or above the limit in
-// bursts, expect the counter to be off by a window's worth at the edges, and
-// choose sliding_window_log (exact) or token_bucket (bounded by burst + rate)
-// instead. Run the long trace with go test ./algorithms -run Accuracy -v
-// -accuracy.long.
+// What each algorithm costs in memory per key, and how close the sliding
+// window counter comes to the exact log (TestSlidingWindowAccuracyStudy),
+// are measured figures: they are in docs/algorithms.md, with the commands
+// that measure them.
 package algorithms

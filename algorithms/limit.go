@@ -59,7 +59,7 @@ func ParseAlgorithm(name string) (Algorithm, error) {
 func (a Algorithm) IsBucket() bool { return a == TokenBucket || a == LeakyBucket || a == GCRA }
 
 // Bounds on a limit's parameters. They are part of the HTTP contract and are
-// documented in the README; each exists so that every intermediate product in
+// documented in docs/http-api.md; each exists so that every intermediate product in
 // Decide fits in 64 bits (or in 128 bits where math/bits is used).
 const (
 	// MaxRate is the largest rate accepted, in requests per period.
