@@ -7,5 +7,5 @@
 //
 //	go test ./faulttest -run Linearizable -v -faulttest.long
 //
-// (several minutes, many seeds); see the README.
+// (several minutes, many seeds); see docs/guarantees.md.
 package faulttest

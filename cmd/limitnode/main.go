@@ -1,5 +1,5 @@
 // Command limitnode runs one node of a limitnode cluster: the HTTP API of
-// the README on -http, Raft on -raft, state under -data.
+// docs/http-api.md on -http, Raft on -raft, state under -data.
 //
 // With no flags it starts a single-node cluster on 127.0.0.1:7070, keeping
 // its state in ./limitnode-data. Every flag can also be set with an

@@ -119,8 +119,8 @@ func startLoggingTo(t *testing.T, ctx context.Context, args []string, vars map[s
 	return r
 }
 
-// TestThreeNodesFromTheCommandLine starts three nodes the way the README
-// does (the second configured through environment variables, the third
+// TestThreeNodesFromTheCommandLine starts three nodes as the README's cluster
+// starts (here the second configured through environment variables, the third
 // joining through a follower), checks that they form one cluster that
 // decides on every node, and that cancelling (SIGINT/SIGTERM) stops each
 // with no error.

@@ -19,8 +19,8 @@ import (
 	"google.golang.org/grpc/status"
 )
 
-// TestRLSConfigAndGRPCFromTheCommandLine starts a node the way the README's
-// Envoy section does: -grpc over TLS with tokens, and -rls-config naming a
+// TestRLSConfigAndGRPCFromTheCommandLine starts a node the way docs/envoy.md's
+// node does, and more: -grpc over TLS with tokens, and -rls-config naming a
 // directory of envoyproxy/ratelimit files. The files' limits hold over
 // gRPC; the rls subcommands list, show, replace and delete them.
 func TestRLSConfigAndGRPCFromTheCommandLine(t *testing.T) {

@@ -65,8 +65,8 @@ func caPool(t *testing.T, path string) *x509.CertPool {
 	return pool
 }
 
-// TestSecureThreeNodesFromTheCommandLine follows the README's secure
-// cluster: certificates and tokens made by the binary, three nodes with
+// TestSecureThreeNodesFromTheCommandLine follows the secure cluster of
+// docs/security.md: certificates and tokens made by the binary, three nodes with
 // mutual TLS between them, HTTPS and tokens, the second and third joining
 // with the join token. Decisions need a decide token; nothing works without
 // one.
