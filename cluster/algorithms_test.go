@@ -27,9 +27,10 @@ func TestEveryAlgorithmEndToEnd(t *testing.T) {
 	clock := &manualClock{}
 	clock.nanos.Store(int64(30_000_000) * int64(time.Minute)) // aligned to 10s windows
 	// The hand-moved clock is the truth here, so the leader may follow its
-	// jumps (normally a leader's clock may not outrun real time).
+	// jumps (normally a leader's clock may not outrun real time), and no
+	// node answers from a deny lease, which real time would time.
 	c := testcluster.Start(t, 3, testcluster.Options{Clock: clock.now, Configure: func(cfg *cluster.Config) {
-		cfg.MaxClockStep = 1000 * time.Hour
+		cfg.MaxClockStep, cfg.MaxClockRate, cfg.DenyLeaseCap = 1000*time.Hour, 1e9, -1
 	}})
 
 	type step struct {

@@ -65,7 +65,10 @@ func decisionOf(r fsm.Result, leader string) (contract.Decision, error) {
 	if r.Rejection != nil {
 		return contract.Decision{}, r.Rejection
 	}
-	d := contract.Decision{Allowed: r.Allowed, Duplicate: r.Duplicate, AtNanos: r.AtNanos, Leader: leader, Checks: make([]contract.CheckDecision, len(r.Checks))}
+	d := contract.Decision{Allowed: r.Allowed, Duplicate: r.Duplicate, AtNanos: r.AtNanos, Leader: leader, Leased: r.Leased, Checks: make([]contract.CheckDecision, len(r.Checks))}
+	if r.Leased {
+		d.Leader = ""
+	}
 	for i, c := range r.Checks {
 		d.Checks[i] = contract.CheckDecision{Decision: c.Decision, PeriodNanos: c.PeriodNanos, Rate: c.Rate, Key: c.Key, Shadow: c.Shadow}
 	}

@@ -190,6 +190,7 @@ func (n *Node) Restore(ctx context.Context, r io.Reader) (backup contract.Backup
 		return contract.BackupInfo{}, 0, translate(err)
 	}
 	restoredIndex = n.raft.AppliedIndex()
+	n.waitOutLeases() // a restore gives capacity back as a raise does
 	n.logger.Info("restored a backup", "backup_index", info.Index, "restored_at", restoredIndex)
 	return info, restoredIndex, ctx.Err()
 }

@@ -16,16 +16,21 @@ const DefaultMaxClockStep = time.Second
 // The rule: when a node starts leading, it estimates the cluster time from
 // the last stamped entry it saw applied while this process ran, plus the real time
 // (monotonic clock) elapsed since. During its term it stamps its wall clock,
-// but clamped to that estimate ± the maximum step (Config.MaxClockStep):
+// but clamped below to that estimate less the maximum step
+// (Config.MaxClockStep), and above to the estimate plus what the term has
+// lasted times MaxClockRate (never more than the step):
 //
 //	estimate = cluster time at takeover + monotonic time since takeover
-//	stamp    = clamp(wall clock, estimate − step, estimate + step)
+//	stamp    = clamp(wall clock, estimate − step, estimate + min(step, term's age × MaxClockRate))
 //
 // and the FSM then takes max(stamp, last applied time). A leader whose clock
 // is minutes fast therefore moves cluster time at the speed of real time,
-// at most a second ahead; one whose clock is minutes slow does the same, at
-// most a second behind, instead of freezing refills until its clock catches
-// up. With a correct clock (within a second) the stamp is the wall clock.
+// catching up at a hundredth of it and at most a second ahead; one whose
+// clock is minutes slow moves it at the speed of real time, at most a second
+// behind, instead of freezing refills until its clock catches up. Cluster
+// time never jumps ahead at a change of leader: a deny lease's holder,
+// which times it on its own monotonic clock, needs that. With a correct
+// clock the stamp is the wall clock.
 //
 // Entries replayed from disk at start-up say nothing about how much time has
 // passed since, so they are not used: after a restart of the whole cluster
@@ -34,7 +39,8 @@ const DefaultMaxClockStep = time.Second
 type clusterClock struct {
 	wall         func() time.Time
 	step         time.Duration
-	startupIndex uint64 // the last log index when this process opened
+	rate         float64 // Config.MaxClockRate
+	startupIndex uint64  // the last log index when this process opened
 
 	mu sync.Mutex
 	// The latest applied entry stamped after this process started.
@@ -87,6 +93,19 @@ func (c *clusterClock) stamp(term uint64, lastApplied int64) int64 {
 			c.termNanos = max(wall, lastApplied)
 		}
 	}
-	estimate := c.termNanos + int64(now.Sub(c.termAt))
-	return min(max(wall, estimate-int64(c.step)), estimate+int64(c.step))
+	inTerm := now.Sub(c.termAt)
+	estimate := c.termNanos + int64(inTerm)
+	// Ahead of the estimate only by what the term has lasted times the
+	// rate: cluster time never runs faster than real time by more than
+	// that (a deny lease, timed on its holder's monotonic clock, relies
+	// on it); behind, by up to a step at once.
+	ahead := min(c.step, time.Duration(float64(inTerm)*c.rate))
+	return min(max(wall, estimate-int64(c.step)), estimate+int64(ahead))
 }
+
+// DefaultMaxClockRate is how much faster than real time cluster time may
+// run by default (Config.MaxClockRate): a leader whose clock is ahead of the
+// cluster's catches up at a hundredth of real time, never jumping ahead, so
+// a node that times something in cluster time on its own monotonic clock is
+// off by at most that fraction.
+const DefaultMaxClockRate = 0.01

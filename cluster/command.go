@@ -62,6 +62,9 @@ func (n *Node) applyRequested(data []byte) (any, error) {
 		return nil, err
 	}
 	result, err := n.appendEntry(data)
+	if err == nil && req.Type.Raises() {
+		n.waitOutLeases()
+	}
 	if lease, ok := result.(*fsm.LeaseResult); ok && (lease.Queued || lease.Waiting > 0) {
 		// A queue may now be due sooner: a waiter joined, or a renewal
 		// brought forward an expiry a waiter waits for.

@@ -134,6 +134,20 @@ type Config struct {
 	// denied ones too, instead of answering a denial from its applied
 	// state after confirming its leadership (fastdeny.go); for comparison.
 	NoFastDenials bool
+	// MaxClockRate is how much faster than real time cluster time may run
+	// (clock.go): a leader whose clock is ahead catches up at this rate.
+	// Default DefaultMaxClockRate, a hundredth; a test that moves its
+	// clock by hand and wants the leader to follow may raise it (deny
+	// leases, which time cluster time on monotonic clocks, then get
+	// shorter by as much).
+	MaxClockRate float64
+	// DenyLeaseCap bounds a deny lease (denylease.go): how long a node
+	// answers a request the leader denied with the same denial, without
+	// asking, and so how long a command that gives capacity back (a policy
+	// change, a key reset, a restore) waits before it is acknowledged.
+	// Default 1s (DefaultDenyLeaseCap); negative: no deny leases, and no
+	// wait.
+	DenyLeaseCap time.Duration
 	// MaxKeys caps the live (key, limit) pairs the cluster keeps, so that a
 	// flood of distinct keys cannot exhaust memory. Default DefaultMaxKeys;
 	// negative means no cap. The leader's setting applies (it travels in
@@ -190,6 +204,12 @@ func withDefaults(cfg Config) Config {
 	}
 	if cfg.MaxBatchChecks <= 0 {
 		cfg.MaxBatchChecks = defaultMaxBatchChecks
+	}
+	if cfg.MaxClockRate <= 0 {
+		cfg.MaxClockRate = DefaultMaxClockRate
+	}
+	if cfg.DenyLeaseCap == 0 {
+		cfg.DenyLeaseCap = DefaultDenyLeaseCap
 	}
 	if cfg.ConsistencyCheckEvery == 0 {
 		cfg.ConsistencyCheckEvery = 5 * time.Minute

@@ -59,6 +59,7 @@ func (n *Node) denyFast(ctx context.Context, reqs []fsm.Request) (results []fsm.
 		return nil, false
 	}
 	n.metrics.fastDenials.Add(float64(len(results)))
+	n.leaseGrants.note(results, term)
 	if !n.cfg.NoStats {
 		n.stats.record(&fsm.AllowCommand{NowNanos: results[0].AtNanos, Requests: reqs}, &fsm.Response{Results: results})
 	}

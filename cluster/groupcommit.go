@@ -17,9 +17,9 @@ import (
 // below: the leader's appends one Raft entry, a follower's sends one
 // forwarding message.
 
-// decide sends requests through the leader's group commit, locally or by
-// forwarding, and retries only where nothing can have been applied.
-func (n *Node) decide(ctx context.Context, reqs []fsm.Request) ([]fsm.Result, string, error) {
+// decideOnLeader sends requests through the leader's group commit, locally
+// or by forwarding, and retries only where nothing can have been applied.
+func (n *Node) decideOnLeader(ctx context.Context, reqs []fsm.Request) ([]fsm.Result, string, error) {
 	type decided struct {
 		results []fsm.Result
 		leader  string
@@ -73,6 +73,7 @@ func (n *Node) applyBatch(calls []*call) {
 	since(n.metrics.commit, start)
 	switch resp := future.Response().(type) {
 	case *fsm.Response:
+		n.leaseGrants.note(resp.Results, n.raft.CurrentTerm())
 		distribute(calls, resp.Results, n.cfg.ID)
 	case error:
 		failAll(calls, fmt.Errorf("cluster: apply: %w", resp))

@@ -21,6 +21,9 @@ type nodeMetrics struct {
 	restore       prometheus.Gauge
 	leaderChanges prometheus.Counter
 	fastDenials   prometheus.Counter
+	leaseDenials  prometheus.Counter
+	leasesTaken   prometheus.Counter
+	raiseWaits    prometheus.Histogram
 }
 
 // latencyBuckets are the buckets of every latency histogram: 100 µs to 10 s.
@@ -47,11 +50,16 @@ func newNodeMetrics() *nodeMetrics {
 			Help: "Times this node saw the leader change (including to no leader)."}),
 		fastDenials: prometheus.NewCounter(prometheus.CounterOpts{Name: "limitnode_fast_denials_total",
 			Help: "On the leader: requests denied from the applied state, without a log entry."}),
+		leaseDenials: prometheus.NewCounter(prometheus.CounterOpts{Name: "limitnode_deny_lease_denials_total",
+			Help: "On this node: requests answered from a deny lease, without asking the leader (counted only where answered: sum over nodes)."}),
+		leasesTaken: prometheus.NewCounter(prometheus.CounterOpts{Name: "limitnode_deny_leases_total",
+			Help: "On this node: deny leases taken from the leader's denials."}),
+		raiseWaits: hist("limitnode_raise_wait_seconds", "On the leader: how long a command that gives capacity back waited for deny leases to end before it was acknowledged.", latencyBuckets),
 	}
 }
 
 func (m *nodeMetrics) collectors() []prometheus.Collector {
-	return []prometheus.Collector{m.commit, m.store, m.forward, m.snapshot, m.snapshotBytes, m.restore, m.leaderChanges, m.fastDenials}
+	return []prometheus.Collector{m.commit, m.store, m.forward, m.snapshot, m.snapshotBytes, m.restore, m.leaderChanges, m.fastDenials, m.leaseDenials, m.leasesTaken, m.raiseWaits}
 }
 
 // since observes the time since start, in seconds.

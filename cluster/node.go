@@ -52,8 +52,15 @@ type Node struct {
 	diskErrV    error // the last disk probe's failure, or nil
 	// removed is set while this node, once a member, is not in the
 	// configuration it knows; watchLeadership keeps it.
-	removed       atomic.Bool
-	confirm       *confirmer // shared rounds of leadership confirmation (fastdeny.go)
+	removed atomic.Bool
+	confirm *confirmer // shared rounds of leadership confirmation (fastdeny.go)
+	// denyLeases are the denials this node answers without asking, nil
+	// when they are off; leaseGrants is what, as leader, it knows of the
+	// leases it granted, and skipRaiseWait (tests only) breaks the rule
+	// that keeps them exact (denylease.go).
+	denyLeases    *denyLeases
+	leaseGrants   leaseGrants
+	skipRaiseWait atomic.Bool
 	toLog         queuedKeys // requests on their way to the log, by key (fastdeny.go)
 	leaderBatch   *batcher
 	followerBatch *batcher
@@ -111,6 +118,7 @@ func Open(cfg Config) (*Node, error) {
 		metrics:        newNodeMetrics(),
 		stats:          newRecorder(),
 		waiters:        newLeaseWaiters(),
+		denyLeases:     newDenyLeases(cfg.DenyLeaseCap, cfg.MaxClockRate, time.Now),
 		leaseQueueKick: make(chan struct{}, 1),
 	}
 	n.mux = transport.NewMux(guard.Wrap(ln, cfg.MaxRaftConns, cfg.RaftIdleTimeout, n.logger), cfg.NodeTLS, n.logger, protocolRaft, protocolForward)
@@ -170,7 +178,7 @@ func (n *Node) startRaft() error {
 		logStore.Close()
 		return fmt.Errorf("cluster: read the log's last index: %w", err)
 	}
-	n.clock = &clusterClock{wall: n.cfg.Clock, step: n.cfg.MaxClockStep, startupIndex: startupIndex}
+	n.clock = &clusterClock{wall: n.cfg.Clock, step: n.cfg.MaxClockStep, rate: n.cfg.MaxClockRate, startupIndex: startupIndex}
 	n.fsm = n.newFSM()
 	network := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
 		Stream:  &raftStream{Listener: n.mux.Listener(protocolRaft), advertise: advertisedAddr(n.advertise), dialer: transport.Dialer{Dial: n.cfg.Dial, TLS: n.cfg.NodeTLS}},
@@ -265,6 +273,9 @@ func (n *Node) newFSM() *fsm.FSM {
 	f.OnStampApplied(n.clock.observe)
 	f.OnCheckpoint(n.onCheckpoint)
 	f.OnLeaseEvents(n.waiters.deliver, n.waiters.signalRestored)
+	if n.denyLeases != nil {
+		f.OnRaise(n.denyLeases.clear)
+	}
 	if !n.cfg.NoStats {
 		f.OnAllowApplied(n.stats.record)
 	}

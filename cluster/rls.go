@@ -24,7 +24,10 @@ func (n *Node) ShouldRateLimit(ctx context.Context, q rls.Query) (rls.Decision, 
 	if r.Rejection != nil {
 		return rls.Decision{}, r.Rejection
 	}
-	d := rls.Decision{Allowed: r.Allowed, AtNanos: r.AtNanos, Leader: leader, Descriptors: make([]rls.DescriptorDecision, len(r.RLS))}
+	d := rls.Decision{Allowed: r.Allowed, AtNanos: r.AtNanos, Leader: leader, Leased: r.Leased, Descriptors: make([]rls.DescriptorDecision, len(r.RLS))}
+	if r.Leased {
+		d.Leader = ""
+	}
 	for i, s := range r.RLS {
 		d.Descriptors[i].Status = s
 		if s.Limited {

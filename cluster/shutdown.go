@@ -14,6 +14,7 @@ func init() {
 	testhooks.AbortNode = func(node io.Closer) error { return node.(*Node).shutdown(false) }
 	testhooks.NodeDigest = func(node io.Closer) (uint64, [32]byte) { return node.(*Node).fsm.Digest() }
 	testhooks.NodeLimitsDigest = func(node io.Closer) (uint64, [32]byte) { return node.(*Node).fsm.LimitsDigest() }
+	testhooks.SkipRaiseWait = func(node io.Closer) { node.(*Node).skipRaiseWait.Store(true) }
 }
 
 // Close shuts the node down cleanly: a leader first hands leadership to

@@ -24,6 +24,13 @@ type Decision struct {
 	// reservation before answering (the HTTP API's hold); the checks'
 	// WaitNanos are then zero.
 	HeldNanos int64
+	// Leased is true for a denial the node answered from a deny lease,
+	// repeating one the leader made moments before, without asking: no
+	// leader decided it now (Leader is ""), AtNanos is the latest cluster
+	// time it may be, and the checks' waits are the first denial's less
+	// the time since; what remains may have changed since, by what others
+	// consumed or what refilled.
+	Leased bool
 }
 
 // CheckDecision is the decision on one check.

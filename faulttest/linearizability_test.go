@@ -48,6 +48,9 @@ type allowInput struct {
 	// MaxWait, for the token buckets, lets the request be admitted by
 	// reservation (algorithms.Reserve).
 	MaxWait int64
+	// Reset is an operator's reset of the key (DELETE /v1/keys/{key}),
+	// not a request: the key starts afresh.
+	Reset bool
 }
 
 // reservationWait is the max_wait a run gives some token-bucket requests.
@@ -66,6 +69,12 @@ type allowOutput struct {
 	Remaining int64
 	AtNanos   int64 // cluster time of the decision
 	Attempts  int
+	// Leased: a denial a node answered from a deny lease, repeating one
+	// the leader made moments before. It holds if the request is denied at
+	// AtNanos (the latest cluster time it may be) on the state the
+	// operations before it left; what remains is the first denial's, and
+	// it changes nothing.
+	Leased bool
 }
 
 type keyState struct {
@@ -97,6 +106,13 @@ var limiterModel = porcupine.Model{
 	Init: func() any { return keyState{} },
 	Step: func(state, input, output any) (bool, any) {
 		s, in, out := state.(keyState), input.(allowInput), output.(allowOutput)
+		if in.Reset {
+			return true, keyState{last: s.last}
+		}
+		if out.Leased {
+			d, _ := algorithms.Reserve(runLimits[in.Key], s.state, max(s.last, out.AtNanos), in.Cost, in.MaxWait)
+			return !out.Allowed && !d.Allowed, s
+		}
 		if out.AtNanos < s.last {
 			return false, s
 		}
@@ -112,7 +128,14 @@ var limiterModel = porcupine.Model{
 	},
 	DescribeOperation: func(input, output any) string {
 		in, out := input.(allowInput), output.(allowOutput)
-		return fmt.Sprintf("%s cost %d via %s → allowed=%v remaining=%d at %d (%d attempts)", in.Key, in.Cost, in.Via, out.Allowed, out.Remaining, out.AtNanos%1e12, out.Attempts)
+		if in.Reset {
+			return fmt.Sprintf("reset %s via %s", in.Key, in.Via)
+		}
+		leased := ""
+		if out.Leased {
+			leased = " leased"
+		}
+		return fmt.Sprintf("%s cost %d via %s → allowed=%v remaining=%d at %d%s (%d attempts)", in.Key, in.Cost, in.Via, out.Allowed, out.Remaining, out.AtNanos%1e12, leased, out.Attempts)
 	},
 	DescribeState: func(state any) string {
 		s := state.(keyState)
@@ -128,6 +151,22 @@ type runReport struct {
 	rlsHistory []porcupine.Operation
 	// leaseHistory holds the lease operations (leases_test.go).
 	leaseHistory []porcupine.Operation
+}
+
+// leasedDenials counts the operations of a run answered from deny leases.
+func leasedDenials(rep runReport) int {
+	n := 0
+	for _, op := range rep.history {
+		if op.Output.(allowOutput).Leased {
+			n++
+		}
+	}
+	for _, op := range rep.rlsHistory {
+		if op.Output.(rlsOutput).Leased {
+			n++
+		}
+	}
+	return n
 }
 
 // httpClient calls any test cluster, plain or secure (LIMITNODE_TEST_SECURE=1).
@@ -159,7 +198,7 @@ func attempt(ctx context.Context, n *testcluster.Node, viaHTTP bool, key string,
 		if err != nil {
 			return allowOutput{}, fmt.Errorf("decision time: %w", err)
 		}
-		return allowOutput{Allowed: out.Allowed, Remaining: out.Remaining, AtNanos: at}, nil
+		return allowOutput{Allowed: out.Allowed, Remaining: out.Remaining, AtNanos: at, Leased: resp.Header.Get("X-Limitnode-Leased") == "true"}, nil
 	}
 	node := n.Node()
 	if node == nil {
@@ -169,7 +208,7 @@ func attempt(ctx context.Context, n *testcluster.Node, viaHTTP bool, key string,
 	if err != nil {
 		return allowOutput{}, err
 	}
-	return allowOutput{Allowed: d.Allowed, Remaining: d.Checks[0].Remaining, AtNanos: d.AtNanos}, nil
+	return allowOutput{Allowed: d.Allowed, Remaining: d.Checks[0].Remaining, AtNanos: d.AtNanos, Leased: d.Leased}, nil
 }
 
 func limitJSON(l algorithms.Limit) string {
@@ -490,7 +529,8 @@ func checkLinearizable(t *testing.T, opts testcluster.Options) {
 		}
 		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
 			c, rep := runOnce(t, seed, 6, duration, opts)
-			t.Logf("seed %d: %d operations (%d ambiguous on the first attempt), %d over gRPC and %d on leases, %d fault events", seed, rep.operations, rep.ambiguous, len(rep.rlsHistory), len(rep.leaseHistory), rep.faults)
+			t.Logf("seed %d: %d operations (%d ambiguous on the first attempt, %d denials answered from deny leases), %d over gRPC and %d on leases, %d fault events",
+				seed, rep.operations, rep.ambiguous, leasedDenials(rep), len(rep.rlsHistory), len(rep.leaseHistory), rep.faults)
 			checkRun(t, c, seed, rep)
 			totalOps += rep.operations
 			totalAmbiguous += rep.ambiguous

@@ -44,6 +44,9 @@ type rlsOutput struct {
 	Allowed   bool
 	Remaining int64
 	AtNanos   int64
+	// Leased: a denial answered from a deny lease; what remains is that of
+	// the denial it repeats (others may have consumed since).
+	Leased bool
 }
 
 // rlsModel is the sequential specification of one counter: the hits it
@@ -79,6 +82,8 @@ var rlsModel = porcupine.NondeterministicModel{
 		case out.Allowed && fits && out.Remaining == rlsRate-used-in.Cost:
 			return []any{used + in.Cost}
 		case !out.Allowed && !fits && out.Remaining == rlsRate-used:
+			return []any{used}
+		case out.Leased && !out.Allowed && !fits && out.Remaining >= rlsRate-used:
 			return []any{used}
 		}
 		return nil
@@ -124,7 +129,7 @@ func rlsAttempt(ctx context.Context, client ratelimitv3.RateLimitServiceClient, 
 	}
 	at, _ := strconv.ParseInt(first(header.Get("x-limitnode-decided-at")), 10, 64)
 	return rlsOutput{Known: true, Allowed: resp.OverallCode == ratelimitv3.RateLimitResponse_OK,
-		Remaining: int64(resp.Statuses[0].LimitRemaining), AtNanos: at}
+		Remaining: int64(resp.Statuses[0].LimitRemaining), AtNanos: at, Leased: first(header.Get("x-limitnode-leased")) == "true"}
 }
 
 func first(vs []string) string {

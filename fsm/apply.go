@@ -259,5 +259,8 @@ func (f *FSM) applyCommand(data []byte) (any, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: type %d: %w", ErrCorruptCommand, data[0], err)
 	}
+	if f.onRaise != nil && CommandType(data[0]).Raises() {
+		f.onRaise()
+	}
 	return resp, nil
 }

@@ -55,6 +55,19 @@ const (
 	CommandResetKey CommandType = 13
 )
 
+// Raises reports whether a command of type t may give capacity back, so
+// that a denial decided before it may be wrong after it: a policy or RLS
+// domain put or deleted, a key reset. (A restore, which replaces the whole
+// state, raises too; it is not a command.) Every other command only takes
+// capacity away, or changes none.
+func (t CommandType) Raises() bool {
+	switch t {
+	case CommandPutPolicy, CommandDeletePolicy, CommandPutRLSConfig, CommandDeleteRLSConfig, CommandResetKey:
+		return true
+	}
+	return false
+}
+
 // LeaseTickCommand is the body of CommandLeaseTick.
 type LeaseTickCommand struct {
 	NowNanos int64
@@ -151,9 +164,43 @@ type Result struct {
 	// duplicate, the time of the first decision).
 	AtNanos int64
 	// RLS has one status per descriptor of an RLS query; Checks then holds
-	// the decisions of the limits that applied (Status.Check). Last, so
-	// that results written before it decode without.
+	// the decisions of the limits that applied (Status.Check). After the
+	// fields above, so that results written before it decode without.
 	RLS []rls.Status
+	// DenyForNanos, for a denial, is how long from cluster time
+	// DenyAtNanos the same request stays denied if nothing but time passes
+	// (the longest wait of the checks that deny): what a node may answer
+	// it with, without asking, until then (a deny lease, see package
+	// cluster). 0 when the denial is not to be repeated so: a shadow
+	// check (its denials are counted), max_wait (a reservation may admit
+	// it sooner), or a denial only because another request on the key is
+	// on its way to the log. Last, as RLS.
+	DenyAtNanos  int64
+	DenyForNanos int64
+	// Leased is set by package cluster on an answer a node gave from a
+	// deny lease; the log never holds it.
+	Leased bool
+}
+
+// denyFor is how long a denied request stays denied if only time passes:
+// the longest retry of its checks that deny (time only adds capacity, for
+// every algorithm), or 0 when it is not to be repeated (see
+// Result.DenyForNanos).
+func denyFor(req *Request, checks []CheckResult) int64 {
+	if req.MaxWait > 0 {
+		return 0
+	}
+	var longest int64
+	for i := range checks {
+		c := &checks[i]
+		if c.Shadow {
+			return 0
+		}
+		if !c.Decision.Allowed {
+			longest = max(longest, c.Decision.RetryAfterNanos)
+		}
+	}
+	return longest
 }
 
 // CheckResult is the outcome of one check.

@@ -103,6 +103,9 @@ func (f *FSM) decide(now int64, req *Request, cmd *AllowCommand) Result {
 	}
 	res := f.decideTargets(now, targets, cmd)
 	res.RLS = statuses
+	if !res.Allowed && res.Rejection == nil {
+		res.DenyAtNanos, res.DenyForNanos = now, denyFor(req, res.Checks)
+	}
 	return res
 }
 

@@ -101,6 +101,9 @@ type FSM struct {
 	// entry that carries a leader's stamp (allow batches, leases); the
 	// node's clock uses it (see cluster's clock.go).
 	onStamp func(index uint64, nowNanos int64)
+	// onRaise, if set, is told of every applied command that may give
+	// capacity back, and of restores (see OnRaise).
+	onRaise func()
 	// onCheckpoint, if set, is given the index of every applied
 	// CommandCheckpoint and a function that computes the digest of the
 	// state at that index (see OnCheckpoint).
@@ -121,6 +124,12 @@ type FSM struct {
 	scratchTargets []target
 	scratchStates  []algorithms.State
 }
+
+// OnRaise registers fn to be called, on the applying goroutine, after each
+// applied command that may give capacity back (CommandType.Raises) and
+// after a restore. fn must not block or call into the FSM. Set it before the
+// FSM is given to Raft.
+func (f *FSM) OnRaise(fn func()) { f.onRaise = fn }
 
 // OnStampApplied registers fn to be called, on the applying goroutine, with
 // the index and cluster time of each applied entry that carries a leader's

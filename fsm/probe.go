@@ -30,7 +30,9 @@ const QueuedStaleness = 50 * time.Millisecond
 // (RetryAfterNanos, ResetAfterNanos, RefillAfterNanos) are those at
 // clockNanos, the true waits from now; for a request denied only because
 // another is queued, the applied time's waits less the time since, the
-// retry at least a millisecond. The caller must hold what makes the read
+// retry at least a millisecond. A denial at clockNanos says how long it
+// holds from then (Result.DenyForNanos); one only because another request
+// is queued says nothing of that. The caller must hold what makes the read
 // linearizable: leadership confirmed after the request arrived, and every
 // entry committed before then applied.
 func (f *FSM) DenyNow(req *Request, clockNanos int64, queued func() bool) (Result, bool) {
@@ -49,6 +51,7 @@ func (f *FSM) DenyNow(req *Request, clockNanos int64, queued func() bool) (Resul
 	clock := max(clockNanos, at)
 	if clock == at {
 		res.AtNanos = at
+		res.DenyAtNanos, res.DenyForNanos = at, denyFor(req, res.Checks)
 		return res, true
 	}
 	later, ok := f.probeDenied(clock, req)
@@ -58,6 +61,7 @@ func (f *FSM) DenyNow(req *Request, clockNanos int64, queued func() bool) (Resul
 			d, l := &res.Checks[i].Decision, &later.Checks[i].Decision
 			d.RetryAfterNanos, d.ResetAfterNanos, d.RefillAfterNanos = l.RetryAfterNanos, l.ResetAfterNanos, l.RefillAfterNanos
 		}
+		res.DenyAtNanos, res.DenyForNanos = clock, denyFor(req, res.Checks)
 	case clock-at <= int64(QueuedStaleness) && queued():
 		elapsed := clock - at
 		for i := range res.Checks {

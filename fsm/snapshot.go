@@ -316,6 +316,9 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	if f.onRestore != nil {
 		f.onRestore()
 	}
+	if f.onRaise != nil {
+		f.onRaise()
+	}
 	return nil
 }
 

@@ -50,7 +50,11 @@ func (r *rateLimitService) ShouldRateLimit(ctx context.Context, req *ratelimitv3
 	}
 	// As the HTTP API's X-Limitnode-Decided-At and X-Limitnode-Leader:
 	// for tests and debugging; Envoy ignores them.
-	_ = grpc.SetHeader(ctx, metadata.Pairs("x-limitnode-decided-at", strconv.FormatInt(d.AtNanos, 10), "x-limitnode-leader", d.Leader))
+	md := metadata.Pairs("x-limitnode-decided-at", strconv.FormatInt(d.AtNanos, 10), "x-limitnode-leader", d.Leader)
+	if d.Leased {
+		md.Set("x-limitnode-leased", "true")
+	}
+	_ = grpc.SetHeader(ctx, md)
 	resp := responseOf(d, s.opts.Jitter)
 	s.metrics.answered(resp.OverallCode.String())
 	s.metrics.descriptors(q, d)

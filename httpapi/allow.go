@@ -110,6 +110,10 @@ func (a *API) writeDecision(w http.ResponseWriter, req contract.Request, decisio
 		// The cluster time of the decision (Unix ns), for clients that
 		// check or debug the order of decisions.
 		w.Header().Set("X-Limitnode-Decided-At", strconv.FormatInt(decision.AtNanos, 10))
+		if decision.Leased {
+			// Answered here from a deny lease: no leader decided it now.
+			w.Header().Set("X-Limitnode-Leased", "true")
+		}
 		setLeaderHeader(w.Header(), decision.Leader)
 	}
 	status := http.StatusOK

@@ -116,8 +116,11 @@ type Decision struct {
 	Descriptors []DescriptorDecision
 	// AtNanos is the cluster time of the decision.
 	AtNanos int64
-	// Leader is the ID of the node that decided.
+	// Leader is the ID of the node that decided ("" for a leased denial).
 	Leader string
+	// Leased is true for a denial answered from a deny lease, as
+	// contract.Decision's.
+	Leased bool
 }
 
 // DescriptorDecision is one descriptor's part of a Decision.

@@ -19,4 +19,9 @@ var (
 	// NodeLimitsDigest is NodeDigest without the members' HTTP addresses:
 	// what a backup carries from one cluster to another.
 	NodeLimitsDigest func(node io.Closer) (uint64, [32]byte)
+	// SkipRaiseWait breaks a *cluster.Node on purpose: as leader, it
+	// acknowledges a command that gives capacity back without waiting
+	// for the deny leases that could contradict it to end. The fault
+	// suite shows that this is caught.
+	SkipRaiseWait func(node io.Closer)
 )

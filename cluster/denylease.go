@@ -1,0 +1,354 @@
+package cluster
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/limitnode/limitnode/fsm"
+)
+
+// Deny leases: denials answered where they arrive, on any node, without a
+// round trip. A denial consumes nothing, and as only time passes a denied
+// request stays denied until the longest wait of the checks that deny it
+// (time only adds capacity, under every algorithm). So when the leader
+// denies a request it says for how long (fsm.Result.DenyForNanos), and the
+// node that asked may answer the same request with the same denial until
+// then, measured on its own monotonic clock from when it sent the request:
+// the leader decided after that, so the lease ends no later than the
+// denial does. Two bounds keep it there: cluster time runs at most
+// MaxClockRate faster than real time (clock.go), which the lease gives
+// away, and a lease lasts at most Config.DenyLeaseCap.
+//
+// What could make the denial wrong is a command that gives capacity back
+// (fsm.CommandType.Raises: a policy or domain changed, a key reset, a
+// restore). Such a command is acknowledged only once every lease that could
+// contradict it has ended: the leader waits out the cap after it applied
+// the command, unless it granted no lease for that long (raiseWait). Every
+// node also drops its leases when it applies one, so that most see the
+// change at once; the wait is what the guarantee rests on.
+//
+// When a lease ends, the next request of its kind goes to the leader alone:
+// the others that arrive meanwhile wait for its answer (a new lease, or the
+// news that it was admitted) instead of all going to the log.
+
+// Defaults of the deny leases.
+const (
+	// DefaultDenyLeaseCap bounds a lease, and so how long a raising
+	// command waits before it is acknowledged.
+	DefaultDenyLeaseCap = time.Second
+	// denyLeaseMargin is given away at the end of every lease, for
+	// monotonic clocks that tick at slightly different rates on different
+	// machines.
+	denyLeaseMargin = time.Millisecond
+	// maxDenyLeases bounds a node's table: a flood over many keys keeps
+	// the leases that fit, and the others ask the leader as before.
+	maxDenyLeases = 1 << 16
+)
+
+// denyLeases is one node's table of deny leases, by the kind of request
+// they answer (denyLeaseKey).
+type denyLeases struct {
+	cap  time.Duration
+	rate float64 // Config.MaxClockRate
+	now  func() time.Time
+
+	mu     sync.Mutex
+	byKind map[string]*denyLease
+	live   atomic.Int64 // len(byKind), read without the lock
+}
+
+// denyLease is one lease: the denial to answer with until the lease ends,
+// or, once it has ended, the request asking again on behalf of every
+// request of its kind (probe).
+type denyLease struct {
+	until  time.Time // monotonic reading
+	sentAt time.Time // when the request it answers was sent
+	result fsm.Result
+	// probe, when not nil, is closed when the request that asks again
+	// has its answer.
+	probe chan struct{}
+}
+
+// newDenyLeases is a table of leases of at most limit, for a cluster whose
+// time runs at most rate faster than real time; nil (no leases) when limit
+// is not positive.
+func newDenyLeases(limit time.Duration, rate float64, now func() time.Time) *denyLeases {
+	if limit <= 0 {
+		return nil
+	}
+	return &denyLeases{cap: limit, rate: rate, now: now, byKind: make(map[string]*denyLease)}
+}
+
+// leasable reports whether a request may be answered from a lease, or may
+// take one: one without a request ID (its answer would be the FSM's
+// memory) and not waiting by reservation.
+func leasable(r *fsm.Request) bool { return r.RequestID == "" && r.MaxWait == 0 }
+
+// denyLeaseKey names a kind of request a lease answers: what it counts on
+// (requestKey) and what each check or descriptor costs, so that a lease
+// answers only the request it was taken for.
+func denyLeaseKey(r *fsm.Request) string {
+	var b strings.Builder
+	b.WriteString(requestKey(r))
+	b.WriteString("\x02")
+	if r.RLS != nil {
+		for _, d := range r.RLS.Descriptors {
+			b.WriteString(strconv.FormatInt(d.Hits, 10) + ",")
+		}
+	}
+	for _, c := range r.Checks {
+		b.WriteString(strconv.FormatInt(c.Cost, 10) + ",")
+	}
+	return b.String()
+}
+
+// answer returns the denial a live lease gives req, or waits, when its
+// lease has ended and another request of its kind is asking the leader,
+// for that one's answer. ok is false when req must ask the leader itself;
+// probing is then true when it asks on behalf of its kind, and the caller
+// must call settle when it has its answer.
+func (t *denyLeases) answer(ctx context.Context, key string) (res fsm.Result, ok, probing bool) {
+	for {
+		t.mu.Lock()
+		l := t.byKind[key]
+		switch {
+		case l == nil:
+			t.mu.Unlock()
+			return fsm.Result{}, false, false
+		case l.probe == nil && t.now().Before(l.until):
+			res = leasedDenial(l.result, t.now().Sub(l.sentAt), t.rate)
+			t.mu.Unlock()
+			return res, true, false
+		case l.probe == nil:
+			l.probe = make(chan struct{})
+			t.mu.Unlock()
+			return fsm.Result{}, false, true
+		}
+		probe := l.probe
+		t.mu.Unlock()
+		select {
+		case <-probe:
+		case <-ctx.Done():
+			return fsm.Result{}, false, false
+		}
+	}
+}
+
+// settle takes what the leader answered a request of kind key that was
+// sent at sentAt: a denial that says how long it holds becomes the kind's
+// lease (taken reports that); anything else ends it. A probe's waiters then
+// look again.
+func (t *denyLeases) settle(key string, sentAt time.Time, res *fsm.Result) (taken bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	l := t.byKind[key]
+	if l != nil && l.probe != nil {
+		close(l.probe)
+		l.probe = nil
+	}
+	lasts := t.lasts(res)
+	if lasts <= 0 {
+		if l != nil && !t.now().Before(l.until) {
+			delete(t.byKind, key)
+			t.live.Add(-1)
+		}
+		return false
+	}
+	until := sentAt.Add(lasts)
+	if l != nil && l.until.After(until) {
+		return false // a longer lease, taken by a request sent later
+	}
+	if l == nil {
+		if len(t.byKind) >= maxDenyLeases && !t.sweep() {
+			return false
+		}
+		t.live.Add(1)
+	}
+	t.byKind[key] = &denyLease{until: until, sentAt: sentAt, result: *res}
+	return true
+}
+
+// holdsAny reports whether the table may hold a lease, without locking: a
+// node that holds none builds no key for a request.
+func (t *denyLeases) holdsAny() bool { return t.live.Load() > 0 }
+
+// sweep drops the leases that have ended and reports whether that made
+// room.
+func (t *denyLeases) sweep() bool {
+	now := t.now()
+	for key, l := range t.byKind {
+		if l.probe == nil && !now.Before(l.until) {
+			delete(t.byKind, key)
+			t.live.Add(-1)
+		}
+	}
+	return len(t.byKind) < maxDenyLeases
+}
+
+// lasts is how long, from when it was sent, a request answered with res may
+// be answered so again: its denial's duration less what cluster time may
+// run ahead of real time and the margin, at most the cap.
+func (t *denyLeases) lasts(res *fsm.Result) time.Duration {
+	if res.Allowed || res.Rejection != nil || res.DenyForNanos <= 0 || t.cap <= 0 {
+		return 0
+	}
+	return min(time.Duration(float64(res.DenyForNanos)/(1+t.rate))-denyLeaseMargin, t.cap)
+}
+
+// clear drops every lease: a command that gives capacity back was applied.
+// A probe under way keeps its place, so that its waiters hear its answer.
+func (t *denyLeases) clear() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for key, l := range t.byKind {
+		if l.probe == nil {
+			delete(t.byKind, key)
+			t.live.Add(-1)
+		} else {
+			l.until = time.Time{}
+		}
+	}
+}
+
+// leasedDenial is the answer a lease gives elapsed after its request was
+// sent: the same denial, its waits shorter by elapsed (a retry at least a
+// millisecond away), at the latest cluster time it may be now: the time it
+// counts from plus elapsed, and what cluster time may run ahead (rate).
+func leasedDenial(r fsm.Result, elapsed time.Duration, rate float64) fsm.Result {
+	out := r
+	out.Checks = make([]fsm.CheckResult, len(r.Checks))
+	copy(out.Checks, r.Checks)
+	e := int64(elapsed)
+	for i := range out.Checks {
+		d := &out.Checks[i].Decision
+		d.ResetAfterNanos, d.RefillAfterNanos = max(d.ResetAfterNanos-e, 0), max(d.RefillAfterNanos-e, 0)
+		if !d.Allowed {
+			d.RetryAfterNanos = max(d.RetryAfterNanos-e, int64(time.Millisecond))
+		}
+	}
+	out.AtNanos = r.DenyAtNanos + e + int64(float64(e)*rate)
+	out.DenyForNanos = max(r.DenyForNanos-e, 0)
+	out.DenyAtNanos = out.AtNanos
+	out.Leased = true
+	return out
+}
+
+// decide answers what it can of reqs from this node's deny leases and asks
+// the leader for the rest (decideOnLeader), taking a lease from every
+// denial that says how long it holds. The leader named is "" when no
+// request asked it.
+func (n *Node) decide(ctx context.Context, reqs []fsm.Request) ([]fsm.Result, string, error) {
+	t := n.denyLeases
+	if t == nil {
+		return n.decideOnLeader(ctx, reqs)
+	}
+	out := make([]fsm.Result, len(reqs))
+	var ask []fsm.Request
+	var index []int
+	var keys []string // of the requests asked: the kind, when looked up
+	var probes []bool
+	leased := 0
+	for i := range reqs {
+		r := &reqs[i]
+		key := ""
+		probing := false
+		if leasable(r) && t.holdsAny() {
+			key = denyLeaseKey(r)
+			var ok bool
+			if out[i], ok, probing = t.answer(ctx, key); ok {
+				leased++
+				continue
+			}
+		}
+		ask, index, keys, probes = append(ask, *r), append(index, i), append(keys, key), append(probes, probing)
+	}
+	if leased > 0 {
+		n.metrics.leaseDenials.Add(float64(leased))
+	}
+	if len(ask) == 0 {
+		return out, "", nil
+	}
+	if len(ask) == len(reqs) {
+		ask = reqs // nothing answered here: no copy
+	}
+	sentAt := time.Now()
+	results, leader, err := n.decideOnLeader(ctx, ask)
+	for j, i := range index {
+		if err != nil {
+			if probes[j] {
+				t.settle(keys[j], sentAt, &fsm.Result{Allowed: true}) // let its waiters ask
+			}
+			continue
+		}
+		r := &results[j]
+		out[i] = *r
+		switch {
+		case r.DenyForNanos > 0 && leasable(&ask[j]):
+			if keys[j] == "" {
+				keys[j] = denyLeaseKey(&ask[j])
+			}
+			if t.settle(keys[j], sentAt, r) {
+				n.metrics.leasesTaken.Inc()
+			}
+		case probes[j]:
+			t.settle(keys[j], sentAt, r)
+		}
+	}
+	return out, leader, err
+}
+
+// leaseGrants is what the leader knows of the deny leases it may have
+// granted: the term it last granted one in, and when.
+type leaseGrants struct {
+	mu   sync.Mutex
+	term uint64
+	at   time.Time
+}
+
+// note records that results, decided in term, may have granted leases.
+func (g *leaseGrants) note(results []fsm.Result, term uint64) {
+	for i := range results {
+		if results[i].DenyForNanos > 0 {
+			g.mu.Lock()
+			g.term, g.at = term, time.Now()
+			g.mu.Unlock()
+			return
+		}
+	}
+}
+
+// raiseWait is how long a command that gives capacity back, applied by this
+// leader in term, must wait before it is acknowledged: until the last lease
+// this leader granted could have ended. Leases of an earlier term (this
+// node's, or another leader's before it) are not known: the first raise of
+// a term waits out a whole cap.
+func (g *leaseGrants) raiseWait(term uint64, limit time.Duration) time.Duration {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.term != term {
+		g.term, g.at = term, time.Now()
+	}
+	return limit - time.Since(g.at)
+}
+
+// waitOutLeases is the raise rule: it returns once every deny lease that
+// could contradict a raising command applied now has ended, or when the
+// node stops.
+func (n *Node) waitOutLeases() {
+	if n.denyLeases == nil || n.skipRaiseWait.Load() {
+		return
+	}
+	wait := n.leaseGrants.raiseWait(n.raft.CurrentTerm(), n.cfg.DenyLeaseCap+denyLeaseMargin)
+	if wait <= 0 {
+		return
+	}
+	n.metrics.raiseWaits.Observe(wait.Seconds())
+	select {
+	case <-time.After(wait):
+	case <-n.stopCh:
+	}
+}

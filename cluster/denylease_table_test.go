@@ -1,0 +1,98 @@
+package cluster
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/limitnode/limitnode/algorithms"
+	"github.com/limitnode/limitnode/fsm"
+)
+
+// fakeNow is a clock a test moves by hand.
+type fakeNow struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *fakeNow) now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *fakeNow) add(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+func denial(denyFor time.Duration) fsm.Result {
+	return fsm.Result{Checks: []fsm.CheckResult{{Decision: algorithms.Decision{RetryAfterNanos: int64(denyFor)}}}, DenyAtNanos: 1e18, DenyForNanos: int64(denyFor)}
+}
+
+func TestDenyLeaseLengths(t *testing.T) {
+	t.Parallel()
+	table := newDenyLeases(time.Second, 0.01, time.Now)
+	tests := []struct {
+		name   string
+		result fsm.Result
+		want   time.Duration
+	}{
+		{"a short denial, less what cluster time may run ahead and the margin", denial(101 * time.Millisecond), 100*time.Millisecond - denyLeaseMargin},
+		{"a long denial, the cap", denial(time.Hour), time.Second},
+		{"a denial that says nothing of how long it holds", denial(0), 0},
+		{"an admission", fsm.Result{Allowed: true}, 0},
+	}
+	for _, tt := range tests {
+		if got := table.lasts(&tt.result); got != tt.want {
+			t.Errorf("%s: %v, want %v", tt.name, got, tt.want)
+		}
+	}
+	if newDenyLeases(-1, 0.01, time.Now) != nil {
+		t.Error("a negative cap still made a table")
+	}
+}
+
+// TestDenyLeasesAnswerThenOneAsksForAll: a lease answers its kind, its
+// waits shortened by the time since; when it ends, one request asks the
+// leader and the others of its kind wait for its answer, which becomes the
+// next lease; a clear drops the leases.
+func TestDenyLeasesAnswerThenOneAsksForAll(t *testing.T) {
+	t.Parallel()
+	clock := &fakeNow{t: time.Unix(1000, 0)}
+	table := newDenyLeases(time.Second, 0.01, clock.now)
+	ctx := context.Background()
+	if _, ok, probing := table.answer(ctx, "k"); ok || probing {
+		t.Fatal("an empty table answered, or made a probe")
+	}
+	sent := clock.now()
+	if !table.settle("k", sent, ptr(denial(time.Hour))) {
+		t.Fatal("a denial of an hour took no lease")
+	}
+	clock.add(300 * time.Millisecond)
+	res, ok, _ := table.answer(ctx, "k")
+	if !ok || !res.Leased || res.Checks[0].Decision.RetryAfterNanos != int64(time.Hour-300*time.Millisecond) {
+		t.Fatalf("the lease answered %+v, %v; want the denial, 300ms on", res, ok)
+	}
+	clock.add(time.Second)
+	if _, ok, probing := table.answer(ctx, "k"); ok || !probing {
+		t.Fatalf("after its end the lease answered=%v probing=%v; want the request to ask for its kind", ok, probing)
+	}
+	answered := make(chan bool)
+	go func() {
+		_, ok, _ := table.answer(ctx, "k")
+		answered <- ok
+	}()
+	select {
+	case <-answered:
+		t.Fatal("a request of the kind did not wait for the one asking")
+	case <-time.After(50 * time.Millisecond):
+	}
+	table.settle("k", clock.now(), ptr(denial(time.Hour)))
+	if !<-answered {
+		t.Fatal("the waiting request was not answered from the new lease")
+	}
+	table.clear()
+	if _, ok, probing := table.answer(ctx, "k"); ok || probing {
+		t.Fatal("a cleared table answered")
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
