@@ -69,8 +69,9 @@ type denyLease struct {
 	sentAt time.Time // when the request it answers was sent
 	result fsm.Result
 	// probe, when not nil, is closed when the request that asks again
-	// has its answer.
-	probe chan struct{}
+	// has its answer; waiting counts the requests waiting for it.
+	probe   chan struct{}
+	waiting int
 }
 
 // newDenyLeases is a table of leases of at most limit, for a cluster whose
@@ -129,12 +130,19 @@ func (t *denyLeases) answer(ctx context.Context, key string) (res fsm.Result, ok
 			return fsm.Result{}, false, true
 		}
 		probe := l.probe
+		l.waiting++
 		t.mu.Unlock()
 		select {
 		case <-probe:
 		case <-ctx.Done():
+			t.mu.Lock()
+			l.waiting--
+			t.mu.Unlock()
 			return fsm.Result{}, false, false
 		}
+		t.mu.Lock()
+		l.waiting--
+		t.mu.Unlock()
 	}
 }
 
@@ -152,7 +160,10 @@ func (t *denyLeases) settle(key string, sentAt time.Time, res *fsm.Result) (take
 	}
 	lasts := t.lasts(res)
 	if lasts <= 0 {
-		if l != nil && !t.now().Before(l.until) {
+		// An admission that took what was left (the kind is still hot)
+		// hands the asking over to one of the requests waiting; anything
+		// else lets them all ask.
+		if l != nil && !t.now().Before(l.until) && (l.waiting == 0 || !tookTheLast(res)) {
 			delete(t.byKind, key)
 			t.live.Add(-1)
 		}
@@ -170,6 +181,21 @@ func (t *denyLeases) settle(key string, sentAt time.Time, res *fsm.Result) (take
 	}
 	t.byKind[key] = &denyLease{until: until, sentAt: sentAt, result: *res}
 	return true
+}
+
+// tookTheLast reports whether res admitted its request with nothing left
+// under one of its checks: the next request of its kind will likely be
+// denied.
+func tookTheLast(res *fsm.Result) bool {
+	if !res.Allowed {
+		return false
+	}
+	for i := range res.Checks {
+		if res.Checks[i].Decision.Remaining == 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // holdsAny reports whether the table may hold a lease, without locking: a

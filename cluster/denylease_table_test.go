@@ -96,3 +96,47 @@ func TestDenyLeasesAnswerThenOneAsksForAll(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// TestAnAdmissionThatTookTheLastHandsTheAskingOver: when the request asking
+// for its kind is admitted with nothing left, one of those waiting asks
+// next (the kind is still hot) and the rest keep waiting; admitted with room
+// left, they all ask.
+func TestAnAdmissionThatTookTheLastHandsTheAskingOver(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name        string
+		remaining   int64
+		wantProbing bool
+	}{{"nothing left: the next asks alone", 0, true}, {"room left: every one asks", 5, false}} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			clock := &fakeNow{t: time.Unix(1000, 0)}
+			table := newDenyLeases(time.Second, 0.01, clock.now)
+			ctx := context.Background()
+			table.settle("k", clock.now(), ptr(denial(10*time.Millisecond)))
+			clock.add(time.Second)
+			if _, _, probing := table.answer(ctx, "k"); !probing {
+				t.Fatal("the first request after the lease did not ask for its kind")
+			}
+			got := make(chan bool)
+			go func() {
+				_, _, probing := table.answer(ctx, "k")
+				got <- probing
+			}()
+			for {
+				table.mu.Lock()
+				waiting := table.byKind["k"].waiting
+				table.mu.Unlock()
+				if waiting == 1 {
+					break
+				}
+				time.Sleep(time.Millisecond)
+			}
+			admitted := fsm.Result{Allowed: true, Checks: []fsm.CheckResult{{Decision: algorithms.Decision{Allowed: true, Remaining: tt.remaining}}}}
+			table.settle("k", clock.now(), &admitted)
+			if probing := <-got; probing != tt.wantProbing {
+				t.Fatalf("the waiting request asks for its kind: %v, want %v", probing, tt.wantProbing)
+			}
+		})
+	}
+}
