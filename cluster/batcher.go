@@ -4,20 +4,23 @@ import (
 	"context"
 	"runtime"
 	"sync"
+	"time"
 
 	"github.com/limitnode/limitnode/contract"
 	"github.com/limitnode/limitnode/fsm"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // call is one submission to a batcher: requests that travel together and
 // are answered together (one caller's request, or one forwarded batch).
 type call struct {
-	requests []fsm.Request
-	load     load // what the requests weigh
-	results  []fsm.Result
-	leader   string // ID of the leader whose entry decided, with results
-	err      error
-	done     chan struct{}
+	requests  []fsm.Request
+	load      load      // what the requests weigh
+	submitted time.Time // when it reached the batcher
+	results   []fsm.Result
+	leader    string // ID of the leader whose entry decided, with results
+	err       error
+	done      chan struct{}
 }
 
 // batcher is limitnode's group commit. Callers submit requests; a single
@@ -42,6 +45,8 @@ type batcher struct {
 	// maxYields bounds how often the loop yields, after a busy flush, for
 	// the callers it answered to come back (see loop); 0 never yields.
 	maxYields int
+	// waited observes how long each call waited for its flush, when set.
+	waited prometheus.Observer
 
 	submitCh chan *call
 	doneCh   chan flushed
@@ -63,12 +68,13 @@ const gatherYields = 16
 // flushed reports a finished flush: how many calls and requests it answered.
 type flushed struct{ calls, requests int }
 
-func newBatcher(flush func([]*call), limit load, maxInFlight, maxYields int) *batcher {
+func newBatcher(flush func([]*call), limit load, maxInFlight, maxYields int, waited prometheus.Observer) *batcher {
 	b := &batcher{
 		flush:       flush,
 		limit:       limit,
 		maxInFlight: maxInFlight,
 		maxYields:   maxYields,
+		waited:      waited,
 		submitCh:    make(chan *call, 1024),
 		doneCh:      make(chan flushed, maxInFlight),
 		stopCh:      make(chan struct{}),
@@ -81,7 +87,7 @@ func newBatcher(flush func([]*call), limit load, maxInFlight, maxYields int) *ba
 // ID of the leader that decided them. If ctx ends first, the requests may
 // still be decided: the error then says the outcome is unknown.
 func (b *batcher) submit(ctx context.Context, requests []fsm.Request) ([]fsm.Result, string, error) {
-	c := &call{requests: requests, load: loadOf(requests), done: make(chan struct{})}
+	c := &call{requests: requests, load: loadOf(requests), submitted: time.Now(), done: make(chan struct{})}
 	b.mu.RLock()
 	if b.stopped {
 		b.mu.RUnlock()
@@ -132,6 +138,12 @@ func (b *batcher) loop() {
 			}
 			pendingRequests -= size
 			inFlight++
+			if b.waited != nil {
+				now := time.Now()
+				for _, c := range batch {
+					b.waited.Observe(now.Sub(c.submitted).Seconds())
+				}
+			}
 			b.wg.Go(func() {
 				b.flush(batch)
 				for _, c := range batch {

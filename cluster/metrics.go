@@ -24,6 +24,9 @@ type nodeMetrics struct {
 	leaseDenials  prometheus.Counter
 	leasesTaken   prometheus.Counter
 	raiseWaits    prometheus.Histogram
+	// Where a decision's time goes, stage by stage (see batchWait, apply).
+	batchWait *prometheus.HistogramVec
+	apply     prometheus.Histogram
 }
 
 // latencyBuckets are the buckets of every latency histogram: 100 µs to 10 s.
@@ -55,11 +58,15 @@ func newNodeMetrics() *nodeMetrics {
 		leasesTaken: prometheus.NewCounter(prometheus.CounterOpts{Name: "limitnode_deny_leases_total",
 			Help: "On this node: deny leases taken from the leader's denials."}),
 		raiseWaits: hist("limitnode_raise_wait_seconds", "On the leader: how long a command that gives capacity back waited for deny leases to end before it was acknowledged.", latencyBuckets),
+		batchWait: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "limitnode_batch_wait_seconds",
+			Help:    "How long a call waited in a group-commit batcher before its flush began: leader (for a Raft entry), follower (for a forward), follower-denials (a forward of what this replica denies).",
+			Buckets: latencyBuckets}, []string{"batcher"}),
+		apply: hist("limitnode_fsm_apply_seconds", "Applying one batch of committed log entries to the state machine (every node).", latencyBuckets),
 	}
 }
 
 func (m *nodeMetrics) collectors() []prometheus.Collector {
-	return []prometheus.Collector{m.commit, m.store, m.forward, m.snapshot, m.snapshotBytes, m.restore, m.leaderChanges, m.fastDenials, m.leaseDenials, m.leasesTaken, m.raiseWaits}
+	return []prometheus.Collector{m.commit, m.store, m.forward, m.snapshot, m.snapshotBytes, m.restore, m.leaderChanges, m.fastDenials, m.leaseDenials, m.leasesTaken, m.raiseWaits, m.batchWait, m.apply}
 }
 
 // since observes the time since start, in seconds.
@@ -88,10 +95,16 @@ func (s *timedLogStore) StoreLogs(logs []*raft.Log) error {
 	return s.LogStore.StoreLogs(logs)
 }
 
-// timedFSM times restores from a snapshot.
+// timedFSM times applies and restores from a snapshot.
 type timedFSM struct {
 	*fsm.FSM
 	restore prometheus.Gauge
+	apply   prometheus.Histogram
+}
+
+func (f *timedFSM) ApplyBatch(logs []*raft.Log) []any {
+	defer since(f.apply, time.Now())
+	return f.FSM.ApplyBatch(logs)
 }
 
 func (f *timedFSM) Restore(rc io.ReadCloser) error {

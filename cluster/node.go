@@ -129,9 +129,10 @@ func Open(cfg Config) (*Node, error) {
 	}
 	limit := load{requests: cfg.MaxBatchRequests, checks: cfg.MaxBatchChecks, bytes: maxFlushBytes}
 	n.confirm = &confirmer{verify: func() error { return n.raft.VerifyLeader().Error() }}
-	n.leaderBatch = newBatcher(n.applyBatch, limit, cfg.MaxEntriesInFlight, gatherYields)
-	n.followerBatch = newBatcher(n.forwardBatch, limit, max(cfg.MaxEntriesInFlight, minForwardsInFlight), gatherYields)
-	n.followerDenials = newBatcher(n.forwardBatch, limit, max(cfg.MaxEntriesInFlight, minForwardsInFlight), gatherYields)
+	waits := n.metrics.batchWait
+	n.leaderBatch = newBatcher(n.applyBatch, limit, cfg.MaxEntriesInFlight, gatherYields, waits.WithLabelValues("leader"))
+	n.followerBatch = newBatcher(n.forwardBatch, limit, max(cfg.MaxEntriesInFlight, minForwardsInFlight), gatherYields, waits.WithLabelValues("follower"))
+	n.followerDenials = newBatcher(n.forwardBatch, limit, max(cfg.MaxEntriesInFlight, minForwardsInFlight), gatherYields, waits.WithLabelValues("follower-denials"))
 	n.wg.Go(func() { n.serveForwarding(n.mux.Listener(protocolForward)) })
 	n.wg.Go(n.watchLeadership)
 	n.wg.Go(n.watchHealth)
@@ -186,7 +187,7 @@ func (n *Node) startRaft() error {
 		Timeout: 10 * time.Second,
 		Logger:  hlog,
 	})
-	r, err := raft.NewRaft(n.raftConfig(hlog), &timedFSM{FSM: n.fsm, restore: n.metrics.restore}, &timedLogStore{LogStore: logStore, hist: n.metrics.store}, logStore, snapshots, network)
+	r, err := raft.NewRaft(n.raftConfig(hlog), &timedFSM{FSM: n.fsm, restore: n.metrics.restore, apply: n.metrics.apply}, &timedLogStore{LogStore: logStore, hist: n.metrics.store}, logStore, snapshots, network)
 	if err != nil {
 		network.Close()
 		logStore.Close()
