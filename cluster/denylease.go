@@ -270,7 +270,11 @@ func leasedDenial(r fsm.Result, elapsed time.Duration, rate float64) fsm.Result 
 func (n *Node) decide(ctx context.Context, reqs []fsm.Request) ([]fsm.Result, string, error) {
 	t := n.denyLeases
 	if t == nil {
-		return n.decideOnLeader(ctx, reqs)
+		results, leader, err := n.decideOnLeader(ctx, reqs)
+		if err == nil && !n.isLeader() {
+			n.denied.note(reqs, results)
+		}
+		return results, leader, err
 	}
 	out := make([]fsm.Result, len(reqs))
 	var ask []fsm.Request
@@ -303,6 +307,9 @@ func (n *Node) decide(ctx context.Context, reqs []fsm.Request) ([]fsm.Result, st
 	}
 	sentAt := time.Now()
 	results, leader, err := n.decideOnLeader(ctx, ask)
+	if err == nil && !n.isLeader() {
+		n.denied.note(ask, results) // the leader noted them itself
+	}
 	for j, i := range index {
 		if err != nil {
 			if probes[j] {

@@ -39,7 +39,7 @@ func (n *Node) denyFast(ctx context.Context, reqs []fsm.Request) (results []fsm.
 	term := n.raft.CurrentTerm()
 	// Until this leader has applied an entry of its own term (leaderStamp's
 	// barrier), its commit index may trail what earlier leaders committed.
-	if n.cfg.NoFastDenials || n.barrierTerm.Load() != term || !n.isLeader() {
+	if n.cfg.NoFastDenials || n.barrierTerm.Load() != term || !n.isLeader() || !n.denied.anyRecent(reqs) {
 		return nil, false
 	}
 	// A first look, before any round trip: most requests are admitted.
@@ -60,6 +60,7 @@ func (n *Node) denyFast(ctx context.Context, reqs []fsm.Request) (results []fsm.
 	}
 	n.metrics.fastDenials.Add(float64(len(results)))
 	n.leaseGrants.note(results, term)
+	n.denied.note(reqs, results)
 	if !n.cfg.NoStats {
 		n.stats.record(&fsm.AllowCommand{NowNanos: results[0].AtNanos, Requests: reqs}, &fsm.Response{Results: results})
 	}
@@ -95,7 +96,7 @@ func (n *Node) appliedThrough(index uint64) bool {
 // reqs now: on a follower, a guess that sends them to the leader apart from
 // requests that will need an entry.
 func (n *Node) likelyDenied(reqs []fsm.Request) bool {
-	if n.cfg.NoFastDenials {
+	if n.cfg.NoFastDenials || !n.denied.anyRecent(reqs) {
 		return false
 	}
 	_, ok := n.deniedNow(reqs, time.Now().UnixNano())
@@ -118,6 +119,104 @@ func (n *Node) deniedNow(reqs []fsm.Request, now int64) ([]fsm.Result, bool) {
 		results[i] = r
 	}
 	return results, true
+}
+
+// recentDenials remembers what this node saw denied or spent to the last
+// unit lately (each check's key and limit, or each descriptor of an Envoy
+// query), so that the first look of the fast path, which costs about what
+// deciding does, is spent only on requests that may be denied: under a load
+// that is never over its limits, no request pays for it.
+type recentDenials struct {
+	mu sync.Mutex
+	at map[string]time.Time
+}
+
+// Bounds of recentDenials: what "lately" is, and how many parts it keeps
+// (past that, it forgets the oldest, and those requests go to the log
+// until they are denied again).
+const (
+	recentDenialWindow = 2 * time.Second
+	maxRecentDenials   = 1 << 16
+)
+
+// note records the parts of the requests that results deny, or admit with
+// nothing left under a check (the next request will likely be denied).
+func (r *recentDenials) note(reqs []fsm.Request, results []fsm.Result) {
+	var now time.Time
+	for i := range results {
+		res := &results[i]
+		if res.Rejection != nil || i >= len(reqs) || (res.Allowed && !tookTheLast(res)) {
+			continue
+		}
+		if now.IsZero() {
+			now = time.Now()
+		}
+		r.mu.Lock()
+		if r.at == nil {
+			r.at = make(map[string]time.Time)
+		}
+		for _, part := range requestParts(&reqs[i]) {
+			if len(r.at) >= maxRecentDenials {
+				r.forgetOld(now)
+			}
+			r.at[part] = now
+		}
+		r.mu.Unlock()
+	}
+}
+
+// forgetOld drops the parts not seen within the window, or half of them
+// when all are recent.
+func (r *recentDenials) forgetOld(now time.Time) {
+	for key, at := range r.at {
+		if now.Sub(at) > recentDenialWindow || len(r.at) >= maxRecentDenials/2 {
+			delete(r.at, key)
+		}
+	}
+}
+
+// anyRecent reports whether a request of reqs has a part seen lately.
+func (r *recentDenials) anyRecent(reqs []fsm.Request) bool {
+	r.mu.Lock()
+	empty := len(r.at) == 0
+	r.mu.Unlock()
+	if empty {
+		return false
+	}
+	var parts []string
+	for i := range reqs {
+		parts = append(parts, requestParts(&reqs[i])...)
+	}
+	now := time.Now()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, part := range parts {
+		if at, ok := r.at[part]; ok && now.Sub(at) <= recentDenialWindow {
+			return true
+		}
+	}
+	return false
+}
+
+// requestParts names what each check of a request counts on (its policy,
+// key, inline limit and dimensions), or each descriptor of its query.
+func requestParts(r *fsm.Request) []string {
+	var out []string
+	if q := r.RLS; q != nil {
+		for _, d := range q.Descriptors {
+			var b strings.Builder
+			b.WriteString("rls\x00" + q.Domain)
+			for _, e := range d.Entries {
+				b.WriteString("\x00" + e.Key + "=" + e.Value)
+			}
+			out = append(out, b.String())
+		}
+		return out
+	}
+	for _, c := range r.Checks {
+		out = append(out, checkKey(&c))
+	}
+	return out
 }
 
 // submitToLog sends requests the fast path did not deny to the leader's
@@ -176,12 +275,20 @@ func requestKey(r *fsm.Request) string {
 		return b.String()
 	}
 	for _, c := range r.Checks {
-		b.WriteString(c.Policy + "\x00" + c.Key + "\x00" + strconv.FormatInt(c.Rate, 10) + "/" + strconv.FormatInt(c.Period, 10) +
-			"/" + strconv.FormatInt(c.Burst, 10) + "/" + c.Algorithm.String())
-		for _, d := range c.Dimensions {
-			b.WriteString("\x00" + d.Name + "=" + d.Value)
-		}
+		b.WriteString(checkKey(&c))
 		b.WriteString("\x01")
+	}
+	return b.String()
+}
+
+// checkKey names what one check counts on: its policy, key, inline limit
+// and dimensions.
+func checkKey(c *fsm.Check) string {
+	var b strings.Builder
+	b.WriteString(c.Policy + "\x00" + c.Key + "\x00" + strconv.FormatInt(c.Rate, 10) + "/" + strconv.FormatInt(c.Period, 10) +
+		"/" + strconv.FormatInt(c.Burst, 10) + "/" + c.Algorithm.String())
+	for _, d := range c.Dimensions {
+		b.WriteString("\x00" + d.Name + "=" + d.Value)
 	}
 	return b.String()
 }

@@ -74,6 +74,7 @@ func (n *Node) applyBatch(calls []*call) {
 	switch resp := future.Response().(type) {
 	case *fsm.Response:
 		n.leaseGrants.note(resp.Results, n.raft.CurrentTerm())
+		n.denied.note(reqs, resp.Results)
 		distribute(calls, resp.Results, n.cfg.ID)
 	case error:
 		failAll(calls, fmt.Errorf("cluster: apply: %w", resp))

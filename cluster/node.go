@@ -61,7 +61,8 @@ type Node struct {
 	denyLeases    *denyLeases
 	leaseGrants   leaseGrants
 	skipRaiseWait atomic.Bool
-	toLog         queuedKeys // requests on their way to the log, by key (fastdeny.go)
+	toLog         queuedKeys    // requests on their way to the log, by key (fastdeny.go)
+	denied        recentDenials // the kinds of request denied lately (fastdeny.go)
 	leaderBatch   *batcher
 	followerBatch *batcher
 	// followerDenials forwards what this follower's replica denies, so

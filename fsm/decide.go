@@ -96,6 +96,9 @@ func (f *FSM) resolve(now int64, c *Check) (target, *contract.Error) {
 func (f *FSM) decide(now int64, req *Request, cmd *AllowCommand) Result {
 	// Scratch space reused across requests (apply is single-threaded):
 	// zeroing MaxChecks-sized arrays per request showed in the profile.
+	if err := req.Validate(); err != nil {
+		return Result{Rejection: err}
+	}
 	targets, statuses, err := f.targetsOf(now, req, f.scratchTargets[:0])
 	defer func() { f.scratchTargets = targets[:0] }()
 	if err != nil {
@@ -109,14 +112,11 @@ func (f *FSM) decide(now int64, req *Request, cmd *AllowCommand) Result {
 	return res
 }
 
-// targetsOf validates req and resolves what it is decided on, appended to
+// targetsOf resolves what a validated req is decided on, appended to
 // targets: its checks (inline limits, or policies as they stand at now), or
 // its RLS query's limits with one status per descriptor. The error refuses
 // the request as it stands.
 func (f *FSM) targetsOf(now int64, req *Request, targets []target) ([]target, []rls.Status, *contract.Error) {
-	if err := req.Validate(); err != nil {
-		return targets, nil, err
-	}
 	if req.RLS != nil {
 		return f.rlsTargets(now, req.RLS, targets)
 	}

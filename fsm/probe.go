@@ -32,9 +32,10 @@ const QueuedStaleness = 50 * time.Millisecond
 // another is queued, the applied time's waits less the time since, the
 // retry at least a millisecond. A denial at clockNanos says how long it
 // holds from then (Result.DenyForNanos); one only because another request
-// is queued says nothing of that. The caller must hold what makes the read
-// linearizable: leadership confirmed after the request arrived, and every
-// entry committed before then applied.
+// is queued says nothing of that. req must be valid (Request.Validate: the
+// node checked it when it arrived); the caller must hold what makes the
+// read linearizable: leadership confirmed after the request arrived, and
+// every entry committed before then applied.
 func (f *FSM) DenyNow(req *Request, clockNanos int64, queued func() bool) (Result, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -83,6 +84,8 @@ func (f *FSM) DenyNow(req *Request, clockNanos int64, queued func() bool) (Resul
 // allow are reported as they stand (decided with cost 0), as decide does
 // for a denied request.
 func (f *FSM) probeDenied(now int64, req *Request) (Result, bool) {
+	// The caller validated req (DenyNow's contract); apply validates again
+	// what reaches the log.
 	targets, statuses, err := f.targetsOf(now, req, f.scratchTargets[:0])
 	defer func() { f.scratchTargets = targets[:0] }()
 	if err != nil {
