@@ -34,6 +34,7 @@ type config struct {
 	maxKeys       int64
 	keyLimitMode  string
 	noSync        bool
+	denyLeaseCap  time.Duration
 	maxRaftConns  int
 	raftIdle      time.Duration
 	maxHTTPConns  int
@@ -131,6 +132,7 @@ func (c *config) flagSet(output io.Writer) *flag.FlagSet {
 	fs.StringVar(&c.raftLogLevel, "raft-log-level", "warn", "least level of Raft's own logs: debug, info, warn or error")
 	fs.DurationVar(&c.joinTimeout, "join-timeout", time.Minute, "how long to keep trying the -join addresses")
 	fs.BoolVar(&c.noSync, "no-sync", false, "do not fsync the Raft log on each append: faster, but a simultaneous power loss of a majority can lose the last decisions")
+	fs.DurationVar(&c.denyLeaseCap, "deny-lease-cap", cluster.DefaultDenyLeaseCap, "the longest a node repeats a denial of the leader's without asking it (a deny lease), and so how long a policy change, key reset or restore waits before it is acknowledged; negative: no deny leases")
 	fs.Int64Var(&c.maxKeys, "max-keys", cluster.DefaultMaxKeys, "most live (key, limit) pairs the cluster keeps; -1 for no cap")
 	fs.StringVar(&c.keyLimitMode, "key-limit-mode", "deny", "when -max-keys is reached, new keys are refused (deny: 503) or admitted unrecorded (allow)")
 	fs.IntVar(&c.maxRaftConns, "max-raft-conns", 1024, "most connections open at once on the Raft port; one more is closed at once")

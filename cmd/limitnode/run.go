@@ -127,6 +127,7 @@ func nodeConfig(c config, sec secured, logger *slog.Logger, advertisedHTTP strin
 		RaftLogLevel:     c.raftLogLevel,
 		MaxKeys:          c.maxKeys,
 		NoSync:           c.noSync,
+		DenyLeaseCap:     c.denyLeaseCap,
 		KeyLimitFailOpen: c.keyLimitMode == "allow",
 		NodeTLS:          sec.nodeTLS,
 		MaxRaftConns:     c.maxRaftConns,
