@@ -4,7 +4,7 @@ import (
 	"context"
 
 	"github.com/limitnode/limitnode/contract"
-	"github.com/limitnode/limitnode/fsm"
+	"github.com/limitnode/limitnode/internal/fsm"
 )
 
 // Allow decides req. It returns a *contract.Error for a request refused as

@@ -5,7 +5,7 @@ import (
 	"fmt"
 
 	"github.com/hashicorp/go-msgpack/v2/codec"
-	"github.com/limitnode/limitnode/fsm"
+	"github.com/limitnode/limitnode/internal/fsm"
 	"github.com/limitnode/limitnode/internal/msgpack"
 )
 

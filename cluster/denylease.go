@@ -8,7 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/limitnode/limitnode/fsm"
+	"github.com/limitnode/limitnode/internal/fsm"
 )
 
 // Deny leases: denials answered where they arrive, on any node, without a

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/limitnode/limitnode/fsm"
+	"github.com/limitnode/limitnode/internal/fsm"
 	"github.com/limitnode/limitnode/testcluster"
 )
 

@@ -12,7 +12,7 @@ import (
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	"github.com/limitnode/limitnode/contract"
-	"github.com/limitnode/limitnode/fsm"
+	"github.com/limitnode/limitnode/internal/fsm"
 	"go.etcd.io/bbolt"
 	bolterrors "go.etcd.io/bbolt/errors"
 )

@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/limitnode/limitnode/fsm"
+	"github.com/limitnode/limitnode/internal/fsm"
 	"github.com/limitnode/limitnode/rls"
 )
 

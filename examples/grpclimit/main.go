@@ -13,7 +13,7 @@ import (
 	"net"
 
 	"github.com/limitnode/limitnode/client"
-	"github.com/limitnode/limitnode/grpclimit"
+	"github.com/limitnode/limitnode/client/grpclimit"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"

@@ -21,7 +21,7 @@ import (
 	"time"
 
 	"github.com/limitnode/limitnode/client"
-	"github.com/limitnode/limitnode/middleware"
+	"github.com/limitnode/limitnode/client/middleware"
 )
 
 type userKey struct{}

@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/limitnode/limitnode/client"
-	"github.com/limitnode/limitnode/middleware"
+	"github.com/limitnode/limitnode/client/middleware"
 )
 
 // BenchmarkOverhead compares a request through the middleware (a

@@ -5,7 +5,7 @@ import (
 	"net/http"
 
 	"github.com/limitnode/limitnode/client"
-	"github.com/limitnode/limitnode/internal/limitcheck"
+	"github.com/limitnode/limitnode/client/internal/limitcheck"
 )
 
 // writeDenial answers 429 as the cluster's /v1/allow did: its rate-limit

@@ -20,7 +20,7 @@ import (
 	"time"
 
 	"github.com/limitnode/limitnode/client"
-	"github.com/limitnode/limitnode/internal/limitcheck"
+	"github.com/limitnode/limitnode/client/internal/limitcheck"
 )
 
 // Check is one limit a request is counted against. The checks of a request

@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/limitnode/limitnode/client"
-	"github.com/limitnode/limitnode/grpclimit"
+	"github.com/limitnode/limitnode/client/grpclimit"
 	"github.com/limitnode/limitnode/testcluster"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"

@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"github.com/limitnode/limitnode/client"
-	"github.com/limitnode/limitnode/internal/limitcheck"
+	"github.com/limitnode/limitnode/client/internal/limitcheck"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"

@@ -6,8 +6,8 @@ import (
 	"net/http"
 	"net/netip"
 
+	"github.com/limitnode/limitnode/client/internal/limitcheck"
 	"github.com/limitnode/limitnode/internal/clientip"
-	"github.com/limitnode/limitnode/internal/limitcheck"
 )
 
 // KeyFunc returns what a request contributes to a limit's key: an API key,

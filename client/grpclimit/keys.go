@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"net/netip"
 
+	"github.com/limitnode/limitnode/client/internal/limitcheck"
 	"github.com/limitnode/limitnode/internal/clientip"
-	"github.com/limitnode/limitnode/internal/limitcheck"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
 )

@@ -14,7 +14,7 @@ import (
 	"testing"
 
 	"github.com/limitnode/limitnode/client"
-	"github.com/limitnode/limitnode/middleware"
+	"github.com/limitnode/limitnode/client/middleware"
 	"github.com/limitnode/limitnode/testcluster"
 )
 

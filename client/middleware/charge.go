@@ -7,7 +7,7 @@ import (
 	"net/http"
 
 	"github.com/limitnode/limitnode/client"
-	"github.com/limitnode/limitnode/internal/limitcheck"
+	"github.com/limitnode/limitnode/client/internal/limitcheck"
 )
 
 type admittedKey struct{}
