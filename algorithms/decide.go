@@ -16,13 +16,17 @@ import "slices"
 //	                                   cost admitted in the window before.
 //	sliding_window_log:                Log holds one timestamp per unit of
 //	                                   cost admitted in the last period,
-//	                                   oldest first.
+//	                                   oldest first (a share's units are
+//	                                   stamped with its end, see Grant).
+//
+// Shares are the key's outstanding shares (see Grant), by end.
 type State struct {
 	At       int64
 	Frac     int64
 	Count    int64
 	Previous int64
 	Log      []int64
+	Shares   []Share
 }
 
 // rule is one algorithm, split into the questions Decide asks of it. Every
@@ -61,6 +65,8 @@ var rules = [...]rule{
 //
 // A denied request, and a request of cost 0, return s unchanged: only an
 // admission changes state. Decide never modifies memory that s refers to.
+// A state with shares is decided as settled at now (see Grant): the shares
+// that ended are dropped from the state an admission returns.
 func Decide(l Limit, s State, nowNanos, cost int64) (Decision, State) {
 	return Reserve(l, s, nowNanos, cost, 0)
 }
@@ -77,6 +83,8 @@ func Decide(l Limit, s State, nowNanos, cost int64) (Decision, State) {
 func Reserve(l Limit, s State, nowNanos, cost, maxWaitNanos int64) (Decision, State) {
 	r := rules[l.Algorithm]
 	d := Decision{Limit: l.Capacity()}
+	given := s
+	s = settle(l, s, nowNanos)
 	next := s
 	switch wait := r.wait(l, s, nowNanos, cost); {
 	case wait > 0 && (wait > maxWaitNanos || !l.Algorithm.IsBucket()):
@@ -85,12 +93,16 @@ func Reserve(l Limit, s State, nowNanos, cost, maxWaitNanos int64) (Decision, St
 		d.Allowed, d.WaitNanos = true, wait
 		if cost > 0 {
 			next = r.admit(l, s, nowNanos, cost)
+			next.Shares = s.Shares
 		}
 	}
 	d.Remaining = r.remaining(l, next, nowNanos)
-	d.ResetAfterNanos = max(r.expiresAt(l, next)-nowNanos, 0)
+	d.ResetAfterNanos = max(l.ExpiresAtNanos(next)-nowNanos, 0)
 	if d.Remaining < d.Limit {
 		d.RefillAfterNanos = r.wait(l, next, nowNanos, d.Remaining+1)
+	}
+	if !d.Allowed || cost == 0 {
+		return d, given
 	}
 	return d, next
 }
@@ -99,15 +111,20 @@ func Reserve(l Limit, s State, nowNanos, cost, maxWaitNanos int64) (Decision, St
 // at all under l, so the caller may delete it without changing any future
 // decision. It depends on s alone. Time must not run backwards for this to
 // hold; the FSM ensures it.
-func (l Limit) ExpiresAtNanos(s State) int64 { return rules[l.Algorithm].expiresAt(l, s) }
+func (l Limit) ExpiresAtNanos(s State) int64 {
+	return sharesExpireAt(l, s, rules[l.Algorithm].expiresAt(l, s))
+}
 
 // ValidState reports whether s could have been produced by Decide under l.
 // A restored snapshot is checked with it.
-func (l Limit) ValidState(s State) bool { return rules[l.Algorithm].valid(l, s) }
+func (l Limit) ValidState(s State) bool {
+	return rules[l.Algorithm].valid(l, s) && validShares(l, s)
+}
 
 // Equal reports whether two states are the same.
 func (s State) Equal(o State) bool {
-	return s.At == o.At && s.Frac == o.Frac && s.Count == o.Count && s.Previous == o.Previous && slices.Equal(s.Log, o.Log)
+	return s.At == o.At && s.Frac == o.Frac && s.Count == o.Count && s.Previous == o.Previous &&
+		slices.Equal(s.Log, o.Log) && slices.Equal(s.Shares, o.Shares)
 }
 
 // Convert carries a key's usage over from one limit to another, for a
@@ -118,10 +135,15 @@ func (s State) Equal(o State) bool {
 // limit; the old limit's timing (when each unit was taken) is not kept, so a
 // window algorithm holds the carried usage for a whole new period.
 //
+// s must hold no live shares at now (SharesLive): their holders spend
+// them under the limit they were granted under, so a key keeps that limit
+// until they end.
+//
 // Reservation debt beyond an empty bucket (see Reserve) carries over too,
 // as time, up to MaxWait: the reservations already granted still run, so
 // a bucket they emptied stays empty as long under the new limit.
 func Convert(from Limit, s State, to Limit, nowNanos int64) State {
+	s = settle(from, s, nowNanos)
 	used := from.Capacity() - rules[from.Algorithm].remaining(from, s, nowNanos)
 	if used <= 0 {
 		return State{}

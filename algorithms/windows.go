@@ -217,15 +217,10 @@ func (w slidingWindowLog) wait(l Limit, s State, now, cost int64) int64 {
 }
 
 func (w slidingWindowLog) admit(l Limit, s State, now, cost int64) State {
-	live := w.live(l, s, now)
 	// Always a new array: the old state may still be read (by a snapshot
-	// being written, or when another check of the request denies).
-	log := make([]int64, len(live), len(live)+int(cost))
-	copy(log, live)
-	for range cost {
-		log = append(log, now)
-	}
-	return State{Log: log}
+	// being written, or when another check of the request denies). In
+	// order: a share's stamps may lie ahead of now.
+	return State{Log: insertStamps(w.live(l, s, now), now, cost)}
 }
 
 func (w slidingWindowLog) remaining(l Limit, s State, now int64) int64 {
