@@ -44,6 +44,9 @@ type Check struct {
 	// Cost is what the check consumes when allowed; 0 checks without
 	// consuming.
 	Cost int64
+	// LocalShares, for an inline limit, lets nodes decide the key from
+	// shares of its budget (a policy says so itself).
+	LocalShares *LocalShares
 }
 
 // Dimension is one named part of a key, for a policy's key template: the
@@ -139,11 +142,14 @@ func (c *Check) Validate() *Error {
 	if err := ValidateLimit(c.Limit); err != nil {
 		return err.Within("limit")
 	}
+	if err := c.LocalShares.Validate(c.Limit); err != nil {
+		return err.Within("limit")
+	}
 	return ValidateCost(c.Limit, c.Cost)
 }
 
 func (c *Check) validatePolicyCheck() *Error {
-	if c.Limit != (algorithms.Limit{}) {
+	if c.Limit != (algorithms.Limit{}) || c.LocalShares != nil {
 		return Invalid("limit", "give a limit or a policy, not both")
 	}
 	if err := ValidatePolicyName(c.Policy); err != nil {

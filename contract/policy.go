@@ -39,6 +39,10 @@ type Policy struct {
 	// KeyTemplate, when set, builds the key from a check's dimensions:
 	// "{api_key}:{route}" with dimensions api_key and route.
 	KeyTemplate string
+	// LocalShares, when set, lets nodes decide the policy's keys from
+	// shares of their budget, under the policy's limit and its overrides
+	// alike (MaxUnits is bounded by each key's capacity).
+	LocalShares *LocalShares
 }
 
 // Override is one key's own limit within a policy.
@@ -92,7 +96,7 @@ func (p *Policy) Validate() *Error {
 			return err
 		}
 	}
-	return nil
+	return p.LocalShares.Validate(p.Limit)
 }
 
 // OverrideField is the JSON path of one override of a policy.

@@ -167,6 +167,19 @@ var applyCommands = map[CommandType]func(f *FSM, body []byte) (any, error){
 		}
 		return f.resetKey(cmd.Name), nil
 	},
+	CommandReturnShare: func(f *FSM, body []byte) (any, error) {
+		var cmd ReturnShareCommand
+		if err := decodeBody(body, &cmd); err != nil {
+			return nil, err
+		}
+		if err := f.checkTime(cmd.NowNanos); err != nil {
+			return nil, err
+		}
+		if err := cmd.validate(); err != nil {
+			return err, nil
+		}
+		return f.returnShare(&cmd), nil
+	},
 	CommandDeleteRLSConfig: func(f *FSM, body []byte) (any, error) {
 		var cmd NamedDeleteCommand
 		if err := decodeBody(body, &cmd); err != nil {
@@ -212,6 +225,7 @@ func (f *FSM) advance(stampNanos int64) int64 {
 	f.expireBuckets(now)
 	f.expireDedup(now)
 	f.leases.expire(now, maxExpiriesPerApply)
+	f.shares.expire(now)
 	return now
 }
 

@@ -53,6 +53,9 @@ const (
 	// NamedDeleteCommand naming it), under every limit and policy: the key
 	// starts afresh, as if it had never been used.
 	CommandResetKey CommandType = 13
+	// CommandReturnShare gives back what a holder did not spend of a
+	// share (a ReturnShareCommand).
+	CommandReturnShare CommandType = 30
 )
 
 // Raises reports whether a command of type t may give capacity back, so
@@ -126,8 +129,11 @@ type Request struct {
 	// of Checks (which are then empty). After the fields above, as Scope.
 	RLS *rls.Query
 	// MaxWait is contract.Request.MaxWaitNanos: admit by reservation
-	// within it. Last, as Scope.
+	// within it. After the fields above, as Scope.
 	MaxWait int64
+	// Share, when set, asks for a share of the one check's budget besides
+	// its cost (see ShareAsk). Last, as Scope.
+	Share *ShareAsk
 }
 
 // AllowCommand is a batch of independent requests decided at one instant.
@@ -180,6 +186,12 @@ type Result struct {
 	// Leased is set by package cluster on an answer a node gave from a
 	// deny lease; the log never holds it.
 	Leased bool
+	// Share is the share granted to the request's ask, if any. Last, as
+	// RLS.
+	Share *GrantedShare
+	// Shared is set by package cluster on an answer a node gave from a
+	// share it holds; the log never holds it.
+	Shared bool
 }
 
 // denyFor is how long a denied request stays denied if only time passes:
@@ -306,5 +318,11 @@ func (r *Request) Validate() *contract.Error {
 		checks = append(checks, r.Checks[i].contract())
 	}
 	cr := contract.Request{RequestID: r.RequestID, Checks: checks, Scope: r.Scope, MaxWaitNanos: r.MaxWait}
-	return cr.Validate()
+	if err := cr.Validate(); err != nil {
+		return err
+	}
+	if r.Share != nil {
+		return r.Share.validate(r)
+	}
+	return nil
 }

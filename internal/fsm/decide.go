@@ -24,6 +24,9 @@ func (f *FSM) applyAllow(cmd *AllowCommand) *Response {
 			}
 		}
 		resp.Results[i] = f.decide(now, req, cmd)
+		if req.Share != nil {
+			f.grantShare(now, req, &resp.Results[i], i, cmd)
+		}
 		resp.Results[i].AtNanos = now
 		if req.RequestID != "" && resp.Results[i].Rejection == nil {
 			f.remember(&dedupEntry{key: dedupKey(req.Scope, req.RequestID), atNano: now, result: resp.Results[i], fingerprint: fingerprint(req)})
@@ -49,11 +52,15 @@ type target struct {
 	never bool
 	// maxWait: admit by reservation within it (algorithms.Reserve).
 	maxWait int64
+	// deferred: the policy's limit changed, but the bucket keeps the limit
+	// its outstanding shares were granted under until they end.
+	deferred bool
 }
 
 // resolve finds a check's bucket and limit. A policy check uses the policy
 // as it stands at this entry; a bucket whose state was decided under an
-// earlier version of the policy has its usage converted to the current one.
+// earlier version of the policy has its usage converted to the current one,
+// once the shares granted under the earlier one have ended.
 func (f *FSM) resolve(now int64, c *Check) (target, *contract.Error) {
 	if c.Policy == "" {
 		l := c.Limit()
@@ -85,7 +92,11 @@ func (f *FSM) resolve(now int64, c *Check) (target, *contract.Error) {
 		return target{}, err
 	}
 	var from algorithms.Limit
-	if t.slot, t.state, from, t.live = f.buckets.get(t.id); t.live && from != *t.limit {
+	switch t.slot, t.state, from, t.live = f.buckets.get(t.id); {
+	case !t.live || from == *t.limit:
+	case algorithms.SharesLive(t.state, now):
+		t.limit, t.deferred = &from, true
+	default:
 		t.state = algorithms.Convert(from, t.state, *t.limit, now)
 	}
 	return t, nil

@@ -96,6 +96,7 @@ type FSM struct {
 	// contract.MaxTotalOverrides.
 	totalOverrides int
 	leases         *leaseTable
+	shares         *shareLedger // outstanding shares, derived from the buckets
 	logger         *slog.Logger
 	// onStamp, if set, is told the index and cluster time of every applied
 	// entry that carries a leader's stamp (allow batches, leases); the
@@ -192,4 +193,5 @@ func (f *FSM) reset() {
 	f.rlsDomains = make(map[string]*rls.Domain)
 	f.totalOverrides = 0
 	f.leases = newLeaseTable()
+	f.shares = newShareLedger()
 }

@@ -15,14 +15,24 @@ import (
 // at one index.
 
 // resetKey deletes every bucket of key; a *contract.Error with
-// CodeNotFound when it holds none.
+// CodeNotFound when it holds none. A bucket with outstanding shares keeps
+// them charged (algorithms.Restart), since their holders may still spend
+// them.
 func (f *FSM) resetKey(key string) any {
 	slots := f.buckets.bucketsOf(key)
 	if len(slots) == 0 {
 		return contract.NotFound("key", "the key %q holds no state", key)
 	}
 	for _, i := range slots {
-		f.buckets.delete(i)
+		sl := f.buckets.slot(i)
+		l := f.buckets.limitOf(sl)
+		restarted := algorithms.Restart(l, unpackState(l, sl), f.nowNanos)
+		if restarted.Shares == nil {
+			f.buckets.delete(i)
+			continue
+		}
+		t := f.buckets.targets[sl.target].key
+		f.buckets.update(i, bucketKey{key: key, policy: t.policy, limit: t.limit}, l, restarted)
 	}
 	return &ResetResult{Buckets: len(slots)}
 }

@@ -51,6 +51,11 @@ var requestRules = map[CommandType]requestRule{
 		body:  func() any { return new(NamedDeleteCommand) },
 		check: func(b any) *contract.Error { return contract.ValidateKey(b.(*NamedDeleteCommand).Name) },
 	},
+	CommandReturnShare: {
+		body:  func() any { return new(ReturnShareCommand) },
+		check: func(b any) *contract.Error { return b.(*ReturnShareCommand).validate() },
+		stamp: func(b any, nowNanos int64) { b.(*ReturnShareCommand).NowNanos = nowNanos },
+	},
 	CommandAcquireLease: {
 		body: func() any { return new(LeaseCommand) },
 		check: func(b any) *contract.Error {

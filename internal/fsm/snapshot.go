@@ -58,6 +58,8 @@ type bucketRecord struct {
 	Count     int64
 	Previous  int64
 	Log       []int64
+	// Shares come last: a snapshot written before them restores with none.
+	Shares []algorithms.Share
 }
 
 type requestIDRecord struct {
@@ -231,7 +233,7 @@ func (s *snapshot) writeTo(w io.Writer, canonical bool) error {
 	err := each(func(id bucketKey, l algorithms.Limit, st algorithms.State) error {
 		rec = appendBucketRecord(rec[:0], &bucketRecord{
 			Key: id.key, Policy: id.policy, Algorithm: l.Algorithm, Rate: l.Rate, Period: l.PeriodNanos, Burst: l.Burst,
-			At: st.At, Frac: st.Frac, Count: st.Count, Previous: st.Previous, Log: st.Log,
+			At: st.At, Frac: st.Frac, Count: st.Count, Previous: st.Previous, Log: st.Log, Shares: st.Shares,
 		})
 		if _, err := bw.Write(rec); err != nil {
 			return err
@@ -311,7 +313,7 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	f.nowNanos, f.buckets = fresh.nowNanos, fresh.buckets
 	f.dedup, f.dedupQueue, f.dedupHead = fresh.dedup, fresh.dedupQueue, fresh.dedupHead
 	f.nodes, f.policies, f.leases, f.rlsDomains = fresh.nodes, fresh.policies, fresh.leases, fresh.rlsDomains
-	f.totalOverrides = fresh.totalOverrides
+	f.totalOverrides, f.shares = fresh.totalOverrides, fresh.shares
 	f.mu.Unlock()
 	if f.onRestore != nil {
 		f.onRestore()
@@ -400,12 +402,17 @@ func (f *FSM) restoreBucket(rec *bucketRecord) error {
 	if rec.Policy != "" && !validBucketOwner(rec.Policy) {
 		return errors.New("bad policy name or domain")
 	}
-	s := algorithms.State{At: rec.At, Frac: rec.Frac, Count: rec.Count, Previous: rec.Previous, Log: rec.Log}
+	s := algorithms.State{At: rec.At, Frac: rec.Frac, Count: rec.Count, Previous: rec.Previous, Log: rec.Log, Shares: rec.Shares}
 	if rec.Key == "" || len(rec.Key) > contract.MaxKeyBytes || !l.ValidState(s) {
 		return errors.New("key or state out of range")
 	}
 	if !f.buckets.add(rec.id(), l, s) {
 		return fmt.Errorf("duplicate key %q", rec.Key)
+	}
+	for _, sh := range s.Shares {
+		if sh.Until > f.nowNanos {
+			f.shares.add(ledgerEntry{Share: sh, policy: rec.Policy})
+		}
 	}
 	return nil
 }

@@ -12,7 +12,7 @@ import (
 // same cores notice. TestAppendBucketRecordMatchesTheCodec holds it to the
 // codec's bytes.
 func appendBucketRecord(b []byte, r *bucketRecord) []byte {
-	b = append(b, 0x90|11) // fixarray of the 11 fields
+	b = append(b, 0x90|12) // fixarray of the 12 fields
 	b = appendMsgpackString(b, r.Key)
 	b = appendMsgpackString(b, r.Policy)
 	b = appendMsgpackUint(b, uint64(r.Algorithm))
@@ -20,22 +20,37 @@ func appendBucketRecord(b []byte, r *bucketRecord) []byte {
 		b = appendMsgpackInt(b, v)
 	}
 	if r.Log == nil {
-		return append(b, 0xc0) // nil
+		b = append(b, 0xc0) // nil
+	} else {
+		b = appendMsgpackArray(b, len(r.Log))
+		for _, v := range r.Log {
+			b = appendMsgpackInt(b, v)
+		}
 	}
-	switch n := len(r.Log); {
-	case n < 16:
-		b = append(b, 0x90|byte(n))
-	case n <= 0xffff:
-		b = append(b, 0xdc)
-		b = binary.BigEndian.AppendUint16(b, uint16(n))
-	default:
-		b = append(b, 0xdd)
-		b = binary.BigEndian.AppendUint32(b, uint32(n))
+	if r.Shares == nil {
+		return append(b, 0xc0)
 	}
-	for _, v := range r.Log {
-		b = appendMsgpackInt(b, v)
+	b = appendMsgpackArray(b, len(r.Shares))
+	for _, sh := range r.Shares {
+		b = append(b, 0x90|3)
+		b = appendMsgpackUint(b, sh.ID)
+		b = appendMsgpackInt(b, sh.Units)
+		b = appendMsgpackInt(b, sh.Until)
 	}
 	return b
+}
+
+// appendMsgpackArray writes the header of an array of n elements.
+func appendMsgpackArray(b []byte, n int) []byte {
+	switch {
+	case n < 16:
+		return append(b, 0x90|byte(n))
+	case n <= 0xffff:
+		b = append(b, 0xdc)
+		return binary.BigEndian.AppendUint16(b, uint16(n))
+	}
+	b = append(b, 0xdd)
+	return binary.BigEndian.AppendUint32(b, uint32(n))
 }
 
 func appendMsgpackString(b []byte, s string) []byte {

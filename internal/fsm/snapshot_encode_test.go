@@ -73,6 +73,9 @@ func TestAppendBucketRecordMatchesTheCodecForAnyRecord(t *testing.T) {
 		if rapid.Bool().Draw(rt, "nil log") {
 			r.Log = nil
 		}
+		for range rapid.IntRange(0, 20).Draw(rt, "shares") {
+			r.Shares = append(r.Shares, algorithms.Share{ID: rapid.Uint64().Draw(rt, "id"), Units: rapid.Int64().Draw(rt, "units"), Until: rapid.Int64().Draw(rt, "until")})
+		}
 		if got, want := appendBucketRecord(nil, &r), codecBytes(rt, &r); !bytes.Equal(got, want) {
 			rt.Fatalf("differs from the codec:\n got % x\nwant % x", head(got), head(want))
 		}
@@ -109,7 +112,7 @@ func TestSnapshotBytesAreTheCodecs(t *testing.T) {
 	_ = s.frozen.each(func(id bucketKey, l algorithms.Limit, st algorithms.State) error {
 		buckets = append(buckets, bucketRecord{
 			Key: id.key, Policy: id.policy, Algorithm: l.Algorithm, Rate: l.Rate, Period: l.PeriodNanos, Burst: l.Burst,
-			At: st.At, Frac: st.Frac, Count: st.Count, Previous: st.Previous, Log: st.Log,
+			At: st.At, Frac: st.Frac, Count: st.Count, Previous: st.Previous, Log: st.Log, Shares: st.Shares,
 		})
 		return nil
 	})

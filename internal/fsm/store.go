@@ -49,7 +49,15 @@ type slot struct {
 	at        int64
 	n         int64 // Frac for the bucket algorithms, Count for the windows
 	previous  int64
-	log       *[]int64 // sliding_window_log only
+	extra     *slotExtra // what few buckets hold: a log, shares
+}
+
+// slotExtra is the part of a bucket's state most buckets do not have: the
+// sliding window log's timestamps, and outstanding shares. Never written
+// once stored (a snapshot may read it): a new state gets a new one.
+type slotExtra struct {
+	log    []int64
+	shares []algorithms.Share
 }
 
 type bucketStore struct {
@@ -188,29 +196,27 @@ func (s *bucketStore) get(id bucketKey) (uint32, algorithms.State, algorithms.Li
 }
 
 func unpackState(l algorithms.Limit, sl *slot) algorithms.State {
+	var st algorithms.State
 	switch {
 	case l.Algorithm.IsBucket():
-		return algorithms.State{At: sl.at, Frac: sl.n}
+		st = algorithms.State{At: sl.at, Frac: sl.n}
 	case l.Algorithm == algorithms.SlidingWindowLog:
-		if sl.log == nil {
-			return algorithms.State{}
-		}
-		return algorithms.State{Log: *sl.log}
 	default:
-		return algorithms.State{At: sl.at, Count: sl.n, Previous: sl.previous}
+		st = algorithms.State{At: sl.at, Count: sl.n, Previous: sl.previous}
 	}
+	if sl.extra != nil {
+		st.Log, st.Shares = sl.extra.log, sl.extra.shares
+	}
+	return st
 }
 
 func packState(l algorithms.Limit, st algorithms.State, sl *slot) {
-	sl.at, sl.n, sl.previous, sl.log = st.At, st.Count, st.Previous, nil
-	switch {
-	case l.Algorithm.IsBucket():
+	sl.at, sl.n, sl.previous, sl.extra = st.At, st.Count, st.Previous, nil
+	if l.Algorithm.IsBucket() {
 		sl.n = st.Frac
-	case l.Algorithm == algorithms.SlidingWindowLog:
-		if len(st.Log) > 0 {
-			log := st.Log
-			sl.log = &log
-		}
+	}
+	if len(st.Log) > 0 || len(st.Shares) > 0 {
+		sl.extra = &slotExtra{log: st.Log, shares: st.Shares}
 	}
 }
 

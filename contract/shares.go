@@ -1,0 +1,70 @@
+package contract
+
+import (
+	"time"
+
+	"github.com/limitnode/limitnode/algorithms"
+)
+
+// Bounds on local shares.
+const (
+	// DefaultShareTTL is how long a share lasts when LocalShares gives no
+	// TTL.
+	DefaultShareTTL = 500 * time.Millisecond
+	// MinShareTTL and MaxShareTTL bound a share's TTL. The maximum is also
+	// how long a command that changes a policy may wait before it is
+	// acknowledged: until every share granted under the old one has ended.
+	MinShareTTL = 10 * time.Millisecond
+	MaxShareTTL = time.Second
+	// MaxShares bounds the shares outstanding in the whole cluster; beyond
+	// it, requests are decided through the log as without shares.
+	MaxShares = 65_536
+)
+
+// LocalShares lets every node decide a policy's keys, or an inline limit's,
+// from shares of their budget: a node that sees a key often takes part of
+// its budget through the log in one entry and admits from it on its own
+// until the share ends (see algorithms.Grant for how a share is charged so
+// that the sum admitted never exceeds the limit). The zero value means the
+// defaults.
+type LocalShares struct {
+	// TTLNanos is how long a share may be spent: 0 means DefaultShareTTL,
+	// else from MinShareTTL to MaxShareTTL. (A window algorithm's share
+	// ends with its window at the latest.)
+	TTLNanos int64
+	// MaxUnits bounds one share, in units of cost: 0 means an eighth of
+	// the limit's capacity (at least 1), else from 1 to the capacity. A
+	// node asks for what it spent in its last share's lifetime, doubled,
+	// up to this; the cluster grants at most half of what the key has left.
+	MaxUnits int64
+}
+
+// Validate checks the shares' settings against the limit they share.
+func (s *LocalShares) Validate(l algorithms.Limit) *Error {
+	if s == nil {
+		return nil
+	}
+	if s.TTLNanos != 0 && (s.TTLNanos < int64(MinShareTTL) || s.TTLNanos > int64(MaxShareTTL)) {
+		return Invalid("local_shares.ttl", "ttl must be from %s to %s", MinShareTTL, MaxShareTTL)
+	}
+	if s.MaxUnits < 0 || s.MaxUnits > l.Capacity() {
+		return Invalid("local_shares.max_units", "max_units must be from 1 to the limit's capacity (%d), or 0 for an eighth of it", l.Capacity())
+	}
+	return nil
+}
+
+// TTL is the shares' TTL in nanoseconds, the default filled in.
+func (s *LocalShares) TTL() int64 {
+	if s.TTLNanos == 0 {
+		return int64(DefaultShareTTL)
+	}
+	return s.TTLNanos
+}
+
+// MaxUnitsOf is the most one share of l holds, the default filled in.
+func (s *LocalShares) MaxUnitsOf(l algorithms.Limit) int64 {
+	if s.MaxUnits > 0 {
+		return min(s.MaxUnits, l.Capacity())
+	}
+	return max(l.Capacity()/8, 1)
+}
