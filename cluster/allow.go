@@ -16,7 +16,7 @@ func (n *Node) Allow(ctx context.Context, req contract.Request) (contract.Decisi
 	if err != nil {
 		return contract.Decision{}, err
 	}
-	results, leader, err := n.decide(ctx, []fsm.Request{fr})
+	results, leader, err := n.decide(ctx, []fsm.Request{fr}, []*contract.LocalShares{inlineShares(req)})
 	if err != nil {
 		return contract.Decision{}, err
 	}
@@ -39,19 +39,19 @@ func (n *Node) AllowBatch(ctx context.Context, reqs []contract.Request) ([]contr
 	out := make([]contract.BatchResult, len(reqs))
 	var valid []fsm.Request
 	var index []int
+	var inline []*contract.LocalShares
 	for i, r := range reqs {
 		fr, err := requestOf(r)
 		if err != nil {
 			out[i].Err = err
 			continue
 		}
-		valid = append(valid, fr)
-		index = append(index, i)
+		valid, index, inline = append(valid, fr), append(index, i), append(inline, inlineShares(r))
 	}
 	if len(valid) == 0 {
 		return out, nil
 	}
-	results, leader, err := n.decide(ctx, valid)
+	results, leader, err := n.decide(ctx, valid, inline)
 	if err != nil {
 		return nil, err
 	}
@@ -65,14 +65,23 @@ func decisionOf(r fsm.Result, leader string) (contract.Decision, error) {
 	if r.Rejection != nil {
 		return contract.Decision{}, r.Rejection
 	}
-	d := contract.Decision{Allowed: r.Allowed, Duplicate: r.Duplicate, AtNanos: r.AtNanos, Leader: leader, Leased: r.Leased, Checks: make([]contract.CheckDecision, len(r.Checks))}
-	if r.Leased {
+	d := contract.Decision{Allowed: r.Allowed, Duplicate: r.Duplicate, AtNanos: r.AtNanos, Leader: leader, Leased: r.Leased, Shared: r.Shared, Checks: make([]contract.CheckDecision, len(r.Checks))}
+	if r.Leased || r.Shared {
 		d.Leader = ""
 	}
 	for i, c := range r.Checks {
 		d.Checks[i] = contract.CheckDecision{Decision: c.Decision, PeriodNanos: c.PeriodNanos, Rate: c.Rate, Key: c.Key, Shadow: c.Shadow}
 	}
 	return d, nil
+}
+
+// inlineShares is the local_shares of req's one inline check, if it has
+// them.
+func inlineShares(req contract.Request) *contract.LocalShares {
+	if len(req.Checks) == 1 {
+		return req.Checks[0].LocalShares
+	}
+	return nil
 }
 
 // requestOf validates what can be validated without the replicated state

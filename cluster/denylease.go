@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/limitnode/limitnode/contract"
 	"github.com/limitnode/limitnode/internal/fsm"
 )
 
@@ -263,30 +264,25 @@ func leasedDenial(r fsm.Result, elapsed time.Duration, rate float64) fsm.Result 
 	return out
 }
 
-// decide answers what it can of reqs from this node's deny leases and asks
-// the leader for the rest (decideOnLeader), taking a lease from every
-// denial that says how long it holds. The leader named is "" when no
-// request asked it.
-func (n *Node) decide(ctx context.Context, reqs []fsm.Request) ([]fsm.Result, string, error) {
+// decide answers what it can of reqs on this node, from its deny leases
+// and its shares (shares.go), and asks the leader for the rest
+// (decideOnLeader): with a share ask where a key is hot, taking a lease
+// from every denial that says how long it holds. inline, when not nil, has
+// the local_shares of each request's inline check. The leader named is ""
+// when no request asked it.
+func (n *Node) decide(ctx context.Context, reqs []fsm.Request, inline []*contract.LocalShares) ([]fsm.Result, string, error) {
 	t := n.denyLeases
-	if t == nil {
-		results, leader, err := n.decideOnLeader(ctx, reqs)
-		if err == nil && !n.isLeader() {
-			n.denied.note(reqs, results)
-		}
-		return results, leader, err
-	}
 	out := make([]fsm.Result, len(reqs))
 	var ask []fsm.Request
 	var index []int
-	var keys []string // of the requests asked: the kind, when looked up
+	var keys, shareKeys []string // of the requests asked: the kind, when looked up; the key of a share ask
 	var probes []bool
-	leased := 0
+	leased, shared, changed := 0, 0, false
 	for i := range reqs {
 		r := &reqs[i]
-		key := ""
+		key, shareKey := "", ""
 		probing := false
-		if leasable(r) && t.holdsAny() {
+		if t != nil && leasable(r) && t.holdsAny() {
 			key = denyLeaseKey(r)
 			var ok bool
 			if out[i], ok, probing = t.answer(ctx, key); ok {
@@ -294,15 +290,35 @@ func (n *Node) decide(ctx context.Context, reqs []fsm.Request) ([]fsm.Result, st
 				continue
 			}
 		}
-		ask, index, keys, probes = append(ask, *r), append(index, i), append(keys, key), append(probes, probing)
+		if cfg := n.sharesOf(r, inlineSharesAt(inline, i)); cfg != nil && !probing {
+			sk := requestKey(r)
+			take := n.shares.take(ctx, sk, r, cfg)
+			if take.renew != nil {
+				n.renewShare(sk, take.renew)
+			}
+			if take.answered {
+				out[i] = take.result
+				shared++
+				continue
+			}
+			if take.ask != nil {
+				withAsk := *r
+				withAsk.Share = take.ask
+				r, shareKey, changed = &withAsk, sk, true
+			}
+		}
+		ask, index, keys, shareKeys, probes = append(ask, *r), append(index, i), append(keys, key), append(shareKeys, shareKey), append(probes, probing)
 	}
 	if leased > 0 {
 		n.metrics.leaseDenials.Add(float64(leased))
 	}
+	if shared > 0 {
+		n.metrics.shareAnswers.Add(float64(shared))
+	}
 	if len(ask) == 0 {
 		return out, "", nil
 	}
-	if len(ask) == len(reqs) {
+	if len(ask) == len(reqs) && !changed {
 		ask = reqs // nothing answered here: no copy
 	}
 	sentAt := time.Now()
@@ -311,6 +327,13 @@ func (n *Node) decide(ctx context.Context, reqs []fsm.Request) ([]fsm.Result, st
 		n.denied.note(ask, results) // the leader noted them itself
 	}
 	for j, i := range index {
+		if shareKeys[j] != "" {
+			var res *fsm.Result
+			if err == nil {
+				res = &results[j]
+			}
+			n.shares.settle(shareKeys[j], sentAt, res)
+		}
 		if err != nil {
 			if probes[j] {
 				t.settle(keys[j], sentAt, &fsm.Result{Allowed: true}) // let its waiters ask
@@ -320,6 +343,7 @@ func (n *Node) decide(ctx context.Context, reqs []fsm.Request) ([]fsm.Result, st
 		r := &results[j]
 		out[i] = *r
 		switch {
+		case t == nil:
 		case r.DenyForNanos > 0 && leasable(&ask[j]):
 			if keys[j] == "" {
 				keys[j] = denyLeaseKey(&ask[j])
@@ -334,6 +358,14 @@ func (n *Node) decide(ctx context.Context, reqs []fsm.Request) ([]fsm.Result, st
 	return out, leader, err
 }
 
+// inlineSharesAt is the i-th of inline, or nil.
+func inlineSharesAt(inline []*contract.LocalShares, i int) *contract.LocalShares {
+	if i < len(inline) {
+		return inline[i]
+	}
+	return nil
+}
+
 // leaseGrants is what the leader knows of the deny leases it may have
 // granted: the term it last granted one in, and when.
 type leaseGrants struct {
@@ -342,10 +374,11 @@ type leaseGrants struct {
 	at   time.Time
 }
 
-// note records that results, decided in term, may have granted leases.
+// note records that results, decided in term, may have granted leases
+// (a denial that says how long it holds, or a share).
 func (g *leaseGrants) note(results []fsm.Result, term uint64) {
 	for i := range results {
-		if results[i].DenyForNanos > 0 {
+		if results[i].DenyForNanos > 0 || results[i].Share != nil {
 			g.mu.Lock()
 			g.term, g.at = term, time.Now()
 			g.mu.Unlock()
@@ -369,13 +402,15 @@ func (g *leaseGrants) raiseWait(term uint64, limit time.Duration) time.Duration 
 }
 
 // waitOutLeases is the raise rule: it returns once every deny lease that
-// could contradict a raising command applied now has ended, or when the
-// node stops.
+// could contradict a raising command applied now has ended, and every
+// share granted under the state before it, or when the node stops.
 func (n *Node) waitOutLeases() {
-	if n.denyLeases == nil || n.skipRaiseWait.Load() {
+	if n.skipRaiseWait.Load() {
 		return
 	}
-	wait := n.leaseGrants.raiseWait(n.raft.CurrentTerm(), n.cfg.DenyLeaseCap+denyLeaseMargin)
+	// Shares (shares.go) are waited out as deny leases are: a share
+	// lasts at most contract.MaxShareTTL.
+	wait := n.leaseGrants.raiseWait(n.raft.CurrentTerm(), max(n.cfg.DenyLeaseCap, contract.MaxShareTTL)+denyLeaseMargin)
 	if wait <= 0 {
 		return
 	}

@@ -24,6 +24,8 @@ type nodeMetrics struct {
 	leaseDenials  prometheus.Counter
 	leasesTaken   prometheus.Counter
 	raiseWaits    prometheus.Histogram
+	shareAnswers  prometheus.Counter
+	shareUnits    *prometheus.CounterVec
 	// Where a decision's time goes, stage by stage (see batchWait, apply).
 	batchWait *prometheus.HistogramVec
 	apply     prometheus.Histogram
@@ -57,7 +59,11 @@ func newNodeMetrics() *nodeMetrics {
 			Help: "On this node: requests answered from a deny lease, without asking the leader (counted only where answered: sum over nodes)."}),
 		leasesTaken: prometheus.NewCounter(prometheus.CounterOpts{Name: "limitnode_deny_leases_total",
 			Help: "On this node: deny leases taken from the leader's denials."}),
-		raiseWaits: hist("limitnode_raise_wait_seconds", "On the leader: how long a command that gives capacity back waited for deny leases to end before it was acknowledged.", latencyBuckets),
+		raiseWaits: hist("limitnode_raise_wait_seconds", "On the leader: how long a command that gives capacity back waited for deny leases and shares to end before it was acknowledged.", latencyBuckets),
+		shareAnswers: prometheus.NewCounter(prometheus.CounterOpts{Name: "limitnode_share_admissions_total",
+			Help: "On this node: requests admitted from a share of a key's budget this node holds, without asking the leader."}),
+		shareUnits: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "limitnode_share_units_total",
+			Help: "On this node: units of shares, by what became of them: granted to this node, spent here, returned unspent, or expired unspent."}, []string{"outcome"}),
 		batchWait: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "limitnode_batch_wait_seconds",
 			Help:    "How long a call waited in a group-commit batcher before its flush began: leader (for a Raft entry), follower (for a forward), follower-denials (a forward of what this replica denies).",
 			Buckets: latencyBuckets}, []string{"batcher"}),
@@ -66,7 +72,7 @@ func newNodeMetrics() *nodeMetrics {
 }
 
 func (m *nodeMetrics) collectors() []prometheus.Collector {
-	return []prometheus.Collector{m.commit, m.store, m.forward, m.snapshot, m.snapshotBytes, m.restore, m.leaderChanges, m.fastDenials, m.leaseDenials, m.leasesTaken, m.raiseWaits, m.batchWait, m.apply}
+	return []prometheus.Collector{m.commit, m.store, m.forward, m.snapshot, m.snapshotBytes, m.restore, m.leaderChanges, m.fastDenials, m.leaseDenials, m.leasesTaken, m.raiseWaits, m.shareAnswers, m.shareUnits, m.batchWait, m.apply}
 }
 
 // since observes the time since start, in seconds.

@@ -61,6 +61,7 @@ type Node struct {
 	denyLeases    *denyLeases
 	leaseGrants   leaseGrants
 	skipRaiseWait atomic.Bool
+	shares        *shareTable   // the shares of keys' budgets this node holds (shares.go)
 	toLog         queuedKeys    // requests on their way to the log, by key (fastdeny.go)
 	denied        recentDenials // the kinds of request denied lately (fastdeny.go)
 	leaderBatch   *batcher
@@ -122,6 +123,7 @@ func Open(cfg Config) (*Node, error) {
 		denyLeases:     newDenyLeases(cfg.DenyLeaseCap, cfg.MaxClockRate, time.Now),
 		leaseQueueKick: make(chan struct{}, 1),
 	}
+	n.shares = newShareTable(cfg.MaxClockRate, time.Now, n.metrics)
 	n.mux = transport.NewMux(guard.Wrap(ln, cfg.MaxRaftConns, cfg.RaftIdleTimeout, n.logger), cfg.NodeTLS, n.logger, protocolRaft, protocolForward)
 	if err := n.startRaft(); err != nil {
 		n.mux.Close()

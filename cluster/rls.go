@@ -16,7 +16,7 @@ func (n *Node) ShouldRateLimit(ctx context.Context, q rls.Query) (rls.Decision, 
 	if err := q.Validate(); err != nil {
 		return rls.Decision{}, err
 	}
-	results, leader, err := n.decide(ctx, []fsm.Request{{RLS: &q}})
+	results, leader, err := n.decide(ctx, []fsm.Request{{RLS: &q}}, nil)
 	if err != nil {
 		return rls.Decision{}, err
 	}

@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -17,9 +18,15 @@ func init() {
 	testhooks.SkipRaiseWait = func(node io.Closer) { node.(*Node).skipRaiseWait.Store(true) }
 }
 
-// Close shuts the node down cleanly: a leader first hands leadership to
-// another voter (for at most TransferTimeout), then requests still pending
-// fail with contract.ErrShutdown, Raft stops and the stores are closed.
+// giveBackTimeout bounds how long a node that stops cleanly spends giving
+// back the unspent units of its shares.
+const giveBackTimeout = 2 * time.Second
+
+// Close shuts the node down cleanly: the node gives back what it did not
+// spend of its shares (for at most giveBackTimeout), a leader hands
+// leadership to another voter (for at most TransferTimeout), then requests
+// still pending fail with contract.ErrShutdown, Raft stops and the stores
+// are closed.
 func (n *Node) Close() error { return n.shutdown(true) }
 
 // shutdown stops the node. Without transfer it is what a crash looks like to
@@ -28,6 +35,11 @@ func (n *Node) Close() error { return n.shutdown(true) }
 // its DataDir (testhooks.AbortNode crashes a node this way).
 func (n *Node) shutdown(transfer bool) error {
 	n.closeOnce.Do(func() {
+		if transfer {
+			ctx, cancel := context.WithTimeout(context.Background(), giveBackTimeout)
+			n.giveBackShares(ctx)
+			cancel()
+		}
 		if transfer && n.isLeader() && n.otherVoters() > 0 {
 			n.transferLeadership()
 		}

@@ -31,6 +31,13 @@ type Decision struct {
 	// the time since; what remains may have changed since, by what others
 	// consumed or what refilled.
 	Leased bool
+	// Shared is true for an admission the node answered from a share of
+	// the key's budget it holds (see LocalShares): no leader decided it
+	// now (Leader is ""); Remaining is what the key had left for others
+	// when the share was granted plus what the node still holds, so it
+	// is off by what others admitted or what refilled since (at most the
+	// share's TTL ago).
+	Shared bool
 }
 
 // CheckDecision is the decision on one check.

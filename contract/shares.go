@@ -68,3 +68,53 @@ func (s *LocalShares) MaxUnitsOf(l algorithms.Limit) int64 {
 	}
 	return max(l.Capacity()/8, 1)
 }
+
+// SharesSpec is LocalShares as callers spell it: a TTL as a Go duration
+// and a most units per share; a nil field was not given.
+type SharesSpec struct {
+	TTL      *string
+	MaxUnits *int64
+}
+
+// LocalShares turns the spec into LocalShares for limit l and validates
+// it. Fields are named under "local_shares".
+func (s SharesSpec) LocalShares(l algorithms.Limit) (*LocalShares, *Error) {
+	out := &LocalShares{}
+	if s.TTL != nil {
+		d, err := time.ParseDuration(*s.TTL)
+		if err != nil {
+			return nil, Invalid("local_shares.ttl", "ttl must be a Go duration such as 500ms")
+		}
+		out.TTLNanos = int64(d)
+		if d == 0 {
+			return nil, Invalid("local_shares.ttl", "ttl must be from %s to %s", MinShareTTL, MaxShareTTL)
+		}
+	}
+	if s.MaxUnits != nil {
+		if *s.MaxUnits == 0 {
+			return nil, Invalid("local_shares.max_units", "max_units must be from 1 to the limit's capacity (%d)", l.Capacity())
+		}
+		out.MaxUnits = *s.MaxUnits
+	}
+	if err := out.Validate(l); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// SpecOfShares spells s as callers do, the defaults left out; nil for
+// nil.
+func SpecOfShares(s *LocalShares) *SharesSpec {
+	if s == nil {
+		return nil
+	}
+	out := &SharesSpec{}
+	if s.TTLNanos != 0 {
+		ttl := time.Duration(s.TTLNanos).String()
+		out.TTL = &ttl
+	}
+	if s.MaxUnits != 0 {
+		out.MaxUnits = &s.MaxUnits
+	}
+	return out
+}

@@ -114,6 +114,10 @@ func (a *API) writeDecision(w http.ResponseWriter, req contract.Request, decisio
 			// Answered here from a deny lease: no leader decided it now.
 			w.Header().Set("X-Limitnode-Leased", "true")
 		}
+		if decision.Shared {
+			// Admitted here from a share this node holds.
+			w.Header().Set("X-Limitnode-Shared", "true")
+		}
 		setLeaderHeader(w.Header(), decision.Leader)
 	}
 	status := http.StatusOK

@@ -24,6 +24,26 @@ func limitToJSON(l algorithms.Limit) *wire.Limit {
 	return &wire.Limit{Algorithm: s.Algorithm, Rate: s.Rate, Period: s.Period, Burst: s.Burst}
 }
 
+// toLocalShares validates local_shares j for limit l; nil for nil. Fields
+// are named under prefix.
+func toLocalShares(j *wire.LocalShares, l algorithms.Limit, prefix string) (*contract.LocalShares, *apiError) {
+	if j == nil {
+		return nil, nil
+	}
+	s, err := contract.SharesSpec{TTL: j.TTL, MaxUnits: j.MaxUnits}.LocalShares(l)
+	if err != nil {
+		return nil, fromContract(err.Within(prefix))
+	}
+	return s, nil
+}
+
+func localSharesToJSON(s *contract.LocalShares) *wire.LocalShares {
+	if spec := contract.SpecOfShares(s); spec != nil {
+		return &wire.LocalShares{TTL: spec.TTL, MaxUnits: spec.MaxUnits}
+	}
+	return nil
+}
+
 // allowRequest is a decoded /v1/allow body: the contract's request, and
 // whether the body gave its one check inline rather than under "checks".
 type allowRequest struct {
@@ -115,6 +135,9 @@ func toCheck(c *wire.Check, prefix string) (contract.Check, *apiError) {
 			return contract.Check{}, err
 		}
 		out.Limit = l
+		if out.LocalShares, err = toLocalShares(c.Limit.LocalShares, l, field("limit")); err != nil {
+			return contract.Check{}, err
+		}
 	case c.Policy == nil:
 		return contract.Check{}, invalid(field("limit"), "limit (or policy) is required")
 	}

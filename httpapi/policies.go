@@ -32,9 +32,18 @@ func toPolicy(p *wire.Policy, name string) (contract.Policy, *apiError) {
 		return contract.Policy{}, err
 	}
 	out := contract.Policy{Name: name, Limit: l, Shadow: p.Shadow, KeyTemplate: p.KeyTemplate}
+	if out.LocalShares, err = toLocalShares(p.LocalShares, l, ""); err != nil {
+		return contract.Policy{}, err
+	}
+	if p.Limit.LocalShares != nil {
+		return contract.Policy{}, invalid("limit.local_shares", "a policy's local_shares go on the policy, next to its limit")
+	}
 	for key, lj := range p.Overrides {
 		if lj == nil {
 			return contract.Policy{}, invalid(contract.OverrideField(key), "an override needs a limit")
+		}
+		if lj.LocalShares != nil {
+			return contract.Policy{}, invalid(contract.OverrideField(key)+".local_shares", "a policy's local_shares go on the policy, next to its limit")
 		}
 		ol, err := toLimit(lj, contract.OverrideField(key))
 		if err != nil {
@@ -50,7 +59,8 @@ func toPolicy(p *wire.Policy, name string) (contract.Policy, *apiError) {
 }
 
 func policyToJSON(p contract.PolicyStatus) wire.Policy {
-	out := wire.Policy{Name: p.Name, Limit: limitToJSON(p.Limit), Shadow: p.Shadow, KeyTemplate: p.KeyTemplate, ShadowDenied: &p.ShadowDenied}
+	out := wire.Policy{Name: p.Name, Limit: limitToJSON(p.Limit), Shadow: p.Shadow, KeyTemplate: p.KeyTemplate, ShadowDenied: &p.ShadowDenied,
+		LocalShares: localSharesToJSON(p.LocalShares)}
 	if len(p.Overrides) > 0 {
 		out.Overrides = make(map[string]*wire.Limit, len(p.Overrides))
 		for _, o := range p.Overrides {

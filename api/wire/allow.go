@@ -2,12 +2,22 @@ package wire
 
 // Limit is a limit as the API spells it: the algorithm (default
 // token_bucket), the rate per period (a Go duration, default 1s) and, for
-// the bucket algorithms and GCRA, the burst (default the rate).
+// the bucket algorithms and GCRA, the burst (default the rate). An inline
+// limit of /v1/allow may have LocalShares (a policy has its own).
 type Limit struct {
-	Algorithm string  `json:"algorithm,omitempty"`
-	Rate      *int64  `json:"rate"`
-	Period    *string `json:"period,omitempty"`
-	Burst     *int64  `json:"burst,omitempty"`
+	Algorithm   string       `json:"algorithm,omitempty"`
+	Rate        *int64       `json:"rate"`
+	Period      *string      `json:"period,omitempty"`
+	Burst       *int64       `json:"burst,omitempty"`
+	LocalShares *LocalShares `json:"local_shares,omitempty"`
+}
+
+// LocalShares lets nodes decide a key from shares of its budget: each
+// share lasts TTL (a Go duration, default 500ms) and holds at most MaxUnits
+// (default an eighth of the limit's capacity). {} means the defaults.
+type LocalShares struct {
+	TTL      *string `json:"ttl,omitempty"`
+	MaxUnits *int64  `json:"max_units,omitempty"`
 }
 
 // Check is one check of a multi-check request: a key and a limit, or a

@@ -10,6 +10,7 @@ type Policy struct {
 	Shadow       bool              `json:"shadow"`
 	KeyTemplate  string            `json:"key_template,omitempty"`
 	ShadowDenied *int64            `json:"shadow_denied,omitempty"`
+	LocalShares  *LocalShares      `json:"local_shares,omitempty"`
 }
 
 // PolicyPage is the body of GET /v1/policies: a page sorted by name and,

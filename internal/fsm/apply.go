@@ -273,6 +273,9 @@ func (f *FSM) applyCommand(data []byte) (any, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: type %d: %w", ErrCorruptCommand, data[0], err)
 	}
+	if t := CommandType(data[0]); t == CommandPutPolicy || t == CommandDeletePolicy {
+		f.publishSharing()
+	}
 	if f.onRaise != nil && CommandType(data[0]).Raises() {
 		f.onRaise()
 	}

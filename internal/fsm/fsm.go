@@ -3,10 +3,12 @@ package fsm
 import (
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
 	"github.com/limitnode/limitnode/algorithms"
+	"github.com/limitnode/limitnode/contract"
 	"github.com/limitnode/limitnode/rls"
 )
 
@@ -97,7 +99,10 @@ type FSM struct {
 	totalOverrides int
 	leases         *leaseTable
 	shares         *shareLedger // outstanding shares, derived from the buckets
-	logger         *slog.Logger
+	// sharing is the policies with local shares, published for the hot
+	// path to read without the lock (LocalSharesOf).
+	sharing atomic.Pointer[map[string]*contract.LocalShares]
+	logger  *slog.Logger
 	// onStamp, if set, is told the index and cluster time of every applied
 	// entry that carries a leader's stamp (allow batches, leases); the
 	// node's clock uses it (see cluster's clock.go).

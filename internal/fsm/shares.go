@@ -135,6 +135,29 @@ func (f *FSM) returnShare(cmd *ReturnShareCommand) *ShareReturn {
 	return &ShareReturn{Units: units}
 }
 
+// publishSharing publishes which policies have local shares, as applied.
+// Called with f.mu held, after each policy change and restore.
+func (f *FSM) publishSharing() {
+	m := map[string]*contract.LocalShares{}
+	for name, e := range f.policies {
+		if ls := e.policy.LocalShares; ls != nil {
+			copied := *ls
+			m[name] = &copied
+		}
+	}
+	f.sharing.Store(&m)
+}
+
+// LocalSharesOf returns the local_shares of the named policy as this
+// replica last applied it, nil when it has none. It takes no lock: the
+// node reads it for every request.
+func (f *FSM) LocalSharesOf(policy string) *contract.LocalShares {
+	if m := f.sharing.Load(); m != nil {
+		return (*m)[policy]
+	}
+	return nil
+}
+
 // ledgerEntry is one outstanding share and the policy of its key ("" for
 // an inline limit).
 type ledgerEntry struct {

@@ -1,0 +1,148 @@
+package cluster_test
+
+import (
+	"context"
+	"github.com/limitnode/limitnode/testcluster"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// spend sends body to each url from callers goroutines each, n requests a
+// caller, and counts the admissions and those a node answered from a share.
+func spend(t *testing.T, urls []string, body string, callers, n int) (admitted, shared int64) {
+	t.Helper()
+	var a, s atomic.Int64
+	var wg sync.WaitGroup
+	for _, url := range urls {
+		for range callers {
+			wg.Go(func() {
+				for range n {
+					resp, err := httpClient.Post(url+"/v1/allow", "application/json", strings.NewReader(body))
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					resp.Body.Close()
+					switch resp.StatusCode {
+					case http.StatusOK:
+						a.Add(1)
+						if resp.Header.Get("X-Limitnode-Shared") == "true" {
+							s.Add(1)
+						}
+					case http.StatusTooManyRequests:
+					default:
+						t.Errorf("status %d", resp.StatusCode)
+						return
+					}
+				}
+			})
+		}
+	}
+	wg.Wait()
+	return a.Load(), s.Load()
+}
+
+// TestSharesAdmitNoMoreThanTheLimitOnAnyNode: one key, hammered through all
+// three nodes at once with three times its budget, under every algorithm:
+// the nodes answer most admissions from shares, and all of them together
+// admit no more than the limit.
+func TestSharesAdmitNoMoreThanTheLimitOnAnyNode(t *testing.T) {
+	t.Parallel()
+	c := testcluster.Start(t, 3)
+	c.WaitConverged()
+	var urls []string
+	for _, n := range c.Running() {
+		urls = append(urls, n.URL())
+	}
+	tests := []struct {
+		name  string
+		limit string
+	}{
+		{"token bucket", `{"algorithm":"token_bucket","rate":1,"period":"1h","burst":300,"local_shares":{}}`},
+		{"gcra", `{"algorithm":"gcra","rate":1,"period":"1h","burst":300,"local_shares":{"max_units":60}}`},
+		{"fixed window", `{"algorithm":"fixed_window","rate":300,"period":"1h","local_shares":{"ttl":"1s"}}`},
+		{"sliding log", `{"algorithm":"sliding_window_log","rate":300,"period":"1h","local_shares":{}}`},
+	}
+	for _, tt := range tests {
+		body := `{"key":"hot-` + strings.ReplaceAll(tt.name, " ", "-") + `","limit":` + tt.limit + `}`
+		began := time.Now()
+		admitted, shared := spend(t, urls, body, 4, 75)
+		most := int64(300)
+		if tt.name == "fixed window" && began.Truncate(time.Hour) != time.Now().Truncate(time.Hour) {
+			most = 600 // a new window began meanwhile, with 300 of its own
+		}
+		if admitted > most {
+			t.Errorf("%s: %d admitted, more than the limit of %d", tt.name, admitted, most)
+		}
+		if shared == 0 {
+			t.Errorf("%s: no admission came from a share", tt.name)
+		}
+		t.Logf("%s: %d admitted, %d of them from shares", tt.name, admitted, shared)
+	}
+}
+
+// TestANodeThatStopsGivesItsShareBack: a follower holding a share of a key
+// stops cleanly; what it did not spend is the key's again, on the leader.
+func TestANodeThatStopsGivesItsShareBack(t *testing.T) {
+	t.Parallel()
+	c := testcluster.Start(t, 3)
+	c.WaitConverged()
+	follower := c.Followers()[0]
+	body := `{"key":"given-back","limit":{"rate":1,"period":"1h","burst":1000,"local_shares":{"ttl":"1s"}}}`
+	admitted := int64(0)
+	for range 20 {
+		a := post(t, follower.URL()+"/v1/allow", body)
+		if a.status != 200 {
+			t.Fatalf("status %d", a.status)
+		}
+		admitted++
+	}
+	if a := post(t, follower.URL()+"/v1/allow", body); a.header.Get("X-Limitnode-Shared") != "true" {
+		t.Fatalf("the follower answered from no share: %+v", a)
+	}
+	admitted++
+	follower.Stop()
+	key, ok := c.WaitLeader().Node().Key(context.Background(), "given-back")
+	if !ok || len(key.Limits) != 1 {
+		t.Fatalf("key state %+v", key)
+	}
+	if got, want := key.Limits[0].Decision.Remaining, 1000-admitted; got != want {
+		t.Errorf("%d left once the follower stopped, want %d (1000 less the %d admitted)", got, want, admitted)
+	}
+}
+
+// TestAPolicyChangeOutlastsTheShares: a follower holds a share of a policy's
+// key; the policy's limit is lowered through the leader, and once that is
+// acknowledged the follower decides under the new limit only.
+func TestAPolicyChangeOutlastsTheShares(t *testing.T) {
+	t.Parallel()
+	c := testcluster.Start(t, 3)
+	c.WaitConverged()
+	leader, follower := c.WaitLeader(), c.Followers()[0]
+	put := func(burst string) {
+		if status, body := do(t, "PUT", leader.URL()+"/v1/policies/shared", `{"limit":{"rate":1,"period":"1h","burst":`+burst+`},"local_shares":{"ttl":"1s"}}`); status != 200 {
+			t.Fatalf("put: %d %v", status, body)
+		}
+	}
+	put("1000")
+	c.WaitConverged()
+	body := `{"policy":"shared","key":"k"}`
+	var shared bool
+	for i := 0; i < 50 && !shared; i++ {
+		shared = post(t, follower.URL()+"/v1/allow", body).header.Get("X-Limitnode-Shared") == "true"
+	}
+	if !shared {
+		t.Fatal("the follower took no share")
+	}
+	put("5")
+	for range 5 {
+		a := post(t, follower.URL()+"/v1/allow", body)
+		if a.Limit != 5 || a.header.Get("X-Limitnode-Shared") == "true" {
+			t.Fatalf("after the change was acknowledged: limit %d, shared %q; want the new limit, from the log", a.Limit, a.header.Get("X-Limitnode-Shared"))
+		}
+	}
+}
