@@ -69,7 +69,7 @@ func New(b Backend, opts Options) *API {
 	for _, m := range forwardAuthMethods {
 		forwardAuth[m] = endpoint{decide, a.forwardAuth}
 	}
-	a.route("/v1/forward-auth", forwardAuth)
+	a.route(forwardAuthRoute, forwardAuth)
 	a.route("/v1/policies", map[string]endpoint{http.MethodGet: {read, a.listPolicies}})
 	a.route("/v1/policies/{name}", map[string]endpoint{
 		http.MethodGet: {read, a.getPolicy}, http.MethodPut: {admin, a.putPolicy}, http.MethodDelete: {admin, a.deletePolicy},
@@ -113,8 +113,10 @@ const open auth.Role = ""
 
 // route registers a path with one endpoint per method; any other method is
 // a 405 with an Allow header and a JSON body (net/http's own 405 is plain
-// text). HEAD is answered for GET. A call that lacks the endpoint's role is
-// refused before its handler runs (see authorize).
+// text). HEAD is answered for GET. A call that a browser sent for a page of
+// another origin is refused when it could change state (see
+// refuseCrossOrigin), and a call that lacks the endpoint's role is refused
+// (see authorize), both before the handler runs.
 func (a *API) route(path string, byMethod map[string]endpoint) {
 	a.routes = append(a.routes, path)
 	if e, ok := byMethod[http.MethodGet]; ok {
@@ -131,6 +133,10 @@ func (a *API) route(path string, byMethod map[string]endpoint) {
 			w.Header().Set("Allow", allow)
 			writeError(w, &apiError{status: http.StatusMethodNotAllowed, code: codeMethodNotAllowed,
 				message: r.Method + " is not allowed on " + path + "; use " + allow})
+			return
+		}
+		if err := refuseCrossOrigin(path, r); err != nil {
+			writeError(w, err)
 			return
 		}
 		if r = a.authorize(w, r, e.role); r == nil {

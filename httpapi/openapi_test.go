@@ -135,9 +135,9 @@ func checkAgainstOpenAPI(s *openAPISpec, req *http.Request, reqBody []byte, stat
 	in := &openapi3filter.RequestValidationInput{Request: r, PathParams: pathParams, Route: route,
 		Options: &openapi3filter.Options{MultiError: true, AuthenticationFunc: openapi3filter.NoopAuthenticationFunc}}
 	// A request refused before its body was read (401, 403) or because of
-	// it (400, 413) need not match the document; its answer must.
+	// it (400, 413, 415) need not match the document; its answer must.
 	bodyRefused := status == http.StatusBadRequest || status == http.StatusRequestEntityTooLarge ||
-		status == http.StatusUnauthorized || status == http.StatusForbidden
+		status == http.StatusUnauthorized || status == http.StatusForbidden || status == http.StatusUnsupportedMediaType
 	if route.Method == req.Method && !bodyRefused {
 		if err := openapi3filter.ValidateRequest(ctx, in); err != nil {
 			return fmt.Errorf("request: %w", err)
