@@ -67,6 +67,12 @@ type Options struct {
 	// Jitter returns a uniformly random integer in [0, n]; it spreads the
 	// Retry-After of denied clients. Default math/rand/v2.
 	Jitter func(n int64) int64
+	// Proven, when set, is called with the context of each call that
+	// proves its caller, before the call runs: one to a method other than
+	// the health service's that the token check let through. The node
+	// uses it to let that connection idle for longer than one that has
+	// proven nothing.
+	Proven func(ctx context.Context)
 }
 
 // Server is the gRPC API over one node.

@@ -37,6 +37,12 @@ type Options struct {
 	// Collectors are more Prometheus metrics for /metrics: the gRPC API's,
 	// when the node serves one.
 	Collectors []prometheus.Collector
+	// Proven, when set, is called with each request that proves its
+	// caller, before its handler runs: one to a route other than /healthz
+	// and /readyz that authorize let through (with tokens on, its token
+	// has the route's role). The node uses it to let that connection idle
+	// for longer than one that has proven nothing.
+	Proven func(*http.Request)
 }
 
 // API is limitnode's HTTP API over one node.
@@ -141,6 +147,9 @@ func (a *API) route(path string, byMethod map[string]endpoint) {
 		}
 		if r = a.authorize(w, r, e.role); r == nil {
 			return
+		}
+		if e.role != open && a.opts.Proven != nil {
+			a.opts.Proven(r)
 		}
 		e.handler(w, r)
 	})))

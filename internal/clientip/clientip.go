@@ -56,6 +56,18 @@ func parseHop(s string) (netip.Addr, bool) {
 	return netip.Addr{}, false
 }
 
+// Group is the address a per-client cap counts a with: an IPv4 address (or
+// an IPv4-mapped one) itself, an IPv6 address its /64, the smallest block a
+// host is usually given, so that one host cannot take a cap once per
+// address it holds. A zone is dropped.
+func Group(a netip.Addr) netip.Addr {
+	a = a.Unmap().WithZone("")
+	if a.Is6() {
+		return netip.PrefixFrom(a, 64).Masked().Addr()
+	}
+	return a
+}
+
 func within(a netip.Addr, prefixes []netip.Prefix) bool {
 	for _, p := range prefixes {
 		if p.Contains(a) {
