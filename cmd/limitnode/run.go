@@ -70,7 +70,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	warnIfExposed(logger, c, sec)
 
 	self := client.Member{ID: c.id, RaftAddr: node.RaftAddr(), HTTPAddr: advertised}
-	joinOpts := client.Options{TLS: sec.joinTLS, Token: c.joinToken}
+	joinOpts := client.Options{TLS: sec.joinTLS, Token: sec.joinToken}
 	formCtx, stopForming := context.WithCancel(ctx)
 	var forming sync.WaitGroup
 	defer forming.Wait()
