@@ -114,13 +114,28 @@ func readJoinToken(path string) (string, error) {
 }
 
 // warnIfExposed says, once at start, what an operator exposes by listening
-// beyond loopback without protection.
+// beyond loopback without protection: on the HTTP and gRPC ports, tokens
+// and TLS (each missing one named), on the Raft port, mutual TLS.
 func warnIfExposed(logger *slog.Logger, c config, s secured) {
-	if !isLoopback(c.httpAddr) && s.httpTLS == nil && s.authz == nil {
-		logger.Warn("the HTTP API listens beyond loopback with neither TLS nor tokens: anyone who reaches it can change policies and membership and spend any key's budget; see -tls-cert and -auth", "http", c.httpAddr)
-	}
 	if c.joinTokenArg {
 		logger.Warn("-join-token on the command line can be read by every local user (ps, /proc); give it with -join-token-file or LIMITNODE_JOIN_TOKEN instead")
+	}
+	apis := []struct{ name, flag, addr, without string }{
+		{"HTTP", "-http", c.httpAddr, "change policies and membership, restore backups and spend any key's budget"},
+		{"gRPC", "-grpc", c.grpcAddr, "spend any key's budget through ShouldRateLimit and list the services"},
+	}
+	for _, api := range apis {
+		if api.addr == "" || isLoopback(api.addr) {
+			continue
+		}
+		switch {
+		case s.httpTLS == nil && s.authz == nil:
+			logger.Warn("the "+api.name+" API listens beyond loopback with neither TLS nor tokens: anyone who reaches it can "+api.without+", and read and alter its traffic; see -tls-cert and -auth", strings.TrimPrefix(api.flag, "-"), api.addr)
+		case s.authz == nil:
+			logger.Warn("the "+api.name+" API listens beyond loopback without tokens: TLS keeps its traffic private, but anyone who reaches it can "+api.without+"; see -auth", strings.TrimPrefix(api.flag, "-"), api.addr)
+		case s.httpTLS == nil:
+			logger.Warn("the "+api.name+" API listens beyond loopback without TLS: its bearer tokens cross the network in clear, for anyone on the way to read and reuse; see -tls-cert", strings.TrimPrefix(api.flag, "-"), api.addr)
+		}
 	}
 	if !isLoopback(c.raftAddr) && s.nodeTLS == nil {
 		logger.Warn("the Raft port listens beyond loopback without mutual TLS: any peer that reaches it can take part in Raft; see -node-cert, -node-key and -node-ca", "raft", c.raftAddr)
