@@ -825,7 +825,14 @@ export interface components {
              * @example 2s
              */
             max_wait?: string;
-            /** @description With `max_wait`, the node waits out the reservation before it answers (`held_ms`). */
+            /**
+             * @description With `max_wait`, the node waits out the reservation before it
+             *     answers (`held_ms`), for at most 5s: with `hold`, `max_wait`
+             *     counts as at most 5s, so a reservation further away is denied
+             *     (429), and the answer comes within the 5-second wait for a
+             *     decision plus 5 seconds. To wait longer, ask without `hold` and
+             *     wait out `wait_ms` yourself.
+             */
             hold?: boolean;
             /** @description 1 to 32 checks, decided together. */
             checks?: components["schemas"]["Check"][];
