@@ -27,10 +27,15 @@ func roleOf(fullMethod string) auth.Role {
 }
 
 // authorizeCall checks the call's bearer token against the role its method
-// needs. The token never reaches a log or an answer.
+// needs; a call to a method that needs a role and is let through proves its
+// caller (Options.Proven). The token never reaches a log or an answer.
 func (s *Server) authorizeCall(ctx context.Context, fullMethod string) error {
 	role := roleOf(fullMethod)
-	if role == "" || s.opts.Authorizer == nil {
+	if role == "" {
+		return nil
+	}
+	if s.opts.Authorizer == nil {
+		s.proven(ctx)
 		return nil
 	}
 	var header string
@@ -42,11 +47,19 @@ func (s *Server) authorizeCall(ctx context.Context, fullMethod string) error {
 	_, err := s.opts.Authorizer.Authorize(auth.BearerToken(header), role)
 	switch {
 	case err == nil:
+		s.proven(ctx)
 		return nil
 	case errors.Is(err, auth.ErrPermissionDenied):
 		return status.Errorf(codes.PermissionDenied, "this token lacks the %s role that %s needs", role, fullMethod)
 	default:
 		return status.Error(codes.Unauthenticated, `a valid bearer token is required: metadata "authorization: Bearer <token>"`)
+	}
+}
+
+// proven tells Options.Proven, when set, that the call's caller is proven.
+func (s *Server) proven(ctx context.Context) {
+	if s.opts.Proven != nil {
+		s.opts.Proven(ctx)
 	}
 }
 

@@ -13,5 +13,8 @@
 //
 // With an Authorizer, ShouldRateLimit needs a token with the decide role in
 // the "authorization" metadata ("Bearer <token>"), reflection one with the
-// read role; health is always open, as /healthz and /readyz are.
+// read role; health is always open, as /healthz and /readyz are. Since an
+// open Watch stream lasts as long as its client likes, the streams open at
+// once are capped in all and per client address (Options.MaxStreams), and
+// the calls of one connection by MaxConcurrentStreams.
 package grpcapi

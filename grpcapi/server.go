@@ -37,8 +37,11 @@ const (
 	// entries.
 	MaxRequestBytes = 256 << 10
 	// MaxConcurrentStreams bounds the calls one connection may have in
-	// flight.
-	MaxConcurrentStreams = 1024
+	// flight (HTTP/2's SETTINGS_MAX_CONCURRENT_STREAMS): a client with
+	// more waits for a place (grpc-go) or opens another connection
+	// (Envoy). The streaming calls of all connections are capped apart
+	// (see Options.MaxStreams).
+	MaxConcurrentStreams = 256
 	// DefaultRequestTimeout bounds how long a call waits for the cluster
 	// when the caller set no earlier deadline.
 	DefaultRequestTimeout = 5 * time.Second
@@ -67,6 +70,17 @@ type Options struct {
 	// Jitter returns a uniformly random integer in [0, n]; it spreads the
 	// Retry-After of denied clients. Default math/rand/v2.
 	Jitter func(n int64) int64
+	// MaxStreams and MaxStreamsPerClient cap the streaming calls (health
+	// Watch, reflection) open at once, in all and per client address; one
+	// more is refused with RESOURCE_EXHAUSTED. Defaults
+	// DefaultMaxStreams and DefaultMaxStreamsPerClient.
+	MaxStreams, MaxStreamsPerClient int
+	// Proven, when set, is called with the context of each call that
+	// proves its caller, before the call runs: one to a method other than
+	// the health service's that the token check let through. The node
+	// uses it to let that connection idle for longer than one that has
+	// proven nothing.
+	Proven func(ctx context.Context)
 }
 
 // Server is the gRPC API over one node.
@@ -76,6 +90,7 @@ type Server struct {
 	limiter Limiter
 	opts    Options
 	metrics *metrics
+	streams *streamCaps
 	stop    chan struct{}
 	stopped chan struct{}
 }
@@ -92,8 +107,14 @@ func New(limiter Limiter, opts Options) *Server {
 	if opts.Jitter == nil {
 		opts.Jitter = func(n int64) int64 { return rand.Int64N(n + 1) }
 	}
+	if opts.MaxStreams <= 0 {
+		opts.MaxStreams = DefaultMaxStreams
+	}
+	if opts.MaxStreamsPerClient <= 0 {
+		opts.MaxStreamsPerClient = DefaultMaxStreamsPerClient
+	}
 	s := &Server{limiter: limiter, opts: opts, metrics: newMetrics(), health: health.NewServer(),
-		stop: make(chan struct{}), stopped: make(chan struct{})}
+		streams: newStreamCaps(opts.MaxStreams, opts.MaxStreamsPerClient), stop: make(chan struct{}), stopped: make(chan struct{})}
 	serverOpts := []grpc.ServerOption{
 		grpc.MaxRecvMsgSize(MaxRequestBytes),
 		grpc.MaxConcurrentStreams(MaxConcurrentStreams),
@@ -105,7 +126,7 @@ func New(limiter Limiter, opts Options) *Server {
 		// growing every call's stack cost a tenth of the CPU.
 		grpc.NumStreamWorkers(streamWorkers),
 		grpc.ChainUnaryInterceptor(s.authorizeUnary),
-		grpc.ChainStreamInterceptor(s.authorizeStream),
+		grpc.ChainStreamInterceptor(s.authorizeStream, s.capStream),
 	}
 	if opts.TLS != nil {
 		serverOpts = append(serverOpts, grpc.Creds(credentials.NewTLS(opts.TLS)))

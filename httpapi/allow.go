@@ -32,6 +32,14 @@ func (a *API) allow(w http.ResponseWriter, r *http.Request) {
 	a.writeDecision(w, req.Request, decision, http.StatusTooManyRequests, false)
 }
 
+// MaxHoldWait bounds the wait a request with hold is held for: the node
+// keeps the request open for the reservation's wait after deciding, so its
+// max_wait counts as at most this, and the answer comes within the request
+// timeout plus this, as the server's write timeout and a client's own (the
+// Go client's is 10 s) expect. A caller that may wait longer asks without
+// hold and waits out wait_ms itself.
+const MaxHoldWait = 5 * time.Second
+
 // holdReservation waits out an admitted reservation before the answer is
 // written (hold: true), and records that it did: the caller may then go on
 // at once. A caller that goes away ends the wait; its reservation stays

@@ -84,6 +84,11 @@ func toRequest(a *wire.AllowRequest) (allowRequest, *apiError) {
 	if a.Hold && req.MaxWaitNanos == 0 {
 		return allowRequest{}, invalid("hold", "hold waits out a reservation: give max_wait too")
 	}
+	if a.Hold {
+		// The node waits out no more than MaxHoldWait: a reservation further
+		// away is denied, as it would be with that max_wait.
+		req.MaxWaitNanos = min(req.MaxWaitNanos, int64(MaxHoldWait))
+	}
 	req.hold = a.Hold
 	if err := req.Validate(); err != nil {
 		return allowRequest{}, req.contractError(err)

@@ -49,8 +49,13 @@ func (a *API) backup(w http.ResponseWriter, r *http.Request) {
 
 // restore answers POST /v1/snapshot: the body, a backup file, is checked
 // whole and then replaces the cluster's state on every node at one index.
-// Only the leader restores: another node answers 307 to the leader.
+// Only the leader restores: another node answers 307 to the leader. A
+// browser must send the body as application/octet-stream.
 func (a *API) restore(w http.ResponseWriter, r *http.Request) {
+	if err := refuseBrowserBody(r, "application/octet-stream"); err != nil {
+		writeError(w, err)
+		return
+	}
 	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(backupTransferTime))
 	body := http.MaxBytesReader(w, r.Body, MaxBackupBodyBytes)
 	info, restored, err := a.backend.Backups.Restore(r.Context(), body)

@@ -22,10 +22,14 @@ const (
 )
 
 // decodeJSON decodes exactly one JSON value from the body into v, whatever
-// the Content-Type: unknown fields, trailing data, a body over maxBytes and
-// what checkStrict refuses (a field given twice, a field name in another
-// case, invalid UTF-8) are errors.
+// the Content-Type of a program's request (a browser's must be JSON, see
+// refuseBrowserBody): unknown fields, trailing data, a body over maxBytes
+// and what checkStrict refuses (a field given twice, a field name in
+// another case, invalid UTF-8) are errors.
 func decodeJSON(w http.ResponseWriter, r *http.Request, maxBytes int64, v any) *apiError {
+	if err := refuseBrowserBody(r, "application/json"); err != nil {
+		return err
+	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBytes))
 	if err != nil {
 		return decodeError(err, maxBytes)

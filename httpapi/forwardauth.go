@@ -15,6 +15,9 @@ import (
 	"github.com/limitnode/limitnode/internal/clientip"
 )
 
+// forwardAuthRoute is the path of the forward-auth endpoint.
+const forwardAuthRoute = "/v1/forward-auth"
+
 // forwardAuthMethods are the methods /v1/forward-auth answers: nginx,
 // Caddy and Traefik ask with GET, but a proxy may ask with the method of
 // the request it holds.

@@ -37,6 +37,12 @@ type Options struct {
 	// Collectors are more Prometheus metrics for /metrics: the gRPC API's,
 	// when the node serves one.
 	Collectors []prometheus.Collector
+	// Proven, when set, is called with each request that proves its
+	// caller, before its handler runs: one to a route other than /healthz
+	// and /readyz that authorize let through (with tokens on, its token
+	// has the route's role). The node uses it to let that connection idle
+	// for longer than one that has proven nothing.
+	Proven func(*http.Request)
 }
 
 // API is limitnode's HTTP API over one node.
@@ -69,7 +75,7 @@ func New(b Backend, opts Options) *API {
 	for _, m := range forwardAuthMethods {
 		forwardAuth[m] = endpoint{decide, a.forwardAuth}
 	}
-	a.route("/v1/forward-auth", forwardAuth)
+	a.route(forwardAuthRoute, forwardAuth)
 	a.route("/v1/policies", map[string]endpoint{http.MethodGet: {read, a.listPolicies}})
 	a.route("/v1/policies/{name}", map[string]endpoint{
 		http.MethodGet: {read, a.getPolicy}, http.MethodPut: {admin, a.putPolicy}, http.MethodDelete: {admin, a.deletePolicy},
@@ -113,8 +119,10 @@ const open auth.Role = ""
 
 // route registers a path with one endpoint per method; any other method is
 // a 405 with an Allow header and a JSON body (net/http's own 405 is plain
-// text). HEAD is answered for GET. A call that lacks the endpoint's role is
-// refused before its handler runs (see authorize).
+// text). HEAD is answered for GET. A call that a browser sent for a page of
+// another origin is refused when it could change state (see
+// refuseCrossOrigin), and a call that lacks the endpoint's role is refused
+// (see authorize), both before the handler runs.
 func (a *API) route(path string, byMethod map[string]endpoint) {
 	a.routes = append(a.routes, path)
 	if e, ok := byMethod[http.MethodGet]; ok {
@@ -133,8 +141,15 @@ func (a *API) route(path string, byMethod map[string]endpoint) {
 				message: r.Method + " is not allowed on " + path + "; use " + allow})
 			return
 		}
+		if err := refuseCrossOrigin(path, r); err != nil {
+			writeError(w, err)
+			return
+		}
 		if r = a.authorize(w, r, e.role); r == nil {
 			return
+		}
+		if e.role != open && a.opts.Proven != nil {
+			a.opts.Proven(r)
 		}
 		e.handler(w, r)
 	})))

@@ -371,6 +371,7 @@ func TestBadRequestsGetAClearError(t *testing.T) {
 		{"a key with a lone surrogate", "POST", `{"key":"a\ud800","limit":{"rate":1}}`, 400, "invalid_argument", "key"},
 		{"a check of a batch given twice", "POST", `{"checks":[{"key":"a","key":"b","limit":{"rate":1}}]}`, 400, "invalid_argument", "checks[0].key"},
 		{"an empty key", "POST", `{"key":"","limit":{"rate":1}}`, 400, "invalid_argument", "key"},
+		{"hold without max_wait", "POST", `{"key":"a","limit":{"rate":1},"hold":true}`, 400, "invalid_argument", "hold"},
 		{"a key of 513 bytes", "POST", `{"key":"` + strings.Repeat("k", 513) + `","limit":{"rate":1}}`, 400, "invalid_argument", "key"},
 		{"no limit", "POST", `{"key":"a"}`, 400, "invalid_argument", "limit"},
 		{"no rate", "POST", `{"key":"a","limit":{}}`, 400, "invalid_argument", "limit.rate"},

@@ -135,9 +135,9 @@ func checkAgainstOpenAPI(s *openAPISpec, req *http.Request, reqBody []byte, stat
 	in := &openapi3filter.RequestValidationInput{Request: r, PathParams: pathParams, Route: route,
 		Options: &openapi3filter.Options{MultiError: true, AuthenticationFunc: openapi3filter.NoopAuthenticationFunc}}
 	// A request refused before its body was read (401, 403) or because of
-	// it (400, 413) need not match the document; its answer must.
+	// it (400, 413, 415) need not match the document; its answer must.
 	bodyRefused := status == http.StatusBadRequest || status == http.StatusRequestEntityTooLarge ||
-		status == http.StatusUnauthorized || status == http.StatusForbidden
+		status == http.StatusUnauthorized || status == http.StatusForbidden || status == http.StatusUnsupportedMediaType
 	if route.Method == req.Method && !bodyRefused {
 		if err := openapi3filter.ValidateRequest(ctx, in); err != nil {
 			return fmt.Errorf("request: %w", err)
@@ -289,6 +289,8 @@ func TestOpenAPIValidatesRealTraffic(t *testing.T) {
 		{"a reservation", nil, "POST", "/v1/allow", `{"key":"r","limit":{"algorithm":"gcra","rate":1,"period":"1s","burst":1},"cost":1}`, 200},
 		{"a reservation within max_wait", nil, "POST", "/v1/allow", `{"key":"r","limit":{"algorithm":"gcra","rate":1,"period":"1s","burst":1},"max_wait":"2s"}`, 200},
 		{"a reservation held", nil, "POST", "/v1/allow", `{"key":"r2","limit":{"rate":1000,"period":"1s","burst":1},"max_wait":"50ms","hold":true}`, 200},
+		{"a hold's first call", nil, "POST", "/v1/allow", `{"key":"r3","limit":{"algorithm":"gcra","rate":1,"period":"6s","burst":1},"max_wait":"10s","hold":true}`, 200},
+		{"a hold further away than the node holds is denied", nil, "POST", "/v1/allow", `{"key":"r3","limit":{"algorithm":"gcra","rate":1,"period":"6s","burst":1},"max_wait":"10s","hold":true}`, 429},
 		{"max_wait on a window", nil, "POST", "/v1/allow", `{"key":"w","limit":{"algorithm":"fixed_window","rate":1},"max_wait":"1s"}`, 400},
 		{"allowed, a window", nil, "POST", "/v1/allow", `{"key":"k3","limit":{"algorithm":"sliding_window_log","rate":10000,"period":"1h"},"cost":0}`, 200},
 		{"allowed, the last unit", nil, "POST", "/v1/allow", limit2PerMinute, 200},

@@ -77,21 +77,29 @@ func startProxy(t *testing.T, addr string, cmd *exec.Cmd) {
 
 // checkLimitHolds sends five requests through the proxy: three reach the
 // upstream, then 429 with Retry-After, also for a request that claims
-// another address in X-Forwarded-For.
+// another address in X-Forwarded-For. Each comes as a browser sends it
+// after a link or a form on another site (Sec-Fetch-Site: cross-site, and
+// Origin for a POST): a proxy that copies the client's headers to
+// forward-auth (Caddy, Traefik) must not have its asks refused as
+// cross-origin.
 func checkLimitHolds(t *testing.T, proxy string) {
 	t.Helper()
 	steps := []struct {
-		path, forwardedFor string
-		want               int
+		method, path, forwardedFor string
+		want                       int
 	}{
-		{"/a", "", 200},
-		{"/b?page=2", "", 200},
-		{"/c", "198.51.100.7", 200},
-		{"/d", "", 429},
-		{"/e", "198.51.100.8", 429},
+		{"GET", "/a", "", 200},
+		{"POST", "/b?page=2", "", 200},
+		{"GET", "/c", "198.51.100.7", 200},
+		{"GET", "/d", "", 429},
+		{"POST", "/e", "198.51.100.8", 429},
 	}
 	for i, s := range steps {
-		req, _ := http.NewRequest("GET", "http://"+proxy+s.path, nil)
+		req, _ := http.NewRequest(s.method, "http://"+proxy+s.path, nil)
+		req.Header.Set("Sec-Fetch-Site", "cross-site")
+		if s.method == "POST" {
+			req.Header.Set("Origin", "https://elsewhere.example")
+		}
 		if s.forwardedFor != "" {
 			req.Header.Set("X-Forwarded-For", s.forwardedFor)
 		}
@@ -307,6 +315,9 @@ func TestForwardAuthAsTraefikAsks(t *testing.T) {
 		req.Header.Set("X-Forwarded-Proto", "https")
 		req.Header.Set("X-Forwarded-Host", "api.example.com")
 		req.Header.Set("X-Forwarded-Uri", uri)
+		// Traefik copies the client's headers too: a browser's, here.
+		req.Header.Set("Sec-Fetch-Site", "cross-site")
+		req.Header.Set("Origin", "https://elsewhere.example")
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)

@@ -9,8 +9,15 @@ import (
 	"time"
 )
 
-// MaxHeaderBytes bounds a request's header block.
+// MaxHeaderBytes bounds a request's header block: the request line, the
+// header lines and the empty line that ends them (over HTTP/2, the header
+// list as HTTP/2 counts it). A larger one is refused with 431.
 const MaxHeaderBytes = 16 << 10
+
+// headerSlack is what net/http reads past http.Server.MaxHeaderBytes before
+// it refuses a header block (room for the bufio buffer it reads through),
+// taken off so that MaxHeaderBytes is the bound a client meets.
+const headerSlack = 4 << 10
 
 // ServerTimeouts are the limits an http.Server facing many clients needs:
 // a client that sends its headers slowly, never finishes its body or idles
@@ -46,7 +53,7 @@ func (t ServerTimeouts) NewServer(addr string, handler http.Handler) *http.Serve
 		ReadTimeout:       t.Read,
 		WriteTimeout:      t.Write,
 		IdleTimeout:       t.Idle,
-		MaxHeaderBytes:    MaxHeaderBytes,
+		MaxHeaderBytes:    MaxHeaderBytes - headerSlack,
 	}
 }
 

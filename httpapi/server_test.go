@@ -135,3 +135,35 @@ func TestServerErrorsReachTheStructuredLog(t *testing.T) {
 		}
 	}
 }
+
+// TestTheHeaderBlockIsBoundedAsDocumented sends header blocks (request line,
+// header lines and the empty line that ends them) of exactly MaxHeaderBytes
+// and of one byte more: the first is answered, the second refused with 431.
+func TestTheHeaderBlockIsBoundedAsDocumented(t *testing.T) {
+	t.Parallel()
+	addr := startServer(t)
+	for _, tt := range []struct {
+		size int
+		want int
+	}{{MaxHeaderBytes, http.StatusOK}, {MaxHeaderBytes + 1, http.StatusRequestHeaderFieldsTooLarge}} {
+		head := "GET /healthz HTTP/1.1\r\nHost: x\r\nX-Pad: "
+		const tail = "\r\n\r\n"
+		block := head + strings.Repeat("a", tt.size-len(head)-len(tail)) + tail
+		conn, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
+		if _, err := io.WriteString(conn, block); err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		conn.Close()
+		if err != nil {
+			t.Fatalf("a header block of %d bytes: %v", len(block), err)
+		}
+		if resp.StatusCode != tt.want {
+			t.Fatalf("a header block of %d bytes: %d, want %d", len(block), resp.StatusCode, tt.want)
+		}
+	}
+}

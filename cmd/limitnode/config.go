@@ -15,45 +15,51 @@ import (
 
 // config is the command's configuration, from flags and environment.
 type config struct {
-	id            string
-	httpAddr      string
-	grpcAddr      string
-	advertiseHTTP string
-	raftAddr      string
-	advertiseRaft string
-	dataDir       string
-	snapshotDir   string
-	join          string
-	replace       bool
-	expect        int
-	logLevel      string
-	raftLogLevel  string
-	joinTimeout   time.Duration
-	policiesFile  string
-	rlsConfig     string
-	maxKeys       int64
-	keyLimitMode  string
-	noSync        bool
-	denyLeaseCap  time.Duration
-	maxRaftConns  int
-	raftIdle      time.Duration
-	maxHTTPConns  int
-	trusted       string
+	id                string
+	httpAddr          string
+	grpcAddr          string
+	advertiseHTTP     string
+	raftAddr          string
+	advertiseRaft     string
+	dataDir           string
+	snapshotDir       string
+	join              string
+	replace           bool
+	expect            int
+	logLevel          string
+	raftLogLevel      string
+	joinTimeout       time.Duration
+	policiesFile      string
+	rlsConfig         string
+	maxKeys           int64
+	keyLimitMode      string
+	noSync            bool
+	denyLeaseCap      time.Duration
+	maxRaftConns      connCap
+	raftIdle          time.Duration
+	maxHTTPConns      connCap
+	maxConnsPerClient connCap
+	untrustedIdle     time.Duration
+	trusted           string
 	security
 }
 
 // security is the configuration of TLS and tokens; every field names a
-// file but joinToken.
+// file but joinToken and joinTokenArg.
 type security struct {
-	tlsCert     string
-	tlsKey      string
-	tlsClientCA string
-	nodeCert    string
-	nodeKey     string
-	nodeCA      string
-	authFile    string
-	joinToken   string
-	joinCA      string
+	tlsCert       string
+	tlsKey        string
+	tlsClientCA   string
+	nodeCert      string
+	nodeKey       string
+	nodeCA        string
+	authFile      string
+	joinToken     string
+	joinTokenFile string
+	joinCA        string
+	// joinTokenArg is set when -join-token came on the command line,
+	// where every local user can read it (ps).
+	joinTokenArg bool
 }
 
 // envName is the environment variable that sets a flag.
@@ -84,6 +90,7 @@ func parseConfig(args []string, getenv func(string) string, output io.Writer) (c
 		}
 		return c, &usageError{} // the flag package has printed it, with the usage
 	}
+	fs.Visit(func(f *flag.Flag) { c.joinTokenArg = c.joinTokenArg || f.Name == "join-token" })
 	if fs.NArg() > 0 {
 		return c, &usageError{fmt.Sprintf("unexpected arguments: %q", fs.Args())}
 	}
@@ -115,6 +122,7 @@ func parseConfig(args []string, getenv func(string) string, output io.Writer) (c
 // parsing anything: parseConfig parses it, and the test that writes
 // docs/configuration.md lists it.
 func (c *config) flagSet(output io.Writer) *flag.FlagSet {
+	c.maxRaftConns, c.maxHTTPConns, c.maxConnsPerClient = connCap{n: 1024}, connCap{n: 10000}, connCap{n: 256}
 	fs := flag.NewFlagSet("limitnode", flag.ContinueOnError)
 	fs.SetOutput(output)
 	fs.StringVar(&c.id, "id", "node1", "node ID, unique in the cluster")
@@ -135,9 +143,11 @@ func (c *config) flagSet(output io.Writer) *flag.FlagSet {
 	fs.DurationVar(&c.denyLeaseCap, "deny-lease-cap", cluster.DefaultDenyLeaseCap, "the longest a node repeats a denial of the leader's without asking it (a deny lease), and so how long a policy change, key reset or restore waits before it is acknowledged; negative: no deny leases")
 	fs.Int64Var(&c.maxKeys, "max-keys", cluster.DefaultMaxKeys, "most live (key, limit) pairs the cluster keeps; -1 for no cap")
 	fs.StringVar(&c.keyLimitMode, "key-limit-mode", "deny", "when -max-keys is reached, new keys are refused (deny: 503) or admitted unrecorded (allow)")
-	fs.IntVar(&c.maxRaftConns, "max-raft-conns", 1024, "most connections open at once on the Raft port; one more is closed at once")
+	fs.Var(&c.maxRaftConns, "max-raft-conns", "most connections open at once on the Raft port; one more is closed at once (the default is lowered to fit RLIMIT_NOFILE)")
 	fs.DurationVar(&c.raftIdle, "raft-idle-timeout", 2*time.Minute, "close a connection on the Raft port that sends nothing for this long")
-	fs.IntVar(&c.maxHTTPConns, "max-http-conns", 10000, "most connections open at once on the HTTP port; one more is closed at once")
+	fs.Var(&c.maxHTTPConns, "max-http-conns", "most connections open at once on the HTTP port, and on the gRPC port; one more is closed at once (the default is lowered to fit RLIMIT_NOFILE)")
+	fs.Var(&c.maxConnsPerClient, "max-conns-per-client", "most connections open at once from one client address (an IPv6 address with its /64) on the HTTP port, and on the gRPC port; a proxy in front of the node connects from one address: size this for its concurrent requests; 0 for no cap")
+	fs.DurationVar(&c.untrustedIdle, "untrusted-idle-timeout", 10*time.Second, "close a connection on the HTTP or gRPC port that is silent this long before it has made a call (with -auth: a call with a valid token); after one, the ports' own idle timeouts apply")
 	fs.StringVar(&c.trusted, "trusted-proxies", "127.0.0.0/8,::1", "comma-separated CIDRs of the proxies whose X-Forwarded-For /v1/forward-auth believes for client_ip; none for no proxy")
 	fs.StringVar(&c.policiesFile, "policies", "", "JSON file of named policies to store when this node bootstraps a new cluster")
 	fs.StringVar(&c.rlsConfig, "rls-config", "", "envoyproxy/ratelimit YAML file, or a directory of them, to store when this node bootstraps a new cluster")
@@ -148,7 +158,8 @@ func (c *config) flagSet(output io.Writer) *flag.FlagSet {
 	fs.StringVar(&c.nodeKey, "node-key", "", "PEM private key of -node-cert")
 	fs.StringVar(&c.nodeCA, "node-ca", "", "PEM CA that signs every member's -node-cert")
 	fs.StringVar(&c.authFile, "auth", "", "JSON token file: every API call but /healthz and /readyz needs a bearer token with its role (re-read when it changes)")
-	fs.StringVar(&c.joinToken, "join-token", "", "token (role admin) sent with -join to a cluster that has -auth")
+	fs.StringVar(&c.joinToken, "join-token", "", "token (role admin) sent with -join to a cluster that has -auth; on the command line every local user can read it: prefer -join-token-file or LIMITNODE_JOIN_TOKEN")
+	fs.StringVar(&c.joinTokenFile, "join-token-file", "", "file whose first line is the -join-token (the file limitnode token writes, as it is)")
 	fs.StringVar(&c.joinCA, "join-ca", "", "PEM CA to trust for the members' HTTPS API when joining (default -node-ca)")
 	fs.Usage = func() {
 		fmt.Fprintf(output, "Usage: limitnode [flags]            run a node\n       limitnode COMMAND [flags]    status, members, join, remove, transfer-leadership, allow,\n                                    policy put|get|list|delete, rls put|get|list|delete, keys list|get|reset,\n                                    backup, restore, health,\n                                    token, certs, recover, version (limitnode COMMAND -h for each)\n\n")
@@ -158,8 +169,11 @@ func (c *config) flagSet(output io.Writer) *flag.FlagSet {
 	return fs
 }
 
-// check refuses an incomplete set of TLS flags.
+// check refuses an incomplete set of TLS flags, and two join tokens.
 func (s *security) check() error {
+	if s.joinToken != "" && s.joinTokenFile != "" {
+		return &usageError{"-join-token and -join-token-file both give the join token: give one"}
+	}
 	if (s.tlsCert == "") != (s.tlsKey == "") {
 		return &usageError{"-tls-cert and -tls-key go together"}
 	}

@@ -39,8 +39,9 @@ func buildBinary(t *testing.T) string {
 // descriptors, fills its table with HTTP connections while peers knock on
 // its Raft port, lets them go, and then needs the Raft port to serve: a
 // second node joins it and a request through that node is forwarded to it.
-// The Raft listener used to take "too many open files" for "closed" and
-// never accept again.
+// The caps are given, so that they stay above what the table holds (caps
+// left at their defaults would be lowered to fit it). The Raft listener used
+// to take "too many open files" for "closed" and never accept again.
 func TestAFullDescriptorTableDoesNotKillTheRaftPort(t *testing.T) {
 	testenv.NeedPrograms(t, "bash", "go")
 	bin := buildBinary(t)
@@ -48,7 +49,8 @@ func TestAFullDescriptorTableDoesNotKillTheRaftPort(t *testing.T) {
 	defer cancel()
 	http1, raft1 := testenv.FreeAddr(t), testenv.FreeAddr(t)
 	n1 := exec.CommandContext(ctx, "bash", "-c", "ulimit -n 64 && exec \"$0\" \"$@\"", bin,
-		"-id", "n1", "-http", http1, "-raft", raft1, "-data", t.TempDir())
+		"-id", "n1", "-http", http1, "-raft", raft1, "-data", t.TempDir(),
+		"-max-http-conns", "10000", "-max-raft-conns", "1024", "-max-conns-per-client", "0")
 	if err := n1.Start(); err != nil {
 		t.Fatal(err)
 	}

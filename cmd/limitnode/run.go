@@ -19,6 +19,7 @@ import (
 	"github.com/limitnode/limitnode/httpapi"
 	"github.com/limitnode/limitnode/internal/buildinfo"
 	"github.com/limitnode/limitnode/internal/guard"
+	"google.golang.org/grpc/peer"
 )
 
 // run starts the node and serves until ctx ends, then shuts down cleanly.
@@ -43,13 +44,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	if err != nil {
 		return err
 	}
+	c.fitDescriptors(descriptorLimit(), logger)
 	rawHTTP, err := net.Listen("tcp", c.httpAddr)
 	if err != nil {
 		return fmt.Errorf("listen for HTTP: %w", err)
 	}
-	// The HTTP server's own timeouts close idle connections; the guard caps
-	// how many are open at once.
-	httpListener := guard.Wrap(rawHTTP, c.maxHTTPConns, 0, logger)
+	httpListener := c.guard(rawHTTP, logger)
 	defer httpListener.Close()
 	advertised, err := advertiseHTTP(httpListener.Addr().String(), cmp.Or(c.advertiseRaft, c.raftAddr), c.advertiseHTTP)
 	if err != nil {
@@ -70,7 +70,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	warnIfExposed(logger, c, sec)
 
 	self := client.Member{ID: c.id, RaftAddr: node.RaftAddr(), HTTPAddr: advertised}
-	joinOpts := client.Options{TLS: sec.joinTLS, Token: c.joinToken}
+	joinOpts := client.Options{TLS: sec.joinTLS, Token: sec.joinToken}
 	formCtx, stopForming := context.WithCancel(ctx)
 	var forming sync.WaitGroup
 	defer forming.Wait()
@@ -130,7 +130,7 @@ func nodeConfig(c config, sec secured, logger *slog.Logger, advertisedHTTP strin
 		DenyLeaseCap:     c.denyLeaseCap,
 		KeyLimitFailOpen: c.keyLimitMode == "allow",
 		NodeTLS:          sec.nodeTLS,
-		MaxRaftConns:     c.maxRaftConns,
+		MaxRaftConns:     c.maxRaftConns.n,
 		RaftIdleTimeout:  c.raftIdle,
 	}
 }
@@ -144,13 +144,23 @@ type servers struct {
 	errs     chan error
 }
 
+// guard caps the connections of a client-facing port: in all and per client
+// address, and those that have not proven their caller idle for
+// -untrusted-idle-timeout at most (the servers' own timeouts close the
+// others).
+func (c config) guard(ln net.Listener, logger *slog.Logger) *guard.Listener {
+	return guard.New(ln, guard.Limits{MaxConns: c.maxHTTPConns.n, MaxConnsPerClient: c.maxConnsPerClient.n, UntrustedIdle: c.untrustedIdle}, logger)
+}
+
 // serve starts the HTTP API on httpListener and, with -grpc, the gRPC API.
-func serve(c config, sec secured, logger *slog.Logger, node *cluster.Node, httpListener net.Listener) (*servers, error) {
+// A call that proves its caller marks its connection trusted in the guard.
+func serve(c config, sec secured, logger *slog.Logger, node *cluster.Node, httpListener *guard.Listener) (*servers, error) {
 	trusted, err := c.trustedProxies()
 	if err != nil {
 		return nil, err
 	}
-	apiOpts := httpapi.Options{Logger: logger, TrustedProxies: trusted, Collectors: node.Collectors()}
+	apiOpts := httpapi.Options{Logger: logger, TrustedProxies: trusted, Collectors: node.Collectors(),
+		Proven: func(r *http.Request) { httpListener.Trust(r.RemoteAddr) }}
 	grpcOpts := grpcapi.Options{Logger: logger, TLS: sec.httpTLS}
 	if sec.authz != nil {
 		apiOpts.Authorizer, grpcOpts.Authorizer = sec.authz, sec.authz
@@ -161,7 +171,12 @@ func serve(c config, sec secured, logger *slog.Logger, node *cluster.Node, httpL
 		if err != nil {
 			return nil, fmt.Errorf("listen for gRPC: %w", err)
 		}
-		grpcListener := guard.Wrap(ln, c.maxHTTPConns, 0, logger)
+		grpcListener := c.guard(ln, logger)
+		grpcOpts.Proven = func(ctx context.Context) {
+			if p, ok := peer.FromContext(ctx); ok {
+				grpcListener.Trust(p.Addr.String())
+			}
+		}
 		s.grpc = grpcapi.New(node, grpcOpts)
 		apiOpts.Collectors = append(apiOpts.Collectors, s.grpc.Collectors()...)
 		go func() { s.errs <- fmt.Errorf("gRPC server: %w", s.grpc.Serve(grpcListener)) }()

@@ -2,8 +2,11 @@ package main
 
 import (
 	"crypto/tls"
+	"fmt"
 	"log/slog"
 	"net"
+	"os"
+	"strings"
 
 	"github.com/limitnode/limitnode/auth"
 	"github.com/limitnode/limitnode/certs"
@@ -15,10 +18,11 @@ import (
 // Files are re-read when they change; a bad new version is logged and the
 // last good one kept.
 type secured struct {
-	httpTLS *tls.Config      // nil: plain HTTP
-	nodeTLS *cluster.NodeTLS // nil: plain TCP on the Raft port
-	authz   *auth.File       // nil: no tokens
-	joinTLS *tls.Config      // for -join over HTTPS; nil: plain HTTP
+	httpTLS   *tls.Config      // nil: plain HTTP
+	nodeTLS   *cluster.NodeTLS // nil: plain TCP on the Raft port
+	authz     *auth.File       // nil: no tokens
+	joinTLS   *tls.Config      // for -join over HTTPS; nil: plain HTTP
+	joinToken string           // sent with -join; "": none
 }
 
 func loadSecurity(s security, logger *slog.Logger) (secured, error) {
@@ -66,6 +70,14 @@ func loadSecurity(s security, logger *slog.Logger) (secured, error) {
 		}
 		out.authz = file
 	}
+	out.joinToken = s.joinToken
+	if s.joinTokenFile != "" {
+		token, err := readJoinToken(s.joinTokenFile)
+		if err != nil {
+			return out, err
+		}
+		out.joinToken = token
+	}
 	joinCAs := nodeCAs
 	if s.joinCA != "" {
 		pool, err := certs.LoadPool(s.joinCA, nil)
@@ -87,11 +99,43 @@ func loadSecurity(s security, logger *slog.Logger) (secured, error) {
 	return out, nil
 }
 
+// readJoinToken reads the token of -join-token-file: its first line,
+// without surrounding blanks.
+func readJoinToken(path string) (string, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("-join-token-file: %w", err)
+	}
+	line, _, _ := strings.Cut(string(data), "\n")
+	if token := strings.TrimSpace(line); token != "" {
+		return token, nil
+	}
+	return "", fmt.Errorf("-join-token-file %s: the first line is empty; it must hold the token", path)
+}
+
 // warnIfExposed says, once at start, what an operator exposes by listening
-// beyond loopback without protection.
+// beyond loopback without protection: on the HTTP and gRPC ports, tokens
+// and TLS (each missing one named), on the Raft port, mutual TLS.
 func warnIfExposed(logger *slog.Logger, c config, s secured) {
-	if !isLoopback(c.httpAddr) && s.httpTLS == nil && s.authz == nil {
-		logger.Warn("the HTTP API listens beyond loopback with neither TLS nor tokens: anyone who reaches it can change policies and membership and spend any key's budget; see -tls-cert and -auth", "http", c.httpAddr)
+	if c.joinTokenArg {
+		logger.Warn("-join-token on the command line can be read by every local user (ps, /proc); give it with -join-token-file or LIMITNODE_JOIN_TOKEN instead")
+	}
+	apis := []struct{ name, flag, addr, without string }{
+		{"HTTP", "-http", c.httpAddr, "change policies and membership, restore backups and spend any key's budget"},
+		{"gRPC", "-grpc", c.grpcAddr, "spend any key's budget through ShouldRateLimit and list the services"},
+	}
+	for _, api := range apis {
+		if api.addr == "" || isLoopback(api.addr) {
+			continue
+		}
+		switch {
+		case s.httpTLS == nil && s.authz == nil:
+			logger.Warn("the "+api.name+" API listens beyond loopback with neither TLS nor tokens: anyone who reaches it can "+api.without+", and read and alter its traffic; see -tls-cert and -auth", strings.TrimPrefix(api.flag, "-"), api.addr)
+		case s.authz == nil:
+			logger.Warn("the "+api.name+" API listens beyond loopback without tokens: TLS keeps its traffic private, but anyone who reaches it can "+api.without+"; see -auth", strings.TrimPrefix(api.flag, "-"), api.addr)
+		case s.httpTLS == nil:
+			logger.Warn("the "+api.name+" API listens beyond loopback without TLS: its bearer tokens cross the network in clear, for anyone on the way to read and reuse; see -tls-cert", strings.TrimPrefix(api.flag, "-"), api.addr)
+		}
 	}
 	if !isLoopback(c.raftAddr) && s.nodeTLS == nil {
 		logger.Warn("the Raft port listens beyond loopback without mutual TLS: any peer that reaches it can take part in Raft; see -node-cert, -node-key and -node-ca", "raft", c.raftAddr)

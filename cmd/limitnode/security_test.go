@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -18,7 +19,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/limitnode/limitnode/auth"
 	"github.com/limitnode/limitnode/client"
+	"github.com/limitnode/limitnode/cluster"
 )
 
 // cli runs a subcommand as the binary would and returns its output.
@@ -316,3 +319,54 @@ func (b *syncBuffer) Write(p []byte) (int, error) {
 	return b.buf.Write(p)
 }
 func (b *syncBuffer) String() string { b.mu.Lock(); defer b.mu.Unlock(); return b.buf.String() }
+
+// TestAnExposedPortIsAWarning: each client port (HTTP, gRPC) that listens
+// beyond loopback without tokens or without TLS is a warning naming its
+// flag and what is missing; the Raft port without mutual TLS too; loopback
+// and a fully protected node are silent.
+func TestAnExposedPortIsAWarning(t *testing.T) {
+	t.Parallel()
+	tokens, tlsOn, nodeTLS := &auth.File{}, &tls.Config{}, &cluster.NodeTLS{}
+	tests := []struct {
+		name string
+		c    func(*config)
+		s    secured
+		want []string // one per warning, each a part of it
+	}{
+		{"loopback is silent", nil, secured{}, nil},
+		{"everything protected is silent", func(c *config) { c.httpAddr, c.grpcAddr, c.raftAddr = "0.0.0.0:7070", "0.0.0.0:8081", "10.0.0.1:7071" },
+			secured{httpTLS: tlsOn, authz: tokens, nodeTLS: nodeTLS}, nil},
+		{"HTTP with neither", func(c *config) { c.httpAddr = "0.0.0.0:7070" }, secured{},
+			[]string{`HTTP API listens beyond loopback with neither TLS nor tokens`}},
+		{"HTTP with TLS but no tokens", func(c *config) { c.httpAddr = "10.0.0.1:7070" }, secured{httpTLS: tlsOn},
+			[]string{`HTTP API listens beyond loopback without tokens`}},
+		{"HTTP with tokens but no TLS", func(c *config) { c.httpAddr = "10.0.0.1:7070" }, secured{authz: tokens},
+			[]string{`HTTP API listens beyond loopback without TLS`}},
+		{"gRPC with neither", func(c *config) { c.grpcAddr = ":8081" }, secured{},
+			[]string{`gRPC API listens beyond loopback with neither TLS nor tokens`}},
+		{"gRPC with TLS but no tokens", func(c *config) { c.grpcAddr = "[::]:8081" }, secured{httpTLS: tlsOn},
+			[]string{`gRPC API listens beyond loopback without tokens`}},
+		{"gRPC on loopback is silent", func(c *config) { c.grpcAddr = "127.0.0.1:8081" }, secured{}, nil},
+		{"Raft without mutual TLS", func(c *config) { c.raftAddr = "10.0.0.1:7071" }, secured{}, []string{`Raft port listens beyond loopback without mutual TLS`}},
+		{"the join token on the command line", func(c *config) { c.joinTokenArg = true }, secured{}, []string{`-join-token on the command line`}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			var logs bytes.Buffer
+			warnIfExposed(slog.New(slog.NewTextHandler(&logs, nil)), defaultConfig(tt.c), tt.s)
+			lines := strings.Split(strings.TrimSpace(logs.String()), "\n")
+			if logs.Len() == 0 {
+				lines = nil
+			}
+			if len(lines) != len(tt.want) {
+				t.Fatalf("%d warnings, want %d:\n%s", len(lines), len(tt.want), logs.String())
+			}
+			for i, want := range tt.want {
+				if !strings.Contains(lines[i], "level=WARN") || !strings.Contains(lines[i], want) {
+					t.Fatalf("warning %q, want one saying %q", lines[i], want)
+				}
+			}
+		})
+	}
+}

@@ -15,29 +15,37 @@ import (
 // X-Forwarded-For lines that came with the call. With no trusted prefixes
 // it is the peer's address, whatever the lines say: X-Forwarded-For is
 // whatever the client wrote. When the peer is within a trusted prefix, the
-// entries (all the lines', in order) are walked from the right: each entry
-// is the client of the hop after it, and the walk stops at the first
-// address that is not trusted, which is the answer. An entry that is not an
-// address ends the walk at the trusted hop that passed it on (so a
-// malformed header never yields an address the client chose).
-// IPv4-mapped IPv6 addresses count as IPv4.
+// entries (all the lines', in order; empty ones ignored, as HTTP's list
+// syntax asks) are walked from the right: each entry is the client of the
+// hop after it, and the walk stops at the first address that is not
+// trusted, which is the answer. An entry the walk reaches that is not an
+// address is an error: a trusted proxy passed on a client it could not
+// name, and neither its own address (one key for every client behind it)
+// nor an entry further left (which the client may have written) would be
+// the client's. IPv4-mapped IPv6 addresses count as IPv4, and a zone
+// ("%eth0") is dropped: it names an interface of a host on the way, not
+// the client.
 func Resolve(peer string, forwardedFor []string, trusted []netip.Prefix) (netip.Addr, error) {
 	ap, err := netip.ParseAddrPort(peer)
 	if err != nil {
 		return netip.Addr{}, fmt.Errorf("clientip: peer address %q: %w", peer, err)
 	}
-	addr := ap.Addr().Unmap()
+	addr := plain(ap.Addr())
 	if !within(addr, trusted) {
 		return addr, nil
 	}
 	var hops []string
 	for _, line := range forwardedFor {
-		hops = append(hops, strings.Split(line, ",")...)
+		for hop := range strings.SplitSeq(line, ",") {
+			if hop = strings.TrimSpace(hop); hop != "" {
+				hops = append(hops, hop)
+			}
+		}
 	}
 	for i := len(hops) - 1; i >= 0 && within(addr, trusted); i-- {
-		hop, ok := parseHop(strings.TrimSpace(hops[i]))
+		hop, ok := parseHop(hops[i])
 		if !ok {
-			break
+			return netip.Addr{}, fmt.Errorf("clientip: the X-Forwarded-For entry %q that the trusted proxy %s passed on is not an address, so the client is unknown", hops[i], addr)
 		}
 		addr = hop
 	}
@@ -48,12 +56,27 @@ func Resolve(peer string, forwardedFor []string, trusted []netip.Prefix) (netip.
 // port ("203.0.113.7", "203.0.113.7:4711", "[2001:db8::1]:4711").
 func parseHop(s string) (netip.Addr, bool) {
 	if a, err := netip.ParseAddr(s); err == nil {
-		return a.Unmap(), true
+		return plain(a), true
 	}
 	if ap, err := netip.ParseAddrPort(s); err == nil {
-		return ap.Addr().Unmap(), true
+		return plain(ap.Addr()), true
 	}
 	return netip.Addr{}, false
+}
+
+// plain is a without a zone, an IPv4-mapped address as IPv4.
+func plain(a netip.Addr) netip.Addr { return a.Unmap().WithZone("") }
+
+// Group is the address a per-client cap counts a with: an IPv4 address (or
+// an IPv4-mapped one) itself, an IPv6 address its /64, the smallest block a
+// host is usually given, so that one host cannot take a cap once per
+// address it holds. A zone is dropped.
+func Group(a netip.Addr) netip.Addr {
+	a = plain(a)
+	if a.Is6() {
+		return netip.PrefixFrom(a, 64).Masked().Addr()
+	}
+	return a
 }
 
 func within(a netip.Addr, prefixes []netip.Prefix) bool {

@@ -1,6 +1,7 @@
 package clientip
 
 import (
+	"strings"
 	"testing"
 )
 
@@ -25,7 +26,11 @@ func TestOf(t *testing.T) {
 		{"a chain of trusted proxies is walked", "10.1.2.3:5000", []string{"198.51.100.1, 10.9.9.9"}, true, "198.51.100.1"},
 		{"several header lines are one list", "10.1.2.3:5000", []string{"1.1.1.1", "198.51.100.1, 10.9.9.9"}, true, "198.51.100.1"},
 		{"an entry with a port", "10.1.2.3:5000", []string{"[2001:db8::1]:4711"}, true, "2001:db8::1"},
-		{"garbage stops at the trusted hop", "10.1.2.3:5000", []string{"1.1.1.1, not-an-ip"}, true, "10.1.2.3"},
+		{"garbage left of the client is never read", "10.1.2.3:5000", []string{"not-an-ip, 198.51.100.1"}, true, "198.51.100.1"},
+		{"empty list elements are ignored", "10.1.2.3:5000", []string{"198.51.100.1, ,", ""}, true, "198.51.100.1"},
+		{"a zone is dropped from the peer", "[fe80::1%eth0]:5000", nil, false, "fe80::1"},
+		{"a zone is dropped from a hop", "10.1.2.3:5000", []string{"fe80::7%25eth1", "[fe80::8%eth2]:80"}, true, "fe80::8"},
+		{"a zone is dropped from a hop without a port", "10.1.2.3:5000", []string{"fe80::7%eth1"}, true, "fe80::7"},
 		{"all hops trusted: the leftmost", "10.1.2.3:5000", []string{"10.4.4.4"}, true, "10.4.4.4"},
 		{"no header from a trusted proxy: the proxy", "10.1.2.3:5000", nil, true, "10.1.2.3"},
 		{"an IPv4-mapped peer counts as IPv4", "[::ffff:10.1.2.3]:5000", []string{"198.51.100.1"}, true, "198.51.100.1"},
@@ -43,6 +48,23 @@ func TestOf(t *testing.T) {
 				t.Fatalf("Of = %v, %v; want %s", got, err, tt.want)
 			}
 		})
+	}
+}
+
+// TestAnUnreadableHopIsAnError: an entry a trusted proxy passed on that is
+// not an address leaves the client unknown, which is an error naming it,
+// not the proxy's own address (one bucket shared by every client).
+func TestAnUnreadableHopIsAnError(t *testing.T) {
+	t.Parallel()
+	proxies, err := ParsePrefixes("10.0.0.0/8")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, xff := range [][]string{{"1.1.1.1, not-an-ip"}, {"unknown"}, {"198.51.100.1, 203.0.113.9:port, 10.0.0.2"}} {
+		got, err := Resolve("10.1.2.3:5000", xff, proxies)
+		if err == nil || !strings.Contains(err.Error(), "X-Forwarded-For") {
+			t.Errorf("X-Forwarded-For %q: %v, %v; want an error naming the header", xff, got, err)
+		}
 	}
 }
 

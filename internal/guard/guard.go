@@ -1,17 +1,21 @@
 // Package guard hardens a listener against what a hostile or unlucky client
 // can do to it: a full file-descriptor table does not stop it (accept errors
 // are retried with back-off, as net/http does), the connections open at
-// once are capped (one over the cap is closed at once), and a connection
-// that stays silent for too long is closed.
+// once are capped in all and per client address (one over a cap is closed
+// at once), and a connection that stays silent for too long is closed,
+// sooner while it has not proven its caller (see Trust).
 package guard
 
 import (
 	"errors"
 	"log/slog"
 	"net"
+	"net/netip"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/limitnode/limitnode/internal/clientip"
 )
 
 // Back-off after a failed Accept, doubling from the first to the last.
@@ -22,27 +26,122 @@ const (
 	refusalLogEvery = 10 * time.Second
 )
 
+// Limits are what a Listener allows. The zero value allows everything.
+type Limits struct {
+	// MaxConns caps the connections open at once (0: no cap).
+	MaxConns int
+	// MaxConnsPerClient caps the connections open at once from one client
+	// address (0: no cap); an IPv6 address counts with its /64 (see
+	// clientip.Group).
+	MaxConnsPerClient int
+	// Idle closes a connection after this long without a byte read (0:
+	// never).
+	Idle time.Duration
+	// UntrustedIdle, when set, is the idle time of a connection until
+	// Trust is called for it: a connection that has not proven its caller
+	// cannot sit on a place for as long as one that has.
+	UntrustedIdle time.Duration
+}
+
 // Listener is a net.Listener whose Accept survives temporary failures and
 // whose connections are capped and closed when idle.
 type Listener struct {
 	net.Listener
-	maxConns int64
-	idle     time.Duration
-	logger   *slog.Logger
+	limits Limits
+	logger *slog.Logger
 
-	open     atomic.Int64
-	mu       sync.Mutex
-	loggedAt time.Time
-	refused  int
+	open      atomic.Int64
+	mu        sync.Mutex
+	perClient map[netip.Addr]int      // open connections by clientOf
+	byRemote  map[string]*guardedConn // open connections by remote address, with UntrustedIdle
+	loggedAt  time.Time
+	refused   int
 }
 
 // Wrap returns ln guarded: at most maxConns connections open at once (0: no
 // cap), each closed after idle without a byte read (0: never).
 func Wrap(ln net.Listener, maxConns int, idle time.Duration, logger *slog.Logger) *Listener {
+	return New(ln, Limits{MaxConns: maxConns, Idle: idle}, logger)
+}
+
+// New returns ln guarded by limits.
+func New(ln net.Listener, limits Limits, logger *slog.Logger) *Listener {
 	if logger == nil {
 		logger = slog.Default()
 	}
-	return &Listener{Listener: ln, maxConns: int64(maxConns), idle: idle, logger: logger}
+	return &Listener{Listener: ln, limits: limits, logger: logger,
+		perClient: map[netip.Addr]int{}, byRemote: map[string]*guardedConn{}}
+}
+
+// Trust marks the open connection from remoteAddr (its RemoteAddr's
+// String, as net/http's Request.RemoteAddr and gRPC's peer give it) as
+// having proven its caller: from now on it idles for Limits.Idle, not
+// UntrustedIdle. An address with no open connection is ignored.
+func (l *Listener) Trust(remoteAddr string) {
+	l.mu.Lock()
+	c := l.byRemote[remoteAddr]
+	l.mu.Unlock()
+	if c != nil {
+		c.trusted.Store(true)
+		// A read may be waiting under the untrusted idle time already (net/http
+		// reads in the background while a handler runs): give it the trusted one.
+		c.mu.Lock()
+		if c.capped {
+			c.applyDeadline()
+		}
+		c.mu.Unlock()
+	}
+}
+
+// clientOf is the address a connection from remote counts against in
+// MaxConnsPerClient (see clientip.Group). ok is false for an address that
+// is not TCP (a test's pipe).
+func clientOf(remote net.Addr) (netip.Addr, bool) {
+	tcp, ok := remote.(*net.TCPAddr)
+	if !ok {
+		return netip.Addr{}, false
+	}
+	return clientip.Group(tcp.AddrPort().Addr()), true
+}
+
+// admit takes a place for conn, or says which cap it is over.
+func (l *Listener) admit(conn net.Conn) (*guardedConn, string) {
+	if l.limits.MaxConns > 0 && l.open.Load() >= int64(l.limits.MaxConns) {
+		return nil, "refused a connection: at the cap of open connections"
+	}
+	client, counted := clientOf(conn.RemoteAddr())
+	counted = counted && l.limits.MaxConnsPerClient > 0
+	g := &guardedConn{Conn: conn, l: l, client: client, counted: counted}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if counted {
+		if l.perClient[client] >= l.limits.MaxConnsPerClient {
+			return nil, "refused a connection: at the cap of open connections from one client address"
+		}
+		l.perClient[client]++
+	}
+	if l.limits.UntrustedIdle > 0 {
+		l.byRemote[conn.RemoteAddr().String()] = g
+	}
+	l.open.Add(1)
+	return g, ""
+}
+
+// release gives back the place of a closed connection.
+func (l *Listener) release(c *guardedConn) {
+	l.open.Add(-1)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if c.counted {
+		if l.perClient[c.client]--; l.perClient[c.client] <= 0 {
+			delete(l.perClient, c.client)
+		}
+	}
+	if l.limits.UntrustedIdle > 0 {
+		if remote := c.RemoteAddr().String(); l.byRemote[remote] == c {
+			delete(l.byRemote, remote)
+		}
+	}
 }
 
 // Accept returns the next connection. A failure other than the listener's
@@ -62,13 +161,13 @@ func (l *Listener) Accept() (net.Conn, error) {
 			continue
 		}
 		backoff = 0
-		if l.maxConns > 0 && l.open.Load() >= l.maxConns {
+		g, refusal := l.admit(conn)
+		if g == nil {
 			conn.Close()
-			l.note("refused a connection: at the cap of open connections", "max", l.maxConns, "remote", conn.RemoteAddr().String())
+			l.note(refusal, "max", l.limits.MaxConns, "max_per_client", l.limits.MaxConnsPerClient, "remote", conn.RemoteAddr().String())
 			continue
 		}
-		l.open.Add(1)
-		return &guardedConn{Conn: conn, l: l}, nil
+		return g, nil
 	}
 }
 
@@ -92,49 +191,76 @@ func (l *Listener) note(msg string, args ...any) {
 }
 
 // guardedConn is an accepted connection: a read times out after the
-// listener's idle duration (or at the read deadline set, if earlier), and
-// closing it frees its place.
+// listener's idle duration for it (or at the read deadline set, if
+// earlier), and closing it frees its place.
 type guardedConn struct {
 	net.Conn
-	l        *Listener
-	closed   atomic.Bool
+	l       *Listener
+	client  netip.Addr // what it counts against, when counted
+	counted bool
+	trusted atomic.Bool
+	closed  atomic.Bool
+
 	mu       sync.Mutex
 	deadline time.Time // the read deadline set by the user of the conn
+	capped   bool      // the conn's deadline is the idle one, not the user's
+}
+
+// idle is how long a read may wait for a byte: Limits.Idle, or
+// UntrustedIdle (when shorter) until the connection is trusted.
+func (c *guardedConn) idle() time.Duration {
+	idle, untrusted := c.l.limits.Idle, c.l.limits.UntrustedIdle
+	if untrusted > 0 && !c.trusted.Load() && (idle == 0 || untrusted < idle) {
+		return untrusted
+	}
+	return idle
 }
 
 func (c *guardedConn) Read(p []byte) (int, error) {
-	if c.l.idle > 0 {
-		d := time.Now().Add(c.l.idle)
-		c.mu.Lock()
-		if !c.deadline.IsZero() && c.deadline.Before(d) {
-			d = c.deadline
-		}
-		c.mu.Unlock()
-		_ = c.Conn.SetReadDeadline(d)
+	c.mu.Lock()
+	if c.capped || c.idle() > 0 {
+		c.applyDeadline()
 	}
+	c.mu.Unlock()
 	return c.Conn.Read(p)
+}
+
+// applyDeadline sets the conn's read deadline to the idle time from now, or
+// the user's deadline when that is earlier or there is no idle time. The
+// caller holds mu.
+func (c *guardedConn) applyDeadline() {
+	d := c.deadline
+	if idle := c.idle(); idle > 0 {
+		if limit := time.Now().Add(idle); d.IsZero() || limit.Before(d) {
+			d = limit
+		}
+		c.capped = true
+	} else {
+		c.capped = false
+	}
+	_ = c.Conn.SetReadDeadline(d)
 }
 
 // SetReadDeadline sets a read deadline; reads still end after the idle
 // duration when that comes first.
 func (c *guardedConn) SetReadDeadline(t time.Time) error {
 	c.mu.Lock()
+	defer c.mu.Unlock()
 	c.deadline = t
-	c.mu.Unlock()
 	return c.Conn.SetReadDeadline(t)
 }
 
 // SetDeadline sets the read and write deadlines.
 func (c *guardedConn) SetDeadline(t time.Time) error {
 	c.mu.Lock()
+	defer c.mu.Unlock()
 	c.deadline = t
-	c.mu.Unlock()
 	return c.Conn.SetDeadline(t)
 }
 
 func (c *guardedConn) Close() error {
 	if c.closed.CompareAndSwap(false, true) {
-		c.l.open.Add(-1)
+		c.l.release(c)
 	}
 	return c.Conn.Close()
 }

@@ -730,7 +730,7 @@ export interface components {
              * @description What went wrong, for programs.
              * @enum {string}
              */
-            code: "invalid_argument" | "not_found" | "payload_too_large" | "method_not_allowed" | "unavailable" | "internal" | "unauthenticated" | "permission_denied" | "conflict";
+            code: "invalid_argument" | "not_found" | "payload_too_large" | "method_not_allowed" | "unavailable" | "internal" | "unauthenticated" | "permission_denied" | "conflict" | "cross_origin" | "unsupported_media_type";
             /** @description The JSON path of the field at fault, when one is. */
             field?: string;
         };
@@ -825,7 +825,14 @@ export interface components {
              * @example 2s
              */
             max_wait?: string;
-            /** @description With `max_wait`, the node waits out the reservation before it answers (`held_ms`). */
+            /**
+             * @description With `max_wait`, the node waits out the reservation before it
+             *     answers (`held_ms`), for at most 5s: with `hold`, `max_wait`
+             *     counts as at most 5s, so a reservation further away is denied
+             *     (429), and the answer comes within the 5-second wait for a
+             *     decision plus 5 seconds. To wait longer, ask without `hold` and
+             *     wait out `wait_ms` yourself.
+             */
             hold?: boolean;
             /** @description 1 to 32 checks, decided together. */
             checks?: components["schemas"]["Check"][];
@@ -1245,15 +1252,19 @@ export interface components {
                 };
             };
         };
-        /** @description A denial with deny_status=403 (with Retry-After), or a token without the role decide. */
+        /**
+         * @description A denial with deny_status=403 (with Retry-After); or a token without
+         *     the role decide; or a browser's request for a page of another origin
+         *     (`cross_origin`, see `Forbidden`).
+         */
         ForwardAuthPermissionDeniedOrDenied: {
             headers: {
                 [name: string]: unknown;
             };
             content: {
                 "application/json": (components["schemas"]["Error"] & {
-                    /** @constant */
-                    code?: "permission_denied";
+                    /** @enum {unknown} */
+                    code?: "permission_denied" | "cross_origin";
                 }) | (components["schemas"]["AllowResponse"] & {
                     /** @constant */
                     allowed?: false;
@@ -1298,6 +1309,42 @@ export interface components {
                 "application/json": components["schemas"]["Error"] & {
                     /** @constant */
                     code?: "permission_denied";
+                };
+            };
+        };
+        /**
+         * @description The token is known but lacks the role the operation needs
+         *     (`permission_denied`); or a browser sent this request, which changes
+         *     state, for a page the node does not serve (`cross_origin`):
+         *     `Sec-Fetch-Site` is neither `same-origin` nor `none`, or (from a
+         *     browser that sends no `Sec-Fetch-Site`) `Origin` is not the `Host`,
+         *     or a browser names the node by a host name other than `localhost`
+         *     rather than by its address. Programs send none of these headers.
+         */
+        Forbidden: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"] & {
+                    /** @enum {unknown} */
+                    code?: "permission_denied" | "cross_origin";
+                };
+            };
+        };
+        /**
+         * @description A browser sent the body with a Content-Type other than the
+         *     operation's (`application/json`, or `application/octet-stream` for
+         *     a backup). A program's body is read whatever its Content-Type.
+         */
+        UnsupportedMediaType: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"] & {
+                    /** @constant */
+                    code?: "unsupported_media_type";
                 };
             };
         };
@@ -1491,11 +1538,12 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthenticated"];
-            403: components["responses"]["PermissionDenied"];
+            403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             405: components["responses"]["MethodNotAllowed"];
             409: components["responses"]["Conflict"];
             413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             /** @description Denied. Nothing was consumed. */
             429: {
                 headers: {
@@ -1713,9 +1761,10 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthenticated"];
-            403: components["responses"]["PermissionDenied"];
+            403: components["responses"]["Forbidden"];
             405: components["responses"]["MethodNotAllowed"];
             413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];
         };
@@ -1803,9 +1852,10 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthenticated"];
-            403: components["responses"]["PermissionDenied"];
+            403: components["responses"]["Forbidden"];
             405: components["responses"]["MethodNotAllowed"];
             413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];
         };
@@ -1833,7 +1883,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthenticated"];
-            403: components["responses"]["PermissionDenied"];
+            403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             405: components["responses"]["MethodNotAllowed"];
             500: components["responses"]["Internal"];
@@ -1922,7 +1972,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthenticated"];
-            403: components["responses"]["PermissionDenied"];
+            403: components["responses"]["Forbidden"];
             405: components["responses"]["MethodNotAllowed"];
             413: components["responses"]["PayloadTooLarge"];
             500: components["responses"]["Internal"];
@@ -1952,7 +2002,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthenticated"];
-            403: components["responses"]["PermissionDenied"];
+            403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             405: components["responses"]["MethodNotAllowed"];
             500: components["responses"]["Internal"];
@@ -2038,9 +2088,10 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthenticated"];
-            403: components["responses"]["PermissionDenied"];
+            403: components["responses"]["Forbidden"];
             405: components["responses"]["MethodNotAllowed"];
             413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             /** @description Every slot is held. */
             429: {
                 headers: {
@@ -2077,7 +2128,7 @@ export interface operations {
                 };
             };
             401: components["responses"]["Unauthenticated"];
-            403: components["responses"]["PermissionDenied"];
+            403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             405: components["responses"]["MethodNotAllowed"];
             500: components["responses"]["Internal"];
@@ -2114,10 +2165,11 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthenticated"];
-            403: components["responses"]["PermissionDenied"];
+            403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             405: components["responses"]["MethodNotAllowed"];
             413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];
         };
@@ -2204,7 +2256,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthenticated"];
-            403: components["responses"]["PermissionDenied"];
+            403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             405: components["responses"]["MethodNotAllowed"];
             500: components["responses"]["Internal"];
@@ -2258,10 +2310,11 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthenticated"];
-            403: components["responses"]["PermissionDenied"];
+            403: components["responses"]["Forbidden"];
             405: components["responses"]["MethodNotAllowed"];
             409: components["responses"]["Conflict"];
             413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];
         };
@@ -2292,7 +2345,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthenticated"];
-            403: components["responses"]["PermissionDenied"];
+            403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             405: components["responses"]["MethodNotAllowed"];
             409: components["responses"]["Conflict"];
@@ -2327,10 +2380,11 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthenticated"];
-            403: components["responses"]["PermissionDenied"];
+            403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             405: components["responses"]["MethodNotAllowed"];
             413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];
         };
@@ -2365,7 +2419,7 @@ export interface operations {
                 };
             };
             401: components["responses"]["Unauthenticated"];
-            403: components["responses"]["PermissionDenied"];
+            403: components["responses"]["Forbidden"];
             405: components["responses"]["MethodNotAllowed"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];
@@ -2447,9 +2501,10 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthenticated"];
-            403: components["responses"]["PermissionDenied"];
+            403: components["responses"]["Forbidden"];
             405: components["responses"]["MethodNotAllowed"];
             413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];
         };
