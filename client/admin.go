@@ -48,8 +48,8 @@ func (c *Client) TransferLeadership(ctx context.Context, to string) (ClusterStat
 
 // Policy is a named limit stored in the cluster (wire.Policy spells it):
 // a limit, per-key overrides, shadow mode, and a key template whose
-// {dimensions} a check fills in. ShadowDenied is what the cluster counted;
-// it is not set by a put.
+// {dimensions} a check fills in, and local shares. ShadowDenied is what
+// the cluster counted; it is not set by a put.
 type Policy struct {
 	Name         string
 	Limit        *Limit
@@ -57,10 +57,12 @@ type Policy struct {
 	Shadow       bool
 	KeyTemplate  string
 	ShadowDenied *int64
+	LocalShares  *LocalShares
 }
 
 func (p Policy) toWire() wire.Policy {
-	out := wire.Policy{Name: p.Name, Limit: p.Limit.toWire(), Shadow: p.Shadow, KeyTemplate: p.KeyTemplate, ShadowDenied: p.ShadowDenied}
+	out := wire.Policy{Name: p.Name, Limit: p.Limit.toWire(), Shadow: p.Shadow, KeyTemplate: p.KeyTemplate, ShadowDenied: p.ShadowDenied,
+		LocalShares: p.LocalShares.toWire()}
 	if len(p.Overrides) > 0 {
 		out.Overrides = make(map[string]*wire.Limit, len(p.Overrides))
 		for key, l := range p.Overrides {
@@ -71,7 +73,8 @@ func (p Policy) toWire() wire.Policy {
 }
 
 func policyFromWire(p wire.Policy) Policy {
-	out := Policy{Name: p.Name, Limit: limitFromWire(p.Limit), Shadow: p.Shadow, KeyTemplate: p.KeyTemplate, ShadowDenied: p.ShadowDenied}
+	out := Policy{Name: p.Name, Limit: limitFromWire(p.Limit), Shadow: p.Shadow, KeyTemplate: p.KeyTemplate, ShadowDenied: p.ShadowDenied,
+		LocalShares: sharesFromWire(p.LocalShares)}
 	if len(p.Overrides) > 0 {
 		out.Overrides = make(map[string]*Limit, len(p.Overrides))
 		for key, l := range p.Overrides {

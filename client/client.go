@@ -97,12 +97,53 @@ func NewWithOptions(opts Options, addrs ...string) *Client {
 // Limit is a limit: the algorithm (default token_bucket), the rate per
 // period (a Go duration such as "1m", default "1s") and, for the bucket
 // algorithms and GCRA, the burst (default the rate). A zero field is the
-// default; the API's spelling is wire.Limit.
+// default; the API's spelling is wire.Limit. LocalShares, on an inline
+// limit of an allow request, lets the nodes decide the key from shares of
+// its budget.
 type Limit struct {
-	Algorithm string
-	Rate      int64
-	Period    string
-	Burst     int64
+	Algorithm   string
+	Rate        int64
+	Period      string
+	Burst       int64
+	LocalShares *LocalShares
+}
+
+// LocalShares lets every node decide a key from shares of its budget,
+// taken through the log and spent where requests arrive (wire.LocalShares
+// spells it): each share lasts TTL (a Go duration, default "500ms") and
+// holds at most MaxUnits (default an eighth of the limit's capacity). The
+// zero value means the defaults.
+type LocalShares struct {
+	TTL      string
+	MaxUnits int64
+}
+
+func (s *LocalShares) toWire() *wire.LocalShares {
+	if s == nil {
+		return nil
+	}
+	out := &wire.LocalShares{}
+	if s.TTL != "" {
+		out.TTL = &s.TTL
+	}
+	if s.MaxUnits != 0 {
+		out.MaxUnits = &s.MaxUnits
+	}
+	return out
+}
+
+func sharesFromWire(s *wire.LocalShares) *LocalShares {
+	if s == nil {
+		return nil
+	}
+	out := &LocalShares{}
+	if s.TTL != nil {
+		out.TTL = *s.TTL
+	}
+	if s.MaxUnits != nil {
+		out.MaxUnits = *s.MaxUnits
+	}
+	return out
 }
 
 // toWire spells l as the API does.
@@ -110,7 +151,7 @@ func (l *Limit) toWire() *wire.Limit {
 	if l == nil {
 		return nil
 	}
-	out := &wire.Limit{Algorithm: l.Algorithm, Rate: &l.Rate}
+	out := &wire.Limit{Algorithm: l.Algorithm, Rate: &l.Rate, LocalShares: l.LocalShares.toWire()}
 	if l.Period != "" {
 		out.Period = &l.Period
 	}
@@ -125,7 +166,7 @@ func limitFromWire(l *wire.Limit) *Limit {
 	if l == nil {
 		return nil
 	}
-	out := &Limit{Algorithm: l.Algorithm}
+	out := &Limit{Algorithm: l.Algorithm, LocalShares: sharesFromWire(l.LocalShares)}
 	if l.Rate != nil {
 		out.Rate = *l.Rate
 	}

@@ -2,6 +2,8 @@ package cluster_test
 
 import (
 	"context"
+	"github.com/limitnode/limitnode/algorithms"
+	"github.com/limitnode/limitnode/contract"
 	"github.com/limitnode/limitnode/testcluster"
 	"net/http"
 	"strings"
@@ -145,4 +147,41 @@ func TestAPolicyChangeOutlastsTheShares(t *testing.T) {
 			t.Fatalf("after the change was acknowledged: limit %d, shared %q; want the new limit, from the log", a.Limit, a.header.Get("X-Limitnode-Shared"))
 		}
 	}
+}
+
+// TestTheEmbeddedAPIAdmitsFromShares: cluster.Node.Allow, as a service
+// embedding a replica calls it, admits a hot key from the node's shares
+// and, under a budget all three replicas spend at once, never past it.
+func TestTheEmbeddedAPIAdmitsFromShares(t *testing.T) {
+	t.Parallel()
+	c := testcluster.Start(t, 3)
+	c.WaitConverged()
+	req := contract.Request{Checks: []contract.Check{{Key: "embedded", Cost: 1,
+		Limit: algorithms.Limit{Algorithm: algorithms.TokenBucket, Rate: 1, PeriodNanos: int64(time.Hour), Burst: 500}, LocalShares: &contract.LocalShares{}}}}
+	var admitted, shared atomic.Int64
+	var wg sync.WaitGroup
+	for _, n := range c.Running() {
+		for range 4 {
+			wg.Go(func() {
+				for range 200 {
+					d, err := n.Node().Allow(context.Background(), req)
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					if d.Allowed {
+						admitted.Add(1)
+					}
+					if d.Shared {
+						shared.Add(1)
+					}
+				}
+			})
+		}
+	}
+	wg.Wait()
+	if admitted.Load() > 500 || shared.Load() == 0 {
+		t.Fatalf("%d admitted (at most 500), %d from shares (want some)", admitted.Load(), shared.Load())
+	}
+	t.Logf("%d admitted, %d from shares", admitted.Load(), shared.Load())
 }

@@ -306,7 +306,7 @@ var docScripts = []docScript{
 	},
 	{
 		page: "docs/http-api.md", onReadmeCluster: true,
-		want: []string{`"field":"limit.rate"`, `did you mean \"cost\"`, "HTTP/1.1 200 OK", "429 Retry-After: ", `"wait_ms":`, `"held_ms":`,
+		want: []string{`"field":"limit.rate"`, `did you mean \"cost\"`, "HTTP/1.1 200 OK", "429 Retry-After: ", "200 shared: \n200 shared: \n200 shared: true\n200 shared: true", `"wait_ms":`, `"held_ms":`,
 			`"checks":[{"key":"client:42"`, `"status":200`, `"field":"requests[1].policy"`, `"field":"requests[2].limit.rate"`,
 			`"shadow_denied":0`, `{"deleted":"per-tenant-route"}`,
 			`{"key":"api-key:spent","limits":[`, `{"reset":"api-key:spent","limits":1}`, "200\n", `"granted":false`, `"position":1`, `"expires_in_ms":300000`, `"released":`, `"waited_ms":`,

@@ -765,6 +765,25 @@ export interface components {
          */
         Duration: string;
         /**
+         * @description Lets every node decide the keys from shares of their budget, taken
+         *     through the log and spent locally: exact (what all nodes admit
+         *     together never exceeds the limit), at the price of admitting less
+         *     than the limit by at most the units outstanding in shares until
+         *     they end. `{}` means the defaults.
+         */
+        LocalShares: {
+            /**
+             * @description How long a share may be spent, from `10ms` to `1s`; default `500ms`.
+             * @default 500ms
+             */
+            ttl?: components["schemas"]["Duration"];
+            /**
+             * Format: int64
+             * @description The most one share holds; default an eighth of the limit's capacity.
+             */
+            max_units?: number;
+        };
+        /**
          * @description At most `rate` units of cost per `period`; for the bucket algorithms
          *     at most `burst` at once. `burst × period / rate`, the time an empty
          *     bucket takes to refill, must be at most 50 years.
@@ -792,6 +811,11 @@ export interface components {
              *     algorithm takes no `burst`.
              */
             burst?: number;
+            /**
+             * @description For an inline limit of `/v1/allow` only (a policy carries its
+             *     own `local_shares`).
+             */
+            local_shares?: components["schemas"]["LocalShares"];
         } & (unknown & unknown);
         /**
          * @description One check: a `key` with a `limit`, or a `policy` with a `key` or
@@ -982,6 +1006,7 @@ export interface components {
              *     `{tenant}:{route}`.
              */
             key_template?: string;
+            local_shares?: components["schemas"]["LocalShares"];
         };
         /** @description A limit as the server spells it back, with every field filled in. */
         StoredLimit: components["schemas"]["Limit"] & {
@@ -997,6 +1022,7 @@ export interface components {
             };
             shadow: boolean;
             key_template?: string;
+            local_shares?: components["schemas"]["LocalShares"];
             /**
              * Format: int64
              * @description Checks this policy would have denied while in shadow mode, as counted by this node.
@@ -1495,6 +1521,18 @@ export interface components {
         "X-Limitnode-Decided-At": number;
         /** @description The ID of the leader whose Raft entry decided, when known. */
         "X-Limitnode-Leader": string;
+        /**
+         * @description `true` on a denial the node answered from a deny lease, repeating a
+         *     denial the leader made moments before without asking it again.
+         */
+        "X-Limitnode-Leased": "true";
+        /**
+         * @description `true` on an admission the node answered from a share of the key's
+         *     budget it holds (`local_shares`), without asking the leader. Its
+         *     `remaining` is what the key had left for others when the share was
+         *     granted plus what the node still holds.
+         */
+        "X-Limitnode-Shared": "true";
         /** @description The methods the path serves, comma-separated. */
         Allow: string;
     };
@@ -1525,6 +1563,7 @@ export interface operations {
                     RateLimit: components["headers"]["RateLimit"];
                     "X-Limitnode-Decided-At": components["headers"]["X-Limitnode-Decided-At"];
                     "X-Limitnode-Leader": components["headers"]["X-Limitnode-Leader"];
+                    "X-Limitnode-Shared": components["headers"]["X-Limitnode-Shared"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1555,6 +1594,7 @@ export interface operations {
                     RateLimit: components["headers"]["RateLimit"];
                     "X-Limitnode-Decided-At": components["headers"]["X-Limitnode-Decided-At"];
                     "X-Limitnode-Leader": components["headers"]["X-Limitnode-Leader"];
+                    "X-Limitnode-Leased": components["headers"]["X-Limitnode-Leased"];
                     [name: string]: unknown;
                 };
                 content: {

@@ -11,13 +11,24 @@ class _LimitRequired(TypedDict):
     rate: int
 
 
+class LocalShares(TypedDict, total=False):
+    """Lets every node admit a key from shares of its budget: each share
+    lasts ``ttl`` (a Go duration, default "500ms") and holds at most
+    ``max_units``. ``{}`` means the defaults."""
+
+    ttl: str
+    max_units: int
+
+
 class Limit(_LimitRequired, total=False):
     """At most ``rate`` units of cost per ``period`` (a Go duration, default
-    "1s"); for the bucket algorithms at most ``burst`` at once."""
+    "1s"); for the bucket algorithms at most ``burst`` at once. An inline
+    limit may carry ``local_shares``."""
 
     algorithm: str
     period: str
     burst: int
+    local_shares: LocalShares
 
 
 class Check(TypedDict, total=False):
