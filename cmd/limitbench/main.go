@@ -36,6 +36,11 @@
 //     Options.Coalesce (one client per node), which sends concurrent calls
 //     together as batches;
 //   - embedded:   cluster.Node.Allow in process, callers spread over all nodes;
+//   - http-shares, embedded-shares: http and embedded with local_shares on
+//     the limit (with -keys hot, a hot key decided from shares); zipf and
+//     zipf-shares: POST /v1/allow over Zipf-distributed keys (s 1.1, 100,000
+//     keys) limited to 200/s each, without and with local shares (a 429
+//     counts as a decision);
 //   - embedded-nostats, http-nostats: embedded and http on a cluster whose
 //     nodes keep no decision statistics (cluster.Config.NoStats), to
 //     measure what the statistics cost;

@@ -63,6 +63,7 @@ type environment struct {
 	clusters map[string]*testcluster.Cluster
 	redis    map[string]*redisServer
 	trivial  string
+	zipf     zipfKeySet
 }
 
 func newEnvironment(o options) *environment {
@@ -177,7 +178,7 @@ func (e *environment) target(name string) (target, error) {
 	switch name {
 	case "trivial":
 		return e.trivialTarget()
-	case "http", "http-multi", "http-batch":
+	case "http", "http-multi", "http-batch", "http-shares", "zipf", "zipf-shares":
 		c := e.cluster("limitnode")
 		return &httpTarget{env: e, kind: name, nodes: e.via(c)}, nil
 	case "http-flood", "http-flood-nofast":
@@ -234,9 +235,13 @@ func (e *environment) target(name string) (target, error) {
 		return newGRPCTarget(e, name, load, dialNodes(nodes)), nil
 	case "erl", "erl-cache", "erl-flood", "erl-flood-cache":
 		return e.erlTarget(name)
-	case "embedded", "embedded-nostats", "raft":
-		kind := map[string]string{"embedded": "limitnode", "embedded-nostats": "limitnode-nostats", "raft": "raft"}[name]
-		return &embeddedTarget{env: e, label: name, nodes: e.via(e.cluster(kind))}, nil
+	case "embedded", "embedded-nostats", "raft", "embedded-shares":
+		kind := map[string]string{"embedded": "limitnode", "embedded-nostats": "limitnode-nostats", "raft": "raft", "embedded-shares": "limitnode"}[name]
+		t := &embeddedTarget{env: e, label: name, nodes: e.via(e.cluster(kind))}
+		if name == "embedded-shares" {
+			t.shares = benchShares
+		}
+		return t, nil
 	case "redis", "redis-aof", "redis-flood":
 		srv, err := startRedis(name == "redis-aof")
 		if err != nil {
@@ -360,6 +365,13 @@ func (t *httpTarget) do(ctx context.Context, caller, seq int) (int, error) {
 	case "http", "trivial":
 		url += "/v1/allow"
 		body = `{"key":"` + key + `","limit":` + benchLimitJSON + `}`
+	case "http-shares":
+		url += "/v1/allow"
+		body = `{"key":"` + key + `","limit":` + benchSharedLimitJSON + `}`
+	case "zipf", "zipf-shares":
+		url += "/v1/allow"
+		limit := map[string]string{"zipf": zipfLimitJSON, "zipf-shares": zipfSharedLimitJSON}[t.kind]
+		body = `{"key":"` + t.env.zipf.key(caller) + `","limit":` + limit + `}`
 	case "flood":
 		url += "/v1/allow"
 		body = `{"key":"` + floodKey(caller) + `","limit":` + floodLimitJSON + `}`
@@ -393,23 +405,25 @@ func (t *httpTarget) do(ctx context.Context, caller, seq int) (int, error) {
 	}
 	_, _ = io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK && (t.kind != "flood" || resp.StatusCode != http.StatusTooManyRequests) {
+	denials := t.kind == "flood" || t.kind == "zipf" || t.kind == "zipf-shares"
+	if resp.StatusCode != http.StatusOK && (!denials || resp.StatusCode != http.StatusTooManyRequests) {
 		return 0, fmt.Errorf("status %d", resp.StatusCode)
 	}
 	return decisions, nil
 }
 
 type embeddedTarget struct {
-	env   *environment
-	label string
-	nodes []*testcluster.Node
+	env    *environment
+	label  string
+	nodes  []*testcluster.Node
+	shares *contract.LocalShares // embedded-shares: local shares on the limit
 }
 
 func (t *embeddedTarget) name() string { return t.label }
 
 func (t *embeddedTarget) do(ctx context.Context, caller, seq int) (int, error) {
 	node := t.nodes[caller%len(t.nodes)].Node()
-	d, err := node.Allow(ctx, contract.Request{Checks: []contract.Check{{Key: t.env.key(caller, seq), Limit: benchLimit, Cost: 1}}})
+	d, err := node.Allow(ctx, contract.Request{Checks: []contract.Check{{Key: t.env.key(caller, seq), Limit: benchLimit, Cost: 1, LocalShares: t.shares}}})
 	if err != nil {
 		return 0, err
 	}
