@@ -82,7 +82,7 @@ func since(h prometheus.Histogram, start time.Time) { h.Observe(time.Since(start
 // /metrics: Raft latencies, snapshots, leader changes, and the decisions
 // applied by policy and outcome.
 func (n *Node) Collectors() []prometheus.Collector {
-	return append(n.metrics.collectors(), n.stats.collectors()...)
+	return append(append(n.metrics.collectors(), n.stats.collectors()...), sharesCollector{n.fsm})
 }
 
 // timedLogStore times the log store's writes (an fsync each).
@@ -118,4 +118,27 @@ func (f *timedFSM) Restore(rc io.ReadCloser) error {
 	err := f.FSM.Restore(rc)
 	f.restore.Set(time.Since(start).Seconds())
 	return err
+}
+
+// sharesCollector reports the shares outstanding in the state this node
+// applied, per policy, as it is when scraped.
+type sharesCollector struct{ fsm *fsm.FSM }
+
+var (
+	sharesOutstandingDesc = prometheus.NewDesc("limitnode_shares_outstanding",
+		"Shares of keys' budgets outstanding in the state this node applied, by policy (\"\" for inline limits).", []string{"policy"}, nil)
+	shareUnitsOutstandingDesc = prometheus.NewDesc("limitnode_share_units_outstanding",
+		"Units held in outstanding shares in the state this node applied, by policy (\"\" for inline limits).", []string{"policy"}, nil)
+)
+
+func (sharesCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- sharesOutstandingDesc
+	ch <- shareUnitsOutstandingDesc
+}
+
+func (c sharesCollector) Collect(ch chan<- prometheus.Metric) {
+	for _, s := range c.fsm.OutstandingShares() {
+		ch <- prometheus.MustNewConstMetric(sharesOutstandingDesc, prometheus.GaugeValue, float64(s.Shares), s.Policy)
+		ch <- prometheus.MustNewConstMetric(shareUnitsOutstandingDesc, prometheus.GaugeValue, float64(s.Units), s.Policy)
+	}
 }

@@ -107,6 +107,10 @@ func TestANodeThatStopsGivesItsShareBack(t *testing.T) {
 		t.Fatalf("the follower answered from no share: %+v", a)
 	}
 	admitted++
+	status, stats := do(t, "GET", c.WaitLeader().URL()+"/v1/stats", "")
+	if out, _ := stats["local_shares"].([]any); status != 200 || len(out) != 1 || out[0].(map[string]any)["policy"] != "" || out[0].(map[string]any)["units"].(float64) < 1 {
+		t.Errorf("stats show shares %v (status %d), want the inline limit's", stats["local_shares"], status)
+	}
 	follower.Stop()
 	key, ok := c.WaitLeader().Node().Key(context.Background(), "given-back")
 	if !ok || len(key.Limits) != 1 {

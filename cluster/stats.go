@@ -227,8 +227,17 @@ func (r *recorder) collectors() []prometheus.Collector {
 // hitters each (see contract.Stats); empty with Config.NoStats. They are
 // the leader's: it applies every entry, as every node does, and it alone
 // knows the denials it answered without an entry (fastdeny.go). A follower
-// asks the leader, and answers with its own when no leader answers.
+// asks the leader, and answers with its own when no leader answers. The
+// shares outstanding are those of the state this node applied.
 func (n *Node) Stats(ctx context.Context, top int) contract.Stats {
+	st := n.decisionStats(ctx, top)
+	st.Shares = n.fsm.OutstandingShares()
+	return st
+}
+
+// decisionStats is the leader's decision statistics, or this node's when
+// the leader does not answer.
+func (n *Node) decisionStats(ctx context.Context, top int) contract.Stats {
 	if !n.isLeader() {
 		if resp, err := n.forwardToLeader(ctx, &forwardRequest{Op: opStats, Top: top}); err == nil && resp.Stats != nil {
 			return *resp.Stats

@@ -25,6 +25,17 @@ type Stats struct {
 	// Dropped counts applied entries the recorder skipped because it fell
 	// behind (its queue was full); they are missing from the counts.
 	Dropped int64
+	// Shares are the shares of keys' budgets outstanding in the state
+	// this node applied, per policy (see LocalShares).
+	Shares []ShareCount
+}
+
+// ShareCount is what the keys of one policy (Policy "" for inline limits)
+// have outstanding in shares: how many shares, and their units.
+type ShareCount struct {
+	Policy string
+	Shares int
+	Units  int64
 }
 
 // SecondCount is the requests decided in one second of cluster time.

@@ -40,7 +40,10 @@ func (a *API) statsOf(r *http.Request, top int) wire.Stats {
 	st := a.backend.Observer.Stats(r.Context(), top)
 	out := wire.Stats{Version: buildinfo.Version(), Cluster: a.clusterView(), NowMS: st.NowNanos / int64(time.Millisecond),
 		Seconds: make([]wire.Second, len(st.Seconds)), TopKeys: tops(st.TopDeniedKeys), TopPolicies: tops(st.TopDeniedPolicies),
-		ErrorBound: st.TopErrorBound, Dropped: st.Dropped, Policies: []wire.ShadowPolicy{}}
+		ErrorBound: st.TopErrorBound, Dropped: st.Dropped, Policies: []wire.ShadowPolicy{}, Shares: []wire.Shares{}}
+	for _, s := range st.Shares {
+		out.Shares = append(out.Shares, wire.Shares{Policy: s.Policy, Shares: s.Shares, Units: s.Units})
+	}
 	for i, s := range st.Seconds {
 		out.Seconds[i] = wire.Second{UnixSecond: s.UnixSecond, Allowed: s.Allowed, Denied: s.Denied}
 	}

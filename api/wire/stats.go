@@ -12,6 +12,15 @@ type Stats struct {
 	ErrorBound  int64          `json:"top_error_bound"`
 	Dropped     int64          `json:"dropped_entries"`
 	Policies    []ShadowPolicy `json:"shadow_policies"`
+	Shares      []Shares       `json:"local_shares"`
+}
+
+// Shares is what the keys of one policy ("" for inline limits) have
+// outstanding in local shares.
+type Shares struct {
+	Policy string `json:"policy"`
+	Shares int    `json:"shares"`
+	Units  int64  `json:"units"`
 }
 
 // Second is the decisions of one second of cluster time.

@@ -200,37 +200,29 @@ func (l *shareLedger) expire(now int64) {
 	}
 }
 
-// ShareCount is what one policy's keys (or, under "", inline limits' keys)
-// have outstanding in shares.
-type ShareCount struct {
-	Policy string
-	Shares int
-	Units  int64
-}
-
 // counts returns the outstanding shares per policy, by policy.
-func (l *shareLedger) counts() []ShareCount {
-	by := map[string]*ShareCount{}
+func (l *shareLedger) counts() []contract.ShareCount {
+	by := map[string]*contract.ShareCount{}
 	for _, e := range l.byEnd {
 		c := by[e.policy]
 		if c == nil {
-			c = &ShareCount{Policy: e.policy}
+			c = &contract.ShareCount{Policy: e.policy}
 			by[e.policy] = c
 		}
 		c.Shares++
 		c.Units += e.Units
 	}
-	out := make([]ShareCount, 0, len(by))
+	out := make([]contract.ShareCount, 0, len(by))
 	for _, c := range by {
 		out = append(out, *c)
 	}
-	slices.SortFunc(out, func(a, b ShareCount) int { return cmp.Compare(a.Policy, b.Policy) })
+	slices.SortFunc(out, func(a, b contract.ShareCount) int { return cmp.Compare(a.Policy, b.Policy) })
 	return out
 }
 
 // OutstandingShares returns the shares outstanding at the latest applied
 // time, per policy.
-func (f *FSM) OutstandingShares() []ShareCount {
+func (f *FSM) OutstandingShares() []contract.ShareCount {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.shares.counts()

@@ -87,7 +87,7 @@ func TestSharesAreGrantedFromWhatIsLeft(t *testing.T) {
 			t.Errorf("%s: %d left, want %d", tt.name, left, tt.remaining)
 		}
 	}
-	if got := a.fsm.OutstandingShares(); len(got) != 2 || got[0] != (ShareCount{Policy: "", Shares: 3, Units: 77}) || got[1] != (ShareCount{Policy: "shared", Shares: 1, Units: 10}) {
+	if got := a.fsm.OutstandingShares(); len(got) != 2 || got[0] != (contract.ShareCount{Policy: "", Shares: 3, Units: 77}) || got[1] != (contract.ShareCount{Policy: "shared", Shares: 1, Units: 10}) {
 		t.Errorf("outstanding %+v", got)
 	}
 	a.allow(t0+int64(time.Second), one("other", hundredBurst, 1))

@@ -683,6 +683,15 @@ export interface components {
                 shadow: boolean;
                 shadow_denied: number;
             }[];
+            /**
+             * @description Shares of keys' budgets outstanding in the state this node
+             *     applied, per policy (`""` for inline limits).
+             */
+            local_shares: {
+                policy: string;
+                shares: number;
+                units: number;
+            }[];
         };
         TopCount: {
             name: string;
