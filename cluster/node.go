@@ -123,7 +123,7 @@ func Open(cfg Config) (*Node, error) {
 		denyLeases:     newDenyLeases(cfg.DenyLeaseCap, cfg.MaxClockRate, time.Now),
 		leaseQueueKick: make(chan struct{}, 1),
 	}
-	n.shares = newShareTable(cfg.MaxClockRate, time.Now, n.metrics)
+	n.shares = newShareTable(n.metrics)
 	n.mux = transport.NewMux(guard.Wrap(ln, cfg.MaxRaftConns, cfg.RaftIdleTimeout, n.logger), cfg.NodeTLS, n.logger, protocolRaft, protocolForward)
 	if err := n.startRaft(); err != nil {
 		n.mux.Close()
