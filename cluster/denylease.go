@@ -330,6 +330,9 @@ func (n *Node) decide(ctx context.Context, reqs []fsm.Request, inline []*contrac
 				res = &results[j]
 			}
 			n.settleShare(shareKeys[j], sentAt, res)
+			if res != nil {
+				res.Share = nil // the node's own, not the caller's
+			}
 		}
 		if err != nil {
 			if probes[j] {

@@ -75,6 +75,9 @@ type Request struct {
 	// that time (see algorithms.Reserve); the decision then says how long
 	// to wait. Every check must use a bucket algorithm.
 	MaxWaitNanos int64
+	// Share, optional, asks for a share of the one check's budget besides
+	// its cost, for the caller to spend itself (Decision.Share).
+	Share *ShareRequest
 }
 
 // Validate checks everything that can be checked before policies are
@@ -106,6 +109,9 @@ func (r *Request) Validate() *Error {
 				return Invalid(checkField(i)+".key", "checks[%d] and checks[%d] name the same key and limit", j, i)
 			}
 		}
+	}
+	if r.Share != nil {
+		return r.Share.Validate(r)
 	}
 	return nil
 }

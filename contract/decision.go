@@ -38,6 +38,8 @@ type Decision struct {
 	// is off by what others admitted or what refilled since (at most the
 	// share's TTL ago).
 	Shared bool
+	// Share is the share granted to the request's Share ask, if any.
+	Share *GrantedShare
 }
 
 // CheckDecision is the decision on one check.

@@ -175,7 +175,7 @@ var applyCommands = map[CommandType]func(f *FSM, body []byte) (any, error){
 		if err := f.checkTime(cmd.NowNanos); err != nil {
 			return nil, err
 		}
-		if err := cmd.validate(); err != nil {
+		if err := cmd.Validate(); err != nil {
 			return err, nil
 		}
 		return f.returnShare(&cmd), nil

@@ -53,7 +53,7 @@ var requestRules = map[CommandType]requestRule{
 	},
 	CommandReturnShare: {
 		body:  func() any { return new(ReturnShareCommand) },
-		check: func(b any) *contract.Error { return b.(*ReturnShareCommand).validate() },
+		check: func(b any) *contract.Error { return b.(*ReturnShareCommand).Validate() },
 		stamp: func(b any, nowNanos int64) { b.(*ReturnShareCommand).NowNanos = nowNanos },
 	},
 	CommandAcquireLease: {

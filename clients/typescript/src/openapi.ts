@@ -122,6 +122,29 @@ export interface paths {
         patch: operations["forwardAuthPatch"];
         trace?: never;
     };
+    "/v1/shares/return": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Give back what was not spent of a share taken with `take_share`.
+         * @description The share's unspent units are the key's again, as if never taken.
+         *     A share that has ended, or is unknown, gives back nothing (`0`):
+         *     returning twice is harmless. The key is named as in the allow
+         *     request that took the share.
+         */
+        post: operations["returnShare"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/allow/batch": {
         parameters: {
             query?: never;
@@ -867,9 +890,34 @@ export interface components {
              *     wait out `wait_ms` yourself.
              */
             hold?: boolean;
+            /**
+             * @description With one check and no `request_id` or `max_wait`: also take a
+             *     share of the check's budget, up to `units`, for the caller to
+             *     spend itself until `spend_for_ms` has passed since it sent this
+             *     request (the answer's `share`). The check's policy must have
+             *     `local_shares`; an inline limit's ask is its own consent. The
+             *     cluster grants at most half of what the key has left, within
+             *     the policy's `max_units`.
+             */
+            take_share?: {
+                /** Format: int64 */
+                units: number;
+                /** @description From `10ms` to `1s`; default `500ms`. */
+                ttl?: components["schemas"]["Duration"];
+            };
             /** @description 1 to 32 checks, decided together. */
             checks?: components["schemas"]["Check"][];
         } & (unknown | unknown | unknown | unknown);
+        /** @description A share to give back, its key named as in the allow request that took it. */
+        ShareReturn: {
+            key?: components["schemas"]["Key"];
+            limit?: components["schemas"]["Limit"];
+            policy?: components["schemas"]["PolicyName"];
+            dimensions?: components["schemas"]["Dimensions"];
+            id: string;
+            /** Format: int64 */
+            unspent: number;
+        };
         /**
          * @description A decision. Its numbers are those of the most restrictive check:
          *     the denying one that frees up last, or else the allowing one with
@@ -919,6 +967,23 @@ export interface components {
              *     dimensions or whose policy is in shadow mode.
              */
             checks?: components["schemas"]["CheckResult"][];
+            /** @description The share granted to `take_share`, when one was. */
+            share?: {
+                /** @description Names the share to `POST /v1/shares/return`. */
+                id: string;
+                /** Format: int64 */
+                units: number;
+                /**
+                 * Format: int64
+                 * @description How long after sending the request the caller may spend the share, on its own monotonic clock.
+                 */
+                spend_for_ms: number;
+                /**
+                 * Format: int64
+                 * @description What the key had left for everyone else once the share was taken.
+                 */
+                remaining: number;
+            };
         };
         /** @description The decision of one check. */
         CheckResult: {
@@ -1782,6 +1847,42 @@ export interface operations {
             404: components["responses"]["NotFound"];
             405: components["responses"]["MethodNotAllowed"];
             429: components["responses"]["ForwardAuthDenied"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    returnShare: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ShareReturn"];
+            };
+        };
+        responses: {
+            /** @description What was given back. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** Format: int64 */
+                        returned: number;
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];
         };
     };

@@ -74,6 +74,8 @@ class Decision:
     duplicate: bool = False
     """True when the cluster had seen the request_id: this is the first decision, charged once."""
     checks: List[CheckResult] = field(default_factory=list)
+    share: Optional[Dict[str, Any]] = None
+    """A share granted to take_share, as the answer spelled it."""
     degraded: bool = False
     """True when the cluster could not decide and the failure policy answered."""
     cause: Optional[BaseException] = None
@@ -441,6 +443,7 @@ def _decision(
         held_ms=body.get("held_ms", 0),
         duplicate=body.get("duplicate", False),
         checks=list(body.get("checks", [])),
+        share=body.get("share"),
     )
 
 
