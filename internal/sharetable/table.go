@@ -13,6 +13,7 @@ package sharetable
 
 import (
 	"context"
+	"hash/maphash"
 	"sync"
 	"time"
 )
@@ -24,6 +25,9 @@ const (
 	// hotAfter is how many requests of a key within a share's TTL make the
 	// table ask for a share of it.
 	hotAfter = 2
+	// sightings is the size of the table that spots hot keys before they
+	// get an entry: keys seen once cost a slot of it, not an entry.
+	sightings = 1 << 16
 )
 
 // Grant is a share as its holder keeps it: ID names it to the granter,
@@ -44,13 +48,25 @@ type Table[K, T any] struct {
 	// "spent", "expired" (let go unspent).
 	Count func(outcome string, units int64)
 
-	mu    sync.Mutex
-	byKey map[string]*entry[K, T]
+	mu        sync.Mutex
+	byKey     map[string]*entry[K, T]
+	seed      maphash.Seed
+	seen      []sighting // direct-mapped by the key's hash
+	lastSweep time.Time
+}
+
+// sighting is what the table remembers of a key without an entry: its
+// hash, when it was first seen lately, and how often and for how many
+// units since.
+type sighting struct {
+	hash         uint64
+	since        time.Time
+	times, units int64
 }
 
 // New returns an empty table reading time from now.
 func New[K, T any](now func() time.Time) *Table[K, T] {
-	return &Table[K, T]{now: now, byKey: make(map[string]*entry[K, T])}
+	return &Table[K, T]{now: now, byKey: make(map[string]*entry[K, T]), seed: maphash.MakeSeed(), seen: make([]sighting, sightings)}
 }
 
 // entry is what the table holds of, and knows about, one key.
@@ -117,12 +133,12 @@ func (t *Table[K, T]) Take(ctx context.Context, k Key[K]) Taken[T] {
 	counted, waited := false, false
 	for {
 		t.mu.Lock()
-		e := t.entry(k)
+		now := t.now()
+		e := t.entry(k, now, !counted)
 		if e == nil {
 			t.mu.Unlock()
 			return Taken[T]{}
 		}
-		now := t.now()
 		if !counted {
 			e.see(now, k.Cost)
 			counted = true
@@ -166,24 +182,53 @@ func (t *Table[K, T]) count(outcome string, units int64) {
 	}
 }
 
-// entry returns k's entry, made when new; nil when the table is full.
-func (t *Table[K, T]) entry(k Key[K]) *entry[K, T] {
+// entry returns k's entry; nil when it has none and is not yet seen often
+// enough for one (a sighting counts when sighted), or the table is full.
+func (t *Table[K, T]) entry(k Key[K], now time.Time, sighted bool) *entry[K, T] {
 	e := t.byKey[k.Name]
 	if e == nil {
-		if len(t.byKey) >= MaxKeys && !t.sweep() {
+		if !sighted {
 			return nil
 		}
-		e = &entry[K, T]{name: k.ID}
+		before, hot := t.sight(k, now)
+		if !hot || (len(t.byKey) >= MaxKeys && !t.sweep(now)) {
+			return nil
+		}
+		// The sightings before this request count as the entry's own.
+		e = &entry[K, T]{name: k.ID, seenFrom: before.since, requests: before.times, units: before.units}
 		t.byKey[k.Name] = e
 	}
 	e.ttl, e.most = k.TTL, k.Most
 	return e
 }
 
+// sight counts a request of a key without an entry and reports whether
+// the key is now hot enough for one (seen hotAfter times within a TTL),
+// and what was seen of it before this request. Two keys that share a slot
+// only make each other look colder.
+func (t *Table[K, T]) sight(k Key[K], now time.Time) (before sighting, hot bool) {
+	h := maphash.String(t.seed, k.Name)
+	s := &t.seen[h%sightings]
+	if s.hash != h || now.Sub(s.since) >= k.TTL {
+		*s = sighting{hash: h, since: now}
+	}
+	if s.times+1 < hotAfter {
+		s.times, s.units = s.times+1, s.units+k.Cost
+		return sighting{}, false
+	}
+	before = *s
+	*s = sighting{}
+	return before, true
+}
+
 // sweep drops the entries of keys that hold nothing and were not used for
-// a TTL, and reports whether that made room.
-func (t *Table[K, T]) sweep() bool {
-	now := t.now()
+// a TTL, at most once a second (a full table of busy keys stays full),
+// and reports whether that made room.
+func (t *Table[K, T]) sweep(now time.Time) bool {
+	if now.Sub(t.lastSweep) < time.Second {
+		return false
+	}
+	t.lastSweep = now
 	for name, e := range t.byKey {
 		if e.asking == nil && !e.renewing && e.left(now) == 0 && now.Sub(e.lastUsed) > e.ttl {
 			t.letGo(e)
