@@ -23,23 +23,38 @@ import (
 // whole before it is used:
 //
 //	"LNBACKUP"  8 bytes
-//	version     uint32, 1
+//	version     uint32, 2
 //	index       uint64, the applied index the state was taken at
 //	digest      32 bytes, fsm.LimitsDigest of the state
+//	cluster     64 bytes, the ID of the cluster it was taken from, NUL-padded
 //	state       the FSM's snapshot form
 //	length      uint64, the state's length
 //	checksum    32 bytes, SHA-256 of everything before it
 //
-// Integers are big-endian. The members' HTTP addresses travel with it but a
-// restored cluster records its own again.
+// Integers are big-endian. Version 1 files have no cluster field; both are
+// read. The state holds the limits alone: neither the members' HTTP
+// addresses nor the cluster's ID, so a restored cluster keeps its own ID
+// (its members' data directories record it, and they would refuse each
+// other if the state said another) and records its members' addresses
+// again.
 
 const (
 	backupMagic   = "LNBACKUP"
-	backupVersion = 1
-	// backupHeaderBytes and backupTrailerBytes frame the state.
-	backupHeaderBytes  = 8 + 4 + 8 + 32
+	backupVersion = 2
+	// backupHeaderBytes and backupTrailerBytes frame the state; a version 1
+	// header is backupClusterBytes shorter.
+	backupClusterBytes = 64
+	backupHeaderBytes  = 8 + 4 + 8 + 32 + backupClusterBytes
 	backupTrailerBytes = 8 + 32
 )
+
+// headerBytesOf is the header's length in a file of version v.
+func headerBytesOf(v uint32) int64 {
+	if v == 1 {
+		return backupHeaderBytes - backupClusterBytes
+	}
+	return backupHeaderBytes
+}
 
 // MaxBackupBytes bounds a backup file a node will restore.
 const MaxBackupBytes = 4 << 30
@@ -65,7 +80,7 @@ func (n *Node) Backup(ctx context.Context) (contract.Backup, error) {
 		return nil, err
 	}
 	index, state := n.fsm.Backup()
-	return &backup{info: contract.BackupInfo{Index: index, LimitsDigest: state.LimitsDigest()}, state: state}, nil
+	return &backup{info: contract.BackupInfo{Index: index, LimitsDigest: state.LimitsDigest(), ClusterID: n.ClusterID()}, state: state}, nil
 }
 
 // catchUp waits until this node has applied everything the leader had
@@ -129,7 +144,8 @@ func (b *backup) Write(w io.Writer) error {
 	copy(header[:8], backupMagic)
 	binary.BigEndian.PutUint32(header[8:12], backupVersion)
 	binary.BigEndian.PutUint64(header[12:20], b.info.Index)
-	copy(header[20:], b.info.LimitsDigest[:])
+	copy(header[20:52], b.info.LimitsDigest[:])
+	copy(header[52:], b.info.ClusterID)
 	if _, err := out.Write(header[:]); err != nil {
 		return fmt.Errorf("cluster: backup: %w", err)
 	}
@@ -177,11 +193,12 @@ func (n *Node) Restore(ctx context.Context, r io.Reader) (backup contract.Backup
 	}
 	defer os.Remove(spool.Name())
 	defer spool.Close()
-	info, stateBytes, err := checkBackup(io.LimitReader(r, MaxBackupBytes+1), spool)
+	frame, err := checkBackup(io.LimitReader(r, MaxBackupBytes+1), spool)
 	if err != nil {
 		return contract.BackupInfo{}, 0, err
 	}
-	state := func() io.Reader { return io.NewSectionReader(spool, backupHeaderBytes, stateBytes) }
+	info, stateBytes := frame.info, frame.bytes
+	state := func() io.Reader { return io.NewSectionReader(spool, frame.offset, stateBytes) }
 	if err := fsm.New(n.logger).Restore(io.NopCloser(bufio.NewReader(state()))); err != nil {
 		return contract.BackupInfo{}, 0, contract.Invalid("", "the backup's state does not restore: %v", err)
 	}
@@ -191,48 +208,64 @@ func (n *Node) Restore(ctx context.Context, r io.Reader) (backup contract.Backup
 	}
 	restoredIndex = n.raft.AppliedIndex()
 	n.waitOutLeases() // a restore gives capacity back as a raise does
-	n.logger.Info("restored a backup", "backup_index", info.Index, "restored_at", restoredIndex)
+	n.logger.Info("restored a backup", "backup_index", info.Index, "restored_at", restoredIndex, "backup_cluster_id", info.ClusterID, "cluster_id", n.ClusterID())
 	return info, restoredIndex, ctx.Err()
 }
 
+// backupFrame is where a checked backup file holds its state.
+type backupFrame struct {
+	info          contract.BackupInfo
+	offset, bytes int64
+}
+
 // checkBackup copies a backup file from r to spool and checks its framing
-// and checksum, returning what its header says and the state's length.
-func checkBackup(r io.Reader, spool io.Writer) (contract.BackupInfo, int64, error) {
-	bad := func(format string, args ...any) (contract.BackupInfo, int64, error) {
-		return contract.BackupInfo{}, 0, contract.Invalid("", "not a limitnode backup, or a damaged one: "+format, args...)
+// and checksum, returning what its header says and where its state is.
+func checkBackup(r io.Reader, spool io.Writer) (backupFrame, error) {
+	bad := func(format string, args ...any) (backupFrame, error) {
+		return backupFrame{}, contract.Invalid("", "not a limitnode backup, or a damaged one: "+format, args...)
 	}
 	sum := sha256.New()
 	tail := &tailKeeper{keep: backupTrailerBytes}
 	n, err := io.Copy(io.MultiWriter(spool, tail), r)
 	if err != nil {
-		return contract.BackupInfo{}, 0, fmt.Errorf("cluster: restore: read the backup: %w", err)
+		return backupFrame{}, fmt.Errorf("cluster: restore: read the backup: %w", err)
 	}
 	if n > MaxBackupBytes {
 		return bad("larger than %d bytes", int64(MaxBackupBytes))
 	}
-	if n < backupHeaderBytes+backupTrailerBytes {
+	if n < 12 {
 		return bad("%d bytes is too short", n)
 	}
 	head := tail.head
 	if !bytes.Equal(head[:8], []byte(backupMagic)) {
 		return bad("it does not start with %q", backupMagic)
 	}
-	if v := binary.BigEndian.Uint32(head[8:12]); v != backupVersion {
-		return bad("version %d; this node reads version %d", v, backupVersion)
+	version := binary.BigEndian.Uint32(head[8:12])
+	if version != 1 && version != backupVersion {
+		return bad("version %d; this node reads versions 1 and %d", version, backupVersion)
 	}
-	length := int64(binary.BigEndian.Uint64(tail.last[:8]))
-	if length != n-backupHeaderBytes-backupTrailerBytes {
-		return bad("it says its state is %d bytes but holds %d (truncated?)", length, n-backupHeaderBytes-backupTrailerBytes)
+	headerBytes := headerBytesOf(version)
+	if n < headerBytes+backupTrailerBytes {
+		return bad("%d bytes is too short", n)
+	}
+	// Read as unsigned: a damaged length is a large number, not a negative
+	// one.
+	length, holds := binary.BigEndian.Uint64(tail.last[:8]), uint64(n-headerBytes-backupTrailerBytes)
+	if length != holds {
+		return bad("it says its state is %d bytes but holds %d (truncated?)", length, holds)
 	}
 	if _, err := tail.hashAllButLast(sum, spool); err != nil {
-		return contract.BackupInfo{}, 0, fmt.Errorf("cluster: restore: %w", err)
+		return backupFrame{}, fmt.Errorf("cluster: restore: %w", err)
 	}
 	if !bytes.Equal(sum.Sum(nil), tail.last[8:]) {
 		return bad("its checksum does not match its content")
 	}
 	info := contract.BackupInfo{Index: binary.BigEndian.Uint64(head[12:20])}
 	copy(info.LimitsDigest[:], head[20:52])
-	return info, length, nil
+	if version >= 2 {
+		info.ClusterID = string(bytes.TrimRight(head[52:52+backupClusterBytes], "\x00"))
+	}
+	return backupFrame{info: info, offset: headerBytes, bytes: int64(length)}, nil
 }
 
 // tailKeeper remembers the first backupHeaderBytes and the last keep bytes

@@ -3,9 +3,12 @@ package cluster_test
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -49,17 +52,22 @@ func TestBackupUnderLoadRestoresIntoANewCluster(t *testing.T) {
 	dst := testcluster.Start(t, 3)
 	dstClient := client.NewWithOptions(client.Options{HTTPClient: httpClient}, dst.Followers()[0].URL())
 	_, before := testhooks.NodeLimitsDigest(dst.WaitLeader().Node())
+	dstID := dst.WaitLeader().Node().ClusterID()
+	if srcID := src.WaitLeader().Node().ClusterID(); !bytes.Contains(file.Bytes()[:200], []byte(srcID)) {
+		t.Fatalf("the backup's header does not name its cluster %s", srcID)
+	}
 	bad := map[string][]byte{
-		"truncated": file.Bytes()[:file.Len()/2],
-		"corrupted": corrupt(file.Bytes()),
-		"foreign":   []byte("PK\x03\x04 not a limitnode backup at all"),
-		"empty":     nil,
+		"truncated":          file.Bytes()[:file.Len()/2],
+		"corrupted":          corrupt(file.Bytes()),
+		"foreign":            []byte("PK\x03\x04 not a limitnode backup at all"),
+		"empty":              nil,
+		"with a huge length": withLength(file.Bytes(), ^uint64(0)),
 	}
 	for name, data := range bad {
 		_, err := dstClient.Restore(ctx, bytes.NewReader(data), int64(len(data)))
 		var apiErr *client.Error
-		if !errors.As(err, &apiErr) || apiErr.StatusCode != 400 {
-			t.Errorf("a %s file: %v, want a 400", name, err)
+		if !errors.As(err, &apiErr) || apiErr.StatusCode != 400 || strings.Contains(apiErr.Message, "-") {
+			t.Errorf("a %s file: %v, want a 400 without a negative length", name, err)
 		}
 	}
 	if _, after := testhooks.NodeLimitsDigest(dst.WaitLeader().Node()); after != before {
@@ -81,12 +89,28 @@ func TestBackupUnderLoadRestoresIntoANewCluster(t *testing.T) {
 			return hex.EncodeToString(got[:]) == info.LimitsDigest
 		})
 	}
+	for _, n := range dst.Nodes {
+		if got := n.Node().ClusterID(); got != dstID {
+			t.Fatalf("%s belongs to cluster %s after the restore, want its own %s", n.ID, got, dstID)
+		}
+	}
 	if d, err := dstClient.Allow(ctx, client.AllowRequest{Key: "spent", Limit: &client.Limit{Rate: 5, Period: "1h"}}); err != nil || d.Allowed {
 		t.Fatalf("the spent key in the new cluster: %+v, %v; want it still spent", d, err)
 	}
 	if d, err := dstClient.Allow(ctx, client.AllowRequest{Key: "fresh", Limit: &client.Limit{Rate: 5, Period: "1h"}}); err != nil || !d.Allowed {
 		t.Fatalf("a fresh key in the new cluster: %+v, %v", d, err)
 	}
+}
+
+// withLength is a copy of a backup file whose state length field says
+// length, its checksum made right again, as a tool that wrote a damaged
+// length would leave it.
+func withLength(data []byte, length uint64) []byte {
+	out := bytes.Clone(data)
+	binary.BigEndian.PutUint64(out[len(out)-40:], length)
+	sum := sha256.Sum256(out[:len(out)-32])
+	copy(out[len(out)-32:], sum[:])
+	return out
 }
 
 // corrupt changes one byte in the middle of a copy of data.

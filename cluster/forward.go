@@ -32,6 +32,13 @@ import (
 // does not know fails to decode there: nodes of builds whose messages
 // differ cannot forward to each other, and are upgraded together (stop
 // every node, start them on the new build; their state is kept).
+//
+// Every connection on the Raft port, Raft's and forwarding's, begins with
+// the transport's hello naming the cluster's ID (package transport's
+// hello.go). Builds from before the hello send none, so they cannot talk to
+// this build at all, for Raft either: a cluster is moved onto this build by
+// stopping every node and starting them all on it. Their state is kept, and
+// the first leader gives a cluster that has no ID yet one (identity.go).
 
 type forwardOp uint8
 

@@ -39,6 +39,14 @@ type Node struct {
 	hadState  bool
 	// identified is set once the data directory records this node's ID.
 	identified atomic.Bool
+	// clusterID (a string) is the cluster this node belongs to, or unset
+	// while it knows none (identity.go); clusterIDMu orders its recording,
+	// clusterIDTerm is the term in which this node, leading, appended it,
+	// and foreignLogged is set once a foreign ID in the state was logged.
+	clusterID     atomic.Value
+	clusterIDMu   sync.Mutex
+	clusterIDTerm atomic.Uint64
+	foreignLogged atomic.Bool
 
 	clock       *clusterClock
 	metrics     *nodeMetrics
@@ -116,7 +124,6 @@ func Open(cfg Config) (*Node, error) {
 		advertise:      advertise,
 		conns:          make(map[net.Conn]struct{}),
 		stopCh:         make(chan struct{}),
-		fwd:            newForwarder(transport.Dialer{Dial: cfg.Dial, TLS: cfg.NodeTLS}, cfg.RequestTimeout),
 		metrics:        newNodeMetrics(),
 		stats:          newRecorder(),
 		waiters:        newLeaseWaiters(),
@@ -124,7 +131,8 @@ func Open(cfg Config) (*Node, error) {
 		leaseQueueKick: make(chan struct{}, 1),
 	}
 	n.shares = newShareTable(cfg.MaxClockRate, time.Now, n.metrics)
-	n.mux = transport.NewMux(guard.Wrap(ln, cfg.MaxRaftConns, cfg.RaftIdleTimeout, n.logger), cfg.NodeTLS, n.logger, protocolRaft, protocolForward)
+	n.fwd = newForwarder(n.dialer(), cfg.RequestTimeout)
+	n.mux = transport.NewMux(guard.Wrap(ln, cfg.MaxRaftConns, cfg.RaftIdleTimeout, n.logger), cfg.NodeTLS, n.ClusterID, n.logger, protocolRaft, protocolForward)
 	if err := n.startRaft(); err != nil {
 		n.mux.Close()
 		n.stats.close()
@@ -177,6 +185,15 @@ func (n *Node) startRaft() error {
 		return err
 	}
 	n.identified.Store(hasState)
+	n.logStore = logStore
+	clusterID, err := readClusterID(logStore)
+	if err != nil {
+		logStore.Close()
+		return err
+	}
+	if clusterID != "" {
+		n.clusterID.Store(clusterID)
+	}
 	startupIndex, err := logStore.LastIndex()
 	if err != nil {
 		logStore.Close()
@@ -185,7 +202,7 @@ func (n *Node) startRaft() error {
 	n.clock = &clusterClock{wall: n.cfg.Clock, step: n.cfg.MaxClockStep, rate: n.cfg.MaxClockRate, startupIndex: startupIndex}
 	n.fsm = n.newFSM()
 	network := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
-		Stream:  &raftStream{Listener: n.mux.Listener(protocolRaft), advertise: advertisedAddr(n.advertise), dialer: transport.Dialer{Dial: n.cfg.Dial, TLS: n.cfg.NodeTLS}},
+		Stream:  &raftStream{Listener: n.mux.Listener(protocolRaft), advertise: advertisedAddr(n.advertise), dialer: n.dialer()},
 		MaxPool: 5,
 		Timeout: 10 * time.Second,
 		Logger:  hlog,
@@ -205,11 +222,20 @@ func (n *Node) startRaft() error {
 		}
 		n.logger.Info("bootstrapped a new single-node cluster", "raft_addr", n.advertise)
 	}
-	n.raft, n.logStore, n.transport, n.hadState = r, logStore, network, hasState
+	n.raft, n.transport, n.hadState = r, network, hasState
 	if !hasState && n.cfg.Bootstrap {
 		n.recordIdentity()
+		if err := n.setClusterID(newClusterID()); err != nil {
+			n.logger.Error("recording the new cluster's ID", "err", err)
+		}
 	}
 	return nil
+}
+
+// dialer opens this node's connections to the others' Raft ports, as a
+// member of its cluster.
+func (n *Node) dialer() transport.Dialer {
+	return transport.Dialer{Dial: n.cfg.Dial, TLS: n.cfg.NodeTLS, Cluster: n.ClusterID}
 }
 
 // openStores opens the Raft log and stable store (raft.db) and the
@@ -275,6 +301,7 @@ func (n *Node) raftConfig(hlog hclog.Logger) *raft.Config {
 func (n *Node) newFSM() *fsm.FSM {
 	f := fsm.New(n.logger)
 	f.OnStampApplied(n.clock.observe)
+	f.OnClusterID(n.adoptClusterID)
 	f.OnCheckpoint(n.onCheckpoint)
 	f.OnLeaseEvents(n.waiters.deliver, n.waiters.signalRestored)
 	if n.denyLeases != nil {

@@ -180,6 +180,7 @@ var applyCommands = map[CommandType]func(f *FSM, body []byte) (any, error){
 		}
 		return f.returnShare(&cmd), nil
 	},
+	CommandSetClusterID: (*FSM).applyClusterID,
 	CommandDeleteRLSConfig: func(f *FSM, body []byte) (any, error) {
 		var cmd NamedDeleteCommand
 		if err := decodeBody(body, &cmd); err != nil {

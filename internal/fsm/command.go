@@ -53,6 +53,9 @@ const (
 	// NamedDeleteCommand naming it), under every limit and policy: the key
 	// starts afresh, as if it had never been used.
 	CommandResetKey CommandType = 13
+	// CommandSetClusterID records the cluster's ID (a ClusterIDCommand),
+	// once: the first one applied wins and later ones change nothing.
+	CommandSetClusterID CommandType = 14
 	// CommandReturnShare gives back what a holder did not spend of a
 	// share (a ReturnShareCommand).
 	CommandReturnShare CommandType = 30

@@ -102,7 +102,9 @@ type FSM struct {
 	// sharing is the policies with local shares, published for the hot
 	// path to read without the lock (LocalSharesOf).
 	sharing atomic.Pointer[map[string]*contract.LocalShares]
-	logger  *slog.Logger
+	// clusterID is the cluster's ID, once an entry set it (identity.go).
+	clusterID string
+	logger    *slog.Logger
 	// onStamp, if set, is told the index and cluster time of every applied
 	// entry that carries a leader's stamp (allow batches, leases); the
 	// node's clock uses it (see cluster's clock.go).
@@ -121,6 +123,9 @@ type FSM struct {
 	// their queues and of restored snapshots (see OnLeaseEvents).
 	onLeaseEvent func(LeaseEvent)
 	onRestore    func()
+	// onClusterID, if set, is told the cluster's ID once the state holds
+	// one (see OnClusterID).
+	onClusterID func(id string)
 	// lastIndex is the index of the last log entry applied.
 	lastIndex uint64
 	// damagedAt is the index of the first sealed entry whose checksum
@@ -199,4 +204,5 @@ func (f *FSM) reset() {
 	f.totalOverrides = 0
 	f.leases = newLeaseTable()
 	f.shares = newShareLedger()
+	f.clusterID = ""
 }

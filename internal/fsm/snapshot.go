@@ -44,6 +44,9 @@ type snapshotHeader struct {
 	// restores with none.
 	RLSDomains int
 	Waiters    int
+	// ClusterID comes after them, for the same reason; a backup's state
+	// leaves it empty (withoutMembers).
+	ClusterID string
 }
 
 type bucketRecord struct {
@@ -120,6 +123,9 @@ func (s *snapshot) withoutMembers() *snapshot {
 	// leases expired.
 	out.waiters = nil
 	out.header.Waiters = 0
+	// The cluster's ID names the members' cluster, not the limits: a
+	// restored cluster keeps its own (identity.go).
+	out.header.ClusterID = ""
 	return &out
 }
 
@@ -190,7 +196,7 @@ func (f *FSM) copyState() *snapshot {
 	s.waiters = f.leases.waiterRecords()
 	s.header = snapshotHeader{Version: snapshotVersion, NowNanos: f.nowNanos,
 		Buckets: frozen.count, RequestIDs: len(s.requestIDs), Nodes: len(s.nodes), Policies: len(s.policies), Leases: len(s.leases),
-		RLSDomains: len(s.rlsConfigs), Waiters: len(s.waiters)}
+		RLSDomains: len(s.rlsConfigs), Waiters: len(s.waiters), ClusterID: f.clusterID}
 	return s
 }
 
@@ -315,6 +321,8 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	f.nodes, f.policies, f.leases, f.rlsDomains = fresh.nodes, fresh.policies, fresh.leases, fresh.rlsDomains
 	f.totalOverrides, f.shares = fresh.totalOverrides, fresh.shares
 	f.publishSharing()
+	f.clusterID = fresh.clusterID
+	f.announceClusterID()
 	f.mu.Unlock()
 	if f.onRestore != nil {
 		f.onRestore()
@@ -332,6 +340,7 @@ func (f *FSM) readSnapshot(r io.Reader) error {
 		return err
 	}
 	f.nowNanos = h.NowNanos
+	f.clusterID = h.ClusterID
 	if err := readRecords(dec, h.Buckets, "bucket", f.restoreBucket); err != nil {
 		return err
 	}
@@ -373,6 +382,11 @@ func readHeader(dec *codec.Decoder) (snapshotHeader, error) {
 	}
 	if err := checkStamp(h.NowNanos); err != nil {
 		return h, err
+	}
+	if h.ClusterID != "" {
+		if err := contract.ValidateClusterID(h.ClusterID); err != nil {
+			return h, err
+		}
 	}
 	if h.Buckets < 0 || h.RequestIDs < 0 || h.Nodes < 0 || h.Policies < 0 || h.Leases < 0 || h.RLSDomains < 0 || h.Waiters < 0 {
 		return h, fmt.Errorf("negative count in header")

@@ -1126,6 +1126,8 @@ export interface components {
             self: string;
             /** @description The address the other members reach the answering node's Raft port at, whether or not it is a member yet (nodes started with -bootstrap-expect learn each other's from it). */
             self_raft_addr: string;
+            /** @description The ID of the cluster the answering node belongs to, drawn when the cluster was bootstrapped or formed and recorded in every member's data directory. Nodes of different clusters refuse each other on the Raft port. Absent while the node knows none (it is being joined). */
+            cluster_id?: string;
             /** @description The leader's ID; empty when no leader is known. */
             leader: string;
             /** Format: int64 */
