@@ -57,13 +57,10 @@ func headerBytesOf(v uint32) int64 {
 }
 
 // MaxBackupBytes bounds a backup file a node will restore.
-const MaxBackupBytes = 4 << 30
+const MaxBackupBytes = fsm.MaxRestoreBytes
 
 // catchUpTimeout bounds how long a read waits to catch up with the leader.
 const catchUpTimeout = 2 * time.Second
-
-// restoreTimeout bounds how long Raft may take to take in a restore.
-const restoreTimeout = 5 * time.Minute
 
 // backup is the state frozen for a backup file (contract.Backup).
 type backup struct {
@@ -179,14 +176,17 @@ func (c *countingWriter) Write(p []byte) (int, error) {
 // The whole file is checked first (its framing, its checksum, and every
 // record, by restoring it into a scratch state machine): a truncated,
 // corrupted or foreign file is a *contract.Error and changes nothing. Then
-// the state goes through Raft (hashicorp/raft's user restore), so every
-// node switches to it at one log index, which Restore returns with the
-// backup's digest. It runs on the leader; elsewhere it returns a
-// *contract.NotLeaderError.
+// the state goes through the log (fsm's restore.go: a begin, chunks, a
+// commit), so every node switches to it at the commit's index, which
+// Restore returns with the backup's digest, and a leader that dies part way
+// leaves every node on the state before. It runs on the leader; elsewhere it
+// returns a *contract.NotLeaderError.
 func (n *Node) Restore(ctx context.Context, r io.Reader) (backup contract.BackupInfo, restoredIndex uint64, err error) {
 	if !n.isLeader() {
 		return contract.BackupInfo{}, 0, &contract.NotLeaderError{LeaderHTTPAddr: n.leaderHTTPAddr()}
 	}
+	n.restoreMu.Lock()
+	defer n.restoreMu.Unlock()
 	spool, err := os.CreateTemp(n.cfg.DataDir, "restore-*.tmp")
 	if err != nil {
 		return contract.BackupInfo{}, 0, fmt.Errorf("cluster: restore: %w", err)
@@ -197,19 +197,130 @@ func (n *Node) Restore(ctx context.Context, r io.Reader) (backup contract.Backup
 	if err != nil {
 		return contract.BackupInfo{}, 0, err
 	}
-	info, stateBytes := frame.info, frame.bytes
-	state := func() io.Reader { return io.NewSectionReader(spool, frame.offset, stateBytes) }
+	state := func() *io.SectionReader { return io.NewSectionReader(spool, frame.offset, frame.bytes) }
 	if err := fsm.New(n.logger).Restore(io.NopCloser(bufio.NewReader(state()))); err != nil {
 		return contract.BackupInfo{}, 0, contract.Invalid("", "the backup's state does not restore: %v", err)
 	}
-	meta := &raft.SnapshotMeta{Version: raft.SnapshotVersionMax, Size: stateBytes}
-	if err := n.raft.Restore(meta, state(), max(n.requestTimeout, restoreTimeout)); err != nil {
-		return contract.BackupInfo{}, 0, translate(err)
+	begin := fsm.RestoreBeginCommand{ID: newClusterID(), Bytes: frame.bytes}
+	sum := sha256.New()
+	if _, err := io.Copy(sum, state()); err != nil {
+		return contract.BackupInfo{}, 0, fmt.Errorf("cluster: restore: %w", err)
 	}
-	restoredIndex = n.raft.AppliedIndex()
+	copy(begin.Sum[:], sum.Sum(nil))
+	n.restoring.Store(&begin.ID)
+	defer n.restoring.Store(nil)
+	started := time.Now()
+	if err := n.stageRestore(ctx, begin, state()); err != nil {
+		n.abortRestore(begin.ID)
+		return contract.BackupInfo{}, 0, err
+	}
+	restoredIndex, err = n.commitRestore(begin.ID)
+	if err != nil {
+		return contract.BackupInfo{}, 0, err
+	}
 	n.waitOutLeases() // a restore gives capacity back as a raise does
-	n.logger.Info("restored a backup", "backup_index", info.Index, "restored_at", restoredIndex, "backup_cluster_id", info.ClusterID, "cluster_id", n.ClusterID())
-	return info, restoredIndex, ctx.Err()
+	n.logger.Info("restored a backup", "backup_index", frame.info.Index, "restored_at", restoredIndex, "bytes", frame.bytes, "took", time.Since(started),
+		"backup_cluster_id", frame.info.ClusterID, "cluster_id", n.ClusterID())
+	return frame.info, restoredIndex, ctx.Err()
+}
+
+// restoreChunksInFlight is how many chunks of a restore may be appended and
+// not yet applied at once: enough to keep the log busy, few enough that a
+// restore holds a few megabytes of the leader's memory.
+const restoreChunksInFlight = 4
+
+// stageRestore appends a restore's begin and its state's chunks, each
+// applied before the restore goes on past restoreChunksInFlight more.
+func (n *Node) stageRestore(ctx context.Context, begin fsm.RestoreBeginCommand, state io.Reader) error {
+	if err := n.applyCommand(fsm.CommandRestoreBegin, &begin); err != nil {
+		return err
+	}
+	var inFlight []raft.ApplyFuture
+	wait := func() error {
+		future := inFlight[0]
+		inFlight = inFlight[1:]
+		if err := n.awaitApplied(future); err != nil {
+			return translate(err)
+		}
+		if rej, ok := future.Response().(*contract.Error); ok {
+			return rej
+		}
+		if err, ok := future.Response().(error); ok {
+			return fmt.Errorf("cluster: restore: %w", err)
+		}
+		return nil
+	}
+	buf := make([]byte, fsm.MaxRestoreChunkBytes)
+	for offset := int64(0); offset < begin.Bytes; {
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("cluster: restore: %w", err)
+		}
+		size, err := io.ReadFull(state, buf[:min(int64(len(buf)), begin.Bytes-offset)])
+		if err != nil {
+			return fmt.Errorf("cluster: restore: read the spooled state: %w", err)
+		}
+		data, err := fsm.Encode(fsm.CommandRestoreChunk, &fsm.RestoreChunkCommand{ID: begin.ID, Offset: offset, Data: buf[:size]})
+		if err != nil {
+			return err
+		}
+		inFlight = append(inFlight, n.raft.Apply(data, n.requestTimeout))
+		offset += int64(size)
+		if len(inFlight) >= restoreChunksInFlight {
+			if err := wait(); err != nil {
+				return err
+			}
+		}
+	}
+	for len(inFlight) > 0 {
+		if err := wait(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// commitRestore appends a staged restore's commit, stamped with the
+// leader's time, and returns the index at which it took effect.
+func (n *Node) commitRestore(id string) (uint64, error) {
+	stamp, err := n.leaderStamp()
+	if err != nil {
+		return 0, err
+	}
+	data, err := fsm.Encode(fsm.CommandRestoreCommit, &fsm.RestoreEndCommand{ID: id, NowNanos: stamp})
+	if err != nil {
+		return 0, err
+	}
+	future := n.raft.Apply(data, n.requestTimeout)
+	if err := n.awaitApplied(future); err != nil {
+		return 0, translate(err)
+	}
+	switch resp := future.Response().(type) {
+	case *fsm.RestoreResult:
+		return future.Index(), nil
+	case *contract.Error:
+		return 0, resp
+	default:
+		return 0, fmt.Errorf("cluster: restore: the commit answered %v", resp)
+	}
+}
+
+// abortRestore drops a restore this leader staged and could not finish;
+// if it cannot, the next leader does (abandonedRestore).
+func (n *Node) abortRestore(id string) {
+	if err := n.applyCommand(fsm.CommandRestoreAbort, &fsm.RestoreEndCommand{ID: id}); err != nil {
+		n.logger.Debug("aborting a restore", "err", err)
+	}
+}
+
+// abandonRestore, on the leader, aborts a restore staged by an earlier
+// leader that died before committing it: nobody will send the rest.
+func (n *Node) abandonRestore() {
+	staged := n.fsm.StagedRestore()
+	if mine := n.restoring.Load(); staged == "" || !n.isLeader() || (mine != nil && *mine == staged) {
+		return
+	}
+	n.logger.Warn("aborting a restore that an earlier leader began and did not commit; the state stays as it was", "restore", staged)
+	n.abortRestore(staged)
 }
 
 // backupFrame is where a checked backup file holds its state.

@@ -255,6 +255,7 @@ func (n *Node) watchLeadership() {
 			n.recordIdentity()
 		}
 		n.ensureClusterID()
+		n.abandonRestore()
 		wasMember = wasMember || member
 		if addr != "" && n.cfg.HTTPAddr != "" && n.fsm.NodeHTTPAddr(n.cfg.ID) != n.cfg.HTTPAddr && member {
 			ctx, cancel := context.WithTimeout(context.Background(), n.requestTimeout)

@@ -47,6 +47,10 @@ type Node struct {
 	clusterIDMu   sync.Mutex
 	clusterIDTerm atomic.Uint64
 	foreignLogged atomic.Bool
+	// restoreMu lets one restore run at a time on this node, and restoring
+	// names the one it stages (backup.go).
+	restoreMu sync.Mutex
+	restoring atomic.Pointer[string]
 
 	clock       *clusterClock
 	metrics     *nodeMetrics

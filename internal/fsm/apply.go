@@ -180,7 +180,11 @@ var applyCommands = map[CommandType]func(f *FSM, body []byte) (any, error){
 		}
 		return f.returnShare(&cmd), nil
 	},
-	CommandSetClusterID: (*FSM).applyClusterID,
+	CommandSetClusterID:  (*FSM).applyClusterID,
+	CommandRestoreBegin:  (*FSM).applyRestoreBegin,
+	CommandRestoreChunk:  (*FSM).applyRestoreChunk,
+	CommandRestoreCommit: (*FSM).applyRestoreCommit,
+	CommandRestoreAbort:  (*FSM).applyRestoreAbort,
 	CommandDeleteRLSConfig: func(f *FSM, body []byte) (any, error) {
 		var cmd NamedDeleteCommand
 		if err := decodeBody(body, &cmd); err != nil {

@@ -56,6 +56,12 @@ const (
 	// CommandSetClusterID records the cluster's ID (a ClusterIDCommand),
 	// once: the first one applied wins and later ones change nothing.
 	CommandSetClusterID CommandType = 14
+	// CommandRestoreBegin, CommandRestoreChunk, CommandRestoreCommit and
+	// CommandRestoreAbort restore a backup through the log (restore.go).
+	CommandRestoreBegin  CommandType = 15
+	CommandRestoreChunk  CommandType = 16
+	CommandRestoreCommit CommandType = 17
+	CommandRestoreAbort  CommandType = 18
 	// CommandReturnShare gives back what a holder did not spend of a
 	// share (a ReturnShareCommand).
 	CommandReturnShare CommandType = 30

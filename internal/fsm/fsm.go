@@ -104,7 +104,9 @@ type FSM struct {
 	sharing atomic.Pointer[map[string]*contract.LocalShares]
 	// clusterID is the cluster's ID, once an entry set it (identity.go).
 	clusterID string
-	logger    *slog.Logger
+	// staged is the restore being staged, or nil (restore.go).
+	staged *stagedRestore
+	logger *slog.Logger
 	// onStamp, if set, is told the index and cluster time of every applied
 	// entry that carries a leader's stamp (allow batches, leases); the
 	// node's clock uses it (see cluster's clock.go).
@@ -205,4 +207,5 @@ func (f *FSM) reset() {
 	f.leases = newLeaseTable()
 	f.shares = newShareLedger()
 	f.clusterID = ""
+	f.staged = nil
 }

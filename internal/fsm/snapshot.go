@@ -170,6 +170,9 @@ func (b *BackupState) LimitsDigest() [sha256.Size]byte { return b.snap.withoutMe
 func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.staged != nil {
+		return nil, ErrRestoreStaged
+	}
 	return f.copyState(), nil
 }
 
@@ -322,6 +325,7 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	f.totalOverrides, f.shares = fresh.totalOverrides, fresh.shares
 	f.publishSharing()
 	f.clusterID = fresh.clusterID
+	f.staged = nil
 	f.announceClusterID()
 	f.mu.Unlock()
 	if f.onRestore != nil {
