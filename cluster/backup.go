@@ -198,8 +198,18 @@ func (n *Node) Restore(ctx context.Context, r io.Reader) (backup contract.Backup
 		return contract.BackupInfo{}, 0, err
 	}
 	state := func() *io.SectionReader { return io.NewSectionReader(spool, frame.offset, frame.bytes) }
-	if err := fsm.New(n.logger).Restore(io.NopCloser(bufio.NewReader(state()))); err != nil {
+	scratch := fsm.New(n.logger)
+	if err := scratch.Restore(io.NopCloser(bufio.NewReader(state()))); err != nil {
 		return contract.BackupInfo{}, 0, contract.Invalid("", "the backup's state does not restore: %v", err)
+	}
+	// The commit checks the backup's time again, at its own; this says so
+	// before anything is staged.
+	now, err := n.leaderStamp()
+	if err != nil {
+		return contract.BackupInfo{}, 0, err
+	}
+	if err := fsm.CheckRestoreTime(scratch.Now(), max(now, n.fsm.Now())); err != nil {
+		return contract.BackupInfo{}, 0, err
 	}
 	begin := fsm.RestoreBeginCommand{ID: newClusterID(), Bytes: frame.bytes}
 	sum := sha256.New()

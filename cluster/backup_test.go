@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/limitnode/limitnode/client"
+	"github.com/limitnode/limitnode/internal/fsm"
 	"github.com/limitnode/limitnode/internal/testhooks"
 	"github.com/limitnode/limitnode/testcluster"
 )
@@ -118,4 +119,59 @@ func corrupt(data []byte) []byte {
 	out := bytes.Clone(data)
 	out[len(out)/2] ^= 0xFF
 	return out
+}
+
+// TestACraftedBackupCannotMoveTimeOn: the backup's checksum is not keyed,
+// so anyone can write a file that passes it. One whose state says the
+// latest time a state may hold (a 175-byte file used to restore with 200,
+// after which cluster time stood still for good) is refused with a 400
+// that says why, and a spent key stays spent.
+func TestACraftedBackupCannotMoveTimeOn(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	c := testcluster.Start(t, 3)
+	cl := client.NewWithOptions(client.Options{HTTPClient: httpClient}, c.WaitLeader().URL())
+	cost := int64(5)
+	spent := client.AllowRequest{Key: "spent", Limit: &client.Limit{Rate: 5, Period: "1h"}}
+	if d, err := cl.Allow(ctx, client.AllowRequest{Key: spent.Key, Limit: spent.Limit, Cost: &cost}); err != nil || !d.Allowed {
+		t.Fatalf("spend: %+v, %v", d, err)
+	}
+	file := craftedBackup(t, fsm.MaxNowNanos)
+	_, err := cl.Restore(ctx, bytes.NewReader(file), int64(len(file)))
+	var apiErr *client.Error
+	if !errors.As(err, &apiErr) || apiErr.StatusCode != 400 || !strings.Contains(apiErr.Message, "ahead") {
+		t.Fatalf("a %d-byte backup from the year 2160: %v, want a 400 about its time", len(file), err)
+	}
+	if d, err := cl.Allow(ctx, spent); err != nil || d.Allowed {
+		t.Fatalf("the spent key after the crafted restore: %+v, %v; want it still spent", d, err)
+	}
+}
+
+// craftedBackup writes a backup file by hand, as anyone could: an empty
+// state at time nowNanos, framed and checksummed as the format says.
+func craftedBackup(t *testing.T, nowNanos int64) []byte {
+	t.Helper()
+	f := fsm.New(nil)
+	data, err := fsm.Encode(fsm.CommandLeaseTick, &fsm.LeaseTickCommand{NowNanos: nowNanos})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.ApplyEntry(1, data)
+	index, state := f.Backup()
+	var body bytes.Buffer
+	if err := state.Write(&body); err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	out.WriteString("LNBACKUP")
+	_ = binary.Write(&out, binary.BigEndian, uint32(2))
+	_ = binary.Write(&out, binary.BigEndian, index)
+	digest := state.LimitsDigest()
+	out.Write(digest[:])
+	out.Write(make([]byte, 64))
+	out.Write(body.Bytes())
+	_ = binary.Write(&out, binary.BigEndian, uint64(body.Len()))
+	sum := sha256.Sum256(out.Bytes())
+	out.Write(sum[:])
+	return out.Bytes()
 }

@@ -154,6 +154,7 @@ func Open(cfg Config) (*Node, error) {
 	n.wg.Go(n.watchDisk)
 	n.wg.Go(n.watchConsistency)
 	n.wg.Go(n.watchLeaseQueues)
+	n.wg.Go(n.watchTime)
 	return n, nil
 }
 
@@ -205,6 +206,7 @@ func (n *Node) startRaft() error {
 	}
 	n.clock = &clusterClock{wall: n.cfg.Clock, step: n.cfg.MaxClockStep, rate: n.cfg.MaxClockRate, startupIndex: startupIndex}
 	n.fsm = n.newFSM()
+	n.clock.ceiling = n.fsm.StampCeiling
 	network := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
 		Stream:  &raftStream{Listener: n.mux.Listener(protocolRaft), advertise: advertisedAddr(n.advertise), dialer: n.dialer()},
 		MaxPool: 5,

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"errors"
+	"time"
 
 	"github.com/limitnode/limitnode/contract"
 )
@@ -63,6 +64,19 @@ type RestoreEndCommand struct {
 type RestoreResult struct {
 	// AtNanos is cluster time after the restore: the backup's.
 	AtNanos int64
+}
+
+// CheckRestoreTime refuses a backup whose time, backupNanos, is more than
+// MaxRestoreAhead after the cluster's, clusterNanos: a restore may take
+// time back to the backup's, and forward by as little as a clock ahead of
+// the cluster's would, so no file can move time on (a checksum that is not
+// keyed proves nothing about who wrote it).
+func CheckRestoreTime(backupNanos, clusterNanos int64) *contract.Error {
+	if clusterNanos > 0 && backupNanos > clusterNanos+int64(MaxRestoreAhead) {
+		return contract.Invalid("", "the backup's time is %s after the cluster's; a restore may move time at most %s ahead",
+			time.Duration(backupNanos-clusterNanos).Round(time.Second), MaxRestoreAhead)
+	}
+	return nil
 }
 
 // stagedRestore is a restore between its begin and its commit.
@@ -147,7 +161,7 @@ func (f *FSM) applyRestoreCommit(body []byte) (any, error) {
 	if err := decodeBody(body, &cmd); err != nil {
 		return nil, err
 	}
-	if err := checkStamp(cmd.NowNanos); err != nil {
+	if err := f.checkTime(cmd.NowNanos); err != nil {
 		return nil, err
 	}
 	st := f.staged
@@ -165,6 +179,14 @@ func (f *FSM) applyRestoreCommit(body []byte) (any, error) {
 	if err := fresh.readSnapshot(bytes.NewReader(st.data)); err != nil {
 		return contract.Invalid("", "the backup's state does not restore: %v", err), nil
 	}
+	clusterNow := max(cmd.NowNanos, f.nowNanos)
+	if err := CheckRestoreTime(fresh.nowNanos, clusterNow); err != nil {
+		return err, nil
+	}
+	// Time may rewind to the backup's; how far the next entries may move it
+	// is measured from the latest time the cluster reached.
+	f.reachedNanos = max(f.reachedNanos, clusterNow)
+	f.stepTerm = f.applyingTerm
 	f.nowNanos, f.buckets = fresh.nowNanos, fresh.buckets
 	f.dedup, f.dedupQueue, f.dedupHead = fresh.dedup, fresh.dedupQueue, fresh.dedupHead
 	f.policies, f.leases, f.rlsDomains = fresh.policies, fresh.leases, fresh.rlsDomains

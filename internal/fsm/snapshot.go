@@ -45,8 +45,11 @@ type snapshotHeader struct {
 	RLSDomains int
 	Waiters    int
 	// ClusterID comes after them, for the same reason; a backup's state
-	// leaves it empty (withoutMembers).
-	ClusterID string
+	// leaves it empty (withoutMembers). So do ReachedNanos and StepTerm,
+	// which bound how far the next entries may move time.
+	ClusterID    string
+	ReachedNanos int64
+	StepTerm     uint64
 }
 
 type bucketRecord struct {
@@ -126,6 +129,8 @@ func (s *snapshot) withoutMembers() *snapshot {
 	// The cluster's ID names the members' cluster, not the limits: a
 	// restored cluster keeps its own (identity.go).
 	out.header.ClusterID = ""
+	// How far the next entries may move time is the cluster's, too.
+	out.header.ReachedNanos, out.header.StepTerm = 0, 0
 	return &out
 }
 
@@ -199,7 +204,8 @@ func (f *FSM) copyState() *snapshot {
 	s.waiters = f.leases.waiterRecords()
 	s.header = snapshotHeader{Version: snapshotVersion, NowNanos: f.nowNanos,
 		Buckets: frozen.count, RequestIDs: len(s.requestIDs), Nodes: len(s.nodes), Policies: len(s.policies), Leases: len(s.leases),
-		RLSDomains: len(s.rlsConfigs), Waiters: len(s.waiters), ClusterID: f.clusterID}
+		RLSDomains: len(s.rlsConfigs), Waiters: len(s.waiters), ClusterID: f.clusterID,
+		ReachedNanos: f.reachedNanos, StepTerm: f.stepTerm}
 	return s
 }
 
@@ -325,6 +331,7 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	f.totalOverrides, f.shares = fresh.totalOverrides, fresh.shares
 	f.publishSharing()
 	f.clusterID = fresh.clusterID
+	f.reachedNanos, f.stepTerm = fresh.reachedNanos, fresh.stepTerm
 	f.staged = nil
 	f.announceClusterID()
 	f.mu.Unlock()
@@ -345,6 +352,7 @@ func (f *FSM) readSnapshot(r io.Reader) error {
 	}
 	f.nowNanos = h.NowNanos
 	f.clusterID = h.ClusterID
+	f.reachedNanos, f.stepTerm = h.ReachedNanos, h.StepTerm
 	if err := readRecords(dec, h.Buckets, "bucket", f.restoreBucket); err != nil {
 		return err
 	}
@@ -385,6 +393,9 @@ func readHeader(dec *codec.Decoder) (snapshotHeader, error) {
 		return h, fmt.Errorf("version %d, want %d", h.Version, snapshotVersion)
 	}
 	if err := checkStamp(h.NowNanos); err != nil {
+		return h, err
+	}
+	if err := checkStamp(h.ReachedNanos); err != nil {
 		return h, err
 	}
 	if h.ClusterID != "" {
