@@ -74,6 +74,9 @@ type forwardRequest struct {
 	Change   contract.MemberChange // for opJoin and opRemove
 	Health   []memberHealth        // for opPing from the leader: its view of the members
 	Top      int                   // for opStats
+	// LeaderApplied is, for opPing from the leader, the leader's applied
+	// index as it sends (lag.go).
+	LeaderApplied uint64
 }
 
 // forwardStatus tells the follower what happened to its message, so that it
@@ -189,6 +192,7 @@ func (n *Node) handleForward(req *forwardRequest) *forwardResponse {
 		if len(req.Health) > 0 && !n.isLeader() {
 			n.health.set(req.Health, time.Now())
 			n.noteDivergence(req.Health)
+			n.progress.note(req.LeaderApplied, time.Now())
 		}
 		return &forwardResponse{NodeID: n.cfg.ID, AppliedIndex: n.raft.AppliedIndex(), Checkpoint: n.checkpoints.latest()}
 	case opConsistency:

@@ -97,6 +97,7 @@ func (n *Node) watchHealth() {
 		}
 		switch {
 		case n.isLeader():
+			n.progress.clear()
 			n.pingMembers(pinger)
 		case !n.knowsLeader():
 			n.probeVoters()
@@ -179,7 +180,7 @@ func (n *Node) pingMembers(pinger *forwarder) {
 			h.ID, h.Reachable = string(s.ID), false
 			ctx, cancel := context.WithTimeout(context.Background(), healthEvery)
 			defer cancel()
-			resp, err := pinger.send(ctx, string(s.Address), &forwardRequest{Op: opPing, Health: previous})
+			resp, err := pinger.send(ctx, string(s.Address), &forwardRequest{Op: opPing, Health: previous, LeaderApplied: applied})
 			if err == nil && resp.NodeID == string(s.ID) {
 				// Answered within this round: as of the round's start,
 				// contact is now.

@@ -61,7 +61,9 @@ type Node struct {
 	checkpoints checkpoints
 	divergedAt  atomic.Uint64 // a checkpoint at which the leader found this node's state different, or 0
 	diskMu      sync.Mutex
-	diskErrV    error // the last disk probe's failure, or nil
+	diskErrV    error          // the last disk probe's failure, or nil
+	appends     *appendWatch   // the log store, watched for failed appends (appendwatch.go)
+	progress    leaderProgress // the leader's applied index as its pings said (lag.go)
 	// removed is set while this node, once a member, is not in the
 	// configuration it knows; watchLeadership keeps it.
 	removed atomic.Bool
@@ -207,13 +209,14 @@ func (n *Node) startRaft() error {
 	n.clock = &clusterClock{wall: n.cfg.Clock, step: n.cfg.MaxClockStep, rate: n.cfg.MaxClockRate, startupIndex: startupIndex}
 	n.fsm = n.newFSM()
 	n.clock.ceiling = n.fsm.StampCeiling
+	n.appends = &appendWatch{LogStore: logStore}
 	network := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
 		Stream:  &raftStream{Listener: n.mux.Listener(protocolRaft), advertise: advertisedAddr(n.advertise), dialer: n.dialer()},
 		MaxPool: 5,
 		Timeout: 10 * time.Second,
 		Logger:  hlog,
 	})
-	r, err := raft.NewRaft(n.raftConfig(hlog), &timedFSM{FSM: n.fsm, restore: n.metrics.restore, apply: n.metrics.apply}, &timedLogStore{LogStore: logStore, hist: n.metrics.store}, logStore, snapshots, network)
+	r, err := raft.NewRaft(n.raftConfig(hlog), &timedFSM{FSM: n.fsm, restore: n.metrics.restore, apply: n.metrics.apply}, &timedLogStore{LogStore: n.appends, hist: n.metrics.store}, logStore, snapshots, network)
 	if err != nil {
 		network.Close()
 		logStore.Close()

@@ -44,8 +44,10 @@ func (n *Node) Status() contract.Status {
 }
 
 // Ready returns "" when the node serves as a member: it is one, knows a
-// leader, has applied every entry it knows to be committed, can write to
-// its disk, and its Raft port accepts. Otherwise it says what is wrong.
+// leader, has applied every entry it knows to be committed and, within
+// maxReadyLag, what the leader had applied, can write to its disk and
+// append to its log, and its Raft port accepts. Otherwise it says what is
+// wrong.
 func (n *Node) Ready() string {
 	_, leaderID := n.raft.LeaderWithID()
 	switch {
@@ -65,10 +67,14 @@ func (n *Node) Ready() string {
 		return n.foreignDialer()
 	case n.diskErr() != nil:
 		return "cannot write to the data directory: " + n.diskErr().Error()
+	case n.appends.failing() != "":
+		return n.appends.failing()
 	case leaderID == "":
 		return n.noLeaderReason()
 	case n.raft.AppliedIndex() < n.raft.CommitIndex():
 		return "catching up with the log"
+	case n.trailing() != "":
+		return n.trailing()
 	}
 	return ""
 }
