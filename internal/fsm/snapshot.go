@@ -196,7 +196,7 @@ func (f *FSM) copyState() *snapshot {
 		s.policies = append(s.policies, policyRecord{Policy: e.policy, ShadowDenied: e.shadowDenied})
 	}
 	for _, l := range f.leases.byID {
-		s.leases = append(s.leases, leaseRecord{ID: l.id, Key: l.group.key, Max: l.group.max, ExpiresAt: l.expiresAt})
+		s.leases = append(s.leases, leaseRecord{ID: l.id, Key: l.group.key, Max: l.group.max, ExpiresAt: l.expiresAt, Owner: l.owner})
 	}
 	for _, d := range f.rlsDomains {
 		s.rlsConfigs = append(s.rlsConfigs, d.Config())
