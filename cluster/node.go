@@ -278,6 +278,10 @@ func (n *Node) openStores(hlog hclog.Logger) (*raftboltdb.BoltStore, raft.Snapsh
 		return nil, nil, false, fmt.Errorf("cluster: open snapshot store in %s: %w", n.cfg.SnapshotDir, err)
 	}
 	snapshots := newPacedSnapshotStore(n.cfg.SnapshotDir, fileSnapshots, n.metrics)
+	if err := checkSnapshots(snapshots, logStore, n.cfg.SnapshotDir, n.logger); err != nil {
+		logStore.Close()
+		return nil, nil, false, err
+	}
 	hasState, err := raft.HasExistingState(logStore, logStore, snapshots)
 	if err != nil {
 		logStore.Close()
