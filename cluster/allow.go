@@ -29,7 +29,7 @@ func (n *Node) ReturnShare(ctx context.Context, check contract.Check, id uint64,
 // when the request may or may not have been decided, and contract.ErrShutdown after
 // Close.
 func (n *Node) Allow(ctx context.Context, req contract.Request) (contract.Decision, error) {
-	fr, err := requestOf(req)
+	fr, err := n.requestOf(req)
 	if err != nil {
 		return contract.Decision{}, err
 	}
@@ -58,7 +58,7 @@ func (n *Node) AllowBatch(ctx context.Context, reqs []contract.Request) ([]contr
 	var index []int
 	var inline []*contract.LocalShares
 	for i, r := range reqs {
-		fr, err := requestOf(r)
+		fr, err := n.requestOf(r)
 		if err != nil {
 			out[i].Err = err
 			continue

@@ -60,6 +60,9 @@ var requestRules = map[CommandType]requestRule{
 		body: func() any { return new(LeaseCommand) },
 		check: func(b any) *contract.Error {
 			c := b.(*LeaseCommand)
+			if err := validOwner(c.Owner); err != nil {
+				return err
+			}
 			return validateLease(c.ID, contract.LeaseRequest{Key: c.Key, Max: c.Max, TTL: time.Duration(c.TTLNanos), MaxWait: time.Duration(c.MaxWaitNanos), MaxQueue: c.MaxQueue})
 		},
 		stamp: stampLease,

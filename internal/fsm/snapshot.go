@@ -44,6 +44,12 @@ type snapshotHeader struct {
 	// restores with none.
 	RLSDomains int
 	Waiters    int
+	// ClusterID comes after them, for the same reason; a backup's state
+	// leaves it empty (withoutMembers). So do ReachedNanos and StepTerm,
+	// which bound how far the next entries may move time.
+	ClusterID    string
+	ReachedNanos int64
+	StepTerm     uint64
 }
 
 type bucketRecord struct {
@@ -120,6 +126,11 @@ func (s *snapshot) withoutMembers() *snapshot {
 	// leases expired.
 	out.waiters = nil
 	out.header.Waiters = 0
+	// The cluster's ID names the members' cluster, not the limits: a
+	// restored cluster keeps its own (identity.go).
+	out.header.ClusterID = ""
+	// How far the next entries may move time is the cluster's, too.
+	out.header.ReachedNanos, out.header.StepTerm = 0, 0
 	return &out
 }
 
@@ -164,6 +175,9 @@ func (b *BackupState) LimitsDigest() [sha256.Size]byte { return b.snap.withoutMe
 func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.staged != nil {
+		return nil, ErrRestoreStaged
+	}
 	return f.copyState(), nil
 }
 
@@ -182,7 +196,7 @@ func (f *FSM) copyState() *snapshot {
 		s.policies = append(s.policies, policyRecord{Policy: e.policy, ShadowDenied: e.shadowDenied})
 	}
 	for _, l := range f.leases.byID {
-		s.leases = append(s.leases, leaseRecord{ID: l.id, Key: l.group.key, Max: l.group.max, ExpiresAt: l.expiresAt})
+		s.leases = append(s.leases, leaseRecord{ID: l.id, Key: l.group.key, Max: l.group.max, ExpiresAt: l.expiresAt, Owner: l.owner})
 	}
 	for _, d := range f.rlsDomains {
 		s.rlsConfigs = append(s.rlsConfigs, d.Config())
@@ -190,7 +204,8 @@ func (f *FSM) copyState() *snapshot {
 	s.waiters = f.leases.waiterRecords()
 	s.header = snapshotHeader{Version: snapshotVersion, NowNanos: f.nowNanos,
 		Buckets: frozen.count, RequestIDs: len(s.requestIDs), Nodes: len(s.nodes), Policies: len(s.policies), Leases: len(s.leases),
-		RLSDomains: len(s.rlsConfigs), Waiters: len(s.waiters)}
+		RLSDomains: len(s.rlsConfigs), Waiters: len(s.waiters), ClusterID: f.clusterID,
+		ReachedNanos: f.reachedNanos, StepTerm: f.stepTerm}
 	return s
 }
 
@@ -315,6 +330,10 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	f.nodes, f.policies, f.leases, f.rlsDomains = fresh.nodes, fresh.policies, fresh.leases, fresh.rlsDomains
 	f.totalOverrides, f.shares = fresh.totalOverrides, fresh.shares
 	f.publishSharing()
+	f.clusterID = fresh.clusterID
+	f.reachedNanos, f.stepTerm = fresh.reachedNanos, fresh.stepTerm
+	f.staged = nil
+	f.announceClusterID()
 	f.mu.Unlock()
 	if f.onRestore != nil {
 		f.onRestore()
@@ -332,6 +351,8 @@ func (f *FSM) readSnapshot(r io.Reader) error {
 		return err
 	}
 	f.nowNanos = h.NowNanos
+	f.clusterID = h.ClusterID
+	f.reachedNanos, f.stepTerm = h.ReachedNanos, h.StepTerm
 	if err := readRecords(dec, h.Buckets, "bucket", f.restoreBucket); err != nil {
 		return err
 	}
@@ -373,6 +394,14 @@ func readHeader(dec *codec.Decoder) (snapshotHeader, error) {
 	}
 	if err := checkStamp(h.NowNanos); err != nil {
 		return h, err
+	}
+	if err := checkStamp(h.ReachedNanos); err != nil {
+		return h, err
+	}
+	if h.ClusterID != "" {
+		if err := contract.ValidateClusterID(h.ClusterID); err != nil {
+			return h, err
+		}
 	}
 	if h.Buckets < 0 || h.RequestIDs < 0 || h.Nodes < 0 || h.Policies < 0 || h.Leases < 0 || h.RLSDomains < 0 || h.Waiters < 0 {
 		return h, fmt.Errorf("negative count in header")

@@ -303,7 +303,11 @@ export interface paths {
          *     group's FIFO queue (replicated, so a change of leader keeps it)
          *     and is answered when a slot is granted to it (200) or its wait
          *     runs out (429); a full queue is a 429 at once. A caller that
-         *     closes its connection leaves the queue.
+         *     closes its connection leaves the queue. With tokens, the lease is
+         *     held for the token: only it, or an admin token, may renew or give
+         *     it back, and one token holds at most `-max-leases-per-caller`
+         *     leases and waiting requests at once (default 100,000; one more is
+         *     a 503 `resource_exhausted`).
          */
         post: operations["acquireLease"];
         delete?: never;
@@ -873,10 +877,13 @@ export interface components {
             dimensions?: components["schemas"]["Dimensions"];
             request_id?: components["schemas"]["RequestID"];
             /**
-             * @description A Go duration up to 1h (default 0): when every check would admit
-             *     the request within it, it is admitted now as a reservation (it
+             * @description A Go duration up to the node's `-max-wait-per-caller` (default
+             *     1m, at most 1h; default 0): when every check would admit the
+             *     request within it, it is admitted now as a reservation (it
              *     consumes now) and the answer's `wait_ms` says how long to wait
-             *     before going on. Token bucket, leaky bucket and GCRA only.
+             *     before going on. Token bucket, leaky bucket and GCRA only. The
+             *     bound is how long one caller's reservations can hold a shared
+             *     key in debt, denying every other caller.
              * @example 250ms
              * @example 2s
              */
@@ -1200,6 +1207,8 @@ export interface components {
             self: string;
             /** @description The address the other members reach the answering node's Raft port at, whether or not it is a member yet (nodes started with -bootstrap-expect learn each other's from it). */
             self_raft_addr: string;
+            /** @description The ID of the cluster the answering node belongs to, drawn when the cluster was bootstrapped or formed and recorded in every member's data directory. Nodes of different clusters refuse each other on the Raft port. Absent while the node knows none (it is being joined). */
+            cluster_id?: string;
             /** @description The leader's ID; empty when no leader is known. */
             leader: string;
             /** Format: int64 */
@@ -1400,7 +1409,7 @@ export interface components {
                 };
             };
         };
-        /** @description The token is known but lacks the role the operation needs. */
+        /** @description The token is known but lacks the role the operation needs, or (a lease's renewal or release) the lease is held for another token and this one is not an admin. */
         PermissionDenied: {
             headers: {
                 [name: string]: unknown;
