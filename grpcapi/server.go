@@ -36,6 +36,12 @@ const (
 	// descriptors a query may hold, each with the most and longest
 	// entries.
 	MaxRequestBytes = 256 << 10
+	// MaxHeaderListBytes bounds a call's metadata, its HTTP/2 header list
+	// as HTTP/2 counts it (each field's name and value, plus 32 bytes):
+	// the HTTP API's 16 KiB. grpc-go's own default is 16 MiB, which a
+	// client that needs no token (the health service) could hold on every
+	// stream it keeps open.
+	MaxHeaderListBytes = 16 << 10
 	// MaxConcurrentStreams bounds the calls one connection may have in
 	// flight (HTTP/2's SETTINGS_MAX_CONCURRENT_STREAMS): a client with
 	// more waits for a place (grpc-go) or opens another connection
@@ -117,6 +123,7 @@ func New(limiter Limiter, opts Options) *Server {
 		streams: newStreamCaps(opts.MaxStreams, opts.MaxStreamsPerClient), stop: make(chan struct{}), stopped: make(chan struct{})}
 	serverOpts := []grpc.ServerOption{
 		grpc.MaxRecvMsgSize(MaxRequestBytes),
+		grpc.MaxHeaderListSize(MaxHeaderListBytes),
 		grpc.MaxConcurrentStreams(MaxConcurrentStreams),
 		grpc.ConnectionTimeout(10 * time.Second),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
