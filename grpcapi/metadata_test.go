@@ -118,3 +118,95 @@ func rawHealthCheck(t *testing.T, addr string, pad int) string {
 		}
 	}
 }
+
+// TestCallsUnderWayArePerClientCapped: a unary call whose message never
+// comes waits on its stream, holding its metadata and a goroutine, and one
+// client address could hold MaxConcurrentStreams of them on each of its
+// connections. With MaxCallsPerClient 4, four such calls from 127.0.0.1
+// leave a fifth from it RESOURCE_EXHAUSTED while 127.0.0.2 is served, and
+// the place comes back when a stalled call's stream is reset.
+func TestCallsUnderWayArePerClientCapped(t *testing.T) {
+	t.Parallel()
+	addr := serveOn(t, &fakeLimiter{}, Options{MaxCallsPerClient: 4})
+	stalled := make([]*http2.Framer, 4)
+	for i := range stalled {
+		stalled[i] = stallCall(t, addr)
+	}
+	first, second := clientFrom(t, "127.0.0.1", addr), clientFrom(t, "127.0.0.2", addr)
+	_, err := healthpb.NewHealthClient(first).Check(context.Background(), &healthpb.HealthCheckRequest{})
+	mustBeExhausted(t, err, "a fifth call from 127.0.0.1")
+	if _, err := healthpb.NewHealthClient(second).Check(context.Background(), &healthpb.HealthCheckRequest{}); err != nil {
+		t.Fatalf("a call from 127.0.0.2: %v", err)
+	}
+	if err := stalled[0].WriteRSTStream(1, http2.ErrCodeCancel); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		_, err := healthpb.NewHealthClient(first).Check(context.Background(), &healthpb.HealthCheckRequest{})
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a call from 127.0.0.1 after a stalled one was reset: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// stallCall opens a connection from 127.0.0.1 and starts a health Check on
+// stream 1 whose request message never comes, and returns the connection's
+// framer once the server has answered the connection's SETTINGS.
+func stallCall(t *testing.T, addr string) *http2.Framer {
+	t.Helper()
+	c, err := (&net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP("127.0.0.1")}}).Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	if _, err := c.Write([]byte(http2.ClientPreface)); err != nil {
+		t.Fatal(err)
+	}
+	fr := http2.NewFramer(c, c)
+	if err := fr.WriteSettings(); err != nil {
+		t.Fatal(err)
+	}
+	var block bytes.Buffer
+	enc := hpack.NewEncoder(&block)
+	for _, f := range [][2]string{
+		{":method", "POST"}, {":scheme", "http"}, {":path", "/grpc.health.v1.Health/Check"}, {":authority", addr},
+		{"content-type", "application/grpc"}, {"te", "trailers"},
+	} {
+		if err := enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: block.Bytes(), EndHeaders: true}); err != nil {
+		t.Fatal(err)
+	}
+	// The server's SETTINGS and the ack of ours come before any answer; a
+	// PING's ack after the HEADERS says the server has read them.
+	if err := fr.WritePing(false, [8]byte{1}); err != nil {
+		t.Fatal(err)
+	}
+	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	defer c.SetReadDeadline(time.Time{})
+	for {
+		f, err := fr.ReadFrame()
+		if err != nil {
+			t.Fatalf("a stalled call's connection: %v", err)
+		}
+		switch f := f.(type) {
+		case *http2.SettingsFrame:
+			if !f.IsAck() {
+				_ = fr.WriteSettingsAck()
+			}
+		case *http2.PingFrame:
+			if f.IsAck() {
+				return fr
+			}
+		case *http2.RSTStreamFrame, *http2.GoAwayFrame, *http2.HeadersFrame:
+			t.Fatalf("a stalled call was answered: %v", f)
+		}
+	}
+}
