@@ -97,6 +97,19 @@ func TestDenyLeasesAnswerThenOneAsksForAll(t *testing.T) {
 
 func ptr[T any](v T) *T { return &v }
 
+// waitForWaiters polls until n requests wait for the probe of kind key.
+func waitForWaiters(table *denyLeases, key string, n int) {
+	for {
+		table.mu.Lock()
+		waiting := table.byKind[key].waiting
+		table.mu.Unlock()
+		if waiting == n {
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
 // TestAnAdmissionThatTookTheLastHandsTheAskingOver: when the request asking
 // for its kind is admitted with nothing left and the next unit comes later
 // than its answer took, one of those waiting asks next (the kind is still
@@ -130,15 +143,7 @@ func TestAnAdmissionThatTookTheLastHandsTheAskingOver(t *testing.T) {
 				_, _, probing := table.answer(ctx, "k")
 				got <- probing
 			}()
-			for {
-				table.mu.Lock()
-				waiting := table.byKind["k"].waiting
-				table.mu.Unlock()
-				if waiting == 1 {
-					break
-				}
-				time.Sleep(time.Millisecond)
-			}
+			waitForWaiters(table, "k", 1)
 			admitted := fsm.Result{Allowed: true, Checks: []fsm.CheckResult{{Decision: algorithms.Decision{Allowed: true, Remaining: tt.remaining, RefillAfterNanos: int64(tt.refill)}}}}
 			table.settle("k", clock.now().Add(-tt.trip), &admitted)
 			if probing := <-got; probing != tt.wantProbing {
@@ -186,15 +191,7 @@ func TestAProbesDenialAnswersThoseWaitingBeforeItWasSent(t *testing.T) {
 				res, ok, probing := table.answer(ctx, "k")
 				got <- answer{res, ok, probing}
 			}()
-			for {
-				table.mu.Lock()
-				waiting := table.byKind["k"].waiting
-				table.mu.Unlock()
-				if waiting == 1 {
-					break
-				}
-				time.Sleep(time.Millisecond)
-			}
+			waitForWaiters(table, "k", 1)
 			short := denial(time.Millisecond) // too short for a lease
 			short.AtNanos = 42
 			if table.settle("k", sentAt, &short) {
