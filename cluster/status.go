@@ -54,7 +54,7 @@ func (n *Node) Ready() string {
 	case n.raft.State() == raft.Shutdown:
 		return "raft is stopped"
 	case n.removed.Load():
-		return "this node was removed from the cluster; join it again to serve"
+		return "this node was removed: it is not a member of the cluster until it is joined again"
 	case !n.isMember():
 		return "this node is not a member of the cluster (not joined yet)"
 	case n.divergedAt.Load() != 0:
