@@ -62,7 +62,7 @@ func (n *Node) applyRequested(data []byte) (any, error) {
 		return nil, err
 	}
 	result, err := n.appendEntry(data)
-	if err == nil && req.Type.Raises() {
+	if err == nil && fsm.Raised(req.Type, result) {
 		n.waitOutLeases()
 	}
 	if lease, ok := result.(*fsm.LeaseResult); ok && (lease.Queued || lease.Waiting > 0) {

@@ -15,5 +15,7 @@ var (
 	_ httpapi.Membership  = (*cluster.Node)(nil)
 	_ httpapi.Backups     = (*cluster.Node)(nil)
 	_ httpapi.Observer    = (*cluster.Node)(nil)
+	_ httpapi.KeyStore    = (*cluster.Node)(nil)
+	_ httpapi.BlockList   = (*cluster.Node)(nil)
 	_ grpcapi.Limiter     = (*cluster.Node)(nil)
 )

@@ -38,6 +38,10 @@ type Decision struct {
 	// is off by what others admitted or what refilled since (at most the
 	// share's TTL ago).
 	Shared bool
+	// Blocked, for a denial because a key is blocked, names the check it
+	// denied and the block (the reason, when it ends, and the policy
+	// whose penalty imposed it, if one did).
+	Blocked *BlockedCheck
 }
 
 // CheckDecision is the decision on one check.

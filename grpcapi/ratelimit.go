@@ -54,6 +54,10 @@ func (r *rateLimitService) ShouldRateLimit(ctx context.Context, req *ratelimitv3
 	if d.Leased {
 		md.Set("x-limitnode-leased", "true")
 	}
+	if d.Blocked != nil {
+		// A block denied it: its reason, for whoever reads the call.
+		md.Set("x-limitnode-blocked", cmp.Or(d.Blocked.Reason, "blocked"))
+	}
 	_ = grpc.SetHeader(ctx, md)
 	resp := responseOf(d, s.opts.Jitter)
 	s.metrics.answered(resp.OverallCode.String())

@@ -105,6 +105,9 @@ func (a *API) writeDecision(w http.ResponseWriter, req contract.Request, decisio
 	resp, headline := answer(req, decision)
 	if forProxy {
 		resp.Checks = nil
+		if resp.Blocked != nil {
+			resp.Blocked.Key = ""
+		}
 	}
 	policy := req.Checks[headline].Policy
 	if policy == "" {
@@ -153,6 +156,7 @@ func answer(req contract.Request, d contract.Decision) (wire.AllowResponse, int)
 	}
 	resp.WaitMS = ratelimitheader.CeilDiv(waitOf(d), int64(time.Millisecond))
 	resp.HeldMS = ratelimitheader.CeilDiv(d.HeldNanos, int64(time.Millisecond))
+	resp.Blocked = blockedAnswer(d.Blocked, d.AtNanos)
 	detailed := len(req.Checks) > 1
 	for _, c := range d.Checks {
 		detailed = detailed || c.Shadow || c.Key != ""

@@ -24,6 +24,7 @@ type Backend struct {
 	Backups    Backups
 	Observer   Observer
 	Keys       KeyStore
+	Blocks     BlockList
 }
 
 // mustBeComplete panics, naming the field, when a job is missing: a
@@ -112,6 +113,18 @@ type KeyStore interface {
 	// Keys returns a page of live keys with a prefix, after after, and the
 	// key to continue after.
 	Keys(ctx context.Context, prefix, after string, limit int) (page []contract.KeyState, next string)
+}
+
+// BlockList keeps the keys that are denied outright.
+type BlockList interface {
+	// PutBlock blocks a key for a while, replacing a block it has.
+	PutBlock(ctx context.Context, req contract.BlockRequest) (contract.Block, error)
+	// DeleteBlock lifts a key's block, returning it.
+	DeleteBlock(ctx context.Context, key string) (contract.Block, error)
+	// Blocks returns a page of the blocked keys after after as this node
+	// has applied them, the cluster time of that reading, and the key to
+	// continue after.
+	Blocks(ctx context.Context, after string, limit int) (nowNanos int64, page []contract.Block, next string)
 }
 
 // Backups writes and restores backup files.

@@ -89,6 +89,8 @@ func New(b Backend, opts Options) *API {
 	a.route("/v1/leases/{id}/renew", map[string]endpoint{http.MethodPost: {decide, a.renewLease}})
 	a.route("/v1/keys", map[string]endpoint{http.MethodGet: {read, a.listKeys}})
 	a.route("/v1/keys/{key}", map[string]endpoint{http.MethodGet: {read, a.getKey}, http.MethodDelete: {admin, a.resetKey}})
+	a.route("/v1/blocks", map[string]endpoint{http.MethodGet: {read, a.listBlocks}})
+	a.route("/v1/blocks/{key}", map[string]endpoint{http.MethodPut: {admin, a.putBlock}, http.MethodDelete: {admin, a.deleteBlock}})
 	a.route("/v1/cluster", map[string]endpoint{http.MethodGet: {read, a.clusterStatus}})
 	a.route("/v1/cluster/join", map[string]endpoint{http.MethodPost: {admin, a.join}})
 	a.route("/v1/cluster/nodes/{id}", map[string]endpoint{http.MethodDelete: {admin, a.removeNode}})

@@ -38,6 +38,7 @@ type fakeLimiter struct {
 	leases    map[string]string // lease ID → key
 	domains   map[string]rls.Config
 	buckets   map[string]fakeBucket // states' key → what it counts
+	blocks    map[string]contract.Block
 }
 
 // fakeBucket is what one of the fake's states counts: a key under a limit.
@@ -48,11 +49,11 @@ type fakeBucket struct {
 
 // backend is the fake in every job of a Backend.
 func (f *fakeLimiter) backend() Backend {
-	return Backend{Decider: f, Policies: f, RLS: f, Leases: f, Membership: f, Backups: f, Observer: f, Keys: f}
+	return Backend{Decider: f, Policies: f, RLS: f, Leases: f, Membership: f, Backups: f, Observer: f, Keys: f, Blocks: f}
 }
 
 func newFake() *fakeLimiter {
-	return &fakeLimiter{now: 1e18, states: make(map[string]algorithms.State), policies: make(map[string]contract.Policy), domains: make(map[string]rls.Config), buckets: make(map[string]fakeBucket), ready: true}
+	return &fakeLimiter{now: 1e18, states: make(map[string]algorithms.State), policies: make(map[string]contract.Policy), domains: make(map[string]rls.Config), buckets: make(map[string]fakeBucket), blocks: make(map[string]contract.Block), ready: true}
 }
 
 func (f *fakeLimiter) Allow(_ context.Context, req contract.Request) (contract.Decision, error) {
@@ -67,6 +68,19 @@ func (f *fakeLimiter) Allow(_ context.Context, req contract.Request) (contract.D
 
 func (f *fakeLimiter) decide(req contract.Request) (contract.Decision, error) {
 	d := contract.Decision{Allowed: true}
+	for i, c := range req.Checks {
+		if b, ok := f.blocks[c.Key]; ok && c.Key != "" {
+			d = contract.Decision{AtNanos: f.now, Blocked: &contract.BlockedCheck{Check: i, Block: b}}
+			for j := range req.Checks {
+				dec := algorithms.Decision{Allowed: j != i, Limit: 1}
+				if j == i {
+					dec.RetryAfterNanos = b.UntilNanos - f.now
+				}
+				d.Checks = append(d.Checks, contract.CheckDecision{Decision: dec, PeriodNanos: int64(time.Second), Rate: 1})
+			}
+			return d, nil
+		}
+	}
 	next := map[string]algorithms.State{}
 	for _, c := range req.Checks {
 		l, shadow, key := c.Limit, false, c.Key
@@ -155,6 +169,44 @@ func (f *fakeLimiter) ResetKey(_ context.Context, key string) (int, error) {
 		return 0, contract.NotFound("key", "the key %q holds no state", key)
 	}
 	return n, nil
+}
+
+func (f *fakeLimiter) PutBlock(_ context.Context, req contract.BlockRequest) (contract.Block, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.err != nil {
+		return contract.Block{}, f.err
+	}
+	b := contract.Block{Key: req.Key, Reason: req.Reason, SinceNanos: f.now, UntilNanos: f.now + int64(req.TTL)}
+	f.blocks[req.Key] = b
+	return b, nil
+}
+
+func (f *fakeLimiter) DeleteBlock(_ context.Context, key string) (contract.Block, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	b, ok := f.blocks[key]
+	if !ok {
+		return contract.Block{}, contract.NotFound("key", "the key %q is not blocked", key)
+	}
+	delete(f.blocks, key)
+	return b, nil
+}
+
+func (f *fakeLimiter) Blocks(_ context.Context, after string, limit int) (int64, []contract.Block, string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var page []contract.Block
+	for _, k := range slices.Sorted(maps.Keys(f.blocks)) {
+		if k > after {
+			page = append(page, f.blocks[k])
+		}
+	}
+	next := ""
+	if len(page) > limit {
+		page, next = page[:limit], page[limit-1].Key
+	}
+	return f.now, page, next
 }
 
 func (f *fakeLimiter) AllowBatch(_ context.Context, reqs []contract.Request) ([]contract.BatchResult, error) {

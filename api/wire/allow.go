@@ -64,6 +64,9 @@ type AllowResponse struct {
 	// the first decision, and nothing was consumed now.
 	Duplicate bool            `json:"duplicate,omitempty"`
 	Checks    []CheckResponse `json:"checks,omitempty"`
+	// Blocked, for a request denied because a key is blocked, says so and
+	// why.
+	Blocked *Blocked `json:"blocked,omitempty"`
 }
 
 // CheckResponse reports one check, when a request has several or one of

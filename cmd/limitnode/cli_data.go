@@ -63,6 +63,9 @@ var allowCommand = remoteCommand("allow", "allow -key K -rate N [-period 1m] [-a
 			}}); err != nil {
 				return err
 			}
+			if b := d.Blocked; b != nil {
+				fmt.Fprintf(r.stdout, "blocked for %s more: %s\n", millis(b.EndsInMS), cmp.Or(b.Reason, "(no reason given)"))
+			}
 		}
 		if !d.Allowed {
 			return errDenied

@@ -49,6 +49,7 @@ var subcommands = map[string]subcommand{
 	"allow":               allowCommand,
 	"policy":              policyCommand,
 	"keys":                keysCommand,
+	"blocks":              blocksCommand,
 	"rls":                 rlsCommand,
 	"backup":              backupCommand,
 	"restore":             restoreCommand,

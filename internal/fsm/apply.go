@@ -180,6 +180,12 @@ var applyCommands = map[CommandType]func(f *FSM, body []byte) (any, error){
 		}
 		return f.returnShare(&cmd), nil
 	},
+	CommandPutBlock: func(f *FSM, body []byte) (any, error) {
+		return f.applyBlock(body, (*FSM).putBlock)
+	},
+	CommandDeleteBlock: func(f *FSM, body []byte) (any, error) {
+		return f.applyBlock(body, (*FSM).deleteBlock)
+	},
 	CommandDeleteRLSConfig: func(f *FSM, body []byte) (any, error) {
 		var cmd NamedDeleteCommand
 		if err := decodeBody(body, &cmd); err != nil {
@@ -208,6 +214,18 @@ func (f *FSM) applyLease(body []byte, op func(t *leaseTable, now int64, cmd *Lea
 	return &r, nil
 }
 
+// applyBlock runs a block command at the command's time.
+func (f *FSM) applyBlock(body []byte, op func(f *FSM, cmd *BlockCommand) any) (any, error) {
+	var cmd BlockCommand
+	if err := decodeBody(body, &cmd); err != nil {
+		return nil, err
+	}
+	if err := f.checkTime(cmd.NowNanos); err != nil {
+		return nil, err
+	}
+	return op(f, &cmd), nil
+}
+
 // checkTime refuses an entry's time outside the safe range or too far ahead
 // of the cluster's.
 func (f *FSM) checkTime(stampNanos int64) error {
@@ -226,6 +244,7 @@ func (f *FSM) advance(stampNanos int64) int64 {
 	f.expireDedup(now)
 	f.leases.expire(now, maxExpiriesPerApply)
 	f.shares.expire(now)
+	f.blocks.expire(now, maxExpiriesPerApply)
 	return now
 }
 
@@ -276,7 +295,7 @@ func (f *FSM) applyCommand(data []byte) (any, error) {
 	if t := CommandType(data[0]); t == CommandPutPolicy || t == CommandDeletePolicy {
 		f.publishSharing()
 	}
-	if f.onRaise != nil && CommandType(data[0]).Raises() {
+	if f.onRaise != nil && Raised(CommandType(data[0]), resp) {
 		f.onRaise()
 	}
 	return resp, nil

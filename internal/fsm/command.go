@@ -56,19 +56,37 @@ const (
 	// CommandReturnShare gives back what a holder did not spend of a
 	// share (a ReturnShareCommand).
 	CommandReturnShare CommandType = 30
+	// CommandPutBlock blocks a key until a cluster time (a BlockCommand):
+	// every request on it is denied without touching its counters.
+	CommandPutBlock CommandType = 20
+	// CommandDeleteBlock lifts a key's block.
+	CommandDeleteBlock CommandType = 21
 )
 
 // Raises reports whether a command of type t may give capacity back, so
 // that a denial decided before it may be wrong after it: a policy or RLS
-// domain put or deleted, a key reset. (A restore, which replaces the whole
-// state, raises too; it is not a command.) Every other command only takes
-// capacity away, or changes none.
+// domain put or deleted, a key reset, a block lifted. (A restore, which
+// replaces the whole state, raises too; it is not a command.) Every other
+// command only takes capacity away, or changes none, but for what Raised
+// tells from its result.
 func (t CommandType) Raises() bool {
 	switch t {
-	case CommandPutPolicy, CommandDeletePolicy, CommandPutRLSConfig, CommandDeleteRLSConfig, CommandResetKey:
+	case CommandPutPolicy, CommandDeletePolicy, CommandPutRLSConfig, CommandDeleteRLSConfig, CommandResetKey, CommandDeleteBlock:
 		return true
 	}
 	return false
+}
+
+// Raised reports whether an applied command of type t, which answered
+// result, gave capacity back: one whose type Raises, or a block put that
+// shortened a block (it ends sooner than the one it replaced). The leader
+// waits out the deny leases after such a command, as after every raise.
+func Raised(t CommandType, result any) bool {
+	if t.Raises() {
+		return true
+	}
+	r, ok := result.(*BlockResult)
+	return ok && r.Shortened
 }
 
 // LeaseTickCommand is the body of CommandLeaseTick.
@@ -192,6 +210,9 @@ type Result struct {
 	// Shared is set by package cluster on an answer a node gave from a
 	// share it holds; the log never holds it.
 	Shared bool
+	// Blocked, for a denial because a key is blocked, names the check
+	// and the block. Last, as RLS.
+	Blocked *contract.BlockedCheck
 }
 
 // denyFor is how long a denied request stays denied if only time passes:

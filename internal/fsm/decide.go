@@ -115,6 +115,11 @@ func (f *FSM) decide(now int64, req *Request, cmd *AllowCommand) Result {
 	if err != nil {
 		return Result{Rejection: err}
 	}
+	if i, b := f.blockedTarget(now, targets); b != nil {
+		res := f.blockedResult(now, req, targets, i, b)
+		res.RLS = statuses
+		return res
+	}
 	res := f.decideTargets(now, targets, cmd)
 	res.RLS = statuses
 	if !res.Allowed && res.Rejection == nil {

@@ -102,6 +102,7 @@ type FSM struct {
 	// sharing is the policies with local shares, published for the hot
 	// path to read without the lock (LocalSharesOf).
 	sharing atomic.Pointer[map[string]*contract.LocalShares]
+	blocks  *blockTable
 	logger  *slog.Logger
 	// onStamp, if set, is told the index and cluster time of every applied
 	// entry that carries a leader's stamp (allow batches, leases); the
@@ -199,4 +200,5 @@ func (f *FSM) reset() {
 	f.totalOverrides = 0
 	f.leases = newLeaseTable()
 	f.shares = newShareLedger()
+	f.blocks = newBlockTable()
 }

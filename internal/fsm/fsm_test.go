@@ -151,6 +151,15 @@ func randomLog(t testing.TB, seed uint64, entries int) [][]byte {
 			data, _ := Encode(CommandResetKey, &NamedDeleteCommand{Name: string(rune('a' + rng.IntN(6)))})
 			log = append(log, data)
 		}
+		if i%13 == 0 {
+			// An operator blocks a key, or lifts a block, now and then.
+			ct, cmd := CommandPutBlock, BlockCommand{NowNanos: stamp, Key: string(rune('a' + rng.IntN(6))), Reason: "abuse", TTLNanos: int64(time.Second) * (1 + rng.Int64N(3))}
+			if rng.IntN(3) == 0 {
+				ct = CommandDeleteBlock
+			}
+			data, _ := Encode(ct, &cmd)
+			log = append(log, data)
+		}
 		if i%7 == 0 {
 			id := string(rune('A' + rng.IntN(6)))
 			ct := CommandAcquireLease

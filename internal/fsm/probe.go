@@ -91,6 +91,11 @@ func (f *FSM) probeDenied(now int64, req *Request) (Result, bool) {
 	if err != nil {
 		return Result{}, false
 	}
+	if i, b := f.blockedTarget(now, targets); b != nil {
+		res := f.blockedResult(now, req, targets, i, b)
+		res.RLS = statuses
+		return res, true
+	}
 	res := Result{Allowed: true, Checks: make([]CheckResult, len(targets)), RLS: statuses}
 	for i := range targets {
 		t := &targets[i]

@@ -27,6 +27,8 @@ type requestRule struct {
 
 func stampLease(body any, nowNanos int64) { body.(*LeaseCommand).NowNanos = nowNanos }
 
+func stampBlock(body any, nowNanos int64) { body.(*BlockCommand).NowNanos = nowNanos }
+
 // requestRules are the commands a member may ask the leader to append. The
 // others (allow batches, which have their own path with group commit,
 // checkpoints, lease ticks and members' addresses) only the leader writes.
@@ -55,6 +57,16 @@ var requestRules = map[CommandType]requestRule{
 		body:  func() any { return new(ReturnShareCommand) },
 		check: func(b any) *contract.Error { return b.(*ReturnShareCommand).validate() },
 		stamp: func(b any, nowNanos int64) { b.(*ReturnShareCommand).NowNanos = nowNanos },
+	},
+	CommandPutBlock: {
+		body:  func() any { return new(BlockCommand) },
+		check: func(b any) *contract.Error { return validateBlockCommand(b.(*BlockCommand)) },
+		stamp: stampBlock,
+	},
+	CommandDeleteBlock: {
+		body:  func() any { return new(BlockCommand) },
+		check: func(b any) *contract.Error { return contract.ValidateKey(b.(*BlockCommand).Key) },
+		stamp: stampBlock,
 	},
 	CommandAcquireLease: {
 		body: func() any { return new(LeaseCommand) },

@@ -44,6 +44,8 @@ type snapshotHeader struct {
 	// restores with none.
 	RLSDomains int
 	Waiters    int
+	// Blocks come after the waiters, as RLSDomains.
+	Blocks int
 }
 
 type bucketRecord struct {
@@ -86,6 +88,7 @@ type snapshot struct {
 	leases     []leaseRecord
 	rlsConfigs []*rls.Config
 	waiters    []waiterRecord
+	blocks     []contract.Block
 }
 
 // Digest returns the index of the last entry applied and a SHA-256 of the
@@ -188,9 +191,12 @@ func (f *FSM) copyState() *snapshot {
 		s.rlsConfigs = append(s.rlsConfigs, d.Config())
 	}
 	s.waiters = f.leases.waiterRecords()
+	for _, b := range f.blocks.byKey {
+		s.blocks = append(s.blocks, b.Block)
+	}
 	s.header = snapshotHeader{Version: snapshotVersion, NowNanos: f.nowNanos,
 		Buckets: frozen.count, RequestIDs: len(s.requestIDs), Nodes: len(s.nodes), Policies: len(s.policies), Leases: len(s.leases),
-		RLSDomains: len(s.rlsConfigs), Waiters: len(s.waiters)}
+		RLSDomains: len(s.rlsConfigs), Waiters: len(s.waiters), Blocks: len(s.blocks)}
 	return s
 }
 
@@ -213,6 +219,7 @@ func (s *snapshot) writeTo(w io.Writer, canonical bool) error {
 	slices.SortFunc(s.policies, func(a, b policyRecord) int { return strings.Compare(a.Policy.Name, b.Policy.Name) })
 	slices.SortFunc(s.leases, func(a, b leaseRecord) int { return strings.Compare(a.ID, b.ID) })
 	slices.SortFunc(s.rlsConfigs, func(a, b *rls.Config) int { return strings.Compare(a.Domain, b.Domain) })
+	slices.SortFunc(s.blocks, func(a, b contract.Block) int { return strings.Compare(a.Key, b.Key) })
 
 	bw := bufio.NewWriterSize(w, 64<<10)
 	enc := codec.NewEncoder(bw, msgpack.Handle)
@@ -276,6 +283,11 @@ func (s *snapshot) writeTo(w io.Writer, canonical bool) error {
 			return err
 		}
 	}
+	for i := range s.blocks {
+		if err := enc.Encode(&s.blocks[i]); err != nil {
+			return err
+		}
+	}
 	return bw.Flush()
 }
 
@@ -314,6 +326,7 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	f.dedup, f.dedupQueue, f.dedupHead = fresh.dedup, fresh.dedupQueue, fresh.dedupHead
 	f.nodes, f.policies, f.leases, f.rlsDomains = fresh.nodes, fresh.policies, fresh.leases, fresh.rlsDomains
 	f.totalOverrides, f.shares = fresh.totalOverrides, fresh.shares
+	f.blocks = fresh.blocks
 	f.publishSharing()
 	f.mu.Unlock()
 	if f.onRestore != nil {
@@ -355,6 +368,9 @@ func (f *FSM) readSnapshot(r io.Reader) error {
 	if err := readRecords(dec, h.Waiters, "waiter", func(rec *waiterRecord) error { return f.leases.restoreWaiter(*rec) }); err != nil {
 		return err
 	}
+	if err := readRecords(dec, h.Blocks, "block", f.restoreBlock); err != nil {
+		return err
+	}
 	var extra any
 	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
 		return errors.New("trailing data after the last record")
@@ -374,7 +390,7 @@ func readHeader(dec *codec.Decoder) (snapshotHeader, error) {
 	if err := checkStamp(h.NowNanos); err != nil {
 		return h, err
 	}
-	if h.Buckets < 0 || h.RequestIDs < 0 || h.Nodes < 0 || h.Policies < 0 || h.Leases < 0 || h.RLSDomains < 0 || h.Waiters < 0 {
+	if h.Buckets < 0 || h.RequestIDs < 0 || h.Nodes < 0 || h.Policies < 0 || h.Leases < 0 || h.RLSDomains < 0 || h.Waiters < 0 || h.Blocks < 0 {
 		return h, fmt.Errorf("negative count in header")
 	}
 	return h, nil
@@ -457,6 +473,28 @@ func (f *FSM) restoreRLSDomain(c *rls.Config) error {
 	}
 	if err := f.putRLSConfig(*c); err != nil {
 		return fmt.Errorf("%v", err)
+	}
+	return nil
+}
+
+func (f *FSM) restoreBlock(rec *contract.Block) error {
+	if err := contract.ValidateKey(rec.Key); err != nil {
+		return err
+	}
+	if err := contract.ValidateBlockReason(rec.Reason); err != nil {
+		return err
+	}
+	if rec.Penalty != "" && !validBucketOwner(rec.Penalty) {
+		return errors.New("bad penalty owner")
+	}
+	if checkStamp(rec.SinceNanos) != nil || rec.UntilNanos <= rec.SinceNanos || rec.UntilNanos-rec.SinceNanos > int64(contract.MaxBlockTTL) {
+		return errors.New("times out of range")
+	}
+	if f.blocks.byKey[rec.Key] != nil {
+		return fmt.Errorf("key %q repeated", rec.Key)
+	}
+	if _, ok := f.blocks.put(*rec); !ok {
+		return errors.New("too many blocks")
 	}
 	return nil
 }

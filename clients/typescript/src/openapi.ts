@@ -385,6 +385,69 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/blocks": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List the blocked keys.
+         * @description The keys blocked now, sorted, each with its reason and end, as this
+         *     node has applied them (after catching up with the leader): those an
+         *     operator put and those a policy's penalty imposed.
+         */
+        get: operations["listBlocks"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/blocks/{key}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description The key, URL-escaped (a `/` in it as `%2F`): the key a check is
+                 *     decided on (given, or made by a policy's template), under any limit
+                 *     or policy, or the counter key of an Envoy rate limit service
+                 *     descriptor, as `GET /v1/keys` lists it.
+                 */
+                key: string;
+            };
+            cookie?: never;
+        };
+        get?: never;
+        /**
+         * Block a key for a while.
+         * @description From the log entry on, every node denies each request that counts on
+         *     the key, on every path (`/v1/allow`, batches, forward-auth, Envoy's
+         *     rate limit service), without touching its counters, until `ttl` of
+         *     cluster time has passed; the answer says it is blocked and why. A
+         *     block the key had is replaced. Replacing it with one that ends sooner
+         *     gives capacity back, so the answer waits out the deny leases, as a
+         *     policy change does.
+         */
+        put: operations["putBlock"];
+        post?: never;
+        /**
+         * Lift a key's block.
+         * @description Lifts the block through the log. It gives capacity back, so the
+         *     answer waits out the deny leases that could still deny the key (at
+         *     most about a second), as a policy change does. The answer is the
+         *     block as it was, ending now.
+         */
+        delete: operations["deleteBlock"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/cluster": {
         parameters: {
             query?: never;
@@ -919,6 +982,7 @@ export interface components {
              *     dimensions or whose policy is in shadow mode.
              */
             checks?: components["schemas"]["CheckResult"][];
+            blocked?: components["schemas"]["Blocked"];
         };
         /** @description The decision of one check. */
         CheckResult: {
@@ -981,6 +1045,7 @@ export interface components {
              * @constant
              */
             duplicate?: true;
+            blocked?: components["schemas"]["Blocked"];
         };
         /** @description The error of one request of a batch. */
         BatchError: {
@@ -1220,6 +1285,53 @@ export interface components {
             keys: components["schemas"]["KeyState"][];
             /** @description Present when more keys follow; pass it as `after`. */
             next?: string;
+        };
+        BlockRequest: {
+            /** @description How long the key is blocked, a Go duration from 1s to 8784h (366 days). */
+            ttl: string;
+            /** @description Why, shown to the callers it denies (in answers and the Limitnode-Denied-By header); one line of at most 256 bytes. */
+            reason?: string;
+        };
+        /** @description A blocked key. */
+        Block: {
+            key: string;
+            reason?: string;
+            /** @description The policy whose penalty imposed the block; absent for a block an operator put. */
+            penalty?: string;
+            /**
+             * Format: int64
+             * @description The cluster time the block began (Unix ms).
+             */
+            since_unix_ms: number;
+            /**
+             * Format: int64
+             * @description The cluster time it ends (Unix ms).
+             */
+            until_unix_ms: number;
+            /**
+             * Format: int64
+             * @description Time left, from this node's reading of cluster time (0 for a block just lifted).
+             */
+            ends_in_ms: number;
+        };
+        /** @description A page of the blocked keys, sorted. */
+        BlockPage: {
+            blocks: components["schemas"]["Block"][];
+            /** @description Present when more blocks follow; pass it as `after`. */
+            next?: string;
+        };
+        /**
+         * @description Present when a block denied the request: why, the policy whose
+         *     penalty imposed it (if one did), and the time it has left. The key
+         *     is left out of forward-auth answers, which a proxy may copy to its
+         *     client.
+         */
+        Blocked: {
+            key?: string;
+            reason?: string;
+            penalty?: string;
+            /** Format: int64 */
+            ends_in_ms: number;
         };
         KeyReset: {
             /** @description The key. */
@@ -2306,6 +2418,109 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthenticated"];
             403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    listBlocks: {
+        parameters: {
+            query?: {
+                /** @description At most this many blocks (1 to 1,000; default 100). */
+                limit?: number;
+                /** @description Start after this key (the `next` of the previous page). */
+                after?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of the blocked keys. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["BlockPage"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["PermissionDenied"];
+            405: components["responses"]["MethodNotAllowed"];
+        };
+    };
+    putBlock: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description The key, URL-escaped (a `/` in it as `%2F`): the key a check is
+                 *     decided on (given, or made by a policy's template), under any limit
+                 *     or policy, or the counter key of an Envoy rate limit service
+                 *     descriptor, as `GET /v1/keys` lists it.
+                 */
+                key: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["BlockRequest"];
+            };
+        };
+        responses: {
+            /** @description Blocked. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Block"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["PermissionDenied"];
+            405: components["responses"]["MethodNotAllowed"];
+            413: components["responses"]["PayloadTooLarge"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    deleteBlock: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description The key, URL-escaped (a `/` in it as `%2F`): the key a check is
+                 *     decided on (given, or made by a policy's template), under any limit
+                 *     or policy, or the counter key of an Envoy rate limit service
+                 *     descriptor, as `GET /v1/keys` lists it.
+                 */
+                key: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Lifted. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Block"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["PermissionDenied"];
             404: components["responses"]["NotFound"];
             405: components["responses"]["MethodNotAllowed"];
             500: components["responses"]["Internal"];

@@ -84,3 +84,17 @@ class CheckResult(_CheckResultRequired, total=False):
 
     policy: str
     shadow: bool
+
+
+class _BlockedRequired(TypedDict):
+    ends_in_ms: int
+
+
+class Blocked(_BlockedRequired, total=False):
+    """Why a block denied a request: the blocked ``key`` (not in forward-auth
+    answers), the operator's ``reason``, the policy whose ``penalty`` imposed
+    it, and the time it has left."""
+
+    key: str
+    reason: str
+    penalty: str
