@@ -65,7 +65,7 @@ func decisionOf(r fsm.Result, leader string) (contract.Decision, error) {
 	if r.Rejection != nil {
 		return contract.Decision{}, r.Rejection
 	}
-	d := contract.Decision{Allowed: r.Allowed, Duplicate: r.Duplicate, AtNanos: r.AtNanos, Leader: leader, Leased: r.Leased, Shared: r.Shared, Blocked: r.Blocked, Checks: make([]contract.CheckDecision, len(r.Checks))}
+	d := contract.Decision{Allowed: r.Allowed, Duplicate: r.Duplicate, AtNanos: r.AtNanos, Leader: leader, Leased: r.Leased, Shared: r.Shared, Blocked: r.Blocked, DeniedBy: r.DeniedBy, Checks: make([]contract.CheckDecision, len(r.Checks))}
 	if r.Leased || r.Shared {
 		d.Leader = ""
 	}

@@ -40,6 +40,11 @@ func (n *Node) ShouldRateLimit(ctx context.Context, q rls.Query) (rls.Decision, 
 			if b := r.Blocked; b != nil && b.Check == s.Check && d.Blocked == nil {
 				d.Blocked = &contract.BlockedCheck{Check: i, Block: b.Block}
 			}
+			if by := r.DeniedBy; by != nil && by.Check == s.Check && d.DeniedBy == nil {
+				named := *by
+				named.Check = i
+				d.DeniedBy = &named
+			}
 		}
 	}
 	return d, nil

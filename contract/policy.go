@@ -57,6 +57,8 @@ type PolicyStatus struct {
 	// ShadowDenied counts the checks the policy would have denied while
 	// in shadow mode.
 	ShadowDenied int64
+	// Version is the log index of the policy's last change.
+	Version uint64
 }
 
 // Normalize sorts the overrides by key, the order Validate requires and

@@ -70,7 +70,8 @@ func (f *fakeLimiter) decide(req contract.Request) (contract.Decision, error) {
 	d := contract.Decision{Allowed: true}
 	for i, c := range req.Checks {
 		if b, ok := f.blocks[c.Key]; ok && c.Key != "" {
-			d = contract.Decision{AtNanos: f.now, Blocked: &contract.BlockedCheck{Check: i, Block: b}}
+			d = contract.Decision{AtNanos: f.now, Blocked: &contract.BlockedCheck{Check: i, Block: b},
+				DeniedBy: &contract.DeniedBy{Check: i, Policy: c.Policy, Limit: algorithms.Limit{Rate: 1, PeriodNanos: int64(time.Second), Burst: 1}, Cause: contract.CauseBlock}}
 			for j := range req.Checks {
 				dec := algorithms.Decision{Allowed: j != i, Limit: 1}
 				if j == i {
@@ -100,6 +101,12 @@ func (f *fakeLimiter) decide(req contract.Request) (contract.Decision, error) {
 		dec, s := algorithms.Reserve(l, f.states[id], f.now, c.Cost, req.MaxWaitNanos)
 		d.Checks = append(d.Checks, contract.CheckDecision{Decision: dec, PeriodNanos: l.PeriodNanos, Rate: l.Rate, Shadow: shadow})
 		d.Allowed = d.Allowed && (dec.Allowed || shadow)
+		if !dec.Allowed && !shadow && d.DeniedBy == nil {
+			d.DeniedBy = &contract.DeniedBy{Check: len(d.Checks) - 1, Policy: c.Policy, Limit: l, Cause: contract.CauseLimit}
+			if c.Policy != "" {
+				d.DeniedBy.PolicyVersion = 7
+			}
+		}
 		next[id] = s
 	}
 	if d.Allowed {
@@ -518,8 +525,12 @@ func TestAllowedAndDeniedResponses(t *testing.T) {
 	if rec.Code != 429 {
 		t.Fatalf("101st request: %d", rec.Code)
 	}
-	if got, want := strings.TrimSpace(rec.Body.String()), `{"allowed":false,"limit":100,"remaining":0,"reset_after_ms":60000,"retry_after_ms":600}`; got != want {
+	if got, want := strings.TrimSpace(rec.Body.String()), `{"allowed":false,"limit":100,"remaining":0,"reset_after_ms":60000,"retry_after_ms":600,`+
+		`"denied_by":{"check":0,"limit":{"algorithm":"token_bucket","rate":100,"period":"1m0s","burst":100},"cause":"limit"}}`; got != want {
 		t.Fatalf("body %s, want %s", got, want)
+	}
+	if got, want := rec.Header().Get("Limitnode-Denied-By"), `"default";check=0;cause=limit;algorithm=token_bucket;rate=100;period_ms=60000;burst=100`; got != want {
+		t.Fatalf("Limitnode-Denied-By %q, want %q", got, want)
 	}
 	// 600ms rounds up to 1s, and the test's jitter takes its maximum, 1s.
 	if got := rec.Header().Get("Retry-After"); got != "2" {

@@ -488,6 +488,8 @@ func TestOpenAPIValidationCatchesViolations(t *testing.T) {
 		{"a malformed RateLimit header", "POST", "/v1/allow", goodAllow, 200,
 			withHeaders(append(slices.Clone(rateLimited), "RateLimit", "r=1")...), allowedBody, false},
 		{"a 429 without Retry-After", "POST", "/v1/allow", goodAllow, 429, withHeaders(rateLimited...), deniedBody, false},
+		{"a Limitnode-Denied-By that is not a structured field", "POST", "/v1/allow", goodAllow, 429,
+			withHeaders(append(slices.Clone(rateLimited), "Retry-After", "30", "Limitnode-Denied-By", "per-user, check 0")...), deniedBody, false},
 		{"a status the operation does not document", "POST", "/v1/allow", goodAllow, 418, jsonType, `{"error":"teapot","code":"internal"}`, false},
 		{"an error with an unknown code", "POST", "/v1/allow", goodAllow, 500, jsonType, `{"error":"x","code":"oops"}`, false},
 		{"a 503 with the code of a 500", "POST", "/v1/allow", goodAllow, 503, withHeaders("Retry-After", "1"), `{"error":"x","code":"internal"}`, false},

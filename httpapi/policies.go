@@ -24,6 +24,9 @@ func toPolicy(p *wire.Policy, name string) (contract.Policy, *apiError) {
 	if p.ShadowDenied != nil {
 		return contract.Policy{}, invalid("shadow_denied", "shadow_denied is counted by the cluster, not set")
 	}
+	if p.Version != 0 {
+		return contract.Policy{}, invalid("version", "version is the log index of the policy's last change, not set")
+	}
 	if p.Limit == nil {
 		return contract.Policy{}, invalid("limit", "limit is required")
 	}
@@ -60,7 +63,7 @@ func toPolicy(p *wire.Policy, name string) (contract.Policy, *apiError) {
 
 func policyToJSON(p contract.PolicyStatus) wire.Policy {
 	out := wire.Policy{Name: p.Name, Limit: limitToJSON(p.Limit), Shadow: p.Shadow, KeyTemplate: p.KeyTemplate, ShadowDenied: &p.ShadowDenied,
-		LocalShares: localSharesToJSON(p.LocalShares)}
+		LocalShares: localSharesToJSON(p.LocalShares), Version: p.Version}
 	if len(p.Overrides) > 0 {
 		out.Overrides = make(map[string]*wire.Limit, len(p.Overrides))
 		for _, o := range p.Overrides {

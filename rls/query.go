@@ -125,6 +125,9 @@ type Decision struct {
 	// blocked, names that descriptor (its index in Descriptors) and the
 	// block.
 	Blocked *contract.BlockedCheck
+	// DeniedBy, for a denial, says what denied it (contract.DeniedBy),
+	// its Check the index of the descriptor in Descriptors.
+	DeniedBy *contract.DeniedBy
 }
 
 // DescriptorDecision is one descriptor's part of a Decision.

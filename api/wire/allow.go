@@ -67,6 +67,8 @@ type AllowResponse struct {
 	// Blocked, for a request denied because a key is blocked, says so and
 	// why.
 	Blocked *Blocked `json:"blocked,omitempty"`
+	// DeniedBy, for a denial, says what denied it.
+	DeniedBy *DeniedBy `json:"denied_by,omitempty"`
 }
 
 // CheckResponse reports one check, when a request has several or one of
@@ -98,4 +100,16 @@ type BatchItem struct {
 // BatchResponse is the body of a /v1/allow/batch answer.
 type BatchResponse struct {
 	Responses []BatchItem `json:"responses"`
+}
+
+// DeniedBy, in a denial, says what denied it: the check (its index), the
+// policy it was decided under (absent for an inline limit) and that
+// policy's version (the log index of its last change), the limit that
+// applied, and the cause: "limit", "block" or "penalty".
+type DeniedBy struct {
+	Check         int    `json:"check"`
+	Policy        string `json:"policy,omitempty"`
+	PolicyVersion uint64 `json:"policy_version,omitempty"`
+	Limit         Limit  `json:"limit"`
+	Cause         string `json:"cause"`
 }

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/limitnode/limitnode/api/wire"
 	"github.com/limitnode/limitnode/client"
 )
 
@@ -62,6 +63,9 @@ var allowCommand = remoteCommand("allow", "allow -key K -rate N [-period 1m] [-a
 				millis(d.ResetAfterMS), millis(d.RetryAfterMS),
 			}}); err != nil {
 				return err
+			}
+			if by := d.DeniedBy; by != nil {
+				fmt.Fprintf(r.stdout, "denied by %s\n", deniedByText(by))
 			}
 			if b := d.Blocked; b != nil {
 				fmt.Fprintf(r.stdout, "blocked for %s more: %s\n", millis(b.EndsInMS), cmp.Or(b.Reason, "(no reason given)"))
@@ -253,6 +257,17 @@ func short(digest string) string {
 // shortDuration writes a whole number of hours or minutes without Go's
 // zero units ("1m0s" is 1m); anything else as Go does.
 // limitText is a limit as a table shows it: "token_bucket 100/1m burst 10".
+// deniedByText says what denied a request: "check 0, policy api (version
+// 12): token_bucket 100/1m (limit)".
+func deniedByText(by *wire.DeniedBy) string {
+	l := client.Limit{Algorithm: by.Limit.Algorithm, Rate: deref(by.Limit.Rate), Period: deref(by.Limit.Period), Burst: deref(by.Limit.Burst)}
+	policy := "an inline limit"
+	if by.Policy != "" {
+		policy = fmt.Sprintf("policy %s (version %d)", by.Policy, by.PolicyVersion)
+	}
+	return fmt.Sprintf("check %d, %s: %s (%s)", by.Check, policy, limitText(l), by.Cause)
+}
+
 func limitText(l client.Limit) string {
 	text := fmt.Sprintf("%s %d/%s", cmp.Or(l.Algorithm, "token_bucket"), l.Rate, shortDuration(cmp.Or(l.Period, "1s")))
 	if l.Burst != 0 && l.Burst != l.Rate {

@@ -306,7 +306,9 @@ var docScripts = []docScript{
 	},
 	{
 		page: "docs/http-api.md", onReadmeCluster: true,
-		want: []string{`"field":"limit.rate"`, `did you mean \"cost\"`, "HTTP/1.1 200 OK", "429 Retry-After: ", "200 shared: \n200 shared: \n200 shared: true\n200 shared: true", `"wait_ms":`, `"held_ms":`,
+		want: []string{`"field":"limit.rate"`, `did you mean \"cost\"`, "HTTP/1.1 200 OK", "429 Retry-After: ",
+			`Limitnode-Denied-By: "default";check=0;cause=limit;algorithm=token_bucket;rate=2;period_ms=60000;burst=2`, `"denied_by":{"check":0,"limit":{"algorithm":"token_bucket","rate":2,"period":"1m0s","burst":2},"cause":"limit"}}`,
+			"200 shared: \n200 shared: \n200 shared: true\n200 shared: true", `"wait_ms":`, `"held_ms":`,
 			`"checks":[{"key":"client:42"`, `"status":200`, `"field":"requests[1].policy"`, `"field":"requests[2].limit.rate"`,
 			`"shadow_denied":0`, `{"deleted":"per-tenant-route"}`,
 			`{"key":"api-key:spent","limits":[`, `{"reset":"api-key:spent","limits":1}`, "200\n",

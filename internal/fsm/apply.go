@@ -155,7 +155,11 @@ var applyCommands = map[CommandType]func(f *FSM, body []byte) (any, error){
 		if err := decodeBody(body, &c); err != nil {
 			return nil, err
 		}
-		return f.putRLSConfig(c), nil
+		resp := f.putRLSConfig(c)
+		if resp == nil {
+			f.rlsVersions[c.Domain] = f.lastIndex
+		}
+		return resp, nil
 	},
 	CommandResetKey: func(f *FSM, body []byte) (any, error) {
 		var cmd NamedDeleteCommand
@@ -195,6 +199,7 @@ var applyCommands = map[CommandType]func(f *FSM, body []byte) (any, error){
 			return contract.NotFound("domain", "rate limit service domain %q does not exist", cmd.Name), nil
 		}
 		delete(f.rlsDomains, cmd.Name)
+		delete(f.rlsVersions, cmd.Name)
 		return nil, nil
 	},
 }
@@ -268,6 +273,7 @@ func (f *FSM) putPolicy(p contract.Policy) any {
 		return contract.Invalid("overrides", "the cluster holds at most %d overrides over all policies; this policy would bring it to %d", contract.MaxTotalOverrides, total)
 	}
 	e := newPolicyEntry(p)
+	e.version = f.lastIndex
 	if old != nil {
 		e.shadowDenied = old.shadowDenied
 	}

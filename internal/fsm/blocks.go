@@ -247,6 +247,7 @@ func (f *FSM) blockedResult(now int64, req *Request, targets []target, i int, b 
 		res.Checks[j] = CheckResult{Decision: d, PeriodNanos: t.limit.PeriodNanos, Key: t.key, Shadow: t.shadow, Rate: t.limit.Rate}
 	}
 	res.DenyAtNanos = now
+	res.DeniedBy = f.deniedBy(targets, res.Checks, i, b)
 	if req.MaxWait == 0 {
 		res.DenyForNanos = longest
 	}

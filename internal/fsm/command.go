@@ -213,6 +213,9 @@ type Result struct {
 	// Blocked, for a denial because a key is blocked, names the check
 	// and the block. Last, as RLS.
 	Blocked *contract.BlockedCheck
+	// DeniedBy, for a denial, says which check denied it, under which
+	// policy, limit and version, and why (see deniedBy). Last, as RLS.
+	DeniedBy *contract.DeniedBy
 }
 
 // denyFor is how long a denied request stays denied if only time passes:

@@ -124,6 +124,7 @@ func (f *FSM) decide(now int64, req *Request, cmd *AllowCommand) Result {
 	res.RLS = statuses
 	if !res.Allowed && res.Rejection == nil {
 		res.DenyAtNanos, res.DenyForNanos = now, denyFor(req, res.Checks)
+		res.DeniedBy = f.deniedBy(targets, res.Checks, -1, nil)
 	}
 	return res
 }

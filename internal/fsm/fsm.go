@@ -94,6 +94,9 @@ type FSM struct {
 	nodes      map[string]string
 	policies   map[string]*policyEntry
 	rlsDomains map[string]*rls.Domain
+	// rlsVersions is the index of the entry that put each domain's
+	// configuration (contract.DeniedBy.PolicyVersion).
+	rlsVersions map[string]uint64
 	// totalOverrides counts the overrides of every policy, bounded by
 	// contract.MaxTotalOverrides.
 	totalOverrides int
@@ -197,6 +200,7 @@ func (f *FSM) reset() {
 	f.nodes = make(map[string]string)
 	f.policies = make(map[string]*policyEntry)
 	f.rlsDomains = make(map[string]*rls.Domain)
+	f.rlsVersions = make(map[string]uint64)
 	f.totalOverrides = 0
 	f.leases = newLeaseTable()
 	f.shares = newShareLedger()

@@ -230,6 +230,7 @@ func TestRestoredStateDecidesTheSame(t *testing.T) {
 		original.raw(e)
 	}
 	restored := newApplier(t)
+	restored.index = original.index // the log goes on at the same index, as Raft's does
 	snap, err := original.fsm.Snapshot()
 	if err != nil {
 		t.Fatal(err)

@@ -116,5 +116,6 @@ func (f *FSM) probeDenied(now int64, req *Request) (Result, bool) {
 			*d, _ = algorithms.Decide(*targets[i].limit, targets[i].state, now, 0)
 		}
 	}
+	res.DeniedBy = f.deniedBy(targets, res.Checks, -1, nil)
 	return res, true
 }

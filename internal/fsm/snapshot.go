@@ -44,8 +44,9 @@ type snapshotHeader struct {
 	// restores with none.
 	RLSDomains int
 	Waiters    int
-	// Blocks come after the waiters, as RLSDomains.
-	Blocks int
+	// Blocks and RLSVersions come after the waiters, as RLSDomains.
+	Blocks      int
+	RLSVersions int
 }
 
 type bucketRecord struct {
@@ -77,18 +78,27 @@ type requestIDRecord struct {
 type policyRecord struct {
 	Policy       contract.Policy
 	ShadowDenied int64
+	// Version comes last: a snapshot written before it restores with 0.
+	Version uint64
+}
+
+// rlsVersionRecord is the index of the entry that put a domain.
+type rlsVersionRecord struct {
+	Domain string
+	Index  uint64
 }
 
 type snapshot struct {
-	header     snapshotHeader
-	frozen     *frozenBuckets // written by writeTo, outside the FSM lock
-	requestIDs []requestIDRecord
-	nodes      []NodeCommand
-	policies   []policyRecord
-	leases     []leaseRecord
-	rlsConfigs []*rls.Config
-	waiters    []waiterRecord
-	blocks     []contract.Block
+	header      snapshotHeader
+	frozen      *frozenBuckets // written by writeTo, outside the FSM lock
+	requestIDs  []requestIDRecord
+	nodes       []NodeCommand
+	policies    []policyRecord
+	leases      []leaseRecord
+	rlsConfigs  []*rls.Config
+	waiters     []waiterRecord
+	blocks      []contract.Block
+	rlsVersions []rlsVersionRecord
 }
 
 // Digest returns the index of the last entry applied and a SHA-256 of the
@@ -182,7 +192,7 @@ func (f *FSM) copyState() *snapshot {
 		s.nodes = append(s.nodes, NodeCommand{ID: id, HTTPAddr: addr})
 	}
 	for _, e := range f.policies {
-		s.policies = append(s.policies, policyRecord{Policy: e.policy, ShadowDenied: e.shadowDenied})
+		s.policies = append(s.policies, policyRecord{Policy: e.policy, ShadowDenied: e.shadowDenied, Version: e.version})
 	}
 	for _, l := range f.leases.byID {
 		s.leases = append(s.leases, leaseRecord{ID: l.id, Key: l.group.key, Max: l.group.max, ExpiresAt: l.expiresAt})
@@ -194,9 +204,12 @@ func (f *FSM) copyState() *snapshot {
 	for _, b := range f.blocks.byKey {
 		s.blocks = append(s.blocks, b.Block)
 	}
+	for domain, index := range f.rlsVersions {
+		s.rlsVersions = append(s.rlsVersions, rlsVersionRecord{Domain: domain, Index: index})
+	}
 	s.header = snapshotHeader{Version: snapshotVersion, NowNanos: f.nowNanos,
 		Buckets: frozen.count, RequestIDs: len(s.requestIDs), Nodes: len(s.nodes), Policies: len(s.policies), Leases: len(s.leases),
-		RLSDomains: len(s.rlsConfigs), Waiters: len(s.waiters), Blocks: len(s.blocks)}
+		RLSDomains: len(s.rlsConfigs), Waiters: len(s.waiters), Blocks: len(s.blocks), RLSVersions: len(s.rlsVersions)}
 	return s
 }
 
@@ -220,6 +233,7 @@ func (s *snapshot) writeTo(w io.Writer, canonical bool) error {
 	slices.SortFunc(s.leases, func(a, b leaseRecord) int { return strings.Compare(a.ID, b.ID) })
 	slices.SortFunc(s.rlsConfigs, func(a, b *rls.Config) int { return strings.Compare(a.Domain, b.Domain) })
 	slices.SortFunc(s.blocks, func(a, b contract.Block) int { return strings.Compare(a.Key, b.Key) })
+	slices.SortFunc(s.rlsVersions, func(a, b rlsVersionRecord) int { return strings.Compare(a.Domain, b.Domain) })
 
 	bw := bufio.NewWriterSize(w, 64<<10)
 	enc := codec.NewEncoder(bw, msgpack.Handle)
@@ -288,6 +302,11 @@ func (s *snapshot) writeTo(w io.Writer, canonical bool) error {
 			return err
 		}
 	}
+	for i := range s.rlsVersions {
+		if err := enc.Encode(&s.rlsVersions[i]); err != nil {
+			return err
+		}
+	}
 	return bw.Flush()
 }
 
@@ -326,7 +345,7 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	f.dedup, f.dedupQueue, f.dedupHead = fresh.dedup, fresh.dedupQueue, fresh.dedupHead
 	f.nodes, f.policies, f.leases, f.rlsDomains = fresh.nodes, fresh.policies, fresh.leases, fresh.rlsDomains
 	f.totalOverrides, f.shares = fresh.totalOverrides, fresh.shares
-	f.blocks = fresh.blocks
+	f.blocks, f.rlsVersions = fresh.blocks, fresh.rlsVersions
 	f.publishSharing()
 	f.mu.Unlock()
 	if f.onRestore != nil {
@@ -371,6 +390,9 @@ func (f *FSM) readSnapshot(r io.Reader) error {
 	if err := readRecords(dec, h.Blocks, "block", f.restoreBlock); err != nil {
 		return err
 	}
+	if err := readRecords(dec, h.RLSVersions, "RLS domain version", f.restoreRLSVersion); err != nil {
+		return err
+	}
 	var extra any
 	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
 		return errors.New("trailing data after the last record")
@@ -390,7 +412,7 @@ func readHeader(dec *codec.Decoder) (snapshotHeader, error) {
 	if err := checkStamp(h.NowNanos); err != nil {
 		return h, err
 	}
-	if h.Buckets < 0 || h.RequestIDs < 0 || h.Nodes < 0 || h.Policies < 0 || h.Leases < 0 || h.RLSDomains < 0 || h.Waiters < 0 || h.Blocks < 0 {
+	if h.Buckets < 0 || h.RequestIDs < 0 || h.Nodes < 0 || h.Policies < 0 || h.Leases < 0 || h.RLSDomains < 0 || h.Waiters < 0 || h.Blocks < 0 || h.RLSVersions < 0 {
 		return h, fmt.Errorf("negative count in header")
 	}
 	return h, nil
@@ -461,7 +483,7 @@ func (f *FSM) restorePolicy(rec *policyRecord) error {
 		return errors.New("repeated, or too many")
 	}
 	e := newPolicyEntry(rec.Policy)
-	e.shadowDenied = rec.ShadowDenied
+	e.shadowDenied, e.version = rec.ShadowDenied, rec.Version
 	f.policies[rec.Policy.Name] = e
 	f.totalOverrides += len(rec.Policy.Overrides)
 	return nil
@@ -496,5 +518,16 @@ func (f *FSM) restoreBlock(rec *contract.Block) error {
 	if _, ok := f.blocks.put(*rec); !ok {
 		return errors.New("too many blocks")
 	}
+	return nil
+}
+
+func (f *FSM) restoreRLSVersion(rec *rlsVersionRecord) error {
+	if f.rlsDomains[rec.Domain] == nil {
+		return fmt.Errorf("a version of domain %q, which the snapshot does not hold", rec.Domain)
+	}
+	if _, ok := f.rlsVersions[rec.Domain]; ok {
+		return fmt.Errorf("%q repeated", rec.Domain)
+	}
+	f.rlsVersions[rec.Domain] = rec.Index
 	return nil
 }

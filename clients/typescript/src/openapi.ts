@@ -983,6 +983,7 @@ export interface components {
              */
             checks?: components["schemas"]["CheckResult"][];
             blocked?: components["schemas"]["Blocked"];
+            denied_by?: components["schemas"]["DeniedBy"];
         };
         /** @description The decision of one check. */
         CheckResult: {
@@ -1046,6 +1047,7 @@ export interface components {
              */
             duplicate?: true;
             blocked?: components["schemas"]["Blocked"];
+            denied_by?: components["schemas"]["DeniedBy"];
         };
         /** @description The error of one request of a batch. */
         BatchError: {
@@ -1102,6 +1104,13 @@ export interface components {
              * @description Checks this policy would have denied while in shadow mode, as counted by this node.
              */
             shadow_denied?: number;
+            /**
+             * Format: int64
+             * @description The log index of the policy's last change, the same on every
+             *     node; denials name it (`denied_by.policy_version`). Absent from
+             *     the answer of a put.
+             */
+            version?: number;
         };
         PolicyList: {
             /** @description A page of the policies, sorted by name. */
@@ -1321,6 +1330,29 @@ export interface components {
             next?: string;
         };
         /**
+         * @description Present in a denial: what denied it. Of several checks that deny,
+         *     the one that frees up last.
+         */
+        DeniedBy: {
+            /** @description The index of the check that denied (0 for a single inline check). */
+            check: number;
+            /** @description The policy it was decided under; absent for an inline limit. */
+            policy?: string;
+            /**
+             * Format: int64
+             * @description The policy's version: the log index of its last change, the same
+             *     on every node (`version` in `GET /v1/policies/{name}`).
+             */
+            policy_version?: number;
+            /** @description The limit that applied to the check (for a policy, its key's override if it has one). */
+            limit: components["schemas"]["StoredLimit"];
+            /**
+             * @description `limit`: the limit had not enough left; `block`: an operator blocked the key; `penalty`: a policy's penalty blocked it.
+             * @enum {string}
+             */
+            cause: "limit" | "block" | "penalty";
+        };
+        /**
          * @description Present when a block denied the request: why, the policy whose
          *     penalty imposed it (if one did), and the time it has left. The key
          *     is left out of forward-auth answers, which a proxy may copy to its
@@ -1385,6 +1417,7 @@ export interface components {
         ForwardAuthDenied: {
             headers: {
                 "Retry-After": components["headers"]["Retry-After"];
+                "Limitnode-Denied-By": components["headers"]["Limitnode-Denied-By"];
                 "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
                 "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
                 "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
@@ -1610,6 +1643,14 @@ export interface components {
     };
     requestBodies: never;
     headers: {
+        /**
+         * @description What denied the request, as `denied_by` in the body says it: an RFC
+         *     9651 Item, the policy's name (`default` for an inline limit, as
+         *     RateLimit-Policy names it) with the check's index, the policy's
+         *     version, the cause, the limit and a block's reason:
+         *     `"per-user";check=0;version=17;cause=limit;algorithm=token_bucket;rate=100;period_ms=60000;burst=100`.
+         */
+        "Limitnode-Denied-By": string;
         /** @description The most that can pass at once (`limit` in the body). */
         "RateLimit-Limit": number;
         /** @description What is left after this request (`remaining` in the body). */
@@ -1708,6 +1749,7 @@ export interface operations {
             429: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
+                    "Limitnode-Denied-By": components["headers"]["Limitnode-Denied-By"];
                     "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
                     "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
                     "RateLimit-Reset": components["headers"]["RateLimit-Reset"];

@@ -29,7 +29,7 @@ from ._duration import duration_seconds
 from ._errors import LeaseLostError, LeaseRefusedError, LimitnodeError, UnavailableError
 from ._local import LocalLimiter
 from ._transport import Answer, NotSent, Pool, base_url
-from ._types import AllowRequest, Blocked, CheckResult, LeaseRequest
+from ._types import AllowRequest, Blocked, CheckResult, DeniedBy, LeaseRequest
 
 FailurePolicy = Literal["closed", "open", "local", "raise"]
 """What ``allow`` and ``allow_batch`` answer when the cluster cannot decide
@@ -76,6 +76,8 @@ class Decision:
     checks: List[CheckResult] = field(default_factory=list)
     blocked: Optional[Blocked] = None
     """Set when a blocked key denied the request: why, and for how long."""
+    denied_by: Optional[DeniedBy] = None
+    """Set on a denial: the check, policy, version and limit that denied it."""
     degraded: bool = False
     """True when the cluster could not decide and the failure policy answered."""
     cause: Optional[BaseException] = None
@@ -444,6 +446,7 @@ def _decision(
         duplicate=body.get("duplicate", False),
         checks=list(body.get("checks", [])),
         blocked=body.get("blocked"),
+        denied_by=body.get("denied_by"),
     )
 
 

@@ -98,3 +98,18 @@ class Blocked(_BlockedRequired, total=False):
     key: str
     reason: str
     penalty: str
+
+
+class _DeniedByRequired(TypedDict):
+    check: int
+    limit: Limit
+    cause: str
+
+
+class DeniedBy(_DeniedByRequired, total=False):
+    """What denied a request: the ``check`` (its index), the ``policy`` and
+    its ``policy_version`` (the log index of its last change), the ``limit``
+    that applied, and the ``cause``: "limit", "block" or "penalty"."""
+
+    policy: str
+    policy_version: int
