@@ -185,12 +185,19 @@ func (n *Node) Restore(ctx context.Context, r io.Reader) (backup contract.Backup
 	if err := fsm.New(n.logger).Restore(io.NopCloser(bufio.NewReader(state()))); err != nil {
 		return contract.BackupInfo{}, 0, contract.Invalid("", "the backup's state does not restore: %v", err)
 	}
-	meta := &raft.SnapshotMeta{Version: raft.SnapshotVersionMax, Size: stateBytes}
-	if err := n.raft.Restore(meta, state(), max(n.requestTimeout, restoreTimeout)); err != nil {
+	// The cluster keeps its own audit trail: the backup's state goes in
+	// with it.
+	withTrail, size, err := fsm.WithAuditTrail(io.NewSectionReader(spool, backupHeaderBytes, stateBytes), stateBytes, n.fsm.AuditTrail())
+	if err != nil {
+		return contract.BackupInfo{}, 0, contract.Invalid("", "the backup's state does not restore: %v", err)
+	}
+	meta := &raft.SnapshotMeta{Version: raft.SnapshotVersionMax, Size: size}
+	if err := n.raft.Restore(meta, withTrail, max(n.requestTimeout, restoreTimeout)); err != nil {
 		return contract.BackupInfo{}, 0, translate(err)
 	}
 	restoredIndex = n.raft.AppliedIndex()
 	n.waitOutLeases() // a restore gives capacity back as a raise does
+	n.recordAudit(ctx, contract.AuditRestore, fmt.Sprintf("backup at index %d", info.Index), fmt.Sprintf("limits digest %x, restored at index %d", info.LimitsDigest[:8], restoredIndex))
 	n.logger.Info("restored a backup", "backup_index", info.Index, "restored_at", restoredIndex)
 	return info, restoredIndex, ctx.Err()
 }

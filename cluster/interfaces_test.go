@@ -17,5 +17,6 @@ var (
 	_ httpapi.Observer    = (*cluster.Node)(nil)
 	_ httpapi.KeyStore    = (*cluster.Node)(nil)
 	_ httpapi.BlockList   = (*cluster.Node)(nil)
+	_ httpapi.AuditLog    = (*cluster.Node)(nil)
 	_ grpcapi.Limiter     = (*cluster.Node)(nil)
 )

@@ -25,6 +25,7 @@ type Backend struct {
 	Observer   Observer
 	Keys       KeyStore
 	Blocks     BlockList
+	Audit      AuditLog
 }
 
 // mustBeComplete panics, naming the field, when a job is missing: a
@@ -125,6 +126,16 @@ type BlockList interface {
 	// has applied them, the cluster time of that reading, and the key to
 	// continue after.
 	Blocks(ctx context.Context, after string, limit int) (nowNanos int64, page []contract.Block, next string)
+}
+
+// AuditLog reads the audit trail of the changes operators made.
+type AuditLog interface {
+	// Audit returns a page of the changes recorded after log index since,
+	// oldest first, as this node has applied them.
+	Audit(ctx context.Context, since uint64, limit int) contract.AuditPage
+	// RecentAudit returns the last n changes this node has applied,
+	// newest first.
+	RecentAudit(n int) []contract.AuditEntry
 }
 
 // Backups writes and restores backup files.

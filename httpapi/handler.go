@@ -91,6 +91,7 @@ func New(b Backend, opts Options) *API {
 	a.route("/v1/keys/{key}", map[string]endpoint{http.MethodGet: {read, a.getKey}, http.MethodDelete: {admin, a.resetKey}})
 	a.route("/v1/blocks", map[string]endpoint{http.MethodGet: {read, a.listBlocks}})
 	a.route("/v1/blocks/{key}", map[string]endpoint{http.MethodPut: {admin, a.putBlock}, http.MethodDelete: {admin, a.deleteBlock}})
+	a.route("/v1/audit", map[string]endpoint{http.MethodGet: {read, a.listAudit}})
 	a.route("/v1/cluster", map[string]endpoint{http.MethodGet: {read, a.clusterStatus}})
 	a.route("/v1/cluster/join", map[string]endpoint{http.MethodPost: {admin, a.join}})
 	a.route("/v1/cluster/nodes/{id}", map[string]endpoint{http.MethodDelete: {admin, a.removeNode}})

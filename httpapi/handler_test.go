@@ -39,6 +39,7 @@ type fakeLimiter struct {
 	domains   map[string]rls.Config
 	buckets   map[string]fakeBucket // states' key → what it counts
 	blocks    map[string]contract.Block
+	audit     []contract.AuditEntry
 }
 
 // fakeBucket is what one of the fake's states counts: a key under a limit.
@@ -49,7 +50,7 @@ type fakeBucket struct {
 
 // backend is the fake in every job of a Backend.
 func (f *fakeLimiter) backend() Backend {
-	return Backend{Decider: f, Policies: f, RLS: f, Leases: f, Membership: f, Backups: f, Observer: f, Keys: f, Blocks: f}
+	return Backend{Decider: f, Policies: f, RLS: f, Leases: f, Membership: f, Backups: f, Observer: f, Keys: f, Blocks: f, Audit: f}
 }
 
 func newFake() *fakeLimiter {
@@ -178,12 +179,13 @@ func (f *fakeLimiter) ResetKey(_ context.Context, key string) (int, error) {
 	return n, nil
 }
 
-func (f *fakeLimiter) PutBlock(_ context.Context, req contract.BlockRequest) (contract.Block, error) {
+func (f *fakeLimiter) PutBlock(ctx context.Context, req contract.BlockRequest) (contract.Block, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.err != nil {
 		return contract.Block{}, f.err
 	}
+	f.record(ctx, contract.AuditBlockPut, req.Key)
 	b := contract.Block{Key: req.Key, Reason: req.Reason, SinceNanos: f.now, UntilNanos: f.now + int64(req.TTL)}
 	f.blocks[req.Key] = b
 	return b, nil
@@ -230,11 +232,42 @@ func (f *fakeLimiter) AllowBatch(_ context.Context, reqs []contract.Request) ([]
 	return out, nil
 }
 
-func (f *fakeLimiter) PutPolicy(_ context.Context, p contract.Policy) error {
+func (f *fakeLimiter) PutPolicy(ctx context.Context, p contract.Policy) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.policies[p.Name] = p
+	if f.err == nil {
+		f.record(ctx, contract.AuditPolicyPut, p.Name)
+	}
 	return f.err
+}
+
+// record notes a change in the fake's audit trail, by the context's actor.
+func (f *fakeLimiter) record(ctx context.Context, action, subject string) {
+	f.audit = append(f.audit, contract.AuditEntry{Index: uint64(len(f.audit) + 1), AtNanos: f.now, Actor: contract.ActorOf(ctx), Action: action, Subject: subject})
+}
+
+func (f *fakeLimiter) Audit(_ context.Context, since uint64, limit int) contract.AuditPage {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var page contract.AuditPage
+	for _, e := range f.audit {
+		if e.Index > since && len(page.Entries) < limit {
+			page.Entries = append(page.Entries, e)
+		}
+	}
+	if n := len(page.Entries); n > 0 && page.Entries[n-1].Index < uint64(len(f.audit)) {
+		page.Next = page.Entries[n-1].Index
+	}
+	return page
+}
+
+func (f *fakeLimiter) RecentAudit(n int) []contract.AuditEntry {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := slices.Clone(f.audit[max(len(f.audit)-n, 0):])
+	slices.Reverse(out)
+	return out
 }
 
 func (f *fakeLimiter) DeletePolicy(_ context.Context, name string) error {

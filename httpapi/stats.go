@@ -53,6 +53,10 @@ func (a *API) statsOf(r *http.Request, top int) wire.Stats {
 			out.Policies = append(out.Policies, wire.ShadowPolicy{Name: p.Name, Shadow: p.Shadow, ShadowDenied: p.ShadowDenied})
 		}
 	}
+	out.RecentChanges = []wire.AuditEntry{}
+	for _, e := range a.backend.Audit.RecentAudit(recentChanges) {
+		out.RecentChanges = append(out.RecentChanges, auditToJSON(e))
+	}
 	return out
 }
 

@@ -13,6 +13,8 @@ type Stats struct {
 	Dropped     int64          `json:"dropped_entries"`
 	Policies    []ShadowPolicy `json:"shadow_policies"`
 	Shares      []Shares       `json:"local_shares"`
+	// RecentChanges are the last changes operators made, newest first.
+	RecentChanges []AuditEntry `json:"recent_changes"`
 }
 
 // Shares is what the keys of one policy ("" for inline limits) have

@@ -91,6 +91,8 @@ func TestTheCommandLineAgainstACluster(t *testing.T) {
 		{"remove", []string{"remove", addr, third.ID}, 0, []string{"removed " + third.ID}, ""},
 		{"join", []string{"join", addr, "-id", third.ID, "-raft", third.RaftAddr, "-http", third.HTTPAddr}, 0, []string{"joined " + third.ID}, ""},
 		{"transfer-leadership", []string{"transfer-leadership", addr, "-to", third.ID}, 0, []string{"leader is now " + third.ID}, ""},
+		{"audit", []string{"audit", addr}, 0, []string{"INDEX", "(no token)", "policy.put", "per-tenant", "token_bucket 100 per 1m0s", "block.put", "cli", "key.reset", "restore", "member.remove", third.ID, "member.join", "leadership.transfer"}, ""},
+		{"audit since an index", []string{"audit", addr, "-limit", "1", "-json"}, 0, []string{`"action": "member.join"`}, ""},
 		{"an unreachable address", []string{"status", "-addr", "127.0.0.1:1"}, exitError, nil, "no node reachable"},
 		{"a bad flag", []string{"status", "-bogus"}, exitUsage, nil, "flag provided but not defined: -bogus"},
 		{"a missing argument", []string{"remove", addr}, exitUsage, nil, "want the member's ID"},

@@ -313,7 +313,7 @@ var docScripts = []docScript{
 			`"shadow_denied":0`, `{"deleted":"per-tenant-route"}`,
 			`{"key":"api-key:spent","limits":[`, `{"reset":"api-key:spent","limits":1}`, "200\n",
 			`{"key":"api-key:scraper","reason":"scraping the catalogue"`, `"allowed":false`, `"blocked":{"key":"api-key:scraper","reason":"scraping the catalogue","ends_in_ms":`,
-			`{"blocks":[{"key":"api-key:scraper"`, `"ends_in_ms":0}`, `"granted":false`, `"position":1`, `"expires_in_ms":300000`, `"released":`, `"waited_ms":`,
+			`{"blocks":[{"key":"api-key:scraper"`, `"ends_in_ms":0}`, `"action":"policy.put","subject":"audited","detail":"token_bucket 100 per 1m0s"}`, `"granted":false`, `"position":1`, `"expires_in_ms":300000`, `"released":`, `"waited_ms":`,
 			`{"id":"n4"`, `{"removed":"n4"}`, `"leader":"n2"`, `{"status":"ok"}`, `{"status":"ready"}`, `"agrees":true`,
 			"X-Limitnode-Limits-Digest: ", `"restored_index":`, "<title>limitnode n1</title>", `"top_denied_keys":[{"name":"api-key:busy"`,
 			`limitnode_decisions_total{outcome="allowed"}`},
@@ -334,7 +334,7 @@ var docScripts = []docScript{
 	},
 	{
 		page: "docs/operations.md", onReadmeCluster: true,
-		want: []string{"n1    n1", "allowed   2      1", "api   token_bucket 100/1m", "user:42  api", "user:13  operator", "card testing", "RESTORED AT", "ready", "leader is now n2",
+		want: []string{"n1    n1", "allowed   2      1", "api   token_bucket 100/1m", "user:42  api", "user:13  operator", "card testing", "policy.put", "api", "block.put", "RESTORED AT", "ready", "leader is now n2",
 			// membership
 			"removed n5", "not a member of the cluster", "joined n5", "does not answer as a limitnode node", `409 conflict (id): member "n5" is running at`,
 			"removed n5", `409 conflict (id): removing "n2" would leave 2 of 4 voters answering`, `d6 belongs to node "n6", not "n9"`, "removed n6", "removed n7",

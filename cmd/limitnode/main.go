@@ -50,6 +50,7 @@ var subcommands = map[string]subcommand{
 	"policy":              policyCommand,
 	"keys":                keysCommand,
 	"blocks":              blocksCommand,
+	"audit":               auditCommand,
 	"rls":                 rlsCommand,
 	"backup":              backupCommand,
 	"restore":             restoreCommand,

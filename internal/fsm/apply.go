@@ -190,6 +190,7 @@ var applyCommands = map[CommandType]func(f *FSM, body []byte) (any, error){
 	CommandDeleteBlock: func(f *FSM, body []byte) (any, error) {
 		return f.applyBlock(body, (*FSM).deleteBlock)
 	},
+	CommandAudit: (*FSM).applyAudit,
 	CommandDeleteRLSConfig: func(f *FSM, body []byte) (any, error) {
 		var cmd NamedDeleteCommand
 		if err := decodeBody(body, &cmd); err != nil {
@@ -298,11 +299,18 @@ func (f *FSM) applyCommand(data []byte) (any, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: type %d: %w", ErrCorruptCommand, data[0], err)
 	}
-	if t := CommandType(data[0]); t == CommandPutPolicy || t == CommandDeletePolicy {
+	f.applied(CommandType(data[0]), resp)
+	return resp, nil
+}
+
+// applied tells what follows from an applied command of type t that
+// answered resp: the policies with local shares are published again after
+// a policy change, and a raise is told of.
+func (f *FSM) applied(t CommandType, resp any) {
+	if t == CommandPutPolicy || t == CommandDeletePolicy {
 		f.publishSharing()
 	}
-	if f.onRaise != nil && Raised(CommandType(data[0]), resp) {
+	if f.onRaise != nil && Raised(t, resp) {
 		f.onRaise()
 	}
-	return resp, nil
 }

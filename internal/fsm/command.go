@@ -61,6 +61,13 @@ const (
 	CommandPutBlock CommandType = 20
 	// CommandDeleteBlock lifts a key's block.
 	CommandDeleteBlock CommandType = 21
+	// CommandAudited carries an operator's command and who asked for it
+	// (an AuditedCommand): the command is applied, and recorded in the
+	// audit trail, in one entry.
+	CommandAudited CommandType = 22
+	// CommandAudit records in the audit trail a change made outside the
+	// FSM (an AuditCommand): a membership change, a hand-over, a restore.
+	CommandAudit CommandType = 23
 )
 
 // Raises reports whether a command of type t may give capacity back, so

@@ -106,6 +106,7 @@ type FSM struct {
 	// path to read without the lock (LocalSharesOf).
 	sharing atomic.Pointer[map[string]*contract.LocalShares]
 	blocks  *blockTable
+	audit   *auditTrail
 	logger  *slog.Logger
 	// onStamp, if set, is told the index and cluster time of every applied
 	// entry that carries a leader's stamp (allow batches, leases); the
@@ -205,4 +206,5 @@ func (f *FSM) reset() {
 	f.leases = newLeaseTable()
 	f.shares = newShareLedger()
 	f.blocks = newBlockTable()
+	f.audit = &auditTrail{}
 }

@@ -143,7 +143,7 @@ func randomLog(t testing.TB, seed uint64, entries int) [][]byte {
 			if p.Limit.Capacity() < 2 {
 				p.Limit = perMinute100
 			}
-			data, _ = Encode(CommandPutPolicy, &p)
+			data, _ = EncodeAudited("ops", CommandPutPolicy, &p) // recorded in the audit trail
 			log = append(log, data)
 		}
 		if i%11 == 0 {

@@ -95,11 +95,13 @@ var requestRules = map[CommandType]requestRule{
 }
 
 // Requested is a command a member asked the leader to append, decoded and
-// checked.
+// checked. Type is the command's own type, also when it travels inside
+// CommandAudited (then audited is set, with who asked).
 type Requested struct {
-	Type CommandType
-	body any
-	rule requestRule
+	Type    CommandType
+	body    any
+	rule    requestRule
+	audited *AuditedCommand
 }
 
 // DecodeRequest reads a command a member asks the leader to append, as
@@ -115,6 +117,9 @@ func DecodeRequest(data []byte) (Requested, error) {
 		return Requested{}, fmt.Errorf("%w: empty command", ErrCorruptCommand)
 	}
 	t := CommandType(data[0])
+	if t == CommandAudited {
+		return decodeAudited(data[1:])
+	}
 	rule, ok := requestRules[t]
 	if !ok {
 		return Requested{}, fmt.Errorf("%w: command type %d is not one a member may ask the leader for", ErrCorruptCommand, t)
@@ -129,15 +134,55 @@ func DecodeRequest(data []byte) (Requested, error) {
 	return Requested{Type: t, body: body, rule: rule}, nil
 }
 
+// decodeAudited reads an operator's command inside CommandAudited: the
+// command as DecodeRequest reads it on its own, and who asked.
+func decodeAudited(body []byte) (Requested, error) {
+	var env AuditedCommand
+	if err := decodeBody(body, &env); err != nil {
+		return Requested{}, fmt.Errorf("%w: type %d: %w", ErrCorruptCommand, CommandAudited, err)
+	}
+	if err := contract.ValidateActor(env.Actor); err != nil {
+		return Requested{}, err
+	}
+	if len(env.Command) == 0 || !Audited(CommandType(env.Command[0])) {
+		return Requested{}, fmt.Errorf("%w: an audited command must carry an operator's command", ErrCorruptCommand)
+	}
+	t := CommandType(env.Command[0])
+	rule := requestRules[t]
+	inner := rule.body()
+	if err := decodeBody(env.Command[1:], inner); err != nil {
+		return Requested{}, fmt.Errorf("%w: type %d: %w", ErrCorruptCommand, t, err)
+	}
+	if err := rule.check(inner); err != nil {
+		return Requested{}, err
+	}
+	return Requested{Type: t, body: inner, rule: rule, audited: &env}, nil
+}
+
 // Stamped reports whether the command carries the leader's time.
-func (r *Requested) Stamped() bool { return r.rule.stamp != nil }
+func (r *Requested) Stamped() bool { return r.rule.stamp != nil || r.audited != nil }
 
 // Stamp writes the leader's time into a command that carries one.
 func (r *Requested) Stamp(nowNanos int64) {
 	if r.rule.stamp != nil {
 		r.rule.stamp(r.body, nowNanos)
 	}
+	if r.audited != nil {
+		r.audited.NowNanos = nowNanos
+	}
 }
 
-// Encode returns the log entry of the command.
-func (r *Requested) Encode() ([]byte, error) { return Encode(r.Type, r.body) }
+// Encode returns the log entry of the command (inside CommandAudited when
+// it came in one).
+func (r *Requested) Encode() ([]byte, error) {
+	if r.audited == nil {
+		return Encode(r.Type, r.body)
+	}
+	inner, err := encodeBare(r.Type, r.body)
+	if err != nil {
+		return nil, err
+	}
+	env := *r.audited
+	env.Command = inner
+	return Encode(CommandAudited, &env)
+}

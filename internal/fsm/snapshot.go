@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"bufio"
+	"bytes"
 	"container/heap"
 	"crypto/sha256"
 	"errors"
@@ -47,6 +48,11 @@ type snapshotHeader struct {
 	// Blocks and RLSVersions come after the waiters, as RLSDomains.
 	Blocks      int
 	RLSVersions int
+	// Audit (the audit trail's entries, oldest first) and AuditDropped
+	// (how many it dropped) come last, and the entries after every other
+	// record: a restore appends the cluster's own (WithAuditTrail).
+	Audit        int
+	AuditDropped int64
 }
 
 type bucketRecord struct {
@@ -99,6 +105,7 @@ type snapshot struct {
 	waiters     []waiterRecord
 	blocks      []contract.Block
 	rlsVersions []rlsVersionRecord
+	audit       []contract.AuditEntry
 }
 
 // Digest returns the index of the last entry applied and a SHA-256 of the
@@ -133,6 +140,9 @@ func (s *snapshot) withoutMembers() *snapshot {
 	// leases expired.
 	out.waiters = nil
 	out.header.Waiters = 0
+	// The audit trail is the cluster's own: a restore keeps it.
+	out.audit = nil
+	out.header.Audit, out.header.AuditDropped = 0, 0
 	return &out
 }
 
@@ -159,7 +169,12 @@ func (f *FSM) LastIndex() uint64 {
 func (f *FSM) Backup() (uint64, *BackupState) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.lastIndex, &BackupState{snap: f.copyState()}
+	snap := f.copyState()
+	// The audit trail is the cluster's own: a restore keeps the one it
+	// has (WithAuditTrail).
+	snap.audit = nil
+	snap.header.Audit, snap.header.AuditDropped = 0, 0
+	return f.lastIndex, &BackupState{snap: snap}
 }
 
 // BackupState is the state frozen for a backup.
@@ -207,9 +222,11 @@ func (f *FSM) copyState() *snapshot {
 	for domain, index := range f.rlsVersions {
 		s.rlsVersions = append(s.rlsVersions, rlsVersionRecord{Domain: domain, Index: index})
 	}
+	s.audit = slices.Clone(f.audit.live())
 	s.header = snapshotHeader{Version: snapshotVersion, NowNanos: f.nowNanos,
 		Buckets: frozen.count, RequestIDs: len(s.requestIDs), Nodes: len(s.nodes), Policies: len(s.policies), Leases: len(s.leases),
-		RLSDomains: len(s.rlsConfigs), Waiters: len(s.waiters), Blocks: len(s.blocks), RLSVersions: len(s.rlsVersions)}
+		RLSDomains: len(s.rlsConfigs), Waiters: len(s.waiters), Blocks: len(s.blocks), RLSVersions: len(s.rlsVersions),
+		Audit: len(s.audit), AuditDropped: f.audit.dropped}
 	return s
 }
 
@@ -307,6 +324,9 @@ func (s *snapshot) writeTo(w io.Writer, canonical bool) error {
 			return err
 		}
 	}
+	if err := writeAuditRecords(enc, s.audit); err != nil {
+		return err
+	}
 	return bw.Flush()
 }
 
@@ -345,7 +365,7 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	f.dedup, f.dedupQueue, f.dedupHead = fresh.dedup, fresh.dedupQueue, fresh.dedupHead
 	f.nodes, f.policies, f.leases, f.rlsDomains = fresh.nodes, fresh.policies, fresh.leases, fresh.rlsDomains
 	f.totalOverrides, f.shares = fresh.totalOverrides, fresh.shares
-	f.blocks, f.rlsVersions = fresh.blocks, fresh.rlsVersions
+	f.blocks, f.rlsVersions, f.audit = fresh.blocks, fresh.rlsVersions, fresh.audit
 	f.publishSharing()
 	f.mu.Unlock()
 	if f.onRestore != nil {
@@ -393,6 +413,13 @@ func (f *FSM) readSnapshot(r io.Reader) error {
 	if err := readRecords(dec, h.RLSVersions, "RLS domain version", f.restoreRLSVersion); err != nil {
 		return err
 	}
+	if h.Audit > contract.MaxAuditEntries || h.AuditDropped < 0 {
+		return fmt.Errorf("an audit trail of %d entries, %d dropped", h.Audit, h.AuditDropped)
+	}
+	if err := readRecords(dec, h.Audit, "audit entry", f.restoreAuditEntry); err != nil {
+		return err
+	}
+	f.audit.dropped = h.AuditDropped
 	var extra any
 	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
 		return errors.New("trailing data after the last record")
@@ -412,7 +439,7 @@ func readHeader(dec *codec.Decoder) (snapshotHeader, error) {
 	if err := checkStamp(h.NowNanos); err != nil {
 		return h, err
 	}
-	if h.Buckets < 0 || h.RequestIDs < 0 || h.Nodes < 0 || h.Policies < 0 || h.Leases < 0 || h.RLSDomains < 0 || h.Waiters < 0 || h.Blocks < 0 || h.RLSVersions < 0 {
+	if h.Buckets < 0 || h.RequestIDs < 0 || h.Nodes < 0 || h.Policies < 0 || h.Leases < 0 || h.RLSDomains < 0 || h.Waiters < 0 || h.Blocks < 0 || h.RLSVersions < 0 || h.Audit < 0 {
 		return h, fmt.Errorf("negative count in header")
 	}
 	return h, nil
@@ -530,4 +557,73 @@ func (f *FSM) restoreRLSVersion(rec *rlsVersionRecord) error {
 	}
 	f.rlsVersions[rec.Domain] = rec.Index
 	return nil
+}
+
+func (f *FSM) restoreAuditEntry(rec *contract.AuditEntry) error {
+	if err := validateAuditRecord(rec); err != nil {
+		return err
+	}
+	if live := f.audit.live(); len(live) > 0 && live[len(live)-1].Index >= rec.Index {
+		return errors.New("entries out of order")
+	}
+	f.audit.add(*rec)
+	return nil
+}
+
+// writeAuditRecords writes the audit trail's entries.
+func writeAuditRecords(enc *codec.Encoder, entries []contract.AuditEntry) error {
+	for i := range entries {
+		if err := enc.Encode(&entries[i]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// AuditTrail is the audit trail frozen for a restore (see WithAuditTrail).
+type AuditTrail struct {
+	entries []contract.AuditEntry
+	dropped int64
+}
+
+// AuditTrail returns a copy of the audit trail as applied.
+func (f *FSM) AuditTrail() AuditTrail {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return AuditTrail{entries: slices.Clone(f.audit.live()), dropped: f.audit.dropped}
+}
+
+// maxHeaderBytes bounds what WithAuditTrail reads to find a snapshot's
+// header (a few dozen bytes).
+const maxHeaderBytes = 4096
+
+// WithAuditTrail returns the state of a backup, size bytes at r (a
+// snapshot as BackupState.Write writes it: without an audit trail), with
+// trail added, and its size: what a restore hands to Raft, so that the
+// restored cluster keeps the trail it had. A state that holds a trail of
+// its own is refused.
+func WithAuditTrail(r io.ReaderAt, size int64, trail AuditTrail) (io.Reader, int64, error) {
+	prefix := make([]byte, min(size, maxHeaderBytes))
+	if _, err := r.ReadAt(prefix, 0); err != nil && !errors.Is(err, io.EOF) {
+		return nil, 0, fmt.Errorf("fsm: read the state's header: %w", err)
+	}
+	dec := codec.NewDecoderBytes(prefix, msgpack.Handle)
+	h, err := readHeader(dec)
+	if err != nil {
+		return nil, 0, fmt.Errorf("%w: %w", ErrCorruptSnapshot, err)
+	}
+	if h.Audit != 0 || h.AuditDropped != 0 {
+		return nil, 0, fmt.Errorf("%w: a backup carries no audit trail", ErrCorruptSnapshot)
+	}
+	rest := int64(dec.NumBytesRead())
+	h.Audit, h.AuditDropped = len(trail.entries), trail.dropped
+	var head, tail bytes.Buffer
+	if err := codec.NewEncoder(&head, msgpack.Handle).Encode(&h); err != nil {
+		return nil, 0, err
+	}
+	if err := writeAuditRecords(codec.NewEncoder(&tail, msgpack.Handle), trail.entries); err != nil {
+		return nil, 0, err
+	}
+	out := io.MultiReader(bytes.NewReader(head.Bytes()), io.NewSectionReader(r, rest, size-rest), bytes.NewReader(tail.Bytes()))
+	return out, int64(head.Len()) + size - rest + int64(tail.Len()), nil
 }

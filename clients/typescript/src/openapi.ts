@@ -448,6 +448,33 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/audit": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The changes operators made, oldest first.
+         * @description Every change an operator made (a policy, override or Envoy domain put
+         *     or deleted, a block put or lifted, a key reset, a member joined or
+         *     removed, a hand-over, a restore), as the replicated state recorded
+         *     it: the log index of its entry, its cluster time, the name of the
+         *     token that asked (never the token) and what was done. The cluster
+         *     keeps the last 10,000; `dropped` counts the older ones it let go.
+         *     Read from this node's applied copy after catching up with the
+         *     leader, so the same on every node.
+         */
+        get: operations["listAudit"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/cluster": {
         parameters: {
             query?: never;
@@ -755,6 +782,8 @@ export interface components {
                 shares: number;
                 units: number;
             }[];
+            /** @description The last 10 changes operators made, newest first, as `GET /v1/audit` lists them. */
+            recent_changes: components["schemas"]["AuditEntry"][];
         };
         TopCount: {
             name: string;
@@ -1364,6 +1393,40 @@ export interface components {
             penalty?: string;
             /** Format: int64 */
             ends_in_ms: number;
+        };
+        /** @description One change an operator made. */
+        AuditEntry: {
+            /**
+             * Format: int64
+             * @description The log index of the entry that made (or recorded) the change.
+             */
+            index: number;
+            /**
+             * Format: int64
+             * @description Its cluster time (Unix ms).
+             */
+            at_unix_ms: number;
+            /** @description The name of the token that asked; absent when tokens are off. */
+            actor?: string;
+            /** @enum {string} */
+            action: "policy.put" | "policy.delete" | "rls.put" | "rls.delete" | "block.put" | "block.delete" | "key.reset" | "member.join" | "member.remove" | "leadership.transfer" | "restore";
+            /** @description On what (a policy's name, a domain, a key, a member's ID, a backup). */
+            subject?: string;
+            /** @description How, in a few words. */
+            detail?: string;
+        };
+        AuditPage: {
+            entries: components["schemas"]["AuditEntry"][];
+            /**
+             * Format: int64
+             * @description Present when more changes follow; pass it as `since`.
+             */
+            next?: number;
+            /**
+             * Format: int64
+             * @description How many of the oldest changes the cluster no longer keeps.
+             */
+            dropped: number;
         };
         KeyReset: {
             /** @description The key. */
@@ -2567,6 +2630,35 @@ export interface operations {
             405: components["responses"]["MethodNotAllowed"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];
+        };
+    };
+    listAudit: {
+        parameters: {
+            query?: {
+                /** @description Only changes recorded after this log index (the `next` of the previous page); default 0, from the oldest kept. */
+                since?: number;
+                /** @description At most this many changes (1 to 1,000; default 100). */
+                limit?: number;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of the audit trail. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AuditPage"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["PermissionDenied"];
+            405: components["responses"]["MethodNotAllowed"];
         };
     };
     clusterStatus: {
