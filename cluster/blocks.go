@@ -9,10 +9,12 @@ import (
 
 // PutBlock blocks req.Key for req.TTL of cluster time, through the log:
 // from the entry on, every node denies each request that counts on the key,
-// without touching its counters, until the block ends. A block already on
-// the key is replaced; replacing it with one that ends sooner gives capacity
-// back, and is acknowledged only once the deny leases that could contradict
-// it have ended (as a policy change is).
+// without touching its counters, until the block ends. It is acknowledged
+// once the local shares granted before it, which could still admit the key
+// on the nodes that hold them, have ended (as a policy change waits them
+// out), so from then on no node admits the key. A block already on the key
+// is replaced; replacing it with one that ends sooner gives capacity back,
+// which the same wait covers for the deny leases.
 func (n *Node) PutBlock(ctx context.Context, req contract.BlockRequest) (contract.Block, error) {
 	if err := req.Validate(); err != nil {
 		return contract.Block{}, err

@@ -72,7 +72,10 @@ func (n *Node) applyRequested(data []byte) (any, error) {
 		return nil, err
 	}
 	result, err := n.appendEntry(data)
-	if err == nil && fsm.Raised(req.Type, result) {
+	// A raise waits out the deny leases and shares that could contradict
+	// it; a block, the shares that could still admit what it blocks: the
+	// same wait.
+	if err == nil && (fsm.Raised(req.Type, result) || req.Type == fsm.CommandPutBlock) {
 		n.waitOutLeases()
 	}
 	if lease, ok := result.(*fsm.LeaseResult); ok && (lease.Queued || lease.Waiting > 0) {
