@@ -61,11 +61,18 @@ type Policy struct {
 	ShadowDenied *int64
 	LocalShares  *LocalShares
 	Version      uint64
+	// Penalty, when set, blocks a key the policy denies often.
+	Penalty *Penalty
 }
+
+// Penalty blocks a key a policy denies often (wire.Penalty): after Denials
+// denials within Within (a Go duration such as "1m") of the first, for
+// BlockFor.
+type Penalty = wire.Penalty
 
 func (p Policy) toWire() wire.Policy {
 	out := wire.Policy{Name: p.Name, Limit: p.Limit.toWire(), Shadow: p.Shadow, KeyTemplate: p.KeyTemplate, ShadowDenied: p.ShadowDenied,
-		LocalShares: p.LocalShares.toWire()}
+		LocalShares: p.LocalShares.toWire(), Penalty: p.Penalty}
 	if len(p.Overrides) > 0 {
 		out.Overrides = make(map[string]*wire.Limit, len(p.Overrides))
 		for key, l := range p.Overrides {
@@ -77,7 +84,7 @@ func (p Policy) toWire() wire.Policy {
 
 func policyFromWire(p wire.Policy) Policy {
 	out := Policy{Name: p.Name, Limit: limitFromWire(p.Limit), Shadow: p.Shadow, KeyTemplate: p.KeyTemplate, ShadowDenied: p.ShadowDenied,
-		LocalShares: sharesFromWire(p.LocalShares), Version: p.Version}
+		LocalShares: sharesFromWire(p.LocalShares), Version: p.Version, Penalty: p.Penalty}
 	if len(p.Overrides) > 0 {
 		out.Overrides = make(map[string]*Limit, len(p.Overrides))
 		for key, l := range p.Overrides {

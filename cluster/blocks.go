@@ -41,6 +41,13 @@ func (n *Node) DeleteBlock(ctx context.Context, key string) (contract.Block, err
 	return r.Block, nil
 }
 
+// BlockSummary returns the block list at a glance, with up to latest of the
+// blocks that began last, as this node has applied it, without asking the
+// leader: for the status page and /v1/stats.
+func (n *Node) BlockSummary(latest int) contract.BlockSummary {
+	return n.fsm.BlockSummary(latest, n.clock.estimate())
+}
+
 // Blocks returns up to limit blocked keys that sort after after, with their
 // blocks, and the key to continue after ("" at the end), as this node has
 // applied them after catching up with the leader (as Policies does), at its

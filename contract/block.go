@@ -74,6 +74,16 @@ type Block struct {
 	Penalty string
 }
 
+// BlockSummary is the block list at a glance: how many keys are blocked,
+// how many of them by a penalty, and the latest blocks.
+type BlockSummary struct {
+	// AtNanos is the cluster time of the reading.
+	AtNanos            int64
+	Blocked, ByPenalty int
+	// Latest are the blocks that began last, latest first.
+	Latest []Block
+}
+
 // ValidateBlockPage checks a block listing's page size.
 func ValidateBlockPage(limit int) *Error {
 	if limit < 1 || limit > MaxBlockPage {

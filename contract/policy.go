@@ -43,6 +43,9 @@ type Policy struct {
 	// shares of their budget, under the policy's limit and its overrides
 	// alike (MaxUnits is bounded by each key's capacity).
 	LocalShares *LocalShares
+	// Penalty, when set, blocks a key that the policy denies often (see
+	// Penalty). Last, as LocalShares.
+	Penalty *Penalty
 }
 
 // Override is one key's own limit within a policy.
@@ -97,6 +100,12 @@ func (p *Policy) Validate() *Error {
 		if _, err := parseKeyTemplate(p.KeyTemplate); err != nil {
 			return err
 		}
+	}
+	if p.Penalty != nil && p.Shadow {
+		return Invalid("penalty", "a policy in shadow mode never denies, so it takes no penalty")
+	}
+	if err := p.Penalty.Validate(); err != nil {
+		return err
 	}
 	return p.LocalShares.Validate(p.Limit)
 }

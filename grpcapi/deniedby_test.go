@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	ratelimitcommon "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
@@ -74,5 +75,41 @@ func TestARateLimitServiceDenialIsExplained(t *testing.T) {
 	putDomain(t, c, domain)
 	if later := version(); later <= first {
 		t.Fatalf("the domain put again has version %d, want later than %d", later, first)
+	}
+}
+
+// TestAPenaltyOnTheRateLimitService: the domain's YAML extension blocks a
+// descriptor's counter denied often; every node then denies it for the
+// penalty, and says so.
+func TestAPenaltyOnTheRateLimitService(t *testing.T) {
+	t.Parallel()
+	c := testcluster.Start(t, 3)
+	putDomain(t, c, "domain: edge\ndescriptors:\n  - key: client\n    rate_limit: {unit: hour, requests_per_unit: 1, penalty: {denials: 2, within: 1m, block_for: 1h}}\n")
+	ctx := context.Background()
+	call := func(n *testcluster.Node) (*ratelimitv3.RateLimitResponse, metadata.MD) {
+		t.Helper()
+		var header metadata.MD
+		resp, err := ratelimitv3.NewRateLimitServiceClient(n.DialGRPC()).ShouldRateLimit(ctx, &ratelimitv3.RateLimitRequest{Domain: "edge",
+			Descriptors: []*ratelimitcommon.RateLimitDescriptor{desc(1, "client", "c1")}}, grpc.Header(&header))
+		if err != nil {
+			t.Fatalf("ShouldRateLimit: %v", err)
+		}
+		return resp, header
+	}
+	follower := c.Followers()[0]
+	for i := range 3 {
+		if resp, header := call(follower); (resp.OverallCode == ratelimitv3.RateLimitResponse_OK) != (i == 0) || len(header.Get("x-limitnode-blocked")) > 0 {
+			t.Fatalf("hit %d: %v %v", i+1, resp.OverallCode, header)
+		}
+	}
+	for _, n := range c.Running() {
+		resp, header := call(n)
+		by := header.Get("x-limitnode-denied-by")
+		if resp.OverallCode != ratelimitv3.RateLimitResponse_OVER_LIMIT || len(header.Get("x-limitnode-blocked")) != 1 || len(by) != 1 || !strings.Contains(by[0], ";cause=penalty;") {
+			t.Fatalf("%s after the penalty: %v, metadata %v", n.ID, resp.OverallCode, header)
+		}
+		if d := resp.Statuses[0].DurationUntilReset.AsDuration(); d < 50*time.Minute {
+			t.Fatalf("%s: duration_until_reset %v, want the block's hour", n.ID, d)
+		}
 	}
 }

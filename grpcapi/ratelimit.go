@@ -173,7 +173,11 @@ func responseOf(d rls.Decision, jitter func(int64) int64) *ratelimitv3.RateLimit
 		}
 		st.CurrentLimit = &ratelimitv3.RateLimitResponse_RateLimit{Name: dd.Name, RequestsPerUnit: dd.RequestsPerUnit, Unit: ratelimitv3.RateLimitResponse_RateLimit_Unit(ratelimitv3.RateLimitResponse_RateLimit_Unit_value[dd.Unit])}
 		st.LimitRemaining = uint32(min(max(dec.Remaining, 0), math.MaxUint32))
-		st.DurationUntilReset = durationpb.New(time.Duration(untilReset(dd, d.AtNanos)))
+		reset := untilReset(dd, d.AtNanos)
+		if b := d.Blocked; b != nil && b.Check == i {
+			reset = max(reset, b.UntilNanos-d.AtNanos) // the limit is not available before the block ends
+		}
+		st.DurationUntilReset = durationpb.New(time.Duration(reset))
 		if !dd.Shadow && (closest < 0 || closer(dd, &d.Descriptors[closest])) {
 			closest = i
 		}

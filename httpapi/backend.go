@@ -126,6 +126,9 @@ type BlockList interface {
 	// has applied them, the cluster time of that reading, and the key to
 	// continue after.
 	Blocks(ctx context.Context, after string, limit int) (nowNanos int64, page []contract.Block, next string)
+	// BlockSummary counts the blocked keys as this node has applied them,
+	// with up to latest of the blocks that began last.
+	BlockSummary(latest int) contract.BlockSummary
 }
 
 // AuditLog reads the audit trail of the changes operators made.

@@ -218,6 +218,19 @@ func (f *fakeLimiter) Blocks(_ context.Context, after string, limit int) (int64,
 	return f.now, page, next
 }
 
+func (f *fakeLimiter) BlockSummary(latest int) contract.BlockSummary {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := contract.BlockSummary{AtNanos: f.now}
+	for _, k := range slices.Sorted(maps.Keys(f.blocks)) {
+		out.Blocked++
+		if len(out.Latest) < latest {
+			out.Latest = append(out.Latest, f.blocks[k])
+		}
+	}
+	return out
+}
+
 func (f *fakeLimiter) AllowBatch(_ context.Context, reqs []contract.Request) ([]contract.BatchResult, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -13,6 +13,15 @@ type Policy struct {
 	ShadowDenied *int64            `json:"shadow_denied,omitempty"`
 	LocalShares  *LocalShares      `json:"local_shares,omitempty"`
 	Version      uint64            `json:"version,omitempty"`
+	Penalty      *Penalty          `json:"penalty,omitempty"`
+}
+
+// Penalty blocks a key a policy denies often: after Denials denials within
+// Within of the first (a Go duration), for BlockFor.
+type Penalty struct {
+	Denials  int64  `json:"denials"`
+	Within   string `json:"within"`
+	BlockFor string `json:"block_for"`
 }
 
 // PolicyPage is the body of GET /v1/policies: a page sorted by name and,

@@ -251,6 +251,7 @@ func (f *FSM) advance(stampNanos int64) int64 {
 	f.leases.expire(now, maxExpiriesPerApply)
 	f.shares.expire(now)
 	f.blocks.expire(now, maxExpiriesPerApply)
+	f.penalties.expire(now, maxExpiriesPerApply)
 	return now
 }
 

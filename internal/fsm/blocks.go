@@ -1,6 +1,7 @@
 package fsm
 
 import (
+	"cmp"
 	"container/heap"
 	"slices"
 	"strings"
@@ -197,18 +198,35 @@ func (f *FSM) Blocks(after string, limit int, atNanos int64) (page []contract.Bl
 // BlockCount returns how many keys are blocked as of cluster time atNanos,
 // and how many of those a penalty blocked.
 func (f *FSM) BlockCount(atNanos int64) (blocked, byPenalty int) {
+	s := f.BlockSummary(0, atNanos)
+	return s.Blocked, s.ByPenalty
+}
+
+// BlockSummary returns the block list as of cluster time atNanos (never
+// before the latest applied) at a glance, with up to latest of the blocks
+// that began last (ties by key).
+func (f *FSM) BlockSummary(latest int, atNanos int64) contract.BlockSummary {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	now := max(atNanos, f.nowNanos)
+	out := contract.BlockSummary{AtNanos: now}
 	for _, e := range f.blocks.byKey {
-		if e.UntilNanos > now {
-			blocked++
-			if e.Penalty != "" {
-				byPenalty++
-			}
+		if e.UntilNanos <= now {
+			continue
+		}
+		out.Blocked++
+		if e.Penalty != "" {
+			out.ByPenalty++
+		}
+		if latest > 0 {
+			out.Latest = append(out.Latest, e.Block)
 		}
 	}
-	return blocked, byPenalty
+	slices.SortFunc(out.Latest, func(a, b contract.Block) int {
+		return cmp.Or(cmp.Compare(b.SinceNanos, a.SinceNanos), strings.Compare(a.Key, b.Key))
+	})
+	out.Latest = out.Latest[:min(len(out.Latest), latest)]
+	return out
 }
 
 // blockedTarget returns the first of targets whose key is blocked at now,

@@ -223,6 +223,9 @@ type Result struct {
 	// DeniedBy, for a denial, says which check denied it, under which
 	// policy, limit and version, and why (see deniedBy). Last, as RLS.
 	DeniedBy *contract.DeniedBy
+	// Penalized names the policy (or rls/ and the domain) whose penalty
+	// this denial completed, blocking the key. Last, as RLS.
+	Penalized string
 }
 
 // denyFor is how long a denied request stays denied if only time passes:

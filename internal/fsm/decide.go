@@ -52,6 +52,9 @@ type target struct {
 	never bool
 	// maxWait: admit by reservation within it (algorithms.Reserve).
 	maxWait int64
+	// penalty: the policy's (or the domain's rate_limit's), counting its
+	// denials (see penalty.go).
+	penalty *contract.Penalty
 	// deferred: the policy's limit changed, but the bucket keeps the limit
 	// its outstanding shares were granted under until they end.
 	deferred bool
@@ -72,7 +75,7 @@ func (f *FSM) resolve(now int64, c *Check) (target, *contract.Error) {
 	if p == nil {
 		return target{}, contract.NotFound("policy", "policy %q does not exist", c.Policy)
 	}
-	t := target{cost: c.Cost, policy: p, shadow: p.policy.Shadow}
+	t := target{cost: c.Cost, policy: p, shadow: p.policy.Shadow, penalty: p.policy.Penalty}
 	key := c.Key
 	switch {
 	case p.policy.KeyTemplate != "" && len(c.Dimensions) > 0:
@@ -125,6 +128,11 @@ func (f *FSM) decide(now int64, req *Request, cmd *AllowCommand) Result {
 	if !res.Allowed && res.Rejection == nil {
 		res.DenyAtNanos, res.DenyForNanos = now, denyFor(req, res.Checks)
 		res.DeniedBy = f.deniedBy(targets, res.Checks, -1, nil)
+		if penalized(targets, res.Checks) {
+			// Each such denial must reach the log to be counted.
+			res.DenyForNanos = 0
+			f.penalize(now, targets, &res)
+		}
 	}
 	return res
 }

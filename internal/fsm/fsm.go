@@ -107,7 +107,9 @@ type FSM struct {
 	sharing atomic.Pointer[map[string]*contract.LocalShares]
 	blocks  *blockTable
 	audit   *auditTrail
-	logger  *slog.Logger
+	// penalties counts the denials of keys whose policy has a penalty.
+	penalties *penaltyTable
+	logger    *slog.Logger
 	// onStamp, if set, is told the index and cluster time of every applied
 	// entry that carries a leader's stamp (allow batches, leases); the
 	// node's clock uses it (see cluster's clock.go).
@@ -206,5 +208,6 @@ func (f *FSM) reset() {
 	f.leases = newLeaseTable()
 	f.shares = newShareLedger()
 	f.blocks = newBlockTable()
+	f.penalties = newPenaltyTable()
 	f.audit = &auditTrail{}
 }

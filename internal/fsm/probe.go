@@ -108,7 +108,9 @@ func (f *FSM) probeDenied(now int64, req *Request) (Result, bool) {
 			res.Allowed = false
 		}
 	}
-	if res.Allowed {
+	if res.Allowed || penalized(targets, res.Checks) {
+		// An admission, or a denial that counts toward a penalty: only
+		// the log counts it.
 		return Result{}, false
 	}
 	for i := range targets {

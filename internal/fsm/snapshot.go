@@ -3,6 +3,7 @@ package fsm
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"container/heap"
 	"crypto/sha256"
 	"errors"
@@ -53,6 +54,9 @@ type snapshotHeader struct {
 	// record: a restore appends the cluster's own (WithAuditTrail).
 	Audit        int
 	AuditDropped int64
+	// Penalties (the counts of denials toward penalties) come after the
+	// other fields; their records before the audit trail's.
+	Penalties int
 }
 
 type bucketRecord struct {
@@ -106,6 +110,7 @@ type snapshot struct {
 	blocks      []contract.Block
 	rlsVersions []rlsVersionRecord
 	audit       []contract.AuditEntry
+	penalties   []penaltyRecord
 }
 
 // Digest returns the index of the last entry applied and a SHA-256 of the
@@ -223,10 +228,13 @@ func (f *FSM) copyState() *snapshot {
 		s.rlsVersions = append(s.rlsVersions, rlsVersionRecord{Domain: domain, Index: index})
 	}
 	s.audit = slices.Clone(f.audit.live())
+	for _, c := range f.penalties.byKey {
+		s.penalties = append(s.penalties, penaltyRecord{Owner: c.owner, Key: c.key, EndNanos: c.endNanos, Count: c.count})
+	}
 	s.header = snapshotHeader{Version: snapshotVersion, NowNanos: f.nowNanos,
 		Buckets: frozen.count, RequestIDs: len(s.requestIDs), Nodes: len(s.nodes), Policies: len(s.policies), Leases: len(s.leases),
 		RLSDomains: len(s.rlsConfigs), Waiters: len(s.waiters), Blocks: len(s.blocks), RLSVersions: len(s.rlsVersions),
-		Audit: len(s.audit), AuditDropped: f.audit.dropped}
+		Audit: len(s.audit), AuditDropped: f.audit.dropped, Penalties: len(s.penalties)}
 	return s
 }
 
@@ -251,6 +259,9 @@ func (s *snapshot) writeTo(w io.Writer, canonical bool) error {
 	slices.SortFunc(s.rlsConfigs, func(a, b *rls.Config) int { return strings.Compare(a.Domain, b.Domain) })
 	slices.SortFunc(s.blocks, func(a, b contract.Block) int { return strings.Compare(a.Key, b.Key) })
 	slices.SortFunc(s.rlsVersions, func(a, b rlsVersionRecord) int { return strings.Compare(a.Domain, b.Domain) })
+	slices.SortFunc(s.penalties, func(a, b penaltyRecord) int {
+		return cmp.Or(strings.Compare(a.Owner, b.Owner), strings.Compare(a.Key, b.Key))
+	})
 
 	bw := bufio.NewWriterSize(w, 64<<10)
 	enc := codec.NewEncoder(bw, msgpack.Handle)
@@ -324,6 +335,11 @@ func (s *snapshot) writeTo(w io.Writer, canonical bool) error {
 			return err
 		}
 	}
+	for i := range s.penalties {
+		if err := enc.Encode(&s.penalties[i]); err != nil {
+			return err
+		}
+	}
 	if err := writeAuditRecords(enc, s.audit); err != nil {
 		return err
 	}
@@ -365,7 +381,7 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	f.dedup, f.dedupQueue, f.dedupHead = fresh.dedup, fresh.dedupQueue, fresh.dedupHead
 	f.nodes, f.policies, f.leases, f.rlsDomains = fresh.nodes, fresh.policies, fresh.leases, fresh.rlsDomains
 	f.totalOverrides, f.shares = fresh.totalOverrides, fresh.shares
-	f.blocks, f.rlsVersions, f.audit = fresh.blocks, fresh.rlsVersions, fresh.audit
+	f.blocks, f.rlsVersions, f.audit, f.penalties = fresh.blocks, fresh.rlsVersions, fresh.audit, fresh.penalties
 	f.publishSharing()
 	f.mu.Unlock()
 	if f.onRestore != nil {
@@ -413,6 +429,9 @@ func (f *FSM) readSnapshot(r io.Reader) error {
 	if err := readRecords(dec, h.RLSVersions, "RLS domain version", f.restoreRLSVersion); err != nil {
 		return err
 	}
+	if err := readRecords(dec, h.Penalties, "penalty count", f.restorePenalty); err != nil {
+		return err
+	}
 	if h.Audit > contract.MaxAuditEntries || h.AuditDropped < 0 {
 		return fmt.Errorf("an audit trail of %d entries, %d dropped", h.Audit, h.AuditDropped)
 	}
@@ -439,7 +458,7 @@ func readHeader(dec *codec.Decoder) (snapshotHeader, error) {
 	if err := checkStamp(h.NowNanos); err != nil {
 		return h, err
 	}
-	if h.Buckets < 0 || h.RequestIDs < 0 || h.Nodes < 0 || h.Policies < 0 || h.Leases < 0 || h.RLSDomains < 0 || h.Waiters < 0 || h.Blocks < 0 || h.RLSVersions < 0 || h.Audit < 0 {
+	if h.Buckets < 0 || h.RequestIDs < 0 || h.Nodes < 0 || h.Policies < 0 || h.Leases < 0 || h.RLSDomains < 0 || h.Waiters < 0 || h.Blocks < 0 || h.RLSVersions < 0 || h.Audit < 0 || h.Penalties < 0 {
 		return h, fmt.Errorf("negative count in header")
 	}
 	return h, nil

@@ -784,6 +784,15 @@ export interface components {
             }[];
             /** @description The last 10 changes operators made, newest first, as `GET /v1/audit` lists them. */
             recent_changes: components["schemas"]["AuditEntry"][];
+            /**
+             * @description The keys blocked now in this node's copy, how many of them by a
+             *     policy's penalty, and the `top` blocks that began last.
+             */
+            blocked_keys: {
+                count: number;
+                by_penalty: number;
+                latest: components["schemas"]["Block"][];
+            };
         };
         TopCount: {
             name: string;
@@ -822,6 +831,24 @@ export interface components {
             algorithm?: "token_bucket" | "leaky_bucket" | "gcra" | "fixed_window" | "sliding_window_log" | "sliding_window_counter";
             /** @description limitnode's extension, for token_bucket, leaky_bucket and gcra; default requests_per_unit. */
             burst?: number;
+            /** @description limitnode's extension; the counter key is what it blocks. */
+            penalty?: components["schemas"]["Penalty"];
+        };
+        /**
+         * @description After `denials` denials of a key within `within` of the first of
+         *     them (counted in the replicated state, in log order), the key is
+         *     blocked for `block_for`: every request on it is denied with
+         *     Retry-After the block's time left, on every node and path
+         *     (`GET /v1/blocks` lists it, with the policy as `penalty`). A denial
+         *     because the key is blocked already does not count. Denials that
+         *     count go through the log: no deny lease repeats them.
+         */
+        Penalty: {
+            denials: number;
+            /** @description A Go duration, 1ms to 24h. */
+            within: string;
+            /** @description A Go duration, 1s to 8784h. */
+            block_for: string;
         };
         /** @description The body of every error. */
         Error: {
@@ -1111,6 +1138,8 @@ export interface components {
              *     `{tenant}:{route}`.
              */
             key_template?: string;
+            /** @description Block a key the policy denies often; not with shadow. */
+            penalty?: components["schemas"]["Penalty"];
             local_shares?: components["schemas"]["LocalShares"];
         };
         /** @description A limit as the server spells it back, with every field filled in. */
@@ -1140,6 +1169,7 @@ export interface components {
              *     the answer of a put.
              */
             version?: number;
+            penalty?: components["schemas"]["Penalty"];
         };
         PolicyList: {
             /** @description A page of the policies, sorted by name. */
