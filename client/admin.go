@@ -63,6 +63,8 @@ type Policy struct {
 	Version      uint64
 	// Penalty, when set, blocks a key the policy denies often.
 	Penalty *Penalty
+	// MaxDebt is how far beyond empty a settlement may charge a key.
+	MaxDebt int64
 }
 
 // Penalty blocks a key a policy denies often (wire.Penalty): after Denials
@@ -72,7 +74,7 @@ type Penalty = wire.Penalty
 
 func (p Policy) toWire() wire.Policy {
 	out := wire.Policy{Name: p.Name, Limit: p.Limit.toWire(), Shadow: p.Shadow, KeyTemplate: p.KeyTemplate, ShadowDenied: p.ShadowDenied,
-		LocalShares: p.LocalShares.toWire(), Penalty: p.Penalty}
+		LocalShares: p.LocalShares.toWire(), Penalty: p.Penalty, MaxDebt: p.MaxDebt}
 	if len(p.Overrides) > 0 {
 		out.Overrides = make(map[string]*wire.Limit, len(p.Overrides))
 		for key, l := range p.Overrides {
@@ -84,7 +86,7 @@ func (p Policy) toWire() wire.Policy {
 
 func policyFromWire(p wire.Policy) Policy {
 	out := Policy{Name: p.Name, Limit: limitFromWire(p.Limit), Shadow: p.Shadow, KeyTemplate: p.KeyTemplate, ShadowDenied: p.ShadowDenied,
-		LocalShares: sharesFromWire(p.LocalShares), Version: p.Version, Penalty: p.Penalty}
+		LocalShares: sharesFromWire(p.LocalShares), Version: p.Version, Penalty: p.Penalty, MaxDebt: p.MaxDebt}
 	if len(p.Overrides) > 0 {
 		out.Overrides = make(map[string]*Limit, len(p.Overrides))
 		for key, l := range p.Overrides {

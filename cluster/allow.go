@@ -65,7 +65,7 @@ func decisionOf(r fsm.Result, leader string) (contract.Decision, error) {
 	if r.Rejection != nil {
 		return contract.Decision{}, r.Rejection
 	}
-	d := contract.Decision{Allowed: r.Allowed, Duplicate: r.Duplicate, AtNanos: r.AtNanos, Leader: leader, Leased: r.Leased, Shared: r.Shared, Blocked: r.Blocked, DeniedBy: r.DeniedBy, Checks: make([]contract.CheckDecision, len(r.Checks))}
+	d := contract.Decision{Allowed: r.Allowed, Duplicate: r.Duplicate, AtNanos: r.AtNanos, Leader: leader, Leased: r.Leased, Shared: r.Shared, Blocked: r.Blocked, DeniedBy: r.DeniedBy, SettlementID: r.SettlementID, Checks: make([]contract.CheckDecision, len(r.Checks))}
 	if r.Leased || r.Shared {
 		d.Leader = ""
 	}
@@ -94,6 +94,9 @@ func requestOf(req contract.Request) (fsm.Request, error) {
 	fr := fsm.Request{RequestID: req.RequestID, Scope: req.Scope, Checks: make([]fsm.Check, len(req.Checks)), MaxWait: req.MaxWaitNanos}
 	for i, c := range req.Checks {
 		fr.Checks[i] = fsm.CheckOf(c)
+	}
+	if req.SettleTTLNanos > 0 {
+		fr.Settle = &fsm.SettleAsk{TTLNanos: req.SettleTTLNanos}
 	}
 	return fr, nil
 }

@@ -18,5 +18,6 @@ var (
 	_ httpapi.KeyStore    = (*cluster.Node)(nil)
 	_ httpapi.BlockList   = (*cluster.Node)(nil)
 	_ httpapi.AuditLog    = (*cluster.Node)(nil)
+	_ httpapi.Settler     = (*cluster.Node)(nil)
 	_ grpcapi.Limiter     = (*cluster.Node)(nil)
 )

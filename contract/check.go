@@ -75,6 +75,9 @@ type Request struct {
 	// that time (see algorithms.Reserve); the decision then says how long
 	// to wait. Every check must use a bucket algorithm.
 	MaxWaitNanos int64
+	// SettleTTLNanos, when not 0, makes the admission a reservation to
+	// settle (SettleRequest) within that time; see validateSettle.
+	SettleTTLNanos int64
 }
 
 // Validate checks everything that can be checked before policies are
@@ -107,7 +110,7 @@ func (r *Request) Validate() *Error {
 			}
 		}
 	}
-	return nil
+	return r.validateSettle()
 }
 
 // checkField is the JSON path of a request's i-th check.

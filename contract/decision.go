@@ -44,6 +44,9 @@ type Decision struct {
 	Blocked *BlockedCheck
 	// DeniedBy, for a denial, says what denied it.
 	DeniedBy *DeniedBy
+	// SettlementID, for an admission of a request with SettleTTLNanos,
+	// names its reservation, to settle (SettleRequest).
+	SettlementID string
 }
 
 // The causes of a denial (DeniedBy.Cause).

@@ -46,6 +46,10 @@ type Policy struct {
 	// Penalty, when set, blocks a key that the policy denies often (see
 	// Penalty). Last, as LocalShares.
 	Penalty *Penalty
+	// MaxDebt is how far beyond empty a settlement that used more than it
+	// reserved may charge a key (see SettleRequest): 0 to the limit's
+	// capacity, bucket algorithms only. Last, as LocalShares.
+	MaxDebt int64
 }
 
 // Override is one key's own limit within a policy.
@@ -105,6 +109,9 @@ func (p *Policy) Validate() *Error {
 		return Invalid("penalty", "a policy in shadow mode never denies, so it takes no penalty")
 	}
 	if err := p.Penalty.Validate(); err != nil {
+		return err
+	}
+	if err := ValidateMaxDebt(p.MaxDebt, p.Limit); err != nil {
 		return err
 	}
 	return p.LocalShares.Validate(p.Limit)

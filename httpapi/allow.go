@@ -175,6 +175,7 @@ func answer(req contract.Request, d contract.Decision) (wire.AllowResponse, int)
 	resp.WaitMS = ratelimitheader.CeilDiv(waitOf(d), int64(time.Millisecond))
 	resp.HeldMS = ratelimitheader.CeilDiv(d.HeldNanos, int64(time.Millisecond))
 	resp.Blocked = blockedAnswer(d.Blocked, d.AtNanos)
+	resp.SettlementID = d.SettlementID
 	if by := d.DeniedBy; by != nil {
 		resp.DeniedBy = &wire.DeniedBy{Check: by.Check, Policy: by.Policy, PolicyVersion: by.PolicyVersion, Limit: *limitToJSON(by.Limit), Cause: by.Cause}
 	}

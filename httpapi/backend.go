@@ -26,6 +26,7 @@ type Backend struct {
 	Keys       KeyStore
 	Blocks     BlockList
 	Audit      AuditLog
+	Settler    Settler
 }
 
 // mustBeComplete panics, naming the field, when a job is missing: a
@@ -129,6 +130,13 @@ type BlockList interface {
 	// BlockSummary counts the blocked keys as this node has applied them,
 	// with up to latest of the blocks that began last.
 	BlockSummary(latest int) contract.BlockSummary
+}
+
+// Settler settles reservations: what an admission with settle reserved,
+// given back or charged as the request used.
+type Settler interface {
+	// Settle settles one reservation.
+	Settle(ctx context.Context, req contract.SettleRequest) (contract.Settlement, error)
 }
 
 // AuditLog reads the audit trail of the changes operators made.

@@ -71,6 +71,7 @@ func New(b Backend, opts Options) *API {
 	decide, read, admin := auth.RoleDecide, auth.RoleRead, auth.RoleAdmin
 	a.route("/v1/allow", map[string]endpoint{http.MethodPost: {decide, a.allow}})
 	a.route("/v1/allow/batch", map[string]endpoint{http.MethodPost: {decide, a.allowBatch}})
+	a.route("/v1/settle", map[string]endpoint{http.MethodPost: {decide, a.settle}})
 	forwardAuth := map[string]endpoint{}
 	for _, m := range forwardAuthMethods {
 		forwardAuth[m] = endpoint{decide, a.forwardAuth}

@@ -40,6 +40,39 @@ type fakeLimiter struct {
 	buckets   map[string]fakeBucket // states' key → what it counts
 	blocks    map[string]contract.Block
 	audit     []contract.AuditEntry
+	settles   map[string]*fakeSettlement
+}
+
+// fakeSettlement is a reservation of the fake: the cost reserved, and the
+// settlement once settled.
+type fakeSettlement struct {
+	reserved int64
+	settled  *contract.Settlement
+}
+
+func (f *fakeLimiter) Settle(_ context.Context, req contract.SettleRequest) (contract.Settlement, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.err != nil {
+		return contract.Settlement{}, f.err
+	}
+	s := f.settles[req.ID]
+	switch {
+	case s == nil:
+		return contract.Settlement{}, contract.NotFound("settlement_id", "no open reservation %s", req.ID)
+	case s.settled != nil && s.settled.Cost != req.Cost:
+		return contract.Settlement{}, contract.Conflict("settlement_id", "the reservation %s was settled already, with cost %d", req.ID, s.settled.Cost)
+	case s.settled != nil:
+		out := *s.settled
+		out.Duplicate = true
+		return out, nil
+	}
+	out := contract.Settlement{ID: req.ID, Reserved: s.reserved, Cost: req.Cost, Refunded: max(s.reserved-req.Cost, 0), Charged: max(req.Cost-s.reserved, 0)}
+	if out.Charged > 0 {
+		out.RetryAfterNanos = int64(time.Second)
+	}
+	s.settled = &out
+	return out, nil
 }
 
 // fakeBucket is what one of the fake's states counts: a key under a limit.
@@ -50,11 +83,11 @@ type fakeBucket struct {
 
 // backend is the fake in every job of a Backend.
 func (f *fakeLimiter) backend() Backend {
-	return Backend{Decider: f, Policies: f, RLS: f, Leases: f, Membership: f, Backups: f, Observer: f, Keys: f, Blocks: f, Audit: f}
+	return Backend{Decider: f, Policies: f, RLS: f, Leases: f, Membership: f, Backups: f, Observer: f, Keys: f, Blocks: f, Audit: f, Settler: f}
 }
 
 func newFake() *fakeLimiter {
-	return &fakeLimiter{now: 1e18, states: make(map[string]algorithms.State), policies: make(map[string]contract.Policy), domains: make(map[string]rls.Config), buckets: make(map[string]fakeBucket), blocks: make(map[string]contract.Block), ready: true}
+	return &fakeLimiter{now: 1e18, states: make(map[string]algorithms.State), policies: make(map[string]contract.Policy), domains: make(map[string]rls.Config), buckets: make(map[string]fakeBucket), blocks: make(map[string]contract.Block), settles: make(map[string]*fakeSettlement), ready: true}
 }
 
 func (f *fakeLimiter) Allow(_ context.Context, req contract.Request) (contract.Decision, error) {
@@ -118,6 +151,10 @@ func (f *fakeLimiter) decide(req contract.Request) (contract.Decision, error) {
 			if c.Policy == "" {
 				f.buckets[fmt.Sprint(c.Key, c.Limit)] = fakeBucket{c.Key, c.Limit}
 			}
+		}
+		if req.SettleTTLNanos > 0 {
+			d.SettlementID = fmt.Sprint("s", len(f.settles)+1)
+			f.settles[d.SettlementID] = &fakeSettlement{reserved: req.Checks[0].Cost}
 		}
 	}
 	return d, nil

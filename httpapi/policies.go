@@ -34,7 +34,7 @@ func toPolicy(p *wire.Policy, name string) (contract.Policy, *apiError) {
 	if err != nil {
 		return contract.Policy{}, err
 	}
-	out := contract.Policy{Name: name, Limit: l, Shadow: p.Shadow, KeyTemplate: p.KeyTemplate}
+	out := contract.Policy{Name: name, Limit: l, Shadow: p.Shadow, KeyTemplate: p.KeyTemplate, MaxDebt: p.MaxDebt}
 	if out.LocalShares, err = toLocalShares(p.LocalShares, l, ""); err != nil {
 		return contract.Policy{}, err
 	}
@@ -78,7 +78,7 @@ func penaltyToJSON(p *contract.Penalty) *wire.Penalty {
 
 func policyToJSON(p contract.PolicyStatus) wire.Policy {
 	out := wire.Policy{Name: p.Name, Limit: limitToJSON(p.Limit), Shadow: p.Shadow, KeyTemplate: p.KeyTemplate, ShadowDenied: &p.ShadowDenied,
-		LocalShares: localSharesToJSON(p.LocalShares), Version: p.Version, Penalty: penaltyToJSON(p.Penalty)}
+		LocalShares: localSharesToJSON(p.LocalShares), Version: p.Version, Penalty: penaltyToJSON(p.Penalty), MaxDebt: p.MaxDebt}
 	if len(p.Overrides) > 0 {
 		out.Overrides = make(map[string]*wire.Limit, len(p.Overrides))
 		for _, o := range p.Overrides {

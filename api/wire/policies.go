@@ -14,6 +14,7 @@ type Policy struct {
 	LocalShares  *LocalShares      `json:"local_shares,omitempty"`
 	Version      uint64            `json:"version,omitempty"`
 	Penalty      *Penalty          `json:"penalty,omitempty"`
+	MaxDebt      int64             `json:"max_debt,omitempty"`
 }
 
 // Penalty blocks a key a policy denies often: after Denials denials within

@@ -27,6 +27,7 @@ var allowCommand = remoteCommand("allow", "allow -key K -rate N [-period 1m] [-a
 	cost := fs.Int64("cost", 1, "what the request consumes; 0 checks without consuming")
 	policy := fs.String("policy", "", "a stored policy instead of -rate")
 	requestID := fs.String("request-id", "", "makes a retry safe: the same request with the same ID is decided once")
+	settle := fs.Duration("settle", 0, "reserve the cost, to settle within this long with what was used (limitnode settle ID COST)")
 	return func(ctx context.Context, r *remote, args []string) error {
 		if err := wantArgs(args, 0, "no arguments"); err != nil {
 			return err
@@ -41,7 +42,7 @@ var allowCommand = remoteCommand("allow", "allow -key K -rate N [-period 1m] [-a
 		case *policy != "" && rateGiven:
 			return &usageError{"allow takes -rate or -policy, not both"}
 		}
-		req := client.AllowRequest{Key: *key, Policy: *policy, Cost: cost, RequestID: *requestID}
+		req := client.AllowRequest{Key: *key, Policy: *policy, Cost: cost, RequestID: *requestID, SettleTTL: *settle}
 		if *policy == "" {
 			req.Limit = &client.Limit{Algorithm: *algorithm, Rate: *rate, Period: *period, Burst: *burst}
 		}
@@ -66,6 +67,9 @@ var allowCommand = remoteCommand("allow", "allow -key K -rate N [-period 1m] [-a
 			}
 			if by := d.DeniedBy; by != nil {
 				fmt.Fprintf(r.stdout, "denied by %s\n", deniedByText(by))
+			}
+			if d.SettlementID != "" {
+				fmt.Fprintf(r.stdout, "reserved: settle with limitnode settle %s COST\n", d.SettlementID)
 			}
 			if b := d.Blocked; b != nil {
 				fmt.Fprintf(r.stdout, "blocked for %s more: %s\n", millis(b.EndsInMS), cmp.Or(b.Reason, "(no reason given)"))

@@ -71,6 +71,9 @@ func TestTheCommandLineAgainstACluster(t *testing.T) {
 		{"keys list", []string{"keys", "list", "-prefix", "cl", addr}, 0, []string{"cli", "token_bucket 1/1h"}, ""},
 		{"keys reset", []string{"keys", "reset", "cli", addr}, 0, []string{"reset cli (1 limits)"}, ""},
 		{"allowed again after the reset", []string{"allow", addr, "-key", "cli", "-rate", "1", "-period", "1h"}, 0, []string{"allowed"}, ""},
+		{"a reservation", []string{"allow", addr, "-key", "tokens", "-rate", "1000", "-period", "1h", "-cost", "500", "-settle", "1m"}, 0, []string{"allowed", "reserved: settle with limitnode settle s"}, ""},
+		{"settle of no reservation", []string{"settle", "s0.0", "10", addr}, exitError, nil, "404 not_found"},
+		{"settle with a bad cost", []string{"settle", "s0.0", "ten", addr}, exitUsage, nil, "COST must be an integer"},
 		{"blocks put", []string{"blocks", "put", "cli", "-ttl", "1h", "-reason", "too many exports", addr}, 0, []string{"KEY", "cli", "operator", "too many exports"}, ""},
 		{"blocks put without a ttl", []string{"blocks", "put", "cli", addr}, exitUsage, nil, "blocks put needs -ttl"},
 		{"blocks list", []string{"blocks", "list", addr}, 0, []string{"cli", "59m", "too many exports"}, ""},
@@ -114,6 +117,20 @@ func TestTheCommandLineAgainstACluster(t *testing.T) {
 		}
 		if strings.Contains(stderr, "limitnode: limitnode:") {
 			t.Errorf("%s: stderr says limitnode twice: %q", tt.name, stderr)
+		}
+	}
+	// Reserve, then settle with less, twice: the second is the first's answer.
+	out, _, _ := limitnodeCLI(t, bin, "allow", addr, "-key", "tokens-2", "-rate", "1000", "-period", "1h", "-cost", "500", "-settle", "1m", "-json")
+	var reserved struct {
+		SettlementID string `json:"settlement_id"`
+	}
+	if err := json.Unmarshal([]byte(out), &reserved); err != nil || reserved.SettlementID == "" {
+		t.Fatalf("allow -settle -json: %q, %v", out, err)
+	}
+	for i, want := range []string{"SETTLEMENT", "settled before with this cost"} {
+		stdout, stderr, status := limitnodeCLI(t, bin, "settle", reserved.SettlementID, "120", addr)
+		if status != 0 || !strings.Contains(stdout, want) || !strings.Contains(stdout, "380") {
+			t.Fatalf("settle %d: exit %d\n%s%s", i+1, status, stdout, stderr)
 		}
 	}
 	members, _, _ := limitnodeCLI(t, bin, "members", addr)

@@ -47,6 +47,7 @@ var subcommands = map[string]subcommand{
 	"remove":              removeCommand,
 	"transfer-leadership": transferCommand,
 	"allow":               allowCommand,
+	"settle":              settleCommand,
 	"policy":              policyCommand,
 	"keys":                keysCommand,
 	"blocks":              blocksCommand,

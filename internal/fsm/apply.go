@@ -191,6 +191,16 @@ var applyCommands = map[CommandType]func(f *FSM, body []byte) (any, error){
 		return f.applyBlock(body, (*FSM).deleteBlock)
 	},
 	CommandAudit: (*FSM).applyAudit,
+	CommandSettle: func(f *FSM, body []byte) (any, error) {
+		var cmd SettleCommand
+		if err := decodeBody(body, &cmd); err != nil {
+			return nil, err
+		}
+		if err := f.checkTime(cmd.NowNanos); err != nil {
+			return nil, err
+		}
+		return f.applySettle(&cmd), nil
+	},
 	CommandDeleteRLSConfig: func(f *FSM, body []byte) (any, error) {
 		var cmd NamedDeleteCommand
 		if err := decodeBody(body, &cmd); err != nil {
@@ -252,6 +262,7 @@ func (f *FSM) advance(stampNanos int64) int64 {
 	f.shares.expire(now)
 	f.blocks.expire(now, maxExpiriesPerApply)
 	f.penalties.expire(now, maxExpiriesPerApply)
+	f.settles.expire(now, maxExpiriesPerApply)
 	return now
 }
 

@@ -68,6 +68,9 @@ const (
 	// CommandAudit records in the audit trail a change made outside the
 	// FSM (an AuditCommand): a membership change, a hand-over, a restore.
 	CommandAudit CommandType = 23
+	// CommandSettle settles a reservation (a SettleCommand): gives back
+	// what it did not use, or charges what it used beyond.
+	CommandSettle CommandType = 24
 )
 
 // Raises reports whether a command of type t may give capacity back, so
@@ -85,15 +88,21 @@ func (t CommandType) Raises() bool {
 }
 
 // Raised reports whether an applied command of type t, which answered
-// result, gave capacity back: one whose type Raises, or a block put that
-// shortened a block (it ends sooner than the one it replaced). The leader
+// result, gave capacity back: one whose type Raises, a block put that
+// shortened a block (it ends sooner than the one it replaced), or a
+// settlement that gave units back. The leader
 // waits out the deny leases after such a command, as after every raise.
 func Raised(t CommandType, result any) bool {
 	if t.Raises() {
 		return true
 	}
-	r, ok := result.(*BlockResult)
-	return ok && r.Shortened
+	switch r := result.(type) {
+	case *BlockResult:
+		return r.Shortened
+	case *SettleResult:
+		return r.Settlement.Refunded > 0
+	}
+	return false
 }
 
 // LeaseTickCommand is the body of CommandLeaseTick.
@@ -157,8 +166,11 @@ type Request struct {
 	// within it. After the fields above, as Scope.
 	MaxWait int64
 	// Share, when set, asks for a share of the one check's budget besides
-	// its cost (see ShareAsk). Last, as Scope.
+	// its cost (see ShareAsk). After the fields above, as Scope.
 	Share *ShareAsk
+	// Settle, when set, makes the admission a reservation to settle (see
+	// settle.go). Last, as Scope.
+	Settle *SettleAsk
 }
 
 // AllowCommand is a batch of independent requests decided at one instant.
@@ -226,6 +238,9 @@ type Result struct {
 	// Penalized names the policy (or rls/ and the domain) whose penalty
 	// this denial completed, blocking the key. Last, as RLS.
 	Penalized string
+	// SettlementID names the reservation an admitted request with Settle
+	// holds, to settle with CommandSettle. Last, as RLS.
+	SettlementID string
 }
 
 // denyFor is how long a denied request stays denied if only time passes:
@@ -340,8 +355,8 @@ func decodeBody(data []byte, v any) error {
 // reach the algorithms with values they would overflow on.
 func (r *Request) Validate() *contract.Error {
 	if r.RLS != nil {
-		if len(r.Checks) > 0 || r.RequestID != "" || r.MaxWait != 0 {
-			return contract.Invalid("checks", "a rate limit service query carries no checks, no request ID and no max_wait")
+		if len(r.Checks) > 0 || r.RequestID != "" || r.MaxWait != 0 || r.Settle != nil {
+			return contract.Invalid("checks", "a rate limit service query carries no checks, no request ID, no max_wait and no settle")
 		}
 		return r.RLS.Validate()
 	}
@@ -352,10 +367,19 @@ func (r *Request) Validate() *contract.Error {
 		checks = append(checks, r.Checks[i].contract())
 	}
 	cr := contract.Request{RequestID: r.RequestID, Checks: checks, Scope: r.Scope, MaxWaitNanos: r.MaxWait}
+	if r.Settle != nil {
+		if r.Settle.TTLNanos == 0 {
+			return contract.Invalid("settle.ttl", "settle.ttl is required")
+		}
+		cr.SettleTTLNanos = r.Settle.TTLNanos
+	}
 	if err := cr.Validate(); err != nil {
 		return err
 	}
 	if r.Share != nil {
+		if r.Settle != nil {
+			return contract.Invalid("settle", "a request to settle takes no share")
+		}
 		return r.Share.validate(r)
 	}
 	return nil

@@ -23,7 +23,14 @@ func (f *FSM) applyAllow(cmd *AllowCommand) *Response {
 				continue
 			}
 		}
+		if req.Settle != nil && f.settles.full() {
+			resp.Results[i] = Result{Rejection: contract.Exhausted("the cluster holds its maximum of %d open reservations; settle some, or wait for them to end", contract.MaxSettlements), AtNanos: now}
+			continue
+		}
 		resp.Results[i] = f.decide(now, req, cmd)
+		if req.Settle != nil && resp.Results[i].Allowed && resp.Results[i].Rejection == nil {
+			f.openReservation(now, req, &resp.Results[i], i)
+		}
 		if req.Share != nil {
 			f.grantShare(now, req, &resp.Results[i], i, cmd)
 		}

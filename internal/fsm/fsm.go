@@ -109,7 +109,9 @@ type FSM struct {
 	audit   *auditTrail
 	// penalties counts the denials of keys whose policy has a penalty.
 	penalties *penaltyTable
-	logger    *slog.Logger
+	// settles is the reservations open and the settlements remembered.
+	settles *settleTable
+	logger  *slog.Logger
 	// onStamp, if set, is told the index and cluster time of every applied
 	// entry that carries a leader's stamp (allow batches, leases); the
 	// node's clock uses it (see cluster's clock.go).
@@ -209,5 +211,6 @@ func (f *FSM) reset() {
 	f.shares = newShareLedger()
 	f.blocks = newBlockTable()
 	f.penalties = newPenaltyTable()
+	f.settles = newSettleTable()
 	f.audit = &auditTrail{}
 }

@@ -68,6 +68,14 @@ var requestRules = map[CommandType]requestRule{
 		check: func(b any) *contract.Error { return contract.ValidateKey(b.(*BlockCommand).Key) },
 		stamp: stampBlock,
 	},
+	CommandSettle: {
+		body: func() any { return new(SettleCommand) },
+		check: func(b any) *contract.Error {
+			c := b.(*SettleCommand)
+			return (&contract.SettleRequest{ID: c.ID, Cost: c.Cost, Scope: c.Scope}).Validate()
+		},
+		stamp: func(b any, nowNanos int64) { b.(*SettleCommand).NowNanos = nowNanos },
+	},
 	CommandAcquireLease: {
 		body: func() any { return new(LeaseCommand) },
 		check: func(b any) *contract.Error {

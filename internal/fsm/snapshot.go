@@ -57,6 +57,10 @@ type snapshotHeader struct {
 	// Penalties (the counts of denials toward penalties) come after the
 	// other fields; their records before the audit trail's.
 	Penalties int
+	// OpenSettlements (reservations waiting to be settled) and Settled
+	// (settlements remembered) likewise; their records after the
+	// penalties'.
+	OpenSettlements, Settled int
 }
 
 type bucketRecord struct {
@@ -111,6 +115,8 @@ type snapshot struct {
 	rlsVersions []rlsVersionRecord
 	audit       []contract.AuditEntry
 	penalties   []penaltyRecord
+	settleOpen  []openSettlementRecord
+	settled     []settledSnapshotRecord
 }
 
 // Digest returns the index of the last entry applied and a SHA-256 of the
@@ -231,10 +237,12 @@ func (f *FSM) copyState() *snapshot {
 	for _, c := range f.penalties.byKey {
 		s.penalties = append(s.penalties, penaltyRecord{Owner: c.owner, Key: c.key, EndNanos: c.endNanos, Count: c.count})
 	}
+	s.settleOpen, s.settled = f.settles.records()
 	s.header = snapshotHeader{Version: snapshotVersion, NowNanos: f.nowNanos,
 		Buckets: frozen.count, RequestIDs: len(s.requestIDs), Nodes: len(s.nodes), Policies: len(s.policies), Leases: len(s.leases),
 		RLSDomains: len(s.rlsConfigs), Waiters: len(s.waiters), Blocks: len(s.blocks), RLSVersions: len(s.rlsVersions),
-		Audit: len(s.audit), AuditDropped: f.audit.dropped, Penalties: len(s.penalties)}
+		Audit: len(s.audit), AuditDropped: f.audit.dropped, Penalties: len(s.penalties),
+		OpenSettlements: len(s.settleOpen), Settled: len(s.settled)}
 	return s
 }
 
@@ -259,6 +267,8 @@ func (s *snapshot) writeTo(w io.Writer, canonical bool) error {
 	slices.SortFunc(s.rlsConfigs, func(a, b *rls.Config) int { return strings.Compare(a.Domain, b.Domain) })
 	slices.SortFunc(s.blocks, func(a, b contract.Block) int { return strings.Compare(a.Key, b.Key) })
 	slices.SortFunc(s.rlsVersions, func(a, b rlsVersionRecord) int { return strings.Compare(a.Domain, b.Domain) })
+	slices.SortFunc(s.settleOpen, func(a, b openSettlementRecord) int { return strings.Compare(a.ID, b.ID) })
+	slices.SortFunc(s.settled, func(a, b settledSnapshotRecord) int { return strings.Compare(a.ID, b.ID) })
 	slices.SortFunc(s.penalties, func(a, b penaltyRecord) int {
 		return cmp.Or(strings.Compare(a.Owner, b.Owner), strings.Compare(a.Key, b.Key))
 	})
@@ -340,6 +350,16 @@ func (s *snapshot) writeTo(w io.Writer, canonical bool) error {
 			return err
 		}
 	}
+	for i := range s.settleOpen {
+		if err := enc.Encode(&s.settleOpen[i]); err != nil {
+			return err
+		}
+	}
+	for i := range s.settled {
+		if err := enc.Encode(&s.settled[i]); err != nil {
+			return err
+		}
+	}
 	if err := writeAuditRecords(enc, s.audit); err != nil {
 		return err
 	}
@@ -382,6 +402,7 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	f.nodes, f.policies, f.leases, f.rlsDomains = fresh.nodes, fresh.policies, fresh.leases, fresh.rlsDomains
 	f.totalOverrides, f.shares = fresh.totalOverrides, fresh.shares
 	f.blocks, f.rlsVersions, f.audit, f.penalties = fresh.blocks, fresh.rlsVersions, fresh.audit, fresh.penalties
+	f.settles = fresh.settles
 	f.publishSharing()
 	f.mu.Unlock()
 	if f.onRestore != nil {
@@ -432,6 +453,12 @@ func (f *FSM) readSnapshot(r io.Reader) error {
 	if err := readRecords(dec, h.Penalties, "penalty count", f.restorePenalty); err != nil {
 		return err
 	}
+	if err := readRecords(dec, h.OpenSettlements, "open reservation", f.restoreOpenSettlement); err != nil {
+		return err
+	}
+	if err := readRecords(dec, h.Settled, "settlement", f.restoreSettled); err != nil {
+		return err
+	}
 	if h.Audit > contract.MaxAuditEntries || h.AuditDropped < 0 {
 		return fmt.Errorf("an audit trail of %d entries, %d dropped", h.Audit, h.AuditDropped)
 	}
@@ -458,7 +485,7 @@ func readHeader(dec *codec.Decoder) (snapshotHeader, error) {
 	if err := checkStamp(h.NowNanos); err != nil {
 		return h, err
 	}
-	if h.Buckets < 0 || h.RequestIDs < 0 || h.Nodes < 0 || h.Policies < 0 || h.Leases < 0 || h.RLSDomains < 0 || h.Waiters < 0 || h.Blocks < 0 || h.RLSVersions < 0 || h.Audit < 0 || h.Penalties < 0 {
+	if h.Buckets < 0 || h.RequestIDs < 0 || h.Nodes < 0 || h.Policies < 0 || h.Leases < 0 || h.RLSDomains < 0 || h.Waiters < 0 || h.Blocks < 0 || h.RLSVersions < 0 || h.Audit < 0 || h.Penalties < 0 || h.OpenSettlements < 0 || h.Settled < 0 {
 		return h, fmt.Errorf("negative count in header")
 	}
 	return h, nil
