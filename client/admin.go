@@ -270,11 +270,11 @@ func (c *Client) stream(ctx context.Context, method, path string, body io.Reader
 		}
 		defer resp.Body.Close()
 		data, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-		apiErr := &Error{StatusCode: resp.StatusCode}
-		if err := json.Unmarshal(data, apiErr); err != nil {
-			apiErr.Message = string(data)
+		var body wire.Error
+		if err := json.Unmarshal(data, &body); err != nil || body.Message == "" {
+			body.Message = string(data)
 		}
-		return nil, apiErr
+		return nil, errorOf(resp.StatusCode, body)
 	}
 	return nil, fmt.Errorf("%w: %w", ErrUnreachable, lastErr)
 }

@@ -26,6 +26,7 @@ import (
 
 	"github.com/limitnode/limitnode/api/wire"
 	"github.com/limitnode/limitnode/internal/ratelimitheader"
+	"github.com/limitnode/limitnode/internal/sharetable"
 )
 
 // Client calls limitnode nodes over HTTP.
@@ -35,6 +36,9 @@ type Client struct {
 	token string
 	// coalesce, when set, gathers concurrent Allow calls (coalesce.go).
 	coalesce *coalescer
+	// shares, when set, are the shares of hot keys' budgets the client
+	// answers from (shares.go).
+	shares *clientShares
 }
 
 // Options configures a Client beyond its addresses.
@@ -57,6 +61,16 @@ type Options struct {
 	// in Header, computed from its fields (a batch answers no per-request
 	// headers), and no Leader.
 	Coalesce bool
+	// LocalShares, when true, lets the client answer a hot key in process:
+	// with a request of one check (a policy's, or an inline Limit with
+	// LocalShares) and no RequestID, MaxWait or Hold, it takes a share of
+	// the key's budget from the cluster and admits the key's next requests
+	// from it until it is spent or ends, asking for the next one before.
+	// The cluster keeps it exact: what every client and node admit
+	// together never exceeds the limit. Such a Decision has Shared set; its
+	// Remaining is what the key had left for others when the share was
+	// granted plus what the client holds. Close gives back what is left.
+	LocalShares bool
 }
 
 // New returns a client for the nodes at addrs ("127.0.0.1:7070" or a full
@@ -82,6 +96,9 @@ func NewWithOptions(opts Options, addrs ...string) *Client {
 		httpClient = &http.Client{Timeout: 10 * time.Second, Transport: transport}
 	}
 	c := &Client{http: httpClient, token: opts.Token}
+	if opts.LocalShares {
+		c.shares = sharetable.New[wire.ShareReturn, Decision](time.Now)
+	}
 	if opts.Coalesce {
 		c.coalesce = &coalescer{c: c}
 	}
@@ -252,6 +269,9 @@ type Decision struct {
 	// names, for a middleware that passes them on; nil in a decision no
 	// node sent (a Guard's fallback).
 	Header http.Header `json:"-"`
+	// Shared is true for an admission the client answered from a share it
+	// holds (Options.LocalShares), without asking the cluster.
+	Shared bool `json:"-"`
 }
 
 // RateLimitHeaders are the headers of a /v1/allow answer that tell a caller
@@ -285,6 +305,11 @@ var ErrUnreachable = errors.New("limitnode: no node reachable")
 // Allow asks for a decision. A 429 is not an error: it is a Decision with
 // Allowed false. Other 4xx and 5xx answers are *Error.
 func (c *Client) Allow(ctx context.Context, req AllowRequest) (Decision, error) {
+	if c.shares != nil {
+		if d, answered, err := c.allowShared(ctx, req); answered {
+			return d, err
+		}
+	}
 	if c.coalesce != nil {
 		return c.coalesce.allow(ctx, req)
 	}
@@ -316,7 +341,12 @@ func (c *Client) Wait(ctx context.Context, req AllowRequest, maxWait time.Durati
 
 // allowOne is one POST /v1/allow.
 func (c *Client) allowOne(ctx context.Context, req AllowRequest) (Decision, error) {
-	resp, body, err := c.exchange(ctx, http.MethodPost, "/v1/allow", req.toWire(), http.StatusOK, http.StatusTooManyRequests)
+	return c.allowWire(ctx, req.toWire())
+}
+
+// allowWire is one POST /v1/allow of the body in.
+func (c *Client) allowWire(ctx context.Context, in wire.AllowRequest) (Decision, error) {
+	resp, body, err := c.exchange(ctx, http.MethodPost, "/v1/allow", in, http.StatusOK, http.StatusTooManyRequests)
 	if err != nil {
 		return Decision{}, err
 	}

@@ -131,6 +131,13 @@ func batchDecision(item wire.BatchItem, i int) (Decision, error) {
 	}
 	d := Decision{AllowResponse: *item.AllowResponse}
 	d.StatusCode = item.Status
+	d.setHeadersFromFields()
+	return d, nil
+}
+
+// setHeadersFromFields sets the rate-limit headers (and, when denied,
+// RetryAfter) of a decision no node sent headers for, from its fields.
+func (d *Decision) setHeadersFromFields() {
 	d.Header = http.Header{}
 	d.Header.Set("RateLimit-Limit", strconv.FormatInt(d.Limit, 10))
 	d.Header.Set("RateLimit-Remaining", strconv.FormatInt(d.Remaining, 10))
@@ -140,5 +147,4 @@ func batchDecision(item wire.BatchItem, i int) (Decision, error) {
 		d.Header.Set("Retry-After", strconv.FormatInt(secs, 10))
 		d.RetryAfter = time.Duration(secs) * time.Second
 	}
-	return d, nil
 }

@@ -7,12 +7,29 @@ import (
 	"github.com/limitnode/limitnode/internal/fsm"
 )
 
+// ReturnShare gives back unspent units of the share id of check's key, a
+// share a caller took with contract.Request.Share, and returns the units
+// given back: 0 when the share has ended or is unknown, or the key holds no
+// state.
+func (n *Node) ReturnShare(ctx context.Context, check contract.Check, id uint64, unspent int64) (int64, error) {
+	check.Cost = 0
+	cmd := fsm.ReturnShareCommand{Check: fsm.CheckOf(check), ShareID: id, Unspent: unspent}
+	if err := cmd.Validate(); err != nil {
+		return 0, err
+	}
+	r, err := commandOnLeader[fsm.ShareReturn](ctx, n, fsm.CommandReturnShare, &cmd)
+	if err != nil {
+		return 0, err
+	}
+	return r.Units, nil
+}
+
 // Allow decides req. It returns a *contract.Error for a request refused as
 // it stands, contract.ErrNoLeader when no leader answered in time, contract.ErrOutcomeUnknown
 // when the request may or may not have been decided, and contract.ErrShutdown after
 // Close.
 func (n *Node) Allow(ctx context.Context, req contract.Request) (contract.Decision, error) {
-	fr, err := requestOf(req)
+	fr, err := n.requestOf(req)
 	if err != nil {
 		return contract.Decision{}, err
 	}
@@ -20,7 +37,7 @@ func (n *Node) Allow(ctx context.Context, req contract.Request) (contract.Decisi
 	if err != nil {
 		return contract.Decision{}, err
 	}
-	return decisionOf(results[0], leader)
+	return n.decisionOf(results[0], leader)
 }
 
 // AllowBatch decides independent requests together: one message to the
@@ -41,7 +58,7 @@ func (n *Node) AllowBatch(ctx context.Context, reqs []contract.Request) ([]contr
 	var index []int
 	var inline []*contract.LocalShares
 	for i, r := range reqs {
-		fr, err := requestOf(r)
+		fr, err := n.requestOf(r)
 		if err != nil {
 			out[i].Err = err
 			continue
@@ -56,18 +73,22 @@ func (n *Node) AllowBatch(ctx context.Context, reqs []contract.Request) ([]contr
 		return nil, err
 	}
 	for j, r := range results {
-		out[index[j]].Decision, out[index[j]].Err = decisionOf(r, leader)
+		out[index[j]].Decision, out[index[j]].Err = n.decisionOf(r, leader)
 	}
 	return out, nil
 }
 
-func decisionOf(r fsm.Result, leader string) (contract.Decision, error) {
+// decisionOf is the caller's decision of result r, decided by leader.
+func (n *Node) decisionOf(r fsm.Result, leader string) (contract.Decision, error) {
 	if r.Rejection != nil {
 		return contract.Decision{}, r.Rejection
 	}
 	d := contract.Decision{Allowed: r.Allowed, Duplicate: r.Duplicate, AtNanos: r.AtNanos, Leader: leader, Leased: r.Leased, Shared: r.Shared, Blocked: r.Blocked, DeniedBy: r.DeniedBy, SettlementID: r.SettlementID, Checks: make([]contract.CheckDecision, len(r.Checks))}
 	if r.Leased || r.Shared {
 		d.Leader = ""
+	}
+	if g := r.Share; g != nil {
+		d.Share = &contract.GrantedShare{ID: g.ID, Units: g.Units, SpendForNanos: int64(spendFor(&r, n.cfg.MaxClockRate)), Remaining: g.Remaining}
 	}
 	for i, c := range r.Checks {
 		d.Checks[i] = contract.CheckDecision{Decision: c.Decision, PeriodNanos: c.PeriodNanos, Rate: c.Rate, Key: c.Key, Shadow: c.Shadow}
@@ -76,9 +97,9 @@ func decisionOf(r fsm.Result, leader string) (contract.Decision, error) {
 }
 
 // inlineShares is the local_shares of req's one inline check, if it has
-// them.
+// them (and it does not ask for a share itself).
 func inlineShares(req contract.Request) *contract.LocalShares {
-	if len(req.Checks) == 1 {
+	if len(req.Checks) == 1 && req.Share == nil {
 		return req.Checks[0].LocalShares
 	}
 	return nil
@@ -92,6 +113,9 @@ func requestOf(req contract.Request) (fsm.Request, error) {
 		return fsm.Request{}, err
 	}
 	fr := fsm.Request{RequestID: req.RequestID, Scope: req.Scope, Checks: make([]fsm.Check, len(req.Checks)), MaxWait: req.MaxWaitNanos}
+	if s := req.Share; s != nil {
+		fr.Share = &fsm.ShareAsk{Units: s.Units, TTLNanos: s.TTL()}
+	}
 	for i, c := range req.Checks {
 		fr.Checks[i] = fsm.CheckOf(c)
 	}

@@ -23,32 +23,44 @@ import (
 // whole before it is used:
 //
 //	"LNBACKUP"  8 bytes
-//	version     uint32, 1
+//	version     uint32, 2
 //	index       uint64, the applied index the state was taken at
 //	digest      32 bytes, fsm.LimitsDigest of the state
+//	cluster     64 bytes, the ID of the cluster it was taken from, NUL-padded
 //	state       the FSM's snapshot form
 //	length      uint64, the state's length
 //	checksum    32 bytes, SHA-256 of everything before it
 //
-// Integers are big-endian. The members' HTTP addresses travel with it but a
-// restored cluster records its own again.
+// Integers are big-endian. Version 1 files have no cluster field; both are
+// read. The state holds the limits alone: neither the members' HTTP
+// addresses nor the cluster's ID, so a restored cluster keeps its own ID
+// (its members' data directories record it, and they would refuse each
+// other if the state said another) and records its members' addresses
+// again.
 
 const (
 	backupMagic   = "LNBACKUP"
-	backupVersion = 1
-	// backupHeaderBytes and backupTrailerBytes frame the state.
-	backupHeaderBytes  = 8 + 4 + 8 + 32
+	backupVersion = 2
+	// backupHeaderBytes and backupTrailerBytes frame the state; a version 1
+	// header is backupClusterBytes shorter.
+	backupClusterBytes = 64
+	backupHeaderBytes  = 8 + 4 + 8 + 32 + backupClusterBytes
 	backupTrailerBytes = 8 + 32
 )
 
+// headerBytesOf is the header's length in a file of version v.
+func headerBytesOf(v uint32) int64 {
+	if v == 1 {
+		return backupHeaderBytes - backupClusterBytes
+	}
+	return backupHeaderBytes
+}
+
 // MaxBackupBytes bounds a backup file a node will restore.
-const MaxBackupBytes = 4 << 30
+const MaxBackupBytes = fsm.MaxRestoreBytes
 
 // catchUpTimeout bounds how long a read waits to catch up with the leader.
 const catchUpTimeout = 2 * time.Second
-
-// restoreTimeout bounds how long Raft may take to take in a restore.
-const restoreTimeout = 5 * time.Minute
 
 // backup is the state frozen for a backup file (contract.Backup).
 type backup struct {
@@ -65,7 +77,7 @@ func (n *Node) Backup(ctx context.Context) (contract.Backup, error) {
 		return nil, err
 	}
 	index, state := n.fsm.Backup()
-	return &backup{info: contract.BackupInfo{Index: index, LimitsDigest: state.LimitsDigest()}, state: state}, nil
+	return &backup{info: contract.BackupInfo{Index: index, LimitsDigest: state.LimitsDigest(), ClusterID: n.ClusterID()}, state: state}, nil
 }
 
 // catchUp waits until this node has applied everything the leader had
@@ -129,7 +141,8 @@ func (b *backup) Write(w io.Writer) error {
 	copy(header[:8], backupMagic)
 	binary.BigEndian.PutUint32(header[8:12], backupVersion)
 	binary.BigEndian.PutUint64(header[12:20], b.info.Index)
-	copy(header[20:], b.info.LimitsDigest[:])
+	copy(header[20:52], b.info.LimitsDigest[:])
+	copy(header[52:], b.info.ClusterID)
 	if _, err := out.Write(header[:]); err != nil {
 		return fmt.Errorf("cluster: backup: %w", err)
 	}
@@ -163,83 +176,218 @@ func (c *countingWriter) Write(p []byte) (int, error) {
 // The whole file is checked first (its framing, its checksum, and every
 // record, by restoring it into a scratch state machine): a truncated,
 // corrupted or foreign file is a *contract.Error and changes nothing. Then
-// the state goes through Raft (hashicorp/raft's user restore), so every
-// node switches to it at one log index, which Restore returns with the
-// backup's digest. It runs on the leader; elsewhere it returns a
-// *contract.NotLeaderError.
+// the state goes through the log (fsm's restore.go: a begin, chunks, a
+// commit), so every node switches to it at the commit's index, which
+// Restore returns with the backup's digest, and a leader that dies part way
+// leaves every node on the state before. It runs on the leader; elsewhere it
+// returns a *contract.NotLeaderError.
 func (n *Node) Restore(ctx context.Context, r io.Reader) (backup contract.BackupInfo, restoredIndex uint64, err error) {
 	if !n.isLeader() {
 		return contract.BackupInfo{}, 0, &contract.NotLeaderError{LeaderHTTPAddr: n.leaderHTTPAddr()}
 	}
+	n.restoreMu.Lock()
+	defer n.restoreMu.Unlock()
 	spool, err := os.CreateTemp(n.cfg.DataDir, "restore-*.tmp")
 	if err != nil {
 		return contract.BackupInfo{}, 0, fmt.Errorf("cluster: restore: %w", err)
 	}
 	defer os.Remove(spool.Name())
 	defer spool.Close()
-	info, stateBytes, err := checkBackup(io.LimitReader(r, MaxBackupBytes+1), spool)
+	frame, err := checkBackup(io.LimitReader(r, MaxBackupBytes+1), spool)
 	if err != nil {
 		return contract.BackupInfo{}, 0, err
 	}
-	state := func() io.Reader { return io.NewSectionReader(spool, backupHeaderBytes, stateBytes) }
-	if err := fsm.New(n.logger).Restore(io.NopCloser(bufio.NewReader(state()))); err != nil {
+	state := func() *io.SectionReader { return io.NewSectionReader(spool, frame.offset, frame.bytes) }
+	scratch := fsm.New(n.logger)
+	if err := scratch.Restore(io.NopCloser(bufio.NewReader(state()))); err != nil {
 		return contract.BackupInfo{}, 0, contract.Invalid("", "the backup's state does not restore: %v", err)
 	}
-	// The cluster keeps its own audit trail: the backup's state goes in
-	// with it.
-	withTrail, size, err := fsm.WithAuditTrail(io.NewSectionReader(spool, backupHeaderBytes, stateBytes), stateBytes, n.fsm.AuditTrail())
+	// The commit checks the backup's time again, at its own; this says so
+	// before anything is staged.
+	now, err := n.leaderStamp()
 	if err != nil {
-		return contract.BackupInfo{}, 0, contract.Invalid("", "the backup's state does not restore: %v", err)
+		return contract.BackupInfo{}, 0, err
 	}
-	meta := &raft.SnapshotMeta{Version: raft.SnapshotVersionMax, Size: size}
-	if err := n.raft.Restore(meta, withTrail, max(n.requestTimeout, restoreTimeout)); err != nil {
-		return contract.BackupInfo{}, 0, translate(err)
+	if err := fsm.CheckRestoreTime(scratch.Now(), max(now, n.fsm.Now())); err != nil {
+		return contract.BackupInfo{}, 0, err
 	}
-	restoredIndex = n.raft.AppliedIndex()
+	begin := fsm.RestoreBeginCommand{ID: newClusterID(), Bytes: frame.bytes}
+	sum := sha256.New()
+	if _, err := io.Copy(sum, state()); err != nil {
+		return contract.BackupInfo{}, 0, fmt.Errorf("cluster: restore: %w", err)
+	}
+	copy(begin.Sum[:], sum.Sum(nil))
+	n.restoring.Store(&begin.ID)
+	defer n.restoring.Store(nil)
+	started := time.Now()
+	if err := n.stageRestore(ctx, begin, state()); err != nil {
+		n.abortRestore(begin.ID)
+		return contract.BackupInfo{}, 0, err
+	}
+	restoredIndex, err = n.commitRestore(begin.ID)
+	if err != nil {
+		return contract.BackupInfo{}, 0, err
+	}
 	n.waitOutLeases() // a restore gives capacity back as a raise does
-	n.recordAudit(ctx, contract.AuditRestore, fmt.Sprintf("backup at index %d", info.Index), fmt.Sprintf("limits digest %x, restored at index %d", info.LimitsDigest[:8], restoredIndex))
-	n.logger.Info("restored a backup", "backup_index", info.Index, "restored_at", restoredIndex)
-	return info, restoredIndex, ctx.Err()
+	n.recordAudit(ctx, contract.AuditRestore, fmt.Sprintf("backup at index %d", frame.info.Index), fmt.Sprintf("limits digest %x, restored at index %d", frame.info.LimitsDigest[:8], restoredIndex))
+	n.logger.Info("restored a backup", "backup_index", frame.info.Index, "restored_at", restoredIndex, "bytes", frame.bytes, "took", time.Since(started),
+		"backup_cluster_id", frame.info.ClusterID, "cluster_id", n.ClusterID())
+	return frame.info, restoredIndex, ctx.Err()
+}
+
+// restoreChunksInFlight is how many chunks of a restore may be appended and
+// not yet applied at once: enough to keep the log busy, few enough that a
+// restore holds a few megabytes of the leader's memory.
+const restoreChunksInFlight = 4
+
+// stageRestore appends a restore's begin and its state's chunks, each
+// applied before the restore goes on past restoreChunksInFlight more.
+func (n *Node) stageRestore(ctx context.Context, begin fsm.RestoreBeginCommand, state io.Reader) error {
+	if err := n.applyCommand(fsm.CommandRestoreBegin, &begin); err != nil {
+		return err
+	}
+	var inFlight []raft.ApplyFuture
+	wait := func() error {
+		future := inFlight[0]
+		inFlight = inFlight[1:]
+		if err := n.awaitApplied(future); err != nil {
+			return translate(err)
+		}
+		if rej, ok := future.Response().(*contract.Error); ok {
+			return rej
+		}
+		if err, ok := future.Response().(error); ok {
+			return fmt.Errorf("cluster: restore: %w", err)
+		}
+		return nil
+	}
+	buf := make([]byte, fsm.MaxRestoreChunkBytes)
+	for offset := int64(0); offset < begin.Bytes; {
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("cluster: restore: %w", err)
+		}
+		size, err := io.ReadFull(state, buf[:min(int64(len(buf)), begin.Bytes-offset)])
+		if err != nil {
+			return fmt.Errorf("cluster: restore: read the spooled state: %w", err)
+		}
+		data, err := fsm.Encode(fsm.CommandRestoreChunk, &fsm.RestoreChunkCommand{ID: begin.ID, Offset: offset, Data: buf[:size]})
+		if err != nil {
+			return err
+		}
+		inFlight = append(inFlight, n.raft.Apply(data, n.requestTimeout))
+		offset += int64(size)
+		if len(inFlight) >= restoreChunksInFlight {
+			if err := wait(); err != nil {
+				return err
+			}
+		}
+	}
+	for len(inFlight) > 0 {
+		if err := wait(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// commitRestore appends a staged restore's commit, stamped with the
+// leader's time, and returns the index at which it took effect.
+func (n *Node) commitRestore(id string) (uint64, error) {
+	stamp, err := n.leaderStamp()
+	if err != nil {
+		return 0, err
+	}
+	data, err := fsm.Encode(fsm.CommandRestoreCommit, &fsm.RestoreEndCommand{ID: id, NowNanos: stamp})
+	if err != nil {
+		return 0, err
+	}
+	future := n.raft.Apply(data, n.requestTimeout)
+	if err := n.awaitApplied(future); err != nil {
+		return 0, translate(err)
+	}
+	switch resp := future.Response().(type) {
+	case *fsm.RestoreResult:
+		return future.Index(), nil
+	case *contract.Error:
+		return 0, resp
+	default:
+		return 0, fmt.Errorf("cluster: restore: the commit answered %v", resp)
+	}
+}
+
+// abortRestore drops a restore this leader staged and could not finish;
+// if it cannot, the next leader does (abandonedRestore).
+func (n *Node) abortRestore(id string) {
+	if err := n.applyCommand(fsm.CommandRestoreAbort, &fsm.RestoreEndCommand{ID: id}); err != nil {
+		n.logger.Debug("aborting a restore", "err", err)
+	}
+}
+
+// abandonRestore, on the leader, aborts a restore staged by an earlier
+// leader that died before committing it: nobody will send the rest.
+func (n *Node) abandonRestore() {
+	staged := n.fsm.StagedRestore()
+	if mine := n.restoring.Load(); staged == "" || !n.isLeader() || (mine != nil && *mine == staged) {
+		return
+	}
+	n.logger.Warn("aborting a restore that an earlier leader began and did not commit; the state stays as it was", "restore", staged)
+	n.abortRestore(staged)
+}
+
+// backupFrame is where a checked backup file holds its state.
+type backupFrame struct {
+	info          contract.BackupInfo
+	offset, bytes int64
 }
 
 // checkBackup copies a backup file from r to spool and checks its framing
-// and checksum, returning what its header says and the state's length.
-func checkBackup(r io.Reader, spool io.Writer) (contract.BackupInfo, int64, error) {
-	bad := func(format string, args ...any) (contract.BackupInfo, int64, error) {
-		return contract.BackupInfo{}, 0, contract.Invalid("", "not a limitnode backup, or a damaged one: "+format, args...)
+// and checksum, returning what its header says and where its state is.
+func checkBackup(r io.Reader, spool io.Writer) (backupFrame, error) {
+	bad := func(format string, args ...any) (backupFrame, error) {
+		return backupFrame{}, contract.Invalid("", "not a limitnode backup, or a damaged one: "+format, args...)
 	}
 	sum := sha256.New()
 	tail := &tailKeeper{keep: backupTrailerBytes}
 	n, err := io.Copy(io.MultiWriter(spool, tail), r)
 	if err != nil {
-		return contract.BackupInfo{}, 0, fmt.Errorf("cluster: restore: read the backup: %w", err)
+		return backupFrame{}, fmt.Errorf("cluster: restore: read the backup: %w", err)
 	}
 	if n > MaxBackupBytes {
 		return bad("larger than %d bytes", int64(MaxBackupBytes))
 	}
-	if n < backupHeaderBytes+backupTrailerBytes {
+	if n < 12 {
 		return bad("%d bytes is too short", n)
 	}
 	head := tail.head
 	if !bytes.Equal(head[:8], []byte(backupMagic)) {
 		return bad("it does not start with %q", backupMagic)
 	}
-	if v := binary.BigEndian.Uint32(head[8:12]); v != backupVersion {
-		return bad("version %d; this node reads version %d", v, backupVersion)
+	version := binary.BigEndian.Uint32(head[8:12])
+	if version != 1 && version != backupVersion {
+		return bad("version %d; this node reads versions 1 and %d", version, backupVersion)
 	}
-	length := int64(binary.BigEndian.Uint64(tail.last[:8]))
-	if length != n-backupHeaderBytes-backupTrailerBytes {
-		return bad("it says its state is %d bytes but holds %d (truncated?)", length, n-backupHeaderBytes-backupTrailerBytes)
+	headerBytes := headerBytesOf(version)
+	if n < headerBytes+backupTrailerBytes {
+		return bad("%d bytes is too short", n)
+	}
+	// Read as unsigned: a damaged length is a large number, not a negative
+	// one.
+	length, holds := binary.BigEndian.Uint64(tail.last[:8]), uint64(n-headerBytes-backupTrailerBytes)
+	if length != holds {
+		return bad("it says its state is %d bytes but holds %d (truncated?)", length, holds)
 	}
 	if _, err := tail.hashAllButLast(sum, spool); err != nil {
-		return contract.BackupInfo{}, 0, fmt.Errorf("cluster: restore: %w", err)
+		return backupFrame{}, fmt.Errorf("cluster: restore: %w", err)
 	}
 	if !bytes.Equal(sum.Sum(nil), tail.last[8:]) {
 		return bad("its checksum does not match its content")
 	}
 	info := contract.BackupInfo{Index: binary.BigEndian.Uint64(head[12:20])}
 	copy(info.LimitsDigest[:], head[20:52])
-	return info, length, nil
+	if version >= 2 {
+		info.ClusterID = string(bytes.TrimRight(head[52:52+backupClusterBytes], "\x00"))
+	}
+	return backupFrame{info: info, offset: headerBytes, bytes: int64(length)}, nil
 }
 
 // tailKeeper remembers the first backupHeaderBytes and the last keep bytes

@@ -3,14 +3,18 @@ package cluster_test
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 
 	"github.com/limitnode/limitnode/client"
+	"github.com/limitnode/limitnode/internal/fsm"
 	"github.com/limitnode/limitnode/internal/testhooks"
 	"github.com/limitnode/limitnode/testcluster"
 )
@@ -49,17 +53,22 @@ func TestBackupUnderLoadRestoresIntoANewCluster(t *testing.T) {
 	dst := testcluster.Start(t, 3)
 	dstClient := client.NewWithOptions(client.Options{HTTPClient: httpClient}, dst.Followers()[0].URL())
 	_, before := testhooks.NodeLimitsDigest(dst.WaitLeader().Node())
+	dstID := dst.WaitLeader().Node().ClusterID()
+	if srcID := src.WaitLeader().Node().ClusterID(); !bytes.Contains(file.Bytes()[:200], []byte(srcID)) {
+		t.Fatalf("the backup's header does not name its cluster %s", srcID)
+	}
 	bad := map[string][]byte{
-		"truncated": file.Bytes()[:file.Len()/2],
-		"corrupted": corrupt(file.Bytes()),
-		"foreign":   []byte("PK\x03\x04 not a limitnode backup at all"),
-		"empty":     nil,
+		"truncated":          file.Bytes()[:file.Len()/2],
+		"corrupted":          corrupt(file.Bytes()),
+		"foreign":            []byte("PK\x03\x04 not a limitnode backup at all"),
+		"empty":              nil,
+		"with a huge length": withLength(file.Bytes(), ^uint64(0)),
 	}
 	for name, data := range bad {
 		_, err := dstClient.Restore(ctx, bytes.NewReader(data), int64(len(data)))
 		var apiErr *client.Error
-		if !errors.As(err, &apiErr) || apiErr.StatusCode != 400 {
-			t.Errorf("a %s file: %v, want a 400", name, err)
+		if !errors.As(err, &apiErr) || apiErr.StatusCode != 400 || strings.Contains(apiErr.Message, "-") {
+			t.Errorf("a %s file: %v, want a 400 without a negative length", name, err)
 		}
 	}
 	if _, after := testhooks.NodeLimitsDigest(dst.WaitLeader().Node()); after != before {
@@ -81,6 +90,11 @@ func TestBackupUnderLoadRestoresIntoANewCluster(t *testing.T) {
 			return hex.EncodeToString(got[:]) == info.LimitsDigest
 		})
 	}
+	for _, n := range dst.Nodes {
+		if got := n.Node().ClusterID(); got != dstID {
+			t.Fatalf("%s belongs to cluster %s after the restore, want its own %s", n.ID, got, dstID)
+		}
+	}
 	if d, err := dstClient.Allow(ctx, client.AllowRequest{Key: "spent", Limit: &client.Limit{Rate: 5, Period: "1h"}}); err != nil || d.Allowed {
 		t.Fatalf("the spent key in the new cluster: %+v, %v; want it still spent", d, err)
 	}
@@ -89,9 +103,75 @@ func TestBackupUnderLoadRestoresIntoANewCluster(t *testing.T) {
 	}
 }
 
+// withLength is a copy of a backup file whose state length field says
+// length, its checksum made right again, as a tool that wrote a damaged
+// length would leave it.
+func withLength(data []byte, length uint64) []byte {
+	out := bytes.Clone(data)
+	binary.BigEndian.PutUint64(out[len(out)-40:], length)
+	sum := sha256.Sum256(out[:len(out)-32])
+	copy(out[len(out)-32:], sum[:])
+	return out
+}
+
 // corrupt changes one byte in the middle of a copy of data.
 func corrupt(data []byte) []byte {
 	out := bytes.Clone(data)
 	out[len(out)/2] ^= 0xFF
 	return out
+}
+
+// TestACraftedBackupCannotMoveTimeOn: the backup's checksum is not keyed,
+// so anyone can write a file that passes it. One whose state says the
+// latest time a state may hold (a 175-byte file used to restore with 200,
+// after which cluster time stood still for good) is refused with a 400
+// that says why, and a spent key stays spent.
+func TestACraftedBackupCannotMoveTimeOn(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	c := testcluster.Start(t, 3)
+	cl := client.NewWithOptions(client.Options{HTTPClient: httpClient}, c.WaitLeader().URL())
+	cost := int64(5)
+	spent := client.AllowRequest{Key: "spent", Limit: &client.Limit{Rate: 5, Period: "1h"}}
+	if d, err := cl.Allow(ctx, client.AllowRequest{Key: spent.Key, Limit: spent.Limit, Cost: &cost}); err != nil || !d.Allowed {
+		t.Fatalf("spend: %+v, %v", d, err)
+	}
+	file := craftedBackup(t, fsm.MaxNowNanos)
+	_, err := cl.Restore(ctx, bytes.NewReader(file), int64(len(file)))
+	var apiErr *client.Error
+	if !errors.As(err, &apiErr) || apiErr.StatusCode != 400 || !strings.Contains(apiErr.Message, "ahead") {
+		t.Fatalf("a %d-byte backup from the year 2160: %v, want a 400 about its time", len(file), err)
+	}
+	if d, err := cl.Allow(ctx, spent); err != nil || d.Allowed {
+		t.Fatalf("the spent key after the crafted restore: %+v, %v; want it still spent", d, err)
+	}
+}
+
+// craftedBackup writes a backup file by hand, as anyone could: an empty
+// state at time nowNanos, framed and checksummed as the format says.
+func craftedBackup(t *testing.T, nowNanos int64) []byte {
+	t.Helper()
+	f := fsm.New(nil)
+	data, err := fsm.Encode(fsm.CommandLeaseTick, &fsm.LeaseTickCommand{NowNanos: nowNanos})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.ApplyEntry(1, data)
+	index, state := f.Backup()
+	var body bytes.Buffer
+	if err := state.Write(&body); err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	out.WriteString("LNBACKUP")
+	_ = binary.Write(&out, binary.BigEndian, uint32(2))
+	_ = binary.Write(&out, binary.BigEndian, index)
+	digest := state.LimitsDigest()
+	out.Write(digest[:])
+	out.Write(make([]byte, 64))
+	out.Write(body.Bytes())
+	_ = binary.Write(&out, binary.BigEndian, uint64(body.Len()))
+	sum := sha256.Sum256(out.Bytes())
+	out.Write(sum[:])
+	return out.Bytes()
 }

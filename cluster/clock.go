@@ -3,6 +3,8 @@ package cluster
 import (
 	"sync"
 	"time"
+
+	"github.com/limitnode/limitnode/internal/fsm"
 )
 
 // DefaultMaxClockStep is how far, by default, a leader's stamp may stray
@@ -41,6 +43,9 @@ type clusterClock struct {
 	step         time.Duration
 	rate         float64 // Config.MaxClockRate
 	startupIndex uint64  // the last log index when this process opened
+	// ceiling is the latest time the state machine accepts from an entry
+	// of a term (fsm.FSM.StampCeiling): how far one entry may move time.
+	ceiling func(term uint64) int64
 
 	mu sync.Mutex
 	// The latest applied entry stamped after this process started.
@@ -81,6 +86,18 @@ func (c *clusterClock) estimate() int64 {
 // stamp returns the time to stamp on a batch appended in raft term term.
 // lastApplied is the FSM's latest time, used when nothing has been observed.
 func (c *clusterClock) stamp(term uint64, lastApplied int64) int64 {
+	stamp := c.clamped(term, lastApplied)
+	// The ceiling takes the state machine's lock, which Apply holds while
+	// it calls observe: it is read outside c.mu, so the two locks are never
+	// taken in the opposite order.
+	if c.ceiling != nil {
+		stamp = min(stamp, c.ceiling(term))
+	}
+	return stamp
+}
+
+// clamped is the wall clock clamped to this term's estimate of cluster time.
+func (c *clusterClock) clamped(term uint64, lastApplied int64) int64 {
 	now := time.Now()
 	wall := c.wall().UnixNano()
 	c.mu.Lock()
@@ -101,6 +118,47 @@ func (c *clusterClock) stamp(term uint64, lastApplied int64) int64 {
 	// on it); behind, by up to a step at once.
 	ahead := min(c.step, time.Duration(float64(inTerm)*c.rate))
 	return min(max(wall, estimate-int64(c.step)), estimate+int64(ahead))
+}
+
+// idleFor is how long ago this node saw the latest stamped entry applied,
+// or ok false when it has seen none since it started.
+func (c *clusterClock) idleFor() (d time.Duration, ok bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.observed {
+		return 0, false
+	}
+	return time.Since(c.observedAt), true
+}
+
+// timeTickEvery is how long a leader lets the cluster go without a stamped
+// entry before it appends a tick (a CommandLeaseTick, which changes nothing
+// but time): so that no entry of its term needs to move time by more than
+// fsm.MaxStepInTerm, which an idle hour would.
+const timeTickEvery = 10 * time.Minute
+
+// watchTime appends a tick, on the leader, whenever no stamped entry has
+// been applied for timeTickEvery.
+func (n *Node) watchTime() {
+	ticker := time.NewTicker(time.Minute)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-n.stopCh:
+			return
+		case <-ticker.C:
+		}
+		if idle, seen := n.clock.idleFor(); !n.isLeader() || (seen && idle < timeTickEvery) {
+			continue
+		}
+		stamp, err := n.leaderStamp()
+		if err == nil {
+			err = n.applyCommand(fsm.CommandLeaseTick, &fsm.LeaseTickCommand{NowNanos: stamp})
+		}
+		if err != nil {
+			n.logger.Debug("a time tick not applied", "err", err)
+		}
+	}
 }
 
 // DefaultMaxClockRate is how much faster than real time cluster time may

@@ -4,6 +4,8 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/limitnode/limitnode/algorithms"
+
 	"github.com/limitnode/limitnode/internal/transport"
 )
 
@@ -24,6 +26,14 @@ const (
 	// gigabyte of state at the ~105 bytes of heap a live key costs
 	// (fsm.BenchmarkStateBytesPerKey).
 	DefaultMaxKeys = 5_000_000
+	// DefaultMaxWaitPerCaller is Config.MaxWaitPerCaller's default: long
+	// enough to smooth bursts, short next to the hour a request may
+	// otherwise ask for.
+	DefaultMaxWaitPerCaller = time.Minute
+	// DefaultMaxLeasesPerCaller is Config.MaxLeasesPerCaller's default: a
+	// tenth of the cluster's contract.MaxLeases, so that it takes ten
+	// callers at their bound to fill it.
+	DefaultMaxLeasesPerCaller = 100_000
 	// Raft timeouts: a leader that stops is noticed after 500ms to 1s
 	// (hashicorp/raft randomises between one and two heartbeat timeouts),
 	// and a new one is elected a few hundred milliseconds later, so
@@ -153,6 +163,20 @@ type Config struct {
 	// negative means no cap. The leader's setting applies (it travels in
 	// each Raft entry), so give every node the same.
 	MaxKeys int64
+	// MaxWaitPerCaller bounds the max_wait a request may ask for
+	// (contract.Request.MaxWaitNanos). A reservation puts its key in debt
+	// by up to its wait, during which every other caller of the key is
+	// denied, so this is how long one caller's reservations can shut the
+	// others out of a shared key. Default DefaultMaxWaitPerCaller; negative
+	// means algorithms.MaxWait, the contract's own bound. Give every node
+	// the same: the node a request arrives at checks it.
+	MaxWaitPerCaller time.Duration
+	// MaxLeasesPerCaller bounds the leases and waiting lease requests one
+	// caller (an API token, contract.Caller) holds at once, so that one
+	// caller cannot fill the cluster's contract.MaxLeases and lock every
+	// other out. Default DefaultMaxLeasesPerCaller; negative means no bound
+	// but the cluster's. The node a request arrives at applies its own.
+	MaxLeasesPerCaller int64
 	// KeyLimitFailOpen chooses what happens to a request that needs a new
 	// key once MaxKeys are live: false (the default) refuses it with
 	// ErrKeyLimit; true admits it without recording it, so new keys go
@@ -186,6 +210,15 @@ func withDefaults(cfg Config) Config {
 	}
 	if cfg.MaxKeys == 0 {
 		cfg.MaxKeys = DefaultMaxKeys
+	}
+	if cfg.MaxWaitPerCaller == 0 {
+		cfg.MaxWaitPerCaller = DefaultMaxWaitPerCaller
+	}
+	if cfg.MaxWaitPerCaller < 0 || cfg.MaxWaitPerCaller > algorithms.MaxWait {
+		cfg.MaxWaitPerCaller = algorithms.MaxWait
+	}
+	if cfg.MaxLeasesPerCaller == 0 {
+		cfg.MaxLeasesPerCaller = DefaultMaxLeasesPerCaller
 	}
 	if cfg.MaxClockStep <= 0 {
 		cfg.MaxClockStep = DefaultMaxClockStep

@@ -109,24 +109,81 @@ func (n *Node) appendCheckpoint() (uint64, error) {
 }
 
 // compareCheckpoint compares a member's latest digest with this leader's at
-// the same index, and returns the index from which the member is known to
-// differ (0 when it agrees, or cannot be compared yet: then previous holds).
-func (n *Node) compareCheckpoint(id string, theirs checkpoint, previous uint64) uint64 {
+// the same index and updates h: DivergedAt becomes the index from which the
+// member is known to differ (0 when it agrees; unchanged when it cannot be
+// compared yet), AgreedAt the index at which it last agreed (0 once it
+// differs).
+func (n *Node) compareCheckpoint(h *memberHealth, theirs checkpoint) {
 	if theirs.Index == 0 {
-		return previous
+		return
 	}
 	mine, ok := n.checkpoints.at(theirs.Index)
 	if !ok {
-		return previous
+		return
 	}
 	if mine != theirs.Sum {
-		if previous == 0 {
-			n.logger.Error("a member's state differs from the leader's at the same log index: it says it is not ready; restore it from a backup or remove its data and join it again",
-				"member", id, "index", theirs.Index)
+		if h.DivergedAt == 0 {
+			n.logger.Error("a member's state differs from the leader's at the same log index: it says it is not ready, and stops voting; restore it from a backup or remove its data and join it again",
+				"member", h.ID, "index", theirs.Index)
 		}
-		return theirs.Index
+		h.DivergedAt, h.AgreedAt = theirs.Index, 0
+		return
 	}
-	return 0
+	h.DivergedAt, h.AgreedAt = 0, theirs.Index
+}
+
+// A member whose state differs from the leader's must not lead: it would
+// decide against that state. So the leader demotes it to a non-voter
+// (hashicorp/raft's DemoteVoter: it keeps replicating, but neither votes
+// nor stands for election), as long as the voters that agree with the
+// leader remain a quorum without it; when a later checkpoint agrees (its
+// data was removed and it caught up again, or a restore replaced every
+// node's state), it is made a voter again. This cluster has no non-voters
+// of its own choosing, so every non-voter it promotes is one it demoted.
+
+// enforceAgreement demotes the voters of servers that differ from the leader
+// and promotes the non-voters that agree with it again, from the health view
+// of one round.
+func (n *Node) enforceAgreement(servers []raft.Server, view []memberHealth) {
+	byID := make(map[string]memberHealth, len(view))
+	for _, h := range view {
+		byID[h.ID] = h
+	}
+	agreeing, voters := 0, 0
+	for _, s := range servers {
+		if s.Suffrage != raft.Voter {
+			continue
+		}
+		voters++
+		if byID[string(s.ID)].DivergedAt == 0 {
+			agreeing++
+		}
+	}
+	for _, s := range servers {
+		h, known := byID[string(s.ID)]
+		switch {
+		case !known || string(s.ID) == n.cfg.ID:
+		case s.Suffrage == raft.Voter && h.DivergedAt != 0:
+			// After the demotion the voters are one fewer; those that
+			// agree must be a quorum of them.
+			if agreeing < (voters-1)/2+1 {
+				n.logger.Error("a member's state differs from the leader's, but demoting it would leave fewer agreeing voters than a quorum: it stays a voter", "member", s.ID, "index", h.DivergedAt)
+				continue
+			}
+			if err := n.raft.DemoteVoter(s.ID, 0, 0).Error(); err != nil {
+				n.logger.Warn("demoting a member whose state differs", "member", s.ID, "err", err)
+				continue
+			}
+			voters--
+			n.logger.Warn("made a member whose state differs from the leader's a non-voter, so that it cannot lead", "member", s.ID, "index", h.DivergedAt)
+		case s.Suffrage == raft.Nonvoter && h.DivergedAt == 0 && h.AgreedAt != 0:
+			if err := n.raft.AddVoter(s.ID, s.Address, 0, 0).Error(); err != nil {
+				n.logger.Warn("making a member that agrees again a voter", "member", s.ID, "err", err)
+				continue
+			}
+			n.logger.Info("a member's state agrees with the leader's again: it is a voter again", "member", s.ID, "index", h.AgreedAt)
+		}
+	}
 }
 
 // CheckConsistency appends a checkpoint on the leader (this node, or by

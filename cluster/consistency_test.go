@@ -2,6 +2,7 @@ package cluster_test
 
 import (
 	"bytes"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -21,7 +22,10 @@ import (
 // its checksum is right), so after a restart its state differs from the
 // others'. That used to go unnoticed, /readyz 200. Now the next checkpoint
 // finds it: the follower answers /readyz 503, the leader's /v1/cluster marks
-// it, and an on-demand check reports it alone as disagreeing.
+// it, and an on-demand check reports it alone as disagreeing. The leader
+// makes it a non-voter, so that it cannot lead against its state; once its
+// data is removed and it has caught up again, a checkpoint agrees and it is
+// a voter again.
 func TestAReplicaThatDivergedIsFound(t *testing.T) {
 	t.Parallel()
 	c := testcluster.Start(t, 3, testcluster.Options{Configure: func(cfg *cluster.Config) {
@@ -62,6 +66,31 @@ func TestAReplicaThatDivergedIsFound(t *testing.T) {
 			t.Errorf("/v1/cluster: %v", n)
 		}
 	}
+	waitUntil(t, "the leader to make the diverged member a non-voter", func() bool { return voter(t, leader, victim.ID) == "false" })
+	if status, body := do(t, "POST", leader.URL()+"/v1/cluster/transfer-leadership", fmt.Sprintf(`{"to":%q}`, victim.ID)); status == 200 && c.WaitLeader() == victim {
+		t.Fatalf("the diverged member took leadership: %d %v", status, body)
+	}
+
+	victim.Kill()
+	victim.DataDir = t.TempDir()
+	victim.Restart()
+	waitUntil(t, "the member, caught up from an empty directory, to be a voter again", func() bool {
+		_, _ = do(t, "POST", leader.URL()+"/v1/cluster/consistency", "")
+		return voter(t, c.WaitLeader(), victim.ID) == "true"
+	})
+	waitUntil(t, "the member to say it is ready", func() bool { status, _ := do(t, "GET", victim.URL()+"/readyz", ""); return status == 200 })
+}
+
+// voter is "true" or "false" as the node's /v1/cluster says of member id.
+func voter(t *testing.T, n *testcluster.Node, id string) string {
+	t.Helper()
+	_, view := do(t, "GET", n.URL()+"/v1/cluster", "")
+	for _, m := range view["nodes"].([]any) {
+		if m := m.(map[string]any); m["id"] == id {
+			return fmt.Sprint(m["voter"])
+		}
+	}
+	return ""
 }
 
 // rewriteEntry replaces, in a stopped node's raft.db, the allow entry that

@@ -292,18 +292,15 @@ func (n *Node) decide(ctx context.Context, reqs []fsm.Request, inline []*contrac
 		}
 		if cfg := n.sharesOf(r, inlineSharesAt(inline, i)); cfg != nil && !probing {
 			sk := requestKey(r)
-			take := n.shares.take(ctx, sk, r, cfg)
-			if take.renew != nil {
-				n.renewShare(sk, take.renew)
-			}
-			if take.answered {
-				out[i] = take.result
+			res, answered, shareAsk := n.takeShare(ctx, sk, r, cfg)
+			if answered {
+				out[i] = res
 				shared++
 				continue
 			}
-			if take.ask != nil {
+			if shareAsk != nil {
 				withAsk := *r
-				withAsk.Share = take.ask
+				withAsk.Share = shareAsk
 				r, shareKey, changed = &withAsk, sk, true
 			}
 		}
@@ -332,7 +329,10 @@ func (n *Node) decide(ctx context.Context, reqs []fsm.Request, inline []*contrac
 			if err == nil {
 				res = &results[j]
 			}
-			n.shares.settle(shareKeys[j], sentAt, res)
+			n.settleShare(shareKeys[j], sentAt, res)
+			if res != nil {
+				res.Share = nil // the node's own, not the caller's
+			}
 		}
 		if err != nil {
 			if probes[j] {

@@ -15,10 +15,16 @@ const diskProbeEvery = 5 * time.Second
 // directory.
 const diskProbeFile = ".write-probe"
 
-// watchDisk writes and syncs a small file in the data directory every
+// diskProbeBytes is how much the probe writes: a fresh file of this size
+// needs space of its own while the last one still holds its blocks, so the
+// write fails on a full disk (rewriting a small file in place reuses its
+// blocks and succeeded there). It is about what the log's store asks for
+// when it grows.
+const diskProbeBytes = 64 << 10
+
+// watchDisk writes and syncs a file in the data directory every
 // diskProbeEvery, so that a node whose disk is full or gone says it is not
-// ready (Raft only logs that it cannot append, and a follower that cannot is
-// otherwise indistinguishable from one that is idle).
+// ready between appends (appendwatch.go sees a failed append at once).
 func (n *Node) watchDisk() {
 	ticker := time.NewTicker(diskProbeEvery)
 	defer ticker.Stop()
@@ -32,16 +38,24 @@ func (n *Node) watchDisk() {
 	}
 }
 
+// probeDisk writes a new probe file beside the last one, syncs it and
+// renames it over the last.
 func probeDisk(dir string) error {
 	path := filepath.Join(dir, diskProbeFile)
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	f, err := os.OpenFile(path+".new", os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err != nil {
 		return err
 	}
-	_, werr := f.Write([]byte(time.Now().Format(time.RFC3339Nano)))
+	block := make([]byte, diskProbeBytes)
+	copy(block, time.Now().Format(time.RFC3339Nano))
+	_, werr := f.Write(block)
 	serr := f.Sync()
 	cerr := f.Close()
-	return errors.Join(werr, serr, cerr)
+	if err := errors.Join(werr, serr, cerr); err != nil {
+		_ = os.Remove(path + ".new")
+		return err
+	}
+	return os.Rename(path+".new", path)
 }
 
 func (n *Node) setDiskErr(err error) {

@@ -47,6 +47,9 @@ func (n *Node) FormCluster(members []contract.Member) error {
 	if err != nil {
 		return fmt.Errorf("cluster: form a cluster: %w", err)
 	}
-	n.logger.Info("formed a new cluster", "members", len(members))
+	if err := n.setClusterID(newClusterID()); err != nil {
+		n.logger.Error("recording the new cluster's ID", "err", err)
+	}
+	n.logger.Info("formed a new cluster", "members", len(members), "cluster_id", n.ClusterID())
 	return nil
 }

@@ -32,6 +32,13 @@ import (
 // does not know fails to decode there: nodes of builds whose messages
 // differ cannot forward to each other, and are upgraded together (stop
 // every node, start them on the new build; their state is kept).
+//
+// Every connection on the Raft port, Raft's and forwarding's, begins with
+// the transport's hello naming the cluster's ID (package transport's
+// hello.go). Builds from before the hello send none, so they cannot talk to
+// this build at all, for Raft either: a cluster is moved onto this build by
+// stopping every node and starting them all on it. Their state is kept, and
+// the first leader gives a cluster that has no ID yet one (identity.go).
 
 type forwardOp uint8
 
@@ -68,9 +75,11 @@ type forwardRequest struct {
 	Health   []memberHealth        // for opPing from the leader: its view of the members
 	Top      int                   // for opStats
 	// Actor is who asked for opJoin, opRemove or opTransfer
-	// (contract.ActorOf), for the audit trail. Last, so that messages
-	// without it decode.
+	// (contract.ActorOf), for the audit trail.
 	Actor string
+	// LeaderApplied is, for opPing from the leader, the leader's applied
+	// index as it sends (lag.go).
+	LeaderApplied uint64
 }
 
 // forwardStatus tells the follower what happened to its message, so that it
@@ -186,6 +195,7 @@ func (n *Node) handleForward(req *forwardRequest) *forwardResponse {
 		if len(req.Health) > 0 && !n.isLeader() {
 			n.health.set(req.Health, time.Now())
 			n.noteDivergence(req.Health)
+			n.progress.note(req.LeaderApplied, time.Now())
 		}
 		return &forwardResponse{NodeID: n.cfg.ID, AppliedIndex: n.raft.AppliedIndex(), Checkpoint: n.checkpoints.latest()}
 	case opConsistency:

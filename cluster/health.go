@@ -31,6 +31,9 @@ type memberHealth struct {
 	// DivergedAt is the checkpoint index at which the member's state
 	// differed from the leader's, or 0 (see consistency.go).
 	DivergedAt uint64
+	// AgreedAt is the checkpoint index at which the member's state last
+	// agreed with the leader's, or 0 since it differs.
+	AgreedAt uint64
 }
 
 // healthView is the latest view of the members a node knows: its own as
@@ -94,6 +97,7 @@ func (n *Node) watchHealth() {
 		}
 		switch {
 		case n.isLeader():
+			n.progress.clear()
 			n.pingMembers(pinger)
 		case !n.knowsLeader():
 			n.probeVoters()
@@ -176,12 +180,12 @@ func (n *Node) pingMembers(pinger *forwarder) {
 			h.ID, h.Reachable = string(s.ID), false
 			ctx, cancel := context.WithTimeout(context.Background(), healthEvery)
 			defer cancel()
-			resp, err := pinger.send(ctx, string(s.Address), &forwardRequest{Op: opPing, Health: previous})
+			resp, err := pinger.send(ctx, string(s.Address), &forwardRequest{Op: opPing, Health: previous, LeaderApplied: applied})
 			if err == nil && resp.NodeID == string(s.ID) {
 				// Answered within this round: as of the round's start,
 				// contact is now.
 				h.Reachable, h.SinceContactNanos, h.AppliedIndex, h.LeaderApplied = true, 0, resp.AppliedIndex, n.raft.AppliedIndex()
-				h.DivergedAt = n.compareCheckpoint(h.ID, resp.Checkpoint, h.DivergedAt)
+				n.compareCheckpoint(&h, resp.Checkpoint)
 			} else if known && h.SinceContactNanos >= 0 {
 				h.SinceContactNanos = prev[string(s.ID)].SinceContactNanos
 			}
@@ -192,6 +196,7 @@ func (n *Node) pingMembers(pinger *forwarder) {
 	}
 	wg.Wait()
 	n.health.set(next, start)
+	n.enforceAgreement(future.Configuration().Servers, next)
 }
 
 // memberHealthOf fills a member's status with what the leader knows of it.

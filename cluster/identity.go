@@ -1,11 +1,15 @@
 package cluster
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+	"github.com/limitnode/limitnode/internal/fsm"
+	"github.com/limitnode/limitnode/internal/transport"
 )
 
 // nodeIDKey is where a data directory's stable store (raft.db) records the
@@ -89,4 +93,98 @@ func lastConfiguration(logs raft.LogStore, snapshots raft.SnapshotStore) (raft.C
 		}
 	}
 	return conf, nil
+}
+
+// clusterIDKey is where a data directory's stable store records the ID of
+// the cluster it belongs to, so that a node knows it before Raft replays
+// anything (the transport's hello names it on every connection).
+var clusterIDKey = []byte("limitnode.cluster_id")
+
+// ErrForeignCluster means two nodes belong to different clusters: a node was
+// started on another cluster's data directory, or asked to join a cluster
+// it is not part of. They refuse each other on every connection.
+var ErrForeignCluster = transport.ErrForeignCluster
+
+// readClusterID returns the cluster ID a stable store records, or "".
+func readClusterID(stable raft.StableStore) (string, error) {
+	id, err := stable.Get(clusterIDKey)
+	switch {
+	case errors.Is(err, raftboltdb.ErrKeyNotFound):
+		return "", nil
+	case err != nil:
+		return "", fmt.Errorf("cluster: read the cluster ID: %w", err)
+	}
+	return string(id), nil
+}
+
+// newClusterID draws a cluster's ID: 16 random bytes in hex, so that two
+// clusters formed anywhere never share one.
+func newClusterID() string {
+	var raw [16]byte
+	_, _ = rand.Read(raw[:]) // crypto/rand.Read never fails
+	return hex.EncodeToString(raw[:])
+}
+
+// ClusterID returns the ID of the cluster this node belongs to, or "" while
+// it knows none (a node being joined, before the cluster's state reaches
+// it).
+func (n *Node) ClusterID() string {
+	id, _ := n.clusterID.Load().(string)
+	return id
+}
+
+// setClusterID records id as this node's cluster, in its stable store and
+// in memory; a node that belongs to a cluster already keeps it.
+func (n *Node) setClusterID(id string) error {
+	n.clusterIDMu.Lock()
+	defer n.clusterIDMu.Unlock()
+	if n.ClusterID() != "" {
+		return nil
+	}
+	if err := n.logStore.Set(clusterIDKey, []byte(id)); err != nil {
+		return fmt.Errorf("cluster: record the cluster ID: %w", err)
+	}
+	n.clusterID.Store(id)
+	return nil
+}
+
+// adoptClusterID is the FSM's hook, called when the replicated state comes
+// to hold the cluster's ID: a node that knows none takes it (a new member,
+// or a member of a cluster created before clusters had IDs); one that knows
+// another says so, once, and keeps its own, which its peers refuse.
+func (n *Node) adoptClusterID(id string) {
+	mine := n.ClusterID()
+	switch {
+	case mine == id:
+	case mine == "":
+		if err := n.setClusterID(id); err != nil {
+			n.logger.Error("recording the cluster's ID in the data directory", "err", err)
+			return
+		}
+		n.logger.Info("this node belongs to cluster "+id, "cluster_id", id)
+	case n.foreignLogged.CompareAndSwap(false, true):
+		n.logger.Error("the replicated state names another cluster than this node's data directory: this node keeps its own and the other cluster's nodes refuse it",
+			"cluster_id", mine, "state_cluster_id", id)
+	}
+}
+
+// ensureClusterID, on the leader, appends the cluster's ID when the applied
+// state holds none: the ID recorded at bootstrap or, for a cluster formed
+// before clusters had IDs, a new one. The first one applied wins, so two
+// leaders racing (or an entry not yet applied here) cannot give a cluster
+// two IDs. It is tried once per term.
+func (n *Node) ensureClusterID() {
+	term := n.raft.CurrentTerm()
+	if !n.isLeader() || n.fsm.ClusterID() != "" || n.clusterIDTerm.Load() == term {
+		return
+	}
+	id := n.ClusterID()
+	if id == "" {
+		id = newClusterID()
+	}
+	if err := n.applyCommand(fsm.CommandSetClusterID, &fsm.ClusterIDCommand{ID: id}); err != nil {
+		n.logger.Debug("appending the cluster's ID", "err", err)
+		return
+	}
+	n.clusterIDTerm.Store(term)
 }

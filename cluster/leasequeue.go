@@ -145,7 +145,7 @@ func (n *Node) awaitLease(ctx context.Context, id string, queued *fsm.LeaseResul
 // and the caller learns it from the answer (its holder renews it, as
 // WithLease does).
 func (n *Node) claimLease(ctx context.Context, id string, ttl time.Duration, granted *fsm.LeaseResult) (*fsm.LeaseResult, error) {
-	claimed, err := n.leaseOnLeader(ctx, fsm.CommandRenewLease, fsm.LeaseCommand{ID: id, TTLNanos: int64(ttl)})
+	claimed, err := n.leaseOnLeader(ctx, fsm.CommandRenewLease, fsm.LeaseCommand{ID: id, TTLNanos: int64(ttl), AnyOwner: true})
 	var gone *contract.Error
 	switch {
 	case errors.As(err, &gone) && gone.Code == contract.CodeNotFound:
@@ -176,7 +176,7 @@ func (n *Node) withdrawOrWarn(ctx context.Context, id, why string) {
 func (n *Node) withdrawLease(ctx context.Context, id string) (*fsm.LeaseResult, error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), n.requestTimeout)
 	defer cancel()
-	r, err := n.leaseOnLeader(ctx, fsm.CommandReleaseLease, fsm.LeaseCommand{ID: id})
+	r, err := n.leaseOnLeader(ctx, fsm.CommandReleaseLease, fsm.LeaseCommand{ID: id, AnyOwner: true})
 	var notHeld *contract.Error
 	switch {
 	case errors.As(err, &notHeld) && notHeld.Code == contract.CodeNotFound:

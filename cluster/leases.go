@@ -17,15 +17,19 @@ import (
 // queue: until a slot is granted to it, its wait runs out, or ctx ends
 // (the request then leaves the queue, and gives back a slot granted
 // meanwhile). The lease's ID is made here, so a call retried after an
-// unknown outcome cannot take two slots or two places.
+// unknown outcome cannot take two slots or two places. The lease is held
+// for the caller ctx carries (contract.WithCaller), who alone (or an admin)
+// may renew or give it back; a caller holding MaxLeasesPerCaller leases and
+// waiting requests is refused with CodeResourceExhausted.
 func (n *Node) AcquireLease(ctx context.Context, req contract.LeaseRequest) (contract.Lease, error) {
 	if err := req.Validate(); err != nil {
 		return contract.Lease{}, err
 	}
 	var raw [16]byte
 	_, _ = rand.Read(raw[:]) // crypto/rand.Read never fails
+	caller, _ := contract.CallerOf(ctx)
 	cmd := fsm.LeaseCommand{ID: hex.EncodeToString(raw[:]), Key: req.Key, Max: req.Max, TTLNanos: int64(req.TTL),
-		MaxWaitNanos: int64(req.MaxWait), MaxQueue: req.MaxQueue}
+		MaxWaitNanos: int64(req.MaxWait), MaxQueue: req.MaxQueue, Owner: caller.Name, MaxOwnerLeases: max(n.cfg.MaxLeasesPerCaller, 0)}
 	var verdict <-chan fsm.LeaseResult
 	var restored <-chan struct{}
 	if req.MaxWait > 0 {
@@ -61,12 +65,13 @@ func (n *Node) AcquireLease(ctx context.Context, req contract.LeaseRequest) (con
 // ReleaseLease gives a lease back, or takes a request with that ID out of
 // its queue, and returns the cluster time it did so at. It returns a
 // *contract.Error with CodeNotFound for a lease that is neither held nor
-// waiting: given back already, or expired.
+// waiting (given back already, or expired), and with CodePermissionDenied
+// for one held for another caller than ctx's, unless that is an admin.
 func (n *Node) ReleaseLease(ctx context.Context, id string) (atNanos int64, err error) {
 	if err := contract.ValidateLeaseID(id); err != nil {
 		return 0, err
 	}
-	r, err := n.leaseOnLeader(ctx, fsm.CommandReleaseLease, fsm.LeaseCommand{ID: id})
+	r, err := n.leaseOnLeader(ctx, fsm.CommandReleaseLease, asCaller(ctx, fsm.LeaseCommand{ID: id}))
 	if err != nil {
 		return 0, err
 	}
@@ -75,7 +80,8 @@ func (n *Node) ReleaseLease(ctx context.Context, id string) (atNanos int64, err 
 
 // RenewLease moves a held lease's expiry to ttl from now, so that work
 // that runs longer than planned keeps its slot. It returns a
-// *contract.Error with CodeNotFound for a lease that is not held.
+// *contract.Error with CodeNotFound for a lease that is not held, and with
+// CodePermissionDenied for one held for another caller, as ReleaseLease.
 func (n *Node) RenewLease(ctx context.Context, id string, ttl time.Duration) (contract.Lease, error) {
 	if err := contract.ValidateLeaseID(id); err != nil {
 		return contract.Lease{}, err
@@ -83,12 +89,21 @@ func (n *Node) RenewLease(ctx context.Context, id string, ttl time.Duration) (co
 	if err := contract.ValidateLeaseTTL(ttl); err != nil {
 		return contract.Lease{}, err
 	}
-	r, err := n.leaseOnLeader(ctx, fsm.CommandRenewLease, fsm.LeaseCommand{ID: id, TTLNanos: int64(ttl)})
+	r, err := n.leaseOnLeader(ctx, fsm.CommandRenewLease, asCaller(ctx, fsm.LeaseCommand{ID: id, TTLNanos: int64(ttl)}))
 	if err != nil {
 		return contract.Lease{}, err
 	}
 	return contract.Lease{ID: id, Key: r.Key, Max: r.Max, Granted: true, Active: r.Active, Waiting: r.Waiting,
 		ExpiresAtNanos: r.ExpiresAtNanos, AtNanos: r.AtNanos}, nil
+}
+
+// asCaller names in a renewal or a release the caller ctx carries; a call
+// without one (an embedding program's, or the API's without tokens) may act
+// on any lease.
+func asCaller(ctx context.Context, cmd fsm.LeaseCommand) fsm.LeaseCommand {
+	caller, ok := contract.CallerOf(ctx)
+	cmd.Owner, cmd.AnyOwner = caller.Name, !ok || caller.Admin
+	return cmd
 }
 
 // leaseOnLeader runs a lease command (fsm.CommandAcquireLease,

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -274,6 +275,8 @@ func (n *Node) watchLeadership() {
 			n.removed.Store(false)
 			n.recordIdentity()
 		}
+		n.ensureClusterID()
+		n.abandonRestore()
 		wasMember = wasMember || member
 		if addr != "" && n.cfg.HTTPAddr != "" && n.fsm.NodeHTTPAddr(n.cfg.ID) != n.cfg.HTTPAddr && member {
 			ctx, cancel := context.WithTimeout(context.Background(), n.requestTimeout)
@@ -297,6 +300,8 @@ const pingTimeout = 2 * time.Second
 func (n *Node) ping(m contract.Member) error {
 	id, err := n.identify(m.RaftAddr)
 	switch {
+	case errors.Is(err, ErrForeignCluster):
+		return contract.Conflict("raft_addr", "%v: a node whose data directory holds another cluster's state cannot join this one; give it an empty data directory", err)
 	case err != nil:
 		return contract.Invalid("raft_addr", "%s does not answer as a limitnode node (start it first; with TLS, its certificate must be signed by the cluster's CA): %v", m.RaftAddr, err)
 	case id != m.ID:

@@ -43,6 +43,11 @@ func TestARefusedJoinChangesNothing(t *testing.T) {
 	before := members(t, c)
 	n2, n3 := c.Nodes[1], c.Nodes[2]
 	second := standby(t, "n2")
+	foreign, err := cluster.Open(cluster.Config{ID: "n7", RaftAddr: "127.0.0.1:0", DataDir: t.TempDir(), Bootstrap: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { foreign.Close() })
 	tests := []struct {
 		name       string
 		body       string
@@ -54,6 +59,7 @@ func TestARefusedJoinChangesNothing(t *testing.T) {
 		{"a new ID at a member's Raft address", fmt.Sprintf(`{"id":"n5","raft_addr":%q}`, n2.RaftAddr), 400, "id", `is "n2", not "n5"`},
 		{"an address where nothing answers", `{"id":"n9","raft_addr":"127.0.0.1:1"}`, 400, "raft_addr", "does not answer"},
 		{"a second node with a running member's ID", fmt.Sprintf(`{"id":"n2","raft_addr":%q}`, second.RaftAddr()), 409, "id", `member "n2" is running at ` + n2.RaftAddr},
+		{"a node of another cluster", fmt.Sprintf(`{"id":"n7","raft_addr":%q}`, foreign.RaftAddr()), 409, "raft_addr", "belongs to cluster " + foreign.ClusterID()},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -39,6 +39,18 @@ type Node struct {
 	hadState  bool
 	// identified is set once the data directory records this node's ID.
 	identified atomic.Bool
+	// clusterID (a string) is the cluster this node belongs to, or unset
+	// while it knows none (identity.go); clusterIDMu orders its recording,
+	// clusterIDTerm is the term in which this node, leading, appended it,
+	// and foreignLogged is set once a foreign ID in the state was logged.
+	clusterID     atomic.Value
+	clusterIDMu   sync.Mutex
+	clusterIDTerm atomic.Uint64
+	foreignLogged atomic.Bool
+	// restoreMu lets one restore run at a time on this node, and restoring
+	// names the one it stages (backup.go).
+	restoreMu sync.Mutex
+	restoring atomic.Pointer[string]
 
 	clock       *clusterClock
 	metrics     *nodeMetrics
@@ -49,7 +61,9 @@ type Node struct {
 	checkpoints checkpoints
 	divergedAt  atomic.Uint64 // a checkpoint at which the leader found this node's state different, or 0
 	diskMu      sync.Mutex
-	diskErrV    error // the last disk probe's failure, or nil
+	diskErrV    error          // the last disk probe's failure, or nil
+	appends     *appendWatch   // the log store, watched for failed appends (appendwatch.go)
+	progress    leaderProgress // the leader's applied index as its pings said (lag.go)
 	// removed is set while this node, once a member, is not in the
 	// configuration it knows; watchLeadership keeps it.
 	removed atomic.Bool
@@ -116,15 +130,15 @@ func Open(cfg Config) (*Node, error) {
 		advertise:      advertise,
 		conns:          make(map[net.Conn]struct{}),
 		stopCh:         make(chan struct{}),
-		fwd:            newForwarder(transport.Dialer{Dial: cfg.Dial, TLS: cfg.NodeTLS}, cfg.RequestTimeout),
 		metrics:        newNodeMetrics(),
 		stats:          newRecorder(),
 		waiters:        newLeaseWaiters(),
 		denyLeases:     newDenyLeases(cfg.DenyLeaseCap, cfg.MaxClockRate, time.Now),
 		leaseQueueKick: make(chan struct{}, 1),
 	}
-	n.shares = newShareTable(cfg.MaxClockRate, time.Now, n.metrics)
-	n.mux = transport.NewMux(guard.Wrap(ln, cfg.MaxRaftConns, cfg.RaftIdleTimeout, n.logger), cfg.NodeTLS, n.logger, protocolRaft, protocolForward)
+	n.shares = newShareTable(n.metrics)
+	n.fwd = newForwarder(n.dialer(), cfg.RequestTimeout)
+	n.mux = transport.NewMux(guard.Wrap(ln, cfg.MaxRaftConns, cfg.RaftIdleTimeout, n.logger), cfg.NodeTLS, n.ClusterID, n.logger, protocolRaft, protocolForward)
 	if err := n.startRaft(); err != nil {
 		n.mux.Close()
 		n.stats.close()
@@ -142,6 +156,7 @@ func Open(cfg Config) (*Node, error) {
 	n.wg.Go(n.watchDisk)
 	n.wg.Go(n.watchConsistency)
 	n.wg.Go(n.watchLeaseQueues)
+	n.wg.Go(n.watchTime)
 	return n, nil
 }
 
@@ -177,6 +192,15 @@ func (n *Node) startRaft() error {
 		return err
 	}
 	n.identified.Store(hasState)
+	n.logStore = logStore
+	clusterID, err := readClusterID(logStore)
+	if err != nil {
+		logStore.Close()
+		return err
+	}
+	if clusterID != "" {
+		n.clusterID.Store(clusterID)
+	}
 	startupIndex, err := logStore.LastIndex()
 	if err != nil {
 		logStore.Close()
@@ -184,13 +208,15 @@ func (n *Node) startRaft() error {
 	}
 	n.clock = &clusterClock{wall: n.cfg.Clock, step: n.cfg.MaxClockStep, rate: n.cfg.MaxClockRate, startupIndex: startupIndex}
 	n.fsm = n.newFSM()
+	n.clock.ceiling = n.fsm.StampCeiling
+	n.appends = &appendWatch{LogStore: logStore}
 	network := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
-		Stream:  &raftStream{Listener: n.mux.Listener(protocolRaft), advertise: advertisedAddr(n.advertise), dialer: transport.Dialer{Dial: n.cfg.Dial, TLS: n.cfg.NodeTLS}},
+		Stream:  &raftStream{Listener: n.mux.Listener(protocolRaft), advertise: advertisedAddr(n.advertise), dialer: n.dialer()},
 		MaxPool: 5,
 		Timeout: 10 * time.Second,
 		Logger:  hlog,
 	})
-	r, err := raft.NewRaft(n.raftConfig(hlog), &timedFSM{FSM: n.fsm, restore: n.metrics.restore, apply: n.metrics.apply}, &timedLogStore{LogStore: logStore, hist: n.metrics.store}, logStore, snapshots, network)
+	r, err := raft.NewRaft(n.raftConfig(hlog), &timedFSM{FSM: n.fsm, restore: n.metrics.restore, apply: n.metrics.apply}, &timedLogStore{LogStore: n.appends, hist: n.metrics.store}, logStore, snapshots, network)
 	if err != nil {
 		network.Close()
 		logStore.Close()
@@ -205,11 +231,20 @@ func (n *Node) startRaft() error {
 		}
 		n.logger.Info("bootstrapped a new single-node cluster", "raft_addr", n.advertise)
 	}
-	n.raft, n.logStore, n.transport, n.hadState = r, logStore, network, hasState
+	n.raft, n.transport, n.hadState = r, network, hasState
 	if !hasState && n.cfg.Bootstrap {
 		n.recordIdentity()
+		if err := n.setClusterID(newClusterID()); err != nil {
+			n.logger.Error("recording the new cluster's ID", "err", err)
+		}
 	}
 	return nil
+}
+
+// dialer opens this node's connections to the others' Raft ports, as a
+// member of its cluster.
+func (n *Node) dialer() transport.Dialer {
+	return transport.Dialer{Dial: n.cfg.Dial, TLS: n.cfg.NodeTLS, Cluster: n.ClusterID}
 }
 
 // openStores opens the Raft log and stable store (raft.db) and the
@@ -243,6 +278,10 @@ func (n *Node) openStores(hlog hclog.Logger) (*raftboltdb.BoltStore, raft.Snapsh
 		return nil, nil, false, fmt.Errorf("cluster: open snapshot store in %s: %w", n.cfg.SnapshotDir, err)
 	}
 	snapshots := newPacedSnapshotStore(n.cfg.SnapshotDir, fileSnapshots, n.metrics)
+	if err := checkSnapshots(snapshots, logStore, n.cfg.SnapshotDir, n.logger); err != nil {
+		logStore.Close()
+		return nil, nil, false, err
+	}
 	hasState, err := raft.HasExistingState(logStore, logStore, snapshots)
 	if err != nil {
 		logStore.Close()
@@ -275,6 +314,7 @@ func (n *Node) raftConfig(hlog hclog.Logger) *raft.Config {
 func (n *Node) newFSM() *fsm.FSM {
 	f := fsm.New(n.logger)
 	f.OnStampApplied(n.clock.observe)
+	f.OnClusterID(n.adoptClusterID)
 	f.OnCheckpoint(n.onCheckpoint)
 	f.OnLeaseEvents(n.waiters.deliver, n.waiters.signalRestored)
 	if n.denyLeases != nil {

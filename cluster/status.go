@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/hashicorp/raft"
 	"github.com/limitnode/limitnode/contract"
@@ -17,6 +18,7 @@ func (n *Node) Status() contract.Status {
 	st := contract.Status{
 		SelfID:       n.cfg.ID,
 		SelfRaftAddr: n.advertise,
+		ClusterID:    n.ClusterID(),
 		LeaderID:     string(leaderID),
 		Term:         n.raft.CurrentTerm(),
 		CommitIndex:  n.raft.CommitIndex(),
@@ -43,8 +45,10 @@ func (n *Node) Status() contract.Status {
 }
 
 // Ready returns "" when the node serves as a member: it is one, knows a
-// leader, has applied every entry it knows to be committed, can write to
-// its disk, and its Raft port accepts. Otherwise it says what is wrong.
+// leader, has applied every entry it knows to be committed and, within
+// maxReadyLag, what the leader had applied, can write to its disk and
+// append to its log, and its Raft port accepts. Otherwise it says what is
+// wrong.
 func (n *Node) Ready() string {
 	_, leaderID := n.raft.LeaderWithID()
 	switch {
@@ -60,12 +64,18 @@ func (n *Node) Ready() string {
 		return fmt.Sprintf("the log holds a damaged entry at index %d: this node's state may differ from the others'; restore it from a backup or remove its data directory and join it again", n.fsm.Damaged())
 	case n.mux.Failed():
 		return "the raft port no longer accepts connections"
+	case n.foreignDialer() != "":
+		return n.foreignDialer()
 	case n.diskErr() != nil:
 		return "cannot write to the data directory: " + n.diskErr().Error()
+	case n.appends.failing() != "":
+		return n.appends.failing()
 	case leaderID == "":
 		return n.noLeaderReason()
 	case n.raft.AppliedIndex() < n.raft.CommitIndex():
 		return "catching up with the log"
+	case n.trailing() != "":
+		return n.trailing()
 	}
 	return ""
 }
@@ -87,4 +97,23 @@ func (n *Node) leaderHTTPAddr() string {
 		return ""
 	}
 	return n.fsm.NodeHTTPAddr(string(id))
+}
+
+// foreignWithin is how long after a node of another cluster dialed this
+// one it says it is not ready.
+const foreignWithin = 30 * time.Second
+
+// foreignDialer says, when nodes of another cluster dialed this node
+// lately and it is its cluster's only voter, that they count its address as
+// theirs: it was probably started on another (one-node) cluster's data
+// directory, and would answer that cluster's decisions to their callers.
+// A node with other voters is not told so: a node on a directory of a
+// larger cluster finds none of its peers and waits for a quorum (not ready
+// anyway), and no stranger that dials a healthy cluster makes it unready.
+func (n *Node) foreignDialer() string {
+	other, ok := n.mux.ForeignDialer(foreignWithin)
+	if !ok || n.otherVoters() > 0 {
+		return ""
+	}
+	return fmt.Sprintf("nodes of cluster %s dial this node, which belongs to cluster %s: its data directory is probably not the one it should run on (it refuses them, and they it)", other, n.ClusterID())
 }

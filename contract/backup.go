@@ -9,6 +9,9 @@ import "io"
 type BackupInfo struct {
 	Index        uint64
 	LimitsDigest [32]byte
+	// ClusterID is the ID of the cluster the backup was taken from ("" for
+	// a file that does not say). A cluster restored from it keeps its own.
+	ClusterID string
 }
 
 // Backup is a node's state frozen for a backup file.

@@ -78,6 +78,9 @@ type Request struct {
 	// SettleTTLNanos, when not 0, makes the admission a reservation to
 	// settle (SettleRequest) within that time; see validateSettle.
 	SettleTTLNanos int64
+	// Share, optional, asks for a share of the one check's budget besides
+	// its cost, for the caller to spend itself (Decision.Share).
+	Share *ShareRequest
 }
 
 // Validate checks everything that can be checked before policies are
@@ -108,6 +111,11 @@ func (r *Request) Validate() *Error {
 			if prev := &r.Checks[j]; prev.Key == c.Key && prev.Limit == c.Limit && prev.Policy == c.Policy && len(c.Dimensions) == 0 {
 				return Invalid(checkField(i)+".key", "checks[%d] and checks[%d] name the same key and limit", j, i)
 			}
+		}
+	}
+	if r.Share != nil {
+		if err := r.Share.Validate(r); err != nil {
+			return err
 		}
 	}
 	return r.validateSettle()

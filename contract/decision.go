@@ -47,6 +47,8 @@ type Decision struct {
 	// SettlementID, for an admission of a request with SettleTTLNanos,
 	// names its reservation, to settle (SettleRequest).
 	SettlementID string
+	// Share is the share granted to the request's Share ask, if any.
+	Share *GrantedShare
 }
 
 // The causes of a denial (DeniedBy.Cause).

@@ -25,6 +25,9 @@ const (
 	// asks a node that already belongs to a cluster to form one. Nothing
 	// was decided or changed.
 	CodeConflict Code = "conflict"
+	// CodePermissionDenied: the caller may not act on what the request
+	// names (a lease another caller holds). Nothing was changed.
+	CodePermissionDenied Code = "permission_denied"
 )
 
 // Sentinels that an *Error matches with errors.Is, one per Code.
@@ -33,6 +36,7 @@ var (
 	ErrNotFound          = errors.New("not found")
 	ErrResourceExhausted = errors.New("resource exhausted")
 	ErrConflict          = errors.New("conflict")
+	ErrPermissionDenied  = errors.New("permission denied")
 )
 
 // Error is a request refused as it stands: nothing was decided or changed.
@@ -62,6 +66,8 @@ func (e *Error) Unwrap() error {
 		return ErrResourceExhausted
 	case CodeConflict:
 		return ErrConflict
+	case CodePermissionDenied:
+		return ErrPermissionDenied
 	default:
 		return ErrInvalid
 	}
@@ -94,6 +100,11 @@ func NotFound(field, format string, args ...any) *Error {
 // Conflict returns an *Error with CodeConflict.
 func Conflict(field, format string, args ...any) *Error {
 	return &Error{Code: CodeConflict, Field: field, Message: fmt.Sprintf(format, args...)}
+}
+
+// Denied returns an *Error with CodePermissionDenied.
+func Denied(field, format string, args ...any) *Error {
+	return &Error{Code: CodePermissionDenied, Field: field, Message: fmt.Sprintf(format, args...)}
 }
 
 // Exhausted returns an *Error with CodeResourceExhausted.

@@ -48,3 +48,21 @@ type MemberChange struct {
 	// enough of them are back.
 	Force bool
 }
+
+// MaxClusterIDBytes bounds a cluster's ID.
+const MaxClusterIDBytes = 64
+
+// ValidateClusterID checks a cluster's ID: 1 to MaxClusterIDBytes bytes of
+// lower-case letters, digits and '-', so that it reads plainly in a log line
+// and in JSON.
+func ValidateClusterID(id string) *Error {
+	if id == "" || len(id) > MaxClusterIDBytes {
+		return Invalid("cluster_id", "a cluster ID is 1 to %d bytes", MaxClusterIDBytes)
+	}
+	for _, c := range []byte(id) {
+		if (c < 'a' || c > 'z') && (c < '0' || c > '9') && c != '-' {
+			return Invalid("cluster_id", "a cluster ID holds only a-z, 0-9 and '-'")
+		}
+	}
+	return nil
+}

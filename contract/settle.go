@@ -43,6 +43,9 @@ func (r *Request) validateSettle() *Error {
 	if r.MaxWaitNanos > 0 {
 		return Invalid("settle", "settle and max_wait do not go together")
 	}
+	if r.Share != nil {
+		return Invalid("settle", "settle and take_share do not go together")
+	}
 	for i := range r.Checks {
 		if c := r.Checks[i].Cost; c < 1 || c != r.Checks[0].Cost {
 			return Invalid("settle", "a request to settle reserves one cost of 1 or more on every check; checks[%d] costs %d", i, c)

@@ -118,3 +118,46 @@ func SpecOfShares(s *LocalShares) *SharesSpec {
 	}
 	return out
 }
+
+// ShareRequest asks, with a request of one check, for a share of the
+// check's budget for the caller to spend itself (the Go client's local
+// shares): up to Units, lasting TTLNanos (0: DefaultShareTTL). The check's
+// policy must have local_shares; an inline limit's ask is its own consent.
+type ShareRequest struct {
+	Units    int64
+	TTLNanos int64
+}
+
+// Validate checks the ask, and the request it rides on.
+func (s *ShareRequest) Validate(r *Request) *Error {
+	switch {
+	case len(r.Checks) != 1:
+		return Invalid("take_share", "a share is asked for with exactly one check")
+	case r.RequestID != "" || r.MaxWaitNanos != 0:
+		return Invalid("take_share", "a share is not asked for with a request_id or max_wait")
+	case s.Units < 1 || s.Units > algorithms.MaxBurst:
+		return Invalid("take_share.units", "units must be from 1 to %d", int64(algorithms.MaxBurst))
+	case s.TTLNanos != 0 && (s.TTLNanos < int64(MinShareTTL) || s.TTLNanos > int64(MaxShareTTL)):
+		return Invalid("take_share.ttl", "ttl must be from %s to %s", MinShareTTL, MaxShareTTL)
+	}
+	return nil
+}
+
+// TTL is the ask's TTL in nanoseconds, the default filled in.
+func (s *ShareRequest) TTL() int64 {
+	if s.TTLNanos == 0 {
+		return int64(DefaultShareTTL)
+	}
+	return s.TTLNanos
+}
+
+// GrantedShare is a share granted to a caller: ID names it to give back
+// what is left (ReturnShare), Units may be spent until SpendForNanos has
+// passed since the caller sent its request, and Remaining is what the key
+// had left for everyone else once it was taken.
+type GrantedShare struct {
+	ID            uint64
+	Units         int64
+	SpendForNanos int64
+	Remaining     int64
+}

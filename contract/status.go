@@ -51,6 +51,9 @@ type Status struct {
 	// SelfRaftAddr is the address the other members reach this node's Raft
 	// port at, whether or not it is a member yet.
 	SelfRaftAddr string
+	// ClusterID is the ID of the cluster this node belongs to, or "" while
+	// it knows none.
+	ClusterID string
 	// LeaderID is the leader's ID, or "" while none is known.
 	LeaderID     string
 	Term         uint64

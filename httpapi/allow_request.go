@@ -103,10 +103,32 @@ func toRequest(a *wire.AllowRequest) (allowRequest, *apiError) {
 		}
 		req.SettleTTLNanos = int64(ttl)
 	}
+	if a.TakeShare != nil {
+		share, err := toShareAsk(a.TakeShare)
+		if err != nil {
+			return allowRequest{}, err
+		}
+		req.Share = share
+	}
 	if err := req.Validate(); err != nil {
 		return allowRequest{}, req.contractError(err)
 	}
 	return req, nil
+}
+
+// toShareAsk validates take_share.
+func toShareAsk(j *wire.ShareAsk) (*contract.ShareRequest, *apiError) {
+	if j.Units == nil {
+		return nil, invalid("take_share.units", "units is required")
+	}
+	ttl, err := durationField("take_share.ttl", j.TTL)
+	if err != nil {
+		return nil, err
+	}
+	if j.TTL != nil && ttl == 0 {
+		return nil, invalid("take_share.ttl", "ttl must be from %s to %s", contract.MinShareTTL, contract.MaxShareTTL)
+	}
+	return &contract.ShareRequest{Units: *j.Units, TTLNanos: int64(ttl)}, nil
 }
 
 // contractError answers a refusal of the request, naming fields as the body

@@ -60,6 +60,8 @@ func fromContract(e *contract.Error) *apiError {
 		return unavailable(e.Message)
 	case contract.CodeConflict:
 		return &apiError{status: http.StatusConflict, code: string(contract.CodeConflict), field: e.Field, message: e.Message}
+	case contract.CodePermissionDenied:
+		return &apiError{status: http.StatusForbidden, code: codePermissionDenied, field: e.Field, message: e.Message}
 	default:
 		return invalid(e.Field, "%s", e.Message)
 	}

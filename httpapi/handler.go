@@ -72,6 +72,7 @@ func New(b Backend, opts Options) *API {
 	a.route("/v1/allow", map[string]endpoint{http.MethodPost: {decide, a.allow}})
 	a.route("/v1/allow/batch", map[string]endpoint{http.MethodPost: {decide, a.allowBatch}})
 	a.route("/v1/settle", map[string]endpoint{http.MethodPost: {decide, a.settle}})
+	a.route("/v1/shares/return", map[string]endpoint{http.MethodPost: {decide, a.returnShare}})
 	forwardAuth := map[string]endpoint{}
 	for _, m := range forwardAuthMethods {
 		forwardAuth[m] = endpoint{decide, a.forwardAuth}

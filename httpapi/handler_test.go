@@ -34,6 +34,7 @@ type fakeLimiter struct {
 	joined    []contract.Member
 	removed   []string
 	ready     bool
+	shareIDs  uint64            // the last share granted
 	notLeader bool              // Restore answers *contract.NotLeaderError
 	leases    map[string]string // lease ID → key
 	domains   map[string]rls.Config
@@ -156,8 +157,26 @@ func (f *fakeLimiter) decide(req contract.Request) (contract.Decision, error) {
 			d.SettlementID = fmt.Sprint("s", len(f.settles)+1)
 			f.settles[d.SettlementID] = &fakeSettlement{reserved: req.Checks[0].Cost}
 		}
+		if req.Share != nil && req.Checks[0].Policy == "" {
+			f.grantShare(req, &d)
+		}
 	}
 	return d, nil
+}
+
+// grantShare grants an inline check's share ask as the cluster would
+// charge it, for the answer's share to be checked against the document.
+func (f *fakeLimiter) grantShare(req contract.Request, d *contract.Decision) {
+	c := req.Checks[0]
+	id := fmt.Sprint(c.Key, c.Limit)
+	f.shareIDs++
+	sh, s, ok := algorithms.Grant(c.Limit, f.states[id], f.now, min(req.Share.Units, c.Limit.Capacity()), req.Share.TTL(), f.shareIDs)
+	if !ok {
+		return
+	}
+	f.states[id] = s
+	after, _ := algorithms.Decide(c.Limit, s, f.now, 0)
+	d.Share = &contract.GrantedShare{ID: sh.ID, Units: sh.Units, SpendForNanos: sh.Until - f.now - int64(time.Millisecond), Remaining: after.Remaining}
 }
 
 func (f *fakeLimiter) keyState(key string) (contract.KeyState, bool) {
@@ -266,6 +285,14 @@ func (f *fakeLimiter) BlockSummary(latest int) contract.BlockSummary {
 		}
 	}
 	return out
+}
+
+// ReturnShare: the fake charges what it grants for ever, so it gives
+// nothing back.
+func (f *fakeLimiter) ReturnShare(context.Context, contract.Check, uint64, int64) (int64, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return 0, f.err
 }
 
 func (f *fakeLimiter) AllowBatch(_ context.Context, reqs []contract.Request) ([]contract.BatchResult, error) {
@@ -514,6 +541,12 @@ func TestBadRequestsGetAClearError(t *testing.T) {
 		{"a check of a batch given twice", "POST", `{"checks":[{"key":"a","key":"b","limit":{"rate":1}}]}`, 400, "invalid_argument", "checks[0].key"},
 		{"an empty key", "POST", `{"key":"","limit":{"rate":1}}`, 400, "invalid_argument", "key"},
 		{"hold without max_wait", "POST", `{"key":"a","limit":{"rate":1},"hold":true}`, 400, "invalid_argument", "hold"},
+		{"local shares of a bad TTL", "POST", `{"key":"a","limit":{"rate":1,"local_shares":{"ttl":"2s"}}}`, 400, "invalid_argument", "limit.local_shares.ttl"},
+		{"local shares of more than the capacity", "POST", `{"key":"a","limit":{"rate":5,"local_shares":{"max_units":6}}}`, 400, "invalid_argument", "limit.local_shares.max_units"},
+		{"a share asked without units", "POST", `{"key":"a","limit":{"rate":1},"take_share":{}}`, 400, "invalid_argument", "take_share.units"},
+		{"a share asked with a request ID", "POST", `{"key":"a","limit":{"rate":1},"request_id":"r","take_share":{"units":5}}`, 400, "invalid_argument", "take_share"},
+		{"a share asked for two checks", "POST", `{"checks":[{"key":"a","limit":{"rate":1}},{"key":"b","limit":{"rate":1}}],"take_share":{"units":5}}`, 400, "invalid_argument", "take_share"},
+		{"a share asked for too long", "POST", `{"key":"a","limit":{"rate":1},"take_share":{"units":5,"ttl":"1m"}}`, 400, "invalid_argument", "take_share.ttl"},
 		{"a key of 513 bytes", "POST", `{"key":"` + strings.Repeat("k", 513) + `","limit":{"rate":1}}`, 400, "invalid_argument", "key"},
 		{"no limit", "POST", `{"key":"a"}`, 400, "invalid_argument", "limit"},
 		{"no rate", "POST", `{"key":"a","limit":{}}`, 400, "invalid_argument", "limit.rate"},

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/limitnode/limitnode/api/wire"
+	"github.com/limitnode/limitnode/auth"
 	"github.com/limitnode/limitnode/contract"
 	"github.com/limitnode/limitnode/internal/ratelimitheader"
 )
@@ -39,6 +40,18 @@ func toLeaseRequest(b *wire.LeaseRequest) (contract.LeaseRequest, *apiError) {
 	return req, nil
 }
 
+// leaseCaller is r's context carrying the caller its token names, for the
+// cluster to hold a lease for it, and to let only it (or an admin) renew or
+// give the lease back. Without tokens there is no caller.
+func (a *API) leaseCaller(r *http.Request) context.Context {
+	name := callerOf(r)
+	if name == "" || a.opts.Authorizer == nil {
+		return r.Context()
+	}
+	_, err := a.opts.Authorizer.Authorize(auth.BearerToken(r.Header.Get("Authorization")), auth.RoleAdmin)
+	return contract.WithCaller(r.Context(), contract.Caller{Name: name, Admin: err == nil})
+}
+
 // acquireLease takes one of max concurrent slots of a key: 200 with the
 // lease's ID, or 429 with Retry-After when all are held. With max_wait the
 // request may wait in the key's queue before either answer; it leaves the
@@ -55,7 +68,7 @@ func (a *API) acquireLease(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	extendWriteDeadline(w, req.MaxWait)
-	ctx, cancel := context.WithTimeout(r.Context(), a.opts.RequestTimeout+req.MaxWait)
+	ctx, cancel := context.WithTimeout(a.leaseCaller(r), a.opts.RequestTimeout+req.MaxWait)
 	defer cancel()
 	lease, err := a.backend.Leases.AcquireLease(ctx, req)
 	if err != nil {
@@ -98,7 +111,7 @@ func (a *API) renewLease(w http.ResponseWriter, r *http.Request) {
 		writeError(w, apiErr)
 		return
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), a.opts.RequestTimeout)
+	ctx, cancel := context.WithTimeout(a.leaseCaller(r), a.opts.RequestTimeout)
 	defer cancel()
 	lease, err := a.backend.Leases.RenewLease(ctx, r.PathValue("id"), ttl)
 	if err != nil {
@@ -110,7 +123,7 @@ func (a *API) renewLease(w http.ResponseWriter, r *http.Request) {
 
 func (a *API) releaseLease(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
-	ctx, cancel := context.WithTimeout(r.Context(), a.opts.RequestTimeout)
+	ctx, cancel := context.WithTimeout(a.leaseCaller(r), a.opts.RequestTimeout)
 	defer cancel()
 	if _, err := a.backend.Leases.ReleaseLease(ctx, id); err != nil {
 		a.writeClusterError(w, r, err)

@@ -30,7 +30,7 @@ func (a *API) clusterStatus(w http.ResponseWriter, _ *http.Request) {
 // clusterView is this node's view of the cluster as GET /v1/cluster shows it.
 func (a *API) clusterView() wire.Cluster {
 	st := a.backend.Observer.Status()
-	out := wire.Cluster{Self: st.SelfID, SelfRaftAddr: st.SelfRaftAddr, Leader: st.LeaderID, Term: st.Term, CommitIndex: st.CommitIndex, AppliedIndex: st.AppliedIndex, Nodes: []wire.Node{}}
+	out := wire.Cluster{Self: st.SelfID, SelfRaftAddr: st.SelfRaftAddr, ClusterID: st.ClusterID, Leader: st.LeaderID, Term: st.Term, CommitIndex: st.CommitIndex, AppliedIndex: st.AppliedIndex, Nodes: []wire.Node{}}
 	for _, m := range st.Members {
 		out.Nodes = append(out.Nodes, nodeOf(m))
 	}

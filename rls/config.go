@@ -13,7 +13,10 @@ import (
 // configuration or descriptor beyond them is refused with an error naming
 // the field.
 const (
-	// MaxConfigBytes is the largest YAML document Parse reads.
+	// MaxConfigBytes is the largest YAML document Parse reads, and the most
+	// a domain's descriptors may hold once anchors and aliases are
+	// expanded (contentBytes): a small document of aliases must not become
+	// a large domain, which every node keeps in memory and in snapshots.
 	MaxConfigBytes = 1 << 20
 	// MaxDescriptors is the most descriptors one domain may hold, counting
 	// every level.
@@ -200,6 +203,21 @@ func validateConfig(c *Config, lines *configLines) *contract.Error {
 
 type validator struct {
 	count int // descriptors seen so far
+	bytes int // their content so far (contentBytes)
+}
+
+// contentBytes is what a descriptor holds, its nested descriptors apart: its
+// strings, each with the few bytes its key takes in YAML, so that a document
+// written out without aliases is never smaller than its content.
+func contentBytes(d *Descriptor) int {
+	n := len(d.Key) + len(d.Value) + 8
+	if rl := d.RateLimit; rl != nil {
+		n += len(rl.Unit) + len(rl.Name) + len(rl.Algorithm) + 16
+		for _, r := range rl.Replaces {
+			n += len(r.Name) + 8
+		}
+	}
+	return n
 }
 
 // levelKey identifies a descriptor within its level.
@@ -230,6 +248,9 @@ func (v *validator) descriptors(ds []Descriptor, lines []descriptorLines, parent
 		v.count++
 		if v.count > MaxDescriptors {
 			return invalid(l.node, field, "more than %d descriptors in the domain", MaxDescriptors)
+		}
+		if v.bytes += contentBytes(d); v.bytes > MaxConfigBytes {
+			return invalid(l.node, field, "the domain's descriptors hold more than %d bytes once anchors and aliases are expanded", MaxConfigBytes)
 		}
 		if err := v.descriptor(d, l, depth, seen, i); err != nil {
 			return err.Within(field)

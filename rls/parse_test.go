@@ -326,6 +326,30 @@ func TestParseBoundsAliasExpansion(t *testing.T) {
 	if err == nil || !strings.Contains(err.Message, "merge keys") {
 		t.Fatalf("Parse: %v", err)
 	}
+
+	// Long values, each list reused nine times over, within MaxDescriptors:
+	// a small document that used to become a domain of megabytes.
+	b.Reset()
+	long := strings.Repeat("v", MaxValueBytes-1)
+	b.WriteString("domain: d\ndescriptors:\n  - key: l0\n    descriptors: &l0 [")
+	for j := range 8 {
+		fmt.Fprintf(&b, "{key: k, value: %s%d}, ", long, j)
+	}
+	b.WriteString("]\n")
+	for i := 1; i <= 3; i++ {
+		fmt.Fprintf(&b, "  - key: l%d\n    descriptors: &l%d [", i, i)
+		for j := range 9 {
+			fmt.Fprintf(&b, "{key: k, value: %s%d, descriptors: *l%d}, ", long, j, i-1)
+		}
+		b.WriteString("]\n")
+	}
+	if b.Len() > 64<<10 {
+		t.Fatalf("the document is %d bytes; the point is a small one", b.Len())
+	}
+	_, err = Parse([]byte(b.String()))
+	if err == nil || !strings.Contains(err.Message, "once anchors and aliases are expanded") {
+		t.Fatalf("Parse of %d bytes expanding to megabytes: %v", b.Len(), err)
+	}
 }
 
 func TestValidateWithoutLines(t *testing.T) {

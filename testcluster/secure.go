@@ -164,3 +164,14 @@ func (b bearer) GetRequestMetadata(context.Context, ...string) (map[string]strin
 }
 
 func (bearer) RequireTransportSecurity() bool { return true }
+
+// NodeTLS returns the mutual TLS a node named id of this cluster's kind
+// uses on its Raft port (nil for a plain cluster), for a test that opens a
+// node of its own beside the cluster's: with it, that node gets past the
+// TLS handshake as a member would.
+func (c *Cluster) NodeTLS(id string) *cluster.NodeTLS {
+	if !c.opts.Secure {
+		return nil
+	}
+	return testMaterial().nodeTLS(id)
+}

@@ -49,12 +49,49 @@ type AllowRequest struct {
 	// Settle makes the admission a reservation of the cost, to settle
 	// (POST /v1/settle) with what the request used within TTL.
 	Settle *SettleOptions `json:"settle,omitempty"`
+	// TakeShare asks, with one check, for a share of its budget for the
+	// caller to spend itself (the answer's Share).
+	TakeShare *ShareAsk `json:"take_share,omitempty"`
 }
 
 // SettleOptions is the settle option of an allow request: how long the
 // reservation waits for its settlement (a Go duration).
 type SettleOptions struct {
 	TTL *string `json:"ttl"`
+}
+
+// ShareAsk asks for a share of up to Units, lasting TTL (a Go duration,
+// default 500ms).
+type ShareAsk struct {
+	Units *int64  `json:"units"`
+	TTL   *string `json:"ttl,omitempty"`
+}
+
+// Share is a share granted to the caller: ID (a decimal number, for
+// POST /v1/shares/return) and Units it may spend for SpendForMS after it
+// sent its request; Remaining is what the key had left for everyone else.
+type Share struct {
+	ID         string `json:"id"`
+	Units      int64  `json:"units"`
+	SpendForMS int64  `json:"spend_for_ms"`
+	Remaining  int64  `json:"remaining"`
+}
+
+// ShareReturn is the body of POST /v1/shares/return: the share's key (one
+// check, as in an allow request, without cost), its ID and what is left.
+type ShareReturn struct {
+	Key        string            `json:"key,omitempty"`
+	Limit      *Limit            `json:"limit,omitempty"`
+	Policy     *string           `json:"policy,omitempty"`
+	Dimensions map[string]string `json:"dimensions,omitempty"`
+	ID         string            `json:"id"`
+	Unspent    int64             `json:"unspent"`
+}
+
+// ShareReturned answers POST /v1/shares/return: the units given back (0
+// when the share had ended or is unknown).
+type ShareReturned struct {
+	Returned int64 `json:"returned"`
 }
 
 // AllowResponse is the body of a /v1/allow answer (200 or 429).
@@ -81,6 +118,8 @@ type AllowResponse struct {
 	// SettlementID, for an admission with settle, names the reservation
 	// to settle.
 	SettlementID string `json:"settlement_id,omitempty"`
+	// Share is the share granted to TakeShare, if any.
+	Share *Share `json:"share,omitempty"`
 }
 
 // CheckResponse reports one check, when a request has several or one of

@@ -38,6 +38,9 @@ type Cluster struct {
 	// member or not.
 	Self         string `json:"self"`
 	SelfRaftAddr string `json:"self_raft_addr"`
+	// ClusterID is the ID of the answering node's cluster; empty while it
+	// knows none (it is being joined).
+	ClusterID    string `json:"cluster_id,omitempty"`
 	Leader       string `json:"leader"`
 	Term         uint64 `json:"term"`
 	CommitIndex  uint64 `json:"commit_index"`

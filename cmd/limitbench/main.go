@@ -32,9 +32,11 @@
 //     429 (which counts as a decision); http-flood-nofast the same with
 //     every denial appended to the log (cluster.Config.NoFastDenials);
 //     redis-flood is Redis + Lua under the same flood;
-//   - client-coalesced: http's single calls through the Go client with
-//     Options.Coalesce (one client per node), which sends concurrent calls
-//     together as batches;
+//   - client, client-coalesced, client-shares: http's single calls through
+//     the Go client (one client per node), as it is, with Options.Coalesce
+//     (which sends concurrent calls together as batches), and with
+//     Options.LocalShares and local shares on the limit (with -keys hot, a
+//     hot key answered in process);
 //   - embedded:   cluster.Node.Allow in process, callers spread over all nodes;
 //   - http-shares, embedded-shares: http and embedded with local_shares on
 //     the limit (with -keys hot, a hot key decided from shares); zipf and

@@ -184,8 +184,8 @@ func (e *environment) target(name string) (target, error) {
 	case "http-flood", "http-flood-nofast":
 		kind := map[string]string{"http-flood": "limitnode", "http-flood-nofast": "limitnode-nofast"}[name]
 		return &httpTarget{env: e, kind: "flood", label: name, nodes: e.cluster(kind).Nodes}, nil
-	case "client-coalesced":
-		return newCoalescedTarget(e, e.via(e.cluster("limitnode"))), nil
+	case "client", "client-coalesced", "client-shares":
+		return newClientTarget(e, name, e.via(e.cluster("limitnode"))), nil
 	case "http-nostats":
 		return &httpTarget{env: e, kind: "http", label: name, nodes: e.via(e.cluster("limitnode-nostats"))}, nil
 	case "https":

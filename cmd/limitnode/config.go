@@ -15,32 +15,36 @@ import (
 
 // config is the command's configuration, from flags and environment.
 type config struct {
-	id                string
-	httpAddr          string
-	grpcAddr          string
-	advertiseHTTP     string
-	raftAddr          string
-	advertiseRaft     string
-	dataDir           string
-	snapshotDir       string
-	join              string
-	replace           bool
-	expect            int
-	logLevel          string
-	raftLogLevel      string
-	joinTimeout       time.Duration
-	policiesFile      string
-	rlsConfig         string
-	maxKeys           int64
-	keyLimitMode      string
-	noSync            bool
-	denyLeaseCap      time.Duration
-	maxRaftConns      connCap
-	raftIdle          time.Duration
-	maxHTTPConns      connCap
-	maxConnsPerClient connCap
-	untrustedIdle     time.Duration
-	trusted           string
+	id            string
+	httpAddr      string
+	grpcAddr      string
+	advertiseHTTP string
+	raftAddr      string
+	advertiseRaft string
+	dataDir       string
+	snapshotDir   string
+	join          string
+	replace       bool
+	expect        int
+	logLevel      string
+	raftLogLevel  string
+	joinTimeout   time.Duration
+	policiesFile  string
+	rlsConfig     string
+	maxKeys       int64
+	keyLimitMode  string
+	// maxWaitPerCaller and maxLeasesPerCaller bound what one caller holds
+	// (cluster.Config's fields of the same names).
+	maxWaitPerCaller   time.Duration
+	maxLeasesPerCaller int64
+	noSync             bool
+	denyLeaseCap       time.Duration
+	maxRaftConns       connCap
+	raftIdle           time.Duration
+	maxHTTPConns       connCap
+	maxConnsPerClient  connCap
+	untrustedIdle      time.Duration
+	trusted            string
 	security
 }
 
@@ -143,6 +147,8 @@ func (c *config) flagSet(output io.Writer) *flag.FlagSet {
 	fs.DurationVar(&c.denyLeaseCap, "deny-lease-cap", cluster.DefaultDenyLeaseCap, "the longest a node repeats a denial of the leader's without asking it (a deny lease), and so how long a policy change, key reset or restore waits before it is acknowledged; negative: no deny leases")
 	fs.Int64Var(&c.maxKeys, "max-keys", cluster.DefaultMaxKeys, "most live (key, limit) pairs the cluster keeps; -1 for no cap")
 	fs.StringVar(&c.keyLimitMode, "key-limit-mode", "deny", "when -max-keys is reached, new keys are refused (deny: 503) or admitted unrecorded (allow)")
+	fs.DurationVar(&c.maxWaitPerCaller, "max-wait-per-caller", cluster.DefaultMaxWaitPerCaller, "longest max_wait a request may ask for: how long one caller's reservations can hold a shared key in debt, shutting others out (at most 1h)")
+	fs.Int64Var(&c.maxLeasesPerCaller, "max-leases-per-caller", cluster.DefaultMaxLeasesPerCaller, "most leases and waiting lease requests one API token holds at once; -1 for no bound but the cluster's 1,000,000")
 	fs.Var(&c.maxRaftConns, "max-raft-conns", "most connections open at once on the Raft port; one more is closed at once (the default is lowered to fit RLIMIT_NOFILE)")
 	fs.DurationVar(&c.raftIdle, "raft-idle-timeout", 2*time.Minute, "close a connection on the Raft port that sends nothing for this long")
 	fs.Var(&c.maxHTTPConns, "max-http-conns", "most connections open at once on the HTTP port, and on the gRPC port; one more is closed at once (the default is lowered to fit RLIMIT_NOFILE)")

@@ -324,7 +324,7 @@ var docScripts = []docScript{
 	},
 	{
 		page: "docs/go.md", onReadmeCluster: true,
-		want: []string{"allowed: true, remaining: 99", "the cluster could not decide", "allowed: true, remaining: 32", "report for acme", "hello\nthere\ndone", `{"key":"tokens:acme","limits":[{"limit":{"algorithm":"token_bucket","rate":10000,"period":"24h0m0s","burst":10000},"remaining":9997`,
+		want: []string{"allowed: true, remaining: 99", "the cluster could not decide", "allowed: true, remaining: 32", "admitted 1000 of 1000; most from the client's shares: true", "report for acme", "hello\nthere\ndone", `{"key":"tokens:acme","limits":[{"limit":{"algorithm":"token_bucket","rate":10000,"period":"24h0m0s","burst":10000},"remaining":9997`,
 			"200 200 200 200 200 200 200 200 200 200 429", "401", "grpc.health.v1.Health", `"status": "SERVING"`, "ResourceExhausted", "call 6 refused",
 			"allowed; 99 left", "belongs to no cluster yet", "exit status 1"},
 	},

@@ -93,71 +93,96 @@ func TestAFullDescriptorTableDoesNotKillTheRaftPort(t *testing.T) {
 }
 
 // TestAForgedEntryOnDiskCannotStopTheCluster writes, into a stopped node's
-// raft.db, an entry stamped at the latest time the log may carry (as a
-// forged AppendEntries or a bad disk would leave it), then restarts the node:
-// it must refuse the entry, keep a spent key spent, and decide as before.
-// That entry used to move cluster time to 2160, after which every entry the
-// leader stamped was out of range and every /v1/allow answered 500.
+// raft.db, entries stamped far in the future (as a forged AppendEntries or a
+// bad disk would leave them), then restarts the node: it must refuse them,
+// keep a spent key spent, and decide as before. One entry at the latest
+// time the log may carry used to move cluster time to 2160, after which
+// every entry the leader stamped was out of range and every /v1/allow
+// answered 500; fourteen of just under ten years each, in one term, used to
+// pass one by one (each within the step one entry could take) and get
+// there as well.
 func TestAForgedEntryOnDiskCannotStopTheCluster(t *testing.T) {
 	testenv.NeedPrograms(t, "go")
 	bin := buildBinary(t)
-	dir := t.TempDir()
-	httpAddr, raftAddr := testenv.FreeAddr(t), testenv.FreeAddr(t)
-	start := func() (*exec.Cmd, *client.Client) {
-		cmd := exec.Command(bin, "-id", "n1", "-http", httpAddr, "-raft", raftAddr, "-data", dir)
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		c := client.New(nil, httpAddr)
-		waitFor(t, "the node to lead", func() bool { st, err := c.Cluster(context.Background()); return err == nil && st.Leader == "n1" })
-		return cmd, c
-	}
-	stop := func(cmd *exec.Cmd) {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		_ = cmd.Wait()
-	}
-	spent := client.AllowRequest{Key: "victim", Limit: &client.Limit{Rate: 5, Period: "1h"}}
-	cost := int64(5)
-	node, c := start()
-	if d, err := c.Allow(context.Background(), client.AllowRequest{Key: spent.Key, Limit: spent.Limit, Cost: &cost}); err != nil || !d.Allowed {
-		t.Fatalf("spend the key: %+v, %v", d, err)
-	}
-	stop(node)
-
-	store, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(dir, "raft.db")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	last, err := store.LastIndex()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var tail raft.Log
-	if err := store.GetLog(last, &tail); err != nil {
-		t.Fatal(err)
-	}
 	limit := algorithms.Limit{Rate: 5, PeriodNanos: int64(time.Hour), Burst: 5}
-	forged, err := fsm.Encode(fsm.CommandAllow, &fsm.AllowCommand{NowNanos: fsm.MaxNowNanos,
-		Requests: []fsm.Request{{Checks: []fsm.Check{fsm.CheckOf(contract.Check{Key: "victim", Limit: limit})}}}})
-	if err != nil {
-		t.Fatal(err)
+	tests := []struct {
+		name string
+		// stamps are the times of the forged entries, given the latest
+		// time the node applied.
+		stamps func(last int64) []int64
+	}{
+		{"one entry at the latest time", func(int64) []int64 { return []int64{fsm.MaxNowNanos} }},
+		{"fourteen entries of just under ten years", func(last int64) []int64 {
+			var out []int64
+			for i := range 14 {
+				out = append(out, min(last+int64(i+1)*(int64(fsm.MaxTimeStep)-int64(time.Hour)), fsm.MaxNowNanos))
+			}
+			return out
+		}},
 	}
-	if err := store.StoreLog(&raft.Log{Index: last + 1, Term: tail.Term, Type: raft.LogCommand, Data: forged}); err != nil {
-		t.Fatal(err)
-	}
-	if err := store.Close(); err != nil {
-		t.Fatal(err)
-	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			httpAddr, raftAddr := testenv.FreeAddr(t), testenv.FreeAddr(t)
+			start := func() (*exec.Cmd, *client.Client) {
+				cmd := exec.Command(bin, "-id", "n1", "-http", httpAddr, "-raft", raftAddr, "-data", dir)
+				if err := cmd.Start(); err != nil {
+					t.Fatal(err)
+				}
+				c := client.New(nil, httpAddr)
+				waitFor(t, "the node to lead", func() bool { st, err := c.Cluster(context.Background()); return err == nil && st.Leader == "n1" })
+				return cmd, c
+			}
+			stop := func(cmd *exec.Cmd) {
+				_ = cmd.Process.Signal(syscall.SIGTERM)
+				_ = cmd.Wait()
+			}
+			spent := client.AllowRequest{Key: "victim", Limit: &client.Limit{Rate: 5, Period: "1h"}}
+			cost := int64(5)
+			node, c := start()
+			d, err := c.Allow(context.Background(), client.AllowRequest{Key: spent.Key, Limit: spent.Limit, Cost: &cost})
+			if err != nil || !d.Allowed {
+				t.Fatalf("spend the key: %+v, %v", d, err)
+			}
+			stop(node)
 
-	node, c = start()
-	defer stop(node)
-	d, err := c.Allow(context.Background(), spent)
-	if err != nil || d.Allowed {
-		t.Fatalf("the spent key after the forged entry: %+v, %v; want a 429", d, err)
-	}
-	d, err = c.Allow(context.Background(), client.AllowRequest{Key: "fresh", Limit: spent.Limit})
-	if err != nil || !d.Allowed {
-		t.Fatalf("a fresh key after the forged entry: %+v, %v; want it allowed", d, err)
+			store, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(dir, "raft.db")})
+			if err != nil {
+				t.Fatal(err)
+			}
+			last, err := store.LastIndex()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var tail raft.Log
+			if err := store.GetLog(last, &tail); err != nil {
+				t.Fatal(err)
+			}
+			for i, stamp := range tt.stamps(time.Now().UnixNano()) {
+				forged, err := fsm.Encode(fsm.CommandAllow, &fsm.AllowCommand{NowNanos: stamp,
+					Requests: []fsm.Request{{Checks: []fsm.Check{fsm.CheckOf(contract.Check{Key: "victim", Limit: limit})}}}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := store.StoreLog(&raft.Log{Index: last + 1 + uint64(i), Term: tail.Term, Type: raft.LogCommand, Data: forged}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := store.Close(); err != nil {
+				t.Fatal(err)
+			}
+
+			node, c = start()
+			defer stop(node)
+			d, err = c.Allow(context.Background(), spent)
+			if err != nil || d.Allowed {
+				t.Fatalf("the spent key after the forged entries: %+v, %v; want a 429", d, err)
+			}
+			d, err = c.Allow(context.Background(), client.AllowRequest{Key: "fresh", Limit: spent.Limit})
+			if err != nil || !d.Allowed {
+				t.Fatalf("a fresh key after the forged entries: %+v, %v; want it allowed", d, err)
+			}
+		})
 	}
 }
 

@@ -116,22 +116,24 @@ func splitAddrs(list string) []string {
 // nodeConfig is the cluster.Config of the command's configuration.
 func nodeConfig(c config, sec secured, logger *slog.Logger, advertisedHTTP string, bootstrap bool) cluster.Config {
 	return cluster.Config{
-		ID:               c.id,
-		RaftAddr:         c.raftAddr,
-		RaftAdvertise:    c.advertiseRaft,
-		HTTPAddr:         advertisedHTTP,
-		DataDir:          c.dataDir,
-		SnapshotDir:      c.snapshotDir,
-		Bootstrap:        bootstrap,
-		Logger:           logger,
-		RaftLogLevel:     c.raftLogLevel,
-		MaxKeys:          c.maxKeys,
-		NoSync:           c.noSync,
-		DenyLeaseCap:     c.denyLeaseCap,
-		KeyLimitFailOpen: c.keyLimitMode == "allow",
-		NodeTLS:          sec.nodeTLS,
-		MaxRaftConns:     c.maxRaftConns.n,
-		RaftIdleTimeout:  c.raftIdle,
+		ID:                 c.id,
+		RaftAddr:           c.raftAddr,
+		RaftAdvertise:      c.advertiseRaft,
+		HTTPAddr:           advertisedHTTP,
+		DataDir:            c.dataDir,
+		SnapshotDir:        c.snapshotDir,
+		Bootstrap:          bootstrap,
+		Logger:             logger,
+		RaftLogLevel:       c.raftLogLevel,
+		MaxKeys:            c.maxKeys,
+		NoSync:             c.noSync,
+		DenyLeaseCap:       c.denyLeaseCap,
+		KeyLimitFailOpen:   c.keyLimitMode == "allow",
+		MaxWaitPerCaller:   c.maxWaitPerCaller,
+		MaxLeasesPerCaller: c.maxLeasesPerCaller,
+		NodeTLS:            sec.nodeTLS,
+		MaxRaftConns:       c.maxRaftConns.n,
+		RaftIdleTimeout:    c.raftIdle,
 	}
 }
 
@@ -201,6 +203,9 @@ func enterCluster(ctx, formCtx context.Context, forming *sync.WaitGroup, c confi
 	switch {
 	case node.HadState():
 		if len(joinAddrs) > 0 {
+			if err := checkSameCluster(ctx, logger, node, c.dataDir, joinAddrs, joinOpts); err != nil {
+				return err
+			}
 			logger.Info("-join and -bootstrap-expect ignored: this node restarts into the cluster it belonged to")
 		}
 		if !seed.empty() {
@@ -224,6 +229,32 @@ func enterCluster(ctx, formCtx context.Context, forming *sync.WaitGroup, c confi
 		}
 	case !seed.empty():
 		return seed.store(ctx, node, logger)
+	}
+	return nil
+}
+
+// checkSameCluster refuses to restart a node with state into the cluster
+// at -join when its data directory belongs to another one (started on the
+// wrong directory, or on a copy of another cluster's): it asks each -join
+// address for its cluster's ID and returns an error naming both IDs if one
+// names another. Addresses that do not answer (the others may be starting
+// too) are skipped: the Raft port refuses a node of another cluster anyway.
+func checkSameCluster(ctx context.Context, logger *slog.Logger, node *cluster.Node, dataDir string, addrs []string, opts client.Options) error {
+	mine := node.ClusterID()
+	if mine == "" {
+		return nil
+	}
+	for _, addr := range addrs {
+		askCtx, cancel := context.WithTimeout(ctx, formAskTimeout)
+		st, err := client.NewWithOptions(opts, addr).Cluster(askCtx)
+		cancel()
+		switch {
+		case err != nil:
+			logger.Debug("could not ask a -join address which cluster it belongs to", "via", addr, "err", err)
+		case st.ClusterID != "" && st.ClusterID != mine:
+			return fmt.Errorf("this node's data directory %s belongs to cluster %s, but the cluster at -join %s is %s: start the node on its own data directory, or give it an empty one to join %s as a new member",
+				dataDir, mine, addr, st.ClusterID, st.ClusterID)
+		}
 	}
 	return nil
 }

@@ -29,7 +29,7 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []any {
 	defer f.mu.Unlock()
 	out := make([]any, len(logs))
 	for i, l := range logs {
-		f.lastIndex = l.Index
+		f.lastIndex, f.applyingTerm = l.Index, l.Term
 		if l.Type != raft.LogCommand {
 			continue
 		}
@@ -179,7 +179,7 @@ var applyCommands = map[CommandType]func(f *FSM, body []byte) (any, error){
 		if err := f.checkTime(cmd.NowNanos); err != nil {
 			return nil, err
 		}
-		if err := cmd.validate(); err != nil {
+		if err := cmd.Validate(); err != nil {
 			return err, nil
 		}
 		return f.returnShare(&cmd), nil
@@ -201,6 +201,11 @@ var applyCommands = map[CommandType]func(f *FSM, body []byte) (any, error){
 		}
 		return f.applySettle(&cmd), nil
 	},
+	CommandSetClusterID:  (*FSM).applyClusterID,
+	CommandRestoreBegin:  (*FSM).applyRestoreBegin,
+	CommandRestoreChunk:  (*FSM).applyRestoreChunk,
+	CommandRestoreCommit: (*FSM).applyRestoreCommit,
+	CommandRestoreAbort:  (*FSM).applyRestoreAbort,
 	CommandDeleteRLSConfig: func(f *FSM, body []byte) (any, error) {
 		var cmd NamedDeleteCommand
 		if err := decodeBody(body, &cmd); err != nil {
@@ -242,13 +247,40 @@ func (f *FSM) applyBlock(body []byte, op func(f *FSM, cmd *BlockCommand) any) (a
 	return op(f, &cmd), nil
 }
 
-// checkTime refuses an entry's time outside the safe range or too far ahead
-// of the cluster's.
+// checkTime refuses an entry's time outside the safe range or beyond
+// StampCeiling for its term.
 func (f *FSM) checkTime(stampNanos int64) error {
 	if err := checkStamp(stampNanos); err != nil {
 		return err
 	}
-	return checkStep(stampNanos, f.nowNanos)
+	if ceiling := f.stampCeiling(f.applyingTerm); stampNanos > ceiling {
+		return fmt.Errorf("time %d is past %d, the furthest an entry of term %d may move the cluster's %d (MaxTimeStep for a term's first stamped entry, MaxStepInTerm for the others)",
+			stampNanos, ceiling, f.applyingTerm, max(f.nowNanos, f.reachedNanos))
+	}
+	return nil
+}
+
+// StampCeiling returns the latest time an entry appended in Raft term term
+// may carry now: MaxTimeStep after the latest time applied when no stamped
+// entry of term has been applied yet, MaxStepInTerm after it once one has,
+// never past MaxNowNanos. A leader clamps its stamps to it (checkTime
+// refuses what is past it), so its entries always apply.
+func (f *FSM) StampCeiling(term uint64) int64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.stampCeiling(term)
+}
+
+func (f *FSM) stampCeiling(term uint64) int64 {
+	base := max(f.nowNanos, f.reachedNanos)
+	if base == 0 {
+		return MaxNowNanos
+	}
+	step := int64(MaxStepInTerm)
+	if term != f.stepTerm {
+		step = int64(MaxTimeStep)
+	}
+	return min(base+step, MaxNowNanos)
 }
 
 // advance moves cluster time to max(stamp, last applied) and deletes what
@@ -256,6 +288,8 @@ func (f *FSM) checkTime(stampNanos int64) error {
 func (f *FSM) advance(stampNanos int64) int64 {
 	now := max(stampNanos, f.nowNanos)
 	f.nowNanos = now
+	f.reachedNanos = max(f.reachedNanos, now)
+	f.stepTerm = f.applyingTerm
 	f.expireBuckets(now)
 	f.expireDedup(now)
 	f.leases.expire(now, maxExpiriesPerApply)

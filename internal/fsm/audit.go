@@ -23,7 +23,7 @@ import (
 // hand-over, a restore) is recorded by the leader with CommandAudit once it
 // is done. The trail keeps the last contract.MaxAuditEntries, counting the
 // ones it drops. It is in snapshots, not in backups: a restore keeps the
-// cluster's own trail (see WithAuditTrail).
+// cluster's own trail (applyRestoreCommit).
 
 // AuditedCommand is the body of CommandAudited: an operator's command (its
 // type byte and msgpack body, as Encode writes them before the seal) and

@@ -53,6 +53,15 @@ const (
 	// NamedDeleteCommand naming it), under every limit and policy: the key
 	// starts afresh, as if it had never been used.
 	CommandResetKey CommandType = 13
+	// CommandSetClusterID records the cluster's ID (a ClusterIDCommand),
+	// once: the first one applied wins and later ones change nothing.
+	CommandSetClusterID CommandType = 14
+	// CommandRestoreBegin, CommandRestoreChunk, CommandRestoreCommit and
+	// CommandRestoreAbort restore a backup through the log (restore.go).
+	CommandRestoreBegin  CommandType = 15
+	CommandRestoreChunk  CommandType = 16
+	CommandRestoreCommit CommandType = 17
+	CommandRestoreAbort  CommandType = 18
 	// CommandReturnShare gives back what a holder did not spend of a
 	// share (a ReturnShareCommand).
 	CommandReturnShare CommandType = 30
@@ -303,22 +312,12 @@ func checkStamp(nowNanos int64) error {
 	return nil
 }
 
-// checkStep refuses an entry's time when it would move cluster time, last,
-// further than MaxTimeStep at once. A leader never stamps such a time
-// (ClampStamp); an entry that carries one is forged or damaged, and applying
-// it would refill every bucket at once.
-func checkStep(stampNanos, lastNanos int64) error {
-	if lastNanos > 0 && stampNanos-lastNanos > int64(MaxTimeStep) {
-		return fmt.Errorf("time %d is more than %s after the cluster's %d", stampNanos, MaxTimeStep, lastNanos)
-	}
-	return nil
-}
-
 // ClampStamp bounds the time a leader stamps on an entry, given the latest
-// time the state machine applied, to what the state machine accepts: at most
-// MaxNowNanos and at most MaxTimeStep later than last. So whatever its clock
-// says, a leader's entries apply, and no entry can leave the cluster unable
-// to decide.
+// time the state machine applied: at most MaxNowNanos and at most
+// MaxTimeStep later than last. It is the outer bound; FSM.StampCeiling is
+// the state machine's own, for the leader's term. Whatever its clock says,
+// a leader that clamps to both has its entries apply, and no entry can
+// leave the cluster unable to decide.
 func ClampStamp(stampNanos, lastNanos int64) int64 {
 	stamp := min(stampNanos, int64(MaxNowNanos))
 	if lastNanos > 0 {

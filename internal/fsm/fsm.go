@@ -27,9 +27,26 @@ const MaxDedupEntries = 1 << 20
 // corrupt.
 const MaxNowNanos = 6e18
 
-// MaxTimeStep is the furthest one entry may move cluster time ahead: ten
-// years, longer than any outage a cluster restarts from.
+// MaxTimeStep is the furthest the first stamped entry of a Raft term may
+// move cluster time ahead: ten years, longer than any outage a cluster
+// restarts from. Later entries of the term may move it MaxStepInTerm each.
 const MaxTimeStep = 10 * 365 * 24 * time.Hour
+
+// MaxStepInTerm is the furthest a stamped entry may move cluster time ahead
+// after the first of its term. A leader stamps the real time elapsed since
+// its previous entry (package cluster's clock.go), and an idle leader
+// appends a tick every few minutes, so a step of an hour is not taken by a
+// sound leader; one that would be is clamped there, and refused here when
+// an entry claims it (forged, or a damaged disk). So a forger needs a new
+// term for every large step, not just a new entry: the latest time an
+// entry may carry (MaxNowNanos), at which cluster time stops for good, is
+// some fourteen terms of MaxTimeStep away, not fourteen entries.
+const MaxStepInTerm = time.Hour
+
+// MaxRestoreAhead is how far ahead of cluster time a restored backup's time
+// may be: backups are taken in the past, so a little covers a source
+// cluster whose clock ran ahead, and a crafted file cannot move time on.
+const MaxRestoreAhead = time.Minute
 
 // maxExpiriesPerApply bounds the idle state one log entry deletes, so that a
 // million keys going idle at once do not stall one apply. What is left is
@@ -105,8 +122,19 @@ type FSM struct {
 	// sharing is the policies with local shares, published for the hot
 	// path to read without the lock (LocalSharesOf).
 	sharing atomic.Pointer[map[string]*contract.LocalShares]
-	blocks  *blockTable
-	audit   *auditTrail
+	// clusterID is the cluster's ID, once an entry set it (identity.go).
+	clusterID string
+	// staged is the restore being staged, or nil (restore.go).
+	staged *stagedRestore
+	// reachedNanos is the latest cluster time ever applied (a restore may
+	// rewind nowNanos, not this), stepTerm the Raft term of the latest
+	// stamped entry applied, and applyingTerm the term of the entry being
+	// applied: they bound how far an entry may move time (apply.go).
+	reachedNanos int64
+	stepTerm     uint64
+	applyingTerm uint64
+	blocks       *blockTable
+	audit        *auditTrail
 	// penalties counts the denials of keys whose policy has a penalty.
 	penalties *penaltyTable
 	// settles is the reservations open and the settlements remembered.
@@ -130,6 +158,9 @@ type FSM struct {
 	// their queues and of restored snapshots (see OnLeaseEvents).
 	onLeaseEvent func(LeaseEvent)
 	onRestore    func()
+	// onClusterID, if set, is told the cluster's ID once the state holds
+	// one (see OnClusterID).
+	onClusterID func(id string)
 	// lastIndex is the index of the last log entry applied.
 	lastIndex uint64
 	// damagedAt is the index of the first sealed entry whose checksum
@@ -213,4 +244,7 @@ func (f *FSM) reset() {
 	f.penalties = newPenaltyTable()
 	f.settles = newSettleTable()
 	f.audit = &auditTrail{}
+	f.clusterID = ""
+	f.staged = nil
+	f.reachedNanos, f.stepTerm = 0, 0
 }

@@ -24,15 +24,16 @@ type applier struct {
 	t     testing.TB
 	fsm   *FSM
 	index uint64
+	term  uint64 // the Raft term of the entries, 1 unless a test moves it
 }
 
 func newApplier(t testing.TB) *applier {
-	return &applier{t: t, fsm: New(slog.New(slog.DiscardHandler))}
+	return &applier{t: t, fsm: New(slog.New(slog.DiscardHandler)), term: 1}
 }
 
 func (a *applier) raw(data []byte) any {
 	a.index++
-	return a.fsm.Apply(&raft.Log{Index: a.index, Term: 1, Type: raft.LogCommand, Data: data})
+	return a.fsm.Apply(&raft.Log{Index: a.index, Term: a.term, Type: raft.LogCommand, Data: data})
 }
 
 func (a *applier) allow(now int64, reqs ...Request) []Result {
@@ -188,7 +189,7 @@ func TestSameLogGivesByteIdenticalSnapshots(t *testing.T) {
 			var logs []*raft.Log
 			for j := range n {
 				b.index++
-				logs = append(logs, &raft.Log{Index: b.index, Type: raft.LogCommand, Data: log[i+j]})
+				logs = append(logs, &raft.Log{Index: b.index, Term: b.term, Type: raft.LogCommand, Data: log[i+j]})
 			}
 			b.fsm.ApplyBatch(logs)
 			i += n

@@ -34,6 +34,15 @@ type LeaseCommand struct {
 	// written before them decode as requests that do not wait.
 	MaxWaitNanos int64
 	MaxQueue     int64
+	// Owner is, for an acquire, the caller the lease is held for (the API
+	// token's name; "" for nobody in particular) and, for a renewal or a
+	// release, the caller asking; AnyOwner lets the latter act on any
+	// caller's lease (an admin, or the node itself). MaxOwnerLeases, for an
+	// acquire with an Owner, bounds the leases and waiting requests the
+	// owner may hold at once (0: no bound). Last, as the queue's fields.
+	Owner          string
+	AnyOwner       bool
+	MaxOwnerLeases int64
 }
 
 // LeaseResult answers a LeaseCommand.
@@ -84,6 +93,7 @@ type leaseGroup struct {
 type lease struct {
 	id        string
 	group     leaseGroup
+	owner     string // whose it is (LeaseCommand.Owner)
 	expiresAt int64
 	// index[0] is the lease's place in the table's expiry heap, index[1]
 	// its place in its group's heap.
@@ -140,11 +150,41 @@ type leaseTable struct {
 	// events are the grants and departures of waiters since the FSM last
 	// took them.
 	events []LeaseEvent
+	// owned counts, per owner other than "", its leases and waiters.
+	owned map[string]int64
 }
 
 func newLeaseTable() *leaseTable {
 	return &leaseTable{byID: map[string]*lease{}, groups: map[leaseGroup]*leaseHeap{}, maxesOf: map[string][]int64{},
-		waiters: map[string]*waiter{}, queues: map[leaseGroup]*list.List{}}
+		waiters: map[string]*waiter{}, queues: map[leaseGroup]*list.List{}, owned: map[string]int64{}}
+}
+
+// own counts one more (delta 1) or one fewer (-1) lease or waiter of owner.
+func (t *leaseTable) own(owner string, delta int64) {
+	if owner == "" {
+		return
+	}
+	if t.owned[owner] += delta; t.owned[owner] <= 0 {
+		delete(t.owned, owner)
+	}
+}
+
+// validOwner checks the caller named in a lease command: at most
+// contract.MaxScopeBytes, as a request ID's scope.
+func validOwner(owner string) *contract.Error {
+	if len(owner) > contract.MaxScopeBytes {
+		return contract.Invalid("owner", "a lease's owner is at most %d bytes", contract.MaxScopeBytes)
+	}
+	return nil
+}
+
+// mayActOn refuses a renewal or a release of owner's lease or waiter by a
+// caller who is not its owner, unless the command may act on any.
+func mayActOn(owner string, cmd *LeaseCommand) *contract.Error {
+	if cmd.AnyOwner || owner == cmd.Owner {
+		return nil
+	}
+	return contract.Denied("id", "lease %q is held for another caller: only its holder, or an admin, may renew or give it back", cmd.ID)
 }
 
 func (t *leaseTable) active(g leaseGroup) int64 {
@@ -156,6 +196,7 @@ func (t *leaseTable) active(g leaseGroup) int64 {
 
 func (t *leaseTable) add(l *lease) {
 	t.byID[l.id] = l
+	t.own(l.owner, 1)
 	h := t.groups[l.group]
 	if h == nil {
 		h = &leaseHeap{which: 1}
@@ -209,6 +250,7 @@ func (t *leaseTable) expire(now int64, max int) {
 // drop removes a lease from every index.
 func (t *leaseTable) drop(l *lease) {
 	delete(t.byID, l.id)
+	t.own(l.owner, -1)
 	heap.Remove(&t.expiry, l.index[0])
 	h := t.groups[l.group]
 	heap.Remove(h, l.index[1])
@@ -248,6 +290,9 @@ func (t *leaseTable) acquire(now int64, cmd *LeaseCommand) LeaseResult {
 	if err := validateLease(cmd.ID, req); err != nil {
 		return LeaseResult{Rejection: err}
 	}
+	if err := validOwner(cmd.Owner); err != nil {
+		return LeaseResult{Rejection: err}
+	}
 	g := leaseGroup{cmd.Key, cmd.Max}
 	if r, group, known := t.resultOf(cmd.ID, now); known {
 		if group != g {
@@ -259,15 +304,18 @@ func (t *leaseTable) acquire(now int64, cmd *LeaseCommand) LeaseResult {
 	if full && (cmd.MaxWaitNanos == 0 || t.waiting(g) >= cmd.MaxQueue) {
 		return LeaseResult{Active: t.active(g), Waiting: t.waiting(g), RetryAfterNanos: t.retryAfter(g, now)}
 	}
+	if cmd.Owner != "" && cmd.MaxOwnerLeases > 0 && t.owned[cmd.Owner] >= cmd.MaxOwnerLeases {
+		return LeaseResult{Rejection: contract.Exhausted("caller %q holds %d leases and waiting lease requests, the most one caller may hold at once on this cluster: give some back first", cmd.Owner, t.owned[cmd.Owner])}
+	}
 	if len(t.byID)+len(t.waiters) >= contract.MaxLeases {
 		return LeaseResult{Rejection: contract.Exhausted("the cluster holds its maximum of %d leases and waiters", contract.MaxLeases)}
 	}
 	if full {
-		w := &waiter{id: cmd.ID, group: g, ttl: cmd.TTLNanos, enqueuedAt: now, deadline: now + cmd.MaxWaitNanos}
+		w := &waiter{id: cmd.ID, group: g, owner: cmd.Owner, ttl: cmd.TTLNanos, enqueuedAt: now, deadline: now + cmd.MaxWaitNanos}
 		t.enqueue(w)
 		return t.queued(w, t.waiting(g), now)
 	}
-	l := &lease{id: cmd.ID, group: g, expiresAt: now + cmd.TTLNanos}
+	l := &lease{id: cmd.ID, group: g, owner: cmd.Owner, expiresAt: now + cmd.TTLNanos}
 	t.add(l)
 	return LeaseResult{Granted: true, Active: t.active(g), Waiting: t.waiting(g), ExpiresAtNanos: l.expiresAt}
 }
@@ -296,6 +344,9 @@ func (t *leaseTable) renew(now int64, cmd *LeaseCommand) LeaseResult {
 	if l == nil || l.expiresAt <= now { // expired, though not yet dropped (expire's bound)
 		return LeaseResult{Rejection: contract.NotFound("id", "no lease %q (given back already, or expired)", cmd.ID)}
 	}
+	if err := mayActOn(l.owner, cmd); err != nil {
+		return LeaseResult{Rejection: err}
+	}
 	l.expiresAt = now + cmd.TTLNanos
 	heap.Fix(&t.expiry, l.index[0])
 	heap.Fix(t.groups[l.group], l.index[1])
@@ -307,11 +358,17 @@ func (t *leaseTable) renew(now int64, cmd *LeaseCommand) LeaseResult {
 func (t *leaseTable) release(now int64, cmd *LeaseCommand) LeaseResult {
 	id := cmd.ID
 	if w := t.waiters[id]; w != nil {
+		if err := mayActOn(w.owner, cmd); err != nil {
+			return LeaseResult{Rejection: err}
+		}
 		return t.leave(w, now, true)
 	}
 	l := t.byID[id]
 	if l == nil {
 		return LeaseResult{Rejection: contract.NotFound("id", "no lease %q (given back already, or expired)", id)}
+	}
+	if err := mayActOn(l.owner, cmd); err != nil {
+		return LeaseResult{Rejection: err}
 	}
 	t.drop(l)
 	t.grantWaiters(l.group, min(l.expiresAt, now), now) // a lease past its expiry freed its slot then
@@ -324,6 +381,9 @@ type leaseRecord struct {
 	Key       string
 	Max       int64
 	ExpiresAt int64
+	// Owner comes last: a snapshot written before it restores leases
+	// that are nobody's in particular.
+	Owner string
 }
 
 func (t *leaseTable) restore(rec leaseRecord) error {
@@ -334,6 +394,9 @@ func (t *leaseTable) restore(rec leaseRecord) error {
 	if t.byID[rec.ID] != nil || t.active(g) >= rec.Max || len(t.byID) >= contract.MaxLeases {
 		return fmt.Errorf("lease %q: repeated, or over its maximum", rec.ID)
 	}
-	t.add(&lease{id: rec.ID, group: g, expiresAt: rec.ExpiresAt})
+	if len(rec.Owner) > contract.MaxScopeBytes {
+		return fmt.Errorf("lease %q: its owner's name is too long", rec.ID)
+	}
+	t.add(&lease{id: rec.ID, group: g, owner: rec.Owner, expiresAt: rec.ExpiresAt})
 	return nil
 }

@@ -32,6 +32,7 @@ type LeaseEvent struct {
 type waiter struct {
 	id         string
 	group      leaseGroup
+	owner      string // whose it is (LeaseCommand.Owner)
 	ttl        int64
 	enqueuedAt int64
 	deadline   int64
@@ -80,6 +81,7 @@ func (t *leaseTable) enqueue(w *waiter) {
 	}
 	w.place = q.PushBack(w)
 	t.waiters[w.id] = w
+	t.own(w.owner, 1)
 	heap.Push(&t.deadlines, w)
 }
 
@@ -92,6 +94,7 @@ func (t *leaseTable) unqueue(w *waiter) {
 	}
 	heap.Remove(&t.deadlines, w.index)
 	delete(t.waiters, w.id)
+	t.own(w.owner, -1)
 }
 
 // position returns w's place in its queue, from 1.
@@ -149,7 +152,7 @@ func (t *leaseTable) grantWaiters(g leaseGroup, freedAt, now int64) {
 			continue
 		}
 		t.unqueue(w)
-		l := &lease{id: w.id, group: g, expiresAt: now + min(w.ttl, int64(LeaseClaimWindow))}
+		l := &lease{id: w.id, group: g, owner: w.owner, expiresAt: now + min(w.ttl, int64(LeaseClaimWindow))}
 		t.add(l)
 		t.events = append(t.events, LeaseEvent{ID: w.id, Result: LeaseResult{
 			Granted: true, Active: t.active(g), Waiting: t.waiting(g), ExpiresAtNanos: l.expiresAt,
@@ -209,6 +212,8 @@ type waiterRecord struct {
 	TTL        int64
 	EnqueuedAt int64
 	Deadline   int64
+	// Owner comes last, as leaseRecord's.
+	Owner string
 }
 
 // waiterRecords returns every waiter, groups ordered by key and maximum, each
@@ -223,7 +228,7 @@ func (t *leaseTable) waiterRecords() []waiterRecord {
 	for _, g := range groups {
 		for e := t.queues[g].Front(); e != nil; e = e.Next() {
 			w := e.Value.(*waiter)
-			out = append(out, waiterRecord{ID: w.id, Key: g.key, Max: g.max, TTL: w.ttl, EnqueuedAt: w.enqueuedAt, Deadline: w.deadline})
+			out = append(out, waiterRecord{ID: w.id, Key: g.key, Max: g.max, TTL: w.ttl, EnqueuedAt: w.enqueuedAt, Deadline: w.deadline, Owner: w.owner})
 		}
 	}
 	return out
@@ -245,7 +250,9 @@ func (t *leaseTable) restoreWaiter(rec waiterRecord) error {
 		return fmt.Errorf("waiter %q: waits for a group with a free slot", rec.ID)
 	case t.waiting(g) >= contract.MaxLeaseQueue:
 		return fmt.Errorf("waiter %q: its group's queue is over its maximum", rec.ID)
+	case len(rec.Owner) > contract.MaxScopeBytes:
+		return fmt.Errorf("waiter %q: its owner's name is too long", rec.ID)
 	}
-	t.enqueue(&waiter{id: rec.ID, group: g, ttl: rec.TTL, enqueuedAt: rec.EnqueuedAt, deadline: rec.Deadline})
+	t.enqueue(&waiter{id: rec.ID, group: g, owner: rec.Owner, ttl: rec.TTL, enqueuedAt: rec.EnqueuedAt, deadline: rec.Deadline})
 	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/limitnode/limitnode/algorithms"
+	"github.com/limitnode/limitnode/contract"
 )
 
 // BenchmarkStateBytesPerKey reports the heap the FSM holds per live key for
@@ -97,5 +98,34 @@ func BenchmarkSnapshotAndRestore1M(b *testing.B) {
 		b.ReportMetric(persisted.Seconds(), "s-snapshot")
 		b.ReportMetric(restored.Seconds(), "s-restore")
 		b.ReportMetric(float64(size)/float64(keys), "bytes/key-on-disk")
+	}
+}
+
+// BenchmarkLargePolicyBytes reports the heap the FSM holds for one policy
+// at the bounds (MaxOverrides overrides of MaxKeyBytes keys) and the size
+// of its log entry. A memory measurement: run it with -benchtime 1x.
+func BenchmarkLargePolicyBytes(b *testing.B) {
+	for b.Loop() {
+		p := contract.Policy{Name: "big", Limit: algorithms.Limit{Rate: 10, PeriodNanos: int64(time.Second), Burst: 10}}
+		for i := range contract.MaxOverrides {
+			p.Overrides = append(p.Overrides, contract.Override{Key: fmt.Sprintf("%0*d", contract.MaxKeyBytes, i), Limit: p.Limit})
+		}
+		data, err := Encode(CommandPutPolicy, &p)
+		if err != nil {
+			b.Fatal(err)
+		}
+		p = contract.Policy{}
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		a := newApplier(b)
+		if r := a.raw(data); r != nil {
+			b.Fatal(r)
+		}
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		runtime.KeepAlive(a)
+		b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/(1<<20), "MiB/policy")
+		b.ReportMetric(float64(len(data))/(1<<20), "MiB/entry")
 	}
 }

@@ -55,7 +55,7 @@ var requestRules = map[CommandType]requestRule{
 	},
 	CommandReturnShare: {
 		body:  func() any { return new(ReturnShareCommand) },
-		check: func(b any) *contract.Error { return b.(*ReturnShareCommand).validate() },
+		check: func(b any) *contract.Error { return b.(*ReturnShareCommand).Validate() },
 		stamp: func(b any, nowNanos int64) { b.(*ReturnShareCommand).NowNanos = nowNanos },
 	},
 	CommandPutBlock: {
@@ -80,6 +80,9 @@ var requestRules = map[CommandType]requestRule{
 		body: func() any { return new(LeaseCommand) },
 		check: func(b any) *contract.Error {
 			c := b.(*LeaseCommand)
+			if err := validOwner(c.Owner); err != nil {
+				return err
+			}
 			return validateLease(c.ID, contract.LeaseRequest{Key: c.Key, Max: c.Max, TTL: time.Duration(c.TTLNanos), MaxWait: time.Duration(c.MaxWaitNanos), MaxQueue: c.MaxQueue})
 		},
 		stamp: stampLease,

@@ -103,8 +103,8 @@ type ReturnShareCommand struct {
 	Unspent  int64
 }
 
-// validate checks a return as it stands.
-func (c *ReturnShareCommand) validate() *contract.Error {
+// Validate checks a return as it stands.
+func (c *ReturnShareCommand) Validate() *contract.Error {
 	check := c.Check.contract()
 	if err := check.Validate(); err != nil {
 		return err.Within("check")

@@ -2,7 +2,6 @@ package fsm
 
 import (
 	"bufio"
-	"bytes"
 	"cmp"
 	"container/heap"
 	"crypto/sha256"
@@ -46,12 +45,18 @@ type snapshotHeader struct {
 	// restores with none.
 	RLSDomains int
 	Waiters    int
-	// Blocks and RLSVersions come after the waiters, as RLSDomains.
+	// ClusterID comes after them, for the same reason; a backup's state
+	// leaves it empty (withoutMembers). So do ReachedNanos and StepTerm,
+	// which bound how far the next entries may move time.
+	ClusterID    string
+	ReachedNanos int64
+	StepTerm     uint64
+	// Blocks and RLSVersions come after those, for the same reason.
 	Blocks      int
 	RLSVersions int
 	// Audit (the audit trail's entries, oldest first) and AuditDropped
 	// (how many it dropped) come last, and the entries after every other
-	// record: a restore appends the cluster's own (WithAuditTrail).
+	// record; a backup leaves them out (the trail is the cluster's own).
 	Audit        int
 	AuditDropped int64
 	// Penalties (the counts of denials toward penalties) come after the
@@ -154,6 +159,11 @@ func (s *snapshot) withoutMembers() *snapshot {
 	// The audit trail is the cluster's own: a restore keeps it.
 	out.audit = nil
 	out.header.Audit, out.header.AuditDropped = 0, 0
+	// The cluster's ID names the members' cluster, not the limits: a
+	// restored cluster keeps its own (identity.go).
+	out.header.ClusterID = ""
+	// How far the next entries may move time is the cluster's, too.
+	out.header.ReachedNanos, out.header.StepTerm = 0, 0
 	return &out
 }
 
@@ -182,7 +192,7 @@ func (f *FSM) Backup() (uint64, *BackupState) {
 	defer f.mu.Unlock()
 	snap := f.copyState()
 	// The audit trail is the cluster's own: a restore keeps the one it
-	// has (WithAuditTrail).
+	// has (applyRestoreCommit).
 	snap.audit = nil
 	snap.header.Audit, snap.header.AuditDropped = 0, 0
 	return f.lastIndex, &BackupState{snap: snap}
@@ -203,6 +213,9 @@ func (b *BackupState) LimitsDigest() [sha256.Size]byte { return b.snap.withoutMe
 func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.staged != nil {
+		return nil, ErrRestoreStaged
+	}
 	return f.copyState(), nil
 }
 
@@ -221,7 +234,7 @@ func (f *FSM) copyState() *snapshot {
 		s.policies = append(s.policies, policyRecord{Policy: e.policy, ShadowDenied: e.shadowDenied, Version: e.version})
 	}
 	for _, l := range f.leases.byID {
-		s.leases = append(s.leases, leaseRecord{ID: l.id, Key: l.group.key, Max: l.group.max, ExpiresAt: l.expiresAt})
+		s.leases = append(s.leases, leaseRecord{ID: l.id, Key: l.group.key, Max: l.group.max, ExpiresAt: l.expiresAt, Owner: l.owner})
 	}
 	for _, d := range f.rlsDomains {
 		s.rlsConfigs = append(s.rlsConfigs, d.Config())
@@ -240,7 +253,8 @@ func (f *FSM) copyState() *snapshot {
 	s.settleOpen, s.settled = f.settles.records()
 	s.header = snapshotHeader{Version: snapshotVersion, NowNanos: f.nowNanos,
 		Buckets: frozen.count, RequestIDs: len(s.requestIDs), Nodes: len(s.nodes), Policies: len(s.policies), Leases: len(s.leases),
-		RLSDomains: len(s.rlsConfigs), Waiters: len(s.waiters), Blocks: len(s.blocks), RLSVersions: len(s.rlsVersions),
+		RLSDomains: len(s.rlsConfigs), Waiters: len(s.waiters), ClusterID: f.clusterID,
+		ReachedNanos: f.reachedNanos, StepTerm: f.stepTerm, Blocks: len(s.blocks), RLSVersions: len(s.rlsVersions),
 		Audit: len(s.audit), AuditDropped: f.audit.dropped, Penalties: len(s.penalties),
 		OpenSettlements: len(s.settleOpen), Settled: len(s.settled)}
 	return s
@@ -404,6 +418,10 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	f.blocks, f.rlsVersions, f.audit, f.penalties = fresh.blocks, fresh.rlsVersions, fresh.audit, fresh.penalties
 	f.settles = fresh.settles
 	f.publishSharing()
+	f.clusterID = fresh.clusterID
+	f.reachedNanos, f.stepTerm = fresh.reachedNanos, fresh.stepTerm
+	f.staged = nil
+	f.announceClusterID()
 	f.mu.Unlock()
 	if f.onRestore != nil {
 		f.onRestore()
@@ -421,6 +439,8 @@ func (f *FSM) readSnapshot(r io.Reader) error {
 		return err
 	}
 	f.nowNanos = h.NowNanos
+	f.clusterID = h.ClusterID
+	f.reachedNanos, f.stepTerm = h.ReachedNanos, h.StepTerm
 	if err := readRecords(dec, h.Buckets, "bucket", f.restoreBucket); err != nil {
 		return err
 	}
@@ -484,6 +504,14 @@ func readHeader(dec *codec.Decoder) (snapshotHeader, error) {
 	}
 	if err := checkStamp(h.NowNanos); err != nil {
 		return h, err
+	}
+	if err := checkStamp(h.ReachedNanos); err != nil {
+		return h, err
+	}
+	if h.ClusterID != "" {
+		if err := contract.ValidateClusterID(h.ClusterID); err != nil {
+			return h, err
+		}
 	}
 	if h.Buckets < 0 || h.RequestIDs < 0 || h.Nodes < 0 || h.Policies < 0 || h.Leases < 0 || h.RLSDomains < 0 || h.Waiters < 0 || h.Blocks < 0 || h.RLSVersions < 0 || h.Audit < 0 || h.Penalties < 0 || h.OpenSettlements < 0 || h.Settled < 0 {
 		return h, fmt.Errorf("negative count in header")
@@ -624,52 +652,4 @@ func writeAuditRecords(enc *codec.Encoder, entries []contract.AuditEntry) error 
 		}
 	}
 	return nil
-}
-
-// AuditTrail is the audit trail frozen for a restore (see WithAuditTrail).
-type AuditTrail struct {
-	entries []contract.AuditEntry
-	dropped int64
-}
-
-// AuditTrail returns a copy of the audit trail as applied.
-func (f *FSM) AuditTrail() AuditTrail {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return AuditTrail{entries: slices.Clone(f.audit.live()), dropped: f.audit.dropped}
-}
-
-// maxHeaderBytes bounds what WithAuditTrail reads to find a snapshot's
-// header (a few dozen bytes).
-const maxHeaderBytes = 4096
-
-// WithAuditTrail returns the state of a backup, size bytes at r (a
-// snapshot as BackupState.Write writes it: without an audit trail), with
-// trail added, and its size: what a restore hands to Raft, so that the
-// restored cluster keeps the trail it had. A state that holds a trail of
-// its own is refused.
-func WithAuditTrail(r io.ReaderAt, size int64, trail AuditTrail) (io.Reader, int64, error) {
-	prefix := make([]byte, min(size, maxHeaderBytes))
-	if _, err := r.ReadAt(prefix, 0); err != nil && !errors.Is(err, io.EOF) {
-		return nil, 0, fmt.Errorf("fsm: read the state's header: %w", err)
-	}
-	dec := codec.NewDecoderBytes(prefix, msgpack.Handle)
-	h, err := readHeader(dec)
-	if err != nil {
-		return nil, 0, fmt.Errorf("%w: %w", ErrCorruptSnapshot, err)
-	}
-	if h.Audit != 0 || h.AuditDropped != 0 {
-		return nil, 0, fmt.Errorf("%w: a backup carries no audit trail", ErrCorruptSnapshot)
-	}
-	rest := int64(dec.NumBytesRead())
-	h.Audit, h.AuditDropped = len(trail.entries), trail.dropped
-	var head, tail bytes.Buffer
-	if err := codec.NewEncoder(&head, msgpack.Handle).Encode(&h); err != nil {
-		return nil, 0, err
-	}
-	if err := writeAuditRecords(codec.NewEncoder(&tail, msgpack.Handle), trail.entries); err != nil {
-		return nil, 0, err
-	}
-	out := io.MultiReader(bytes.NewReader(head.Bytes()), io.NewSectionReader(r, rest, size-rest), bytes.NewReader(tail.Bytes()))
-	return out, int64(head.Len()) + size - rest + int64(tail.Len()), nil
 }

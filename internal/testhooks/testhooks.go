@@ -24,4 +24,8 @@ var (
 	// for the deny leases that could contradict it to end. The fault
 	// suite shows that this is caught.
 	SkipRaiseWait func(node io.Closer)
+	// BreakAppends makes every append to a *cluster.Node's log fail as on
+	// a full disk (fail), hang as on a stuck one (stall), or, with
+	// neither, work again.
+	BreakAppends func(node io.Closer, fail, stall bool)
 )

@@ -21,13 +21,16 @@ func DialTCP(addr string, timeout time.Duration) (net.Conn, error) {
 
 // Dialer opens connections to other nodes' Raft addresses: with Dial (nil:
 // DialTCP), then in mutual TLS when TLS is set, then announcing the
-// protocol.
+// protocol and exchanging hellos as a node of Cluster (hello.go).
 type Dialer struct {
-	Dial DialFunc
-	TLS  *TLS
+	Dial    DialFunc
+	TLS     *TLS
+	Cluster Identity
 }
 
-// Open opens a connection to a node's Raft address for protocol.
+// Open opens a connection to a node's Raft address for protocol. A node of
+// another cluster is a *ForeignClusterError, after which nothing of the
+// protocol was sent.
 func (d Dialer) Open(addr string, protocol Protocol, timeout time.Duration) (net.Conn, error) {
 	dial := d.Dial
 	if dial == nil {
@@ -44,11 +47,16 @@ func (d Dialer) Open(addr string, protocol Protocol, timeout time.Duration) (net
 		}
 		conn = tc
 	}
+	local := d.Cluster.get()
 	_ = conn.SetWriteDeadline(time.Now().Add(timeout))
-	if _, err := conn.Write([]byte{byte(protocol)}); err != nil {
+	if _, err := conn.Write(append([]byte{byte(protocol)}, helloOf(local)...)); err != nil {
 		conn.Close()
 		return nil, fmt.Errorf("announce protocol to %s: %w", addr, err)
 	}
 	_ = conn.SetWriteDeadline(time.Time{})
+	if err := sayHello(conn, addr, local, timeout); err != nil {
+		conn.Close()
+		return nil, err
+	}
 	return conn, nil
 }

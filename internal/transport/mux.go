@@ -18,21 +18,33 @@ const headerTimeout = 5 * time.Second
 // sub-listener of the protocol named by its first byte (as rqlite does), so
 // that one address per node carries every protocol. With TLS set, a
 // connection first completes a mutual TLS handshake, and the byte is read
-// inside it.
+// inside it. The hello follows the byte (hello.go): a dialer of another
+// cluster is refused before its connection reaches a protocol. Refusals are
+// logged once per peer and kind every refusalLogEvery, with a count.
 type Mux struct {
 	ln net.Listener
 	// dead is set when the accept loop ended while the listener was open.
-	dead    atomic.Bool
-	closing atomic.Bool
-	tls     *TLS
-	subs    map[Protocol]*subListener
-	logger  *slog.Logger
+	dead     atomic.Bool
+	closing  atomic.Bool
+	tls      *TLS
+	cluster  Identity
+	subs     map[Protocol]*subListener
+	logger   *slog.Logger
+	refusals *throttle
+	// foreign is the latest dialer of another cluster refused (*foreignDial).
+	foreign atomic.Pointer[foreignDial]
 	wg      sync.WaitGroup
 }
 
-// NewMux starts accepting on ln for protocols.
-func NewMux(ln net.Listener, t *TLS, logger *slog.Logger, protocols ...Protocol) *Mux {
-	m := &Mux{ln: ln, tls: t, subs: make(map[Protocol]*subListener), logger: logger}
+// foreignDial is a refused dialer of another cluster.
+type foreignDial struct {
+	cluster string
+	at      time.Time
+}
+
+// NewMux starts accepting on ln for protocols, as a node of cluster.
+func NewMux(ln net.Listener, t *TLS, cluster Identity, logger *slog.Logger, protocols ...Protocol) *Mux {
+	m := &Mux{ln: ln, tls: t, cluster: cluster, subs: make(map[Protocol]*subListener), logger: logger, refusals: newThrottle(logger)}
 	for _, p := range protocols {
 		m.subs[p] = &subListener{addr: ln.Addr(), conns: make(chan net.Conn), closed: make(chan struct{})}
 	}
@@ -42,6 +54,18 @@ func NewMux(ln net.Listener, t *TLS, logger *slog.Logger, protocols ...Protocol)
 
 // Listener returns the connections of protocol.
 func (m *Mux) Listener(protocol Protocol) net.Listener { return m.subs[protocol] }
+
+// ForeignDialer returns the cluster ID of the latest dialer this mux
+// refused for belonging to another cluster, if that was within the last
+// within: nodes of another cluster dialing this one means they count this
+// node's address as one of theirs.
+func (m *Mux) ForeignDialer(within time.Duration) (cluster string, ok bool) {
+	f := m.foreign.Load()
+	if f == nil || time.Since(f.at) > within {
+		return "", false
+	}
+	return f.cluster, true
+}
 
 // Failed reports whether the accept loop ended without Close.
 func (m *Mux) Failed() bool { return m.dead.Load() }
@@ -64,7 +88,7 @@ func (m *Mux) route(conn net.Conn) {
 	if m.tls != nil {
 		tc := tls.Server(conn, m.tls.serverConfig())
 		if err := handshake(tc, headerTimeout); err != nil {
-			m.logger.Warn("transport: refused a connection on the raft port", "err", err)
+			m.refusals.warn("tls", conn.RemoteAddr(), "transport: refused a connection on the raft port: its TLS handshake failed", "err", shortError(err))
 			return
 		}
 		conn = tc
@@ -75,10 +99,23 @@ func (m *Mux) route(conn net.Conn) {
 		conn.Close()
 		return
 	}
-	_ = conn.SetReadDeadline(time.Time{})
 	sub := m.subs[Protocol(header[0])]
 	if sub == nil {
-		m.logger.Warn("transport: unknown protocol on the raft port", "byte", header[0], "remote", conn.RemoteAddr().String())
+		m.refusals.warn("protocol", conn.RemoteAddr(), "transport: refused a connection on the raft port: it names no protocol of this node", "byte", header[0])
+		conn.Close()
+		return
+	}
+	local := m.cluster.get()
+	remote, ok, err := answerHello(conn, local)
+	_ = conn.SetReadDeadline(time.Time{})
+	switch {
+	case err != nil:
+		m.refusals.warn("hello", conn.RemoteAddr(), "transport: refused a connection on the raft port", "err", shortError(err))
+		conn.Close()
+		return
+	case !ok:
+		m.foreign.Store(&foreignDial{cluster: remote, at: time.Now()})
+		m.refusals.warn("cluster", conn.RemoteAddr(), "transport: refused a node of another cluster", "cluster_id", local, "remote_cluster_id", remote)
 		conn.Close()
 		return
 	}
@@ -123,3 +160,16 @@ func (s *subListener) Close() error {
 }
 
 func (s *subListener) Addr() net.Addr { return s.addr }
+
+// maxLoggedError bounds the text of an error in a refusal's log line: a
+// TLS library's error may quote what the peer sent.
+const maxLoggedError = 200
+
+// shortError is err's text, cut to maxLoggedError bytes.
+func shortError(err error) string {
+	s := err.Error()
+	if len(s) > maxLoggedError {
+		s = s[:maxLoggedError] + "..."
+	}
+	return s
+}

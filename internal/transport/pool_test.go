@@ -137,6 +137,10 @@ func (l *fakeLeader) serve(conn net.Conn) {
 		conn.Close()
 		return
 	}
+	if _, ok, err := answerHello(conn, ""); err != nil || !ok {
+		conn.Close()
+		return
+	}
 	fc := NewConn(conn)
 	for {
 		var req echoRequest
@@ -205,7 +209,11 @@ func TestPoolReportsAFailureAfterSendingAsAmbiguous(t *testing.T) {
 		if err != nil {
 			return
 		}
-		// Read the whole message, then die without answering.
+		// Answer the hello, read the whole message, then die without
+		// answering it.
+		var protocol [1]byte
+		_, _ = io.ReadFull(conn, protocol[:])
+		_, _, _ = answerHello(conn, "")
 		_, _ = conn.Read(make([]byte, 4096))
 		conn.Close()
 	}()

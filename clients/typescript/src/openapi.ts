@@ -122,6 +122,29 @@ export interface paths {
         patch: operations["forwardAuthPatch"];
         trace?: never;
     };
+    "/v1/shares/return": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Give back what was not spent of a share taken with `take_share`.
+         * @description The share's unspent units are the key's again, as if never taken.
+         *     A share that has ended, or is unknown, gives back nothing (`0`):
+         *     returning twice is harmless. The key is named as in the allow
+         *     request that took the share.
+         */
+        post: operations["returnShare"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/allow/batch": {
         parameters: {
             query?: never;
@@ -280,7 +303,11 @@ export interface paths {
          *     group's FIFO queue (replicated, so a change of leader keeps it)
          *     and is answered when a slot is granted to it (200) or its wait
          *     runs out (429); a full queue is a 429 at once. A caller that
-         *     closes its connection leaves the queue.
+         *     closes its connection leaves the queue. With tokens, the lease is
+         *     held for the token: only it, or an admin token, may renew or give
+         *     it back, and one token holds at most `-max-leases-per-caller`
+         *     leases and waiting requests at once (default 100,000; one more is
+         *     a 503 `resource_exhausted`).
          */
         post: operations["acquireLease"];
         delete?: never;
@@ -969,10 +996,13 @@ export interface components {
             dimensions?: components["schemas"]["Dimensions"];
             request_id?: components["schemas"]["RequestID"];
             /**
-             * @description A Go duration up to 1h (default 0): when every check would admit
-             *     the request within it, it is admitted now as a reservation (it
+             * @description A Go duration up to the node's `-max-wait-per-caller` (default
+             *     1m, at most 1h; default 0): when every check would admit the
+             *     request within it, it is admitted now as a reservation (it
              *     consumes now) and the answer's `wait_ms` says how long to wait
-             *     before going on. Token bucket, leaky bucket and GCRA only.
+             *     before going on. Token bucket, leaky bucket and GCRA only. The
+             *     bound is how long one caller's reservations can hold a shared
+             *     key in debt, denying every other caller.
              * @example 250ms
              * @example 2s
              */
@@ -986,9 +1016,34 @@ export interface components {
              *     wait out `wait_ms` yourself.
              */
             hold?: boolean;
+            /**
+             * @description With one check and no `request_id` or `max_wait`: also take a
+             *     share of the check's budget, up to `units`, for the caller to
+             *     spend itself until `spend_for_ms` has passed since it sent this
+             *     request (the answer's `share`). The check's policy must have
+             *     `local_shares`; an inline limit's ask is its own consent. The
+             *     cluster grants at most half of what the key has left, within
+             *     the policy's `max_units`.
+             */
+            take_share?: {
+                /** Format: int64 */
+                units: number;
+                /** @description From `10ms` to `1s`; default `500ms`. */
+                ttl?: components["schemas"]["Duration"];
+            };
             /** @description 1 to 32 checks, decided together. */
             checks?: components["schemas"]["Check"][];
         } & (unknown | unknown | unknown | unknown);
+        /** @description A share to give back, its key named as in the allow request that took it. */
+        ShareReturn: {
+            key?: components["schemas"]["Key"];
+            limit?: components["schemas"]["Limit"];
+            policy?: components["schemas"]["PolicyName"];
+            dimensions?: components["schemas"]["Dimensions"];
+            id: string;
+            /** Format: int64 */
+            unspent: number;
+        };
         /**
          * @description A decision. Its numbers are those of the most restrictive check:
          *     the denying one that frees up last, or else the allowing one with
@@ -1040,6 +1095,23 @@ export interface components {
             checks?: components["schemas"]["CheckResult"][];
             blocked?: components["schemas"]["Blocked"];
             denied_by?: components["schemas"]["DeniedBy"];
+            /** @description The share granted to `take_share`, when one was. */
+            share?: {
+                /** @description Names the share to `POST /v1/shares/return`. */
+                id: string;
+                /** Format: int64 */
+                units: number;
+                /**
+                 * Format: int64
+                 * @description How long after sending the request the caller may spend the share, on its own monotonic clock.
+                 */
+                spend_for_ms: number;
+                /**
+                 * Format: int64
+                 * @description What the key had left for everyone else once the share was taken.
+                 */
+                remaining: number;
+            };
         };
         /** @description The decision of one check. */
         CheckResult: {
@@ -1268,6 +1340,8 @@ export interface components {
             self: string;
             /** @description The address the other members reach the answering node's Raft port at, whether or not it is a member yet (nodes started with -bootstrap-expect learn each other's from it). */
             self_raft_addr: string;
+            /** @description The ID of the cluster the answering node belongs to, drawn when the cluster was bootstrapped or formed and recorded in every member's data directory. Nodes of different clusters refuse each other on the Raft port. Absent while the node knows none (it is being joined). */
+            cluster_id?: string;
             /** @description The leader's ID; empty when no leader is known. */
             leader: string;
             /** Format: int64 */
@@ -1573,7 +1647,7 @@ export interface components {
                 };
             };
         };
-        /** @description The token is known but lacks the role the operation needs. */
+        /** @description The token is known but lacks the role the operation needs, or (a lease's renewal or release) the lease is held for another token and this one is not an admin. */
         PermissionDenied: {
             headers: {
                 [name: string]: unknown;
@@ -2029,6 +2103,42 @@ export interface operations {
             404: components["responses"]["NotFound"];
             405: components["responses"]["MethodNotAllowed"];
             429: components["responses"]["ForwardAuthDenied"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    returnShare: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ShareReturn"];
+            };
+        };
+        responses: {
+            /** @description What was given back. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** Format: int64 */
+                        returned: number;
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];
         };
     };

@@ -78,6 +78,8 @@ class Decision:
     """Set when a blocked key denied the request: why, and for how long."""
     denied_by: Optional[DeniedBy] = None
     """Set on a denial: the check, policy, version and limit that denied it."""
+    share: Optional[Dict[str, Any]] = None
+    """A share granted to take_share, as the answer spelled it."""
     degraded: bool = False
     """True when the cluster could not decide and the failure policy answered."""
     cause: Optional[BaseException] = None
@@ -447,6 +449,7 @@ def _decision(
         checks=list(body.get("checks", [])),
         blocked=body.get("blocked"),
         denied_by=body.get("denied_by"),
+        share=body.get("share"),
     )
 
 

@@ -53,7 +53,20 @@ class AllowRequest(TypedDict, total=False):
     request_id: str
     max_wait: str
     hold: bool
+    take_share: "ShareAsk"
     checks: List[Check]
+
+
+class _ShareAskRequired(TypedDict):
+    units: int
+
+
+class ShareAsk(_ShareAskRequired, total=False):
+    """Asks, with one check, for a share of its budget to spend itself
+    (the Go client's local shares; this client sends a request_id, which a
+    share ask does not go with)."""
+
+    ttl: str
 
 
 class _LeaseRequired(TypedDict):

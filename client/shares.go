@@ -1,0 +1,169 @@
+package client
+
+import (
+	"context"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/limitnode/limitnode/api/wire"
+	"github.com/limitnode/limitnode/internal/sharetable"
+)
+
+// Local shares in the client (Options.LocalShares): the client takes a
+// share of a hot key's budget from the cluster, riding on a request it
+// sends anyway (take_share), and answers the key's next requests from it
+// in process, asking for the next share in the background before it runs
+// out. The cluster charges a share as if every unit were spent at its end,
+// so what every client and node admit together never exceeds the limit;
+// the client stops spending a share spend_for_ms after it sent the request
+// that brought it, on its monotonic clock. Close gives back what is left.
+// Which keys, how much and when is internal/sharetable's, shared with the
+// cluster's nodes.
+
+// defaultShareTTL is the TTL a client asks its shares for when the check's
+// limit does not say (a policy's own local_shares bound it on the cluster).
+const defaultShareTTL = 500 * time.Millisecond
+
+// mostUnits bounds what the client asks for at once; the cluster grants
+// at most half of what a key has left, within the policy's max_units.
+const mostUnits = 1_000_000_000
+
+// clientShares is a client's shares: by the request's key, named to the
+// cluster by the check (for giving back), answering from the decision that
+// brought the share.
+type clientShares = sharetable.Table[wire.ShareReturn, Decision]
+
+// shareable reports whether req may be answered from a share, with its
+// key's name and the shares' TTL: one check (a policy's, or an inline limit
+// with LocalShares), no request ID, max_wait or hold.
+func shareable(req *AllowRequest) (name string, ttl time.Duration, ok bool) {
+	if len(req.Checks) > 0 || req.RequestID != "" || req.MaxWait != "" || req.Hold {
+		return "", 0, false
+	}
+	ttl = defaultShareTTL
+	switch {
+	case req.Policy != "" && req.Limit == nil:
+	case req.Limit != nil && req.Limit.LocalShares != nil:
+		if d, err := time.ParseDuration(req.Limit.LocalShares.TTL); err == nil && d > 0 {
+			ttl = d
+		}
+	default:
+		return "", 0, false
+	}
+	var b strings.Builder
+	b.WriteString(req.Policy + "\x00" + req.Key + "\x00")
+	if l := req.Limit; l != nil {
+		b.WriteString(l.Algorithm + "/" + strconv.FormatInt(l.Rate, 10) + "/" + l.Period + "/" + strconv.FormatInt(l.Burst, 10))
+	}
+	dims := make([]string, 0, len(req.Dimensions))
+	for k, v := range req.Dimensions {
+		dims = append(dims, k+"="+v)
+	}
+	slices.Sort(dims)
+	b.WriteString("\x00" + strings.Join(dims, "\x00"))
+	return b.String(), ttl, true
+}
+
+// allowShared decides req from the client's shares when it can (answered),
+// or sends it, asking for a share when the key is hot.
+func (c *Client) allowShared(ctx context.Context, req AllowRequest) (d Decision, answered bool, err error) {
+	name, ttl, ok := shareable(&req)
+	if !ok {
+		return Decision{}, false, nil
+	}
+	cost := int64(1)
+	if req.Cost != nil {
+		cost = *req.Cost
+	}
+	body := req.toWire()
+	named := wire.ShareReturn{Key: body.Key, Limit: body.Limit, Policy: body.Policy, Dimensions: body.Dimensions}
+	taken := c.shares.Take(ctx, sharetable.Key[wire.ShareReturn]{Name: name, ID: named, TTL: ttl, Most: mostUnits, Cost: cost})
+	if taken.Renew > 0 {
+		renew := body
+		zero := int64(0)
+		renew.Cost = &zero
+		go c.askShare(name, renew, taken.Renew, ttl)
+	}
+	if taken.Answered {
+		return sharedDecision(taken.Template, taken.Since, taken.Left), true, nil
+	}
+	if taken.Ask == 0 {
+		return Decision{}, false, nil
+	}
+	sentAt := time.Now()
+	body.TakeShare = shareAsk(taken.Ask, ttl)
+	d, err = c.allowWire(ctx, body)
+	c.settleShare(name, sentAt, d, err)
+	d.Share = nil
+	return d, true, err
+}
+
+func shareAsk(units int64, ttl time.Duration) *wire.ShareAsk {
+	s := ttl.String()
+	return &wire.ShareAsk{Units: &units, TTL: &s}
+}
+
+// askShare asks for key name's next share in the background, with a
+// request of cost 0.
+func (c *Client) askShare(name string, body wire.AllowRequest, units int64, ttl time.Duration) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	body.TakeShare = shareAsk(units, ttl)
+	sentAt := time.Now()
+	d, err := c.allowWire(ctx, body)
+	c.settleShare(name, sentAt, d, err)
+}
+
+// settleShare takes the answer to a share ask sent at sentAt.
+func (c *Client) settleShare(name string, sentAt time.Time, d Decision, err error) {
+	s := d.Share
+	if err != nil || s == nil {
+		c.shares.Settle(name, sentAt, nil, Decision{})
+		return
+	}
+	id, perr := strconv.ParseUint(s.ID, 10, 64)
+	if perr != nil {
+		c.shares.Settle(name, sentAt, nil, Decision{})
+		return
+	}
+	template := d
+	template.Share, template.Checks, template.Remaining = nil, nil, s.Remaining
+	c.shares.Settle(name, sentAt, &sharetable.Grant{ID: id, Units: s.Units, SpendFor: time.Duration(s.SpendForMS) * time.Millisecond}, template)
+}
+
+// sharedDecision is the admission a share gives since after its grant's
+// request was sent: the grant's decision, what is left counted as what the
+// key had left for others when the share was granted plus what this client
+// holds (left), its reset shorter by since.
+func sharedDecision(grant Decision, since time.Duration, left int64) Decision {
+	d := grant
+	d.Allowed, d.RetryAfterMS, d.WaitMS, d.HeldMS, d.StatusCode = true, 0, 0, 0, http.StatusOK
+	d.Remaining = min(d.Remaining+left, d.Limit)
+	d.ResetAfterMS = max(d.ResetAfterMS-since.Milliseconds(), 0)
+	d.Leader, d.Shared = "", true
+	d.setHeadersFromFields()
+	return d
+}
+
+// Close gives back, through the cluster, what the client did not spend of
+// its shares (Options.LocalShares), and takes no more; calls after it are
+// sent as without shares. It returns the first error of a give-back; the
+// units of a share not given back are lost until it ends.
+func (c *Client) Close(ctx context.Context) error {
+	if c.shares == nil {
+		return nil
+	}
+	var first error
+	for _, ret := range c.shares.Close() {
+		body := ret.Key
+		body.ID, body.Unspent = strconv.FormatUint(ret.ID, 10), ret.Unspent
+		var out wire.ShareReturned
+		if _, err := c.do(ctx, http.MethodPost, "/v1/shares/return", body, &out, http.StatusOK); err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
