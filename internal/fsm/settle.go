@@ -21,9 +21,11 @@ import (
 // settlement, or an ended reservation, is remembered for
 // contract.SettledMemory: the same settlement again is answered with the
 // first (a retry after an unknown outcome is charged once), another is
-// refused, and either changes nothing. A key reset, or a policy change of a
-// reservation's bucket, forfeits its refund (the units it took are not
-// there to give back); a charge still applies.
+// refused, and either changes nothing. A key reset, or a change of the
+// policy a check was reserved under (any put or delete after the
+// reservation: the entry's version differs), forfeits the check's refund,
+// since the state may no longer hold the units it took; a charge still
+// applies, under the limit the key has now (none, if the policy is gone).
 
 // SettleAsk asks that a request's admission be a reservation to settle
 // within TTLNanos.
@@ -51,7 +53,10 @@ type settleTarget struct {
 	limit       algorithms.Limit
 	reservation algorithms.Reservation
 	maxDebt     int64
-	forfeit     bool // the key was reset: nothing to give back
+	// version is the policy's (contract.PolicyStatus.Version) when the
+	// reservation was made; 0 for an inline limit.
+	version uint64
+	forfeit bool // the key was reset: nothing to give back
 }
 
 // openSettlement is a reservation waiting for its settlement.
@@ -105,6 +110,15 @@ func (t *settleTable) remember(r *settledRecord) {
 	heap.Push(&t.byForget, r)
 }
 
+// end ends an open reservation unsettled: it stays charged in full, and
+// is remembered as ended.
+func (t *settleTable) end(s *openSettlement) {
+	heap.Remove(&t.byEnd, s.index)
+	delete(t.open, s.id)
+	t.remember(&settledRecord{id: s.id, scope: s.scope, ended: true, forgetAt: s.endNanos + int64(contract.SettledMemory),
+		result: contract.Settlement{ID: s.id, Reserved: s.reserved, Cost: s.reserved, AtNanos: s.endNanos}})
+}
+
 func (t *settleTable) forget(r *settledRecord) {
 	heap.Remove(&t.byForget, r.forgetting)
 	delete(t.settled, r.id)
@@ -115,10 +129,7 @@ func (t *settleTable) forget(r *settledRecord) {
 // long enough.
 func (t *settleTable) expire(now int64, limit int) {
 	for ; limit > 0 && t.byEnd.Len() > 0 && t.byEnd[0].endNanos <= now; limit-- {
-		s := heap.Pop(&t.byEnd).(*openSettlement)
-		delete(t.open, s.id)
-		t.remember(&settledRecord{id: s.id, scope: s.scope, ended: true, forgetAt: s.endNanos + int64(contract.SettledMemory),
-			result: contract.Settlement{ID: s.id, Reserved: s.reserved, Cost: s.reserved, AtNanos: s.endNanos}})
+		t.end(t.byEnd[0])
 	}
 	for ; limit > 0 && t.byForget.Len() > 0 && t.byForget[0].forgetAt <= now; limit-- {
 		t.forget(t.byForget[0])
@@ -136,10 +147,11 @@ func (f *FSM) openReservation(now int64, req *Request, res *Result, position int
 			return
 		}
 		var debt int64
+		var version uint64
 		if t.policy != nil {
-			debt = min(t.policy.policy.MaxDebt, t.limit.Capacity())
+			debt, version = min(t.policy.policy.MaxDebt, t.limit.Capacity()), t.policy.version
 		}
-		s.targets = append(s.targets, settleTarget{id: t.id, limit: *t.limit, maxDebt: debt,
+		s.targets = append(s.targets, settleTarget{id: t.id, limit: *t.limit, maxDebt: debt, version: version,
 			reservation: algorithms.Reserved(*t.limit, t.state, now, t.cost)})
 	}
 	f.settles.open[s.id] = s
@@ -169,6 +181,12 @@ func (f *FSM) applySettle(cmd *SettleCommand) any {
 	if s == nil || s.scope != cmd.Scope {
 		return contract.NotFound("settlement_id", "no open reservation %s", cmd.ID)
 	}
+	if s.endNanos <= now {
+		// Ended, and not yet swept (expire ends a bounded number per
+		// entry): as late as if it had been.
+		f.settles.end(s)
+		return contract.NotFound("settlement_id", "the reservation %s ended unsettled at %s and stays charged in full", cmd.ID, time.Unix(0, s.endNanos).UTC().Format(time.RFC3339Nano))
+	}
 	out := contract.Settlement{ID: s.id, Reserved: s.reserved, Cost: cmd.Cost, AtNanos: now}
 	for i := range s.targets {
 		refunded, charged, wait := f.settleTarget(now, &s.targets[i], s.reserved, cmd.Cost)
@@ -190,13 +208,24 @@ func (f *FSM) applySettle(cmd *SettleCommand) any {
 // back, what it charged, and how long until the bucket admits a unit again
 // when it is left in debt.
 func (f *FSM) settleTarget(now int64, t *settleTarget, reserved, cost int64) (refunded, charged, wait int64) {
+	same := true // the check's limit is the one it was reserved under
+	if t.id.policy != "" {
+		e := f.policies[t.id.policy]
+		same = e != nil && e.version == t.version
+		if e == nil {
+			return 0, 0, 0 // the policy is gone, and its limits with it
+		}
+	}
 	slot, state, limit, live := f.buckets.get(t.id)
 	if !live {
+		if !same {
+			return 0, 0, 0 // the key's limit under the changed policy is not known here
+		}
 		limit = t.limit
 	}
 	var next algorithms.State
 	switch {
-	case cost < reserved && live && !t.forfeit && limit == t.limit:
+	case cost < reserved && live && same && !t.forfeit && limit == t.limit:
 		next, refunded = algorithms.Refund(limit, state, now, t.reservation, reserved-cost)
 		if refunded > 0 {
 			f.buckets.update(slot, t.id, limit, next)
@@ -295,6 +324,7 @@ type (
 		At, Units, TAT, Frac int64
 		MaxDebt              int64
 		Forfeit              bool
+		Version              uint64
 	}
 	settledSnapshotRecord struct {
 		ID, Scope string
@@ -312,7 +342,7 @@ func (t *settleTable) records() (open []openSettlementRecord, settled []settledS
 			rec.Targets = append(rec.Targets, settleTargetRecord{Key: tg.id.key, Policy: tg.id.policy,
 				Algorithm: tg.limit.Algorithm, Rate: tg.limit.Rate, Period: tg.limit.PeriodNanos, Burst: tg.limit.Burst,
 				At: tg.reservation.AtNanos, Units: tg.reservation.Units, TAT: tg.reservation.TAT, Frac: tg.reservation.TATFrac,
-				MaxDebt: tg.maxDebt, Forfeit: tg.forfeit})
+				MaxDebt: tg.maxDebt, Forfeit: tg.forfeit, Version: tg.version})
 		}
 		open = append(open, rec)
 	}
@@ -340,7 +370,7 @@ func (f *FSM) restoreOpenSettlement(rec *openSettlementRecord) error {
 		if tr.Policy == "" {
 			id.limit = l
 		}
-		s.targets = append(s.targets, settleTarget{id: id, limit: l, maxDebt: tr.MaxDebt, forfeit: tr.Forfeit,
+		s.targets = append(s.targets, settleTarget{id: id, limit: l, maxDebt: tr.MaxDebt, forfeit: tr.Forfeit, version: tr.Version,
 			reservation: algorithms.Reservation{AtNanos: tr.At, Units: tr.Units, TAT: tr.TAT, TATFrac: tr.Frac}})
 	}
 	f.settles.open[s.id] = s

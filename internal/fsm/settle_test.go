@@ -30,10 +30,11 @@ func TestReserveThenSettle(t *testing.T) {
 	var raises int
 	a.fsm.OnRaise(func() { raises++ })
 	a.put(contract.Policy{Name: "tokens", Limit: algorithms.Limit{Rate: 1000, PeriodNanos: int64(time.Hour), Burst: 1000}, MaxDebt: 100})
-	left := func(now int64) int64 {
-		res := a.fsm.decide(now, &Request{Checks: []Check{policyCheck("tenant", "tokens", nil, 0)}}, &AllowCommand{})
+	leftOf := func(key string, now int64) int64 {
+		res := a.fsm.decide(now, &Request{Checks: []Check{policyCheck(key, "tokens", nil, 0)}}, &AllowCommand{})
 		return res.Checks[0].Decision.Remaining
 	}
+	left := func(now int64) int64 { return leftOf("tenant", now) }
 	r := a.allow(t0, reserve(policyReq("tenant", "tokens", 500), time.Minute))[0]
 	if !r.Allowed || r.SettlementID == "" || left(t0) != 500 {
 		t.Fatalf("the reservation: %+v, %d left", r, left(t0))
@@ -87,10 +88,46 @@ func TestReserveThenSettle(t *testing.T) {
 		t.Fatal("a key in debt admitted a request")
 	}
 
-	// Never settled: charged in full, and then it is too late.
-	r = a.allow(t0+int64(2*time.Hour), reserve(policyReq("late", "tokens", 300), time.Minute))[0]
-	if e, ok := a.settle(t0+int64(2*time.Hour+time.Minute), r.SettlementID, "", 1).(*contract.Error); !ok || e.Code != contract.CodeNotFound {
-		t.Fatalf("a late settlement: %#v", e)
+	// Never settled: charged in full, and then it is too late, whether the
+	// sweep ended it first or the settlement finds it ended.
+	r = a.allow(t0+5, reserve(policyReq("late", "tokens", 300), time.Minute))[0]
+	late := a.allow(t0+5, reserve(policyReq("late", "tokens", 300), 2*time.Minute))[0]
+	a.allow(t0+5+int64(time.Minute), policyReq("other", "tokens", 1)) // the sweep ends the first
+	at := t0 + 5 + int64(2*time.Minute)
+	before := leftOf("late", at)
+	for _, res := range []Result{r, late} {
+		if e, ok := a.settle(at, res.SettlementID, "", 1).(*contract.Error); !ok || e.Code != contract.CodeNotFound || e.Field != "settlement_id" {
+			t.Fatalf("a late settlement: %#v", e)
+		}
+	}
+	if after := leftOf("late", at); after != before || after != 1000-600+33 { // 2 minutes refilled 33
+		t.Fatalf("the late key has %d left, %d before the late settlements: the ended reservations were not charged in full, or a late settlement changed them", after, before)
+	}
+}
+
+// TestAPolicyChangeForfeitsRefunds: a refund gives back only into the state
+// the reservation was charged in; after a change of its policy the state may
+// have been converted, so nothing is given back, and the excess of a
+// settlement is still charged under the limit the key has now.
+func TestAPolicyChangeForfeitsRefunds(t *testing.T) {
+	t.Parallel()
+	a := newApplier(t)
+	hourly := algorithms.Limit{Rate: 1000, PeriodNanos: int64(time.Hour), Burst: 1000}
+	a.put(contract.Policy{Name: "tokens", Limit: hourly, MaxDebt: 10})
+	less := a.allow(t0, reserve(policyReq("k", "tokens", 500), time.Minute))[0]
+	more := a.allow(t0, reserve(policyReq("k", "tokens", 100), time.Minute))[0]
+	a.put(contract.Policy{Name: "tokens", Limit: hourly, MaxDebt: 20})
+	if s := a.settle(t0+1, less.SettlementID, "", 0).(*SettleResult).Settlement; s.Refunded != 0 {
+		t.Fatalf("a refund after a policy change: %+v", s)
+	}
+	if s := a.settle(t0+1, more.SettlementID, "", 150).(*SettleResult).Settlement; s.Charged != 50 {
+		t.Fatalf("a charge after a policy change: %+v", s)
+	}
+	gone := a.allow(t0+2, reserve(policyReq("k", "tokens", 10), time.Minute))[0]
+	data, _ := Encode(CommandDeletePolicy, &NamedDeleteCommand{Name: "tokens"})
+	a.raw(data)
+	if s := a.settle(t0+3, gone.SettlementID, "", 100).(*SettleResult).Settlement; s.Charged != 0 || s.Forgiven != 90 {
+		t.Fatalf("a settlement under a deleted policy: %+v", s)
 	}
 }
 
