@@ -309,6 +309,8 @@ var docScripts = []docScript{
 		want: []string{`"field":"limit.rate"`, `did you mean \"cost\"`, "HTTP/1.1 200 OK", "429 Retry-After: ",
 			`Limitnode-Denied-By: "default";check=0;cause=limit;algorithm=token_bucket;rate=2;period_ms=60000;burst=2`, `"denied_by":{"check":0,"limit":{"algorithm":"token_bucket","rate":2,"period":"1m0s","burst":2},"cause":"limit"}}`,
 			"200 shared: \n200 shared: \n200 shared: true\n200 shared: true", `"wait_ms":`, `"held_ms":`,
+			`"reserved":4000,"cost":1234,"refunded":2766,"charged":0}`, `"refunded":2766,"charged":0,"duplicate":true}`, `"code":"conflict","field":"settlement_id"}`,
+			`"reserved":8000,"cost":12000,"refunded":0,"charged":3000,"forgiven":1000,"retry_after_ms":`, "\n429\n",
 			`"checks":[{"key":"client:42"`, `"status":200`, `"field":"requests[1].policy"`, `"field":"requests[2].limit.rate"`,
 			`"shadow_denied":0`, `{"deleted":"per-tenant-route"}`,
 			`{"key":"api-key:spent","limits":[`, `{"reset":"api-key:spent","limits":1}`, "200\n",

@@ -4,8 +4,8 @@
 // settles with what it streamed, so what it did not use goes back to the
 // tenant at once, and an answer cut short costs what it sent.
 //
-//	go run ./examples/tokens -listen 127.0.0.1:8091 127.0.0.1:7001 127.0.0.1:7002 127.0.0.1:7003
-//	curl -N -H 'X-Tenant: acme' '127.0.0.1:8091/generate?prompt=hello+there'
+//	go run ./examples/tokens -listen 127.0.0.1:8092 127.0.0.1:7001 127.0.0.1:7002 127.0.0.1:7003
+//	curl -N -H 'X-Tenant: acme' '127.0.0.1:8092/generate?prompt=hello+there'
 package main
 
 import (
@@ -26,7 +26,7 @@ const maxTokens = 256
 var perTenant = &client.Limit{Rate: 10_000, Period: "24h"} // tokens a day, a bucket of as many
 
 func main() {
-	listen := flag.String("listen", "127.0.0.1:8091", "address to serve on")
+	listen := flag.String("listen", "127.0.0.1:8092", "address to serve on")
 	flag.Parse()
 	limiter := client.New(&http.Client{Timeout: 5 * time.Second}, flag.Args()...)
 
