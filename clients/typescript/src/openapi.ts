@@ -169,6 +169,38 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/settle": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Settle a reservation with what the request used.
+         * @description In one log entry, what the request did not use of the cost its
+         *     admission reserved is given back, into the same bucket or window if
+         *     it still counts there (a bucket refills to at most full; a window's
+         *     units only while the window they were charged in lasts), or what it
+         *     used beyond is charged, up to the policy's `max_debt` beyond empty
+         *     (the key's next requests are denied until it is repaid:
+         *     `retry_after_ms`). A reservation not settled within its TTL stays
+         *     charged in full. Settling again with the same cost answers the first
+         *     settlement (`duplicate`) and changes nothing, so a retry after an
+         *     unknown outcome is charged once; another cost is a 409; an unknown
+         *     or ended reservation, or another token's, a 404. A settlement that
+         *     gives units back waits out the deny leases and local shares before
+         *     it answers, as a policy change does.
+         */
+        post: operations["settle"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/policies": {
         parameters: {
             query?: never;
@@ -1017,6 +1049,16 @@ export interface components {
              */
             hold?: boolean;
             /**
+             * @description Reserve the cost, the most the request may cost, and settle it
+             *     within `ttl` (1s to 1h) with what it used (`POST /v1/settle`):
+             *     the answer of an admission carries `settlement_id`. Every check
+             *     reserves the same cost; not with `max_wait` or `take_share`.
+             */
+            settle?: {
+                /** @example 2m */
+                ttl: string;
+            };
+            /**
              * @description With one check and no `request_id` or `max_wait`: also take a
              *     share of the check's budget, up to `units`, for the caller to
              *     spend itself until `spend_for_ms` has passed since it sent this
@@ -1095,6 +1137,8 @@ export interface components {
             checks?: components["schemas"]["CheckResult"][];
             blocked?: components["schemas"]["Blocked"];
             denied_by?: components["schemas"]["DeniedBy"];
+            /** @description For an admission with `settle`, the reservation to settle. */
+            settlement_id?: string;
             /** @description The share granted to `take_share`, when one was. */
             share?: {
                 /** @description Names the share to `POST /v1/shares/return`. */
@@ -1176,6 +1220,8 @@ export interface components {
             duplicate?: true;
             blocked?: components["schemas"]["Blocked"];
             denied_by?: components["schemas"]["DeniedBy"];
+            /** @description For an admission with `settle`, the reservation to settle. */
+            settlement_id?: string;
         };
         /** @description The error of one request of a batch. */
         BatchError: {
@@ -1212,6 +1258,13 @@ export interface components {
             key_template?: string;
             /** @description Block a key the policy denies often; not with shadow. */
             penalty?: components["schemas"]["Penalty"];
+            /**
+             * Format: int64
+             * @description How far beyond empty a settlement that used more than it
+             *     reserved may charge a key (`POST /v1/settle`): 0 (the default) to
+             *     the limit's capacity; token_bucket, leaky_bucket and gcra only.
+             */
+            max_debt?: number;
             local_shares?: components["schemas"]["LocalShares"];
         };
         /** @description A limit as the server spells it back, with every field filled in. */
@@ -1242,6 +1295,8 @@ export interface components {
              */
             version?: number;
             penalty?: components["schemas"]["Penalty"];
+            /** Format: int64 */
+            max_debt?: number;
         };
         PolicyList: {
             /** @description A page of the policies, sorted by name. */
@@ -1531,6 +1586,52 @@ export interface components {
              * @description How many of the oldest changes the cluster no longer keeps.
              */
             dropped: number;
+        };
+        SettleRequest: {
+            settlement_id: string;
+            /**
+             * Format: int64
+             * @description What the request used, from 0.
+             */
+            cost: number;
+        };
+        Settlement: {
+            settlement_id: string;
+            /**
+             * Format: int64
+             * @description The cost the admission reserved.
+             */
+            reserved: number;
+            /**
+             * Format: int64
+             * @description The cost settled.
+             */
+            cost: number;
+            /**
+             * Format: int64
+             * @description Units given back (the least over the request's checks); none for what refilled meanwhile or a window that passed.
+             */
+            refunded: number;
+            /**
+             * Format: int64
+             * @description Units charged beyond the reservation (the least over the checks).
+             */
+            charged: number;
+            /**
+             * Format: int64
+             * @description Units beyond the reservation that the debt bound (`max_debt`) left uncharged.
+             */
+            forgiven?: number;
+            /**
+             * Format: int64
+             * @description When a check is left in debt, the time until it admits again.
+             */
+            retry_after_ms?: number;
+            /**
+             * @description The same settlement was made before; this is its answer, and nothing changed now.
+             * @constant
+             */
+            duplicate?: true;
         };
         KeyReset: {
             /** @description The key. */
@@ -2171,6 +2272,39 @@ export interface operations {
             405: components["responses"]["MethodNotAllowed"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    settle: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["SettleRequest"];
+            };
+        };
+        responses: {
+            /** @description Settled. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Settlement"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["PermissionDenied"];
+            404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];
         };

@@ -8,7 +8,7 @@ once (every allow carries a request_id), and middleware for WSGI
 
 from ._client import RATE_LIMIT_HEADERS, Decision, FailurePolicy, HeldLease, Lease, Limiter, RetryEvent
 from ._errors import LeaseLostError, LeaseRefusedError, LimitnodeError, UnavailableError
-from ._types import AllowRequest, Blocked, Check, CheckResult, DeniedBy, LeaseRequest, Limit, LocalShares
+from ._types import AllowRequest, Blocked, Check, CheckResult, DeniedBy, LeaseRequest, Limit, LocalShares, SettleOptions
 
 __version__ = "0.1.0"
 
@@ -31,5 +31,6 @@ __all__ = [
     "LimitnodeError",
     "LocalShares",
     "RetryEvent",
+    "SettleOptions",
     "UnavailableError",
 ]

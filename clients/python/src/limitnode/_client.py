@@ -78,6 +78,8 @@ class Decision:
     """Set when a blocked key denied the request: why, and for how long."""
     denied_by: Optional[DeniedBy] = None
     """Set on a denial: the check, policy, version and limit that denied it."""
+    settlement_id: Optional[str] = None
+    """Set on an admission with ``settle``: the reservation to settle."""
     share: Optional[Dict[str, Any]] = None
     """A share granted to take_share, as the answer spelled it."""
     degraded: bool = False
@@ -449,6 +451,7 @@ def _decision(
         checks=list(body.get("checks", [])),
         blocked=body.get("blocked"),
         denied_by=body.get("denied_by"),
+        settlement_id=body.get("settlement_id"),
         share=body.get("share"),
     )
 

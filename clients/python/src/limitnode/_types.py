@@ -54,7 +54,15 @@ class AllowRequest(TypedDict, total=False):
     max_wait: str
     hold: bool
     take_share: "ShareAsk"
+    settle: "SettleOptions"
     checks: List[Check]
+
+
+class SettleOptions(TypedDict):
+    """Makes an admission a reservation of the cost, to settle within ``ttl``
+    (a Go duration, 1s to 1h) with what the request used (POST /v1/settle)."""
+
+    ttl: str
 
 
 class _ShareAskRequired(TypedDict):
