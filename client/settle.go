@@ -74,3 +74,11 @@ func (r *Reservation) Settle(ctx context.Context, used int64) (Settlement, error
 		}
 	}
 }
+
+// Settle settles the reservation of d, one of the Guard's decisions, with
+// used (as Reservation.Settle does, retrying while the cluster answers
+// 503). A decision the FailurePolicy made holds no reservation: the zero
+// Settlement.
+func (g *Guard) Settle(ctx context.Context, d GuardDecision, used int64) (Settlement, error) {
+	return (&Reservation{Decision: d.Decision, c: g.client}).Settle(ctx, used)
+}
