@@ -2,8 +2,11 @@ package client_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -61,6 +64,36 @@ func TestReserveThenSettleOnACluster(t *testing.T) {
 	}
 	if _, err := cl.Settle(ctx, "s0.0", 1); !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusNotFound || apiErr.Field != "settlement_id" {
 		t.Fatalf("settled an unknown reservation: %v", err)
+	}
+
+	// In a batch, through HTTP: each request its own reservation; the
+	// settlement says when it took effect.
+	resp, err := testcluster.HTTPClient().Post(c.Nodes[2].URL()+"/v1/allow/batch", "application/json",
+		strings.NewReader(`{"requests":[{"policy":"tokens","key":"batch","cost":50,"settle":{"ttl":"1m"}},{"policy":"tokens","key":"batch","cost":1}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var batch struct {
+		Responses []struct {
+			SettlementID string `json:"settlement_id"`
+		} `json:"responses"`
+	}
+	err = json.NewDecoder(resp.Body).Decode(&batch)
+	resp.Body.Close()
+	if err != nil || len(batch.Responses) != 2 || batch.Responses[0].SettlementID == "" || batch.Responses[1].SettlementID != "" {
+		t.Fatalf("a batch with one reservation: %+v %v", batch, err)
+	}
+	resp, err = testcluster.HTTPClient().Post(c.Nodes[1].URL()+"/v1/settle", "application/json",
+		strings.NewReader(`{"settlement_id":"`+batch.Responses[0].SettlementID+`","cost":10}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if at, err := strconv.ParseInt(resp.Header.Get("X-Limitnode-Decided-At"), 10, 64); resp.StatusCode != http.StatusOK || err != nil || at <= 0 {
+		t.Fatalf("the batch's settlement: %d, decided at %q", resp.StatusCode, resp.Header.Get("X-Limitnode-Decided-At"))
+	}
+	if got := left(c.Nodes[0], "batch"); got < 1000-10-1 || got > 1000-10-1+20 {
+		t.Fatalf("%d left after the batch's settlement, want 989 and what refilled since", got)
 	}
 
 	// More than reserved: charged into debt, at most max_debt beyond empty.

@@ -3,6 +3,7 @@ package httpapi
 import (
 	"context"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/limitnode/limitnode/api/wire"
@@ -12,7 +13,9 @@ import (
 
 // settle answers POST /v1/settle {"settlement_id", "cost"}: the reservation
 // is settled through the log with what the request used. The reservation
-// is the caller's (a token's own, as its request IDs are).
+// is the caller's (a token's own, as its request IDs are). The answer's
+// X-Limitnode-Decided-At is the cluster time the settlement took effect (a
+// retry's, the first's).
 func (a *API) settle(w http.ResponseWriter, r *http.Request) {
 	var body wire.SettleRequest
 	if err := decodeJSON(w, r, MaxBodyBytes, &body); err != nil {
@@ -35,6 +38,7 @@ func (a *API) settle(w http.ResponseWriter, r *http.Request) {
 		a.writeClusterError(w, r, err)
 		return
 	}
+	w.Header().Set("X-Limitnode-Decided-At", strconv.FormatInt(s.AtNanos, 10))
 	writeJSON(w, http.StatusOK, wire.Settlement{SettlementID: s.ID, Reserved: s.Reserved, Cost: s.Cost, Refunded: s.Refunded, Charged: s.Charged,
 		Forgiven: s.Forgiven, RetryAfterMS: ratelimitheader.CeilDiv(s.RetryAfterNanos, int64(time.Millisecond)), Duplicate: s.Duplicate})
 }

@@ -2292,6 +2292,7 @@ export interface operations {
             /** @description Settled. */
             200: {
                 headers: {
+                    "X-Limitnode-Decided-At": components["headers"]["X-Limitnode-Decided-At"];
                     [name: string]: unknown;
                 };
                 content: {
