@@ -69,10 +69,26 @@ type denyLease struct {
 	until  time.Time // monotonic reading
 	sentAt time.Time // when the request it answers was sent
 	result fsm.Result
-	// probe, when not nil, is closed when the request that asks again
-	// has its answer; waiting counts the requests waiting for it.
-	probe   chan struct{}
+	// probe, when not nil, is the request that asks again on behalf of
+	// its kind; waiting counts the requests waiting for its answer.
+	probe   *probe
 	waiting int
+}
+
+// probe is a request asking the leader on behalf of its kind. done is
+// closed when it has its answer; denial is then that answer when it was a
+// denial that says how long it holds, and sentAt when the probe was sent.
+//
+// A request of the kind that began waiting before the probe was sent may
+// take that denial as its own answer, however short it holds: the leader
+// decided it after the probe was sent, so while the waiting request was
+// under way, on the state every request of the kind shares (a denial of
+// this kind changes nothing in it). That is its linearization point, and
+// the time its answer gives.
+type probe struct {
+	done   chan struct{}
+	sentAt time.Time
+	denial *fsm.Result
 }
 
 // newDenyLeases is a table of leases of at most limit, for a cluster whose
@@ -126,15 +142,16 @@ func (t *denyLeases) answer(ctx context.Context, key string) (res fsm.Result, ok
 			t.mu.Unlock()
 			return res, true, false
 		case l.probe == nil:
-			l.probe = make(chan struct{})
+			l.probe = &probe{done: make(chan struct{})}
 			t.mu.Unlock()
 			return fsm.Result{}, false, true
 		}
-		probe := l.probe
+		p := l.probe
 		l.waiting++
+		joined := t.now()
 		t.mu.Unlock()
 		select {
-		case <-probe:
+		case <-p.done:
 		case <-ctx.Done():
 			t.mu.Lock()
 			l.waiting--
@@ -143,8 +160,23 @@ func (t *denyLeases) answer(ctx context.Context, key string) (res fsm.Result, ok
 		}
 		t.mu.Lock()
 		l.waiting--
+		now := t.now()
 		t.mu.Unlock()
+		if p.denial != nil && !joined.After(p.sentAt) {
+			return probedDenial(*p.denial, now.Sub(p.sentAt)), true, false
+		}
 	}
+}
+
+// probedDenial is the answer a request that waited for a probe takes from
+// the probe's denial, elapsed after the probe was sent: the same denial at
+// the time the leader decided it, its waits shorter by elapsed (a retry at
+// least a millisecond away).
+func probedDenial(r fsm.Result, elapsed time.Duration) fsm.Result {
+	out := shortenedWaits(r, elapsed)
+	out.DenyForNanos = 0 // it starts no lease
+	out.Leased = true
+	return out
 }
 
 // settle takes what the leader answered a request of kind key that was
@@ -156,15 +188,24 @@ func (t *denyLeases) settle(key string, sentAt time.Time, res *fsm.Result) (take
 	defer t.mu.Unlock()
 	l := t.byKind[key]
 	if l != nil && l.probe != nil {
-		close(l.probe)
+		l.probe.sentAt = sentAt
+		if repeatableDenial(res) {
+			denial := *res
+			l.probe.denial = &denial
+		}
+		close(l.probe.done)
 		l.probe = nil
 	}
+	now := t.now()
 	lasts := t.lasts(res)
-	if lasts <= 0 {
-		// An admission that took what was left (the kind is still hot)
-		// hands the asking over to one of the requests waiting; anything
-		// else lets them all ask.
-		if l != nil && !t.now().Before(l.until) && (l.waiting == 0 || !tookTheLast(res)) {
+	if lasts <= 0 || !now.Before(sentAt.Add(lasts)) {
+		// No lease, or one that ended before its answer came back. An
+		// admission that took what was left hands the asking over to one
+		// of the requests waiting, if the next unit comes later than an
+		// answer takes (the next ask will likely bring a lease that
+		// outlives its trip); anything else lets them all ask at once.
+		handOver := l != nil && l.waiting > 0 && tookTheLast(res) && refillsAfter(res) > now.Sub(sentAt)
+		if l != nil && !now.Before(l.until) && !handOver {
 			delete(t.byKind, key)
 			t.live.Add(-1)
 		}
@@ -197,6 +238,24 @@ func tookTheLast(res *fsm.Result) bool {
 		}
 	}
 	return false
+}
+
+// refillsAfter is how long after res until the checks that res left
+// empty have a unit again.
+func refillsAfter(res *fsm.Result) time.Duration {
+	var d int64
+	for i := range res.Checks {
+		if c := &res.Checks[i].Decision; c.Remaining == 0 {
+			d = max(d, c.RefillAfterNanos)
+		}
+	}
+	return time.Duration(d)
+}
+
+// repeatableDenial reports whether res is a denial that holds for a while
+// if only time passes (it says how long).
+func repeatableDenial(res *fsm.Result) bool {
+	return !res.Allowed && res.Rejection == nil && res.DenyForNanos > 0
 }
 
 // holdsAny reports whether the table may hold a lease, without locking: a
@@ -246,6 +305,18 @@ func (t *denyLeases) clear() {
 // millisecond away), at the latest cluster time it may be now: the time it
 // counts from plus elapsed, and what cluster time may run ahead (rate).
 func leasedDenial(r fsm.Result, elapsed time.Duration, rate float64) fsm.Result {
+	out := shortenedWaits(r, elapsed)
+	e := int64(elapsed)
+	out.AtNanos = r.DenyAtNanos + e + int64(float64(e)*rate)
+	out.DenyForNanos = max(r.DenyForNanos-e, 0)
+	out.DenyAtNanos = out.AtNanos
+	out.Leased = true
+	return out
+}
+
+// shortenedWaits is r with its checks' waits shorter by elapsed (a retry
+// at least a millisecond away), on a copy of its checks.
+func shortenedWaits(r fsm.Result, elapsed time.Duration) fsm.Result {
 	out := r
 	out.Checks = make([]fsm.CheckResult, len(r.Checks))
 	copy(out.Checks, r.Checks)
@@ -257,10 +328,6 @@ func leasedDenial(r fsm.Result, elapsed time.Duration, rate float64) fsm.Result 
 			d.RetryAfterNanos = max(d.RetryAfterNanos-e, int64(time.Millisecond))
 		}
 	}
-	out.AtNanos = r.DenyAtNanos + e + int64(float64(e)*rate)
-	out.DenyForNanos = max(r.DenyForNanos-e, 0)
-	out.DenyAtNanos = out.AtNanos
-	out.Leased = true
 	return out
 }
 

@@ -97,17 +97,37 @@ func TestDenyLeasesAnswerThenOneAsksForAll(t *testing.T) {
 
 func ptr[T any](v T) *T { return &v }
 
+// waitForWaiters polls until n requests wait for the probe of kind key.
+func waitForWaiters(table *denyLeases, key string, n int) {
+	for {
+		table.mu.Lock()
+		waiting := table.byKind[key].waiting
+		table.mu.Unlock()
+		if waiting == n {
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
 // TestAnAdmissionThatTookTheLastHandsTheAskingOver: when the request asking
-// for its kind is admitted with nothing left, one of those waiting asks
-// next (the kind is still hot) and the rest keep waiting; admitted with room
-// left, they all ask.
+// for its kind is admitted with nothing left and the next unit comes later
+// than its answer took, one of those waiting asks next (the kind is still
+// hot) and the rest keep waiting; admitted with room left, or with the next
+// unit sooner than an answer comes back, they all ask.
 func TestAnAdmissionThatTookTheLastHandsTheAskingOver(t *testing.T) {
 	t.Parallel()
 	for _, tt := range []struct {
 		name        string
 		remaining   int64
+		refill      time.Duration // until the next unit
+		trip        time.Duration // from the ask to its answer
 		wantProbing bool
-	}{{"nothing left: the next asks alone", 0, true}, {"room left: every one asks", 5, false}} {
+	}{
+		{"nothing left: the next asks alone", 0, time.Second, 5 * time.Millisecond, true},
+		{"room left: every one asks", 5, time.Second, 5 * time.Millisecond, false},
+		{"nothing left, but the next unit comes sooner than an answer: every one asks", 0, 10 * time.Millisecond, 20 * time.Millisecond, false},
+	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			clock := &fakeNow{t: time.Unix(1000, 0)}
@@ -123,19 +143,66 @@ func TestAnAdmissionThatTookTheLastHandsTheAskingOver(t *testing.T) {
 				_, _, probing := table.answer(ctx, "k")
 				got <- probing
 			}()
-			for {
-				table.mu.Lock()
-				waiting := table.byKind["k"].waiting
-				table.mu.Unlock()
-				if waiting == 1 {
-					break
-				}
-				time.Sleep(time.Millisecond)
-			}
-			admitted := fsm.Result{Allowed: true, Checks: []fsm.CheckResult{{Decision: algorithms.Decision{Allowed: true, Remaining: tt.remaining}}}}
-			table.settle("k", clock.now(), &admitted)
+			waitForWaiters(table, "k", 1)
+			admitted := fsm.Result{Allowed: true, Checks: []fsm.CheckResult{{Decision: algorithms.Decision{Allowed: true, Remaining: tt.remaining, RefillAfterNanos: int64(tt.refill)}}}}
+			table.settle("k", clock.now().Add(-tt.trip), &admitted)
 			if probing := <-got; probing != tt.wantProbing {
 				t.Fatalf("the waiting request asks for its kind: %v, want %v", probing, tt.wantProbing)
+			}
+		})
+	}
+}
+
+// TestAProbesDenialAnswersThoseWaitingBeforeItWasSent: a request that
+// began waiting before the probe of its kind was sent takes the probe's
+// denial as its answer, at the time the leader decided it, even one too
+// short to become a lease; one that began waiting after the probe was sent
+// asks the leader itself.
+func TestAProbesDenialAnswersThoseWaitingBeforeItWasSent(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name       string
+		sentBefore bool // the probe was sent before the request began waiting
+		wantAnswer bool
+	}{
+		{"waiting before the probe was sent: answered", false, true},
+		{"waiting since after it was sent: asks again", true, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			clock := &fakeNow{t: time.Unix(1000, 0)}
+			table := newDenyLeases(time.Second, 0.01, clock.now)
+			ctx := context.Background()
+			table.settle("k", clock.now(), ptr(denial(time.Hour)))
+			clock.add(2 * time.Second)
+			if _, _, probing := table.answer(ctx, "k"); !probing {
+				t.Fatal("the first request after the lease did not ask for its kind")
+			}
+			sentAt := clock.now().Add(time.Millisecond)
+			if tt.sentBefore {
+				sentAt = clock.now().Add(-time.Millisecond)
+			}
+			type answer struct {
+				res         fsm.Result
+				ok, probing bool
+			}
+			got := make(chan answer)
+			go func() {
+				res, ok, probing := table.answer(ctx, "k")
+				got <- answer{res, ok, probing}
+			}()
+			waitForWaiters(table, "k", 1)
+			short := denial(time.Millisecond) // too short for a lease
+			short.AtNanos = 42
+			if table.settle("k", sentAt, &short) {
+				t.Fatal("a denial of a millisecond became a lease")
+			}
+			a := <-got
+			if a.ok != tt.wantAnswer || a.probing {
+				t.Fatalf("answered %v, probing %v; want answered %v, else asking the leader itself", a.ok, a.probing, tt.wantAnswer)
+			}
+			if tt.wantAnswer && (!a.res.Leased || a.res.Allowed || a.res.AtNanos != 42 || a.res.DenyForNanos != 0) {
+				t.Fatalf("answer %+v; want the probe's denial at its time, leased, starting no lease", a.res)
 			}
 		})
 	}

@@ -42,7 +42,9 @@
 //     the limit (with -keys hot, a hot key decided from shares); zipf and
 //     zipf-shares: POST /v1/allow over Zipf-distributed keys (s 1.1, 100,000
 //     keys) limited to 200/s each, without and with local shares (a 429
-//     counts as a decision);
+//     counts as a decision); embedded-zipf and embedded-zipf-shares the
+//     same through the embedded API. These report which fractions of
+//     their answers were denials and came from a local share;
 //   - embedded-nostats, http-nostats: embedded and http on a cluster whose
 //     nodes keep no decision statistics (cluster.Config.NoStats), to
 //     measure what the statistics cost;
@@ -238,8 +240,8 @@ func measureRounds(env *environment, o options, out io.Writer) ([]result, error)
 				r := measure(context.Background(), tgt, callers, o)
 				r.Round = round
 				all = append(all, r)
-				fmt.Fprintf(os.Stderr, "round %d  %-10s %4d callers: %10.0f decisions/s  p50 %.3fms  p99 %.3fms  errors %d\n",
-					round, r.Target, r.Callers, r.DecisionsPerSec, r.P50MS, r.P99MS, r.Errors)
+				fmt.Fprintf(os.Stderr, "round %d  %-10s %4d callers: %10.0f decisions/s  p50 %.3fms  p99 %.3fms  errors %d%s\n",
+					round, r.Target, r.Callers, r.DecisionsPerSec, r.P50MS, r.P99MS, r.Errors, r.mix())
 			}
 			if s, ok := tgt.(interface{ stop() }); ok {
 				s.stop()

@@ -38,6 +38,11 @@ type result struct {
 	// VsERL is against envoyproxy/ratelimit under the same load
 	// (erlBaseline).
 	VsERL float64 `json:"vs_erl,omitempty"`
+	// DeniedFraction and SharedFraction are, for the targets that count
+	// them (zipf), the fractions of answers that were denials and that a
+	// local share decided.
+	DeniedFraction float64 `json:"denied_fraction,omitempty"`
+	SharedFraction float64 `json:"shared_fraction,omitempty"`
 }
 
 // measure drives tgt with callers for o.warmup, then measures for
@@ -57,6 +62,7 @@ func measure(ctx context.Context, tgt target, callers int, o options) result {
 	samples := make([]sample, callers)
 	start := time.Now()
 	w := window{start: start, from: start.Add(o.warmup), end: start.Add(o.warmup + o.duration), rate: o.rate, callers: callers}
+	fractions := watchOutcomes(tgt, w.from)
 	var wg sync.WaitGroup
 	for c := range callers {
 		wg.Go(func() { samples[c].run(ctx, tgt, c, w, filter != nil) })
@@ -68,7 +74,9 @@ func measure(ctx context.Context, tgt target, callers int, o options) result {
 			samples[i].keepFiltered(filter)
 		}
 	}
-	return summarize(tgt.name(), callers, o.rate, elapsed, samples)
+	r := summarize(tgt.name(), callers, o.rate, elapsed, samples)
+	fractions(&r)
+	return r
 }
 
 // sample is what one caller measured.

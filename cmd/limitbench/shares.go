@@ -4,7 +4,9 @@ import (
 	"math/rand/v2"
 	"strconv"
 	"sync"
+	"time"
 
+	"github.com/limitnode/limitnode/algorithms"
 	"github.com/limitnode/limitnode/contract"
 )
 
@@ -29,6 +31,9 @@ const (
 	zipfLimitJSON       = `{"rate":200,"period":"1s"}`
 	zipfSharedLimitJSON = `{"rate":200,"period":"1s","local_shares":{}}`
 )
+
+// zipfLimit is zipfLimitJSON for the embedded API.
+var zipfLimit = algorithms.Limit{Rate: 200, PeriodNanos: int64(time.Second), Burst: 200}
 
 // zipfKeySet draws keys, one generator per caller (a generator is not safe
 // for concurrent use).

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/tls"
 	"fmt"
@@ -235,12 +236,13 @@ func (e *environment) target(name string) (target, error) {
 		return newGRPCTarget(e, name, load, dialNodes(nodes)), nil
 	case "erl", "erl-cache", "erl-flood", "erl-flood-cache":
 		return e.erlTarget(name)
-	case "embedded", "embedded-nostats", "raft", "embedded-shares":
-		kind := map[string]string{"embedded": "limitnode", "embedded-nostats": "limitnode-nostats", "raft": "raft", "embedded-shares": "limitnode"}[name]
-		t := &embeddedTarget{env: e, label: name, nodes: e.via(e.cluster(kind))}
-		if name == "embedded-shares" {
+	case "embedded", "embedded-nostats", "raft", "embedded-shares", "embedded-zipf", "embedded-zipf-shares":
+		kind := map[string]string{"embedded-nostats": "limitnode-nostats", "raft": "raft"}[name]
+		t := &embeddedTarget{env: e, label: name, nodes: e.via(e.cluster(cmp.Or(kind, "limitnode")))}
+		if strings.HasSuffix(name, "-shares") {
 			t.shares = benchShares
 		}
+		t.zipf = strings.HasPrefix(name, "embedded-zipf")
 		return t, nil
 	case "redis", "redis-aof", "redis-flood":
 		srv, err := startRedis(name == "redis-aof")
@@ -288,7 +290,10 @@ type httpTarget struct {
 	windows *snapshotWindows
 	// token, if set, is sent as the bearer token (the https target).
 	token string
+	tally outcomeTally
 }
+
+func (t *httpTarget) outcomes() *outcomeTally { return &t.tally }
 
 // snapshotEvery is how often http-snapshotting starts a snapshot.
 const snapshotEvery = 2 * time.Second
@@ -409,6 +414,7 @@ func (t *httpTarget) do(ctx context.Context, caller, seq int) (int, error) {
 	if resp.StatusCode != http.StatusOK && (!denials || resp.StatusCode != http.StatusTooManyRequests) {
 		return 0, fmt.Errorf("status %d", resp.StatusCode)
 	}
+	t.tally.note(resp.StatusCode == http.StatusTooManyRequests, resp.Header.Get("X-Limitnode-Shared") == "true")
 	return decisions, nil
 }
 
@@ -417,19 +423,30 @@ type embeddedTarget struct {
 	label  string
 	nodes  []*testcluster.Node
 	shares *contract.LocalShares // embedded-shares: local shares on the limit
+	// zipf: keys drawn as the zipf target draws them, under zipfLimit; a
+	// denial counts as a decision.
+	zipf  bool
+	tally outcomeTally
 }
 
 func (t *embeddedTarget) name() string { return t.label }
 
+func (t *embeddedTarget) outcomes() *outcomeTally { return &t.tally }
+
 func (t *embeddedTarget) do(ctx context.Context, caller, seq int) (int, error) {
 	node := t.nodes[caller%len(t.nodes)].Node()
-	d, err := node.Allow(ctx, contract.Request{Checks: []contract.Check{{Key: t.env.key(caller, seq), Limit: benchLimit, Cost: 1, LocalShares: t.shares}}})
+	check := contract.Check{Key: t.env.key(caller, seq), Limit: benchLimit, Cost: 1, LocalShares: t.shares}
+	if t.zipf {
+		check.Key, check.Limit = t.env.zipf.key(caller), zipfLimit
+	}
+	d, err := node.Allow(ctx, contract.Request{Checks: []contract.Check{check}})
 	if err != nil {
 		return 0, err
 	}
-	if !d.Allowed {
+	if !d.Allowed && !t.zipf {
 		return 0, fmt.Errorf("denied")
 	}
+	t.tally.note(!d.Allowed, d.Shared)
 	return 1, nil
 }
 
