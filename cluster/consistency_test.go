@@ -67,8 +67,15 @@ func TestAReplicaThatDivergedIsFound(t *testing.T) {
 		}
 	}
 	waitUntil(t, "the leader to make the diverged member a non-voter", func() bool { return voter(t, leader, victim.ID) == "false" })
-	if status, body := do(t, "POST", leader.URL()+"/v1/cluster/transfer-leadership", fmt.Sprintf(`{"to":%q}`, victim.ID)); status == 200 && c.WaitLeader() == victim {
-		t.Fatalf("the diverged member took leadership: %d %v", status, body)
+	// Asked to hand leadership to it, the leader used to send it Raft's
+	// TimeoutNow: it stood for election, could not win, and the leader
+	// answered 200 once the request's deadline passed, naming no new
+	// leader. A non-voter cannot lead: the request is a 400 on "to".
+	if status, body := do(t, "POST", leader.URL()+"/v1/cluster/transfer-leadership", fmt.Sprintf(`{"to":%q}`, victim.ID)); status != 400 || body["field"] != "to" || !strings.Contains(fmt.Sprint(body["error"]), "not a voter") {
+		t.Fatalf("a transfer of leadership to the diverged member: %d %v; want a 400 on to saying it is not a voter", status, body)
+	}
+	if c.WaitLeader() == victim {
+		t.Fatal("the diverged member took leadership")
 	}
 
 	victim.Kill()

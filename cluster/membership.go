@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -371,14 +372,18 @@ func (n *Node) isMember() bool {
 }
 
 // TransferLeadership hands leadership over to the member to (any other
-// voter, when to is ""), and waits until it has taken it. Any member may be
-// asked; a follower passes it to the leader.
+// voter, when to is ""), and waits until this node knows it has taken it:
+// a transfer that ends with another leader than to, or with the same one,
+// is ErrOutcomeUnknown once ctx ends (Raft handed over, and someone else
+// won the election). A non-voter cannot lead: naming one is invalid. Any
+// member may be asked; a follower passes it to the leader.
 func (n *Node) TransferLeadership(ctx context.Context, to string) error {
 	if to != "" {
 		if err := contract.ValidateNodeID(to); err != nil {
 			return err
 		}
 	}
+	_, before := n.raft.LeaderWithID()
 	if err := n.leaderOp(ctx, &forwardRequest{Op: opTransfer, Member: contract.Member{ID: to}, Actor: contract.ActorOf(ctx)}, func() error { return n.transferAsLeader(ctx, to) }); err != nil {
 		return err
 	}
@@ -388,12 +393,15 @@ func (n *Node) TransferLeadership(ctx context.Context, to string) error {
 	defer cancel()
 	for {
 		_, id := n.raft.LeaderWithID()
-		if id != "" && (to == "" || string(id) == to) {
+		if id != "" && (string(id) == to || to == "" && id != before) {
 			return nil
 		}
 		select {
 		case <-ctx.Done():
-			return nil // handed over; this node has not heard yet
+			if id == "" {
+				id = "none known"
+			}
+			return fmt.Errorf("%w: leadership was handed over, but the leader this node knows is %s, not %s", contract.ErrOutcomeUnknown, id, cmp.Or(to, "another voter"))
 		case <-time.After(10 * time.Millisecond):
 		}
 	}
@@ -417,10 +425,16 @@ func (n *Node) transferAsLeader(ctx context.Context, to string) error {
 		return translate(err)
 	}
 	for _, s := range future.Configuration().Servers {
-		if string(s.ID) == to {
-			n.recordAudit(ctx, contract.AuditLeadershipTransfer, to, "from "+n.cfg.ID)
-			return translate(n.raft.LeadershipTransferToServer(s.ID, s.Address).Error())
+		if string(s.ID) != to {
+			continue
 		}
+		if s.Suffrage != raft.Voter {
+			// Raft would send it TimeoutNow all the same: it stands for
+			// election, cannot win, and its term unseats this leader.
+			return contract.Invalid("to", "%q is not a voter, so it cannot lead (a member whose state differed from the leader's at a checkpoint is a non-voter until one agrees)", to)
+		}
+		n.recordAudit(ctx, contract.AuditLeadershipTransfer, to, "from "+n.cfg.ID)
+		return translate(n.raft.LeadershipTransferToServer(s.ID, s.Address).Error())
 	}
 	return contract.NotFound("to", "no member %q", to)
 }

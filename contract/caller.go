@@ -6,8 +6,8 @@ import "context"
 // API token it came with, and whether that token has the admin role. A call
 // without a Caller in its context (an embedding program's, or any call when
 // the API checks no tokens) is nobody's in particular: it may act on every
-// caller's leases, and the bounds per caller apply to it as to one caller
-// with an empty name.
+// caller's leases, its max_wait is bounded as any caller's, and the leases
+// it takes count toward the cluster's bound only, not a caller's.
 type Caller struct {
 	Name  string
 	Admin bool

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"log/slog"
+	"math"
 	"math/rand/v2"
 	"net"
 	"time"
@@ -36,6 +37,12 @@ const (
 	// descriptors a query may hold, each with the most and longest
 	// entries.
 	MaxRequestBytes = 256 << 10
+	// MaxHeaderListBytes bounds a call's metadata, its HTTP/2 header list
+	// as HTTP/2 counts it (each field's name and value, plus 32 bytes):
+	// the HTTP API's 16 KiB. grpc-go's own default is 16 MiB, which a
+	// client that needs no token (the health service) could hold on every
+	// stream it keeps open.
+	MaxHeaderListBytes = 16 << 10
 	// MaxConcurrentStreams bounds the calls one connection may have in
 	// flight (HTTP/2's SETTINGS_MAX_CONCURRENT_STREAMS): a client with
 	// more waits for a place (grpc-go) or opens another connection
@@ -75,6 +82,11 @@ type Options struct {
 	// more is refused with RESOURCE_EXHAUSTED. Defaults
 	// DefaultMaxStreams and DefaultMaxStreamsPerClient.
 	MaxStreams, MaxStreamsPerClient int
+	// MaxCallsPerClient caps the calls of every kind under way at once
+	// from one client address, counted from the moment their headers
+	// arrive (a call whose message never comes is under way); one more is
+	// refused with RESOURCE_EXHAUSTED. Default DefaultMaxCallsPerClient.
+	MaxCallsPerClient int
 	// Proven, when set, is called with the context of each call that
 	// proves its caller, before the call runs: one to a method other than
 	// the health service's that the token check let through. The node
@@ -90,7 +102,8 @@ type Server struct {
 	limiter Limiter
 	opts    Options
 	metrics *metrics
-	streams *streamCaps
+	streams *streamCaps // streaming calls
+	calls   *streamCaps // calls of every kind, per client address
 	stop    chan struct{}
 	stopped chan struct{}
 }
@@ -113,10 +126,16 @@ func New(limiter Limiter, opts Options) *Server {
 	if opts.MaxStreamsPerClient <= 0 {
 		opts.MaxStreamsPerClient = DefaultMaxStreamsPerClient
 	}
+	if opts.MaxCallsPerClient <= 0 {
+		opts.MaxCallsPerClient = DefaultMaxCallsPerClient
+	}
 	s := &Server{limiter: limiter, opts: opts, metrics: newMetrics(), health: health.NewServer(),
-		streams: newStreamCaps(opts.MaxStreams, opts.MaxStreamsPerClient), stop: make(chan struct{}), stopped: make(chan struct{})}
+		streams: newStreamCaps("streams", opts.MaxStreams, opts.MaxStreamsPerClient),
+		calls:   newStreamCaps("calls", math.MaxInt, opts.MaxCallsPerClient), stop: make(chan struct{}), stopped: make(chan struct{})}
 	serverOpts := []grpc.ServerOption{
 		grpc.MaxRecvMsgSize(MaxRequestBytes),
+		grpc.MaxHeaderListSize(MaxHeaderListBytes),
+		grpc.InTapHandle(s.tapCall),
 		grpc.MaxConcurrentStreams(MaxConcurrentStreams),
 		grpc.ConnectionTimeout(10 * time.Second),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),

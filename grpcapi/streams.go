@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
+	"google.golang.org/grpc/tap"
 )
 
 // A streaming call (the health service's Watch, reflection) stays open for
@@ -20,7 +21,10 @@ import (
 // once are capped, in all and per client address, and one over a cap is
 // refused at once with RESOURCE_EXHAUSTED. Unary calls are not counted
 // here: they end within the request timeout, and MaxConcurrentStreams
-// bounds those of one connection.
+// bounds those of one connection. But a call whose request message never
+// comes waits on its stream as long as its client likes, so the calls of
+// every kind under way from one client address are capped too
+// (Options.MaxCallsPerClient), from the moment their headers arrive.
 
 // Default caps on the streaming calls open at once.
 const (
@@ -31,10 +35,18 @@ const (
 	// service or two per connection, and one address cannot take the
 	// whole of DefaultMaxStreams.
 	DefaultMaxStreamsPerClient = 64
+	// DefaultMaxCallsPerClient bounds the calls of every kind under way
+	// from one client address: four connections' worth at
+	// MaxConcurrentStreams, far above what a proxy keeps in flight (Envoy
+	// gives up on a rate limit call after 20 ms by default), and at most
+	// about 30 MB of stalled calls.
+	DefaultMaxCallsPerClient = 4 * MaxConcurrentStreams
 )
 
-// streamCaps counts the streaming calls open, in all and by client.
+// streamCaps counts the calls (of the kind named what) open, in all and by
+// client.
 type streamCaps struct {
+	what              string
 	max, maxPerClient int
 
 	mu        sync.Mutex
@@ -42,8 +54,8 @@ type streamCaps struct {
 	perClient map[netip.Addr]int
 }
 
-func newStreamCaps(max, maxPerClient int) *streamCaps {
-	return &streamCaps{max: max, maxPerClient: maxPerClient, perClient: map[netip.Addr]int{}}
+func newStreamCaps(what string, max, maxPerClient int) *streamCaps {
+	return &streamCaps{what: what, max: max, maxPerClient: maxPerClient, perClient: map[netip.Addr]int{}}
 }
 
 // acquire takes a place for a stream of the call in ctx, returning how to
@@ -53,10 +65,10 @@ func (c *streamCaps) acquire(ctx context.Context) (release func(), err error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.open >= c.max {
-		return nil, status.Error(codes.ResourceExhausted, fmt.Sprintf("this node has %d streams open, its cap: retry later", c.max))
+		return nil, status.Error(codes.ResourceExhausted, fmt.Sprintf("this node has %d %s open, its cap: retry later", c.max, c.what))
 	}
 	if counted && c.perClient[client] >= c.maxPerClient {
-		return nil, status.Error(codes.ResourceExhausted, fmt.Sprintf("your address has %d streams open, the cap per client: close one first", c.maxPerClient))
+		return nil, status.Error(codes.ResourceExhausted, fmt.Sprintf("your address has %d %s open, the cap per client: close one first", c.maxPerClient, c.what))
 	}
 	c.open++
 	if counted {
@@ -97,4 +109,17 @@ func (s *Server) capStream(srv any, ss grpc.ServerStream, info *grpc.StreamServe
 	}
 	defer release()
 	return handler(srv, ss)
+}
+
+// tapCall holds a place for each call among its client address's calls
+// under way, from its headers to the end of its stream (grpc-go cancels
+// the stream's context then, whatever ended it). It runs before the call's
+// message is read, under the connection's lock: it only counts.
+func (s *Server) tapCall(ctx context.Context, _ *tap.Info) (context.Context, error) {
+	release, err := s.calls.acquire(ctx)
+	if err != nil {
+		return nil, err
+	}
+	context.AfterFunc(ctx, release)
+	return ctx, nil
 }

@@ -43,6 +43,12 @@ type Options struct {
 	// has the route's role). The node uses it to let that connection idle
 	// for longer than one that has proven nothing.
 	Proven func(*http.Request)
+	// Admit, when set, is asked before each request to a route is served:
+	// a request it refuses is a 503 (code unavailable, Retry-After 1),
+	// and done, called once the request is answered, gives its place
+	// back. The node uses it to cap the requests under way from one client
+	// address, which one HTTP/2 connection can carry hundreds of.
+	Admit func(*http.Request) (done func(), ok bool)
 }
 
 // API is limitnode's HTTP API over one node.
@@ -139,6 +145,14 @@ func (a *API) route(path string, byMethod map[string]endpoint) {
 		pattern = "/{$}" // the status page; every other unknown path is the catch-all's
 	}
 	a.mux.HandleFunc(pattern, a.metrics.instrument(path, a.accessLog(path, func(w http.ResponseWriter, r *http.Request) {
+		if a.opts.Admit != nil {
+			done, ok := a.opts.Admit(r)
+			if !ok {
+				writeError(w, unavailable("too many requests under way from this client address at once; retry when some have been answered"))
+				return
+			}
+			defer done()
+		}
 		e, ok := byMethod[r.Method]
 		if !ok {
 			w.Header().Set("Allow", allow)

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"context"
+	"io"
 	"log"
 	"log/slog"
 	"net/http"
@@ -11,13 +12,17 @@ import (
 
 // MaxHeaderBytes bounds a request's header block: the request line, the
 // header lines and the empty line that ends them (over HTTP/2, the header
-// list as HTTP/2 counts it). A larger one is refused with 431.
+// list as HTTP/2 counts it: each field's name and value plus 32 bytes). A
+// larger one is refused with 431.
 const MaxHeaderBytes = 16 << 10
 
-// headerSlack is what net/http reads past http.Server.MaxHeaderBytes before
-// it refuses a header block (room for the bufio buffer it reads through),
-// taken off so that MaxHeaderBytes is the bound a client meets.
-const headerSlack = 4 << 10
+// h2HeaderSlack is what net/http adds to http.Server.MaxHeaderBytes for
+// HTTP/2's SETTINGS_MAX_HEADER_LIST_SIZE (32 bytes for each of ten
+// fields), taken off so that MaxHeaderBytes is the bound an HTTP/2 client
+// meets. Over HTTP/1.1 net/http reads 4 KiB past the server's
+// MaxHeaderBytes before it refuses a block; boundHeaders refuses what lies
+// between.
+const h2HeaderSlack = 10 * 32
 
 // ServerTimeouts are the limits an http.Server facing many clients needs:
 // a client that sends its headers slowly, never finishes its body or idles
@@ -48,13 +53,46 @@ func NewServer(addr string, handler http.Handler) *http.Server {
 func (t ServerTimeouts) NewServer(addr string, handler http.Handler) *http.Server {
 	return &http.Server{
 		Addr:              addr,
-		Handler:           handler,
+		Handler:           boundHeaders(handler),
 		ReadHeaderTimeout: t.ReadHeader,
 		ReadTimeout:       t.Read,
 		WriteTimeout:      t.Write,
 		IdleTimeout:       t.Idle,
-		MaxHeaderBytes:    MaxHeaderBytes - headerSlack,
+		MaxHeaderBytes:    MaxHeaderBytes - h2HeaderSlack,
 	}
+}
+
+// boundHeaders answers 431, as net/http does, an HTTP/1 request whose
+// header block is over MaxHeaderBytes, which net/http reads whole when it
+// is within 4 KiB past its own bound. HTTP/2 requests net/http bounds
+// itself.
+func boundHeaders(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ProtoMajor == 1 && headerBlockBytes(r) > MaxHeaderBytes {
+			w.Header().Set("Connection", "close")
+			w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+			w.WriteHeader(http.StatusRequestHeaderFieldsTooLarge)
+			_, _ = io.WriteString(w, "431 Request Header Fields Too Large")
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// headerBlockBytes is the length of r's header block as HTTP/1.1 writes
+// it: the request line, "Name: value\r\n" for each header (Host too, which
+// net/http keeps apart) and the empty line.
+func headerBlockBytes(r *http.Request) int {
+	n := len(r.Method) + 1 + len(r.RequestURI) + 1 + len(r.Proto) + len("\r\n")
+	if r.Host != "" {
+		n += len("Host: ") + len(r.Host) + len("\r\n")
+	}
+	for name, values := range r.Header {
+		for _, v := range values {
+			n += len(name) + len(": ") + len(v) + len("\r\n")
+		}
+	}
+	return n + len("\r\n")
 }
 
 // extendWriteDeadline gives a response that waits on purpose (a held

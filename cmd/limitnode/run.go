@@ -154,6 +154,18 @@ func (c config) guard(ln net.Listener, logger *slog.Logger) *guard.Listener {
 	return guard.New(ln, guard.Limits{MaxConns: c.maxHTTPConns.n, MaxConnsPerClient: c.maxConnsPerClient.n, UntrustedIdle: c.untrustedIdle}, logger)
 }
 
+// admitter caps the requests under way over HTTP/2 (HTTPS) from one client
+// address as the connections from one are capped: an HTTP/1.1 connection
+// carries one request at a time, so it needs no count of its own.
+func admitter(l *guard.Listener) func(*http.Request) (func(), bool) {
+	return func(r *http.Request) (func(), bool) {
+		if r.ProtoMajor < 2 {
+			return func() {}, true
+		}
+		return l.Begin(r.RemoteAddr)
+	}
+}
+
 // serve starts the HTTP API on httpListener and, with -grpc, the gRPC API.
 // A call that proves its caller marks its connection trusted in the guard.
 func serve(c config, sec secured, logger *slog.Logger, node *cluster.Node, httpListener *guard.Listener) (*servers, error) {
@@ -162,7 +174,7 @@ func serve(c config, sec secured, logger *slog.Logger, node *cluster.Node, httpL
 		return nil, err
 	}
 	apiOpts := httpapi.Options{Logger: logger, TrustedProxies: trusted, Collectors: node.Collectors(),
-		Proven: func(r *http.Request) { httpListener.Trust(r.RemoteAddr) }}
+		Proven: func(r *http.Request) { httpListener.Trust(r.RemoteAddr) }, Admit: admitter(httpListener)}
 	grpcOpts := grpcapi.Options{Logger: logger, TLS: sec.httpTLS}
 	if sec.authz != nil {
 		apiOpts.Authorizer, grpcOpts.Authorizer = sec.authz, sec.authz

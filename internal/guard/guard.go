@@ -53,6 +53,7 @@ type Listener struct {
 	open      atomic.Int64
 	mu        sync.Mutex
 	perClient map[netip.Addr]int      // open connections by clientOf
+	inFlight  map[netip.Addr]int      // requests under way by clientOf (see Begin)
 	byRemote  map[string]*guardedConn // open connections by remote address, with UntrustedIdle
 	loggedAt  time.Time
 	refused   int
@@ -70,7 +71,42 @@ func New(ln net.Listener, limits Limits, logger *slog.Logger) *Listener {
 		logger = slog.Default()
 	}
 	return &Listener{Listener: ln, limits: limits, logger: logger,
-		perClient: map[netip.Addr]int{}, byRemote: map[string]*guardedConn{}}
+		perClient: map[netip.Addr]int{}, inFlight: map[netip.Addr]int{}, byRemote: map[string]*guardedConn{}}
+}
+
+// Begin takes a place for a request from remoteAddr (as Trust reads it)
+// among the requests under way from its client address, capped at
+// Limits.MaxConnsPerClient: over HTTP/1.1 a connection carries one request
+// at a time, so the connection cap bounds them already, but one HTTP/2 or
+// gRPC connection carries hundreds, each holding its headers and a
+// goroutine. ok is false at the cap; otherwise end gives the place back.
+// An address that is not IP:port, or no cap, takes no place.
+func (l *Listener) Begin(remoteAddr string) (end func(), ok bool) {
+	ap, err := netip.ParseAddrPort(remoteAddr)
+	if err != nil || l.limits.MaxConnsPerClient <= 0 {
+		return func() {}, true
+	}
+	client := clientip.Group(ap.Addr())
+	l.mu.Lock()
+	full := l.inFlight[client] >= l.limits.MaxConnsPerClient
+	if !full {
+		l.inFlight[client]++
+	}
+	l.mu.Unlock()
+	if full {
+		l.note("refused a request: at the cap of requests under way from one client address", "max_per_client", l.limits.MaxConnsPerClient, "remote", remoteAddr)
+		return nil, false
+	}
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			l.mu.Lock()
+			defer l.mu.Unlock()
+			if l.inFlight[client]--; l.inFlight[client] <= 0 {
+				delete(l.inFlight, client)
+			}
+		})
+	}, true
 }
 
 // Trust marks the open connection from remoteAddr (its RemoteAddr's
