@@ -49,7 +49,9 @@ func (c *Client) TransferLeadership(ctx context.Context, to string) (ClusterStat
 // Policy is a named limit stored in the cluster (wire.Policy spells it):
 // a limit, per-key overrides, shadow mode, and a key template whose
 // {dimensions} a check fills in, and local shares. ShadowDenied is what
-// the cluster counted; it is not set by a put.
+// the cluster counted, and Version the log index of the policy's last
+// change (which denials name as denied_by.policy_version); a put sets
+// neither.
 type Policy struct {
 	Name         string
 	Limit        *Limit
@@ -58,11 +60,21 @@ type Policy struct {
 	KeyTemplate  string
 	ShadowDenied *int64
 	LocalShares  *LocalShares
+	Version      uint64
+	// Penalty, when set, blocks a key the policy denies often.
+	Penalty *Penalty
+	// MaxDebt is how far beyond empty a settlement may charge a key.
+	MaxDebt int64
 }
+
+// Penalty blocks a key a policy denies often (wire.Penalty): after Denials
+// denials within Within (a Go duration such as "1m") of the first, for
+// BlockFor.
+type Penalty = wire.Penalty
 
 func (p Policy) toWire() wire.Policy {
 	out := wire.Policy{Name: p.Name, Limit: p.Limit.toWire(), Shadow: p.Shadow, KeyTemplate: p.KeyTemplate, ShadowDenied: p.ShadowDenied,
-		LocalShares: p.LocalShares.toWire()}
+		LocalShares: p.LocalShares.toWire(), Penalty: p.Penalty, MaxDebt: p.MaxDebt}
 	if len(p.Overrides) > 0 {
 		out.Overrides = make(map[string]*wire.Limit, len(p.Overrides))
 		for key, l := range p.Overrides {
@@ -74,7 +86,7 @@ func (p Policy) toWire() wire.Policy {
 
 func policyFromWire(p wire.Policy) Policy {
 	out := Policy{Name: p.Name, Limit: limitFromWire(p.Limit), Shadow: p.Shadow, KeyTemplate: p.KeyTemplate, ShadowDenied: p.ShadowDenied,
-		LocalShares: sharesFromWire(p.LocalShares)}
+		LocalShares: sharesFromWire(p.LocalShares), Version: p.Version, Penalty: p.Penalty, MaxDebt: p.MaxDebt}
 	if len(p.Overrides) > 0 {
 		out.Overrides = make(map[string]*Limit, len(p.Overrides))
 		for key, l := range p.Overrides {

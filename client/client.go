@@ -230,6 +230,9 @@ type AllowRequest struct {
 	// Wait). Hold makes the node wait it out before answering.
 	MaxWait string
 	Hold    bool
+	// SettleTTL, when not 0, makes an admission a reservation of the cost,
+	// to settle within it with what the request used (see Reserve).
+	SettleTTL time.Duration
 }
 
 // toWire spells r as the API does.
@@ -242,6 +245,10 @@ func (r *AllowRequest) toWire() wire.AllowRequest {
 	}
 	if r.MaxWait != "" {
 		out.MaxWait = &r.MaxWait
+	}
+	if r.SettleTTL != 0 {
+		ttl := r.SettleTTL.String()
+		out.Settle = &wire.SettleOptions{TTL: &ttl}
 	}
 	return out
 }

@@ -38,9 +38,9 @@ type clientShares = sharetable.Table[wire.ShareReturn, Decision]
 
 // shareable reports whether req may be answered from a share, with its
 // key's name and the shares' TTL: one check (a policy's, or an inline limit
-// with LocalShares), no request ID, max_wait or hold.
+// with LocalShares), no request ID, max_wait, hold or settle.
 func shareable(req *AllowRequest) (name string, ttl time.Duration, ok bool) {
-	if len(req.Checks) > 0 || req.RequestID != "" || req.MaxWait != "" || req.Hold {
+	if len(req.Checks) > 0 || req.RequestID != "" || req.MaxWait != "" || req.Hold || req.SettleTTL != 0 {
 		return "", 0, false
 	}
 	ttl = defaultShareTTL

@@ -83,7 +83,7 @@ func (n *Node) decisionOf(r fsm.Result, leader string) (contract.Decision, error
 	if r.Rejection != nil {
 		return contract.Decision{}, r.Rejection
 	}
-	d := contract.Decision{Allowed: r.Allowed, Duplicate: r.Duplicate, AtNanos: r.AtNanos, Leader: leader, Leased: r.Leased, Shared: r.Shared, Checks: make([]contract.CheckDecision, len(r.Checks))}
+	d := contract.Decision{Allowed: r.Allowed, Duplicate: r.Duplicate, AtNanos: r.AtNanos, Leader: leader, Leased: r.Leased, Shared: r.Shared, Blocked: r.Blocked, DeniedBy: r.DeniedBy, SettlementID: r.SettlementID, Checks: make([]contract.CheckDecision, len(r.Checks))}
 	if r.Leased || r.Shared {
 		d.Leader = ""
 	}
@@ -118,6 +118,9 @@ func requestOf(req contract.Request) (fsm.Request, error) {
 	}
 	for i, c := range req.Checks {
 		fr.Checks[i] = fsm.CheckOf(c)
+	}
+	if req.SettleTTLNanos > 0 {
+		fr.Settle = &fsm.SettleAsk{TTLNanos: req.SettleTTLNanos}
 	}
 	return fr, nil
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/hashicorp/go-msgpack/v2/codec"
+	"github.com/limitnode/limitnode/contract"
 	"github.com/limitnode/limitnode/internal/fsm"
 	"github.com/limitnode/limitnode/internal/msgpack"
 )
@@ -15,9 +16,18 @@ import (
 // only with an error, fsm.LeaseResult for the lease commands). The leader
 // reads, checks and stamps it with fsm.DecodeRequest's rule whichever node
 // was asked. Every such command is idempotent (a put puts the same again, a
-// lease command carries its ID), so an unknown outcome is tried again.
+// lease command carries its ID), so an unknown outcome is tried again. An
+// operator's command (fsm.Audited) goes inside fsm.CommandAudited, naming
+// who asked (contract.ActorOf ctx), so that its entry records it in the
+// audit trail.
 func commandOnLeader[R any](ctx context.Context, n *Node, t fsm.CommandType, body any) (*R, error) {
-	data, err := fsm.Encode(t, body)
+	encode := fsm.Encode
+	if fsm.Audited(t) {
+		encode = func(t fsm.CommandType, body any) ([]byte, error) {
+			return fsm.EncodeAudited(contract.ActorOf(ctx), t, body)
+		}
+	}
+	data, err := encode(t, body)
 	if err != nil {
 		return nil, err
 	}
@@ -62,7 +72,10 @@ func (n *Node) applyRequested(data []byte) (any, error) {
 		return nil, err
 	}
 	result, err := n.appendEntry(data)
-	if err == nil && req.Type.Raises() {
+	// A raise waits out the deny leases and shares that could contradict
+	// it; a block, the shares that could still admit what it blocks: the
+	// same wait.
+	if err == nil && (fsm.Raised(req.Type, result) || req.Type == fsm.CommandPutBlock) {
 		n.waitOutLeases()
 	}
 	if lease, ok := result.(*fsm.LeaseResult); ok && (lease.Queued || lease.Waiting > 0) {

@@ -74,6 +74,9 @@ type forwardRequest struct {
 	Change   contract.MemberChange // for opJoin and opRemove
 	Health   []memberHealth        // for opPing from the leader: its view of the members
 	Top      int                   // for opStats
+	// Actor is who asked for opJoin, opRemove or opTransfer
+	// (contract.ActorOf), for the audit trail.
+	Actor string
 	// LeaderApplied is, for opPing from the leader, the leader's applied
 	// index as it sends (lag.go).
 	LeaderApplied uint64
@@ -173,9 +176,9 @@ func (n *Node) handleForward(req *forwardRequest) *forwardResponse {
 		}
 		return &forwardResponse{Results: refused}
 	case opJoin:
-		return replyTo(n.Join(ctx, req.Member, req.Change))
+		return replyTo(n.Join(contract.WithActor(ctx, req.Actor), req.Member, req.Change))
 	case opRemove:
-		return replyTo(n.RemoveMember(ctx, req.Member.ID, req.Change))
+		return replyTo(n.RemoveMember(contract.WithActor(ctx, req.Actor), req.Member.ID, req.Change))
 	case opCommand:
 		if !n.isLeader() {
 			return &forwardResponse{Status: statusNotLeader}
@@ -204,7 +207,7 @@ func (n *Node) handleForward(req *forwardRequest) *forwardResponse {
 		resp.Consistency = &report
 		return resp
 	case opTransfer:
-		return replyTo(n.TransferLeadership(ctx, req.Member.ID))
+		return replyTo(n.TransferLeadership(contract.WithActor(ctx, req.Actor), req.Member.ID))
 	case opStats:
 		if !n.isLeader() {
 			return &forwardResponse{Status: statusNotLeader}

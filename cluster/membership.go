@@ -37,7 +37,7 @@ func (n *Node) Join(ctx context.Context, m contract.Member, change contract.Memb
 	if err := m.Validate(); err != nil {
 		return err
 	}
-	return n.leaderOp(ctx, &forwardRequest{Op: opJoin, Member: m, Change: change}, func() error { return n.joinAsLeader(m, change) })
+	return n.leaderOp(ctx, &forwardRequest{Op: opJoin, Member: m, Change: change, Actor: contract.ActorOf(ctx)}, func() error { return n.joinAsLeader(ctx, m, change) })
 }
 
 // RemoveMember removes the member with the given ID from the cluster.
@@ -49,10 +49,10 @@ func (n *Node) RemoveMember(ctx context.Context, id string, change contract.Memb
 	if err := contract.ValidateNodeID(id); err != nil {
 		return err
 	}
-	return n.leaderOp(ctx, &forwardRequest{Op: opRemove, Member: contract.Member{ID: id}, Change: change}, func() error { return n.removeAsLeader(id, change) })
+	return n.leaderOp(ctx, &forwardRequest{Op: opRemove, Member: contract.Member{ID: id}, Change: change, Actor: contract.ActorOf(ctx)}, func() error { return n.removeAsLeader(ctx, id, change) })
 }
 
-func (n *Node) joinAsLeader(m contract.Member, change contract.MemberChange) error {
+func (n *Node) joinAsLeader(ctx context.Context, m contract.Member, change contract.MemberChange) error {
 	servers, err := n.servers()
 	if err != nil {
 		return err
@@ -78,6 +78,7 @@ func (n *Node) joinAsLeader(m contract.Member, change contract.MemberChange) err
 		if err := n.applyJoin(m, servers, stale, change); err != nil {
 			return err
 		}
+		n.recordAudit(ctx, contract.AuditMemberJoin, m.ID, joinDetail(m, change))
 	}
 	if n.fsm.NodeHTTPAddr(m.ID) == m.HTTPAddr {
 		return nil
@@ -128,7 +129,22 @@ func (n *Node) applyJoin(m contract.Member, servers, stale []raft.Server, change
 	return nil
 }
 
-func (n *Node) removeAsLeader(id string, change contract.MemberChange) error {
+// joinDetail is a join's record in the audit trail.
+func joinDetail(m contract.Member, change contract.MemberChange) string {
+	detail := "raft " + m.RaftAddr
+	if m.HTTPAddr != "" {
+		detail += ", http " + m.HTTPAddr
+	}
+	if change.Replace {
+		detail += ", replace"
+	}
+	if change.Force {
+		detail += ", force"
+	}
+	return detail
+}
+
+func (n *Node) removeAsLeader(ctx context.Context, id string, change contract.MemberChange) error {
 	servers, err := n.servers()
 	if err != nil {
 		return err
@@ -142,8 +158,13 @@ func (n *Node) removeAsLeader(id string, change contract.MemberChange) error {
 			return err
 		}
 	}
-	// Forget the address first: once the leader removes itself it can no
-	// longer append anything.
+	// Record it and forget the address first: once the leader removes
+	// itself it can no longer append anything.
+	detail := ""
+	if change.Force {
+		detail = "force"
+	}
+	n.recordAudit(ctx, contract.AuditMemberRemove, id, detail)
 	if err := n.applyCommand(fsm.CommandRemoveNode, &fsm.NodeCommand{ID: id}); err != nil {
 		return err
 	}
@@ -363,7 +384,7 @@ func (n *Node) TransferLeadership(ctx context.Context, to string) error {
 		}
 	}
 	_, before := n.raft.LeaderWithID()
-	if err := n.leaderOp(ctx, &forwardRequest{Op: opTransfer, Member: contract.Member{ID: to}}, func() error { return n.transferAsLeader(to) }); err != nil {
+	if err := n.leaderOp(ctx, &forwardRequest{Op: opTransfer, Member: contract.Member{ID: to}, Actor: contract.ActorOf(ctx)}, func() error { return n.transferAsLeader(ctx, to) }); err != nil {
 		return err
 	}
 	// Answer once this node knows the new leader, so the caller's next
@@ -386,14 +407,17 @@ func (n *Node) TransferLeadership(ctx context.Context, to string) error {
 	}
 }
 
-func (n *Node) transferAsLeader(to string) error {
+func (n *Node) transferAsLeader(ctx context.Context, to string) error {
 	if to == n.cfg.ID {
 		return nil // it leads already
 	}
+	// Recorded before the hand-over: a leader that has handed over can
+	// append nothing.
 	if to == "" {
 		if n.otherVoters() == 0 {
 			return contract.Invalid("to", "there is no other voter to hand leadership to")
 		}
+		n.recordAudit(ctx, contract.AuditLeadershipTransfer, "", "from "+n.cfg.ID+" to any other voter")
 		return translate(n.raft.LeadershipTransfer().Error())
 	}
 	future := n.raft.GetConfiguration()
@@ -409,6 +433,7 @@ func (n *Node) transferAsLeader(to string) error {
 			// election, cannot win, and its term unseats this leader.
 			return contract.Invalid("to", "%q is not a voter, so it cannot lead (a member whose state differed from the leader's at a checkpoint is a non-voter until one agrees)", to)
 		}
+		n.recordAudit(ctx, contract.AuditLeadershipTransfer, to, "from "+n.cfg.ID)
 		return translate(n.raft.LeadershipTransferToServer(s.ID, s.Address).Error())
 	}
 	return contract.NotFound("to", "no member %q", to)

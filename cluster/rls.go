@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/limitnode/limitnode/contract"
 	"github.com/limitnode/limitnode/internal/fsm"
 	"github.com/limitnode/limitnode/rls"
 )
@@ -36,6 +37,14 @@ func (n *Node) ShouldRateLimit(ctx context.Context, q rls.Query) (rls.Decision, 
 			}
 			c := r.Checks[s.Check]
 			d.Descriptors[i].Decision, d.Descriptors[i].PeriodNanos, d.Descriptors[i].Rate = c.Decision, c.PeriodNanos, c.Rate
+			if b := r.Blocked; b != nil && b.Check == s.Check && d.Blocked == nil {
+				d.Blocked = &contract.BlockedCheck{Check: i, Block: b.Block}
+			}
+			if by := r.DeniedBy; by != nil && by.Check == s.Check && d.DeniedBy == nil {
+				named := *by
+				named.Check = i
+				d.DeniedBy = &named
+			}
 		}
 	}
 	return d, nil

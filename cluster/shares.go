@@ -51,7 +51,7 @@ func newShareTable(m *nodeMetrics) *shareTable {
 // (as this node applied it) or its inline limit (inline) must have
 // local_shares.
 func (n *Node) sharesOf(r *fsm.Request, inline *contract.LocalShares) *contract.LocalShares {
-	if !leasable(r) || r.RLS != nil || len(r.Checks) != 1 || r.Share != nil {
+	if !leasable(r) || r.RLS != nil || len(r.Checks) != 1 || r.Share != nil || r.Settle != nil {
 		return nil
 	}
 	if p := r.Checks[0].Policy; p != "" {

@@ -191,3 +191,30 @@ func TestTheEmbeddedAPIAdmitsFromShares(t *testing.T) {
 	}
 	t.Logf("%d admitted, %d from shares", admitted.Load(), shared.Load())
 }
+
+// TestABlockWaitsOutTheSharesOfItsKey: a follower admits a hot key from a
+// share it holds; once a block of the key is acknowledged, no node admits
+// it, the share's holder included.
+func TestABlockWaitsOutTheSharesOfItsKey(t *testing.T) {
+	t.Parallel()
+	c := testcluster.Start(t, 3)
+	leader := c.WaitLeader()
+	follower := c.Followers()[0]
+	body := `{"key":"hot-blocked","limit":{"rate":100000,"period":"1h","local_shares":{"ttl":"1s"}}}`
+	for deadline := time.Now().Add(testcluster.WaitTimeout); ; {
+		if _, shared := spend(t, []string{follower.URL()}, body, 1, 20); shared > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the follower never admitted from a share")
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), testcluster.WaitTimeout)
+	defer cancel()
+	if _, err := leader.Node().PutBlock(ctx, contract.BlockRequest{Key: "hot-blocked", TTL: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	if admitted, _ := spend(t, []string{follower.URL(), leader.URL()}, body, 2, 10); admitted != 0 {
+		t.Fatalf("%d requests of the blocked key admitted after the block was acknowledged", admitted)
+	}
+}

@@ -50,6 +50,7 @@ type recorder struct {
 	deniedPolicies *topk.Window
 
 	policyDecisions  *prometheus.CounterVec
+	penalties        *prometheus.CounterVec
 	entries          prometheus.Counter
 	requestsPerEntry prometheus.Histogram
 }
@@ -66,6 +67,10 @@ func newRecorder() *recorder {
 			Name: "limitnode_policy_decisions_total",
 			Help: "Checks applied by this node (every node applies every decision), by policy (\"(inline)\" for inline limits, rls/<domain> for Envoy's) and outcome: allowed, denied, shadow_denied, near_limit (allowed, leaving 20% or less).",
 		}, []string{"policy", "outcome"}),
+		penalties: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "limitnode_penalties_total",
+			Help: "Keys blocked by a penalty, as this node applied them (every node applies every decision), by policy (rls/<domain> for Envoy's).",
+		}, []string{"policy"}),
 		entries: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "limitnode_applied_entries_total",
 			Help: "Allow entries (batches of requests decided at one instant) applied by this node.",
@@ -134,6 +139,9 @@ func (r *recorder) fold(e appliedEntry) {
 			slot.Allowed++
 		} else {
 			slot.Denied++
+		}
+		if res.Penalized != "" {
+			r.penalties.WithLabelValues(res.Penalized).Inc()
 		}
 		r.foldChecks(now, req, res)
 	}
@@ -220,7 +228,7 @@ func topCounts(w *topk.Window, now int64, n int) ([]contract.TopCount, int64) {
 }
 
 func (r *recorder) collectors() []prometheus.Collector {
-	return []prometheus.Collector{r.policyDecisions, r.entries, r.requestsPerEntry}
+	return []prometheus.Collector{r.policyDecisions, r.penalties, r.entries, r.requestsPerEntry}
 }
 
 // Stats returns the decisions of the cluster lately, with up to top heavy

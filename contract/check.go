@@ -75,6 +75,9 @@ type Request struct {
 	// that time (see algorithms.Reserve); the decision then says how long
 	// to wait. Every check must use a bucket algorithm.
 	MaxWaitNanos int64
+	// SettleTTLNanos, when not 0, makes the admission a reservation to
+	// settle (SettleRequest) within that time; see validateSettle.
+	SettleTTLNanos int64
 	// Share, optional, asks for a share of the one check's budget besides
 	// its cost, for the caller to spend itself (Decision.Share).
 	Share *ShareRequest
@@ -111,9 +114,11 @@ func (r *Request) Validate() *Error {
 		}
 	}
 	if r.Share != nil {
-		return r.Share.Validate(r)
+		if err := r.Share.Validate(r); err != nil {
+			return err
+		}
 	}
-	return nil
+	return r.validateSettle()
 }
 
 // checkField is the JSON path of a request's i-th check.

@@ -38,8 +38,49 @@ type Decision struct {
 	// is off by what others admitted or what refilled since (at most the
 	// share's TTL ago).
 	Shared bool
+	// Blocked, for a denial because a key is blocked, names the check it
+	// denied and the block (the reason, when it ends, and the policy
+	// whose penalty imposed it, if one did).
+	Blocked *BlockedCheck
+	// DeniedBy, for a denial, says what denied it.
+	DeniedBy *DeniedBy
+	// SettlementID, for an admission of a request with SettleTTLNanos,
+	// names its reservation, to settle (SettleRequest).
+	SettlementID string
 	// Share is the share granted to the request's Share ask, if any.
 	Share *GrantedShare
+}
+
+// The causes of a denial (DeniedBy.Cause).
+const (
+	// CauseLimit: the check's limit had not enough left.
+	CauseLimit = "limit"
+	// CauseBlock: an operator blocked the check's key.
+	CauseBlock = "block"
+	// CausePenalty: the check's key is blocked by a policy's penalty.
+	CausePenalty = "penalty"
+)
+
+// DeniedBy says what denied a request: which check, under which policy,
+// limit and version of the policy, and why. Of several checks that deny, it
+// names the one that frees up last (the first of those that tie).
+type DeniedBy struct {
+	// Check is the index of the check (for an Envoy rate limit service
+	// query, of the descriptor) that denied.
+	Check int
+	// Policy is the policy whose limit the check was decided under: its
+	// name, "rls/" and the domain for a descriptor's limit, or "" for an
+	// inline limit.
+	Policy string
+	// PolicyVersion is the log index of the last change of that policy
+	// (or domain): two denials with the same version were decided under
+	// the same rules. 0 for an inline limit.
+	PolicyVersion uint64
+	// Limit is the limit that applied to the check (for a policy, the
+	// override of its key if it has one).
+	Limit algorithms.Limit
+	// Cause is CauseLimit, CauseBlock or CausePenalty.
+	Cause string
 }
 
 // CheckDecision is the decision on one check.

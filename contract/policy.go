@@ -43,6 +43,13 @@ type Policy struct {
 	// shares of their budget, under the policy's limit and its overrides
 	// alike (MaxUnits is bounded by each key's capacity).
 	LocalShares *LocalShares
+	// Penalty, when set, blocks a key that the policy denies often (see
+	// Penalty). Last, as LocalShares.
+	Penalty *Penalty
+	// MaxDebt is how far beyond empty a settlement that used more than it
+	// reserved may charge a key (see SettleRequest): 0 to the limit's
+	// capacity, bucket algorithms only. Last, as LocalShares.
+	MaxDebt int64
 }
 
 // Override is one key's own limit within a policy.
@@ -57,6 +64,8 @@ type PolicyStatus struct {
 	// ShadowDenied counts the checks the policy would have denied while
 	// in shadow mode.
 	ShadowDenied int64
+	// Version is the log index of the policy's last change.
+	Version uint64
 }
 
 // Normalize sorts the overrides by key, the order Validate requires and
@@ -95,6 +104,15 @@ func (p *Policy) Validate() *Error {
 		if _, err := parseKeyTemplate(p.KeyTemplate); err != nil {
 			return err
 		}
+	}
+	if p.Penalty != nil && p.Shadow {
+		return Invalid("penalty", "a policy in shadow mode never denies, so it takes no penalty")
+	}
+	if err := p.Penalty.Validate(); err != nil {
+		return err
+	}
+	if err := ValidateMaxDebt(p.MaxDebt, p.Limit); err != nil {
+		return err
 	}
 	return p.LocalShares.Validate(p.Limit)
 }

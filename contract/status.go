@@ -69,4 +69,7 @@ type Status struct {
 	// waiting in lease queues, in this node's copy.
 	Leases       int
 	LeaseWaiters int
+	// Blocked is how many keys are blocked now, and BlockedByPenalty how
+	// many of them a policy's penalty blocked, in this node's copy.
+	Blocked, BlockedByPenalty int
 }

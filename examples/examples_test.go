@@ -418,3 +418,57 @@ func startExample(t *testing.T, name string, args ...string) {
 	}
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
 }
+
+// TestTokensExampleChargesWhatItStreamed runs the streaming example
+// against a test cluster: an answer of four tokens reserves 256 of the
+// tenant's budget and, once settled, costs four.
+func TestTokensExampleChargesWhatItStreamed(t *testing.T) {
+	t.Parallel()
+	c := testcluster.Start(t, 1)
+	skipIfSecure(t, c)
+	addr := testenv.FreeAddr(t)
+	startExample(t, "tokens", "-listen", addr, c.Nodes[0].HTTPAddr)
+	get := func() (int, string) {
+		req, _ := http.NewRequest("GET", "http://"+addr+"/generate?prompt=hello+there+world", nil)
+		req.Header.Set("X-Tenant", "acme")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return 0, ""
+		}
+		defer resp.Body.Close()
+		var body strings.Builder
+		sc := bufio.NewScanner(resp.Body)
+		for sc.Scan() {
+			body.WriteString(sc.Text() + " ")
+		}
+		return resp.StatusCode, body.String()
+	}
+	var status int
+	var body string
+	for deadline := time.Now().Add(30 * time.Second); status == 0; time.Sleep(50 * time.Millisecond) {
+		if status, body = get(); status == 0 && time.Now().After(deadline) {
+			t.Fatal("the example did not start serving")
+		}
+	}
+	if status != http.StatusOK || body != "hello there world done " {
+		t.Fatalf("the answer: %d %q", status, body)
+	}
+	keyURL := c.Nodes[0].URL() + "/v1/keys/tokens:acme"
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		var state struct {
+			Limits []struct{ Remaining int64 } `json:"limits"`
+		}
+		resp, err := http.Get(keyURL)
+		if err == nil {
+			_ = json.NewDecoder(resp.Body).Decode(&state)
+			resp.Body.Close()
+		}
+		// A bucket of 10,000 a day: 4 spent (one refills in 8.64 s).
+		if len(state.Limits) == 1 && state.Limits[0].Remaining == 10_000-4 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the tenant's budget after the answer: %+v, want 9,996 left (256 reserved, 4 used)", state)
+		}
+	}
+}

@@ -151,6 +151,11 @@ type runReport struct {
 	rlsHistory []porcupine.Operation
 	// leaseHistory holds the lease operations (leases_test.go).
 	leaseHistory []porcupine.Operation
+	// extraHistory holds the reservations, settlements and penalized
+	// requests (settle_test.go); settleRetries counts the settlements a
+	// retry found applied.
+	extraHistory  []porcupine.Operation
+	settleRetries int
 }
 
 // leasedDenials counts the operations of a run answered from deny leases.
@@ -235,6 +240,8 @@ func runOnce(t *testing.T, seed uint64, clients int, duration time.Duration, opt
 	var rep runReport
 	var ambiguous atomic.Int64
 	leases := startLeaseClients(c, seed, start, stop)
+	putExtraPolicies(t, c)
+	extras := startExtraClients(c, seed, start, stop)
 
 	var wg sync.WaitGroup
 	for client := range clients {
@@ -359,6 +366,11 @@ func runOnce(t *testing.T, seed uint64, clients int, duration time.Duration, opt
 	c.WaitConverged()
 	end := time.Since(start).Nanoseconds()
 	rep.leaseHistory = leases.finish(end)
+	var err error
+	if rep.extraHistory, err = extras.finish(); err != nil {
+		t.Errorf("reservations and penalties: %v", err)
+	}
+	rep.settleRetries = extras.retried
 	for i := range rep.rlsHistory {
 		if rep.rlsHistory[i].Return < 0 {
 			rep.rlsHistory[i].Return = end
@@ -396,6 +408,7 @@ func checkRun(t *testing.T, c *testcluster.Cluster, seed uint64, rep runReport) 
 	checkSurvivesFullRestart(t, c, rep.history)
 	checkRLSRun(t, c, seed, rep.rlsHistory)
 	checkLeaseRun(t, seed, rep.leaseHistory)
+	checkExtrasRun(t, seed, rep.extraHistory)
 }
 
 // checkAdmittedWithinBound: over every interval, a token bucket admitted at
@@ -529,8 +542,8 @@ func checkLinearizable(t *testing.T, opts testcluster.Options) {
 		}
 		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
 			c, rep := runOnce(t, seed, 6, duration, opts)
-			t.Logf("seed %d: %d operations (%d ambiguous on the first attempt, %d denials answered from deny leases), %d over gRPC and %d on leases, %d fault events",
-				seed, rep.operations, rep.ambiguous, leasedDenials(rep), len(rep.rlsHistory), len(rep.leaseHistory), rep.faults)
+			t.Logf("seed %d: %d operations (%d ambiguous on the first attempt, %d denials answered from deny leases), %d over gRPC, %d on leases, %d reserving, settling or penalized (%d settlements retried and charged once), %d fault events",
+				seed, rep.operations, rep.ambiguous, leasedDenials(rep), len(rep.rlsHistory), len(rep.leaseHistory), len(rep.extraHistory), rep.settleRetries, rep.faults)
 			checkRun(t, c, seed, rep)
 			totalOps += rep.operations
 			totalAmbiguous += rep.ambiguous

@@ -21,6 +21,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/structpb"
 )
 
 // rateLimitService answers ShouldRateLimit.
@@ -53,6 +54,13 @@ func (r *rateLimitService) ShouldRateLimit(ctx context.Context, req *ratelimitv3
 	md := metadata.Pairs("x-limitnode-decided-at", strconv.FormatInt(d.AtNanos, 10), "x-limitnode-leader", d.Leader)
 	if d.Leased {
 		md.Set("x-limitnode-leased", "true")
+	}
+	if d.Blocked != nil {
+		// A block denied it: its reason, for whoever reads the call.
+		md.Set("x-limitnode-blocked", ratelimitheader.Printable(cmp.Or(d.Blocked.Reason, "blocked")))
+	}
+	if h := deniedByHeader(d); h != "" {
+		md.Set("x-limitnode-denied-by", h)
 	}
 	_ = grpc.SetHeader(ctx, md)
 	resp := responseOf(d, s.opts.Jitter)
@@ -165,7 +173,11 @@ func responseOf(d rls.Decision, jitter func(int64) int64) *ratelimitv3.RateLimit
 		}
 		st.CurrentLimit = &ratelimitv3.RateLimitResponse_RateLimit{Name: dd.Name, RequestsPerUnit: dd.RequestsPerUnit, Unit: ratelimitv3.RateLimitResponse_RateLimit_Unit(ratelimitv3.RateLimitResponse_RateLimit_Unit_value[dd.Unit])}
 		st.LimitRemaining = uint32(min(max(dec.Remaining, 0), math.MaxUint32))
-		st.DurationUntilReset = durationpb.New(time.Duration(untilReset(dd, d.AtNanos)))
+		reset := untilReset(dd, d.AtNanos)
+		if b := d.Blocked; b != nil && b.Check == i {
+			reset = max(reset, b.UntilNanos-d.AtNanos) // the limit is not available before the block ends
+		}
+		st.DurationUntilReset = durationpb.New(time.Duration(reset))
 		if !dd.Shadow && (closest < 0 || closer(dd, &d.Descriptors[closest])) {
 			closest = i
 		}
@@ -173,7 +185,50 @@ func responseOf(d rls.Decision, jitter func(int64) int64) *ratelimitv3.RateLimit
 	if closest >= 0 {
 		resp.ResponseHeadersToAdd = headersOf(&d.Descriptors[closest], jitter)
 	}
+	if h := deniedByHeader(d); h != "" {
+		resp.ResponseHeadersToAdd = append(resp.ResponseHeadersToAdd, &corev3.HeaderValue{Key: ratelimitheader.DeniedByName, Value: h})
+		resp.DynamicMetadata = deniedByMetadata(d)
+	}
 	return resp
+}
+
+// deniedByHeader is Limitnode-Denied-By of a denial, as the HTTP API
+// writes it, the index that of the descriptor; "" when d says nothing of
+// what denied it.
+func deniedByHeader(d rls.Decision) string {
+	by := d.DeniedBy
+	if by == nil || d.Allowed {
+		return ""
+	}
+	denial := ratelimitheader.Denial{Policy: by.Policy, Index: by.Check, Param: "descriptor", Version: by.PolicyVersion, Cause: by.Cause, Limit: by.Limit}
+	if d.Blocked != nil {
+		denial.Reason = d.Blocked.Reason
+	}
+	return ratelimitheader.DeniedBy(denial)
+}
+
+// deniedByMetadata is what denied the request as Envoy's dynamic metadata
+// (the ratelimit filter's namespace; access logs read it as
+// %DYNAMIC_METADATA(envoy.filters.http.ratelimit:denied_by)%): the
+// descriptor, its limit's name, the domain and its version, the cause and
+// the limit.
+func deniedByMetadata(d rls.Decision) *structpb.Struct {
+	by := d.DeniedBy
+	fields := map[string]any{
+		"descriptor": by.Check, "policy": by.Policy, "policy_version": float64(by.PolicyVersion), "cause": by.Cause,
+		"algorithm": by.Limit.Algorithm.String(), "rate": float64(by.Limit.Rate), "period_ms": float64(by.Limit.PeriodNanos / int64(time.Millisecond)),
+	}
+	if by.Check < len(d.Descriptors) && d.Descriptors[by.Check].Name != "" {
+		fields["name"] = d.Descriptors[by.Check].Name
+	}
+	if d.Blocked != nil {
+		fields["reason"] = d.Blocked.Reason
+	}
+	s, err := structpb.NewStruct(map[string]any{"denied_by": fields})
+	if err != nil { // only for values structpb cannot hold, which these are not
+		return nil
+	}
+	return s
 }
 
 // untilReset is the time until a descriptor's limit is fully available:

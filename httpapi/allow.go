@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"cmp"
 	"context"
 	"net/http"
 	"strconv"
@@ -105,6 +106,9 @@ func (a *API) writeDecision(w http.ResponseWriter, req contract.Request, decisio
 	resp, headline := answer(req, decision)
 	if forProxy {
 		resp.Checks = nil
+		if resp.Blocked != nil {
+			resp.Blocked.Key = ""
+		}
 	}
 	policy := req.Checks[headline].Policy
 	if policy == "" {
@@ -132,8 +136,25 @@ func (a *API) writeDecision(w http.ResponseWriter, req contract.Request, decisio
 	if !decision.Allowed {
 		status = denyStatus
 		w.Header().Set("Retry-After", ratelimitheader.RetryAfter(resp.RetryAfterMS, a.opts.Jitter))
+		if h := deniedByHeader(decision); h != "" {
+			w.Header().Set(ratelimitheader.DeniedByName, h)
+		}
 	}
 	writeJSON(w, status, resp)
+}
+
+// deniedByHeader is the Limitnode-Denied-By header of a denial, or "" when
+// it says nothing of what denied it.
+func deniedByHeader(d contract.Decision) string {
+	by := d.DeniedBy
+	if by == nil {
+		return ""
+	}
+	denial := ratelimitheader.Denial{Policy: cmp.Or(by.Policy, "default"), Index: by.Check, Param: "check", Version: by.PolicyVersion, Cause: by.Cause, Limit: by.Limit}
+	if d.Blocked != nil {
+		denial.Reason = d.Blocked.Reason
+	}
+	return ratelimitheader.DeniedBy(denial)
 }
 
 // answer builds the response body of a decision and says which check leads
@@ -156,6 +177,11 @@ func answer(req contract.Request, d contract.Decision) (wire.AllowResponse, int)
 		resp.Share = &wire.Share{ID: strconv.FormatUint(s.ID, 10), Units: s.Units, SpendForMS: s.SpendForNanos / int64(time.Millisecond), Remaining: s.Remaining}
 	}
 	resp.HeldMS = ratelimitheader.CeilDiv(d.HeldNanos, int64(time.Millisecond))
+	resp.Blocked = blockedAnswer(d.Blocked, d.AtNanos)
+	resp.SettlementID = d.SettlementID
+	if by := d.DeniedBy; by != nil {
+		resp.DeniedBy = &wire.DeniedBy{Check: by.Check, Policy: by.Policy, PolicyVersion: by.PolicyVersion, Limit: *limitToJSON(by.Limit), Cause: by.Cause}
+	}
 	detailed := len(req.Checks) > 1
 	for _, c := range d.Checks {
 		detailed = detailed || c.Shadow || c.Key != ""

@@ -90,6 +90,19 @@ func toRequest(a *wire.AllowRequest) (allowRequest, *apiError) {
 		req.MaxWaitNanos = min(req.MaxWaitNanos, int64(MaxHoldWait))
 	}
 	req.hold = a.Hold
+	if a.Settle != nil {
+		if a.Settle.TTL == nil {
+			return allowRequest{}, invalid("settle.ttl", "settle.ttl is required: a Go duration from %s to %s", contract.MinSettleTTL, contract.MaxSettleTTL)
+		}
+		ttl, apiErr := durationField("settle.ttl", a.Settle.TTL)
+		if apiErr != nil {
+			return allowRequest{}, apiErr
+		}
+		if ttl <= 0 {
+			return allowRequest{}, invalid("settle.ttl", "settle.ttl must be a Go duration from %s to %s", contract.MinSettleTTL, contract.MaxSettleTTL)
+		}
+		req.SettleTTLNanos = int64(ttl)
+	}
 	if a.TakeShare != nil {
 		share, err := toShareAsk(a.TakeShare)
 		if err != nil {

@@ -6,6 +6,7 @@ import (
 	"net/http"
 
 	"github.com/limitnode/limitnode/auth"
+	"github.com/limitnode/limitnode/contract"
 )
 
 // Codes of the error body for a call without the credentials it needs.
@@ -37,7 +38,9 @@ func (a *API) authorize(w http.ResponseWriter, r *http.Request, role auth.Role) 
 	name, err := a.opts.Authorizer.Authorize(auth.BearerToken(r.Header.Get("Authorization")), role)
 	switch {
 	case err == nil:
-		return r.WithContext(context.WithValue(r.Context(), callerKey{}, name))
+		// The name goes with the call: as the scope of its request IDs
+		// (callerOf) and as who made a change (the audit trail's actor).
+		return r.WithContext(contract.WithActor(context.WithValue(r.Context(), callerKey{}, name), name))
 	case errors.Is(err, auth.ErrPermissionDenied):
 		writeError(w, &apiError{status: http.StatusForbidden, code: codePermissionDenied,
 			message: "this token lacks the " + string(role) + " role that " + r.Method + " " + r.URL.Path + " needs"})

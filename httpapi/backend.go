@@ -24,6 +24,9 @@ type Backend struct {
 	Backups    Backups
 	Observer   Observer
 	Keys       KeyStore
+	Blocks     BlockList
+	Audit      AuditLog
+	Settler    Settler
 }
 
 // mustBeComplete panics, naming the field, when a job is missing: a
@@ -115,6 +118,38 @@ type KeyStore interface {
 	// Keys returns a page of live keys with a prefix, after after, and the
 	// key to continue after.
 	Keys(ctx context.Context, prefix, after string, limit int) (page []contract.KeyState, next string)
+}
+
+// BlockList keeps the keys that are denied outright.
+type BlockList interface {
+	// PutBlock blocks a key for a while, replacing a block it has.
+	PutBlock(ctx context.Context, req contract.BlockRequest) (contract.Block, error)
+	// DeleteBlock lifts a key's block, returning it.
+	DeleteBlock(ctx context.Context, key string) (contract.Block, error)
+	// Blocks returns a page of the blocked keys after after as this node
+	// has applied them, the cluster time of that reading, and the key to
+	// continue after.
+	Blocks(ctx context.Context, after string, limit int) (nowNanos int64, page []contract.Block, next string)
+	// BlockSummary counts the blocked keys as this node has applied them,
+	// with up to latest of the blocks that began last.
+	BlockSummary(latest int) contract.BlockSummary
+}
+
+// Settler settles reservations: what an admission with settle reserved,
+// given back or charged as the request used.
+type Settler interface {
+	// Settle settles one reservation.
+	Settle(ctx context.Context, req contract.SettleRequest) (contract.Settlement, error)
+}
+
+// AuditLog reads the audit trail of the changes operators made.
+type AuditLog interface {
+	// Audit returns a page of the changes recorded after log index since,
+	// oldest first, as this node has applied them.
+	Audit(ctx context.Context, since uint64, limit int) contract.AuditPage
+	// RecentAudit returns the last n changes this node has applied,
+	// newest first.
+	RecentAudit(n int) []contract.AuditEntry
 }
 
 // Backups writes and restores backup files.

@@ -109,6 +109,27 @@ func TestTheGoClientSpeaksTheDocument(t *testing.T) {
 			wg.Wait()
 			return errors.Join(errs...)
 		}},
+		{"block, list, be denied and lift", func() error {
+			if _, err := c.PutBlock(ctx, "scraper", time.Hour, "scraping"); err != nil {
+				return err
+			}
+			page, err := c.Blocks(ctx, "", 10)
+			if err != nil {
+				return err
+			}
+			if len(page.Blocks) != 1 || page.Blocks[0].Reason != "scraping" {
+				return fmt.Errorf("listed %+v", page)
+			}
+			d, err := c.Allow(ctx, client.AllowRequest{Key: "scraper", Limit: limit})
+			if err != nil {
+				return err
+			}
+			if d.Allowed || d.Blocked == nil || d.Blocked.Reason != "scraping" {
+				return fmt.Errorf("the blocked key was answered %+v", d.AllowResponse)
+			}
+			_, err = c.DeleteBlock(ctx, "scraper")
+			return err
+		}},
 		{"cluster", func() error { _, err := c.Cluster(ctx); return err }},
 		{"ready", func() error { _, err := c.Ready(ctx); return err }},
 	}
@@ -117,7 +138,7 @@ func TestTheGoClientSpeaksTheDocument(t *testing.T) {
 			t.Errorf("%s: %v", call.name, err)
 		}
 	}
-	for _, op := range []string{"POST /v1/allow", "PUT /v1/policies/{name}", "POST /v1/leases", "POST /v1/leases/{id}/renew", "POST /v1/cluster/join", "DELETE /v1/cluster/nodes/{id}"} {
+	for _, op := range []string{"POST /v1/allow", "PUT /v1/policies/{name}", "POST /v1/leases", "POST /v1/leases/{id}/renew", "POST /v1/cluster/join", "DELETE /v1/cluster/nodes/{id}", "PUT /v1/blocks/{key}", "GET /v1/blocks", "DELETE /v1/blocks/{key}"} {
 		if !tr.seen[op] {
 			t.Errorf("the client never exchanged %s", op)
 		}

@@ -7,8 +7,8 @@ import (
 	"testing"
 )
 
-// FuzzRequestBodies: whatever body reaches /v1/allow, /v1/allow/batch or
-// PUT /v1/policies/{name}, the API answers with a status of the contract and
+// FuzzRequestBodies: whatever body reaches /v1/allow, /v1/allow/batch,
+// /v1/settle or PUT /v1/policies/{name}, the API answers with a status of the contract and
 // a JSON body, and never panics.
 func FuzzRequestBodies(f *testing.F) {
 	for _, seed := range []string{
@@ -17,6 +17,8 @@ func FuzzRequestBodies(f *testing.F) {
 		`{"policy":"routes","dimensions":{"api_key":"abc","route":"/export"},"request_id":"r-1"}`,
 		`{"requests":[{"key":"a","limit":{"rate":1}},{"key":"b","limit":{"rate":0}}]}`,
 		`{"limit":{"rate":100,"period":"1m"},"overrides":{"vip":{"rate":1000}},"key_template":"{user}","shadow":true}`,
+		`{"key":"k","limit":{"rate":100},"cost":40,"settle":{"ttl":"2m"}}`, `{"settlement_id":"s1","cost":12}`, `{"settlement_id":"s1","cost":-1}`,
+		`{"limit":{"rate":100,"period":"1m"},"max_debt":10,"penalty":{"denials":3,"within":"1m","block_for":"10m"}}`,
 		`{"key":"k","limit":{"rate":1e3}}`, `{"key":"k","limit":{"rate":10.5}}`, `[]`, `null`, `{"key":"\u0000"}`,
 	} {
 		f.Add(seed)
@@ -26,12 +28,12 @@ func FuzzRequestBodies(f *testing.F) {
 		fake.policies["g"] = testPolicy("g")
 		api := newTestAPI(fake)
 		for _, target := range []struct{ method, path string }{
-			{"POST", "/v1/allow"}, {"POST", "/v1/allow/batch"}, {"PUT", "/v1/policies/fuzz"},
+			{"POST", "/v1/allow"}, {"POST", "/v1/allow/batch"}, {"POST", "/v1/settle"}, {"PUT", "/v1/policies/fuzz"},
 		} {
 			rec := httptest.NewRecorder()
 			api.ServeHTTP(rec, httptest.NewRequest(target.method, target.path, strings.NewReader(body)))
 			switch rec.Code {
-			case 200, 400, 404, 413, 429:
+			case 200, 400, 404, 409, 413, 429:
 			default:
 				t.Fatalf("%s %s answered %d to %q", target.method, target.path, rec.Code, body)
 			}

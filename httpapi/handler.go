@@ -77,6 +77,7 @@ func New(b Backend, opts Options) *API {
 	decide, read, admin := auth.RoleDecide, auth.RoleRead, auth.RoleAdmin
 	a.route("/v1/allow", map[string]endpoint{http.MethodPost: {decide, a.allow}})
 	a.route("/v1/allow/batch", map[string]endpoint{http.MethodPost: {decide, a.allowBatch}})
+	a.route("/v1/settle", map[string]endpoint{http.MethodPost: {decide, a.settle}})
 	a.route("/v1/shares/return", map[string]endpoint{http.MethodPost: {decide, a.returnShare}})
 	forwardAuth := map[string]endpoint{}
 	for _, m := range forwardAuthMethods {
@@ -96,6 +97,9 @@ func New(b Backend, opts Options) *API {
 	a.route("/v1/leases/{id}/renew", map[string]endpoint{http.MethodPost: {decide, a.renewLease}})
 	a.route("/v1/keys", map[string]endpoint{http.MethodGet: {read, a.listKeys}})
 	a.route("/v1/keys/{key}", map[string]endpoint{http.MethodGet: {read, a.getKey}, http.MethodDelete: {admin, a.resetKey}})
+	a.route("/v1/blocks", map[string]endpoint{http.MethodGet: {read, a.listBlocks}})
+	a.route("/v1/blocks/{key}", map[string]endpoint{http.MethodPut: {admin, a.putBlock}, http.MethodDelete: {admin, a.deleteBlock}})
+	a.route("/v1/audit", map[string]endpoint{http.MethodGet: {read, a.listAudit}})
 	a.route("/v1/cluster", map[string]endpoint{http.MethodGet: {read, a.clusterStatus}})
 	a.route("/v1/cluster/join", map[string]endpoint{http.MethodPost: {admin, a.join}})
 	a.route("/v1/cluster/nodes/{id}", map[string]endpoint{http.MethodDelete: {admin, a.removeNode}})

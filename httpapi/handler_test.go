@@ -39,6 +39,41 @@ type fakeLimiter struct {
 	leases    map[string]string // lease ID → key
 	domains   map[string]rls.Config
 	buckets   map[string]fakeBucket // states' key → what it counts
+	blocks    map[string]contract.Block
+	audit     []contract.AuditEntry
+	settles   map[string]*fakeSettlement
+}
+
+// fakeSettlement is a reservation of the fake: the cost reserved, and the
+// settlement once settled.
+type fakeSettlement struct {
+	reserved int64
+	settled  *contract.Settlement
+}
+
+func (f *fakeLimiter) Settle(_ context.Context, req contract.SettleRequest) (contract.Settlement, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.err != nil {
+		return contract.Settlement{}, f.err
+	}
+	s := f.settles[req.ID]
+	switch {
+	case s == nil:
+		return contract.Settlement{}, contract.NotFound("settlement_id", "no open reservation %s", req.ID)
+	case s.settled != nil && s.settled.Cost != req.Cost:
+		return contract.Settlement{}, contract.Conflict("settlement_id", "the reservation %s was settled already, with cost %d", req.ID, s.settled.Cost)
+	case s.settled != nil:
+		out := *s.settled
+		out.Duplicate = true
+		return out, nil
+	}
+	out := contract.Settlement{ID: req.ID, Reserved: s.reserved, Cost: req.Cost, Refunded: max(s.reserved-req.Cost, 0), Charged: max(req.Cost-s.reserved, 0)}
+	if out.Charged > 0 {
+		out.RetryAfterNanos = int64(time.Second)
+	}
+	s.settled = &out
+	return out, nil
 }
 
 // fakeBucket is what one of the fake's states counts: a key under a limit.
@@ -49,11 +84,11 @@ type fakeBucket struct {
 
 // backend is the fake in every job of a Backend.
 func (f *fakeLimiter) backend() Backend {
-	return Backend{Decider: f, Policies: f, RLS: f, Leases: f, Membership: f, Backups: f, Observer: f, Keys: f}
+	return Backend{Decider: f, Policies: f, RLS: f, Leases: f, Membership: f, Backups: f, Observer: f, Keys: f, Blocks: f, Audit: f, Settler: f}
 }
 
 func newFake() *fakeLimiter {
-	return &fakeLimiter{now: 1e18, states: make(map[string]algorithms.State), policies: make(map[string]contract.Policy), domains: make(map[string]rls.Config), buckets: make(map[string]fakeBucket), ready: true}
+	return &fakeLimiter{now: 1e18, states: make(map[string]algorithms.State), policies: make(map[string]contract.Policy), domains: make(map[string]rls.Config), buckets: make(map[string]fakeBucket), blocks: make(map[string]contract.Block), settles: make(map[string]*fakeSettlement), ready: true}
 }
 
 func (f *fakeLimiter) Allow(_ context.Context, req contract.Request) (contract.Decision, error) {
@@ -68,6 +103,20 @@ func (f *fakeLimiter) Allow(_ context.Context, req contract.Request) (contract.D
 
 func (f *fakeLimiter) decide(req contract.Request) (contract.Decision, error) {
 	d := contract.Decision{Allowed: true}
+	for i, c := range req.Checks {
+		if b, ok := f.blocks[c.Key]; ok && c.Key != "" {
+			d = contract.Decision{AtNanos: f.now, Blocked: &contract.BlockedCheck{Check: i, Block: b},
+				DeniedBy: &contract.DeniedBy{Check: i, Policy: c.Policy, Limit: algorithms.Limit{Rate: 1, PeriodNanos: int64(time.Second), Burst: 1}, Cause: contract.CauseBlock}}
+			for j := range req.Checks {
+				dec := algorithms.Decision{Allowed: j != i, Limit: 1}
+				if j == i {
+					dec.RetryAfterNanos = b.UntilNanos - f.now
+				}
+				d.Checks = append(d.Checks, contract.CheckDecision{Decision: dec, PeriodNanos: int64(time.Second), Rate: 1})
+			}
+			return d, nil
+		}
+	}
 	next := map[string]algorithms.State{}
 	for _, c := range req.Checks {
 		l, shadow, key := c.Limit, false, c.Key
@@ -87,6 +136,12 @@ func (f *fakeLimiter) decide(req contract.Request) (contract.Decision, error) {
 		dec, s := algorithms.Reserve(l, f.states[id], f.now, c.Cost, req.MaxWaitNanos)
 		d.Checks = append(d.Checks, contract.CheckDecision{Decision: dec, PeriodNanos: l.PeriodNanos, Rate: l.Rate, Shadow: shadow})
 		d.Allowed = d.Allowed && (dec.Allowed || shadow)
+		if !dec.Allowed && !shadow && d.DeniedBy == nil {
+			d.DeniedBy = &contract.DeniedBy{Check: len(d.Checks) - 1, Policy: c.Policy, Limit: l, Cause: contract.CauseLimit}
+			if c.Policy != "" {
+				d.DeniedBy.PolicyVersion = 7
+			}
+		}
 		next[id] = s
 	}
 	if d.Allowed {
@@ -97,6 +152,10 @@ func (f *fakeLimiter) decide(req contract.Request) (contract.Decision, error) {
 			if c.Policy == "" {
 				f.buckets[fmt.Sprint(c.Key, c.Limit)] = fakeBucket{c.Key, c.Limit}
 			}
+		}
+		if req.SettleTTLNanos > 0 {
+			d.SettlementID = fmt.Sprint("s", len(f.settles)+1)
+			f.settles[d.SettlementID] = &fakeSettlement{reserved: req.Checks[0].Cost}
 		}
 		if req.Share != nil && req.Checks[0].Policy == "" {
 			f.grantShare(req, &d)
@@ -176,6 +235,58 @@ func (f *fakeLimiter) ResetKey(_ context.Context, key string) (int, error) {
 	return n, nil
 }
 
+func (f *fakeLimiter) PutBlock(ctx context.Context, req contract.BlockRequest) (contract.Block, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.err != nil {
+		return contract.Block{}, f.err
+	}
+	f.record(ctx, contract.AuditBlockPut, req.Key)
+	b := contract.Block{Key: req.Key, Reason: req.Reason, SinceNanos: f.now, UntilNanos: f.now + int64(req.TTL)}
+	f.blocks[req.Key] = b
+	return b, nil
+}
+
+func (f *fakeLimiter) DeleteBlock(_ context.Context, key string) (contract.Block, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	b, ok := f.blocks[key]
+	if !ok {
+		return contract.Block{}, contract.NotFound("key", "the key %q is not blocked", key)
+	}
+	delete(f.blocks, key)
+	return b, nil
+}
+
+func (f *fakeLimiter) Blocks(_ context.Context, after string, limit int) (int64, []contract.Block, string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var page []contract.Block
+	for _, k := range slices.Sorted(maps.Keys(f.blocks)) {
+		if k > after {
+			page = append(page, f.blocks[k])
+		}
+	}
+	next := ""
+	if len(page) > limit {
+		page, next = page[:limit], page[limit-1].Key
+	}
+	return f.now, page, next
+}
+
+func (f *fakeLimiter) BlockSummary(latest int) contract.BlockSummary {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := contract.BlockSummary{AtNanos: f.now}
+	for _, k := range slices.Sorted(maps.Keys(f.blocks)) {
+		out.Blocked++
+		if len(out.Latest) < latest {
+			out.Latest = append(out.Latest, f.blocks[k])
+		}
+	}
+	return out
+}
+
 // ReturnShare: the fake charges what it grants for ever, so it gives
 // nothing back.
 func (f *fakeLimiter) ReturnShare(context.Context, contract.Check, uint64, int64) (int64, error) {
@@ -198,11 +309,42 @@ func (f *fakeLimiter) AllowBatch(_ context.Context, reqs []contract.Request) ([]
 	return out, nil
 }
 
-func (f *fakeLimiter) PutPolicy(_ context.Context, p contract.Policy) error {
+func (f *fakeLimiter) PutPolicy(ctx context.Context, p contract.Policy) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.policies[p.Name] = p
+	if f.err == nil {
+		f.record(ctx, contract.AuditPolicyPut, p.Name)
+	}
 	return f.err
+}
+
+// record notes a change in the fake's audit trail, by the context's actor.
+func (f *fakeLimiter) record(ctx context.Context, action, subject string) {
+	f.audit = append(f.audit, contract.AuditEntry{Index: uint64(len(f.audit) + 1), AtNanos: f.now, Actor: contract.ActorOf(ctx), Action: action, Subject: subject})
+}
+
+func (f *fakeLimiter) Audit(_ context.Context, since uint64, limit int) contract.AuditPage {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var page contract.AuditPage
+	for _, e := range f.audit {
+		if e.Index > since && len(page.Entries) < limit {
+			page.Entries = append(page.Entries, e)
+		}
+	}
+	if n := len(page.Entries); n > 0 && page.Entries[n-1].Index < uint64(len(f.audit)) {
+		page.Next = page.Entries[n-1].Index
+	}
+	return page
+}
+
+func (f *fakeLimiter) RecentAudit(n int) []contract.AuditEntry {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := slices.Clone(f.audit[max(len(f.audit)-n, 0):])
+	slices.Reverse(out)
+	return out
 }
 
 func (f *fakeLimiter) DeletePolicy(_ context.Context, name string) error {
@@ -499,8 +641,12 @@ func TestAllowedAndDeniedResponses(t *testing.T) {
 	if rec.Code != 429 {
 		t.Fatalf("101st request: %d", rec.Code)
 	}
-	if got, want := strings.TrimSpace(rec.Body.String()), `{"allowed":false,"limit":100,"remaining":0,"reset_after_ms":60000,"retry_after_ms":600}`; got != want {
+	if got, want := strings.TrimSpace(rec.Body.String()), `{"allowed":false,"limit":100,"remaining":0,"reset_after_ms":60000,"retry_after_ms":600,`+
+		`"denied_by":{"check":0,"limit":{"algorithm":"token_bucket","rate":100,"period":"1m0s","burst":100},"cause":"limit"}}`; got != want {
 		t.Fatalf("body %s, want %s", got, want)
+	}
+	if got, want := rec.Header().Get("Limitnode-Denied-By"), `"default";check=0;cause=limit;algorithm=token_bucket;rate=100;period_ms=60000;burst=100`; got != want {
+		t.Fatalf("Limitnode-Denied-By %q, want %q", got, want)
 	}
 	// 600ms rounds up to 1s, and the test's jitter takes its maximum, 1s.
 	if got := rec.Header().Get("Retry-After"); got != "2" {

@@ -92,6 +92,7 @@ var (
 	descKeys      = prometheus.NewDesc("limitnode_live_keys", "(key, limit) pairs with live state in this node's copy.", nil, nil)
 	descLeases    = prometheus.NewDesc("limitnode_live_leases", "Concurrency leases held, in this node's copy.", nil, nil)
 	descWaiters   = prometheus.NewDesc("limitnode_lease_waiters", "Requests waiting in lease queues, in this node's copy.", nil, nil)
+	descBlocked   = prometheus.NewDesc("limitnode_blocked_keys", "Keys blocked now in this node's copy, by who blocked them: operator or penalty.", []string{"by"}, nil)
 	// Per member, as the leader last learnt (members are few: the label's
 	// cardinality is the cluster's size).
 	descReachable   = prometheus.NewDesc("limitnode_member_reachable", "1 if the member answered the leader's latest ask, as this node knows.", []string{"member"}, nil)
@@ -101,7 +102,7 @@ var (
 )
 
 func (c *clusterCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descTerm, descCommit, descApplied, descLeader, descHasLeader, descMembers, descKeys, descLeases, descWaiters, descReachable, descLastContact, descLag, descDiverged} {
+	for _, d := range []*prometheus.Desc{descTerm, descCommit, descApplied, descLeader, descHasLeader, descMembers, descKeys, descLeases, descWaiters, descBlocked, descReachable, descLastContact, descLag, descDiverged} {
 		ch <- d
 	}
 }
@@ -124,6 +125,8 @@ func (c *clusterCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descKeys, prometheus.GaugeValue, float64(st.Keys))
 	ch <- prometheus.MustNewConstMetric(descLeases, prometheus.GaugeValue, float64(st.Leases))
 	ch <- prometheus.MustNewConstMetric(descWaiters, prometheus.GaugeValue, float64(st.LeaseWaiters))
+	ch <- prometheus.MustNewConstMetric(descBlocked, prometheus.GaugeValue, float64(st.Blocked-st.BlockedByPenalty), "operator")
+	ch <- prometheus.MustNewConstMetric(descBlocked, prometheus.GaugeValue, float64(st.BlockedByPenalty), "penalty")
 	for _, m := range st.Members {
 		h := m.Health
 		if h == nil {

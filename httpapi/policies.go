@@ -24,6 +24,9 @@ func toPolicy(p *wire.Policy, name string) (contract.Policy, *apiError) {
 	if p.ShadowDenied != nil {
 		return contract.Policy{}, invalid("shadow_denied", "shadow_denied is counted by the cluster, not set")
 	}
+	if p.Version != 0 {
+		return contract.Policy{}, invalid("version", "version is the log index of the policy's last change, not set")
+	}
 	if p.Limit == nil {
 		return contract.Policy{}, invalid("limit", "limit is required")
 	}
@@ -31,9 +34,16 @@ func toPolicy(p *wire.Policy, name string) (contract.Policy, *apiError) {
 	if err != nil {
 		return contract.Policy{}, err
 	}
-	out := contract.Policy{Name: name, Limit: l, Shadow: p.Shadow, KeyTemplate: p.KeyTemplate}
+	out := contract.Policy{Name: name, Limit: l, Shadow: p.Shadow, KeyTemplate: p.KeyTemplate, MaxDebt: p.MaxDebt}
 	if out.LocalShares, err = toLocalShares(p.LocalShares, l, ""); err != nil {
 		return contract.Policy{}, err
+	}
+	if p.Penalty != nil {
+		pen, err := contract.PenaltyOf(p.Penalty.Denials, p.Penalty.Within, p.Penalty.BlockFor)
+		if err != nil {
+			return contract.Policy{}, fromContract(err)
+		}
+		out.Penalty = pen
 	}
 	if p.Limit.LocalShares != nil {
 		return contract.Policy{}, invalid("limit.local_shares", "a policy's local_shares go on the policy, next to its limit")
@@ -58,9 +68,17 @@ func toPolicy(p *wire.Policy, name string) (contract.Policy, *apiError) {
 	return out, nil
 }
 
+// penaltyToJSON is a policy's penalty as the API spells it.
+func penaltyToJSON(p *contract.Penalty) *wire.Penalty {
+	if p == nil {
+		return nil
+	}
+	return &wire.Penalty{Denials: p.Denials, Within: p.Within.String(), BlockFor: p.BlockFor.String()}
+}
+
 func policyToJSON(p contract.PolicyStatus) wire.Policy {
 	out := wire.Policy{Name: p.Name, Limit: limitToJSON(p.Limit), Shadow: p.Shadow, KeyTemplate: p.KeyTemplate, ShadowDenied: &p.ShadowDenied,
-		LocalShares: localSharesToJSON(p.LocalShares)}
+		LocalShares: localSharesToJSON(p.LocalShares), Version: p.Version, Penalty: penaltyToJSON(p.Penalty), MaxDebt: p.MaxDebt}
 	if len(p.Overrides) > 0 {
 		out.Overrides = make(map[string]*wire.Limit, len(p.Overrides))
 		for _, o := range p.Overrides {

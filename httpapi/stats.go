@@ -53,6 +53,15 @@ func (a *API) statsOf(r *http.Request, top int) wire.Stats {
 			out.Policies = append(out.Policies, wire.ShadowPolicy{Name: p.Name, Shadow: p.Shadow, ShadowDenied: p.ShadowDenied})
 		}
 	}
+	blocks := a.backend.Blocks.BlockSummary(top)
+	out.Blocked = wire.BlockedKeys{Count: blocks.Blocked, ByPenalty: blocks.ByPenalty, Latest: []wire.Block{}}
+	for _, b := range blocks.Latest {
+		out.Blocked.Latest = append(out.Blocked.Latest, blockToJSON(b, blocks.AtNanos))
+	}
+	out.RecentChanges = []wire.AuditEntry{}
+	for _, e := range a.backend.Audit.RecentAudit(recentChanges) {
+		out.RecentChanges = append(out.RecentChanges, auditToJSON(e))
+	}
 	return out
 }
 

@@ -19,7 +19,8 @@ import (
 var statusPageHTML string
 
 var statusPage = template.Must(template.New("status").Funcs(template.FuncMap{
-	"deref": func(b *bool) bool { return b != nil && *b },
+	"deref":  func(b *bool) bool { return b != nil && *b },
+	"unixMS": func(ms int64) string { return time.UnixMilli(ms).UTC().Format(time.RFC3339) },
 }).Parse(statusPageHTML))
 
 // statusPageCSP allows the page's own inline style and script and nothing

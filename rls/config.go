@@ -98,6 +98,25 @@ type RateLimit struct {
 	// Burst is limitnode's extension, for the bucket algorithms only
 	// (token_bucket, leaky_bucket, gcra); nil is RequestsPerUnit.
 	Burst *uint32 `yaml:"burst,omitempty" json:"burst,omitempty"`
+	// Penalty is limitnode's extension: after Denials denials of one
+	// counter within Within (a Go duration), its counter key is blocked
+	// for BlockFor (see contract.Penalty). Last, as Burst.
+	Penalty *Penalty `yaml:"penalty,omitempty" json:"penalty,omitempty"`
+}
+
+// Penalty is a rate_limit's penalty as the YAML says it.
+type Penalty struct {
+	Denials  uint32 `yaml:"denials" json:"denials"`
+	Within   string `yaml:"within" json:"within"`
+	BlockFor string `yaml:"block_for" json:"block_for"`
+}
+
+// penaltyOf is the contract's form of a rate_limit's penalty, checked.
+func penaltyOf(p *Penalty) (*contract.Penalty, *contract.Error) {
+	if p == nil {
+		return nil, nil
+	}
+	return contract.PenaltyOf(int64(p.Denials), p.Within, p.BlockFor)
 }
 
 // Replace names a limit that a rate_limit replaces.
@@ -134,8 +153,8 @@ type descriptorLines struct {
 }
 
 type rateLimitLines struct {
-	node, unit, requestsPerUnit, unlimited, name, algorithm, burst int
-	replaces                                                       []int
+	node, unit, requestsPerUnit, unlimited, name, algorithm, burst, penalty int
+	replaces                                                                []int
 }
 
 // at is the line of the i-th descriptor of a list, or nil.
@@ -315,6 +334,12 @@ func validateRateLimit(rl *RateLimit, l *rateLimitLines) *contract.Error {
 	}
 	if rl.Burst != nil && !alg.IsBucket() {
 		return invalid(firstLine(l.burst, l.node), "burst", "burst applies to token_bucket, leaky_bucket and gcra; %s admits up to requests_per_unit per unit", alg)
+	}
+	if _, err := penaltyOf(rl.Penalty); err != nil {
+		return invalid(firstLine(l.penalty, l.node), err.Field, "%s", err.Message)
+	}
+	if rl.Penalty != nil && rl.Unlimited {
+		return invalid(firstLine(l.penalty, l.node), "penalty", "an unlimited rate_limit denies nothing, so it takes no penalty")
 	}
 	switch {
 	case rl.Unlimited:

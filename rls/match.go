@@ -66,6 +66,8 @@ type Match struct {
 	// false when it decides nothing: unlimited, or requests_per_unit 0.
 	Limit   algorithms.Limit
 	Limited bool
+	// Penalty is the rate_limit's penalty, compiled; nil without one.
+	Penalty *contract.Penalty
 	// Shared, when not nil, has one element per entry; Shared[i], when not
 	// "", is the wildcard pattern that stands for entry i's value in the
 	// counter key (CounterKey): the entry was matched by a share_threshold
@@ -100,6 +102,7 @@ type node struct {
 	rateLimit *RateLimit
 	limit     algorithms.Limit // Limit(rateLimit), when limited
 	limited   bool
+	penalty   *contract.Penalty // of rateLimit, compiled
 	shadow    bool
 	metered   bool
 	share     bool // share_threshold on a wildcard
@@ -170,6 +173,9 @@ func compileLevel(ds []Descriptor, parentPath string) level {
 			children:  compileLevel(d.Descriptors, path),
 		}
 		n.limit, n.limited = Limit(d.RateLimit)
+		if d.RateLimit != nil {
+			n.penalty, _ = penaltyOf(d.RateLimit.Penalty) // validated with the configuration
+		}
 		switch {
 		case d.Value == "":
 			if l.keyOnly == nil {
@@ -260,7 +266,7 @@ func (d *Domain) Match(entries []Entry) Match {
 			if n.rateLimit == nil {
 				return Match{}
 			}
-			return Match{RateLimit: n.rateLimit, Limit: n.limit, Limited: n.limited, Shadow: n.shadow, Path: n.path, Metered: n.metered, Shared: shared}
+			return Match{RateLimit: n.rateLimit, Limit: n.limit, Limited: n.limited, Penalty: n.penalty, Shadow: n.shadow, Path: n.path, Metered: n.metered, Shared: shared}
 		}
 		if n.children.empty() {
 			return Match{}

@@ -179,7 +179,8 @@ type keySet struct {
 var (
 	rootKeys       = keySet{"the configuration", []string{"domain", "descriptors"}}
 	descriptorKeys = keySet{"a descriptor", []string{"key", "value", "rate_limit", "descriptors", "shadow_mode", "detailed_metric", "share_threshold"}}
-	rateLimitKeys  = keySet{"a rate_limit", []string{"unit", "requests_per_unit", "unlimited", "name", "replaces", "algorithm", "burst"}}
+	rateLimitKeys  = keySet{"a rate_limit", []string{"unit", "requests_per_unit", "unlimited", "name", "replaces", "algorithm", "burst", "penalty"}}
+	penaltyKeys    = keySet{"a penalty", []string{"denials", "within", "block_for"}}
 	replaceKeys    = keySet{"a replaces entry", []string{"name"}}
 )
 
@@ -425,12 +426,43 @@ func (p *parser) rateLimit(n *yaml.Node, field string) (*RateLimit, *rateLimitLi
 				b, lines.burst, err = uint32Of(v, f)
 				rl.Burst = &b
 			}
+		case "penalty":
+			rl.Penalty, lines.penalty, err = p.penalty(kv.value, f)
 		}
 		if err != nil {
 			return nil, nil, err
 		}
 	}
 	return rl, lines, nil
+}
+
+// penalty reads a rate_limit's penalty: {denials: N, within: D, block_for:
+// D}, the durations as Go durations.
+func (p *parser) penalty(n *yaml.Node, field string) (*Penalty, int, *contract.Error) {
+	n = resolve(n)
+	if isNull(n) {
+		return nil, 0, nil
+	}
+	pairs, err := p.mapping(n, field, penaltyKeys)
+	if err != nil {
+		return nil, 0, err
+	}
+	out := &Penalty{}
+	for _, kv := range pairs {
+		f := join(field, kv.key)
+		switch kv.key {
+		case "denials":
+			out.Denials, _, err = uint32Of(kv.value, f)
+		case "within":
+			out.Within, _, err = str(kv.value, f)
+		case "block_for":
+			out.BlockFor, _, err = str(kv.value, f)
+		}
+		if err != nil {
+			return nil, 0, err
+		}
+	}
+	return out, n.Line, nil
 }
 
 func (p *parser) replaces(n *yaml.Node, field string) ([]Replace, []int, *contract.Error) {

@@ -121,6 +121,13 @@ type Decision struct {
 	// Leased is true for a denial answered from a deny lease, as
 	// contract.Decision's.
 	Leased bool
+	// Blocked, for a denial because a descriptor's counter key is
+	// blocked, names that descriptor (its index in Descriptors) and the
+	// block.
+	Blocked *contract.BlockedCheck
+	// DeniedBy, for a denial, says what denied it (contract.DeniedBy),
+	// its Check the index of the descriptor in Descriptors.
+	DeniedBy *contract.DeniedBy
 }
 
 // DescriptorDecision is one descriptor's part of a Decision.

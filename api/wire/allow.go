@@ -46,9 +46,18 @@ type AllowRequest struct {
 	// node wait the reservation out before it answers.
 	MaxWait *string `json:"max_wait,omitempty"`
 	Hold    bool    `json:"hold,omitempty"`
+	// Settle makes the admission a reservation of the cost, to settle
+	// (POST /v1/settle) with what the request used within TTL.
+	Settle *SettleOptions `json:"settle,omitempty"`
 	// TakeShare asks, with one check, for a share of its budget for the
 	// caller to spend itself (the answer's Share).
 	TakeShare *ShareAsk `json:"take_share,omitempty"`
+}
+
+// SettleOptions is the settle option of an allow request: how long the
+// reservation waits for its settlement (a Go duration).
+type SettleOptions struct {
+	TTL *string `json:"ttl"`
 }
 
 // ShareAsk asks for a share of up to Units, lasting TTL (a Go duration,
@@ -101,6 +110,14 @@ type AllowResponse struct {
 	// the first decision, and nothing was consumed now.
 	Duplicate bool            `json:"duplicate,omitempty"`
 	Checks    []CheckResponse `json:"checks,omitempty"`
+	// Blocked, for a request denied because a key is blocked, says so and
+	// why.
+	Blocked *Blocked `json:"blocked,omitempty"`
+	// DeniedBy, for a denial, says what denied it.
+	DeniedBy *DeniedBy `json:"denied_by,omitempty"`
+	// SettlementID, for an admission with settle, names the reservation
+	// to settle.
+	SettlementID string `json:"settlement_id,omitempty"`
 	// Share is the share granted to TakeShare, if any.
 	Share *Share `json:"share,omitempty"`
 }
@@ -134,4 +151,40 @@ type BatchItem struct {
 // BatchResponse is the body of a /v1/allow/batch answer.
 type BatchResponse struct {
 	Responses []BatchItem `json:"responses"`
+}
+
+// DeniedBy, in a denial, says what denied it: the check (its index), the
+// policy it was decided under (absent for an inline limit) and that
+// policy's version (the log index of its last change), the limit that
+// applied, and the cause: "limit", "block" or "penalty".
+type DeniedBy struct {
+	Check         int    `json:"check"`
+	Policy        string `json:"policy,omitempty"`
+	PolicyVersion uint64 `json:"policy_version,omitempty"`
+	Limit         Limit  `json:"limit"`
+	Cause         string `json:"cause"`
+}
+
+// SettleRequest is the body of POST /v1/settle: the reservation, and what
+// the request used.
+type SettleRequest struct {
+	SettlementID string `json:"settlement_id"`
+	Cost         *int64 `json:"cost"`
+}
+
+// Settlement is the answer of POST /v1/settle: the cost reserved and
+// settled, what was given back (refunded) or charged beyond the
+// reservation (charged; what the debt bound left out, forgiven), each the
+// least over the request's checks; when a check is left in debt,
+// retry_after_ms is how long until it admits again. Duplicate: the same
+// settlement was made before, and this is its answer.
+type Settlement struct {
+	SettlementID string `json:"settlement_id"`
+	Reserved     int64  `json:"reserved"`
+	Cost         int64  `json:"cost"`
+	Refunded     int64  `json:"refunded"`
+	Charged      int64  `json:"charged"`
+	Forgiven     int64  `json:"forgiven,omitempty"`
+	RetryAfterMS int64  `json:"retry_after_ms,omitempty"`
+	Duplicate    bool   `json:"duplicate,omitempty"`
 }

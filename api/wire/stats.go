@@ -13,6 +13,10 @@ type Stats struct {
 	Dropped     int64          `json:"dropped_entries"`
 	Policies    []ShadowPolicy `json:"shadow_policies"`
 	Shares      []Shares       `json:"local_shares"`
+	// RecentChanges are the last changes operators made, newest first.
+	RecentChanges []AuditEntry `json:"recent_changes"`
+	// Blocked is the block list at a glance.
+	Blocked BlockedKeys `json:"blocked_keys"`
 }
 
 // Shares is what the keys of one policy ("" for inline limits) have
@@ -21,6 +25,14 @@ type Shares struct {
 	Policy string `json:"policy"`
 	Shares int    `json:"shares"`
 	Units  int64  `json:"units"`
+}
+
+// BlockedKeys is how many keys are blocked now, how many by a penalty, and
+// the blocks that began last.
+type BlockedKeys struct {
+	Count     int     `json:"count"`
+	ByPenalty int     `json:"by_penalty"`
+	Latest    []Block `json:"latest"`
 }
 
 // Second is the decisions of one second of cluster time.

@@ -50,6 +50,11 @@ type Options struct {
 	// Timeout bounds the wait for the cluster's decision; past it the
 	// Guard's failure policy answers. Default 2s.
 	Timeout time.Duration
+	// SettleTTL, when not 0 (1s to 1h), makes every admission a
+	// reservation of its checks' cost, for the handler to settle with what
+	// the call used (Settle) within that time, as middleware's does; every
+	// list of checks must then cost the same on each of its checks.
+	SettleTTL time.Duration
 	// Logger receives what the interceptor cannot answer for (checks the
 	// cluster refuses as invalid: a mistake in Options). Default
 	// slog.Default().
@@ -75,6 +80,11 @@ func New(guard *client.Guard, opts Options) (*Limiter, error) {
 	})
 	if err != nil {
 		return nil, fmt.Errorf("grpclimit: %w", err)
+	}
+	if opts.SettleTTL != 0 {
+		if err := methods.OneCostEach("Methods"); err != nil {
+			return nil, fmt.Errorf("grpclimit: %w", err)
+		}
 	}
 	l := &Limiter{methods: methods}
 	if opts.Timeout <= 0 {
@@ -136,6 +146,7 @@ func (l *Limiter) admit(ctx context.Context, method string, setHeader, setTraile
 	if err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}
+	req.SettleTTL = l.opts.SettleTTL
 	d, err := l.decider.Decide(ctx, req)
 	if err != nil {
 		l.opts.Logger.Error("the cluster refused the interceptor's checks as invalid: fix the Limiter's Options", "method", method, "err", err)
@@ -152,7 +163,7 @@ func (l *Limiter) admit(ctx context.Context, method string, setHeader, setTraile
 		return nil, status.Errorf(codes.ResourceExhausted, "rate limit exceeded: retry after %d ms", d.RetryAfterMS)
 	}
 	_ = setHeader(md)
-	return context.WithValue(ctx, admittedKey{}, &limitcheck.Admitted[Call]{Decider: l.decider, Checks: checks, Request: req}), nil
+	return context.WithValue(ctx, admittedKey{}, &limitcheck.Admitted[Call]{Decider: l.decider, Checks: checks, Request: req, Decision: d}), nil
 }
 
 type admittedKey struct{}
@@ -163,7 +174,8 @@ var ErrNotAdmitted = errors.New("grpclimit: the context is not that of a call th
 
 // Charge counts extra more against the check named name of the call whose
 // context ctx is, once the handler knows the real cost; the semantics of
-// middleware.Charge: one more decision, all or nothing, no refunds.
+// middleware.Charge: one more decision, all or nothing (to pay only for what
+// a call used, reserve and Settle instead).
 func Charge(ctx context.Context, name string, extra int64) (client.GuardDecision, error) {
 	a, ok := ctx.Value(admittedKey{}).(*limitcheck.Admitted[Call])
 	if !ok {
@@ -174,4 +186,20 @@ func Charge(ctx context.Context, name string, extra int64) (client.GuardDecision
 		return d, fmt.Errorf("grpclimit: %w", err)
 	}
 	return d, err
+}
+
+// Settle settles the reservation of the call whose context ctx is (see
+// Options.SettleTTL) with used, what the call cost, as middleware.Settle
+// does: once per call; nothing to settle (the zero Settlement) for a call
+// admitted without a reservation.
+func Settle(ctx context.Context, used int64) (client.Settlement, error) {
+	a, ok := ctx.Value(admittedKey{}).(*limitcheck.Admitted[Call])
+	if !ok {
+		return client.Settlement{}, ErrNotAdmitted
+	}
+	s, err := a.Settle(ctx, used)
+	if err != nil {
+		return s, fmt.Errorf("grpclimit: %w", err)
+	}
+	return s, nil
 }

@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/netip"
 	"testing"
+	"time"
 
 	"github.com/limitnode/limitnode/client"
 	"github.com/limitnode/limitnode/client/grpclimit"
@@ -185,10 +186,63 @@ func TestNewRefusesBadOptions(t *testing.T) {
 	bad := []grpclimit.Options{
 		{Default: []grpclimit.Check{{Limit: &client.Limit{Rate: 1}}}},
 		{Methods: map[string][]grpclimit.Check{checkMethod: {{Key: grpclimit.Method()}}}},
+		{SettleTTL: time.Minute, Default: []grpclimit.Check{{Key: grpclimit.Method(), Limit: &client.Limit{Rate: 9}, Cost: 3}, {Key: grpclimit.Const("g"), Limit: &client.Limit{Rate: 9}}}},
 	}
 	for i, opts := range bad {
 		if _, err := grpclimit.New(guard, opts); err == nil {
 			t.Errorf("options %d accepted", i)
 		}
+	}
+}
+
+// settlingHealth answers Check after settling the call's reservation with
+// what it "used", 3.
+type settlingHealth struct {
+	healthpb.UnimplementedHealthServer
+	t *testing.T
+}
+
+func (h settlingHealth) Check(ctx context.Context, _ *healthpb.HealthCheckRequest) (*healthpb.HealthCheckResponse, error) {
+	if s, err := grpclimit.Settle(ctx, 3); err != nil || s.Refunded != 7 {
+		h.t.Errorf("the settlement: %+v %v", s, err)
+	}
+	return &healthpb.HealthCheckResponse{Status: healthpb.HealthCheckResponse_SERVING}, nil
+}
+
+// TestACallSettlesWhatItUsed: with SettleTTL, a call reserves its method's
+// cost (10) and the handler settles with what it used (3): the key has 3
+// spent on the cluster, not 10.
+func TestACallSettlesWhatItUsed(t *testing.T) {
+	t.Parallel()
+	c := testcluster.Start(t, 1)
+	limit := &client.Limit{Rate: 100, Period: "24h"}
+	l, err := grpclimit.New(client.NewGuard(clientOf(c, 0), client.GuardOptions{}), grpclimit.Options{SettleTTL: time.Minute,
+		Default: []grpclimit.Check{{Key: grpclimit.Const("calls"), Limit: limit, Cost: 10}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer(grpc.UnaryInterceptor(l.Unary()))
+	healthpb.RegisterHealthServer(srv, settlingHealth{t: t})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(srv.Stop)
+	conn, err := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	if code, _ := check(t, healthpb.NewHealthClient(conn)); code != codes.OK {
+		t.Fatalf("Check: %v", code)
+	}
+	cost := int64(0)
+	d, err := clientOf(c, 0).Allow(context.Background(), client.AllowRequest{Key: "calls", Limit: limit, Cost: &cost})
+	if err != nil || d.Remaining != 97 {
+		t.Fatalf("after the call: %+v %v, want 97 left (10 reserved, 3 used)", d, err)
+	}
+	if _, err := grpclimit.Settle(context.Background(), 1); !errors.Is(err, grpclimit.ErrNotAdmitted) {
+		t.Fatalf("Settle outside the interceptor: %v", err)
 	}
 }

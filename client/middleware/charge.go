@@ -23,9 +23,9 @@ var ErrNotAdmitted = errors.New("middleware: the context is not that of a reques
 // nothing. If the bucket lacks extra, nothing is consumed and the decision
 // is a denial saying when to retry; the handler has already served, so
 // what follows is its choice (cut the response short, refuse the next
-// page). Tokens cannot be given back: the cluster has no refund, so a
-// handler that may cost less than it charged up front should charge the
-// least up front and the rest with Charge.
+// page). What was charged up front is not given back: a handler that may
+// cost less than the most it may cost reserves the most instead
+// (Options.SettleTTL) and settles with what it used (Settle).
 func Charge(ctx context.Context, name string, extra int64) (client.GuardDecision, error) {
 	a, ok := ctx.Value(admittedKey{}).(*limitcheck.Admitted[*http.Request])
 	if !ok {
@@ -36,4 +36,23 @@ func Charge(ctx context.Context, name string, extra int64) (client.GuardDecision
 		return d, fmt.Errorf("middleware: %w", err)
 	}
 	return d, err
+}
+
+// Settle settles the reservation of the request whose context ctx is (see
+// Options.SettleTTL) with used, what the request cost: what it did not use
+// of its checks' cost is given back, what it used beyond is charged (up to
+// the policies' max_debt beyond empty). Once per request: again is
+// limitcheck's ErrSettledAlready. A request admitted without a reservation
+// (no SettleTTL, or the Guard's failure policy answered) has nothing to
+// settle: the zero Settlement.
+func Settle(ctx context.Context, used int64) (client.Settlement, error) {
+	a, ok := ctx.Value(admittedKey{}).(*limitcheck.Admitted[*http.Request])
+	if !ok {
+		return client.Settlement{}, ErrNotAdmitted
+	}
+	s, err := a.Settle(ctx, used)
+	if err != nil {
+		return s, fmt.Errorf("middleware: %w", err)
+	}
+	return s, nil
 }

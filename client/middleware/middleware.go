@@ -61,6 +61,12 @@ type Options struct {
 	// Timeout bounds the wait for the cluster's decision; past it the
 	// Guard's failure policy answers. Default 2s.
 	Timeout time.Duration
+	// SettleTTL, when not 0 (1s to 1h), makes every admission a
+	// reservation of its checks' cost, the most a request may cost, for
+	// the handler to settle with what it used (Settle) within that time;
+	// one it does not settle stays charged in full. Every list of checks
+	// must then cost the same on each of its checks.
+	SettleTTL time.Duration
 	// Logger receives what the middleware cannot answer for (a check the
 	// cluster refuses as invalid: a mistake in Options). Default
 	// slog.Default().
@@ -86,6 +92,11 @@ func New(guard *client.Guard, opts Options) (*Limiter, error) {
 	})
 	if err != nil {
 		return nil, fmt.Errorf("middleware: %w", err)
+	}
+	if opts.SettleTTL != 0 {
+		if err := routes.OneCostEach("Routes"); err != nil {
+			return nil, fmt.Errorf("middleware: %w", err)
+		}
 	}
 	l := &Limiter{routes: routes}
 	if opts.OnKeyError == nil {
@@ -128,6 +139,7 @@ func (l *Limiter) Wrap(next http.Handler) http.Handler {
 			l.opts.OnKeyError(w, r, err)
 			return
 		}
+		req.SettleTTL = l.opts.SettleTTL
 		a.Request = req
 		d, err := l.decider.Decide(r.Context(), req)
 		if err != nil {
@@ -139,6 +151,7 @@ func (l *Limiter) Wrap(next http.Handler) http.Handler {
 			writeDenial(w, d)
 			return
 		}
+		a.Decision = d
 		setHeaders(w.Header(), d, false)
 		next.ServeHTTP(w, routed)
 	})

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/limitnode/limitnode/client"
 	"github.com/limitnode/limitnode/client/middleware"
@@ -327,6 +328,7 @@ func TestNewRefusesBadOptions(t *testing.T) {
 		{"both limit and policy", middleware.Options{Default: []middleware.Check{{Key: middleware.Const("k"), Limit: limit, Policy: "p"}}}},
 		{"a negative cost", middleware.Options{Routes: map[string][]middleware.Check{"/": {{Key: middleware.Const("k"), Limit: limit, Cost: -1}}}}},
 		{"a name twice", middleware.Options{Default: []middleware.Check{{Name: "a", Key: middleware.Const("k"), Limit: limit}, {Name: "a", Key: middleware.Const("j"), Limit: limit}}}},
+		{"settling checks of different costs", middleware.Options{SettleTTL: time.Minute, Routes: map[string][]middleware.Check{"/": {{Key: middleware.Const("k"), Limit: limit, Cost: 2}, {Key: middleware.Const("j"), Limit: limit}}}}},
 	}
 	for _, tt := range tests {
 		if _, err := middleware.New(guard, tt.opts); err == nil {
@@ -335,5 +337,60 @@ func TestNewRefusesBadOptions(t *testing.T) {
 	}
 	if _, err := middleware.New(nil, middleware.Options{}); err == nil {
 		t.Error("no guard: accepted")
+	}
+}
+
+// TestAHandlerSettlesWhatItUsed: with SettleTTL, a request reserves its
+// route's cost (100 tokens of a user's 1,000) and the handler settles with
+// what it used (7): the user has 993 left, on the cluster; settling again
+// is refused and changes nothing; a handler that does not settle leaves
+// the whole reservation charged; a context the middleware did not admit
+// has nothing to settle.
+func TestAHandlerSettlesWhatItUsed(t *testing.T) {
+	t.Parallel()
+	c := testcluster.Start(t, 1)
+	guard := client.NewGuard(clientOf(c, 0), client.GuardOptions{})
+	tokens := &client.Limit{Rate: 1000, Period: "24h"}
+	l, err := middleware.New(guard, middleware.Options{SettleTTL: time.Minute,
+		Default: []middleware.Check{{Key: middleware.Join(middleware.Const("tokens"), user), Limit: tokens, Cost: 100}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /generate", func(w http.ResponseWriter, r *http.Request) {
+		s, err := middleware.Settle(r.Context(), 7)
+		if err != nil || s.Refunded != 93 {
+			t.Errorf("the settlement: %+v %v", s, err)
+		}
+		if _, err := middleware.Settle(r.Context(), 7); err == nil {
+			t.Error("a second settlement of one request was accepted")
+		}
+		_, _ = io.WriteString(w, "seven tokens")
+	})
+	mux.HandleFunc("GET /forgetful", func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "never settled") })
+	srv := httptest.NewServer(authenticate(l.Wrap(mux)))
+	t.Cleanup(srv.Close)
+	left := func(who string) int64 {
+		cost := int64(0)
+		d, err := clientOf(c, 0).Allow(context.Background(), client.AllowRequest{Key: "tokens|" + who, Limit: tokens, Cost: &cost})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d.Remaining
+	}
+	if resp := get(t, "GET", srv.URL+"/generate", "Authorization", "User alice"); resp.StatusCode != http.StatusOK {
+		t.Fatalf("generate: %d", resp.StatusCode)
+	}
+	if got := left("alice"); got != 993 {
+		t.Fatalf("alice has %d left, want 993: 100 reserved, 7 used", got)
+	}
+	if resp := get(t, "GET", srv.URL+"/forgetful", "Authorization", "User bob"); resp.StatusCode != http.StatusOK {
+		t.Fatalf("forgetful: %d", resp.StatusCode)
+	}
+	if got := left("bob"); got != 900 {
+		t.Fatalf("bob has %d left, want 900: the reservation unsettled, charged in full", got)
+	}
+	if _, err := middleware.Settle(context.Background(), 1); !errors.Is(err, middleware.ErrNotAdmitted) {
+		t.Fatalf("settling outside the middleware: %v", err)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/limitnode/limitnode/api/wire"
 	"github.com/limitnode/limitnode/client"
 )
 
@@ -26,6 +27,7 @@ var allowCommand = remoteCommand("allow", "allow -key K -rate N [-period 1m] [-a
 	cost := fs.Int64("cost", 1, "what the request consumes; 0 checks without consuming")
 	policy := fs.String("policy", "", "a stored policy instead of -rate")
 	requestID := fs.String("request-id", "", "makes a retry safe: the same request with the same ID is decided once")
+	settle := fs.Duration("settle", 0, "reserve the cost, to settle within this long with what was used (limitnode settle ID COST)")
 	return func(ctx context.Context, r *remote, args []string) error {
 		if err := wantArgs(args, 0, "no arguments"); err != nil {
 			return err
@@ -40,7 +42,7 @@ var allowCommand = remoteCommand("allow", "allow -key K -rate N [-period 1m] [-a
 		case *policy != "" && rateGiven:
 			return &usageError{"allow takes -rate or -policy, not both"}
 		}
-		req := client.AllowRequest{Key: *key, Policy: *policy, Cost: cost, RequestID: *requestID}
+		req := client.AllowRequest{Key: *key, Policy: *policy, Cost: cost, RequestID: *requestID, SettleTTL: *settle}
 		if *policy == "" {
 			req.Limit = &client.Limit{Algorithm: *algorithm, Rate: *rate, Period: *period, Burst: *burst}
 		}
@@ -62,6 +64,15 @@ var allowCommand = remoteCommand("allow", "allow -key K -rate N [-period 1m] [-a
 				millis(d.ResetAfterMS), millis(d.RetryAfterMS),
 			}}); err != nil {
 				return err
+			}
+			if by := d.DeniedBy; by != nil {
+				fmt.Fprintf(r.stdout, "denied by %s\n", deniedByText(by))
+			}
+			if d.SettlementID != "" {
+				fmt.Fprintf(r.stdout, "reserved: settle with limitnode settle %s COST\n", d.SettlementID)
+			}
+			if b := d.Blocked; b != nil {
+				fmt.Fprintf(r.stdout, "blocked for %s more: %s\n", millis(b.EndsInMS), cmp.Or(b.Reason, "(no reason given)"))
 			}
 		}
 		if !d.Allowed {
@@ -250,6 +261,17 @@ func short(digest string) string {
 // shortDuration writes a whole number of hours or minutes without Go's
 // zero units ("1m0s" is 1m); anything else as Go does.
 // limitText is a limit as a table shows it: "token_bucket 100/1m burst 10".
+// deniedByText says what denied a request: "check 0, policy api (version
+// 12): token_bucket 100/1m (limit)".
+func deniedByText(by *wire.DeniedBy) string {
+	l := client.Limit{Algorithm: by.Limit.Algorithm, Rate: deref(by.Limit.Rate), Period: deref(by.Limit.Period), Burst: deref(by.Limit.Burst)}
+	policy := "an inline limit"
+	if by.Policy != "" {
+		policy = fmt.Sprintf("policy %s (version %d)", by.Policy, by.PolicyVersion)
+	}
+	return fmt.Sprintf("check %d, %s: %s (%s)", by.Check, policy, limitText(l), by.Cause)
+}
+
 func limitText(l client.Limit) string {
 	text := fmt.Sprintf("%s %d/%s", cmp.Or(l.Algorithm, "token_bucket"), l.Rate, shortDuration(cmp.Or(l.Period, "1s")))
 	if l.Burst != 0 && l.Burst != l.Rate {

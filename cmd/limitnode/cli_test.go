@@ -66,11 +66,21 @@ func TestTheCommandLineAgainstACluster(t *testing.T) {
 		{"an allowed request", []string{"allow", addr, "-key", "cli", "-rate", "1", "-period", "1h"}, 0, []string{"allowed", "1h0m0s"}, ""},
 		{"allow without a limit", []string{"allow", addr, "-key", "cli"}, exitUsage, nil, "allow needs -rate (an inline limit) or -policy"},
 		{"a join naming another member's Raft address", []string{"join", addr, "-id", "n5", "-raft", leader.RaftAddr}, exitError, nil, `is "` + leader.ID + `", not "n5"`},
-		{"a denied request", []string{"allow", addr, "-key", "cli", "-rate", "1", "-period", "1h"}, exitDenied, []string{"denied"}, ""},
+		{"a denied request", []string{"allow", addr, "-key", "cli", "-rate", "1", "-period", "1h"}, exitDenied, []string{"denied", "denied by check 0, an inline limit: token_bucket 1/1h (limit)"}, ""},
 		{"keys get", []string{"keys", "get", "cli", addr}, 0, []string{"KEY", "cli", "(inline)", "token_bucket 1/1h"}, ""},
 		{"keys list", []string{"keys", "list", "-prefix", "cl", addr}, 0, []string{"cli", "token_bucket 1/1h"}, ""},
 		{"keys reset", []string{"keys", "reset", "cli", addr}, 0, []string{"reset cli (1 limits)"}, ""},
 		{"allowed again after the reset", []string{"allow", addr, "-key", "cli", "-rate", "1", "-period", "1h"}, 0, []string{"allowed"}, ""},
+		{"a reservation", []string{"allow", addr, "-key", "tokens", "-rate", "1000", "-period", "1h", "-cost", "500", "-settle", "1m"}, 0, []string{"allowed", "reserved: settle with limitnode settle s"}, ""},
+		{"settle of no reservation", []string{"settle", "s0.0", "10", addr}, exitError, nil, "404 not_found"},
+		{"settle with a bad cost", []string{"settle", "s0.0", "ten", addr}, exitUsage, nil, "COST must be an integer"},
+		{"blocks put", []string{"blocks", "put", "cli", "-ttl", "1h", "-reason", "too many exports", addr}, 0, []string{"KEY", "cli", "operator", "too many exports"}, ""},
+		{"blocks put without a ttl", []string{"blocks", "put", "cli", addr}, exitUsage, nil, "blocks put needs -ttl"},
+		{"blocks list", []string{"blocks", "list", addr}, 0, []string{"cli", "59m", "too many exports"}, ""},
+		{"a blocked key", []string{"allow", addr, "-key", "cli", "-rate", "100", "-period", "1h"}, exitDenied, []string{"denied", "token_bucket 100/1h (block)", "blocked for 59m", "too many exports"}, ""},
+		{"blocks delete", []string{"blocks", "delete", "cli", addr}, 0, []string{"lifted the block of cli"}, ""},
+		{"blocks delete again", []string{"blocks", "delete", "cli", addr}, exitError, nil, "404 not_found"},
+		{"blocks list when none are", []string{"blocks", "list", addr}, 0, []string{"no blocked keys"}, ""},
 		{"keys get of a key without state", []string{"keys", "get", "nobody", addr}, exitError, nil, "404 not_found"},
 		{"an invalid request", []string{"allow", addr, "-key", "cli", "-rate", "0"}, exitError, nil, "limit.rate"},
 		{"policy put", []string{"policy", "put", "per-tenant", policyFile, addr}, 0, []string{"per-tenant", "token_bucket 100/1m", "{tenant}"}, ""},
@@ -84,6 +94,8 @@ func TestTheCommandLineAgainstACluster(t *testing.T) {
 		{"remove", []string{"remove", addr, third.ID}, 0, []string{"removed " + third.ID}, ""},
 		{"join", []string{"join", addr, "-id", third.ID, "-raft", third.RaftAddr, "-http", third.HTTPAddr}, 0, []string{"joined " + third.ID}, ""},
 		{"transfer-leadership", []string{"transfer-leadership", addr, "-to", third.ID}, 0, []string{"leader is now " + third.ID}, ""},
+		{"audit", []string{"audit", addr}, 0, []string{"INDEX", "(no token)", "policy.put", "per-tenant", "token_bucket 100 per 1m0s", "block.put", "cli", "key.reset", "restore", "member.remove", third.ID, "member.join", "leadership.transfer"}, ""},
+		{"audit since an index", []string{"audit", addr, "-limit", "1", "-json"}, 0, []string{`"action": "member.join"`}, ""},
 		{"an unreachable address", []string{"status", "-addr", "127.0.0.1:1"}, exitError, nil, "no node reachable"},
 		{"a bad flag", []string{"status", "-bogus"}, exitUsage, nil, "flag provided but not defined: -bogus"},
 		{"a missing argument", []string{"remove", addr}, exitUsage, nil, "want the member's ID"},
@@ -105,6 +117,20 @@ func TestTheCommandLineAgainstACluster(t *testing.T) {
 		}
 		if strings.Contains(stderr, "limitnode: limitnode:") {
 			t.Errorf("%s: stderr says limitnode twice: %q", tt.name, stderr)
+		}
+	}
+	// Reserve, then settle with less, twice: the second is the first's answer.
+	out, _, _ := limitnodeCLI(t, bin, "allow", addr, "-key", "tokens-2", "-rate", "1000", "-period", "1h", "-cost", "500", "-settle", "1m", "-json")
+	var reserved struct {
+		SettlementID string `json:"settlement_id"`
+	}
+	if err := json.Unmarshal([]byte(out), &reserved); err != nil || reserved.SettlementID == "" {
+		t.Fatalf("allow -settle -json: %q, %v", out, err)
+	}
+	for i, want := range []string{"SETTLEMENT", "settled before with this cost"} {
+		stdout, stderr, status := limitnodeCLI(t, bin, "settle", reserved.SettlementID, "120", addr)
+		if status != 0 || !strings.Contains(stdout, want) || !strings.Contains(stdout, "380") {
+			t.Fatalf("settle %d: exit %d\n%s%s", i+1, status, stdout, stderr)
 		}
 	}
 	members, _, _ := limitnodeCLI(t, bin, "members", addr)

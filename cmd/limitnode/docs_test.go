@@ -306,10 +306,16 @@ var docScripts = []docScript{
 	},
 	{
 		page: "docs/http-api.md", onReadmeCluster: true,
-		want: []string{`"field":"limit.rate"`, `did you mean \"cost\"`, "HTTP/1.1 200 OK", "429 Retry-After: ", "200 shared: \n200 shared: \n200 shared: true\n200 shared: true", `"wait_ms":`, `"held_ms":`,
+		want: []string{`"field":"limit.rate"`, `did you mean \"cost\"`, "HTTP/1.1 200 OK", "429 Retry-After: ",
+			`Limitnode-Denied-By: "default";check=0;cause=limit;algorithm=token_bucket;rate=2;period_ms=60000;burst=2`, `"denied_by":{"check":0,"limit":{"algorithm":"token_bucket","rate":2,"period":"1m0s","burst":2},"cause":"limit"}}`,
+			"200 shared: \n200 shared: \n200 shared: true\n200 shared: true", `"wait_ms":`, `"held_ms":`,
+			`"reserved":4000,"cost":1234,"refunded":2766,"charged":0}`, `"refunded":2766,"charged":0,"duplicate":true}`, `"code":"conflict","field":"settlement_id"}`,
+			`"reserved":8000,"cost":12000,"refunded":0,"charged":3000,"forgiven":1000,"retry_after_ms":`, "\n429\n",
 			`"checks":[{"key":"client:42"`, `"status":200`, `"field":"requests[1].policy"`, `"field":"requests[2].limit.rate"`,
 			`"shadow_denied":0`, `{"deleted":"per-tenant-route"}`,
-			`{"key":"api-key:spent","limits":[`, `{"reset":"api-key:spent","limits":1}`, "200\n", `"granted":false`, `"position":1`, `"expires_in_ms":300000`, `"released":`, `"waited_ms":`,
+			`{"key":"api-key:spent","limits":[`, `{"reset":"api-key:spent","limits":1}`, "200\n",
+			`{"key":"api-key:scraper","reason":"scraping the catalogue"`, `"allowed":false`, `"blocked":{"key":"api-key:scraper","reason":"scraping the catalogue","ends_in_ms":`,
+			`{"blocks":[{"key":"api-key:scraper"`, `"ends_in_ms":0}`, `"action":"policy.put","subject":"audited","detail":"token_bucket 100 per 1m0s"}`, `"granted":false`, `"position":1`, `"expires_in_ms":300000`, `"released":`, `"waited_ms":`,
 			`{"id":"n4"`, `{"removed":"n4"}`, `"leader":"n2"`, `{"status":"ok"}`, `{"status":"ready"}`, `"agrees":true`,
 			"X-Limitnode-Limits-Digest: ", `"restored_index":`, "<title>limitnode n1</title>", `"top_denied_keys":[{"name":"api-key:busy"`,
 			`limitnode_decisions_total{outcome="allowed"}`},
@@ -320,7 +326,7 @@ var docScripts = []docScript{
 	},
 	{
 		page: "docs/go.md", onReadmeCluster: true,
-		want: []string{"allowed: true, remaining: 99", "the cluster could not decide", "allowed: true, remaining: 32", "admitted 1000 of 1000; most from the client's shares: true", "report for acme",
+		want: []string{"allowed: true, remaining: 99", "the cluster could not decide", "allowed: true, remaining: 32", "admitted 1000 of 1000; most from the client's shares: true", "report for acme", "hello\nthere\ndone", `{"key":"tokens:acme","limits":[{"limit":{"algorithm":"token_bucket","rate":10000,"period":"24h0m0s","burst":10000},"remaining":9997`,
 			"200 200 200 200 200 200 200 200 200 200 429", "401", "grpc.health.v1.Health", `"status": "SERVING"`, "ResourceExhausted", "call 6 refused",
 			"allowed; 99 left", "belongs to no cluster yet", "exit status 1"},
 	},
@@ -330,7 +336,7 @@ var docScripts = []docScript{
 	},
 	{
 		page: "docs/operations.md", onReadmeCluster: true,
-		want: []string{"n1    n1", "allowed   2      1", "api   token_bucket 100/1m", "user:42  api", "RESTORED AT", "ready", "leader is now n2",
+		want: []string{"n1    n1", "allowed   2      1", "api   token_bucket 100/1m", "user:42  api", "REFUNDED", "380", "user:13  operator", "card testing", "policy.put", "api", "block.put", "RESTORED AT", "ready", "leader is now n2",
 			// membership
 			"removed n5", "not a member of the cluster", "joined n5", "does not answer as a limitnode node", `409 conflict (id): member "n5" is running at`,
 			"removed n5", `409 conflict (id): removing "n2" would leave 2 of 4 voters answering`, `d6 belongs to node "n6", not "n9"`, "removed n6", "removed n7",

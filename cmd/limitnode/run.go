@@ -370,5 +370,5 @@ func advertiseHTTP(listening, raftAddr, flagValue string) (string, error) {
 
 // httpBackend is the node in every job of the HTTP API.
 func httpBackend(node *cluster.Node) httpapi.Backend {
-	return httpapi.Backend{Decider: node, Policies: node, RLS: node, Leases: node, Membership: node, Backups: node, Observer: node, Keys: node}
+	return httpapi.Backend{Decider: node, Policies: node, RLS: node, Leases: node, Membership: node, Backups: node, Observer: node, Keys: node, Blocks: node, Audit: node, Settler: node}
 }

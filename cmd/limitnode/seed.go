@@ -23,6 +23,9 @@ type seed struct {
 	domains  []rls.Config
 }
 
+// seedActor is who the audit trail says stored the seed.
+const seedActor = "seed"
+
 const seedIgnored = "-policies and -rls-config NOT applied: they are stored only when a node bootstraps a new cluster, and this node restarted into or joined one, so the cluster keeps the policies and domains it has; to change them, run limitnode policy put NAME FILE and limitnode rls put FILE (through the log, to every node)"
 
 // readSeed reads and validates the files of -policies and -rls-config, so
@@ -107,6 +110,7 @@ func (s seed) empty() bool { return len(s.policies) == 0 && len(s.domains) == 0 
 func (s seed) store(ctx context.Context, node *cluster.Node, logger *slog.Logger) error {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
+	ctx = contract.WithActor(ctx, seedActor)
 	for _, p := range s.policies {
 		if err := node.PutPolicy(ctx, p); err != nil {
 			return fmt.Errorf("store policy %q: %w", p.Name, err)

@@ -155,7 +155,11 @@ var applyCommands = map[CommandType]func(f *FSM, body []byte) (any, error){
 		if err := decodeBody(body, &c); err != nil {
 			return nil, err
 		}
-		return f.putRLSConfig(c), nil
+		resp := f.putRLSConfig(c)
+		if resp == nil {
+			f.rlsVersions[c.Domain] = f.lastIndex
+		}
+		return resp, nil
 	},
 	CommandResetKey: func(f *FSM, body []byte) (any, error) {
 		var cmd NamedDeleteCommand
@@ -180,6 +184,23 @@ var applyCommands = map[CommandType]func(f *FSM, body []byte) (any, error){
 		}
 		return f.returnShare(&cmd), nil
 	},
+	CommandPutBlock: func(f *FSM, body []byte) (any, error) {
+		return f.applyBlock(body, (*FSM).putBlock)
+	},
+	CommandDeleteBlock: func(f *FSM, body []byte) (any, error) {
+		return f.applyBlock(body, (*FSM).deleteBlock)
+	},
+	CommandAudit: (*FSM).applyAudit,
+	CommandSettle: func(f *FSM, body []byte) (any, error) {
+		var cmd SettleCommand
+		if err := decodeBody(body, &cmd); err != nil {
+			return nil, err
+		}
+		if err := f.checkTime(cmd.NowNanos); err != nil {
+			return nil, err
+		}
+		return f.applySettle(&cmd), nil
+	},
 	CommandSetClusterID:  (*FSM).applyClusterID,
 	CommandRestoreBegin:  (*FSM).applyRestoreBegin,
 	CommandRestoreChunk:  (*FSM).applyRestoreChunk,
@@ -194,6 +215,7 @@ var applyCommands = map[CommandType]func(f *FSM, body []byte) (any, error){
 			return contract.NotFound("domain", "rate limit service domain %q does not exist", cmd.Name), nil
 		}
 		delete(f.rlsDomains, cmd.Name)
+		delete(f.rlsVersions, cmd.Name)
 		return nil, nil
 	},
 }
@@ -211,6 +233,18 @@ func (f *FSM) applyLease(body []byte, op func(t *leaseTable, now int64, cmd *Lea
 	r := op(f.leases, now, &cmd)
 	r.AtNanos = now
 	return &r, nil
+}
+
+// applyBlock runs a block command at the command's time.
+func (f *FSM) applyBlock(body []byte, op func(f *FSM, cmd *BlockCommand) any) (any, error) {
+	var cmd BlockCommand
+	if err := decodeBody(body, &cmd); err != nil {
+		return nil, err
+	}
+	if err := f.checkTime(cmd.NowNanos); err != nil {
+		return nil, err
+	}
+	return op(f, &cmd), nil
 }
 
 // checkTime refuses an entry's time outside the safe range or beyond
@@ -260,6 +294,9 @@ func (f *FSM) advance(stampNanos int64) int64 {
 	f.expireDedup(now)
 	f.leases.expire(now, maxExpiriesPerApply)
 	f.shares.expire(now)
+	f.blocks.expire(now, maxExpiriesPerApply)
+	f.penalties.expire(now, maxExpiriesPerApply)
+	f.settles.expire(now, maxExpiriesPerApply)
 	return now
 }
 
@@ -283,6 +320,7 @@ func (f *FSM) putPolicy(p contract.Policy) any {
 		return contract.Invalid("overrides", "the cluster holds at most %d overrides over all policies; this policy would bring it to %d", contract.MaxTotalOverrides, total)
 	}
 	e := newPolicyEntry(p)
+	e.version = f.lastIndex
 	if old != nil {
 		e.shadowDenied = old.shadowDenied
 	}
@@ -307,11 +345,18 @@ func (f *FSM) applyCommand(data []byte) (any, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: type %d: %w", ErrCorruptCommand, data[0], err)
 	}
-	if t := CommandType(data[0]); t == CommandPutPolicy || t == CommandDeletePolicy {
+	f.applied(CommandType(data[0]), resp)
+	return resp, nil
+}
+
+// applied tells what follows from an applied command of type t that
+// answered resp: the policies with local shares are published again after
+// a policy change, and a raise is told of.
+func (f *FSM) applied(t CommandType, resp any) {
+	if t == CommandPutPolicy || t == CommandDeletePolicy {
 		f.publishSharing()
 	}
-	if f.onRaise != nil && CommandType(data[0]).Raises() {
+	if f.onRaise != nil && Raised(t, resp) {
 		f.onRaise()
 	}
-	return resp, nil
 }

@@ -65,17 +65,51 @@ const (
 	// CommandReturnShare gives back what a holder did not spend of a
 	// share (a ReturnShareCommand).
 	CommandReturnShare CommandType = 30
+	// CommandPutBlock blocks a key until a cluster time (a BlockCommand):
+	// every request on it is denied without touching its counters.
+	CommandPutBlock CommandType = 20
+	// CommandDeleteBlock lifts a key's block.
+	CommandDeleteBlock CommandType = 21
+	// CommandAudited carries an operator's command and who asked for it
+	// (an AuditedCommand): the command is applied, and recorded in the
+	// audit trail, in one entry.
+	CommandAudited CommandType = 22
+	// CommandAudit records in the audit trail a change made outside the
+	// FSM (an AuditCommand): a membership change, a hand-over, a restore.
+	CommandAudit CommandType = 23
+	// CommandSettle settles a reservation (a SettleCommand): gives back
+	// what it did not use, or charges what it used beyond.
+	CommandSettle CommandType = 24
 )
 
 // Raises reports whether a command of type t may give capacity back, so
 // that a denial decided before it may be wrong after it: a policy or RLS
-// domain put or deleted, a key reset. (A restore, which replaces the whole
-// state, raises too; it is not a command.) Every other command only takes
-// capacity away, or changes none.
+// domain put or deleted, a key reset, a block lifted. (A restore, which
+// replaces the whole state, raises too; it is not a command.) Every other
+// command only takes capacity away, or changes none, but for what Raised
+// tells from its result.
 func (t CommandType) Raises() bool {
 	switch t {
-	case CommandPutPolicy, CommandDeletePolicy, CommandPutRLSConfig, CommandDeleteRLSConfig, CommandResetKey:
+	case CommandPutPolicy, CommandDeletePolicy, CommandPutRLSConfig, CommandDeleteRLSConfig, CommandResetKey, CommandDeleteBlock:
 		return true
+	}
+	return false
+}
+
+// Raised reports whether an applied command of type t, which answered
+// result, gave capacity back: one whose type Raises, a block put that
+// shortened a block (it ends sooner than the one it replaced), or a
+// settlement that gave units back. The leader
+// waits out the deny leases after such a command, as after every raise.
+func Raised(t CommandType, result any) bool {
+	if t.Raises() {
+		return true
+	}
+	switch r := result.(type) {
+	case *BlockResult:
+		return r.Shortened
+	case *SettleResult:
+		return r.Settlement.Refunded > 0
 	}
 	return false
 }
@@ -141,8 +175,11 @@ type Request struct {
 	// within it. After the fields above, as Scope.
 	MaxWait int64
 	// Share, when set, asks for a share of the one check's budget besides
-	// its cost (see ShareAsk). Last, as Scope.
+	// its cost (see ShareAsk). After the fields above, as Scope.
 	Share *ShareAsk
+	// Settle, when set, makes the admission a reservation to settle (see
+	// settle.go). Last, as Scope.
+	Settle *SettleAsk
 }
 
 // AllowCommand is a batch of independent requests decided at one instant.
@@ -201,6 +238,18 @@ type Result struct {
 	// Shared is set by package cluster on an answer a node gave from a
 	// share it holds; the log never holds it.
 	Shared bool
+	// Blocked, for a denial because a key is blocked, names the check
+	// and the block. Last, as RLS.
+	Blocked *contract.BlockedCheck
+	// DeniedBy, for a denial, says which check denied it, under which
+	// policy, limit and version, and why (see deniedBy). Last, as RLS.
+	DeniedBy *contract.DeniedBy
+	// Penalized names the policy (or rls/ and the domain) whose penalty
+	// this denial completed, blocking the key. Last, as RLS.
+	Penalized string
+	// SettlementID names the reservation an admitted request with Settle
+	// holds, to settle with CommandSettle. Last, as RLS.
+	SettlementID string
 }
 
 // denyFor is how long a denied request stays denied if only time passes:
@@ -305,8 +354,8 @@ func decodeBody(data []byte, v any) error {
 // reach the algorithms with values they would overflow on.
 func (r *Request) Validate() *contract.Error {
 	if r.RLS != nil {
-		if len(r.Checks) > 0 || r.RequestID != "" || r.MaxWait != 0 {
-			return contract.Invalid("checks", "a rate limit service query carries no checks, no request ID and no max_wait")
+		if len(r.Checks) > 0 || r.RequestID != "" || r.MaxWait != 0 || r.Settle != nil {
+			return contract.Invalid("checks", "a rate limit service query carries no checks, no request ID, no max_wait and no settle")
 		}
 		return r.RLS.Validate()
 	}
@@ -317,10 +366,19 @@ func (r *Request) Validate() *contract.Error {
 		checks = append(checks, r.Checks[i].contract())
 	}
 	cr := contract.Request{RequestID: r.RequestID, Checks: checks, Scope: r.Scope, MaxWaitNanos: r.MaxWait}
+	if r.Settle != nil {
+		if r.Settle.TTLNanos == 0 {
+			return contract.Invalid("settle.ttl", "settle.ttl is required")
+		}
+		cr.SettleTTLNanos = r.Settle.TTLNanos
+	}
 	if err := cr.Validate(); err != nil {
 		return err
 	}
 	if r.Share != nil {
+		if r.Settle != nil {
+			return contract.Invalid("settle", "a request to settle takes no share")
+		}
 		return r.Share.validate(r)
 	}
 	return nil

@@ -23,7 +23,14 @@ func (f *FSM) applyAllow(cmd *AllowCommand) *Response {
 				continue
 			}
 		}
+		if req.Settle != nil && f.settles.full() {
+			resp.Results[i] = Result{Rejection: contract.Exhausted("the cluster holds its maximum of %d open reservations; settle some, or wait for them to end", contract.MaxSettlements), AtNanos: now}
+			continue
+		}
 		resp.Results[i] = f.decide(now, req, cmd)
+		if req.Settle != nil && resp.Results[i].Allowed && resp.Results[i].Rejection == nil {
+			f.openReservation(now, req, &resp.Results[i], i)
+		}
 		if req.Share != nil {
 			f.grantShare(now, req, &resp.Results[i], i, cmd)
 		}
@@ -52,6 +59,9 @@ type target struct {
 	never bool
 	// maxWait: admit by reservation within it (algorithms.Reserve).
 	maxWait int64
+	// penalty: the policy's (or the domain's rate_limit's), counting its
+	// denials (see penalty.go).
+	penalty *contract.Penalty
 	// deferred: the policy's limit changed, but the bucket keeps the limit
 	// its outstanding shares were granted under until they end.
 	deferred bool
@@ -72,7 +82,7 @@ func (f *FSM) resolve(now int64, c *Check) (target, *contract.Error) {
 	if p == nil {
 		return target{}, contract.NotFound("policy", "policy %q does not exist", c.Policy)
 	}
-	t := target{cost: c.Cost, policy: p, shadow: p.policy.Shadow}
+	t := target{cost: c.Cost, policy: p, shadow: p.policy.Shadow, penalty: p.policy.Penalty}
 	key := c.Key
 	switch {
 	case p.policy.KeyTemplate != "" && len(c.Dimensions) > 0:
@@ -115,10 +125,21 @@ func (f *FSM) decide(now int64, req *Request, cmd *AllowCommand) Result {
 	if err != nil {
 		return Result{Rejection: err}
 	}
+	if i, b := f.blockedTarget(now, targets); b != nil {
+		res := f.blockedResult(now, req, targets, i, b)
+		res.RLS = statuses
+		return res
+	}
 	res := f.decideTargets(now, targets, cmd)
 	res.RLS = statuses
 	if !res.Allowed && res.Rejection == nil {
 		res.DenyAtNanos, res.DenyForNanos = now, denyFor(req, res.Checks)
+		res.DeniedBy = f.deniedBy(targets, res.Checks, -1, nil)
+		if penalized(targets, res.Checks) {
+			// Each such denial must reach the log to be counted.
+			res.DenyForNanos = 0
+			f.penalize(now, targets, &res)
+		}
 	}
 	return res
 }

@@ -111,6 +111,9 @@ type FSM struct {
 	nodes      map[string]string
 	policies   map[string]*policyEntry
 	rlsDomains map[string]*rls.Domain
+	// rlsVersions is the index of the entry that put each domain's
+	// configuration (contract.DeniedBy.PolicyVersion).
+	rlsVersions map[string]uint64
 	// totalOverrides counts the overrides of every policy, bounded by
 	// contract.MaxTotalOverrides.
 	totalOverrides int
@@ -130,7 +133,13 @@ type FSM struct {
 	reachedNanos int64
 	stepTerm     uint64
 	applyingTerm uint64
-	logger       *slog.Logger
+	blocks       *blockTable
+	audit        *auditTrail
+	// penalties counts the denials of keys whose policy has a penalty.
+	penalties *penaltyTable
+	// settles is the reservations open and the settlements remembered.
+	settles *settleTable
+	logger  *slog.Logger
 	// onStamp, if set, is told the index and cluster time of every applied
 	// entry that carries a leader's stamp (allow batches, leases); the
 	// node's clock uses it (see cluster's clock.go).
@@ -227,9 +236,14 @@ func (f *FSM) reset() {
 	f.nodes = make(map[string]string)
 	f.policies = make(map[string]*policyEntry)
 	f.rlsDomains = make(map[string]*rls.Domain)
+	f.rlsVersions = make(map[string]uint64)
 	f.totalOverrides = 0
 	f.leases = newLeaseTable()
 	f.shares = newShareLedger()
+	f.blocks = newBlockTable()
+	f.penalties = newPenaltyTable()
+	f.settles = newSettleTable()
+	f.audit = &auditTrail{}
 	f.clusterID = ""
 	f.staged = nil
 	f.reachedNanos, f.stepTerm = 0, 0

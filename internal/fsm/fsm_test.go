@@ -144,12 +144,21 @@ func randomLog(t testing.TB, seed uint64, entries int) [][]byte {
 			if p.Limit.Capacity() < 2 {
 				p.Limit = perMinute100
 			}
-			data, _ = Encode(CommandPutPolicy, &p)
+			data, _ = EncodeAudited("ops", CommandPutPolicy, &p) // recorded in the audit trail
 			log = append(log, data)
 		}
 		if i%11 == 0 {
 			// An operator resets a key now and then.
 			data, _ := Encode(CommandResetKey, &NamedDeleteCommand{Name: string(rune('a' + rng.IntN(6)))})
+			log = append(log, data)
+		}
+		if i%13 == 0 {
+			// An operator blocks a key, or lifts a block, now and then.
+			ct, cmd := CommandPutBlock, BlockCommand{NowNanos: stamp, Key: string(rune('a' + rng.IntN(6))), Reason: "abuse", TTLNanos: int64(time.Second) * (1 + rng.Int64N(3))}
+			if rng.IntN(3) == 0 {
+				ct = CommandDeleteBlock
+			}
+			data, _ := Encode(ct, &cmd)
 			log = append(log, data)
 		}
 		if i%7 == 0 {
@@ -222,6 +231,7 @@ func TestRestoredStateDecidesTheSame(t *testing.T) {
 		original.raw(e)
 	}
 	restored := newApplier(t)
+	restored.index = original.index // the log goes on at the same index, as Raft's does
 	snap, err := original.fsm.Snapshot()
 	if err != nil {
 		t.Fatal(err)

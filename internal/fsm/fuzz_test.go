@@ -44,6 +44,10 @@ func seedEntries(t testing.TB) [][]byte {
 	}})
 	add(CommandDeleteRLSConfig, &NamedDeleteCommand{Name: "edge"})
 	add(CommandResetKey, &NamedDeleteCommand{Name: "k"})
+	add(CommandPutPolicy, &contract.Policy{Name: "tokens", Limit: hourly(1000), MaxDebt: 10, Penalty: &contract.Penalty{Denials: 2, Within: time.Minute, BlockFor: time.Minute}})
+	add(CommandAllow, &AllowCommand{NowNanos: t0 + 1, Requests: []Request{reserve(policyReq("t", "tokens", 600), time.Minute), reserve(one("k", perMinute100, 5), time.Minute)}})
+	add(CommandSettle, &SettleCommand{NowNanos: t0 + 2, ID: settlementID(uint64(len(out)), 0), Cost: 700})
+	add(CommandPutBlock, &BlockCommand{NowNanos: t0 + 3, Key: "blocked", Reason: "fuzz", TTLNanos: int64(time.Minute)})
 	return out
 }
 

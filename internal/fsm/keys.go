@@ -34,6 +34,7 @@ func (f *FSM) resetKey(key string) any {
 		t := f.buckets.targets[sl.target].key
 		f.buckets.update(i, bucketKey{key: key, policy: t.policy, limit: t.limit}, l, restarted)
 	}
+	f.settles.forfeitRefunds(key)
 	return &ResetResult{Buckets: len(slots)}
 }
 

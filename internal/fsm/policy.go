@@ -24,6 +24,9 @@ type policyEntry struct {
 	// overrides by dimension ("tenant=tenant-42").
 	placeholders []string
 	shadowDenied int64
+	// version is the index of the log entry that put this version of the
+	// policy (contract.DeniedBy.PolicyVersion).
+	version uint64
 }
 
 func newPolicyEntry(p contract.Policy) *policyEntry {
@@ -60,5 +63,5 @@ func (e *policyEntry) limitFor(key string, dims []contract.Dimension) *algorithm
 
 // status is the policy as stored, with its count.
 func (e *policyEntry) status() contract.PolicyStatus {
-	return contract.PolicyStatus{Policy: e.policy, ShadowDenied: e.shadowDenied}
+	return contract.PolicyStatus{Policy: e.policy, ShadowDenied: e.shadowDenied, Version: e.version}
 }

@@ -91,6 +91,11 @@ func (f *FSM) probeDenied(now int64, req *Request) (Result, bool) {
 	if err != nil {
 		return Result{}, false
 	}
+	if i, b := f.blockedTarget(now, targets); b != nil {
+		res := f.blockedResult(now, req, targets, i, b)
+		res.RLS = statuses
+		return res, true
+	}
 	res := Result{Allowed: true, Checks: make([]CheckResult, len(targets)), RLS: statuses}
 	for i := range targets {
 		t := &targets[i]
@@ -103,7 +108,9 @@ func (f *FSM) probeDenied(now int64, req *Request) (Result, bool) {
 			res.Allowed = false
 		}
 	}
-	if res.Allowed {
+	if res.Allowed || penalized(targets, res.Checks) {
+		// An admission, or a denial that counts toward a penalty: only
+		// the log counts it.
 		return Result{}, false
 	}
 	for i := range targets {
@@ -111,5 +118,6 @@ func (f *FSM) probeDenied(now int64, req *Request) (Result, bool) {
 			*d, _ = algorithms.Decide(*targets[i].limit, targets[i].state, now, 0)
 		}
 	}
+	res.DeniedBy = f.deniedBy(targets, res.Checks, -1, nil)
 	return res, true
 }

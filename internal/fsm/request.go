@@ -27,6 +27,8 @@ type requestRule struct {
 
 func stampLease(body any, nowNanos int64) { body.(*LeaseCommand).NowNanos = nowNanos }
 
+func stampBlock(body any, nowNanos int64) { body.(*BlockCommand).NowNanos = nowNanos }
+
 // requestRules are the commands a member may ask the leader to append. The
 // others (allow batches, which have their own path with group commit,
 // checkpoints, lease ticks and members' addresses) only the leader writes.
@@ -55,6 +57,24 @@ var requestRules = map[CommandType]requestRule{
 		body:  func() any { return new(ReturnShareCommand) },
 		check: func(b any) *contract.Error { return b.(*ReturnShareCommand).Validate() },
 		stamp: func(b any, nowNanos int64) { b.(*ReturnShareCommand).NowNanos = nowNanos },
+	},
+	CommandPutBlock: {
+		body:  func() any { return new(BlockCommand) },
+		check: func(b any) *contract.Error { return validateBlockCommand(b.(*BlockCommand)) },
+		stamp: stampBlock,
+	},
+	CommandDeleteBlock: {
+		body:  func() any { return new(BlockCommand) },
+		check: func(b any) *contract.Error { return contract.ValidateKey(b.(*BlockCommand).Key) },
+		stamp: stampBlock,
+	},
+	CommandSettle: {
+		body: func() any { return new(SettleCommand) },
+		check: func(b any) *contract.Error {
+			c := b.(*SettleCommand)
+			return (&contract.SettleRequest{ID: c.ID, Cost: c.Cost, Scope: c.Scope}).Validate()
+		},
+		stamp: func(b any, nowNanos int64) { b.(*SettleCommand).NowNanos = nowNanos },
 	},
 	CommandAcquireLease: {
 		body: func() any { return new(LeaseCommand) },
@@ -86,11 +106,13 @@ var requestRules = map[CommandType]requestRule{
 }
 
 // Requested is a command a member asked the leader to append, decoded and
-// checked.
+// checked. Type is the command's own type, also when it travels inside
+// CommandAudited (then audited is set, with who asked).
 type Requested struct {
-	Type CommandType
-	body any
-	rule requestRule
+	Type    CommandType
+	body    any
+	rule    requestRule
+	audited *AuditedCommand
 }
 
 // DecodeRequest reads a command a member asks the leader to append, as
@@ -106,6 +128,9 @@ func DecodeRequest(data []byte) (Requested, error) {
 		return Requested{}, fmt.Errorf("%w: empty command", ErrCorruptCommand)
 	}
 	t := CommandType(data[0])
+	if t == CommandAudited {
+		return decodeAudited(data[1:])
+	}
 	rule, ok := requestRules[t]
 	if !ok {
 		return Requested{}, fmt.Errorf("%w: command type %d is not one a member may ask the leader for", ErrCorruptCommand, t)
@@ -120,15 +145,55 @@ func DecodeRequest(data []byte) (Requested, error) {
 	return Requested{Type: t, body: body, rule: rule}, nil
 }
 
+// decodeAudited reads an operator's command inside CommandAudited: the
+// command as DecodeRequest reads it on its own, and who asked.
+func decodeAudited(body []byte) (Requested, error) {
+	var env AuditedCommand
+	if err := decodeBody(body, &env); err != nil {
+		return Requested{}, fmt.Errorf("%w: type %d: %w", ErrCorruptCommand, CommandAudited, err)
+	}
+	if err := contract.ValidateActor(env.Actor); err != nil {
+		return Requested{}, err
+	}
+	if len(env.Command) == 0 || !Audited(CommandType(env.Command[0])) {
+		return Requested{}, fmt.Errorf("%w: an audited command must carry an operator's command", ErrCorruptCommand)
+	}
+	t := CommandType(env.Command[0])
+	rule := requestRules[t]
+	inner := rule.body()
+	if err := decodeBody(env.Command[1:], inner); err != nil {
+		return Requested{}, fmt.Errorf("%w: type %d: %w", ErrCorruptCommand, t, err)
+	}
+	if err := rule.check(inner); err != nil {
+		return Requested{}, err
+	}
+	return Requested{Type: t, body: inner, rule: rule, audited: &env}, nil
+}
+
 // Stamped reports whether the command carries the leader's time.
-func (r *Requested) Stamped() bool { return r.rule.stamp != nil }
+func (r *Requested) Stamped() bool { return r.rule.stamp != nil || r.audited != nil }
 
 // Stamp writes the leader's time into a command that carries one.
 func (r *Requested) Stamp(nowNanos int64) {
 	if r.rule.stamp != nil {
 		r.rule.stamp(r.body, nowNanos)
 	}
+	if r.audited != nil {
+		r.audited.NowNanos = nowNanos
+	}
 }
 
-// Encode returns the log entry of the command.
-func (r *Requested) Encode() ([]byte, error) { return Encode(r.Type, r.body) }
+// Encode returns the log entry of the command (inside CommandAudited when
+// it came in one).
+func (r *Requested) Encode() ([]byte, error) {
+	if r.audited == nil {
+		return Encode(r.Type, r.body)
+	}
+	inner, err := encodeBare(r.Type, r.body)
+	if err != nil {
+		return nil, err
+	}
+	env := *r.audited
+	env.Command = inner
+	return Encode(CommandAudited, &env)
+}

@@ -32,6 +32,19 @@ func TestDecodeRequest(t *testing.T) {
 		{"an acquire", encode(CommandAcquireLease, &LeaseCommand{ID: "0123456789abcdef", Key: "k", Max: 1, TTLNanos: int64(time.Minute)}), "", false, true},
 		{"an acquire without a key", encode(CommandAcquireLease, &LeaseCommand{ID: "0123456789abcdef", Max: 1, TTLNanos: int64(time.Minute)}), "key", false, true},
 		{"a renewal of no ID", encode(CommandRenewLease, &LeaseCommand{TTLNanos: int64(time.Minute)}), "id", false, true},
+		{"an audited policy", func() []byte {
+			d, _ := EncodeAudited("ops", CommandPutPolicy, &contract.Policy{Name: "p", Limit: minute})
+			return d
+		}(), "", false, true},
+		{"an audited policy of rate 0", func() []byte {
+			d, _ := EncodeAudited("ops", CommandPutPolicy, &contract.Policy{Name: "p", Limit: algorithms.Limit{PeriodNanos: int64(time.Second)}})
+			return d
+		}(), "limit.rate", false, true},
+		{"an audited acquire, which no operator sends", func() []byte {
+			d, _ := EncodeAudited("ops", CommandAcquireLease, &LeaseCommand{ID: "0123456789abcdef", Key: "k", Max: 1, TTLNanos: int64(time.Minute)})
+			return d
+		}(), "", true, false},
+		{"an audit record, which only the leader writes", encode(CommandAudit, &AuditCommand{Action: "restore"}), "", true, false},
 		{"an allow batch, which only the leader writes", encode(CommandAllow, &AllowCommand{}), "", true, false},
 		{"a checkpoint, which only the leader writes", encode(CommandCheckpoint, &CheckpointCommand{}), "", true, false},
 		{"a damaged entry", func() []byte {
@@ -69,8 +82,15 @@ func TestDecodeRequest(t *testing.T) {
 				if err != nil {
 					t.Fatalf("the re-encoded command: %v", err)
 				}
-				if lease, ok := back.body.(*LeaseCommand); tt.stamped && (!ok || lease.NowNanos != 42) {
-					t.Fatalf("the stamp did not reach the command: %+v", back.body)
+				stamp := int64(-1)
+				switch {
+				case back.audited != nil:
+					stamp = back.audited.NowNanos
+				case back.rule.stamp != nil:
+					stamp = back.body.(*LeaseCommand).NowNanos
+				}
+				if tt.stamped && stamp != 42 {
+					t.Fatalf("the stamp did not reach the command: %+v", back)
 				}
 			}
 		})

@@ -153,8 +153,9 @@ func (f *FSM) applyRestoreAbort(body []byte) (any, error) {
 }
 
 // applyRestoreCommit checks the staged state whole and swaps its limits in:
-// buckets, request IDs, policies, leases, RLS domains and time. The
-// members' addresses and the cluster's ID stay this cluster's. Whatever
+// buckets and the shares charged to them, request IDs, policies, leases,
+// RLS domains, blocks, penalties, reservations and time. The members'
+// addresses, the cluster's ID and the audit trail stay this cluster's. Whatever
 // the outcome, the staging is over.
 func (f *FSM) applyRestoreCommit(body []byte) (any, error) {
 	var cmd RestoreEndCommand
@@ -190,7 +191,9 @@ func (f *FSM) applyRestoreCommit(body []byte) (any, error) {
 	f.nowNanos, f.buckets = fresh.nowNanos, fresh.buckets
 	f.dedup, f.dedupQueue, f.dedupHead = fresh.dedup, fresh.dedupQueue, fresh.dedupHead
 	f.policies, f.leases, f.rlsDomains = fresh.policies, fresh.leases, fresh.rlsDomains
-	f.totalOverrides = fresh.totalOverrides
+	f.totalOverrides, f.shares = fresh.totalOverrides, fresh.shares
+	f.blocks, f.rlsVersions, f.penalties, f.settles = fresh.blocks, fresh.rlsVersions, fresh.penalties, fresh.settles
+	f.publishSharing()
 	if f.onRestore != nil {
 		f.onRestore()
 	}

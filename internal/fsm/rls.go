@@ -155,7 +155,7 @@ func rlsLimits(d *rls.Domain, q *rls.Query, statuses []rls.Status) (applying []r
 			statuses[i].Unlimited = true
 			continue
 		}
-		applying[i] = rlsLimit{rateLimit: m.RateLimit, limit: m.Limit, limited: m.Limited, shared: m.Shared}
+		applying[i] = rlsLimit{rateLimit: m.RateLimit, limit: m.Limit, limited: m.Limited, shared: m.Shared, penalty: m.Penalty}
 		statuses[i] = rls.Status{Name: m.RateLimit.Name, RequestsPerUnit: m.RateLimit.RequestsPerUnit, Unit: m.RateLimit.Unit,
 			Shadow: m.Shadow, Path: m.Path, Metered: m.Metered}
 	}
@@ -171,7 +171,7 @@ func rlsTarget(q *rls.Query, i int, a rlsLimit, owner string, shadow bool) (targ
 	if len(key) > contract.MaxKeyBytes {
 		return target{}, contract.Invalid(field()+".entries", "the descriptor's entries make a counter key of %d bytes; the most is %d", len(key), contract.MaxKeyBytes)
 	}
-	t := target{id: bucketKey{key: key, policy: owner}, cost: desc.Hits, shadow: shadow}
+	t := target{id: bucketKey{key: key, policy: owner}, cost: desc.Hits, shadow: shadow, penalty: a.penalty}
 	l, rl := a.limit, a.rateLimit
 	switch {
 	case a.limited && a.override:
@@ -203,6 +203,7 @@ type rlsLimit struct {
 	limited   bool
 	override  bool
 	shared    []string
+	penalty   *contract.Penalty // the rate_limit's; an override has none
 }
 
 // knownUnit reports whether unit names a period the FSM can decide with.

@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"bufio"
+	"cmp"
 	"container/heap"
 	"crypto/sha256"
 	"errors"
@@ -50,6 +51,21 @@ type snapshotHeader struct {
 	ClusterID    string
 	ReachedNanos int64
 	StepTerm     uint64
+	// Blocks and RLSVersions come after those, for the same reason.
+	Blocks      int
+	RLSVersions int
+	// Audit (the audit trail's entries, oldest first) and AuditDropped
+	// (how many it dropped) come last, and the entries after every other
+	// record; a backup leaves them out (the trail is the cluster's own).
+	Audit        int
+	AuditDropped int64
+	// Penalties (the counts of denials toward penalties) come after the
+	// other fields; their records before the audit trail's.
+	Penalties int
+	// OpenSettlements (reservations waiting to be settled) and Settled
+	// (settlements remembered) likewise; their records after the
+	// penalties'.
+	OpenSettlements, Settled int
 }
 
 type bucketRecord struct {
@@ -81,17 +97,31 @@ type requestIDRecord struct {
 type policyRecord struct {
 	Policy       contract.Policy
 	ShadowDenied int64
+	// Version comes last: a snapshot written before it restores with 0.
+	Version uint64
+}
+
+// rlsVersionRecord is the index of the entry that put a domain.
+type rlsVersionRecord struct {
+	Domain string
+	Index  uint64
 }
 
 type snapshot struct {
-	header     snapshotHeader
-	frozen     *frozenBuckets // written by writeTo, outside the FSM lock
-	requestIDs []requestIDRecord
-	nodes      []NodeCommand
-	policies   []policyRecord
-	leases     []leaseRecord
-	rlsConfigs []*rls.Config
-	waiters    []waiterRecord
+	header      snapshotHeader
+	frozen      *frozenBuckets // written by writeTo, outside the FSM lock
+	requestIDs  []requestIDRecord
+	nodes       []NodeCommand
+	policies    []policyRecord
+	leases      []leaseRecord
+	rlsConfigs  []*rls.Config
+	waiters     []waiterRecord
+	blocks      []contract.Block
+	rlsVersions []rlsVersionRecord
+	audit       []contract.AuditEntry
+	penalties   []penaltyRecord
+	settleOpen  []openSettlementRecord
+	settled     []settledSnapshotRecord
 }
 
 // Digest returns the index of the last entry applied and a SHA-256 of the
@@ -126,6 +156,9 @@ func (s *snapshot) withoutMembers() *snapshot {
 	// leases expired.
 	out.waiters = nil
 	out.header.Waiters = 0
+	// The audit trail is the cluster's own: a restore keeps it.
+	out.audit = nil
+	out.header.Audit, out.header.AuditDropped = 0, 0
 	// The cluster's ID names the members' cluster, not the limits: a
 	// restored cluster keeps its own (identity.go).
 	out.header.ClusterID = ""
@@ -157,7 +190,12 @@ func (f *FSM) LastIndex() uint64 {
 func (f *FSM) Backup() (uint64, *BackupState) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.lastIndex, &BackupState{snap: f.copyState()}
+	snap := f.copyState()
+	// The audit trail is the cluster's own: a restore keeps the one it
+	// has (applyRestoreCommit).
+	snap.audit = nil
+	snap.header.Audit, snap.header.AuditDropped = 0, 0
+	return f.lastIndex, &BackupState{snap: snap}
 }
 
 // BackupState is the state frozen for a backup.
@@ -193,7 +231,7 @@ func (f *FSM) copyState() *snapshot {
 		s.nodes = append(s.nodes, NodeCommand{ID: id, HTTPAddr: addr})
 	}
 	for _, e := range f.policies {
-		s.policies = append(s.policies, policyRecord{Policy: e.policy, ShadowDenied: e.shadowDenied})
+		s.policies = append(s.policies, policyRecord{Policy: e.policy, ShadowDenied: e.shadowDenied, Version: e.version})
 	}
 	for _, l := range f.leases.byID {
 		s.leases = append(s.leases, leaseRecord{ID: l.id, Key: l.group.key, Max: l.group.max, ExpiresAt: l.expiresAt, Owner: l.owner})
@@ -202,10 +240,23 @@ func (f *FSM) copyState() *snapshot {
 		s.rlsConfigs = append(s.rlsConfigs, d.Config())
 	}
 	s.waiters = f.leases.waiterRecords()
+	for _, b := range f.blocks.byKey {
+		s.blocks = append(s.blocks, b.Block)
+	}
+	for domain, index := range f.rlsVersions {
+		s.rlsVersions = append(s.rlsVersions, rlsVersionRecord{Domain: domain, Index: index})
+	}
+	s.audit = slices.Clone(f.audit.live())
+	for _, c := range f.penalties.byKey {
+		s.penalties = append(s.penalties, penaltyRecord{Owner: c.owner, Key: c.key, EndNanos: c.endNanos, Count: c.count})
+	}
+	s.settleOpen, s.settled = f.settles.records()
 	s.header = snapshotHeader{Version: snapshotVersion, NowNanos: f.nowNanos,
 		Buckets: frozen.count, RequestIDs: len(s.requestIDs), Nodes: len(s.nodes), Policies: len(s.policies), Leases: len(s.leases),
 		RLSDomains: len(s.rlsConfigs), Waiters: len(s.waiters), ClusterID: f.clusterID,
-		ReachedNanos: f.reachedNanos, StepTerm: f.stepTerm}
+		ReachedNanos: f.reachedNanos, StepTerm: f.stepTerm, Blocks: len(s.blocks), RLSVersions: len(s.rlsVersions),
+		Audit: len(s.audit), AuditDropped: f.audit.dropped, Penalties: len(s.penalties),
+		OpenSettlements: len(s.settleOpen), Settled: len(s.settled)}
 	return s
 }
 
@@ -228,6 +279,13 @@ func (s *snapshot) writeTo(w io.Writer, canonical bool) error {
 	slices.SortFunc(s.policies, func(a, b policyRecord) int { return strings.Compare(a.Policy.Name, b.Policy.Name) })
 	slices.SortFunc(s.leases, func(a, b leaseRecord) int { return strings.Compare(a.ID, b.ID) })
 	slices.SortFunc(s.rlsConfigs, func(a, b *rls.Config) int { return strings.Compare(a.Domain, b.Domain) })
+	slices.SortFunc(s.blocks, func(a, b contract.Block) int { return strings.Compare(a.Key, b.Key) })
+	slices.SortFunc(s.rlsVersions, func(a, b rlsVersionRecord) int { return strings.Compare(a.Domain, b.Domain) })
+	slices.SortFunc(s.settleOpen, func(a, b openSettlementRecord) int { return strings.Compare(a.ID, b.ID) })
+	slices.SortFunc(s.settled, func(a, b settledSnapshotRecord) int { return strings.Compare(a.ID, b.ID) })
+	slices.SortFunc(s.penalties, func(a, b penaltyRecord) int {
+		return cmp.Or(strings.Compare(a.Owner, b.Owner), strings.Compare(a.Key, b.Key))
+	})
 
 	bw := bufio.NewWriterSize(w, 64<<10)
 	enc := codec.NewEncoder(bw, msgpack.Handle)
@@ -291,6 +349,34 @@ func (s *snapshot) writeTo(w io.Writer, canonical bool) error {
 			return err
 		}
 	}
+	for i := range s.blocks {
+		if err := enc.Encode(&s.blocks[i]); err != nil {
+			return err
+		}
+	}
+	for i := range s.rlsVersions {
+		if err := enc.Encode(&s.rlsVersions[i]); err != nil {
+			return err
+		}
+	}
+	for i := range s.penalties {
+		if err := enc.Encode(&s.penalties[i]); err != nil {
+			return err
+		}
+	}
+	for i := range s.settleOpen {
+		if err := enc.Encode(&s.settleOpen[i]); err != nil {
+			return err
+		}
+	}
+	for i := range s.settled {
+		if err := enc.Encode(&s.settled[i]); err != nil {
+			return err
+		}
+	}
+	if err := writeAuditRecords(enc, s.audit); err != nil {
+		return err
+	}
 	return bw.Flush()
 }
 
@@ -329,6 +415,8 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	f.dedup, f.dedupQueue, f.dedupHead = fresh.dedup, fresh.dedupQueue, fresh.dedupHead
 	f.nodes, f.policies, f.leases, f.rlsDomains = fresh.nodes, fresh.policies, fresh.leases, fresh.rlsDomains
 	f.totalOverrides, f.shares = fresh.totalOverrides, fresh.shares
+	f.blocks, f.rlsVersions, f.audit, f.penalties = fresh.blocks, fresh.rlsVersions, fresh.audit, fresh.penalties
+	f.settles = fresh.settles
 	f.publishSharing()
 	f.clusterID = fresh.clusterID
 	f.reachedNanos, f.stepTerm = fresh.reachedNanos, fresh.stepTerm
@@ -376,6 +464,28 @@ func (f *FSM) readSnapshot(r io.Reader) error {
 	if err := readRecords(dec, h.Waiters, "waiter", func(rec *waiterRecord) error { return f.leases.restoreWaiter(*rec) }); err != nil {
 		return err
 	}
+	if err := readRecords(dec, h.Blocks, "block", f.restoreBlock); err != nil {
+		return err
+	}
+	if err := readRecords(dec, h.RLSVersions, "RLS domain version", f.restoreRLSVersion); err != nil {
+		return err
+	}
+	if err := readRecords(dec, h.Penalties, "penalty count", f.restorePenalty); err != nil {
+		return err
+	}
+	if err := readRecords(dec, h.OpenSettlements, "open reservation", f.restoreOpenSettlement); err != nil {
+		return err
+	}
+	if err := readRecords(dec, h.Settled, "settlement", f.restoreSettled); err != nil {
+		return err
+	}
+	if h.Audit > contract.MaxAuditEntries || h.AuditDropped < 0 {
+		return fmt.Errorf("an audit trail of %d entries, %d dropped", h.Audit, h.AuditDropped)
+	}
+	if err := readRecords(dec, h.Audit, "audit entry", f.restoreAuditEntry); err != nil {
+		return err
+	}
+	f.audit.dropped = h.AuditDropped
 	var extra any
 	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
 		return errors.New("trailing data after the last record")
@@ -403,7 +513,7 @@ func readHeader(dec *codec.Decoder) (snapshotHeader, error) {
 			return h, err
 		}
 	}
-	if h.Buckets < 0 || h.RequestIDs < 0 || h.Nodes < 0 || h.Policies < 0 || h.Leases < 0 || h.RLSDomains < 0 || h.Waiters < 0 {
+	if h.Buckets < 0 || h.RequestIDs < 0 || h.Nodes < 0 || h.Policies < 0 || h.Leases < 0 || h.RLSDomains < 0 || h.Waiters < 0 || h.Blocks < 0 || h.RLSVersions < 0 || h.Audit < 0 || h.Penalties < 0 || h.OpenSettlements < 0 || h.Settled < 0 {
 		return h, fmt.Errorf("negative count in header")
 	}
 	return h, nil
@@ -474,7 +584,7 @@ func (f *FSM) restorePolicy(rec *policyRecord) error {
 		return errors.New("repeated, or too many")
 	}
 	e := newPolicyEntry(rec.Policy)
-	e.shadowDenied = rec.ShadowDenied
+	e.shadowDenied, e.version = rec.ShadowDenied, rec.Version
 	f.policies[rec.Policy.Name] = e
 	f.totalOverrides += len(rec.Policy.Overrides)
 	return nil
@@ -486,6 +596,60 @@ func (f *FSM) restoreRLSDomain(c *rls.Config) error {
 	}
 	if err := f.putRLSConfig(*c); err != nil {
 		return fmt.Errorf("%v", err)
+	}
+	return nil
+}
+
+func (f *FSM) restoreBlock(rec *contract.Block) error {
+	if err := contract.ValidateKey(rec.Key); err != nil {
+		return err
+	}
+	if err := contract.ValidateBlockReason(rec.Reason); err != nil {
+		return err
+	}
+	if rec.Penalty != "" && !validBucketOwner(rec.Penalty) {
+		return errors.New("bad penalty owner")
+	}
+	if checkStamp(rec.SinceNanos) != nil || rec.UntilNanos <= rec.SinceNanos || rec.UntilNanos-rec.SinceNanos > int64(contract.MaxBlockTTL) {
+		return errors.New("times out of range")
+	}
+	if f.blocks.byKey[rec.Key] != nil {
+		return fmt.Errorf("key %q repeated", rec.Key)
+	}
+	if _, ok := f.blocks.put(*rec); !ok {
+		return errors.New("too many blocks")
+	}
+	return nil
+}
+
+func (f *FSM) restoreRLSVersion(rec *rlsVersionRecord) error {
+	if f.rlsDomains[rec.Domain] == nil {
+		return fmt.Errorf("a version of domain %q, which the snapshot does not hold", rec.Domain)
+	}
+	if _, ok := f.rlsVersions[rec.Domain]; ok {
+		return fmt.Errorf("%q repeated", rec.Domain)
+	}
+	f.rlsVersions[rec.Domain] = rec.Index
+	return nil
+}
+
+func (f *FSM) restoreAuditEntry(rec *contract.AuditEntry) error {
+	if err := validateAuditRecord(rec); err != nil {
+		return err
+	}
+	if live := f.audit.live(); len(live) > 0 && live[len(live)-1].Index >= rec.Index {
+		return errors.New("entries out of order")
+	}
+	f.audit.add(*rec)
+	return nil
+}
+
+// writeAuditRecords writes the audit trail's entries.
+func writeAuditRecords(enc *codec.Encoder, entries []contract.AuditEntry) error {
+	for i := range entries {
+		if err := enc.Encode(&entries[i]); err != nil {
+			return err
+		}
 	}
 	return nil
 }

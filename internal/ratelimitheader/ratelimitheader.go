@@ -5,6 +5,7 @@ package ratelimitheader
 
 import (
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/limitnode/limitnode/algorithms"
@@ -48,15 +49,23 @@ func Fields(policy string, d algorithms.Decision, rate, periodNanos int64) [5]Fi
 	}
 }
 
-// sfString is s as an RFC 9651 String item: quoted, '"' and '\' escaped,
+// sfString is s as an RFC 9651 String item: quoted, '"' and '\\' escaped,
 // bytes outside printable ASCII and '%' percent-encoded.
 func sfString(s string) string {
+	return string(appendPrintable([]byte{'"'}, s, true)) + `"`
+}
+
+// Printable is s with every byte outside printable ASCII, and '%', written
+// as %XX: a header or gRPC metadata value any peer accepts.
+func Printable(s string) string { return string(appendPrintable(nil, s, false)) }
+
+// appendPrintable appends s to out percent-encoded as Printable does, and
+// with '"' and '\\' escaped when quoted.
+func appendPrintable(out []byte, s string, quoted bool) []byte {
 	const hex = "0123456789ABCDEF"
-	out := make([]byte, 0, len(s)+2)
-	out = append(out, '"')
 	for i := 0; i < len(s); i++ {
 		switch c := s[i]; {
-		case c == '"' || c == '\\':
+		case quoted && (c == '"' || c == '\\'):
 			out = append(out, '\\', c)
 		case c == '%' || c < 0x20 || c > 0x7e:
 			out = append(out, '%', hex[c>>4], hex[c&0xf])
@@ -64,7 +73,7 @@ func sfString(s string) string {
 			out = append(out, c)
 		}
 	}
-	return string(append(out, '"'))
+	return out
 }
 
 // RetryAfter returns the Retry-After of a denial: the exact wait rounded
@@ -85,4 +94,53 @@ func CeilDiv(a, b int64) int64 {
 		return 0
 	}
 	return (a-1)/b + 1
+}
+
+// DeniedByName is the header that says what denied a request.
+const DeniedByName = "Limitnode-Denied-By"
+
+// Denial is what DeniedBy writes of a denial.
+type Denial struct {
+	// Policy names the policy as Fields does ("default" for an inline
+	// limit).
+	Policy string
+	// Index is the check's index, as the parameter Param ("check", or
+	// "descriptor" for Envoy's rate limit service).
+	Index int
+	Param string
+	// Version is the policy's version (the log index of its last change),
+	// 0 for none.
+	Version uint64
+	// Cause is "limit", "block" or "penalty"; Reason a block's reason.
+	Cause  string
+	Reason string
+	// Limit is the limit that denied.
+	Limit algorithms.Limit
+}
+
+// DeniedBy is the value of Limitnode-Denied-By: an RFC 9651 Item, the
+// policy's name as a String (written as Fields writes it) with parameters:
+// the check's index, the version (when there is one), the cause (a Token),
+// the limit (algorithm a Token, rate, period_ms, burst for the algorithms
+// that have one) and a block's reason (a String) when it has one:
+//
+//	"per-user";check=0;version=17;cause=limit;algorithm=token_bucket;rate=100;period_ms=60000;burst=100
+func DeniedBy(d Denial) string {
+	var b strings.Builder
+	b.WriteString(sfString(d.Policy))
+	b.WriteString(";" + d.Param + "=" + strconv.Itoa(d.Index))
+	if d.Version > 0 {
+		b.WriteString(";version=" + strconv.FormatUint(d.Version, 10))
+	}
+	b.WriteString(";cause=" + d.Cause)
+	b.WriteString(";algorithm=" + d.Limit.Algorithm.String())
+	b.WriteString(";rate=" + strconv.FormatInt(d.Limit.Rate, 10))
+	b.WriteString(";period_ms=" + strconv.FormatInt(CeilDiv(d.Limit.PeriodNanos, int64(time.Millisecond)), 10))
+	if d.Limit.Algorithm.IsBucket() {
+		b.WriteString(";burst=" + strconv.FormatInt(d.Limit.Burst, 10))
+	}
+	if d.Reason != "" {
+		b.WriteString(";reason=" + sfString(d.Reason))
+	}
+	return b.String()
 }

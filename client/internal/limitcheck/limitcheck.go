@@ -7,6 +7,8 @@ package limitcheck
 import (
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/limitnode/limitnode/client"
@@ -133,6 +135,29 @@ func NewTable[R, C any](field string, dflt []C, byKey map[string][]C, convert fu
 		}
 	}
 	return t, nil
+}
+
+// OneCostEach refuses a table with a list whose checks cost differently
+// (named field in errors): a reservation to settle reserves one cost on
+// every check of a request, and settles each with the same.
+func (t *Table[R]) OneCostEach(field string) error {
+	check := func(where string, l *List[R]) error {
+		for i, c := range l.costs {
+			if c != l.costs[0] {
+				return fmt.Errorf("%s[%d]: with settling, every check of a list costs the same; it costs %d, the first %d", where, i, c, l.costs[0])
+			}
+		}
+		return nil
+	}
+	if err := check("Default", t.dflt); err != nil {
+		return err
+	}
+	for _, key := range slices.Sorted(maps.Keys(t.byKey)) {
+		if err := check(fmt.Sprintf("%s[%q]", field, key), t.byKey[key]); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Lookup returns the checks of key, or the default ones.

@@ -169,6 +169,38 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/settle": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Settle a reservation with what the request used.
+         * @description In one log entry, what the request did not use of the cost its
+         *     admission reserved is given back, into the same bucket or window if
+         *     it still counts there (a bucket refills to at most full; a window's
+         *     units only while the window they were charged in lasts), or what it
+         *     used beyond is charged, up to the policy's `max_debt` beyond empty
+         *     (the key's next requests are denied until it is repaid:
+         *     `retry_after_ms`). A reservation not settled within its TTL stays
+         *     charged in full. Settling again with the same cost answers the first
+         *     settlement (`duplicate`) and changes nothing, so a retry after an
+         *     unknown outcome is charged once; another cost is a 409; an unknown
+         *     or ended reservation, or another token's, a 404. A settlement that
+         *     gives units back waits out the deny leases and local shares before
+         *     it answers, as a policy change does.
+         */
+        post: operations["settle"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/policies": {
         parameters: {
             query?: never;
@@ -407,6 +439,96 @@ export interface paths {
          *     touched.
          */
         delete: operations["resetKey"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/blocks": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List the blocked keys.
+         * @description The keys blocked now, sorted, each with its reason and end, as this
+         *     node has applied them (after catching up with the leader): those an
+         *     operator put and those a policy's penalty imposed.
+         */
+        get: operations["listBlocks"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/blocks/{key}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description The key, URL-escaped (a `/` in it as `%2F`): the key a check is
+                 *     decided on (given, or made by a policy's template), under any limit
+                 *     or policy, or the counter key of an Envoy rate limit service
+                 *     descriptor, as `GET /v1/keys` lists it.
+                 */
+                key: string;
+            };
+            cookie?: never;
+        };
+        get?: never;
+        /**
+         * Block a key for a while.
+         * @description From the log entry on, every node denies each request that counts on
+         *     the key, on every path (`/v1/allow`, batches, forward-auth, Envoy's
+         *     rate limit service), without touching its counters, until `ttl` of
+         *     cluster time has passed; the answer says it is blocked and why. A
+         *     block the key had is replaced. Replacing it with one that ends sooner
+         *     gives capacity back, so the answer waits out the deny leases, as a
+         *     policy change does.
+         */
+        put: operations["putBlock"];
+        post?: never;
+        /**
+         * Lift a key's block.
+         * @description Lifts the block through the log. It gives capacity back, so the
+         *     answer waits out the deny leases that could still deny the key (at
+         *     most about a second), as a policy change does. The answer is the
+         *     block as it was, ending now.
+         */
+        delete: operations["deleteBlock"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/audit": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The changes operators made, oldest first.
+         * @description Every change an operator made (a policy, override or Envoy domain put
+         *     or deleted, a block put or lifted, a key reset, a member joined or
+         *     removed, a hand-over, a restore), as the replicated state recorded
+         *     it: the log index of its entry, its cluster time, the name of the
+         *     token that asked (never the token) and what was done. The cluster
+         *     keeps the last 10,000; `dropped` counts the older ones it let go.
+         *     Read from this node's applied copy after catching up with the
+         *     leader, so the same on every node.
+         */
+        get: operations["listAudit"];
+        put?: never;
+        post?: never;
+        delete?: never;
         options?: never;
         head?: never;
         patch?: never;
@@ -719,6 +841,17 @@ export interface components {
                 shares: number;
                 units: number;
             }[];
+            /** @description The last 10 changes operators made, newest first, as `GET /v1/audit` lists them. */
+            recent_changes: components["schemas"]["AuditEntry"][];
+            /**
+             * @description The keys blocked now in this node's copy, how many of them by a
+             *     policy's penalty, and the `top` blocks that began last.
+             */
+            blocked_keys: {
+                count: number;
+                by_penalty: number;
+                latest: components["schemas"]["Block"][];
+            };
         };
         TopCount: {
             name: string;
@@ -757,6 +890,24 @@ export interface components {
             algorithm?: "token_bucket" | "leaky_bucket" | "gcra" | "fixed_window" | "sliding_window_log" | "sliding_window_counter";
             /** @description limitnode's extension, for token_bucket, leaky_bucket and gcra; default requests_per_unit. */
             burst?: number;
+            /** @description limitnode's extension; the counter key is what it blocks. */
+            penalty?: components["schemas"]["Penalty"];
+        };
+        /**
+         * @description After `denials` denials of a key within `within` of the first of
+         *     them (counted in the replicated state, in log order), the key is
+         *     blocked for `block_for`: every request on it is denied with
+         *     Retry-After the block's time left, on every node and path
+         *     (`GET /v1/blocks` lists it, with the policy as `penalty`). A denial
+         *     because the key is blocked already does not count. Denials that
+         *     count go through the log: no deny lease repeats them.
+         */
+        Penalty: {
+            denials: number;
+            /** @description A Go duration, 1ms to 24h. */
+            within: string;
+            /** @description A Go duration, 1s to 8784h. */
+            block_for: string;
         };
         /** @description The body of every error. */
         Error: {
@@ -898,6 +1049,16 @@ export interface components {
              */
             hold?: boolean;
             /**
+             * @description Reserve the cost, the most the request may cost, and settle it
+             *     within `ttl` (1s to 1h) with what it used (`POST /v1/settle`):
+             *     the answer of an admission carries `settlement_id`. Every check
+             *     reserves the same cost; not with `max_wait` or `take_share`.
+             */
+            settle?: {
+                /** @example 2m */
+                ttl: string;
+            };
+            /**
              * @description With one check and no `request_id` or `max_wait`: also take a
              *     share of the check's budget, up to `units`, for the caller to
              *     spend itself until `spend_for_ms` has passed since it sent this
@@ -974,6 +1135,10 @@ export interface components {
              *     dimensions or whose policy is in shadow mode.
              */
             checks?: components["schemas"]["CheckResult"][];
+            blocked?: components["schemas"]["Blocked"];
+            denied_by?: components["schemas"]["DeniedBy"];
+            /** @description For an admission with `settle`, the reservation to settle. */
+            settlement_id?: string;
             /** @description The share granted to `take_share`, when one was. */
             share?: {
                 /** @description Names the share to `POST /v1/shares/return`. */
@@ -1053,6 +1218,10 @@ export interface components {
              * @constant
              */
             duplicate?: true;
+            blocked?: components["schemas"]["Blocked"];
+            denied_by?: components["schemas"]["DeniedBy"];
+            /** @description For an admission with `settle`, the reservation to settle. */
+            settlement_id?: string;
         };
         /** @description The error of one request of a batch. */
         BatchError: {
@@ -1087,6 +1256,15 @@ export interface components {
              *     `{tenant}:{route}`.
              */
             key_template?: string;
+            /** @description Block a key the policy denies often; not with shadow. */
+            penalty?: components["schemas"]["Penalty"];
+            /**
+             * Format: int64
+             * @description How far beyond empty a settlement that used more than it
+             *     reserved may charge a key (`POST /v1/settle`): 0 (the default) to
+             *     the limit's capacity; token_bucket, leaky_bucket and gcra only.
+             */
+            max_debt?: number;
             local_shares?: components["schemas"]["LocalShares"];
         };
         /** @description A limit as the server spells it back, with every field filled in. */
@@ -1109,6 +1287,16 @@ export interface components {
              * @description Checks this policy would have denied while in shadow mode, as counted by this node.
              */
             shadow_denied?: number;
+            /**
+             * Format: int64
+             * @description The log index of the policy's last change, the same on every
+             *     node; denials name it (`denied_by.policy_version`). Absent from
+             *     the answer of a put.
+             */
+            version?: number;
+            penalty?: components["schemas"]["Penalty"];
+            /** Format: int64 */
+            max_debt?: number;
         };
         PolicyList: {
             /** @description A page of the policies, sorted by name. */
@@ -1295,6 +1483,156 @@ export interface components {
             /** @description Present when more keys follow; pass it as `after`. */
             next?: string;
         };
+        BlockRequest: {
+            /** @description How long the key is blocked, a Go duration from 1s to 8784h (366 days). */
+            ttl: string;
+            /** @description Why, shown to the callers it denies (in answers and the Limitnode-Denied-By header); one line of at most 256 bytes. */
+            reason?: string;
+        };
+        /** @description A blocked key. */
+        Block: {
+            key: string;
+            reason?: string;
+            /** @description The policy whose penalty imposed the block; absent for a block an operator put. */
+            penalty?: string;
+            /**
+             * Format: int64
+             * @description The cluster time the block began (Unix ms).
+             */
+            since_unix_ms: number;
+            /**
+             * Format: int64
+             * @description The cluster time it ends (Unix ms).
+             */
+            until_unix_ms: number;
+            /**
+             * Format: int64
+             * @description Time left, from this node's reading of cluster time (0 for a block just lifted).
+             */
+            ends_in_ms: number;
+        };
+        /** @description A page of the blocked keys, sorted. */
+        BlockPage: {
+            blocks: components["schemas"]["Block"][];
+            /** @description Present when more blocks follow; pass it as `after`. */
+            next?: string;
+        };
+        /**
+         * @description Present in a denial: what denied it. Of several checks that deny,
+         *     the one that frees up last.
+         */
+        DeniedBy: {
+            /** @description The index of the check that denied (0 for a single inline check). */
+            check: number;
+            /** @description The policy it was decided under; absent for an inline limit. */
+            policy?: string;
+            /**
+             * Format: int64
+             * @description The policy's version: the log index of its last change, the same
+             *     on every node (`version` in `GET /v1/policies/{name}`).
+             */
+            policy_version?: number;
+            /** @description The limit that applied to the check (for a policy, its key's override if it has one). */
+            limit: components["schemas"]["StoredLimit"];
+            /**
+             * @description `limit`: the limit had not enough left; `block`: an operator blocked the key; `penalty`: a policy's penalty blocked it.
+             * @enum {string}
+             */
+            cause: "limit" | "block" | "penalty";
+        };
+        /**
+         * @description Present when a block denied the request: why, the policy whose
+         *     penalty imposed it (if one did), and the time it has left. The key
+         *     is left out of forward-auth answers, which a proxy may copy to its
+         *     client.
+         */
+        Blocked: {
+            key?: string;
+            reason?: string;
+            penalty?: string;
+            /** Format: int64 */
+            ends_in_ms: number;
+        };
+        /** @description One change an operator made. */
+        AuditEntry: {
+            /**
+             * Format: int64
+             * @description The log index of the entry that made (or recorded) the change.
+             */
+            index: number;
+            /**
+             * Format: int64
+             * @description Its cluster time (Unix ms).
+             */
+            at_unix_ms: number;
+            /** @description The name of the token that asked; absent when tokens are off. */
+            actor?: string;
+            /** @enum {string} */
+            action: "policy.put" | "policy.delete" | "rls.put" | "rls.delete" | "block.put" | "block.delete" | "key.reset" | "member.join" | "member.remove" | "leadership.transfer" | "restore";
+            /** @description On what (a policy's name, a domain, a key, a member's ID, a backup). */
+            subject?: string;
+            /** @description How, in a few words. */
+            detail?: string;
+        };
+        AuditPage: {
+            entries: components["schemas"]["AuditEntry"][];
+            /**
+             * Format: int64
+             * @description Present when more changes follow; pass it as `since`.
+             */
+            next?: number;
+            /**
+             * Format: int64
+             * @description How many of the oldest changes the cluster no longer keeps.
+             */
+            dropped: number;
+        };
+        SettleRequest: {
+            settlement_id: string;
+            /**
+             * Format: int64
+             * @description What the request used, from 0.
+             */
+            cost: number;
+        };
+        Settlement: {
+            settlement_id: string;
+            /**
+             * Format: int64
+             * @description The cost the admission reserved.
+             */
+            reserved: number;
+            /**
+             * Format: int64
+             * @description The cost settled.
+             */
+            cost: number;
+            /**
+             * Format: int64
+             * @description Units given back (the least over the request's checks); none for what refilled meanwhile or a window that passed.
+             */
+            refunded: number;
+            /**
+             * Format: int64
+             * @description Units charged beyond the reservation (the least over the checks).
+             */
+            charged: number;
+            /**
+             * Format: int64
+             * @description Units beyond the reservation that the debt bound (`max_debt`) left uncharged.
+             */
+            forgiven?: number;
+            /**
+             * Format: int64
+             * @description When a check is left in debt, the time until it admits again.
+             */
+            retry_after_ms?: number;
+            /**
+             * @description The same settlement was made before; this is its answer, and nothing changed now.
+             * @constant
+             */
+            duplicate?: true;
+        };
         KeyReset: {
             /** @description The key. */
             reset: string;
@@ -1347,6 +1685,7 @@ export interface components {
         ForwardAuthDenied: {
             headers: {
                 "Retry-After": components["headers"]["Retry-After"];
+                "Limitnode-Denied-By": components["headers"]["Limitnode-Denied-By"];
                 "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
                 "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
                 "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
@@ -1572,6 +1911,14 @@ export interface components {
     };
     requestBodies: never;
     headers: {
+        /**
+         * @description What denied the request, as `denied_by` in the body says it: an RFC
+         *     9651 Item, the policy's name (`default` for an inline limit, as
+         *     RateLimit-Policy names it) with the check's index, the policy's
+         *     version, the cause, the limit and a block's reason:
+         *     `"per-user";check=0;version=17;cause=limit;algorithm=token_bucket;rate=100;period_ms=60000;burst=100`.
+         */
+        "Limitnode-Denied-By": string;
         /** @description The most that can pass at once (`limit` in the body). */
         "RateLimit-Limit": number;
         /** @description What is left after this request (`remaining` in the body). */
@@ -1670,6 +2017,7 @@ export interface operations {
             429: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
+                    "Limitnode-Denied-By": components["headers"]["Limitnode-Denied-By"];
                     "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
                     "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
                     "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
@@ -1924,6 +2272,40 @@ export interface operations {
             405: components["responses"]["MethodNotAllowed"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    settle: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["SettleRequest"];
+            };
+        };
+        responses: {
+            /** @description Settled. */
+            200: {
+                headers: {
+                    "X-Limitnode-Decided-At": components["headers"]["X-Limitnode-Decided-At"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Settlement"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["PermissionDenied"];
+            404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];
         };
@@ -2420,6 +2802,138 @@ export interface operations {
             405: components["responses"]["MethodNotAllowed"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];
+        };
+    };
+    listBlocks: {
+        parameters: {
+            query?: {
+                /** @description At most this many blocks (1 to 1,000; default 100). */
+                limit?: number;
+                /** @description Start after this key (the `next` of the previous page). */
+                after?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of the blocked keys. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["BlockPage"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["PermissionDenied"];
+            405: components["responses"]["MethodNotAllowed"];
+        };
+    };
+    putBlock: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description The key, URL-escaped (a `/` in it as `%2F`): the key a check is
+                 *     decided on (given, or made by a policy's template), under any limit
+                 *     or policy, or the counter key of an Envoy rate limit service
+                 *     descriptor, as `GET /v1/keys` lists it.
+                 */
+                key: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["BlockRequest"];
+            };
+        };
+        responses: {
+            /** @description Blocked. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Block"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["PermissionDenied"];
+            405: components["responses"]["MethodNotAllowed"];
+            413: components["responses"]["PayloadTooLarge"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    deleteBlock: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description The key, URL-escaped (a `/` in it as `%2F`): the key a check is
+                 *     decided on (given, or made by a policy's template), under any limit
+                 *     or policy, or the counter key of an Envoy rate limit service
+                 *     descriptor, as `GET /v1/keys` lists it.
+                 */
+                key: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Lifted. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Block"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["PermissionDenied"];
+            404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    listAudit: {
+        parameters: {
+            query?: {
+                /** @description Only changes recorded after this log index (the `next` of the previous page); default 0, from the oldest kept. */
+                since?: number;
+                /** @description At most this many changes (1 to 1,000; default 100). */
+                limit?: number;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of the audit trail. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AuditPage"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["PermissionDenied"];
+            405: components["responses"]["MethodNotAllowed"];
         };
     };
     clusterStatus: {

@@ -8,16 +8,18 @@ once (every allow carries a request_id), and middleware for WSGI
 
 from ._client import RATE_LIMIT_HEADERS, Decision, FailurePolicy, HeldLease, Lease, Limiter, RetryEvent
 from ._errors import LeaseLostError, LeaseRefusedError, LimitnodeError, UnavailableError
-from ._types import AllowRequest, Check, CheckResult, LeaseRequest, Limit, LocalShares
+from ._types import AllowRequest, Blocked, Check, CheckResult, DeniedBy, LeaseRequest, Limit, LocalShares, SettleOptions
 
 __version__ = "0.1.0"
 
 __all__ = [
     "RATE_LIMIT_HEADERS",
     "AllowRequest",
+    "Blocked",
     "Check",
     "CheckResult",
     "Decision",
+    "DeniedBy",
     "FailurePolicy",
     "HeldLease",
     "Lease",
@@ -29,5 +31,6 @@ __all__ = [
     "LimitnodeError",
     "LocalShares",
     "RetryEvent",
+    "SettleOptions",
     "UnavailableError",
 ]

@@ -29,7 +29,7 @@ from ._duration import duration_seconds
 from ._errors import LeaseLostError, LeaseRefusedError, LimitnodeError, UnavailableError
 from ._local import LocalLimiter
 from ._transport import Answer, NotSent, Pool, base_url
-from ._types import AllowRequest, CheckResult, LeaseRequest
+from ._types import AllowRequest, Blocked, CheckResult, DeniedBy, LeaseRequest
 
 FailurePolicy = Literal["closed", "open", "local", "raise"]
 """What ``allow`` and ``allow_batch`` answer when the cluster cannot decide
@@ -74,6 +74,12 @@ class Decision:
     duplicate: bool = False
     """True when the cluster had seen the request_id: this is the first decision, charged once."""
     checks: List[CheckResult] = field(default_factory=list)
+    blocked: Optional[Blocked] = None
+    """Set when a blocked key denied the request: why, and for how long."""
+    denied_by: Optional[DeniedBy] = None
+    """Set on a denial: the check, policy, version and limit that denied it."""
+    settlement_id: Optional[str] = None
+    """Set on an admission with ``settle``: the reservation to settle."""
     share: Optional[Dict[str, Any]] = None
     """A share granted to take_share, as the answer spelled it."""
     degraded: bool = False
@@ -443,6 +449,9 @@ def _decision(
         held_ms=body.get("held_ms", 0),
         duplicate=body.get("duplicate", False),
         checks=list(body.get("checks", [])),
+        blocked=body.get("blocked"),
+        denied_by=body.get("denied_by"),
+        settlement_id=body.get("settlement_id"),
         share=body.get("share"),
     )
 

@@ -54,7 +54,15 @@ class AllowRequest(TypedDict, total=False):
     max_wait: str
     hold: bool
     take_share: "ShareAsk"
+    settle: "SettleOptions"
     checks: List[Check]
+
+
+class SettleOptions(TypedDict):
+    """Makes an admission a reservation of the cost, to settle within ``ttl``
+    (a Go duration, 1s to 1h) with what the request used (POST /v1/settle)."""
+
+    ttl: str
 
 
 class _ShareAskRequired(TypedDict):
@@ -97,3 +105,32 @@ class CheckResult(_CheckResultRequired, total=False):
 
     policy: str
     shadow: bool
+
+
+class _BlockedRequired(TypedDict):
+    ends_in_ms: int
+
+
+class Blocked(_BlockedRequired, total=False):
+    """Why a block denied a request: the blocked ``key`` (not in forward-auth
+    answers), the operator's ``reason``, the policy whose ``penalty`` imposed
+    it, and the time it has left."""
+
+    key: str
+    reason: str
+    penalty: str
+
+
+class _DeniedByRequired(TypedDict):
+    check: int
+    limit: Limit
+    cause: str
+
+
+class DeniedBy(_DeniedByRequired, total=False):
+    """What denied a request: the ``check`` (its index), the ``policy`` and
+    its ``policy_version`` (the log index of its last change), the ``limit``
+    that applied, and the ``cause``: "limit", "block" or "penalty"."""
+
+    policy: str
+    policy_version: int

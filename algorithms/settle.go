@@ -1,0 +1,173 @@
+package algorithms
+
+// Settling a reservation: a caller that does not know its cost up front is
+// charged the most it may cost when it is admitted, and settles later with
+// what it used. Refund gives the difference back, Charge takes an excess.
+//
+//	buckets (all three)   a refund moves the TAT back by units×T, for no
+//	                      more units than the reservation's own are still
+//	                      ahead of now (its units are the last ones of the
+//	                      TAT it left, [TAT − reserved×T, TAT]: those behind
+//	                      now have refilled, and are not its to give), and
+//	                      never below now plus the outstanding shares'
+//	                      units×T: the bucket refills to at most full (burst
+//	                      less what shares hold). A charge moves it ahead by units×T
+//	                      from max(TAT, now), at most to now + τ + debt×T:
+//	                      up to debt units beyond empty, which later requests
+//	                      wait out as they do a reservation's (max_wait).
+//	fixed_window          a refund takes units off the count only while the
+//	                      window it was charged in is the current one; a
+//	                      charge adds to the current count up to the rate.
+//	sliding_window_counter a refund takes units off the window it was
+//	                      charged in, current or previous; a charge as the
+//	                      fixed window's.
+//	sliding_window_log    a refund removes up to units of the stamps at the
+//	                      instant it was charged (only those still count); a
+//	                      charge stamps units at now, up to the rate.
+//
+// Neither ever admits more than the limit allows for the units finally
+// charged, plus the debt bound: a refund gives back only what the
+// reservation took from the same bucket or window, and a charge is bounded
+// as an admission would be, debt aside. The windows take no debt.
+
+// Reservation is what an admission to be settled took from a limit: when,
+// how many units, and the state it left (for the buckets, the TAT its
+// units end at).
+type Reservation struct {
+	AtNanos, Units int64
+	TAT, TATFrac   int64
+}
+
+// Reserved records the admission of units at now that left the state
+// after, for a later Refund.
+func Reserved(l Limit, after State, now, units int64) Reservation {
+	r := Reservation{AtNanos: now, Units: units}
+	if l.Algorithm.IsBucket() {
+		r.TAT, r.TATFrac = after.At, after.Frac
+	}
+	return r
+}
+
+// Refund gives back, at now, up to units (at most the reservation's) that
+// the reservation r took and did not use. It returns the new state and the
+// units given back: for the buckets, no more than the reservation's units
+// still ahead of now, and the whole units the TAT moved back by; nothing
+// once the bucket is full or the window has passed. Refund never writes to
+// memory s refers to.
+func Refund(l Limit, s State, now int64, r Reservation, units int64) (State, int64) {
+	s = settle(l, s, now)
+	units = min(units, r.Units)
+	if units <= 0 {
+		return s, 0
+	}
+	chargedAt := r.AtNanos
+	next := s
+	var given int64
+	switch l.Algorithm {
+	case TokenBucket, LeakyBucket, GCRA:
+		end := instant{r.TAT, r.TATFrac}
+		from := end.sub(emissionSpan(r.Units, l), l.Rate)
+		if from.less(instant{nanos: now}) {
+			from = instant{nanos: now}
+		}
+		if !from.less(end) {
+			return s, 0 // its units have all refilled
+		}
+		units = min(units, unitsIn(end.sub(from, l.Rate), l))
+		tat := tatOf(s)
+		floor := instant{nanos: now}.add(emissionSpan(outstanding(s.Shares), l), l.Rate)
+		if units <= 0 || !floor.less(tat) {
+			return s, 0
+		}
+		back := tat.sub(emissionSpan(units, l), l.Rate)
+		if back.less(floor) {
+			back = floor
+		}
+		given = min(units, unitsInCeil(tat.sub(back, l.Rate), l))
+		next.At, next.Frac = back.nanos, back.frac
+	case FixedWindow:
+		if current := windowStart(now, l.PeriodNanos); s.At != current || windowStart(chargedAt, l.PeriodNanos) != current {
+			return s, 0
+		}
+		given = min(units, s.Count-outstandingIn(s))
+		next.Count -= given
+	case SlidingWindowCounter:
+		current, charged := windowStart(now, l.PeriodNanos), windowStart(chargedAt, l.PeriodNanos)
+		switch {
+		case charged == current && s.At == current:
+			given = min(units, s.Count-outstandingIn(s))
+			next.Count -= given
+		case charged == current-l.PeriodNanos && s.At == current:
+			given = min(units, s.Previous)
+			next.Previous -= given
+		case charged == current-l.PeriodNanos && s.At == charged:
+			// The state still holds the charged window as its current one,
+			// which from now weighs as the previous.
+			given = min(units, s.Count)
+			next.Count -= given
+		default:
+			return s, 0
+		}
+	case SlidingWindowLog:
+		if chargedAt <= now-l.PeriodNanos {
+			return s, 0 // its stamps no longer count
+		}
+		next.Log = removeStamps(s.Log, chargedAt, units)
+		given = int64(len(s.Log) - len(next.Log))
+	}
+	if given <= 0 {
+		return s, 0
+	}
+	return next, given
+}
+
+// outstandingIn is the units the state's live shares hold in its window:
+// a window's count holds them, and a refund must leave them there.
+func outstandingIn(s State) int64 { return outstanding(s.Shares) }
+
+// unitsInCeil is the units span amounts to, rounded up: a TAT that moved
+// back by part of a unit gave that unit back in part.
+func unitsInCeil(span instant, l Limit) int64 {
+	n := unitsIn(span, l)
+	if emissionSpan(n, l).less(span) {
+		n++
+	}
+	return n
+}
+
+// Charge takes units more at now from a limit that admitted a reservation,
+// however much is left, up to debt units beyond empty for the buckets (0 to
+// the limit's capacity), and up to the rate for the windows, which take no
+// debt. It returns the new state and the units charged; what was over the
+// bound is not. Charge never writes to memory s refers to.
+func Charge(l Limit, s State, now, units, debt int64) (State, int64) {
+	s = settle(l, s, now)
+	if units <= 0 {
+		return s, 0
+	}
+	r := rules[l.Algorithm]
+	if l.Algorithm.IsBucket() {
+		base := tatOf(s)
+		if base.less(instant{nanos: now}) {
+			base = instant{nanos: now}
+		}
+		most := instant{nanos: now}.add(emissionSpan(l.Burst+debt, l), l.Rate)
+		if !base.less(most) {
+			return s, 0
+		}
+		charged := min(units, unitsIn(most.sub(base, l.Rate), l))
+		if charged <= 0 {
+			return s, 0
+		}
+		next := bucketState(base.add(emissionSpan(charged, l), l.Rate))
+		next.Shares = s.Shares
+		return next, charged
+	}
+	charged := min(units, r.remaining(l, s, now))
+	if charged <= 0 {
+		return s, 0
+	}
+	next := r.admit(l, s, now, charged)
+	next.Shares = s.Shares
+	return next, charged
+}

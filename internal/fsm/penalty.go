@@ -1,0 +1,162 @@
+package fsm
+
+import (
+	"container/heap"
+	"errors"
+
+	"github.com/limitnode/limitnode/contract"
+)
+
+// Penalties: a policy (or an Envoy domain's rate_limit) with a penalty
+// blocks a key that it denies Denials times within Within. The denials are
+// counted here, in log order, from each entry's cluster time: a key's count
+// opens with its first denial and closes Within later (each entry's advance
+// deletes the counts whose window has closed, in (end, owner, key) order),
+// so every replica blocks the key at the same entry. Because a denial that
+// counts must reach the log, such a denial is never repeated from a deny
+// lease nor answered on the fast path (decide, probeDenied); once the key
+// is blocked, its denials are the block's, which are.
+
+// penaltyKey names what a count is of: a key under one policy or domain.
+type penaltyKey struct {
+	owner, key string
+}
+
+// penaltyCount is the denials of one key in the window that ends at
+// endNanos.
+type penaltyCount struct {
+	penaltyKey
+	endNanos, count int64
+	index           int // in the table's expiry heap
+}
+
+// penaltyTable is the counts, by key and by the end of their window.
+type penaltyTable struct {
+	byKey  map[penaltyKey]*penaltyCount
+	expiry penaltyHeap
+}
+
+func newPenaltyTable() *penaltyTable { return &penaltyTable{byKey: make(map[penaltyKey]*penaltyCount)} }
+
+// count adds a denial of k at now under p and reports whether it is the
+// one that reaches p's number (the count is then closed). A key not
+// counted yet is not counted while the table is full.
+func (t *penaltyTable) count(now int64, k penaltyKey, p *contract.Penalty) bool {
+	c := t.byKey[k]
+	if c != nil && c.endNanos <= now {
+		t.remove(c)
+		c = nil
+	}
+	if c == nil {
+		if len(t.byKey) >= contract.MaxPenaltyCounters {
+			return false
+		}
+		c = &penaltyCount{penaltyKey: k, endNanos: now + int64(p.Within)}
+		t.byKey[k] = c
+		heap.Push(&t.expiry, c)
+	}
+	c.count++
+	if c.count < p.Denials {
+		return false
+	}
+	t.remove(c)
+	return true
+}
+
+func (t *penaltyTable) remove(c *penaltyCount) {
+	heap.Remove(&t.expiry, c.index)
+	delete(t.byKey, c.penaltyKey)
+}
+
+// expire deletes up to limit counts whose window has closed by now.
+func (t *penaltyTable) expire(now int64, limit int) {
+	for ; limit > 0 && t.expiry.Len() > 0 && t.expiry[0].endNanos <= now; limit-- {
+		t.remove(t.expiry[0])
+	}
+}
+
+// penaltyHeap orders counts by (end, owner, key).
+type penaltyHeap []*penaltyCount
+
+func (h penaltyHeap) Len() int { return len(h) }
+func (h penaltyHeap) Less(i, j int) bool {
+	a, b := h[i], h[j]
+	switch {
+	case a.endNanos != b.endNanos:
+		return a.endNanos < b.endNanos
+	case a.owner != b.owner:
+		return a.owner < b.owner
+	}
+	return a.key < b.key
+}
+func (h penaltyHeap) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].index, h[j].index = i, j
+}
+func (h *penaltyHeap) Push(x any) {
+	c := x.(*penaltyCount)
+	c.index = len(*h)
+	*h = append(*h, c)
+}
+func (h *penaltyHeap) Pop() any {
+	old := *h
+	c := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return c
+}
+
+// penalized reports whether a denial of targets, reported in checks,
+// counts toward a penalty: one of its denying checks has one.
+func penalized(targets []target, checks []CheckResult) bool {
+	for i := range targets {
+		if targets[i].penalty != nil && !targets[i].shadow && !checks[i].Decision.Allowed {
+			return true
+		}
+	}
+	return false
+}
+
+// penalize counts the denial in res of each denying target with a penalty,
+// and blocks the keys whose count it completes; res says whose penalty it
+// imposed.
+func (f *FSM) penalize(now int64, targets []target, res *Result) {
+	for i := range targets {
+		t := &targets[i]
+		if t.penalty == nil || t.shadow || res.Checks[i].Decision.Allowed {
+			continue
+		}
+		owner := t.id.policy
+		if !f.penalties.count(now, penaltyKey{owner: owner, key: t.id.key}, t.penalty) {
+			continue
+		}
+		until := now + int64(t.penalty.BlockFor)
+		if b := f.blocks.active(t.id.key, now); b != nil && b.UntilNanos >= until {
+			continue // blocked for longer already
+		}
+		if _, ok := f.blocks.put(contract.Block{Key: t.id.key, Reason: t.penalty.Reason(), SinceNanos: now, UntilNanos: until, Penalty: owner}); ok && res.Penalized == "" {
+			res.Penalized = owner
+		}
+	}
+}
+
+// penaltyRecord is a count in a snapshot.
+type penaltyRecord struct {
+	Owner, Key      string
+	EndNanos, Count int64
+}
+
+func (f *FSM) restorePenalty(rec *penaltyRecord) error {
+	k := penaltyKey{owner: rec.Owner, key: rec.Key}
+	switch {
+	case !validBucketOwner(rec.Owner) || contract.ValidateKey(rec.Key) != nil:
+		return errors.New("bad owner or key")
+	case rec.Count < 1 || rec.Count >= contract.MaxPenaltyDenials || rec.EndNanos <= 0:
+		return errors.New("count or end out of range")
+	case f.penalties.byKey[k] != nil || len(f.penalties.byKey) >= contract.MaxPenaltyCounters:
+		return errors.New("repeated, or too many")
+	}
+	c := &penaltyCount{penaltyKey: k, endNanos: rec.EndNanos, count: rec.Count}
+	f.penalties.byKey[k] = c
+	heap.Push(&f.penalties.expiry, c)
+	return nil
+}
