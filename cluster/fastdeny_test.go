@@ -12,9 +12,9 @@ import (
 )
 
 // TestDenialsAppendNoEntry spends a key's limit, then asks for it again
-// through every node, requests with and without IDs and several checks:
-// every answer is a denial, with the decision's fields, and the log does
-// not grow. An allowed request still appends.
+// through every node, with one check and with several: every answer is a
+// denial, with the decision's fields, and the log does not grow. An allowed
+// request still appends.
 func TestDenialsAppendNoEntry(t *testing.T) {
 	t.Parallel()
 	c := testcluster.Start(t, 3)
@@ -29,7 +29,6 @@ func TestDenialsAppendNoEntry(t *testing.T) {
 	before := leader.Node().Status().CommitIndex
 	requests := []contract.Request{
 		{Checks: []contract.Check{{Key: "flood", Limit: limit, Cost: 1}}},
-		{Checks: []contract.Check{{Key: "flood", Limit: limit, Cost: 1}}, RequestID: "never-seen"},
 		{Checks: []contract.Check{{Key: "other", Limit: limit, Cost: 1}, {Key: "flood", Limit: limit, Cost: 1}}},
 	}
 	for _, n := range c.Nodes {
@@ -52,6 +51,50 @@ func TestDenialsAppendNoEntry(t *testing.T) {
 	}
 	if after := leader.Node().Status().CommitIndex; after == before {
 		t.Fatal("an allowed request appended no entry")
+	}
+}
+
+// TestADeniedRequestIDKeepsItsAnswer: a request with an ID is denied through
+// the log, so the FSM remembers the denial, and the same ID asked again
+// after the key is reset (as an earlier attempt still on its way would
+// land) is answered with that denial, not admitted. Were the denial
+// answered without an entry, nothing would remember it, and one operation
+// could be both denied and charged.
+func TestADeniedRequestIDKeepsItsAnswer(t *testing.T) {
+	t.Parallel()
+	c := testcluster.Start(t, 3)
+	leader := c.WaitLeader()
+	ctx := context.Background()
+	limit := algorithms.Limit{Algorithm: algorithms.TokenBucket, Rate: 2, PeriodNanos: int64(time.Hour), Burst: 2}
+	spend := contract.Request{Checks: []contract.Check{{Key: "flood", Limit: limit, Cost: 2}}}
+	if d, err := leader.Node().Allow(ctx, spend); err != nil || !d.Allowed {
+		t.Fatalf("spend: %+v %v", d, err)
+	}
+	// A denial without an ID first, so the key counts as recently denied
+	// and the fast path would look at the next one.
+	if d, err := leader.Node().Allow(ctx, contract.Request{Checks: []contract.Check{{Key: "flood", Limit: limit, Cost: 1}}}); err != nil || d.Allowed {
+		t.Fatalf("a denial without an ID: %+v %v", d, err)
+	}
+	for _, n := range c.Nodes {
+		req := contract.Request{RequestID: "retried-" + n.ID, Checks: []contract.Check{{Key: "flood", Limit: limit, Cost: 1}}}
+		before := leader.Node().Status().CommitIndex
+		d, err := n.Node().Allow(ctx, req)
+		if err != nil || d.Allowed {
+			t.Fatalf("%s: %+v %v, want a denial", n.ID, d, err)
+		}
+		if after := leader.Node().Status().CommitIndex; after == before {
+			t.Fatalf("%s: a request with an ID was denied without an entry", n.ID)
+		}
+		if _, err := leader.Node().ResetKey(ctx, "flood"); err != nil {
+			t.Fatal(err)
+		}
+		again, err := n.Node().Allow(ctx, req)
+		if err != nil || again.Allowed || !again.Duplicate {
+			t.Fatalf("%s: the same ID after a reset: %+v %v, want its first answer, a denial, as a duplicate", n.ID, again, err)
+		}
+		if d, err := leader.Node().Allow(ctx, spend); err != nil || !d.Allowed {
+			t.Fatalf("%s: spend again after the reset: %+v %v", n.ID, d, err)
+		}
 	}
 }
 

@@ -21,9 +21,12 @@ const QueuedStaleness = 50 * time.Millisecond
 // be no earlier) or the applied state is at most QueuedStaleness old and
 // queued reports a request on the same key already on its way to the log,
 // which will take what has refilled since (queued is asked only then, so
-// the common case builds no key). A request whose
-// ID the FSM remembers goes through the log, to be answered with its first
-// decision; a denied request's ID is not remembered.
+// the common case builds no key). A request with an ID always goes through
+// the log: its first decision must be the one the FSM remembers, because
+// another attempt with the same ID may still be on its way to the log (a
+// forward held up in the network, an entry not yet committed) and would be
+// decided afresh, perhaps admitted, after a denial answered here that
+// nothing remembers.
 //
 // The result is decided at the applied time (AtNanos), so cluster time
 // stays monotonic for every decision, whoever leads next. Its waits
@@ -40,9 +43,7 @@ func (f *FSM) DenyNow(req *Request, clockNanos int64, queued func() bool) (Resul
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if req.RequestID != "" {
-		if _, seen := f.dedup[dedupKey(req.Scope, req.RequestID)]; seen {
-			return Result{}, false
-		}
+		return Result{}, false
 	}
 	at := f.nowNanos
 	res, ok := f.probeDenied(at, req)
