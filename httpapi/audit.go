@@ -30,17 +30,10 @@ func (a *API) listAudit(w http.ResponseWriter, r *http.Request) {
 		}
 		since = n
 	}
-	limit := contract.DefaultAuditPage
-	if s := q.Get("limit"); s != "" {
-		n, err := strconv.Atoi(s)
-		if err != nil {
-			n = -1
-		}
-		if err := contract.ValidateAuditPage(n); err != nil {
-			writeError(w, fromContract(err))
-			return
-		}
-		limit = n
+	limit, apiErr := pageLimit(q, contract.DefaultAuditPage, contract.ValidateAuditPage)
+	if apiErr != nil {
+		writeError(w, apiErr)
+		return
 	}
 	page := a.backend.Audit.Audit(r.Context(), since, limit)
 	out := wire.AuditPage{Entries: make([]wire.AuditEntry, len(page.Entries)), Next: page.Next, Dropped: page.Dropped}

@@ -3,7 +3,6 @@ package httpapi
 import (
 	"context"
 	"net/http"
-	"strconv"
 	"time"
 
 	"github.com/limitnode/limitnode/api/wire"
@@ -74,17 +73,10 @@ func (a *API) deleteBlock(w http.ResponseWriter, r *http.Request) {
 // keys and, when more follow, "next", the key to pass as after.
 func (a *API) listBlocks(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	limit := contract.DefaultBlockPage
-	if s := q.Get("limit"); s != "" {
-		n, err := strconv.Atoi(s)
-		if err != nil {
-			n = -1
-		}
-		if err := contract.ValidateBlockPage(n); err != nil {
-			writeError(w, fromContract(err))
-			return
-		}
-		limit = n
+	limit, apiErr := pageLimit(q, contract.DefaultBlockPage, contract.ValidateBlockPage)
+	if apiErr != nil {
+		writeError(w, apiErr)
+		return
 	}
 	now, page, next := a.backend.Blocks.Blocks(r.Context(), q.Get("after"), limit)
 	out := wire.BlockPage{Blocks: make([]wire.Block, len(page)), Next: next}

@@ -3,7 +3,6 @@ package httpapi
 import (
 	"context"
 	"net/http"
-	"strconv"
 	"time"
 
 	"github.com/limitnode/limitnode/api/wire"
@@ -41,17 +40,10 @@ func (a *API) getKey(w http.ResponseWriter, r *http.Request) {
 // keys and, when more follow, "next", the key to pass as after.
 func (a *API) listKeys(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	limit := contract.DefaultKeyPage
-	if s := q.Get("limit"); s != "" {
-		n, err := strconv.Atoi(s)
-		if err != nil {
-			n = -1
-		}
-		if err := contract.ValidateKeyPage(n); err != nil {
-			writeError(w, fromContract(err))
-			return
-		}
-		limit = n
+	limit, apiErr := pageLimit(q, contract.DefaultKeyPage, contract.ValidateKeyPage)
+	if apiErr != nil {
+		writeError(w, apiErr)
+		return
 	}
 	page, next := a.backend.Keys.Keys(r.Context(), q.Get("prefix"), q.Get("after"), limit)
 	out := wire.KeyPage{Keys: make([]wire.KeyState, len(page)), Next: next}
