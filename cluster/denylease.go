@@ -279,7 +279,7 @@ func (t *denyLeases) sweep() bool {
 // be answered so again: its denial's duration less what cluster time may
 // run ahead of real time and the margin, at most the cap.
 func (t *denyLeases) lasts(res *fsm.Result) time.Duration {
-	if res.Allowed || res.Rejection != nil || res.DenyForNanos <= 0 || t.cap <= 0 {
+	if !repeatableDenial(res) || t.cap <= 0 {
 		return 0
 	}
 	return min(time.Duration(float64(res.DenyForNanos)/(1+t.rate))-denyLeaseMargin, t.cap)
