@@ -140,16 +140,9 @@ const timeTickEvery = 10 * time.Minute
 // watchTime appends a tick, on the leader, whenever no stamped entry has
 // been applied for timeTickEvery.
 func (n *Node) watchTime() {
-	ticker := time.NewTicker(time.Minute)
-	defer ticker.Stop()
-	for {
-		select {
-		case <-n.stopCh:
-			return
-		case <-ticker.C:
-		}
+	n.onEachTick(time.Minute, func() {
 		if idle, seen := n.clock.idleFor(); !n.isLeader() || (seen && idle < timeTickEvery) {
-			continue
+			return
 		}
 		stamp, err := n.leaderStamp()
 		if err == nil {
@@ -158,7 +151,7 @@ func (n *Node) watchTime() {
 		if err != nil {
 			n.logger.Debug("a time tick not applied", "err", err)
 		}
-	}
+	})
 }
 
 // DefaultMaxClockRate is how much faster than real time cluster time may

@@ -79,20 +79,13 @@ func (n *Node) watchConsistency() {
 	if n.cfg.ConsistencyCheckEvery < 0 {
 		return
 	}
-	ticker := time.NewTicker(n.cfg.ConsistencyCheckEvery)
-	defer ticker.Stop()
-	for {
-		select {
-		case <-n.stopCh:
-			return
-		case <-ticker.C:
-		}
+	n.onEachTick(n.cfg.ConsistencyCheckEvery, func() {
 		if n.isLeader() {
 			if _, err := n.appendCheckpoint(); err != nil {
 				n.logger.Debug("appending a consistency checkpoint", "err", err)
 			}
 		}
-	}
+	})
 }
 
 // appendCheckpoint appends a checkpoint as the leader and returns its index.

@@ -26,16 +26,9 @@ const diskProbeBytes = 64 << 10
 // diskProbeEvery, so that a node whose disk is full or gone says it is not
 // ready between appends (appendwatch.go sees a failed append at once).
 func (n *Node) watchDisk() {
-	ticker := time.NewTicker(diskProbeEvery)
-	defer ticker.Stop()
-	for {
-		n.setDiskErr(probeDisk(n.cfg.DataDir))
-		select {
-		case <-n.stopCh:
-			return
-		case <-ticker.C:
-		}
-	}
+	probe := func() { n.setDiskErr(probeDisk(n.cfg.DataDir)) }
+	probe()
+	n.onEachTick(diskProbeEvery, probe)
 }
 
 // probeDisk writes a new probe file beside the last one, syncs it and

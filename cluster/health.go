@@ -85,16 +85,9 @@ func (v *healthView) get(id string) (memberHealth, bool) {
 // and sends each the view it has, so that a member that is down shows as
 // unreachable on every survivor's /v1/cluster.
 func (n *Node) watchHealth() {
-	ticker := time.NewTicker(healthEvery)
-	defer ticker.Stop()
 	pinger := newForwarder(n.fwd.dialer, healthEvery)
 	defer pinger.close()
-	for {
-		select {
-		case <-n.stopCh:
-			return
-		case <-ticker.C:
-		}
+	n.onEachTick(healthEvery, func() {
 		switch {
 		case n.isLeader():
 			n.progress.clear()
@@ -104,7 +97,7 @@ func (n *Node) watchHealth() {
 		default:
 			n.quorumWait.Store(nil)
 		}
-	}
+	})
 }
 
 // knowsLeader reports whether this node knows a leader.

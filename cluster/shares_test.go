@@ -2,15 +2,16 @@ package cluster_test
 
 import (
 	"context"
-	"github.com/limitnode/limitnode/algorithms"
-	"github.com/limitnode/limitnode/contract"
-	"github.com/limitnode/limitnode/testcluster"
 	"net/http"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/limitnode/limitnode/algorithms"
+	"github.com/limitnode/limitnode/contract"
+	"github.com/limitnode/limitnode/testcluster"
 )
 
 // spend sends body to each url from callers goroutines each, n requests a
