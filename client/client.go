@@ -26,7 +26,6 @@ import (
 
 	"github.com/limitnode/limitnode/api/wire"
 	"github.com/limitnode/limitnode/internal/ratelimitheader"
-	"github.com/limitnode/limitnode/internal/sharetable"
 )
 
 // Client calls limitnode nodes over HTTP.
@@ -97,7 +96,7 @@ func NewWithOptions(opts Options, addrs ...string) *Client {
 	}
 	c := &Client{http: httpClient, token: opts.Token}
 	if opts.LocalShares {
-		c.shares = sharetable.New[wire.ShareReturn, Decision](time.Now)
+		c.shares = c.newClientShares()
 	}
 	if opts.Coalesce {
 		c.coalesce = &coalescer{c: c}

@@ -124,14 +124,9 @@ func (c *Client) settleShare(name string, sentAt time.Time, d Decision, err erro
 		c.shares.Settle(name, sentAt, nil, Decision{})
 		return
 	}
-	id, perr := strconv.ParseUint(s.ID, 10, 64)
-	if perr != nil {
-		c.shares.Settle(name, sentAt, nil, Decision{})
-		return
-	}
 	template := d
 	template.Share, template.Checks, template.Remaining = nil, nil, s.Remaining
-	c.shares.Settle(name, sentAt, &sharetable.Grant{ID: id, Units: s.Units, SpendFor: time.Duration(s.SpendForMS) * time.Millisecond}, template)
+	c.shares.Settle(name, sentAt, &sharetable.Grant{Token: s.ID, Units: s.Units, SpendFor: time.Duration(s.SpendForMS) * time.Millisecond}, template)
 }
 
 // sharedDecision is the admission a share gives since after its grant's
@@ -148,18 +143,39 @@ func sharedDecision(grant Decision, since time.Duration, left int64) Decision {
 	return d
 }
 
+// newClientShares is the table of a client with local shares: what it
+// retires unspent (a newer share of its key arrived, or it nears its end)
+// it gives back in the background.
+func (c *Client) newClientShares() *clientShares {
+	t := sharetable.New[wire.ShareReturn, Decision](time.Now)
+	t.GiveBack = func(returns []sharetable.Return[wire.ShareReturn]) {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = c.giveBack(ctx, returns, true) // a share not given back is lost until it ends, never over-admitted
+	}
+	return t
+}
+
 // Close gives back, through the cluster, what the client did not spend of
 // its shares (Options.LocalShares), and takes no more; calls after it are
-// sent as without shares. It returns the first error of a give-back; the
-// units of a share not given back are lost until it ends.
+// sent as without shares. It returns once no node answers a denial the
+// units given back would admit, or with the first error of a give-back;
+// the units of a share not given back are lost until it ends.
 func (c *Client) Close(ctx context.Context) error {
 	if c.shares == nil {
 		return nil
 	}
+	return c.giveBack(ctx, c.shares.Close(), false)
+}
+
+// giveBack gives back the units of returns, in the background (no one
+// waits: the cluster answers without waiting out its deny leases) or not.
+// It returns the first error.
+func (c *Client) giveBack(ctx context.Context, returns []sharetable.Return[wire.ShareReturn], background bool) error {
 	var first error
-	for _, ret := range c.shares.Close() {
+	for _, ret := range returns {
 		body := ret.Key
-		body.ID, body.Unspent = strconv.FormatUint(ret.ID, 10), ret.Unspent
+		body.ID, body.Unspent, body.Background = ret.Token, ret.Unspent, background
 		var out wire.ShareReturned
 		if _, err := c.do(ctx, http.MethodPost, "/v1/shares/return", body, &out, http.StatusOK); err != nil && first == nil {
 			first = err

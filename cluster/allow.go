@@ -7,13 +7,26 @@ import (
 	"github.com/limitnode/limitnode/internal/fsm"
 )
 
-// ReturnShare gives back unspent units of the share id of check's key, a
-// share a caller took with contract.Request.Share, and returns the units
-// given back: 0 when the share has ended or is unknown, or the key holds no
-// state.
-func (n *Node) ReturnShare(ctx context.Context, check contract.Check, id uint64, unspent int64) (int64, error) {
+// ReturnShare gives back what a caller did not spend of a share it took
+// with contract.Request.Share, and returns the units given back: 0 when the
+// share has ended or was given back, or the key holds no state. A return
+// by another holder than the one that asked, or with another secret, is
+// refused (contract.CodePermissionDenied), as is one of more units than the
+// share holds.
+func (n *Node) ReturnShare(ctx context.Context, ret contract.ShareReturn) (int64, error) {
+	if err := ret.Validate(); err != nil {
+		return 0, err
+	}
+	return n.returnShare(ctx, fsm.CheckOf(ret.Check), ret.Token, ret.Unspent, ret.Holder, ret.Background)
+}
+
+// returnShare gives back unspent units of the share token names, a share
+// of check's key held by holder, through the log; in the background, the
+// leader does not wait out the deny leases before it answers (see
+// fsm.ReturnShareCommand).
+func (n *Node) returnShare(ctx context.Context, check fsm.Check, token contract.ShareToken, unspent int64, holder string, background bool) (int64, error) {
 	check.Cost = 0
-	cmd := fsm.ReturnShareCommand{Check: fsm.CheckOf(check), ShareID: id, Unspent: unspent}
+	cmd := fsm.ReturnShareCommand{Check: check, ShareID: token.ID, Unspent: unspent, Holder: holder, Proof: fsm.ShareProof(token.Secret), Background: background}
 	if err := cmd.Validate(); err != nil {
 		return 0, err
 	}
@@ -37,7 +50,7 @@ func (n *Node) Allow(ctx context.Context, req contract.Request) (contract.Decisi
 	if err != nil {
 		return contract.Decision{}, err
 	}
-	return n.decisionOf(results[0], leader)
+	return n.decisionOf(results[0], leader, fr.Share)
 }
 
 // AllowBatch decides independent requests together: one message to the
@@ -73,13 +86,14 @@ func (n *Node) AllowBatch(ctx context.Context, reqs []contract.Request) ([]contr
 		return nil, err
 	}
 	for j, r := range results {
-		out[index[j]].Decision, out[index[j]].Err = n.decisionOf(r, leader)
+		out[index[j]].Decision, out[index[j]].Err = n.decisionOf(r, leader, valid[j].Share)
 	}
 	return out, nil
 }
 
-// decisionOf is the caller's decision of result r, decided by leader.
-func (n *Node) decisionOf(r fsm.Result, leader string) (contract.Decision, error) {
+// decisionOf is the caller's decision of result r, decided by leader, of a
+// request that asked for a share with ask (nil: none).
+func (n *Node) decisionOf(r fsm.Result, leader string, ask *fsm.ShareAsk) (contract.Decision, error) {
 	if r.Rejection != nil {
 		return contract.Decision{}, r.Rejection
 	}
@@ -87,8 +101,8 @@ func (n *Node) decisionOf(r fsm.Result, leader string) (contract.Decision, error
 	if r.Leased || r.Shared {
 		d.Leader = ""
 	}
-	if g := r.Share; g != nil {
-		d.Share = &contract.GrantedShare{ID: g.ID, Units: g.Units, SpendForNanos: int64(spendFor(&r, n.cfg.MaxClockRate)), Remaining: g.Remaining}
+	if g := r.Share; g != nil && ask != nil {
+		d.Share = &contract.GrantedShare{Token: contract.ShareToken{ID: g.ID, Secret: ask.Secret}, Units: g.Units, SpendForNanos: int64(spendFor(&r, n.cfg.MaxClockRate)), Remaining: g.Remaining}
 	}
 	for i, c := range r.Checks {
 		d.Checks[i] = contract.CheckDecision{Decision: c.Decision, PeriodNanos: c.PeriodNanos, Rate: c.Rate, Key: c.Key, Shadow: c.Shadow}
@@ -114,7 +128,7 @@ func requestOf(req contract.Request) (fsm.Request, error) {
 	}
 	fr := fsm.Request{RequestID: req.RequestID, Scope: req.Scope, Checks: make([]fsm.Check, len(req.Checks)), MaxWait: req.MaxWaitNanos}
 	if s := req.Share; s != nil {
-		fr.Share = &fsm.ShareAsk{Units: s.Units, TTLNanos: s.TTL()}
+		fr.Share = fsm.NewShareAsk(s.Units, s.TTL(), req.Scope)
 	}
 	for i, c := range req.Checks {
 		fr.Checks[i] = fsm.CheckOf(c)

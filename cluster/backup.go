@@ -228,7 +228,6 @@ func (n *Node) Restore(ctx context.Context, r io.Reader) (backup contract.Backup
 	if err != nil {
 		return contract.BackupInfo{}, 0, err
 	}
-	n.waitOutLeases() // a restore gives capacity back as a raise does
 	n.recordAudit(ctx, contract.AuditRestore, fmt.Sprintf("backup at index %d", frame.info.Index), fmt.Sprintf("limits digest %x, restored at index %d", frame.info.LimitsDigest[:8], restoredIndex))
 	n.logger.Info("restored a backup", "backup_index", frame.info.Index, "restored_at", restoredIndex, "bytes", frame.bytes, "took", time.Since(started),
 		"backup_cluster_id", frame.info.ClusterID, "cluster_id", n.ClusterID())
@@ -307,6 +306,9 @@ func (n *Node) commitRestore(id string) (uint64, error) {
 	}
 	switch resp := future.Response().(type) {
 	case *fsm.RestoreResult:
+		if fsm.EffectOf(fsm.CommandRestoreCommit, resp).Waits() {
+			n.waitOutLeases()
+		}
 		return future.Index(), nil
 	case *contract.Error:
 		return 0, resp

@@ -72,10 +72,7 @@ func (n *Node) applyRequested(data []byte) (any, error) {
 		return nil, err
 	}
 	result, err := n.appendEntry(data)
-	// A raise waits out the deny leases and shares that could contradict
-	// it; a block, the shares that could still admit what it blocks: the
-	// same wait.
-	if err == nil && (fsm.Raised(req.Type, result) || req.Type == fsm.CommandPutBlock) {
+	if err == nil && fsm.EffectOf(req.Type, result).Waits() {
 		n.waitOutLeases()
 	}
 	if lease, ok := result.(*fsm.LeaseResult); ok && (lease.Queued || lease.Waiting > 0) {

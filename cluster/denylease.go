@@ -1,7 +1,9 @@
 package cluster
 
 import (
+	"cmp"
 	"context"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -69,6 +71,10 @@ type denyLease struct {
 	until  time.Time // monotonic reading
 	sentAt time.Time // when the request it answers was sent
 	result fsm.Result
+	// keys are the keys the denial counts on (leaseKeys), so that a
+	// raise of one key drops only the leases it may contradict; nil for
+	// a lease that may count on any.
+	keys []string
 	// probe, when not nil, is the request that asks again on behalf of
 	// its kind; waiting counts the requests waiting for its answer.
 	probe   *probe
@@ -179,11 +185,11 @@ func probedDenial(r fsm.Result, elapsed time.Duration) fsm.Result {
 	return out
 }
 
-// settle takes what the leader answered a request of kind key that was
+// settle takes what the leader answered request r of kind key that was
 // sent at sentAt: a denial that says how long it holds becomes the kind's
 // lease (taken reports that); anything else ends it. A probe's waiters then
 // look again.
-func (t *denyLeases) settle(key string, sentAt time.Time, res *fsm.Result) (taken bool) {
+func (t *denyLeases) settle(key string, r *fsm.Request, sentAt time.Time, res *fsm.Result) (taken bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	l := t.byKind[key]
@@ -221,8 +227,29 @@ func (t *denyLeases) settle(key string, sentAt time.Time, res *fsm.Result) (take
 		}
 		t.live.Add(1)
 	}
-	t.byKind[key] = &denyLease{until: until, sentAt: sentAt, result: *res}
+	t.byKind[key] = &denyLease{until: until, sentAt: sentAt, result: *res, keys: leaseKeys(r, res)}
 	return true
+}
+
+// leaseKeys are the keys the denial res of r counts on: each check's key
+// as the leader decided it (a policy's template may have made it from
+// dimensions). nil for an RLS query, whose limits' keys the node does not
+// know: its lease ends with any raise.
+func leaseKeys(r *fsm.Request, res *fsm.Result) []string {
+	if r == nil || r.RLS != nil || len(res.Checks) != len(r.Checks) {
+		return nil
+	}
+	keys := make([]string, len(r.Checks))
+	for i := range r.Checks {
+		keys[i] = cmp.Or(res.Checks[i].Key, r.Checks[i].Key)
+	}
+	return keys
+}
+
+// contradictedBy reports whether a raise of key (every key, when "") may
+// contradict lease l.
+func (l *denyLease) contradictedBy(key string) bool {
+	return key == "" || l.keys == nil || slices.Contains(l.keys, key)
 }
 
 // tookTheLast reports whether res admitted its request with nothing left
@@ -285,16 +312,19 @@ func (t *denyLeases) lasts(res *fsm.Result) time.Duration {
 	return min(time.Duration(float64(res.DenyForNanos)/(1+t.rate))-denyLeaseMargin, t.cap)
 }
 
-// clear drops every lease: a command that gives capacity back was applied.
-// A probe under way keeps its place, so that its waiters hear its answer.
-func (t *denyLeases) clear() {
+// clear drops every lease a raise of key (every key, when "") may
+// contradict: a command that gives capacity back was applied. A probe under
+// way keeps its place, so that its waiters hear its answer.
+func (t *denyLeases) clear(raised string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for key, l := range t.byKind {
-		if l.probe == nil {
+		switch {
+		case !l.contradictedBy(raised):
+		case l.probe == nil:
 			delete(t.byKind, key)
 			t.live.Add(-1)
-		} else {
+		default:
 			l.until = time.Time{}
 		}
 	}
@@ -396,14 +426,14 @@ func (n *Node) decide(ctx context.Context, reqs []fsm.Request, inline []*contrac
 			if err == nil {
 				res = &results[j]
 			}
-			n.settleShare(shareKeys[j], sentAt, res)
+			n.settleShare(shareKeys[j], sentAt, ask[j].Share, res)
 			if res != nil {
 				res.Share = nil // the node's own, not the caller's
 			}
 		}
 		if err != nil {
 			if probes[j] {
-				t.settle(keys[j], sentAt, &fsm.Result{Allowed: true}) // let its waiters ask
+				t.settle(keys[j], &ask[j], sentAt, &fsm.Result{Allowed: true}) // let its waiters ask
 			}
 			continue
 		}
@@ -415,11 +445,11 @@ func (n *Node) decide(ctx context.Context, reqs []fsm.Request, inline []*contrac
 			if keys[j] == "" {
 				keys[j] = denyLeaseKey(&ask[j])
 			}
-			if t.settle(keys[j], sentAt, r) {
+			if t.settle(keys[j], &ask[j], sentAt, r) {
 				n.metrics.leasesTaken.Inc()
 			}
 		case probes[j]:
-			t.settle(keys[j], sentAt, r)
+			t.settle(keys[j], &ask[j], sentAt, r)
 		}
 	}
 	return out, leader, err

@@ -63,7 +63,7 @@ func TestDenyLeasesAnswerThenOneAsksForAll(t *testing.T) {
 		t.Fatal("an empty table answered, or made a probe")
 	}
 	sent := clock.now()
-	if !table.settle("k", sent, ptr(denial(time.Hour))) {
+	if !table.settle("k", nil, sent, ptr(denial(time.Hour))) {
 		t.Fatal("a denial of an hour took no lease")
 	}
 	clock.add(300 * time.Millisecond)
@@ -85,11 +85,11 @@ func TestDenyLeasesAnswerThenOneAsksForAll(t *testing.T) {
 		t.Fatal("a request of the kind did not wait for the one asking")
 	case <-time.After(50 * time.Millisecond):
 	}
-	table.settle("k", clock.now(), ptr(denial(time.Hour)))
+	table.settle("k", nil, clock.now(), ptr(denial(time.Hour)))
 	if !<-answered {
 		t.Fatal("the waiting request was not answered from the new lease")
 	}
-	table.clear()
+	table.clear("")
 	if _, ok, probing := table.answer(ctx, "k"); ok || probing {
 		t.Fatal("a cleared table answered")
 	}
@@ -133,7 +133,7 @@ func TestAnAdmissionThatTookTheLastHandsTheAskingOver(t *testing.T) {
 			clock := &fakeNow{t: time.Unix(1000, 0)}
 			table := newDenyLeases(time.Second, 0.01, clock.now)
 			ctx := context.Background()
-			table.settle("k", clock.now(), ptr(denial(10*time.Millisecond)))
+			table.settle("k", nil, clock.now(), ptr(denial(10*time.Millisecond)))
 			clock.add(time.Second)
 			if _, _, probing := table.answer(ctx, "k"); !probing {
 				t.Fatal("the first request after the lease did not ask for its kind")
@@ -145,7 +145,7 @@ func TestAnAdmissionThatTookTheLastHandsTheAskingOver(t *testing.T) {
 			}()
 			waitForWaiters(table, "k", 1)
 			admitted := fsm.Result{Allowed: true, Checks: []fsm.CheckResult{{Decision: algorithms.Decision{Allowed: true, Remaining: tt.remaining, RefillAfterNanos: int64(tt.refill)}}}}
-			table.settle("k", clock.now().Add(-tt.trip), &admitted)
+			table.settle("k", nil, clock.now().Add(-tt.trip), &admitted)
 			if probing := <-got; probing != tt.wantProbing {
 				t.Fatalf("the waiting request asks for its kind: %v, want %v", probing, tt.wantProbing)
 			}
@@ -173,7 +173,7 @@ func TestAProbesDenialAnswersThoseWaitingBeforeItWasSent(t *testing.T) {
 			clock := &fakeNow{t: time.Unix(1000, 0)}
 			table := newDenyLeases(time.Second, 0.01, clock.now)
 			ctx := context.Background()
-			table.settle("k", clock.now(), ptr(denial(time.Hour)))
+			table.settle("k", nil, clock.now(), ptr(denial(time.Hour)))
 			clock.add(2 * time.Second)
 			if _, _, probing := table.answer(ctx, "k"); !probing {
 				t.Fatal("the first request after the lease did not ask for its kind")
@@ -194,7 +194,7 @@ func TestAProbesDenialAnswersThoseWaitingBeforeItWasSent(t *testing.T) {
 			waitForWaiters(table, "k", 1)
 			short := denial(time.Millisecond) // too short for a lease
 			short.AtNanos = 42
-			if table.settle("k", sentAt, &short) {
+			if table.settle("k", nil, sentAt, &short) {
 				t.Fatal("a denial of a millisecond became a lease")
 			}
 			a := <-got

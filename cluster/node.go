@@ -136,7 +136,7 @@ func Open(cfg Config) (*Node, error) {
 		denyLeases:     newDenyLeases(cfg.DenyLeaseCap, cfg.MaxClockRate, time.Now),
 		leaseQueueKick: make(chan struct{}, 1),
 	}
-	n.shares = newShareTable(n.metrics)
+	n.shares = n.newShareTable()
 	n.fwd = newForwarder(n.dialer(), cfg.RequestTimeout)
 	n.mux = transport.NewMux(guard.Wrap(ln, cfg.MaxRaftConns, cfg.RaftIdleTimeout, n.logger), cfg.NodeTLS, n.ClusterID, n.logger, protocolRaft, protocolForward)
 	if err := n.startRaft(); err != nil {

@@ -24,10 +24,13 @@ import (
 // request sent at s and decided at cluster time t, is spent until
 // s + (U − t)/(1 + MaxClockRate) − margin on this node's monotonic clock,
 // which is no later than U, as for a deny lease (spendFor). A change of
-// policy waits out every share granted before it (leaseGrants), and a node
-// that stops cleanly gives back what it did not spend; one that crashes
-// gives back nothing, which costs units until its shares end, never an
-// admission too many.
+// policy waits out every share granted before it (leaseGrants). The node
+// gives back what it did not spend of a share when a newer one of its key
+// arrives, when the share nears its end, and when the node stops cleanly
+// (sharetable's GiveBack, giveBack); one that crashes gives back nothing,
+// which costs units until its shares end, never an admission too many.
+// Each share is the node's own: asked for as fsm.NodeHolder with a secret
+// only this process knows.
 //
 // Which requests: one check, with no request ID or max_wait, whose policy
 // (or inline limit) has local_shares.
@@ -40,9 +43,16 @@ const renewTimeout = 5 * time.Second
 // result.
 type shareTable = sharetable.Table[fsm.Check, fsm.Result]
 
-func newShareTable(m *nodeMetrics) *shareTable {
+// newShareTable is the node's table, counting units in the node's metrics
+// and giving back what the table retires with giveBack.
+func (n *Node) newShareTable() *shareTable {
 	t := sharetable.New[fsm.Check, fsm.Result](time.Now)
-	t.Count = func(outcome string, units int64) { m.shareUnits.WithLabelValues(outcome).Add(float64(units)) }
+	t.Count = func(outcome string, units int64) { n.metrics.shareUnits.WithLabelValues(outcome).Add(float64(units)) }
+	t.GiveBack = func(returns []sharetable.Return[fsm.Check]) {
+		ctx, cancel := context.WithTimeout(context.Background(), renewTimeout)
+		defer cancel()
+		n.giveBack(ctx, returns, true)
+	}
 	return t
 }
 
@@ -77,20 +87,25 @@ func (n *Node) takeShare(ctx context.Context, key string, r *fsm.Request, cfg *c
 	ttl := time.Duration(cfg.TTL())
 	taken := n.shares.Take(ctx, sharetable.Key[fsm.Check]{Name: key, ID: named, TTL: ttl, Most: most, Cost: check.Cost})
 	if taken.Renew > 0 {
-		n.renewShare(key, &fsm.Request{Checks: []fsm.Check{named}, Share: &fsm.ShareAsk{Units: taken.Renew, TTLNanos: int64(ttl)}})
+		n.renewShare(key, &fsm.Request{Checks: []fsm.Check{named}, Share: n.shareAsk(taken.Renew, ttl)})
 	}
 	if taken.Answered {
 		return sharedAnswer(taken.Template, taken.Since, taken.Left, n.cfg.MaxClockRate), true, nil
 	}
 	if taken.Ask > 0 {
-		return fsm.Result{}, false, &fsm.ShareAsk{Units: taken.Ask, TTLNanos: int64(ttl)}
+		return fsm.Result{}, false, n.shareAsk(taken.Ask, ttl)
 	}
 	return fsm.Result{}, false, nil
 }
 
-// settleShare takes the answer to a share ask of key sent at sentAt (nil
-// when the request failed).
-func (n *Node) settleShare(key string, sentAt time.Time, res *fsm.Result) {
+// shareAsk asks for a share of units for ttl, held by this node.
+func (n *Node) shareAsk(units int64, ttl time.Duration) *fsm.ShareAsk {
+	return fsm.NewShareAsk(units, int64(ttl), fsm.NodeHolder(n.cfg.ID))
+}
+
+// settleShare takes the answer to ask, a share ask of key sent at sentAt
+// (res is nil when the request failed).
+func (n *Node) settleShare(key string, sentAt time.Time, ask *fsm.ShareAsk, res *fsm.Result) {
 	if res == nil || res.Share == nil {
 		n.shares.Settle(key, sentAt, nil, fsm.Result{})
 		return
@@ -99,7 +114,8 @@ func (n *Node) settleShare(key string, sentAt time.Time, res *fsm.Result) {
 	grant := *res
 	grant.Checks = append([]fsm.CheckResult(nil), res.Checks...)
 	grant.Checks[0].Decision.Remaining = g.Remaining
-	n.shares.Settle(key, sentAt, &sharetable.Grant{ID: g.ID, Units: g.Units, SpendFor: spendFor(res, n.cfg.MaxClockRate)}, grant)
+	token := contract.ShareToken{ID: g.ID, Secret: ask.Secret}
+	n.shares.Settle(key, sentAt, &sharetable.Grant{Token: token.String(), Units: g.Units, SpendFor: spendFor(res, n.cfg.MaxClockRate)}, grant)
 }
 
 // spendFor is how long after its request was sent the share res brought
@@ -141,23 +157,32 @@ func (n *Node) renewShare(key string, req *fsm.Request) {
 		sentAt := time.Now()
 		results, _, err := n.decideOnLeader(ctx, []fsm.Request{*req})
 		if err != nil {
-			n.settleShare(key, sentAt, nil)
+			n.settleShare(key, sentAt, req.Share, nil)
 			return
 		}
-		n.settleShare(key, sentAt, &results[0])
+		n.settleShare(key, sentAt, req.Share, &results[0])
 	}()
 }
 
 // giveBackShares returns, through the log, what this node did not spend
 // of its shares: on a clean stop, so that it costs the others nothing.
 func (n *Node) giveBackShares(ctx context.Context) {
-	for _, ret := range n.shares.Close() {
-		cmd := fsm.ReturnShareCommand{Check: ret.Key, ShareID: ret.ID, Unspent: ret.Unspent}
-		r, err := commandOnLeader[fsm.ShareReturn](ctx, n, fsm.CommandReturnShare, &cmd)
+	n.giveBack(ctx, n.shares.Close(), false)
+}
+
+// giveBack returns, through the log, what this node did not spend of the
+// shares in returns. In the background (a share the table retired), no
+// caller waits for the return, so the leader answers it once applied
+// instead of waiting out the deny leases first.
+func (n *Node) giveBack(ctx context.Context, returns []sharetable.Return[fsm.Check], background bool) {
+	for _, ret := range returns {
+		token, err := contract.ParseShareToken(ret.Token, "id")
 		if err != nil {
-			n.logger.Debug("could not give a share back; its units are lost until it ends", "units", cmd.Unspent, "err", err)
+			n.logger.Error("cluster: a share's token does not parse; its units are lost until it ends", "units", ret.Unspent)
 			continue
 		}
-		n.metrics.shareUnits.WithLabelValues("returned").Add(float64(r.Units))
+		if _, err := n.returnShare(ctx, ret.Key, token, ret.Unspent, fsm.NodeHolder(n.cfg.ID), background); err != nil {
+			n.logger.Debug("could not give a share back; its units are lost until it ends", "units", ret.Unspent, "err", err)
+		}
 	}
 }

@@ -1,6 +1,10 @@
 package contract
 
 import (
+	"crypto/rand"
+	"encoding/hex"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/limitnode/limitnode/algorithms"
@@ -151,13 +155,86 @@ func (s *ShareRequest) TTL() int64 {
 	return s.TTLNanos
 }
 
-// GrantedShare is a share granted to a caller: ID names it to give back
-// what is left (ReturnShare), Units may be spent until SpendForNanos has
-// passed since the caller sent its request, and Remaining is what the key
-// had left for everyone else once it was taken.
+// GrantedShare is a share granted to a caller: Token names it, and proves
+// the caller holds it, to give back what is left (ShareReturn); Units may
+// be spent until SpendForNanos has passed since the caller sent its
+// request, and Remaining is what the key had left for everyone else once
+// it was taken.
 type GrantedShare struct {
-	ID            uint64
+	Token         ShareToken
 	Units         int64
 	SpendForNanos int64
 	Remaining     int64
+}
+
+// ShareToken names a share to the cluster (ID) and proves its holder
+// holds it (Secret, which only the holder is told; the cluster keeps a
+// digest of it). It is written as the ID in decimal, a dot, and the secret
+// in hex: the "id" of a share in the HTTP API.
+type ShareToken struct {
+	ID     uint64
+	Secret []byte
+}
+
+// ShareSecretBytes is the length of a share's secret: 128 random bits.
+const ShareSecretBytes = 16
+
+// NewShareSecret returns a fresh random secret for a share.
+func NewShareSecret() []byte {
+	secret := make([]byte, ShareSecretBytes)
+	_, _ = rand.Read(secret) // crypto/rand.Read never fails (Go 1.24)
+	return secret
+}
+
+// String writes the token as the HTTP API does.
+func (t ShareToken) String() string {
+	return strconv.FormatUint(t.ID, 10) + "." + hex.EncodeToString(t.Secret)
+}
+
+// ParseShareToken reads a token written by ShareToken.String; field names
+// it in an error.
+func ParseShareToken(s, field string) (ShareToken, *Error) {
+	id, secret, ok := strings.Cut(s, ".")
+	n, err := strconv.ParseUint(id, 10, 64)
+	b, herr := hex.DecodeString(secret)
+	if !ok || err != nil || herr != nil || len(b) != ShareSecretBytes {
+		return ShareToken{}, Invalid(field, "must be the share's id exactly as the allow answer gave it")
+	}
+	return ShareToken{ID: n, Secret: b}, nil
+}
+
+// ShareReturn gives back Unspent units of the share Token names, a share
+// of Check's key (its cost is not used) held by Holder: the scope the
+// share was asked with (contract.Request.Scope, the API token's name).
+//
+// A return is answered once every deny lease that could contradict it has
+// ended (at most a second), so that after it no node answers a denial the
+// units given back would admit; a Background return (a holder giving back
+// a share it retired, which no caller waits for) is answered as soon as it
+// is applied.
+type ShareReturn struct {
+	Check      Check
+	Token      ShareToken
+	Unspent    int64
+	Holder     string
+	Background bool
+}
+
+// Validate checks a return as it stands.
+func (r *ShareReturn) Validate() *Error {
+	check := r.Check
+	check.Cost = 0
+	if err := check.Validate(); err != nil {
+		return err
+	}
+	if r.Unspent < 0 {
+		return Invalid("unspent", "unspent must not be negative")
+	}
+	if len(r.Token.Secret) != ShareSecretBytes {
+		return Invalid("id", "must be the share's id exactly as the allow answer gave it")
+	}
+	if len(r.Holder) > MaxScopeBytes || strings.IndexByte(r.Holder, 0) >= 0 {
+		return Invalid("holder", "a share's holder is at most %d bytes, without NUL", MaxScopeBytes)
+	}
+	return nil
 }

@@ -174,7 +174,7 @@ func answer(req contract.Request, d contract.Decision) (wire.AllowResponse, int)
 	}
 	resp.WaitMS = ratelimitheader.CeilDiv(waitOf(d), int64(time.Millisecond))
 	if s := d.Share; s != nil {
-		resp.Share = &wire.Share{ID: strconv.FormatUint(s.ID, 10), Units: s.Units, SpendForMS: s.SpendForNanos / int64(time.Millisecond), Remaining: s.Remaining}
+		resp.Share = &wire.Share{ID: s.Token.String(), Units: s.Units, SpendForMS: s.SpendForNanos / int64(time.Millisecond), Remaining: s.Remaining}
 	}
 	resp.HeldMS = ratelimitheader.CeilDiv(d.HeldNanos, int64(time.Millisecond))
 	resp.Blocked = blockedAnswer(d.Blocked, d.AtNanos)

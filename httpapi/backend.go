@@ -48,7 +48,7 @@ type Decider interface {
 	AllowBatch(ctx context.Context, reqs []contract.Request) ([]contract.BatchResult, error)
 	// ReturnShare gives back unspent units of a share a caller took
 	// (contract.Request.Share), and returns the units given back.
-	ReturnShare(ctx context.Context, check contract.Check, id uint64, unspent int64) (int64, error)
+	ReturnShare(ctx context.Context, ret contract.ShareReturn) (int64, error)
 }
 
 // PolicyStore keeps the named policies.

@@ -176,7 +176,7 @@ func (f *fakeLimiter) grantShare(req contract.Request, d *contract.Decision) {
 	}
 	f.states[id] = s
 	after, _ := algorithms.Decide(c.Limit, s, f.now, 0)
-	d.Share = &contract.GrantedShare{ID: sh.ID, Units: sh.Units, SpendForNanos: sh.Until - f.now - int64(time.Millisecond), Remaining: after.Remaining}
+	d.Share = &contract.GrantedShare{Token: contract.ShareToken{ID: sh.ID, Secret: contract.NewShareSecret()}, Units: sh.Units, SpendForNanos: sh.Until - f.now - int64(time.Millisecond), Remaining: after.Remaining}
 }
 
 func (f *fakeLimiter) keyState(key string) (contract.KeyState, bool) {
@@ -289,7 +289,7 @@ func (f *fakeLimiter) BlockSummary(latest int) contract.BlockSummary {
 
 // ReturnShare: the fake charges what it grants for ever, so it gives
 // nothing back.
-func (f *fakeLimiter) ReturnShare(context.Context, contract.Check, uint64, int64) (int64, error) {
+func (f *fakeLimiter) ReturnShare(context.Context, contract.ShareReturn) (int64, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return 0, f.err

@@ -424,7 +424,8 @@ func TestOpenAPIValidatesRealTraffic(t *testing.T) {
 		{"a join body over 64 KiB", nil, "POST", "/v1/cluster/join", `{"id":"` + strings.Repeat("k", 70<<10) + `"}`, 413},
 
 		{"take a share", nil, "POST", "/v1/allow", `{"key":"shared","limit":{"rate":100,"local_shares":{}},"take_share":{"units":10,"ttl":"500ms"}}`, 200},
-		{"give a share back", nil, "POST", "/v1/shares/return", `{"key":"shared","limit":{"rate":100},"id":"1","unspent":4}`, 200},
+		{"give a share back", nil, "POST", "/v1/shares/return", `{"key":"shared","limit":{"rate":100},"id":"1.000102030405060708090a0b0c0d0e0f","unspent":4}`, 200},
+		{"give a share back by its bare number", nil, "POST", "/v1/shares/return", `{"key":"shared","limit":{"rate":100},"id":"1","unspent":4}`, 400},
 		{"give a share back without its id", nil, "POST", "/v1/shares/return", `{"key":"shared","limit":{"rate":100},"unspent":4}`, 400},
 		{"no leader", setErr(contract.ErrNoLeader), "POST", "/v1/allow", `{"key":"k","limit":{"rate":5}}`, 503},
 		{"no leader for a batch", setErr(contract.ErrNoLeader), "POST", "/v1/allow/batch", `{"requests":[{"key":"k","limit":{"rate":5}}]}`, 503},

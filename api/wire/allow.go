@@ -67,9 +67,10 @@ type ShareAsk struct {
 	TTL   *string `json:"ttl,omitempty"`
 }
 
-// Share is a share granted to the caller: ID (a decimal number, for
-// POST /v1/shares/return) and Units it may spend for SpendForMS after it
-// sent its request; Remaining is what the key had left for everyone else.
+// Share is a share granted to the caller: ID (opaque: it names the share
+// and proves the caller holds it, for POST /v1/shares/return) and Units it
+// may spend for SpendForMS after it sent its request; Remaining is what the
+// key had left for everyone else.
 type Share struct {
 	ID         string `json:"id"`
 	Units      int64  `json:"units"`
@@ -79,6 +80,9 @@ type Share struct {
 
 // ShareReturn is the body of POST /v1/shares/return: the share's key (one
 // check, as in an allow request, without cost), its ID and what is left.
+// Background says no caller waits for the answer (a holder giving back a
+// share it retired): it is answered as soon as it is applied, not once
+// the deny leases it could contradict have ended.
 type ShareReturn struct {
 	Key        string            `json:"key,omitempty"`
 	Limit      *Limit            `json:"limit,omitempty"`
@@ -86,6 +90,7 @@ type ShareReturn struct {
 	Dimensions map[string]string `json:"dimensions,omitempty"`
 	ID         string            `json:"id"`
 	Unspent    int64             `json:"unspent"`
+	Background bool              `json:"background,omitempty"`
 }
 
 // ShareReturned answers POST /v1/shares/return: the units given back (0

@@ -356,7 +356,7 @@ func (f *FSM) applied(t CommandType, resp any) {
 	if t == CommandPutPolicy || t == CommandDeletePolicy {
 		f.publishSharing()
 	}
-	if f.onRaise != nil && Raised(t, resp) {
-		f.onRaise()
+	if e := EffectOf(t, resp); f.onRaise != nil && e.Raised {
+		f.onRaise(e.Key)
 	}
 }

@@ -32,7 +32,7 @@ func TestTheAuditTrailRecordsEveryChange(t *testing.T) {
 	t.Parallel()
 	a := newApplier(t)
 	var raises int
-	a.fsm.OnRaise(func() { raises++ })
+	a.fsm.OnRaise(func(string) { raises++ })
 	a.allow(t0, one("k", hourly(10), 5))
 	steps := []struct {
 		ct      CommandType

@@ -102,8 +102,8 @@ func TestBlockCommands(t *testing.T) {
 		if !ok {
 			t.Fatalf("%s: answered %#v", st.name, got)
 		}
-		if r.Shortened != st.wantShortened || Raised(st.ct, got) != (st.wantShortened || st.ct == CommandDeleteBlock) {
-			t.Errorf("%s: shortened %v, raised %v", st.name, r.Shortened, Raised(st.ct, got))
+		if r.Shortened != st.wantShortened || EffectOf(st.ct, got).Raised != (st.wantShortened || st.ct == CommandDeleteBlock) {
+			t.Errorf("%s: shortened %v, raised %v", st.name, r.Shortened, EffectOf(st.ct, got).Raised)
 		}
 	}
 }

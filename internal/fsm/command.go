@@ -82,36 +82,51 @@ const (
 	CommandSettle CommandType = 24
 )
 
-// Raises reports whether a command of type t may give capacity back, so
-// that a denial decided before it may be wrong after it: a policy or RLS
-// domain put or deleted, a key reset, a block lifted. (A restore, which
-// replaces the whole state, raises too; it is not a command.) Every other
-// command only takes capacity away, or changes none, but for what Raised
-// tells from its result.
-func (t CommandType) Raises() bool {
-	switch t {
-	case CommandPutPolicy, CommandDeletePolicy, CommandPutRLSConfig, CommandDeleteRLSConfig, CommandResetKey, CommandDeleteBlock:
-		return true
-	}
-	return false
+// Effect is what an applied command means for the answers nodes give
+// without the log: deny leases (a denial repeated until it may no longer
+// hold) and shares (admissions from units taken ahead).
+type Effect struct {
+	// Raised: the command may have given capacity back, so a denial
+	// decided before it may be wrong after it. Every node drops its deny
+	// leases when it applies it (only those on Key, when Key is set), and
+	// the leader acknowledges it only once every lease that could
+	// contradict it has ended.
+	Raised bool
+	Key    string
+	// OutlastsShares: the command takes capacity away in a way a share
+	// granted before it could still spend (a block), so the leader
+	// acknowledges it only once those shares have ended.
+	OutlastsShares bool
+	// Background: no caller waits for the command's answer (a holder
+	// giving back a share it retired), so the leader answers it at once.
+	Background bool
 }
 
-// Raised reports whether an applied command of type t, which answered
-// result, gave capacity back: one whose type Raises, a block put that
-// shortened a block (it ends sooner than the one it replaced), or a
-// settlement that gave units back. The leader
-// waits out the deny leases after such a command, as after every raise.
-func Raised(t CommandType, result any) bool {
-	if t.Raises() {
-		return true
+// Waits reports whether the leader must wait out the leases and shares
+// granted before the command before acknowledging it.
+func (e Effect) Waits() bool { return (e.Raised || e.OutlastsShares) && !e.Background }
+
+// EffectOf is the Effect of an applied command of type t that answered
+// result. This is the one place that says which commands give capacity
+// back: a policy or RLS domain put or deleted, a key reset, a block lifted
+// or shortened, a settlement that gave units back, a share given back, a
+// restore. Every other command only takes capacity away, or changes none.
+func EffectOf(t CommandType, result any) Effect {
+	switch t {
+	case CommandPutPolicy, CommandDeletePolicy, CommandPutRLSConfig, CommandDeleteRLSConfig, CommandResetKey, CommandDeleteBlock:
+		return Effect{Raised: true}
 	}
 	switch r := result.(type) {
 	case *BlockResult:
-		return r.Shortened
+		return Effect{Raised: r.Shortened, OutlastsShares: true}
 	case *SettleResult:
-		return r.Settlement.Refunded > 0
+		return Effect{Raised: r.Settlement.Refunded > 0}
+	case *ShareReturn:
+		return Effect{Raised: r.Units > 0, Key: r.Key, Background: r.Background}
+	case *RestoreResult:
+		return Effect{Raised: true}
 	}
-	return false
+	return Effect{}
 }
 
 // LeaseTickCommand is the body of CommandLeaseTick.

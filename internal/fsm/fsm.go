@@ -146,7 +146,7 @@ type FSM struct {
 	onStamp func(index uint64, nowNanos int64)
 	// onRaise, if set, is told of every applied command that may give
 	// capacity back, and of restores (see OnRaise).
-	onRaise func()
+	onRaise func(key string)
 	// onCheckpoint, if set, is given the index of every applied
 	// CommandCheckpoint and a function that computes the digest of the
 	// state at that index (see OnCheckpoint).
@@ -172,10 +172,11 @@ type FSM struct {
 }
 
 // OnRaise registers fn to be called, on the applying goroutine, after each
-// applied command that may give capacity back (CommandType.Raises) and
-// after a restore. fn must not block or call into the FSM. Set it before the
-// FSM is given to Raft.
-func (f *FSM) OnRaise(fn func()) { f.onRaise = fn }
+// applied command that may give capacity back (Effect.Raised) and after a
+// restore, with the one key it gave capacity back to, or "" when it may be
+// any. fn must not block or call into the FSM. Set it before the FSM is
+// given to Raft.
+func (f *FSM) OnRaise(fn func(key string)) { f.onRaise = fn }
 
 // OnStampApplied registers fn to be called, on the applying goroutine, with
 // the index and cluster time of each applied entry that carries a leader's

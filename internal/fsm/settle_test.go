@@ -28,7 +28,7 @@ func TestReserveThenSettle(t *testing.T) {
 	t.Parallel()
 	a := newApplier(t)
 	var raises int
-	a.fsm.OnRaise(func() { raises++ })
+	a.fsm.OnRaise(func(string) { raises++ })
 	a.put(contract.Policy{Name: "tokens", Limit: algorithms.Limit{Rate: 1000, PeriodNanos: int64(time.Hour), Burst: 1000}, MaxDebt: 100})
 	leftOf := func(key string, now int64) int64 {
 		res := a.fsm.decide(now, &Request{Checks: []Check{policyCheck(key, "tokens", nil, 0)}}, &AllowCommand{})

@@ -1,8 +1,11 @@
 package fsm
 
 import (
+	"bytes"
 	"cmp"
 	"container/heap"
+	"crypto/sha256"
+	"fmt"
 	"slices"
 
 	"github.com/limitnode/limitnode/algorithms"
@@ -14,13 +17,45 @@ import (
 // grants from what the key has left and charges in the key's state
 // (algorithms.Grant); CommandReturnShare gives back what a holder did not
 // spend. The ledger lists the outstanding shares in the whole state, for
-// the bound on them and for statistics.
+// the bound on them and for statistics, and whose each one is.
+//
+// Giving back is a claim about what someone else did not spend, so only
+// the holder may make it: every ask names its holder (a caller's scope, or
+// a node) and carries the proof of a secret only the holder knows
+// (ShareProof); a return must name the same holder and prove the same
+// secret. The secret itself never enters the log.
+
+// ShareProofBytes is the length of a share's proof.
+const ShareProofBytes = 16
+
+// ShareProof is the proof of a share's secret that the log keeps: the
+// first ShareProofBytes of its SHA-256.
+func ShareProof(secret []byte) []byte {
+	sum := sha256.Sum256(secret)
+	return sum[:ShareProofBytes]
+}
 
 // ShareAsk asks for a share of a request's one check: up to Units, for
-// TTLNanos of cluster time.
+// TTLNanos of cluster time, held by Holder, who proves it holds the share
+// with the secret whose ShareProof is Proof.
 type ShareAsk struct {
 	Units    int64
 	TTLNanos int64
+	// Holder and Proof come last: an ask written before them grants a
+	// share no one can give back.
+	Holder string
+	Proof  []byte
+	// Secret is the secret itself, for the node that asks to tell the
+	// holder; it is never encoded, so neither the log nor the leader
+	// sees it.
+	Secret []byte `codec:"-"`
+}
+
+// NewShareAsk asks for units for ttl on behalf of holder, with a fresh
+// secret.
+func NewShareAsk(units, ttl int64, holder string) *ShareAsk {
+	secret := contract.NewShareSecret()
+	return &ShareAsk{Units: units, TTLNanos: ttl, Holder: holder, Proof: ShareProof(secret), Secret: secret}
 }
 
 // validate checks an ask as it stands, and what it rides on.
@@ -34,6 +69,29 @@ func (a *ShareAsk) validate(r *Request) *contract.Error {
 		return contract.Invalid("share.units", "a share is 1 to %d units", int64(algorithms.MaxBurst))
 	case a.TTLNanos < int64(contract.MinShareTTL) || a.TTLNanos > int64(contract.MaxShareTTL):
 		return contract.Invalid("share.ttl", "a share lasts from %s to %s", contract.MinShareTTL, contract.MaxShareTTL)
+	}
+	return validateHolder(a.Holder, a.Proof)
+}
+
+// MaxHolderBytes bounds the name of a share's holder: a caller's scope, or
+// a node's ID with its prefix (NodeHolder).
+const MaxHolderBytes = contract.MaxScopeBytes + len(nodeHolderPrefix) + contract.MaxNodeIDBytes
+
+// nodeHolderPrefix starts the holder name of a node's own shares; a
+// caller's scope holds no NUL, so no caller can name a node.
+const nodeHolderPrefix = "\x00node:"
+
+// NodeHolder is the holder name of the shares node id holds itself.
+func NodeHolder(id string) string { return nodeHolderPrefix + id }
+
+// validateHolder checks a share's holder and proof as an ask or a return
+// carries them (no proof: an ask logged before proofs were).
+func validateHolder(holder string, proof []byte) *contract.Error {
+	if len(holder) > MaxHolderBytes {
+		return contract.Invalid("share.holder", "a share's holder is at most %d bytes", MaxHolderBytes)
+	}
+	if len(proof) != 0 && len(proof) != ShareProofBytes {
+		return contract.Invalid("share.proof", "a share's proof is %d bytes", ShareProofBytes)
 	}
 	return nil
 }
@@ -90,17 +148,27 @@ func (f *FSM) grantShare(now int64, req *Request, res *Result, position int, cmd
 	} else {
 		f.buckets.create(t.id, *t.limit, next)
 	}
-	f.shares.add(ledgerEntry{Share: sh, policy: t.id.policy})
+	f.shares.add(ledgerEntry{Share: sh, policy: t.id.policy, holder: req.Share.Holder, proof: req.Share.Proof})
 	res.Share = &GrantedShare{ID: id, Units: units, UntilNanos: sh.Until, Remaining: left - units}
 }
 
-// ReturnShareCommand is the body of CommandReturnShare: a holder gives back
-// Unspent units of share ShareID of Check's key, at the leader's time.
+// ReturnShareCommand is the body of CommandReturnShare: Holder gives back
+// Unspent units of share ShareID of Check's key, at the leader's time,
+// proving it holds the share with Proof (the ShareProof of the share's
+// secret).
 type ReturnShareCommand struct {
 	NowNanos int64
 	Check    Check
 	ShareID  uint64
 	Unspent  int64
+	// Holder and Proof come last: a return written before them gives
+	// nothing back.
+	Holder string
+	Proof  []byte
+	// Background, last, marks a return no caller waits for: the leader
+	// answers it once applied instead of waiting out the deny leases (see
+	// Effect).
+	Background bool
 }
 
 // Validate checks a return as it stands.
@@ -112,27 +180,48 @@ func (c *ReturnShareCommand) Validate() *contract.Error {
 	if c.Unspent < 0 {
 		return contract.Invalid("unspent", "unspent must not be negative")
 	}
-	return nil
+	return validateHolder(c.Holder, c.Proof)
 }
 
 // ShareReturn answers CommandReturnShare: the units given back (0 when the
-// share had ended or is unknown).
+// share had ended, was given back already or is unknown), and the key they
+// went back to (an empty key when none did).
 type ShareReturn struct {
 	Units int64
+	// Key is the key the units went back to, for the nodes to drop the
+	// deny leases it may contradict, and Background the command's. The
+	// log never holds them.
+	Key        string `codec:"-"`
+	Background bool   `codec:"-"`
 }
 
-func (f *FSM) returnShare(cmd *ReturnShareCommand) *ShareReturn {
+// returnShare applies a return: a share that ended, was given back or
+// never was gives back nothing; one held by another holder, or proved with
+// another secret, refuses the return, as does one that claims more unspent
+// than the share holds. The answer is a *ShareReturn or a *contract.Error.
+func (f *FSM) returnShare(cmd *ReturnShareCommand) any {
 	now := f.advance(cmd.NowNanos)
 	t, err := f.resolve(now, &cmd.Check)
 	if err != nil || !t.live {
 		return &ShareReturn{}
 	}
-	next, units := algorithms.GiveBack(*t.limit, t.state, now, cmd.ShareID, cmd.Unspent)
-	if units > 0 {
-		f.buckets.update(t.slot, t.id, *t.limit, next)
-		f.shares.remove(cmd.ShareID)
+	f.shares.expire(now)
+	e := f.shares.byID[cmd.ShareID]
+	switch {
+	case e == nil:
+		return &ShareReturn{}
+	case len(cmd.Proof) == 0 || e.holder != cmd.Holder || !bytes.Equal(e.proof, cmd.Proof):
+		return contract.Denied("id", "share %d is not held by this caller, or its secret is wrong: only the holder that took a share gives it back, with the id the grant gave", cmd.ShareID)
+	case cmd.Unspent > e.Units:
+		return contract.Invalid("unspent", "share %d holds %d units; unspent must be at most that", cmd.ShareID, e.Units)
 	}
-	return &ShareReturn{Units: units}
+	next, units := algorithms.GiveBack(*t.limit, t.state, now, cmd.ShareID, cmd.Unspent)
+	if units == 0 {
+		return &ShareReturn{}
+	}
+	f.buckets.update(t.slot, t.id, *t.limit, next)
+	f.shares.remove(cmd.ShareID)
+	return &ShareReturn{Units: units, Key: t.id.key, Background: cmd.Background}
 }
 
 // publishSharing publishes which policies have local shares, as applied.
@@ -158,46 +247,82 @@ func (f *FSM) LocalSharesOf(policy string) *contract.LocalShares {
 	return nil
 }
 
-// ledgerEntry is one outstanding share and the policy of its key ("" for
-// an inline limit).
+// ledgerEntry is one outstanding share, the policy of its key ("" for an
+// inline limit), and its holder and proof (see ShareAsk).
 type ledgerEntry struct {
 	algorithms.Share
 	policy string
+	holder string
+	proof  []byte
 }
 
 // shareLedger lists the outstanding shares by end (then ID), so that which
-// ones an apply drops depends on the state alone.
+// ones an apply drops depends on the state alone, and by ID.
 type shareLedger struct {
-	byEnd []ledgerEntry // a heap
-	ids   map[uint64]bool
+	byEnd []*ledgerEntry // a heap
+	byID  map[uint64]*ledgerEntry
 }
 
-func newShareLedger() *shareLedger { return &shareLedger{ids: map[uint64]bool{}} }
+func newShareLedger() *shareLedger { return &shareLedger{byID: map[uint64]*ledgerEntry{}} }
 
 func (l *shareLedger) len() int { return len(l.byEnd) }
 
 func (l *shareLedger) add(e ledgerEntry) {
-	if l.ids[e.ID] {
+	if l.byID[e.ID] != nil {
 		return
 	}
-	l.ids[e.ID] = true
-	heap.Push((*ledgerHeap)(l), e)
+	l.byID[e.ID] = &e
+	heap.Push((*ledgerHeap)(l), &e)
 }
 
 func (l *shareLedger) remove(id uint64) {
-	if !l.ids[id] {
+	e := l.byID[id]
+	if e == nil {
 		return
 	}
-	delete(l.ids, id)
-	i := slices.IndexFunc(l.byEnd, func(e ledgerEntry) bool { return e.ID == id })
-	heap.Remove((*ledgerHeap)(l), i)
+	delete(l.byID, id)
+	heap.Remove((*ledgerHeap)(l), slices.Index(l.byEnd, e))
 }
 
 // expire drops the shares that ended by now.
 func (l *shareLedger) expire(now int64) {
 	for len(l.byEnd) > 0 && l.byEnd[0].Until <= now {
-		delete(l.ids, heap.Pop((*ledgerHeap)(l)).(ledgerEntry).ID)
+		delete(l.byID, heap.Pop((*ledgerHeap)(l)).(*ledgerEntry).ID)
 	}
+}
+
+// holders returns the holder and proof of every outstanding share that has
+// them, by ID: what a snapshot keeps of the ledger beyond the buckets.
+func (l *shareLedger) holders() []shareHolderRecord {
+	var out []shareHolderRecord
+	for _, e := range l.byEnd {
+		if e.holder != "" || len(e.proof) > 0 {
+			out = append(out, shareHolderRecord{ID: e.ID, Holder: e.holder, Proof: e.proof})
+		}
+	}
+	slices.SortFunc(out, func(a, b shareHolderRecord) int { return cmp.Compare(a.ID, b.ID) })
+	return out
+}
+
+// shareHolderRecord is the holder and proof of one outstanding share, as a
+// snapshot keeps them.
+type shareHolderRecord struct {
+	ID     uint64
+	Holder string
+	Proof  []byte
+}
+
+// restoreShareHolder gives a restored share its holder and proof.
+func (f *FSM) restoreShareHolder(rec *shareHolderRecord) error {
+	if err := validateHolder(rec.Holder, rec.Proof); err != nil {
+		return err
+	}
+	e := f.shares.byID[rec.ID]
+	if e == nil {
+		return fmt.Errorf("the holder of share %d, which no bucket holds", rec.ID)
+	}
+	e.holder, e.proof = rec.Holder, rec.Proof
+	return nil
 }
 
 // counts returns the outstanding shares per policy, by policy.
@@ -235,7 +360,7 @@ func (h *ledgerHeap) Less(i, j int) bool {
 	return cmp.Or(cmp.Compare(h.byEnd[i].Until, h.byEnd[j].Until), cmp.Compare(h.byEnd[i].ID, h.byEnd[j].ID)) < 0
 }
 func (h *ledgerHeap) Swap(i, j int) { h.byEnd[i], h.byEnd[j] = h.byEnd[j], h.byEnd[i] }
-func (h *ledgerHeap) Push(x any)    { h.byEnd = append(h.byEnd, x.(ledgerEntry)) }
+func (h *ledgerHeap) Push(x any)    { h.byEnd = append(h.byEnd, x.(*ledgerEntry)) }
 func (h *ledgerHeap) Pop() any {
 	e := h.byEnd[len(h.byEnd)-1]
 	h.byEnd = h.byEnd[:len(h.byEnd)-1]

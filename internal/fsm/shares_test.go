@@ -12,22 +12,34 @@ import (
 
 var hundredBurst = algorithms.Limit{Rate: 100, PeriodNanos: int64(time.Minute), Burst: 100}
 
+// The holder and secret of the shares these tests ask for.
+const testHolder = "alice"
+
+var testSecret = []byte("alice's secret")
+
 func askFor(r Request, units int64, ttl time.Duration) Request {
-	r.Share = &ShareAsk{Units: units, TTLNanos: int64(ttl)}
+	r.Share = &ShareAsk{Units: units, TTLNanos: int64(ttl), Holder: testHolder, Proof: ShareProof(testSecret)}
 	return r
 }
 
+// returnShare gives back unspent units of share id as its holder.
 func (a *applier) returnShare(now int64, c Check, id uint64, unspent int64) int64 {
 	a.t.Helper()
-	data, err := Encode(CommandReturnShare, &ReturnShareCommand{NowNanos: now, Check: c, ShareID: id, Unspent: unspent})
-	if err != nil {
-		a.t.Fatal(err)
-	}
-	r, ok := a.raw(data).(*ShareReturn)
+	r, ok := a.returnShareAs(now, c, id, unspent, testHolder, ShareProof(testSecret)).(*ShareReturn)
 	if !ok {
 		a.t.Fatalf("a share return answered %T", r)
 	}
 	return r.Units
+}
+
+// returnShareAs is a return of share id by holder with proof, as applied.
+func (a *applier) returnShareAs(now int64, c Check, id uint64, unspent int64, holder string, proof []byte) any {
+	a.t.Helper()
+	data, err := Encode(CommandReturnShare, &ReturnShareCommand{NowNanos: now, Check: c, ShareID: id, Unspent: unspent, Holder: holder, Proof: proof})
+	if err != nil {
+		a.t.Fatal(err)
+	}
+	return a.raw(data)
 }
 
 func (a *applier) remaining(now int64, c Check) int64 {
@@ -156,6 +168,52 @@ func TestSharesGivenBackAndReset(t *testing.T) {
 	reset()
 	if left := a.remaining(t0+5, c); left != 100-sh.Units {
 		t.Errorf("%d left after a reset with %d units out, want %d", left, sh.Units, 100-sh.Units)
+	}
+}
+
+// TestOnlyTheHolderGivesAShareBack: a return that names another holder,
+// proves another secret or none, or claims more unspent than the share
+// holds is refused and gives nothing back; the holder's own return, after
+// all of them and after a snapshot, gives back what it says.
+func TestOnlyTheHolderGivesAShareBack(t *testing.T) {
+	t.Parallel()
+	a := newApplier(t)
+	t0 := int64(1e18)
+	c := inlineCheck("k", hundredBurst, 10)
+	sh := a.allow(t0, askFor(Request{Checks: []Check{c}}, 40, time.Second))[0].Share
+	if sh == nil || sh.Units != 40 {
+		t.Fatalf("share %+v, want 40 units", sh)
+	}
+	tests := []struct {
+		name    string
+		holder  string
+		proof   []byte
+		unspent int64
+		code    contract.Code
+		field   string
+	}{
+		{"another caller with the right secret", "mallory", ShareProof(testSecret), 40, contract.CodePermissionDenied, "id"},
+		{"the holder's name with a guessed secret", testHolder, ShareProof([]byte("guess")), 40, contract.CodePermissionDenied, "id"},
+		{"the holder's name without a secret", testHolder, nil, 40, contract.CodePermissionDenied, "id"},
+		{"a node's name", NodeHolder("n1"), ShareProof(testSecret), 40, contract.CodePermissionDenied, "id"},
+		{"the holder claiming more than the share", testHolder, ShareProof(testSecret), 41, contract.CodeInvalidArgument, "unspent"},
+	}
+	for _, tt := range tests {
+		got := a.returnShareAs(t0+1, c, sh.ID, tt.unspent, tt.holder, tt.proof)
+		if e, ok := got.(*contract.Error); !ok || e.Code != tt.code || e.Field != tt.field {
+			t.Errorf("%s: answered %v, want %s naming %q", tt.name, got, tt.code, tt.field)
+		}
+		if left := a.remaining(t0+1, c); left != 50 {
+			t.Fatalf("%s: %d left, want the 50 the request and share left", tt.name, left)
+		}
+	}
+	restored := New(nil)
+	if err := restored.Restore(io.NopCloser(bytes.NewReader(mustSnapshot(t, a.fsm)))); err != nil {
+		t.Fatal(err)
+	}
+	a.fsm = restored
+	if got := a.returnShare(t0+2, c, sh.ID, 40); got != 40 {
+		t.Errorf("the holder gave back %d after a snapshot, want 40", got)
 	}
 }
 

@@ -66,6 +66,9 @@ type snapshotHeader struct {
 	// (settlements remembered) likewise; their records after the
 	// penalties'.
 	OpenSettlements, Settled int
+	// ShareHolders (the holder and proof of each outstanding share that
+	// has them) likewise; their records after the settlements'.
+	ShareHolders int
 }
 
 type bucketRecord struct {
@@ -122,6 +125,7 @@ type snapshot struct {
 	penalties   []penaltyRecord
 	settleOpen  []openSettlementRecord
 	settled     []settledSnapshotRecord
+	holders     []shareHolderRecord
 }
 
 // Digest returns the index of the last entry applied and a SHA-256 of the
@@ -251,12 +255,13 @@ func (f *FSM) copyState() *snapshot {
 		s.penalties = append(s.penalties, penaltyRecord{Owner: c.owner, Key: c.key, EndNanos: c.endNanos, Count: c.count})
 	}
 	s.settleOpen, s.settled = f.settles.records()
+	s.holders = f.shares.holders()
 	s.header = snapshotHeader{Version: snapshotVersion, NowNanos: f.nowNanos,
 		Buckets: frozen.count, RequestIDs: len(s.requestIDs), Nodes: len(s.nodes), Policies: len(s.policies), Leases: len(s.leases),
 		RLSDomains: len(s.rlsConfigs), Waiters: len(s.waiters), ClusterID: f.clusterID,
 		ReachedNanos: f.reachedNanos, StepTerm: f.stepTerm, Blocks: len(s.blocks), RLSVersions: len(s.rlsVersions),
 		Audit: len(s.audit), AuditDropped: f.audit.dropped, Penalties: len(s.penalties),
-		OpenSettlements: len(s.settleOpen), Settled: len(s.settled)}
+		OpenSettlements: len(s.settleOpen), Settled: len(s.settled), ShareHolders: len(s.holders)}
 	return s
 }
 
@@ -374,6 +379,11 @@ func (s *snapshot) writeTo(w io.Writer, canonical bool) error {
 			return err
 		}
 	}
+	for i := range s.holders {
+		if err := enc.Encode(&s.holders[i]); err != nil {
+			return err
+		}
+	}
 	if err := writeAuditRecords(enc, s.audit); err != nil {
 		return err
 	}
@@ -427,7 +437,7 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 		f.onRestore()
 	}
 	if f.onRaise != nil {
-		f.onRaise()
+		f.onRaise("")
 	}
 	return nil
 }
@@ -479,6 +489,9 @@ func (f *FSM) readSnapshot(r io.Reader) error {
 	if err := readRecords(dec, h.Settled, "settlement", f.restoreSettled); err != nil {
 		return err
 	}
+	if err := readRecords(dec, h.ShareHolders, "share holder", f.restoreShareHolder); err != nil {
+		return err
+	}
 	if h.Audit > contract.MaxAuditEntries || h.AuditDropped < 0 {
 		return fmt.Errorf("an audit trail of %d entries, %d dropped", h.Audit, h.AuditDropped)
 	}
@@ -513,7 +526,7 @@ func readHeader(dec *codec.Decoder) (snapshotHeader, error) {
 			return h, err
 		}
 	}
-	if h.Buckets < 0 || h.RequestIDs < 0 || h.Nodes < 0 || h.Policies < 0 || h.Leases < 0 || h.RLSDomains < 0 || h.Waiters < 0 || h.Blocks < 0 || h.RLSVersions < 0 || h.Audit < 0 || h.Penalties < 0 || h.OpenSettlements < 0 || h.Settled < 0 {
+	if h.Buckets < 0 || h.RequestIDs < 0 || h.Nodes < 0 || h.Policies < 0 || h.Leases < 0 || h.RLSDomains < 0 || h.Waiters < 0 || h.Blocks < 0 || h.RLSVersions < 0 || h.Audit < 0 || h.Penalties < 0 || h.OpenSettlements < 0 || h.Settled < 0 || h.ShareHolders < 0 {
 		return h, fmt.Errorf("negative count in header")
 	}
 	return h, nil

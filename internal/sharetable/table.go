@@ -9,11 +9,20 @@
 // spent at its end); the table's part is to stop spending by the deadline
 // the grant gives, measured on the monotonic clock from when the request
 // that brought it was sent.
+//
+// What a holder does not spend it gives back (Table.GiveBack), so that a
+// share costs the key only what was spent: a share is retired, and what is
+// left of it given back, as soon as a newer share of its key arrives, or
+// once only a quarter of its time is left (early enough for the return to
+// reach the granter before the share ends; a return after that gives
+// nothing back). Only a holder that vanishes loses units, until its shares
+// end.
 package sharetable
 
 import (
 	"context"
 	"hash/maphash"
+	"slices"
 	"sync"
 	"time"
 )
@@ -30,13 +39,21 @@ const (
 	sightings = 1 << 16
 )
 
-// Grant is a share as its holder keeps it: ID names it to the granter,
-// Units may be spent until SpendFor has passed since the request that
-// brought it was sent.
+// Grant is a share as its holder keeps it: Token names it to the granter
+// (and proves the holder holds it), Units may be spent until SpendFor has
+// passed since the request that brought it was sent.
 type Grant struct {
-	ID       uint64
+	Token    string
 	Units    int64
 	SpendFor time.Duration
+}
+
+// retireAt is when a share granted by g to a request sent at sentAt is
+// retired, if nothing retired it sooner: with a quarter of its spending
+// time left, for the return of what is left to reach the granter while
+// the share lasts.
+func (g *Grant) retireAt(sentAt time.Time) time.Time {
+	return sentAt.Add(g.SpendFor - g.SpendFor/4)
 }
 
 // Table is one holder's shares, by key. K is what the holder keeps of a
@@ -45,8 +62,17 @@ type Grant struct {
 type Table[K, T any] struct {
 	now func() time.Time
 	// Count, when set, is told of units by what became of them: "granted",
-	// "spent", "expired" (let go unspent).
+	// "spent", "returned" (handed to GiveBack), "expired" (let go unspent).
 	Count func(outcome string, units int64)
+	// GiveBack, when set, is handed what is left of the shares the table
+	// retires (see the package's doc), on a goroutine of its own, to give
+	// back to the granter. Without it, what is left of a retired share is
+	// let go.
+	GiveBack func([]Return[K])
+
+	// afterFunc runs a function after a while: time.AfterFunc, but for
+	// tests.
+	afterFunc func(d time.Duration, f func())
 
 	mu        sync.Mutex
 	byKey     map[string]*entry[K, T]
@@ -66,7 +92,8 @@ type sighting struct {
 
 // New returns an empty table reading time from now.
 func New[K, T any](now func() time.Time) *Table[K, T] {
-	return &Table[K, T]{now: now, byKey: make(map[string]*entry[K, T]), seed: maphash.MakeSeed(), seen: make([]sighting, sightings)}
+	return &Table[K, T]{now: now, byKey: make(map[string]*entry[K, T]), seed: maphash.MakeSeed(), seen: make([]sighting, sightings),
+		afterFunc: func(d time.Duration, f func()) { time.AfterFunc(d, f) }}
 }
 
 // entry is what the table holds of, and knows about, one key.
@@ -90,9 +117,10 @@ type entry[K, T any] struct {
 
 // held is one share.
 type held[T any] struct {
-	id          uint64
+	token       string
 	units, left int64
-	until       time.Time // monotonic
+	until       time.Time // monotonic: spent no later than this
+	retireAt    time.Time // monotonic: given back from this on
 	sentAt      time.Time
 	template    T
 }
@@ -143,11 +171,13 @@ func (t *Table[K, T]) Take(ctx context.Context, k Key[K]) Taken[T] {
 			e.see(now, k.Cost)
 			counted = true
 		}
-		if h := t.spendable(e, now, k.Cost); h != nil {
+		h, retired := t.spendable(e, now, k.Cost)
+		if h != nil {
 			h.left -= k.Cost
 			out := Taken[T]{Answered: true, Template: h.template, Since: now.Sub(h.sentAt), Left: e.left(now), Renew: e.renewal(now)}
 			t.mu.Unlock()
 			t.count("spent", k.Cost)
+			t.giveBack(retired)
 			return out
 		}
 		switch {
@@ -158,15 +188,18 @@ func (t *Table[K, T]) Take(ctx context.Context, k Key[K]) Taken[T] {
 				e.asking = make(chan struct{})
 			}
 			t.mu.Unlock()
+			t.giveBack(retired)
 			return out
 		case e.asking == nil || waited || !e.granted:
 			// Waiting again, or for an ask that will likely bring
 			// nothing, would line the key's requests up one by one.
 			t.mu.Unlock()
+			t.giveBack(retired)
 			return Taken[T]{}
 		}
 		asking := e.asking
 		t.mu.Unlock()
+		t.giveBack(retired)
 		select {
 		case <-asking:
 			waited = true
@@ -253,14 +286,16 @@ func (e *entry[K, T]) see(now time.Time, cost int64) {
 }
 
 // spendable returns the oldest share with cost left that has not ended,
-// after dropping the ones that ended or are spent.
-func (t *Table[K, T]) spendable(e *entry[K, T], now time.Time, cost int64) *held[T] {
+// after dropping the ones that ended or are spent and retiring the ones
+// due (what is left of them to give back: retired).
+func (t *Table[K, T]) spendable(e *entry[K, T], now time.Time, cost int64) (found *held[T], retired []Return[K]) {
 	kept := e.shares[:0]
-	var found *held[T]
 	for _, h := range e.shares {
 		switch {
 		case !now.Before(h.until):
 			t.count("expired", h.left)
+		case t.GiveBack != nil && !now.Before(h.retireAt):
+			retired = t.retire(e, h, retired)
 		case h.left == 0 && cost > 0:
 		default:
 			kept = append(kept, h)
@@ -271,7 +306,55 @@ func (t *Table[K, T]) spendable(e *entry[K, T], now time.Time, cost int64) *held
 	}
 	clear(e.shares[len(kept):])
 	e.shares = kept
-	return found
+	return found, retired
+}
+
+// retire lets go of share h of e, which the caller drops from e.shares,
+// and appends what is left of it to give back to returns. (A table
+// without GiveBack retires a share only for a newer one: what is left of
+// it is let go.)
+func (t *Table[K, T]) retire(e *entry[K, T], h *held[T], returns []Return[K]) []Return[K] {
+	if h.left == 0 {
+		return returns
+	}
+	if t.GiveBack == nil {
+		t.count("expired", h.left)
+		return returns
+	}
+	t.count("returned", h.left)
+	returns = append(returns, Return[K]{Key: e.name, Token: h.token, Unspent: h.left})
+	h.left = 0
+	return returns
+}
+
+// giveBack hands returns to GiveBack on a goroutine of its own.
+func (t *Table[K, T]) giveBack(returns []Return[K]) {
+	if len(returns) > 0 {
+		go t.GiveBack(returns)
+	}
+}
+
+// retireWhenDue retires share h of key name once its time to be retired
+// has come, if it is still held then: run by a timer set when it was
+// settled.
+func (t *Table[K, T]) retireWhenDue(name string, h *held[T]) {
+	t.mu.Lock()
+	e := t.byKey[name]
+	var retired []Return[K]
+	if i := slices.Index(e.sharesOrNil(), h); i >= 0 && !t.now().Before(h.retireAt) {
+		retired = t.retire(e, h, nil)
+		e.shares = slices.Delete(e.shares, i, i+1)
+	}
+	t.mu.Unlock()
+	t.giveBack(retired)
+}
+
+// sharesOrNil is e's shares, nil for no entry.
+func (e *entry[K, T]) sharesOrNil() []*held[T] {
+	if e == nil {
+		return nil
+	}
+	return e.shares
 }
 
 // left is what the holder has left in live shares of the key.
@@ -309,14 +392,19 @@ func (e *entry[K, T]) renewal(now time.Time) int64 {
 
 // Settle takes the answer to an ask (from Take's Ask or Renew) of key
 // name, sent at sentAt: g, nil when the ask failed or brought no share,
-// is held from now on with template; the requests waiting for the ask look
-// again.
+// is held from now on with template, and the key's older shares are
+// retired; the requests waiting for the ask look again.
 func (t *Table[K, T]) Settle(name string, sentAt time.Time, g *Grant, template T) {
+	retired := t.settle(name, sentAt, g, template)
+	t.giveBack(retired)
+}
+
+func (t *Table[K, T]) settle(name string, sentAt time.Time, g *Grant, template T) (retired []Return[K]) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	e := t.byKey[name]
 	if e == nil {
-		return
+		return nil
 	}
 	if e.asking != nil {
 		close(e.asking)
@@ -325,10 +413,18 @@ func (t *Table[K, T]) Settle(name string, sentAt time.Time, g *Grant, template T
 	e.renewing = false
 	e.granted = g != nil
 	if g == nil || e.closed || g.SpendFor <= 0 {
-		return
+		return nil
 	}
-	e.shares = append(e.shares, &held[T]{id: g.ID, units: g.Units, left: g.Units, until: sentAt.Add(g.SpendFor), sentAt: sentAt, template: template})
+	for _, h := range e.shares {
+		retired = t.retire(e, h, retired)
+	}
+	h := &held[T]{token: g.Token, units: g.Units, left: g.Units, until: sentAt.Add(g.SpendFor), retireAt: g.retireAt(sentAt), sentAt: sentAt, template: template}
+	e.shares = append(e.shares[:0], h)
 	t.count("granted", g.Units)
+	if t.GiveBack != nil {
+		t.afterFunc(h.retireAt.Sub(t.now()), func() { t.retireWhenDue(name, h) })
+	}
+	return retired
 }
 
 // letGo counts what the key's shares held when the holder let go of them.
@@ -340,10 +436,10 @@ func (t *Table[K, T]) letGo(e *entry[K, T]) {
 }
 
 // Return is an unspent share to give back: the key's name to the granter,
-// the share's ID and what is left of it.
+// the share's token and what is left of it.
 type Return[K any] struct {
 	Key     K
-	ID      uint64
+	Token   string
 	Unspent int64
 }
 
@@ -358,7 +454,7 @@ func (t *Table[K, T]) Close() []Return[K] {
 		e.closed = true
 		for _, h := range e.shares {
 			if h.left > 0 && now.Before(h.until) {
-				out = append(out, Return[K]{Key: e.name, ID: h.id, Unspent: h.left})
+				out = append(out, Return[K]{Key: e.name, Token: h.token, Unspent: h.left})
 			}
 		}
 		e.shares = nil

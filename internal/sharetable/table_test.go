@@ -25,6 +25,39 @@ func (c *fakeClock) advance(d time.Duration) {
 	c.mu.Unlock()
 }
 
+// timers makes table set its timers on the fake clock: it keeps them, and
+// returns a function that runs those due.
+func (c *fakeClock) timers(table *Table[string, string]) (runDue func()) {
+	type timer struct {
+		at time.Time
+		f  func()
+	}
+	var mu sync.Mutex
+	var set []timer
+	table.afterFunc = func(d time.Duration, f func()) {
+		mu.Lock()
+		set = append(set, timer{c.Now().Add(d), f})
+		mu.Unlock()
+	}
+	return func() {
+		mu.Lock()
+		var due []func()
+		kept := set[:0]
+		for _, tm := range set {
+			if tm.at.After(c.Now()) {
+				kept = append(kept, tm)
+			} else {
+				due = append(due, tm.f)
+			}
+		}
+		set = kept
+		mu.Unlock()
+		for _, f := range due {
+			f()
+		}
+	}
+}
+
 func key(cost int64) Key[string] {
 	return Key[string]{Name: "k", ID: "k's name", TTL: time.Second, Most: 100, Cost: cost}
 }
@@ -36,8 +69,16 @@ func key(cost int64) Key[string] {
 func TestASteadyKeyIsAnsweredFromItsShares(t *testing.T) {
 	clock := &fakeClock{now: time.Unix(1000, 0)}
 	table := New[string, string](clock.Now)
+	clock.timers(table)
+	var mu sync.Mutex
 	counted := map[string]int64{}
-	table.Count = func(outcome string, units int64) { counted[outcome] += units }
+	table.Count = func(outcome string, units int64) {
+		mu.Lock()
+		counted[outcome] += units
+		mu.Unlock()
+	}
+	given := make(chan []Return[string], 1)
+	table.GiveBack = func(r []Return[string]) { given <- r }
 	ctx := context.Background()
 
 	if got := table.Take(ctx, key(1)); got.Answered || got.Ask != 0 {
@@ -48,7 +89,7 @@ func TestASteadyKeyIsAnsweredFromItsShares(t *testing.T) {
 		t.Fatalf("the second request: %+v, want it to ask for twice the 2 units seen", got)
 	}
 	sent := clock.Now()
-	table.Settle("k", sent, &Grant{ID: 7, Units: 4, SpendFor: 500 * time.Millisecond}, "template")
+	table.Settle("k", sent, &Grant{Token: "7", Units: 4, SpendFor: 500 * time.Millisecond}, "template")
 
 	steps := []struct {
 		name     string
@@ -69,24 +110,29 @@ func TestASteadyKeyIsAnsweredFromItsShares(t *testing.T) {
 			t.Fatalf("%s: %+v", s.name, got)
 		}
 	}
-	table.Settle("k", clock.Now(), &Grant{ID: 8, Units: 10, SpendFor: 500 * time.Millisecond}, "renewed")
-	if got := table.Take(ctx, key(1)); !got.Answered || got.Template != "template" {
-		t.Fatalf("the older share is spent first: %+v", got)
+	table.Settle("k", clock.Now(), &Grant{Token: "8", Units: 10, SpendFor: 500 * time.Millisecond}, "renewed")
+	if got := <-given; len(got) != 1 || got[0] != (Return[string]{Key: "k's name", Token: "7", Unspent: 1}) {
+		t.Fatalf("the renewal gave back %+v, want the 1 unit left of the older share", got)
 	}
-	if got := table.Take(ctx, key(1)); !got.Answered || got.Template != "renewed" || got.Left != 9 {
-		t.Fatalf("then the renewed one: %+v", got)
+	for _, left := range []int64{9, 8} {
+		if got := table.Take(ctx, key(1)); !got.Answered || got.Template != "renewed" || got.Left != left {
+			t.Fatalf("the renewed share answers: %+v, want %d left", got, left)
+		}
 	}
-	clock.advance(600 * time.Millisecond)
+	clock.advance(400 * time.Millisecond)
 	if got := table.Take(ctx, key(1)); got.Answered {
-		t.Fatalf("a share past its time answered: %+v", got)
+		t.Fatalf("a share with a quarter of its time left answered: %+v", got)
 	}
-	if counted["expired"] != 9 || counted["spent"] != 5 || counted["granted"] != 14 {
+	if got := <-given; len(got) != 1 || got[0] != (Return[string]{Key: "k's name", Token: "8", Unspent: 8}) {
+		t.Fatalf("retiring the share gave back %+v, want its 8 units", got)
+	}
+	if counted["expired"] != 0 || counted["spent"] != 5 || counted["returned"] != 9 || counted["granted"] != 14 {
 		t.Errorf("counted %v", counted)
 	}
-	table.Settle("k", clock.Now(), &Grant{ID: 9, Units: 6, SpendFor: 500 * time.Millisecond}, "last")
+	table.Settle("k", clock.Now(), &Grant{Token: "9", Units: 6, SpendFor: 500 * time.Millisecond}, "last")
 	table.Take(ctx, key(2))
 	returns := table.Close()
-	if len(returns) != 1 || returns[0] != (Return[string]{Key: "k's name", ID: 9, Unspent: 4}) {
+	if len(returns) != 1 || returns[0] != (Return[string]{Key: "k's name", Token: "9", Unspent: 4}) {
 		t.Fatalf("close returned %+v", returns)
 	}
 	if got := table.Take(ctx, key(1)); got.Answered || got.Ask != 0 {
@@ -103,7 +149,7 @@ func TestRequestsWaitForAnAskOnce(t *testing.T) {
 	ctx := context.Background()
 	table.Take(ctx, key(1))
 	table.Take(ctx, key(1)) // asks
-	table.Settle("k", clock.Now(), &Grant{ID: 1, Units: 1, SpendFor: time.Second}, "a")
+	table.Settle("k", clock.Now(), &Grant{Token: "1", Units: 1, SpendFor: time.Second}, "a")
 	if got := table.Take(ctx, key(1)); !got.Answered || got.Renew == 0 {
 		t.Fatalf("spending the share: %+v, want it answered, and a renewal asked for", got)
 	}
@@ -114,7 +160,7 @@ func TestRequestsWaitForAnAskOnce(t *testing.T) {
 		t.Fatalf("answered %+v while an ask was under way", got)
 	case <-time.After(20 * time.Millisecond):
 	}
-	table.Settle("k", clock.Now(), &Grant{ID: 2, Units: 5, SpendFor: time.Second}, "b")
+	table.Settle("k", clock.Now(), &Grant{Token: "2", Units: 5, SpendFor: time.Second}, "b")
 	if got := <-done; !got.Answered || got.Template != "b" {
 		t.Fatalf("the waiting request: %+v, want it answered from the new share", got)
 	}
@@ -137,5 +183,55 @@ func TestRequestsWaitForAnAskOnce(t *testing.T) {
 	defer cancel()
 	if got := table.Take(ctxShort, key(1)); got.Answered || got.Ask != 0 || ctxShort.Err() != nil {
 		t.Fatalf("%+v (ctx %v), want it sent as it is at once", got, ctxShort.Err())
+	}
+}
+
+// TestAnIdleKeysShareIsGivenBackWhileItLasts: a share whose key goes quiet
+// is retired by its timer with a quarter of its time left, and what is
+// left of it given back; a table without GiveBack spends it to its end.
+func TestAnIdleKeysShareIsGivenBackWhileItLasts(t *testing.T) {
+	for _, giving := range []bool{true, false} {
+		clock := &fakeClock{now: time.Unix(1000, 0)}
+		table := New[string, string](clock.Now)
+		runDue := clock.timers(table)
+		counted := map[string]int64{}
+		table.Count = func(outcome string, units int64) { counted[outcome] += units }
+		given := make(chan []Return[string], 1)
+		if giving {
+			table.GiveBack = func(r []Return[string]) { given <- r }
+		}
+		ctx := context.Background()
+		table.Take(ctx, key(1))
+		table.Take(ctx, key(1))
+		table.Settle("k", clock.Now(), &Grant{Token: "1", Units: 10, SpendFor: 400 * time.Millisecond}, "a")
+		table.Take(ctx, key(3))
+		clock.advance(299 * time.Millisecond)
+		runDue()
+		got := table.Take(ctx, key(1))
+		if !got.Answered || got.Left != 6 || got.Renew == 0 {
+			t.Fatalf("giving back %v: before its time to retire: %+v, want it answered with 6 left, and a renewal", giving, got)
+		}
+		table.Settle("k", clock.Now(), nil, "") // the renewal brought nothing
+		clock.advance(time.Millisecond)
+		runDue()
+		if !giving {
+			if got := table.Take(ctx, key(1)); !got.Answered || got.Left != 5 {
+				t.Fatalf("without GiveBack, past its time to retire: %+v, want it answered with 5 left", got)
+			}
+			clock.advance(100 * time.Millisecond)
+			if got := table.Take(ctx, key(1)); got.Answered || counted["expired"] != 5 {
+				t.Fatalf("without GiveBack, at its end: %+v, counted %v; want the 5 left expired", got, counted)
+			}
+			continue
+		}
+		if got := <-given; len(got) != 1 || got[0] != (Return[string]{Key: "k's name", Token: "1", Unspent: 6}) {
+			t.Fatalf("retired %+v, want the 6 units left", got)
+		}
+		if got := table.Take(ctx, key(1)); got.Answered {
+			t.Fatalf("a retired share answered: %+v", got)
+		}
+		if returns := table.Close(); len(returns) != 0 {
+			t.Fatalf("close gave back %+v again", returns)
+		}
 	}
 }
