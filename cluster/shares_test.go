@@ -228,3 +228,93 @@ func TestABlockWaitsOutTheSharesOfItsKey(t *testing.T) {
 		t.Fatalf("%d requests of the blocked key admitted after the block was acknowledged", admitted)
 	}
 }
+
+// TestAShareGivenBackEndsTheDenyLeasesOnItsKey: a caller holds a share of a
+// key whose budget the others have used up, so a follower answers the key's
+// requests with a leased denial. Once the caller's return of the share is
+// answered, no node answers the key with that denial: the same request is
+// admitted, through the follower as through the log.
+func TestAShareGivenBackEndsTheDenyLeasesOnItsKey(t *testing.T) {
+	t.Parallel()
+	c := testcluster.Start(t, 3)
+	c.WaitConverged()
+	leader, follower := c.WaitLeader(), c.Followers()[0]
+	const check = `"key":"k","limit":{"algorithm":"sliding_window_log","rate":10,"period":"1h","local_shares":{"ttl":"1s"}}`
+	status, granted := do(t, "POST", leader.URL()+"/v1/allow", `{`+check+`,"take_share":{"units":5,"ttl":"1s"}}`)
+	share, _ := granted["share"].(map[string]any)
+	if status != 200 || share == nil {
+		t.Fatalf("the share: %d %v", status, granted)
+	}
+	leased := false
+	for i := 0; i < 20 && !leased; i++ {
+		a := post(t, follower.URL()+"/v1/allow", `{`+check+`}`)
+		leased = !a.Allowed && a.header.Get("X-Limitnode-Leased") == "true"
+	}
+	if !leased {
+		t.Fatal("the follower took no deny lease once the key was used up")
+	}
+	status, returned := do(t, "POST", leader.URL()+"/v1/shares/return", `{`+check+`,"id":"`+share["id"].(string)+`","unspent":5}`)
+	if status != 200 || returned["returned"] != 5.0 {
+		t.Fatalf("the return: %d %v", status, returned)
+	}
+	if a := post(t, follower.URL()+"/v1/allow", `{`+check+`}`); !a.Allowed {
+		t.Fatalf("once the return was answered, the follower answered %+v (leased %q); want an admission from what it gave back", a, a.header.Get("X-Limitnode-Leased"))
+	}
+}
+
+// TestUnspentSharesCostTheKeyNothing: one client asks for a key ten times a
+// second through all three nodes, which answer it from shares. Once the
+// shares have ended, what the key has left is what the client was admitted
+// less: the nodes gave back what they did not spend, under every kind of
+// algorithm, where a share used to count as spent to the end of its window
+// or period (a fixed window of 600 an hour locked a steady client out for
+// 25 minutes after 181).
+func TestUnspentSharesCostTheKeyNothing(t *testing.T) {
+	t.Parallel()
+	for _, algorithm := range []string{"sliding_window_log", "fixed_window", "sliding_window_counter", "gcra"} {
+		t.Run(algorithm, func(t *testing.T) {
+			t.Parallel()
+			c := testcluster.Start(t, 3)
+			c.WaitConverged()
+			// A day's budget: a window that ends while the test runs is
+			// unlikely.
+			policy := `{"limit":{"algorithm":"` + algorithm + `","rate":600,"period":"24h"},"local_shares":{"ttl":"1s","max_units":10}}`
+			if status, body := do(t, "PUT", c.WaitLeader().URL()+"/v1/policies/steady", policy); status != 200 {
+				t.Fatalf("put: %d %v", status, body)
+			}
+			c.WaitConverged()
+			body := `{"policy":"steady","key":"k"}`
+			admitted, shared := 0, 0
+			tick := time.NewTicker(100 * time.Millisecond)
+			defer tick.Stop()
+			for i := range 40 {
+				<-tick.C
+				a := post(t, c.Nodes[i%3].URL()+"/v1/allow", body)
+				if a.Allowed {
+					admitted++
+				}
+				if a.header.Get("X-Limitnode-Shared") == "true" {
+					shared++
+				}
+			}
+			if admitted != 40 || shared == 0 {
+				t.Fatalf("%d of 40 admitted, %d from shares; want all, some from shares", admitted, shared)
+			}
+			// Once every share has ended, nothing but the 40 admitted is
+			// missing from the budget (a bucket refills one unit in 144
+			// seconds, at most).
+			remaining := func() int64 {
+				status, key := do(t, "GET", c.WaitLeader().URL()+"/v1/keys/k", "")
+				limits, _ := key["limits"].([]any)
+				if status != 200 || len(limits) != 1 {
+					t.Fatalf("the key: %d %v", status, key)
+				}
+				return int64(limits[0].(map[string]any)["remaining"].(float64))
+			}
+			waitUntil(t, "what the shares did not spend to come back", func() bool { return remaining() >= 560 })
+			if got := remaining(); got > 561 {
+				t.Fatalf("%d remaining once the shares ended, want 560 (the 40 admitted)", got)
+			}
+		})
+	}
+}
