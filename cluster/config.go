@@ -34,6 +34,11 @@ const (
 	// tenth of the cluster's contract.MaxLeases, so that it takes ten
 	// callers at their bound to fill it.
 	DefaultMaxLeasesPerCaller = 100_000
+	// DefaultMaxRequestIDsPerCaller is Config.MaxRequestIDsPerCaller's
+	// default: a quarter of the IDs the state remembers
+	// (fsm.MaxDedupEntries), about 870 requests a second with IDs from one
+	// caller, sustained over their five minutes.
+	DefaultMaxRequestIDsPerCaller = 262_144
 	// Raft timeouts: a leader that stops is noticed after 500ms to 1s
 	// (hashicorp/raft randomises between one and two heartbeat timeouts),
 	// and a new one is elected a few hundred milliseconds later, so
@@ -177,6 +182,15 @@ type Config struct {
 	// other out. Default DefaultMaxLeasesPerCaller; negative means no bound
 	// but the cluster's. The node a request arrives at applies its own.
 	MaxLeasesPerCaller int64
+	// MaxRequestIDsPerCaller bounds the request IDs one caller (an API
+	// token; every caller is one without tokens) has remembered at once:
+	// past it, its requests with new IDs are refused
+	// (contract.CodeResourceExhausted) until its older IDs reach the end of
+	// their five minutes, and no caller's IDs are ever forgotten early to
+	// make room for another's. Default DefaultMaxRequestIDsPerCaller;
+	// negative means no bound but the cluster's fsm.MaxDedupEntries. The
+	// leader's applies.
+	MaxRequestIDsPerCaller int64
 	// KeyLimitFailOpen chooses what happens to a request that needs a new
 	// key once MaxKeys are live: false (the default) refuses it with
 	// ErrKeyLimit; true admits it without recording it, so new keys go
@@ -219,6 +233,9 @@ func withDefaults(cfg Config) Config {
 	}
 	if cfg.MaxLeasesPerCaller == 0 {
 		cfg.MaxLeasesPerCaller = DefaultMaxLeasesPerCaller
+	}
+	if cfg.MaxRequestIDsPerCaller == 0 {
+		cfg.MaxRequestIDsPerCaller = DefaultMaxRequestIDsPerCaller
 	}
 	if cfg.MaxClockStep <= 0 {
 		cfg.MaxClockStep = DefaultMaxClockStep

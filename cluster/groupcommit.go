@@ -55,6 +55,7 @@ func (n *Node) applyBatch(calls []*call) {
 	}
 	data, err := fsm.Encode(fsm.CommandAllow, &fsm.AllowCommand{
 		NowNanos: stamp, Requests: reqs, MaxKeys: max(n.cfg.MaxKeys, 0), KeyLimitFailOpen: n.cfg.KeyLimitFailOpen,
+		MaxIDsPerCaller: max(n.cfg.MaxRequestIDsPerCaller, 0),
 	})
 	if err != nil {
 		failAll(calls, err)

@@ -57,7 +57,9 @@ func fromContract(e *contract.Error) *apiError {
 	case contract.CodeNotFound:
 		return notFound(e.Field, "%s", e.Message)
 	case contract.CodeResourceExhausted:
-		return unavailable(e.Message)
+		out := unavailable(e.Message)
+		out.field = e.Field
+		return out
 	case contract.CodeConflict:
 		return &apiError{status: http.StatusConflict, code: string(contract.CodeConflict), field: e.Field, message: e.Message}
 	case contract.CodePermissionDenied:

@@ -37,14 +37,17 @@ type config struct {
 	// (cluster.Config's fields of the same names).
 	maxWaitPerCaller   time.Duration
 	maxLeasesPerCaller int64
-	noSync             bool
-	denyLeaseCap       time.Duration
-	maxRaftConns       connCap
-	raftIdle           time.Duration
-	maxHTTPConns       connCap
-	maxConnsPerClient  connCap
-	untrustedIdle      time.Duration
-	trusted            string
+	// maxRequestIDsPerCaller bounds the request IDs one caller has
+	// remembered at once.
+	maxRequestIDsPerCaller int64
+	noSync                 bool
+	denyLeaseCap           time.Duration
+	maxRaftConns           connCap
+	raftIdle               time.Duration
+	maxHTTPConns           connCap
+	maxConnsPerClient      connCap
+	untrustedIdle          time.Duration
+	trusted                string
 	security
 }
 
@@ -149,6 +152,7 @@ func (c *config) flagSet(output io.Writer) *flag.FlagSet {
 	fs.StringVar(&c.keyLimitMode, "key-limit-mode", "deny", "when -max-keys is reached, new keys are refused (deny: 503) or admitted unrecorded (allow)")
 	fs.DurationVar(&c.maxWaitPerCaller, "max-wait-per-caller", cluster.DefaultMaxWaitPerCaller, "longest max_wait a request may ask for: how long one caller's reservations can hold a shared key in debt, shutting others out (at most 1h)")
 	fs.Int64Var(&c.maxLeasesPerCaller, "max-leases-per-caller", cluster.DefaultMaxLeasesPerCaller, "most leases and waiting lease requests one API token holds at once; -1 for no bound but the cluster's 1,000,000")
+	fs.Int64Var(&c.maxRequestIDsPerCaller, "max-request-ids-per-caller", cluster.DefaultMaxRequestIDsPerCaller, "most request IDs one API token (every caller, without tokens) has remembered at once, each for 5m; past it, requests with new IDs are refused (503), never another's forgotten; -1 for no bound but the cluster's 1,048,576")
 	fs.Var(&c.maxRaftConns, "max-raft-conns", "most connections open at once on the Raft port; one more is closed at once (the default is lowered to fit RLIMIT_NOFILE)")
 	fs.DurationVar(&c.raftIdle, "raft-idle-timeout", 2*time.Minute, "close a connection on the Raft port that sends nothing for this long")
 	fs.Var(&c.maxHTTPConns, "max-http-conns", "most connections open at once on the HTTP port, and on the gRPC port; one more is closed at once (the default is lowered to fit RLIMIT_NOFILE)")

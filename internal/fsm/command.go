@@ -212,6 +212,11 @@ type AllowCommand struct {
 	// state past MaxKeys: admitted without being recorded (true), or
 	// refused with CodeKeyLimit (false).
 	KeyLimitFailOpen bool
+	// MaxIDsPerCaller, when positive, is the most request IDs one scope
+	// (Request.Scope) may have remembered at once (see dedup.go): the
+	// leader's configuration, as MaxKeys. Last, so that entries written
+	// before it decode with no bound but the state's.
+	MaxIDsPerCaller int64
 }
 
 // Result is the outcome of one Request.

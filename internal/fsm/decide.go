@@ -22,6 +22,10 @@ func (f *FSM) applyAllow(cmd *AllowCommand) *Response {
 				resp.Results[i] = seen.answer(req)
 				continue
 			}
+			if err := f.refuseNewID(req.Scope, cmd.MaxIDsPerCaller); err != nil {
+				resp.Results[i] = Result{Rejection: err, AtNanos: now}
+				continue
+			}
 		}
 		if req.Settle != nil && f.settles.full() {
 			resp.Results[i] = Result{Rejection: contract.Exhausted("the cluster holds its maximum of %d open reservations; settle some, or wait for them to end", contract.MaxSettlements), AtNanos: now}

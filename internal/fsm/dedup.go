@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"encoding/binary"
+	"fmt"
 	"hash/fnv"
 
 	"github.com/limitnode/limitnode/contract"
@@ -88,12 +89,37 @@ func (e *dedupEntry) answer(r *Request) Result {
 
 func quote(s string) string { return "\"" + s + "\"" }
 
-func (f *FSM) remember(e *dedupEntry) {
-	if len(f.dedup) >= MaxDedupEntries {
-		f.forgetOldestID()
+// The memory of request IDs belongs to its callers: each scope (an API
+// token) holds at most the leader's bound of IDs (AllowCommand's
+// MaxIDsPerCaller), and the whole state at most MaxDedupEntries. A new ID
+// past either bound is refused; no ID is ever forgotten before its
+// DedupWindow to make room, so a flood of one caller's IDs never turns
+// another caller's retry into a second charge.
+
+// refuseNewID returns the refusal of a new request ID of scope when its
+// scope, or the state, holds all the IDs it may; nil when it fits.
+func (f *FSM) refuseNewID(scope string, perCaller int64) *contract.Error {
+	if perCaller > 0 && int64(f.dedupPerScope[scope]) >= perCaller {
+		return &contract.Error{Code: contract.CodeResourceExhausted, Field: "request_id", Message: fmt.Sprintf(
+			"this caller holds %d request IDs, the most one caller may: each is remembered for %s; send requests without request_id, or again later", perCaller, DedupWindow)}
 	}
+	if len(f.dedup) >= MaxDedupEntries {
+		return &contract.Error{Code: contract.CodeResourceExhausted, Field: "request_id", Message: fmt.Sprintf(
+			"the cluster remembers its maximum of %d request IDs, each for %s; send requests without request_id, or again later", MaxDedupEntries, DedupWindow)}
+	}
+	return nil
+}
+
+func (f *FSM) remember(e *dedupEntry) {
 	f.dedup[e.key] = e
 	f.dedupQueue = append(f.dedupQueue, e)
+	f.dedupPerScope[e.scope()]++
+}
+
+// scope is whose the remembered ID is.
+func (e *dedupEntry) scope() string {
+	scope, _ := splitDedupKey(e.key)
+	return scope
 }
 
 func (f *FSM) expireDedup(now int64) {
@@ -107,6 +133,11 @@ func (f *FSM) forgetOldestID() {
 	f.dedupQueue[f.dedupHead] = nil
 	f.dedupHead++
 	delete(f.dedup, e.key)
+	if scope := e.scope(); f.dedupPerScope[scope] <= 1 {
+		delete(f.dedupPerScope, scope)
+	} else {
+		f.dedupPerScope[scope]--
+	}
 	// Compact once the dead prefix is the larger half, so the queue's
 	// memory follows the live IDs.
 	if f.dedupHead > len(f.dedupQueue)/2 {

@@ -16,9 +16,9 @@ import (
 // and its first result.
 const DedupWindow = 5 * time.Minute
 
-// MaxDedupEntries bounds the request-ID memory. When it is full the oldest ID
-// is forgotten first, deterministically, so a flood of IDs cannot exhaust
-// memory; an ID forgotten early is the price, and it is documented.
+// MaxDedupEntries bounds the request-ID memory of the whole state. When it
+// is full, a request with a new ID is refused until IDs reach the end of
+// their DedupWindow; no ID is forgotten early (dedup.go).
 const MaxDedupEntries = 1 << 20
 
 // MaxNowNanos is the latest time (Unix ns, in the year 2160) an entry may
@@ -108,6 +108,8 @@ type FSM struct {
 	dedup      map[string]*dedupEntry
 	dedupQueue []*dedupEntry // oldest first; dedupHead is the first live one
 	dedupHead  int
+	// dedupPerScope counts the remembered IDs of each scope.
+	dedupPerScope map[string]int
 	nodes      map[string]string
 	policies   map[string]*policyEntry
 	rlsDomains map[string]*rls.Domain
@@ -234,6 +236,7 @@ func (f *FSM) reset() {
 	f.dedup = make(map[string]*dedupEntry)
 	f.dedupQueue = nil
 	f.dedupHead = 0
+	f.dedupPerScope = make(map[string]int)
 	f.nodes = make(map[string]string)
 	f.policies = make(map[string]*policyEntry)
 	f.rlsDomains = make(map[string]*rls.Domain)

@@ -355,6 +355,72 @@ func TestRequestIDIsAnsweredOnce(t *testing.T) {
 	}
 }
 
+// TestRequestIDsAreBoundedPerCaller: a caller at its bound of remembered
+// IDs is refused new ones, naming request_id, and its refused requests
+// consume nothing; its own retries stay duplicates, another caller's new
+// IDs are taken, and no ID is forgotten before its window to make room.
+// Once its oldest IDs reach the end of their window, the caller may send
+// new ones again.
+func TestRequestIDsAreBoundedPerCaller(t *testing.T) {
+	t.Parallel()
+	a := newApplier(t)
+	l := algorithms.Limit{Rate: 100, PeriodNanos: int64(time.Hour), Burst: 100}
+	send := func(at int64, scope, id string) Result {
+		req := one("k", l, 1)
+		req.Scope, req.RequestID = scope, id
+		data, err := Encode(CommandAllow, &AllowCommand{NowNanos: at, Requests: []Request{req}, MaxIDsPerCaller: 3})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a.raw(data).(*Response).Results[0]
+	}
+	steps := []struct {
+		name             string
+		at               int64
+		scope, id        string
+		admitted, refuse bool
+		duplicate        bool
+	}{
+		{"alice's payment", t0, "alice", "payment-42", true, false, false},
+		{"mallory's first", t0, "mallory", "m-1", true, false, false},
+		{"mallory's second", t0, "mallory", "m-2", true, false, false},
+		{"mallory's third, at her bound", t0, "mallory", "m-3", true, false, false},
+		{"mallory's fourth, past it", t0 + 1, "mallory", "m-4", false, true, false},
+		{"mallory's retry of her first", t0 + 1, "mallory", "m-1", true, false, true},
+		{"alice's retry, after mallory's flood", t0 + 2, "alice", "payment-42", true, false, true},
+		{"alice's next", t0 + 2, "alice", "payment-43", true, false, false},
+	}
+	for _, st := range steps {
+		r := send(st.at, st.scope, st.id)
+		refused := r.Rejection != nil
+		if refused != st.refuse || (refused && (r.Rejection.Code != contract.CodeResourceExhausted || r.Rejection.Field != "request_id")) {
+			t.Fatalf("%s: rejection %v, want refused %v (resource_exhausted, request_id)", st.name, r.Rejection, st.refuse)
+		}
+		if r.Allowed != st.admitted || r.Duplicate != st.duplicate {
+			t.Fatalf("%s: allowed %v duplicate %v, want %v %v", st.name, r.Allowed, r.Duplicate, st.admitted, st.duplicate)
+		}
+	}
+	if left := a.remaining(t0+2, one("k", l, 0).Checks[0]); left != 100-5 {
+		t.Errorf("%d left, want the 5 first admissions charged once each", left)
+	}
+	if r := send(t0+int64(DedupWindow), "mallory", "m-5"); r.Rejection != nil {
+		t.Fatalf("mallory's, once her first IDs ended: %v", r.Rejection)
+	}
+	restored := New(nil)
+	if err := restored.Restore(io.NopCloser(bytes.NewReader(mustSnapshot(t, a.fsm)))); err != nil {
+		t.Fatal(err)
+	}
+	a.fsm = restored
+	for _, id := range []string{"m-6", "m-7"} {
+		if r := send(t0+int64(DedupWindow), "mallory", id); r.Rejection != nil {
+			t.Fatalf("after a snapshot, mallory's %s, within her bound: %v", id, r.Rejection)
+		}
+	}
+	if r := send(t0+int64(DedupWindow), "mallory", "m-8"); r.Rejection == nil {
+		t.Fatal("after a snapshot, mallory's count was lost: a fourth live ID was taken")
+	}
+}
+
 func TestIdleStateIsDropped(t *testing.T) {
 	t.Parallel()
 	a := newApplier(t)

@@ -189,7 +189,7 @@ func (f *FSM) applyRestoreCommit(body []byte) (any, error) {
 	f.reachedNanos = max(f.reachedNanos, clusterNow)
 	f.stepTerm = f.applyingTerm
 	f.nowNanos, f.buckets = fresh.nowNanos, fresh.buckets
-	f.dedup, f.dedupQueue, f.dedupHead = fresh.dedup, fresh.dedupQueue, fresh.dedupHead
+	f.dedup, f.dedupQueue, f.dedupHead, f.dedupPerScope = fresh.dedup, fresh.dedupQueue, fresh.dedupHead, fresh.dedupPerScope
 	f.policies, f.leases, f.rlsDomains = fresh.policies, fresh.leases, fresh.rlsDomains
 	f.totalOverrides, f.shares = fresh.totalOverrides, fresh.shares
 	f.blocks, f.rlsVersions, f.penalties, f.settles = fresh.blocks, fresh.rlsVersions, fresh.penalties, fresh.settles

@@ -422,7 +422,7 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	}
 	f.mu.Lock()
 	f.nowNanos, f.buckets = fresh.nowNanos, fresh.buckets
-	f.dedup, f.dedupQueue, f.dedupHead = fresh.dedup, fresh.dedupQueue, fresh.dedupHead
+	f.dedup, f.dedupQueue, f.dedupHead, f.dedupPerScope = fresh.dedup, fresh.dedupQueue, fresh.dedupHead, fresh.dedupPerScope
 	f.nodes, f.policies, f.leases, f.rlsDomains = fresh.nodes, fresh.policies, fresh.leases, fresh.rlsDomains
 	f.totalOverrides, f.shares = fresh.totalOverrides, fresh.shares
 	f.blocks, f.rlsVersions, f.audit, f.penalties = fresh.blocks, fresh.rlsVersions, fresh.audit, fresh.penalties
@@ -491,6 +491,9 @@ func (f *FSM) readSnapshot(r io.Reader) error {
 	}
 	if err := readRecords(dec, h.ShareHolders, "share holder", f.restoreShareHolder); err != nil {
 		return err
+	}
+	if h.RequestIDs > MaxDedupEntries {
+		return fmt.Errorf("%d request IDs, more than the %d a state holds", h.RequestIDs, MaxDedupEntries)
 	}
 	if h.Audit > contract.MaxAuditEntries || h.AuditDropped < 0 {
 		return fmt.Errorf("an audit trail of %d entries, %d dropped", h.Audit, h.AuditDropped)
@@ -575,9 +578,7 @@ func (f *FSM) restoreRequestID(rec *requestIDRecord) error {
 	if rec.ID == "" || len(rec.ID) > contract.MaxRequestIDBytes || len(rec.Scope) > contract.MaxScopeBytes || strings.IndexByte(rec.Scope, 0) >= 0 || f.dedup[key] != nil {
 		return errors.New("empty, too long or repeated")
 	}
-	e := &dedupEntry{key: key, atNano: rec.AtNanos, result: rec.Result, fingerprint: rec.Fingerprint}
-	f.dedup[key] = e
-	f.dedupQueue = append(f.dedupQueue, e)
+	f.remember(&dedupEntry{key: key, atNano: rec.AtNanos, result: rec.Result, fingerprint: rec.Fingerprint})
 	return nil
 }
 
