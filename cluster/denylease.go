@@ -368,6 +368,9 @@ func shortenedWaits(r fsm.Result, elapsed time.Duration) fsm.Result {
 // the local_shares of each request's inline check. The leader named is ""
 // when no request asked it.
 func (n *Node) decide(ctx context.Context, reqs []fsm.Request, inline []*contract.LocalShares) ([]fsm.Result, string, error) {
+	if err := n.refuseOutsideCluster(); err != nil {
+		return nil, "", err
+	}
 	t := n.denyLeases
 	out := make([]fsm.Result, len(reqs))
 	var ask []fsm.Request

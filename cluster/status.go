@@ -99,6 +99,18 @@ func (n *Node) leaderHTTPAddr() string {
 	return n.fsm.NodeHTTPAddr(string(id))
 }
 
+// refuseOutsideCluster returns contract.ErrNotMember, with the reason,
+// while this node runs as a cluster of its own that other nodes count as
+// theirs (foreignDialer): every path that decides or appends asks it
+// first, so that such a node answers nothing its real cluster would have
+// to agree to. It costs an atomic load when nothing dials it.
+func (n *Node) refuseOutsideCluster() error {
+	if reason := n.foreignDialer(); reason != "" {
+		return fmt.Errorf("%w: %s", contract.ErrNotMember, reason)
+	}
+	return nil
+}
+
 // foreignWithin is how long after a node of another cluster dialed this
 // one it says it is not ready.
 const foreignWithin = 30 * time.Second

@@ -134,4 +134,9 @@ var (
 	ErrOutcomeUnknown = errors.New("outcome unknown")
 	// ErrShutdown: the node is shutting down.
 	ErrShutdown = errors.New("node is shut down")
+	// ErrNotMember: the node asked is not part of the cluster it should
+	// belong to (it runs alone while another cluster's nodes count its
+	// address as theirs), so it decides nothing. It is an ErrNoLeader:
+	// the caller asks another node.
+	ErrNotMember = fmt.Errorf("%w: this node is outside its cluster", ErrNoLeader)
 )

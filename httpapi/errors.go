@@ -76,6 +76,8 @@ func (a *API) clusterError(r *http.Request, err error) *apiError {
 		return fromContract(rej)
 	}
 	switch {
+	case errors.Is(err, contract.ErrNotMember):
+		return unavailable(err.Error() + "; ask another node")
 	case errors.Is(err, contract.ErrOutcomeUnknown):
 		return unavailable("the outcome is unknown (the leader changed or did not answer in time); retry with the same request_id to be answered once")
 	case errors.Is(err, contract.ErrNoLeader), errors.Is(err, contract.ErrShutdown),

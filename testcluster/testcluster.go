@@ -428,3 +428,14 @@ func (c *Cluster) waitFor(what string, cond func() bool) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// RestartWithoutData starts a stopped node again at the same addresses on
+// an empty data directory, forming a cluster of its own: what a node whose
+// data directory was lost does when it is started without -join.
+func (n *Node) RestartWithoutData() {
+	n.c.t.Helper()
+	n.DataDir = n.c.t.TempDir()
+	if err := n.start(true); err != nil {
+		n.c.t.Fatalf("testcluster: restart %s without data: %v", n.ID, err)
+	}
+}

@@ -1,0 +1,75 @@
+package cluster_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/limitnode/limitnode/algorithms"
+	"github.com/limitnode/limitnode/contract"
+	"github.com/limitnode/limitnode/testcluster"
+)
+
+// TestANodeOutsideItsClusterDecidesNothing: a member stopped, its data
+// directory lost, and started again on its own forms a cluster of one at
+// the address its old cluster still counts as a member's. It used to
+// answer decisions alone (10 of 10 admitted on a limit of 5, alternating
+// with a healthy node). Once its old cluster's nodes dial it, it refuses
+// every decision, over HTTP (allow, batch, forward-auth) and the embedded
+// API alike, with a 503 that says why, and only the real cluster admits.
+func TestANodeOutsideItsClusterDecidesNothing(t *testing.T) {
+	t.Parallel()
+	c := testcluster.Start(t, 3)
+	c.WaitConverged()
+	if status, body := do(t, "PUT", c.WaitLeader().URL()+"/v1/policies/per-ip", `{"limit":{"rate":5,"period":"1m"},"key_template":"{ip}"}`); status != 200 {
+		t.Fatalf("put: %d %v", status, body)
+	}
+	healthy, stray := c.WaitLeader(), c.Followers()[0]
+	stray.Kill()
+	stray.RestartWithoutData()
+	const body = `{"key":"k","limit":{"rate":5,"period":"1m","burst":5}}`
+	waitUntil(t, "the stray node to refuse decisions", func() bool {
+		return post(t, stray.URL()+"/v1/allow", `{"key":"probe","limit":{"rate":5}}`).status == http.StatusServiceUnavailable
+	})
+	refused := []struct {
+		name, method, path, body string
+	}{
+		{"an allow", "POST", "/v1/allow", body},
+		{"a batch", "POST", "/v1/allow/batch", `{"requests":[` + body + `]}`},
+		{"a forward-auth", "GET", "/v1/forward-auth?policy=per-ip&dim.ip=client_ip", ""},
+	}
+	for _, r := range refused {
+		req, err := http.NewRequest(r.method, stray.URL()+r.path, strings.NewReader(r.body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := httpClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusServiceUnavailable {
+			t.Errorf("%s on the stray node: %d, want 503", r.name, resp.StatusCode)
+		}
+	}
+	_, err := stray.Node().Allow(context.Background(), contract.Request{Checks: []contract.Check{{Key: "k", Limit: algorithms.Limit{Rate: 5, PeriodNanos: int64(time.Minute), Burst: 5}, Cost: 1}}})
+	if !errors.Is(err, contract.ErrNotMember) || !errors.Is(err, contract.ErrNoLeader) {
+		t.Errorf("the embedded API on the stray node: %v, want ErrNotMember (an ErrNoLeader)", err)
+	}
+	admitted := 0
+	for i := range 10 {
+		node := healthy
+		if i%2 == 1 {
+			node = stray
+		}
+		if post(t, node.URL()+"/v1/allow", body).Allowed {
+			admitted++
+		}
+	}
+	if admitted != 5 {
+		t.Errorf("%d admitted on a limit of 5, alternating the stray node with the leader", admitted)
+	}
+}
