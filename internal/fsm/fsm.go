@@ -110,9 +110,9 @@ type FSM struct {
 	dedupHead  int
 	// dedupPerScope counts the remembered IDs of each scope.
 	dedupPerScope map[string]int
-	nodes      map[string]string
-	policies   map[string]*policyEntry
-	rlsDomains map[string]*rls.Domain
+	nodes         map[string]string
+	policies      map[string]*policyEntry
+	rlsDomains    map[string]*rls.Domain
 	// rlsVersions is the index of the entry that put each domain's
 	// configuration (contract.DeniedBy.PolicyVersion).
 	rlsVersions map[string]uint64
