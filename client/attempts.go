@@ -22,9 +22,12 @@ import (
 // goes to the next address at once. A request that reached a node which did
 // not answer it (it hung past its attempt's time, or the connection broke)
 // goes to the next address only when the call is resendable; any other call
-// returns the error, its outcome unknown. An attempt that another address
-// could follow is given a fraction of the call's time (attemptTimeout), so
-// that a hung node costs that fraction, not the whole call.
+// returns the error, its outcome unknown. A decision or a read that another
+// address could answer is given a fraction of the call's time
+// (attemptTimeout), so that a hung node costs that fraction, not the whole
+// call; other calls may wait on the cluster on purpose (a change that gives
+// capacity back waits out the deny leases, up to a second) and keep the
+// whole call for each attempt.
 
 // MaxAnswerBytes bounds the body of an answer the client reads (a backup
 // aside, which is streamed): a longer answer is an error, read no further.
@@ -42,24 +45,37 @@ const MaxRetryAfter = 24 * time.Hour
 // MaxAnswerBytes. A Guard answers it with its FailurePolicy.
 var ErrMalformedAnswer = errors.New("limitnode: malformed answer")
 
-// resendable reports whether a call that reached a node but got no answer
-// may be sent to the next address. Reads and puts change nothing more when
-// repeated; the cluster answers a settlement, a lease's renewal and a
-// decision with a request_id once however often they come. A decision
-// without a request_id may be charged once more when the first node did
-// decide it, never admitting more than the limit: a lost decision costs a
-// unit, not an answer. A lease's acquire could take a second slot, and
-// membership changes, returns of shares, deletions and restores could
-// answer a second attempt differently: those are not resent.
-func resendable(method, path string) bool {
-	switch method {
-	case http.MethodGet, http.MethodHead, http.MethodPut:
-		return true
-	case http.MethodPost:
-		return path == "/v1/allow" || path == "/v1/allow/batch" || path == "/v1/settle" ||
-			(strings.HasPrefix(path, "/v1/leases/") && strings.HasSuffix(path, "/renew"))
+// attemptRule says how a call goes when a node takes it and does not
+// answer.
+type attemptRule struct {
+	// resend: the call may go on to the next address. Reads and puts
+	// change nothing more when repeated; the cluster answers a settlement,
+	// a lease's renewal and a decision with a request_id once however
+	// often they come. A decision without a request_id may be charged once
+	// more when the first node did decide it, never admitting more than
+	// the limit: a lost decision costs a unit, not an answer. A lease's
+	// acquire could take a second slot, and membership changes, returns of
+	// shares, deletions and restores could answer a second attempt
+	// differently: those are not resent.
+	resend bool
+	// bounded: an attempt gets a fraction of the call (decisions and
+	// reads, which the cluster answers without waiting on purpose).
+	bounded bool
+}
+
+// ruleOf is the attemptRule of a call of method on path.
+func ruleOf(method, path string) attemptRule {
+	decision := method == http.MethodPost && (path == "/v1/allow" || path == "/v1/allow/batch")
+	read := method == http.MethodGet || method == http.MethodHead
+	switch {
+	case decision || read:
+		return attemptRule{resend: true, bounded: true}
+	case method == http.MethodPut:
+		return attemptRule{resend: true}
+	case method == http.MethodPost:
+		return attemptRule{resend: path == "/v1/settle" || (strings.HasPrefix(path, "/v1/leases/") && strings.HasSuffix(path, "/renew"))}
 	}
-	return false
+	return attemptRule{}
 }
 
 // callSpec is one call of the API.
@@ -97,7 +113,8 @@ func (c *Client) call(ctx context.Context, spec callSpec) (answered, error) {
 	if hc == nil {
 		hc = c.http
 	}
-	resend := resendable(spec.method, spec.path) && len(c.addrs) > 1
+	rule := ruleOf(spec.method, spec.path)
+	resend := rule.resend && len(c.addrs) > 1
 	perAttempt := c.attemptTimeout(ctx, hc)
 	start := int(c.preferred.Load())
 	var lastErr, unknown error
@@ -105,7 +122,7 @@ func (c *Client) call(ctx context.Context, spec callSpec) (answered, error) {
 		index := (start + i) % len(c.addrs)
 		addr := c.addrs[index]
 		attemptCtx, cancel := ctx, context.CancelFunc(func() {})
-		if resend && i < len(c.addrs)-1 && perAttempt > 0 {
+		if resend && rule.bounded && i < len(c.addrs)-1 && perAttempt > 0 {
 			attemptCtx, cancel = context.WithTimeout(ctx, perAttempt+spec.held)
 		}
 		resp, data, err := c.attempt(attemptCtx, hc, spec.method, addr+spec.path, body)

@@ -59,10 +59,9 @@ type Options struct {
 	TLS *tls.Config
 	// Token, when set, is sent with every call as Authorization: Bearer.
 	Token string
-	// AttemptTimeout bounds one attempt of a call that another address
-	// could answer (a decision, a read, a settlement: see Client), so that
-	// a node that hangs costs this much of the call, then the next address
-	// is tried. 0 means a third of what the call has: the time its context
+	// AttemptTimeout bounds one attempt of a decision or a read that
+	// another address could answer, so that a node that hangs costs this
+	// much of the call, then the next address is tried (attempts.go). 0 means a third of what the call has: the time its context
 	// leaves it, or else HTTPClient's Timeout. A request with Hold gets its
 	// wait on top.
 	AttemptTimeout time.Duration
