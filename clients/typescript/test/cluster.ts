@@ -162,6 +162,16 @@ export class Cluster {
     await node.exited;
   }
 
+  /** pause stops node with SIGSTOP: its kernel still takes connections, and nothing answers them. */
+  pause(node: RunningNode): void {
+    node.process.kill("SIGSTOP");
+  }
+
+  /** resume lets a paused node go on (SIGCONT). */
+  resume(node: RunningNode): void {
+    node.process.kill("SIGCONT");
+  }
+
   /** stop ends every node still running and removes the data. */
   async stop(): Promise<void> {
     await Promise.all(
