@@ -9,6 +9,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import tempfile
 import threading
@@ -147,6 +148,14 @@ class Cluster:
     def followers(self) -> List[RunningNode]:
         leader = self.leader()
         return [n for n in self.live() if n is not leader]
+
+    def pause(self, node: RunningNode) -> None:
+        """SIGSTOP: its kernel still takes connections, and nothing answers them."""
+        node.process.send_signal(signal.SIGSTOP)
+
+    def resume(self, node: RunningNode) -> None:
+        """SIGCONT: a paused node goes on."""
+        node.process.send_signal(signal.SIGCONT)
 
     def kill(self, node: RunningNode) -> None:
         """SIGKILL, as a crash; wait for it to die."""
