@@ -77,6 +77,12 @@ class RunningNode:
         return self.process.poll() is None
 
 
+def _state(task: Path) -> str:
+    """A thread's state letter in /proc (T: stopped)."""
+    stat = (task / "stat").read_text()
+    return stat[stat.rindex(")") + 2]
+
+
 def _binary(directory: str) -> str:
     given = os.environ.get("LIMITNODE_BIN")
     if given:
@@ -150,8 +156,13 @@ class Cluster:
         return [n for n in self.live() if n is not leader]
 
     def pause(self, node: RunningNode) -> None:
-        """SIGSTOP: its kernel still takes connections, and nothing answers them."""
+        """SIGSTOP: its kernel still takes connections, and nothing answers
+        them. It returns once every thread of the node is stopped (the
+        signal stops them one by one), where /proc tells."""
         node.process.send_signal(signal.SIGSTOP)
+        tasks = Path(f"/proc/{node.process.pid}/task")
+        if tasks.is_dir():
+            wait_for(f"{node.id} to stop", lambda: all(_state(t) == "T" for t in tasks.iterdir()), timeout=10)
 
     def resume(self, node: RunningNode) -> None:
         """SIGCONT: a paused node goes on."""

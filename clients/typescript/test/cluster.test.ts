@@ -299,7 +299,7 @@ describe("a three-node cluster", () => {
   it("passes a node stopped with SIGSTOP within a third of the timeout, and keeps to the nodes that answer", async () => {
     const [stopped, ...others] = await cluster.followers();
     const leader = await cluster.leader();
-    cluster.pause(stopped);
+    await cluster.pause(stopped);
     try {
       const limiter = new Limiter({ nodes: [stopped.http, leader.http, ...others.map((n) => n.http)], onFailure: "closed", timeoutMs: 2000 });
       for (let i = 0; i < 5; i++) {
