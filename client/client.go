@@ -2,8 +2,9 @@
 // decisions (Allow, Wait, batches through Options.Coalesce), leases
 // (AcquireLease, WithLease), policies, Envoy rate limit service domains,
 // membership, backups and health, against one or more node addresses,
-// trying the next address when one cannot be reached. Every node answers
-// every endpoint, so any address will do. Its bodies are package api/wire's,
+// trying the next address when one cannot be reached or, for a call that
+// may be sent again, does not answer within its attempt's time
+// (attempts.go). Every node answers every endpoint, so any address will do. Its bodies are package api/wire's,
 // the same definitions the server uses.
 //
 // Guard wraps a Client with an explicit behaviour for when the limiter
@@ -14,14 +15,15 @@ package client
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"crypto/tls"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"net"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/limitnode/limitnode/api/wire"
@@ -33,6 +35,11 @@ type Client struct {
 	addrs []string
 	http  *http.Client
 	token string
+	// perAttempt is Options.AttemptTimeout.
+	perAttempt time.Duration
+	// preferred is the index of the address that answered last, tried
+	// first (attempts.go).
+	preferred atomic.Int32
 	// coalesce, when set, gathers concurrent Allow calls (coalesce.go).
 	coalesce *coalescer
 	// shares, when set, are the shares of hot keys' budgets the client
@@ -42,8 +49,8 @@ type Client struct {
 
 // Options configures a Client beyond its addresses.
 type Options struct {
-	// HTTPClient makes the calls. Nil means one with a 10s timeout (and
-	// TLS, when set).
+	// HTTPClient makes the calls. Nil means one with a 10s timeout that
+	// follows no redirect (and TLS, when set).
 	HTTPClient *http.Client
 	// TLS, when set, is used for https:// addresses (the CA to trust, a
 	// client certificate), and addresses given without a scheme are
@@ -51,6 +58,12 @@ type Options struct {
 	TLS *tls.Config
 	// Token, when set, is sent with every call as Authorization: Bearer.
 	Token string
+	// AttemptTimeout bounds one attempt of a decision or a read that
+	// another address could answer, so that a node that hangs costs this
+	// much of the call, then the next address is tried (attempts.go). 0 means a third of what the call has: the time its context
+	// leaves it, or else HTTPClient's Timeout. A request with Hold gets its
+	// wait on top.
+	AttemptTimeout time.Duration
 	// Coalesce, when true, sends concurrent Allow calls together: a call
 	// that finds none in flight goes at once; those that arrive while one
 	// is in flight wait for it, then go as one POST /v1/allow/batch (up to
@@ -92,9 +105,12 @@ func NewWithOptions(opts Options, addrs ...string) *Client {
 			// it is given, which must not leak into the caller's.
 			transport.TLSClientConfig = opts.TLS.Clone()
 		}
-		httpClient = &http.Client{Timeout: 10 * time.Second, Transport: transport}
+		// A node never redirects a call the client makes through this
+		// client: a redirect is an answer, not a place to send the call.
+		httpClient = &http.Client{Timeout: 10 * time.Second, Transport: transport,
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	}
-	c := &Client{http: httpClient, token: opts.Token}
+	c := &Client{http: httpClient, token: opts.Token, perAttempt: opts.AttemptTimeout}
 	if opts.LocalShares {
 		c.shares = c.newClientShares()
 	}
@@ -258,7 +274,8 @@ type Decision struct {
 	wire.AllowResponse
 	// StatusCode is 200 or 429.
 	StatusCode int `json:"-"`
-	// RetryAfter is the 429's Retry-After header (with jitter), or 0.
+	// RetryAfter is the 429's Retry-After header (with jitter), at most
+	// MaxRetryAfter, or 0.
 	RetryAfter time.Duration `json:"-"`
 	// Leader is the X-Limitnode-Leader header: the ID of the leader that
 	// decided, or "" if the node did not say.
@@ -271,6 +288,10 @@ type Decision struct {
 	// Shared is true for an admission the client answered from a share it
 	// holds (Options.LocalShares), without asking the cluster.
 	Shared bool `json:"-"`
+	// ResetAt is ResetAfterMS as a time on this process's clock: when the
+	// answer arrived plus ResetAfterMS, when the limit is fully available
+	// again.
+	ResetAt time.Time `json:"-"`
 }
 
 // RateLimitHeaders are the headers of a /v1/allow answer that tell a caller
@@ -340,34 +361,55 @@ func (c *Client) Wait(ctx context.Context, req AllowRequest, maxWait time.Durati
 
 // allowOne is one POST /v1/allow.
 func (c *Client) allowOne(ctx context.Context, req AllowRequest) (Decision, error) {
+	req = req.withRequestID()
 	return c.allowWire(ctx, req.toWire())
+}
+
+// withRequestID is req with a request ID of its own when it reserves
+// (MaxWait or SettleTTL) and has none, so that a call sent to a second node
+// after the first did not answer is charged once. Such a request is
+// answered through the log anyway; a plain one keeps no ID, so that a node
+// may answer its denial from a deny lease.
+func (req AllowRequest) withRequestID() AllowRequest {
+	if req.RequestID == "" && (req.MaxWait != "" || req.SettleTTL != 0) {
+		req.RequestID = newRequestID()
+	}
+	return req
+}
+
+// newRequestID is a random request ID: 32 hex digits.
+func newRequestID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // crypto/rand's Read never fails
+	return hex.EncodeToString(b[:])
 }
 
 // allowWire is one POST /v1/allow of the body in.
 func (c *Client) allowWire(ctx context.Context, in wire.AllowRequest) (Decision, error) {
-	resp, body, err := c.exchange(ctx, http.MethodPost, "/v1/allow", in, http.StatusOK, http.StatusTooManyRequests)
+	a, err := c.call(ctx, callSpec{method: http.MethodPost, path: "/v1/allow", in: in,
+		ok: []int{http.StatusOK, http.StatusTooManyRequests}, held: heldFor(in)})
 	if err != nil {
 		return Decision{}, err
 	}
-	var d Decision
-	if err := json.Unmarshal(body, &d); err != nil {
-		return Decision{}, fmt.Errorf("limitnode: decode answer of %s: %w", resp.Request.URL.Host, err)
-	}
-	d.StatusCode, d.Header = resp.StatusCode, http.Header{}
-	for _, name := range RateLimitHeaders {
-		if v := resp.Header.Values(name); len(v) > 0 {
-			d.Header[http.CanonicalHeaderKey(name)] = v
-		}
-	}
-	d.Leader = resp.Header.Get("X-Limitnode-Leader")
-	if s := resp.Header.Get("Retry-After"); s != "" {
-		var secs int64
-		if _, err := fmt.Sscan(s, &secs); err == nil {
-			d.RetryAfter = time.Duration(secs) * time.Second
-		}
-	}
-	return d, nil
+	return readDecision(a, time.Now())
 }
+
+// heldFor is how long a node may hold the answer to in on purpose: with
+// hold, its max_wait, up to the node's bound.
+func heldFor(in wire.AllowRequest) time.Duration {
+	if !in.Hold || in.MaxWait == nil {
+		return 0
+	}
+	wait, err := time.ParseDuration(*in.MaxWait)
+	if err != nil || wait < 0 {
+		return 0
+	}
+	return min(wait, maxHoldWait)
+}
+
+// maxHoldWait is the most a node holds a request with hold
+// (httpapi.MaxHoldWait).
+const maxHoldWait = 5 * time.Second
 
 // Member is a cluster member: its ID, Raft address and HTTP address.
 type Member = wire.Member
@@ -411,80 +453,27 @@ func (c *Client) Cluster(ctx context.Context) (ClusterStatus, error) {
 	return st, err
 }
 
-// do sends the request to each address in turn until one answers; an answer
-// with a status in ok is decoded into out, any other is an *Error. Only a
-// failure to connect moves on to the next address: a request that may have
-// reached a node is not sent twice.
+// do makes one call (call says how it goes from node to node); an answer
+// with a status in ok is decoded into out, any other is an *Error. An
+// answer that is JSON null, or not of out's types, is ErrMalformedAnswer.
 func (c *Client) do(ctx context.Context, method, path string, in, out any, ok ...int) (*http.Response, error) {
-	resp, data, err := c.exchange(ctx, method, path, in, ok...)
+	a, err := c.call(ctx, callSpec{method: method, path: path, in: in, ok: ok})
 	if err != nil || out == nil {
-		return resp, err
+		return a.resp, err
 	}
-	if err := json.Unmarshal(data, out); err != nil {
-		return nil, fmt.Errorf("limitnode: decode answer of %s: %w", resp.Request.URL.Host, err)
+	if err := decodeAnswer(a, out); err != nil {
+		return nil, err
 	}
-	return resp, nil
+	return a.resp, nil
 }
 
-// exchange is do without the decoding: it returns the answer's body as sent
-// when its status is in ok.
-func (c *Client) exchange(ctx context.Context, method, path string, in any, ok ...int) (*http.Response, []byte, error) {
-	return c.exchangeVia(ctx, c.http, method, path, in, ok...)
-}
-
-// exchangeVia is exchange making its calls with hc instead of the client's
-// own http.Client (one whose Timeout leaves room for a wait on purpose).
-func (c *Client) exchangeVia(ctx context.Context, hc *http.Client, method, path string, in any, ok ...int) (*http.Response, []byte, error) {
-	var body []byte
-	if in != nil {
-		var err error
-		if body, err = json.Marshal(in); err != nil {
-			return nil, nil, fmt.Errorf("limitnode: encode request: %w", err)
-		}
+// decodeAnswer decodes the body of a into out.
+func decodeAnswer(a answered, out any) error {
+	if bytes.Equal(bytes.TrimSpace(a.body), []byte("null")) {
+		return fmt.Errorf("%w: %s answered null", ErrMalformedAnswer, a.resp.Request.URL.Host)
 	}
-	var lastErr error
-	for _, addr := range c.addrs {
-		req, err := http.NewRequestWithContext(ctx, method, addr+path, bytes.NewReader(body))
-		if err != nil {
-			return nil, nil, fmt.Errorf("limitnode: %w", err)
-		}
-		req.Header.Set("Content-Type", "application/json")
-		if c.token != "" {
-			req.Header.Set("Authorization", "Bearer "+c.token)
-		}
-		resp, err := hc.Do(req)
-		if err != nil {
-			lastErr = err
-			if isDialError(err) {
-				continue
-			}
-			return nil, nil, fmt.Errorf("limitnode: %s %s: %w", method, addr+path, err)
-		}
-		defer resp.Body.Close()
-		data, err := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
-		if err != nil {
-			return nil, nil, fmt.Errorf("limitnode: read answer of %s: %w", addr, err)
-		}
-		for _, code := range ok {
-			if resp.StatusCode == code {
-				return resp, data, nil
-			}
-		}
-		var answer wire.Error
-		if err := json.Unmarshal(data, &answer); err != nil {
-			answer = wire.Error{Message: strings.TrimSpace(string(data))}
-			if resp.StatusCode == http.StatusBadRequest && strings.Contains(answer.Message, "HTTP request to an HTTPS server") {
-				answer.Message = addr + " serves HTTPS: use an https:// address and trust the node's CA (Options.TLS; the CLI's -ca)"
-			}
-		}
-		return resp, nil, errorOf(resp.StatusCode, answer)
+	if err := json.Unmarshal(a.body, out); err != nil {
+		return fmt.Errorf("%w: %s: %w", ErrMalformedAnswer, a.resp.Request.URL.Host, err)
 	}
-	return nil, nil, fmt.Errorf("%w: %w", ErrUnreachable, lastErr)
-}
-
-// isDialError reports whether err is a failure to connect, after which the
-// request cannot have reached the node.
-func isDialError(err error) bool {
-	var opErr *net.OpError
-	return errors.As(err, &opErr) && opErr.Op == "dial"
+	return nil
 }

@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"reflect"
 	"testing"
+	"time"
 
 	"github.com/limitnode/limitnode/api/wire"
 	"github.com/limitnode/limitnode/client"
@@ -36,10 +37,15 @@ func TestClientAnswers(t *testing.T) {
 	c := client.New(nil, "127.0.0.1:1", srv.URL)
 	ctx := context.Background()
 
+	before := time.Now()
 	d, err := c.Allow(ctx, client.AllowRequest{Key: "k", Limit: &client.Limit{Rate: 5}})
 	if err != nil {
 		t.Fatal(err)
 	}
+	if d.ResetAt.Before(before.Add(9*time.Second)) || d.ResetAt.After(time.Now().Add(9*time.Second)) {
+		t.Fatalf("ResetAt %v, want the answer's arrival plus reset_after_ms (9 s after %v)", d.ResetAt, before)
+	}
+	d.ResetAt = time.Time{}
 	want := client.Decision{AllowResponse: wire.AllowResponse{Allowed: false, Limit: 5, ResetAfterMS: 9000, RetryAfterMS: 2100}, StatusCode: 429, RetryAfter: 3e9, Leader: "n1"}
 	if got := d; got.Header.Get("Retry-After") != "3" || got.Header.Get("RateLimit-Remaining") != "0" {
 		t.Fatalf("decision headers %v: want Retry-After 3 and RateLimit-Remaining 0", got.Header)

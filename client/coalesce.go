@@ -97,25 +97,27 @@ func (k *coalescer) send(batch []*coalesced) {
 	}
 	body := wire.BatchRequest{Requests: make([]wire.AllowRequest, len(batch))}
 	for i, p := range batch {
-		body.Requests[i] = p.req.toWire()
+		req := p.req.withRequestID()
+		body.Requests[i] = req.toWire()
 	}
 	var out wire.BatchResponse
-	_, err := k.c.do(ctx, http.MethodPost, "/v1/allow/batch", body, &out, http.StatusOK)
-	if err == nil && len(out.Responses) != len(batch) {
-		err = fmt.Errorf("limitnode: %d answers to a batch of %d", len(out.Responses), len(batch))
+	a, err := k.c.call(ctx, callSpec{method: http.MethodPost, path: "/v1/allow/batch", in: body, ok: []int{http.StatusOK}})
+	receivedAt := time.Now()
+	if err == nil {
+		err = readBatch(a, len(batch), &out)
 	}
 	for i, p := range batch {
 		if err != nil {
 			p.err = err
 			continue
 		}
-		p.d, p.err = batchDecision(out.Responses[i], i)
+		p.d, p.err = batchDecision(out.Responses[i], i, receivedAt)
 	}
 }
 
 // batchDecision reads one answer of a batch: a decision (status 200 or
 // 429) or an *Error naming the request's own fields.
-func batchDecision(item wire.BatchItem, i int) (Decision, error) {
+func batchDecision(item wire.BatchItem, i int, receivedAt time.Time) (Decision, error) {
 	switch {
 	case item.Status != http.StatusOK && item.Status != http.StatusTooManyRequests:
 		var e wire.Error
@@ -129,7 +131,7 @@ func batchDecision(item wire.BatchItem, i int) (Decision, error) {
 	case item.AllowResponse == nil:
 		return Decision{}, fmt.Errorf("limitnode: answer %d of a batch has status %d but no decision", i, item.Status)
 	}
-	d := Decision{AllowResponse: *item.AllowResponse}
+	d := Decision{AllowResponse: *item.AllowResponse, ResetAt: resetAt(receivedAt, item.ResetAfterMS)}
 	d.StatusCode = item.Status
 	d.setHeadersFromFields()
 	return d, nil
@@ -145,6 +147,6 @@ func (d *Decision) setHeadersFromFields() {
 	if !d.Allowed {
 		secs := max(ratelimitheader.CeilDiv(d.RetryAfterMS, 1000), 1)
 		d.Header.Set("Retry-After", strconv.FormatInt(secs, 10))
-		d.RetryAfter = time.Duration(secs) * time.Second
+		d.RetryAfter = time.Duration(min(secs, int64(MaxRetryAfter/time.Second))) * time.Second
 	}
 }

@@ -84,7 +84,8 @@ type GuardDecision struct {
 	Cause    error
 }
 
-// Allow asks the cluster; if it cannot decide, the FailurePolicy answers.
+// Allow asks the cluster; if it cannot decide, the FailurePolicy answers:
+// no node answered, a 5xx, an answer that is not one (ErrMalformedAnswer).
 // The error is non-nil only for a request the API refused as invalid (4xx
 // other than 429), which no policy should hide.
 func (g *Guard) Allow(ctx context.Context, req AllowRequest) (GuardDecision, error) {
@@ -92,27 +93,37 @@ func (g *Guard) Allow(ctx context.Context, req AllowRequest) (GuardDecision, err
 	if err == nil {
 		return GuardDecision{Decision: d}, nil
 	}
-	var apiErr *Error
-	if errors.As(err, &apiErr) && apiErr.StatusCode < 500 {
+	if isRefusal(err) {
 		return GuardDecision{}, err
 	}
 	out := GuardDecision{Degraded: true, Cause: err}
+	now := g.clock()
 	switch g.policy {
 	case FailOpen:
 		out.Allowed = true
 	case FailLocal:
-		d, invalid := g.local.decide(req, g.replicas, g.clock())
+		d, invalid := g.local.decide(req, g.replicas, now)
 		if invalid != nil {
 			return GuardDecision{}, invalid
 		}
 		out.Decision = d
 	}
+	out.ResetAt = resetAt(now, out.ResetAfterMS)
 	if out.Allowed {
 		out.StatusCode = http.StatusOK
 	} else {
 		out.StatusCode = http.StatusTooManyRequests
 	}
 	return out, nil
+}
+
+// isRefusal reports whether err is the API's refusal of the request as it
+// stands (a 4xx), which no FailurePolicy hides; anything else (5xx, a
+// status the API does not answer, no answer, a malformed one) means the
+// cluster could not decide.
+func isRefusal(err error) bool {
+	var apiErr *Error
+	return errors.As(err, &apiErr) && apiErr.StatusCode >= 400 && apiErr.StatusCode < 500
 }
 
 type localKey struct {

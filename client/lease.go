@@ -2,7 +2,6 @@ package client
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -78,11 +77,11 @@ type Lease struct {
 	Waited time.Duration
 }
 
-// decodeLease decodes a lease answer of resp's node.
-func decodeLease(resp *http.Response, body []byte) (Lease, error) {
+// decodeLease decodes a lease answer.
+func decodeLease(a answered) (Lease, error) {
 	var l wire.Lease
-	if err := json.Unmarshal(body, &l); err != nil {
-		return Lease{}, fmt.Errorf("limitnode: decode answer of %s: %w", resp.Request.URL.Host, err)
+	if err := decodeAnswer(a, &l); err != nil {
+		return Lease{}, err
 	}
 	return Lease{ID: l.ID, Key: l.Key, Max: l.Max, Granted: l.Granted, Active: l.Active, Waiting: l.Waiting,
 		ExpiresIn:  time.Duration(l.ExpiresInMS) * time.Millisecond,
@@ -107,11 +106,12 @@ func (c *Client) AcquireLease(ctx context.Context, req LeaseRequest) (Lease, err
 		extended.Timeout += req.MaxWait
 		hc = &extended
 	}
-	resp, body, err := c.exchangeVia(ctx, hc, http.MethodPost, "/v1/leases", req.toWire(), http.StatusOK, http.StatusTooManyRequests)
+	a, err := c.call(ctx, callSpec{method: http.MethodPost, path: "/v1/leases", in: req.toWire(), hc: hc,
+		ok: []int{http.StatusOK, http.StatusTooManyRequests}})
 	if err != nil {
 		return Lease{}, err
 	}
-	return decodeLease(resp, body)
+	return decodeLease(a)
 }
 
 // RenewLease moves the expiry of the held lease id to ttl from now, so that
@@ -121,11 +121,11 @@ func (c *Client) AcquireLease(ctx context.Context, req LeaseRequest) (Lease, err
 func (c *Client) RenewLease(ctx context.Context, id string, ttl time.Duration) (Lease, error) {
 	s := ttl.String()
 	in := wire.RenewRequest{TTL: &s}
-	resp, body, err := c.exchange(ctx, http.MethodPost, "/v1/leases/"+url.PathEscape(id)+"/renew", in, http.StatusOK)
+	a, err := c.call(ctx, callSpec{method: http.MethodPost, path: "/v1/leases/" + url.PathEscape(id) + "/renew", in: in, ok: []int{http.StatusOK}})
 	if err != nil {
 		return Lease{}, err
 	}
-	return decodeLease(resp, body)
+	return decodeLease(a)
 }
 
 // ReleaseLease gives the lease id back, or takes a request with that ID out

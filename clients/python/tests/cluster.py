@@ -9,6 +9,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import tempfile
 import threading
@@ -74,6 +75,12 @@ class RunningNode:
     @property
     def alive(self) -> bool:
         return self.process.poll() is None
+
+
+def _state(task: Path) -> str:
+    """A thread's state letter in /proc (T: stopped)."""
+    stat = (task / "stat").read_text()
+    return stat[stat.rindex(")") + 2]
 
 
 def _binary(directory: str) -> str:
@@ -147,6 +154,19 @@ class Cluster:
     def followers(self) -> List[RunningNode]:
         leader = self.leader()
         return [n for n in self.live() if n is not leader]
+
+    def pause(self, node: RunningNode) -> None:
+        """SIGSTOP: its kernel still takes connections, and nothing answers
+        them. It returns once every thread of the node is stopped (the
+        signal stops them one by one), where /proc tells."""
+        node.process.send_signal(signal.SIGSTOP)
+        tasks = Path(f"/proc/{node.process.pid}/task")
+        if tasks.is_dir():
+            wait_for(f"{node.id} to stop", lambda: all(_state(t) == "T" for t in tasks.iterdir()), timeout=10)
+
+    def resume(self, node: RunningNode) -> None:
+        """SIGCONT: a paused node goes on."""
+        node.process.send_signal(signal.SIGCONT)
 
     def kill(self, node: RunningNode) -> None:
         """SIGKILL, as a crash; wait for it to die."""

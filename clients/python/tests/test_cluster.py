@@ -1,8 +1,10 @@
 """The client against a real three-node cluster, in the order of the test
 names: answers from a follower, denials with their headers, batches,
 leases, both middlewares, the types against the served OpenAPI document,
-then a leader killed mid-traffic, then a cluster without a quorum answered
-by each failure policy. The last two change the cluster, so they come last."""
+reserve then settle, waiting for capacity, keys, blocks and policies, a
+follower stopped with SIGSTOP, then a leader killed mid-traffic, then a
+cluster without a quorum answered by each failure policy. The last two
+change the cluster, so they come last."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ import asyncio
 import dataclasses
 import json
 import threading
+import time
 import typing
 import unittest
 import urllib.error
@@ -62,6 +65,7 @@ class ClusterTest(unittest.TestCase):
         self.assertEqual((d.allowed, d.status, d.remaining, d.degraded, d.attempts), (True, 200, 9, False, 1))
         self.assertEqual(d.leader, leader.id)
         self.assertEqual(d.headers["RateLimit-Remaining"], "9")
+        self.assertAlmostEqual(d.reset_at, time.time() + d.reset_after_ms / 1000, delta=1)
 
     def test_02_a_denial_is_a_429_with_the_headers_the_cluster_sent(self) -> None:
         limiter = self.limiter()
@@ -225,6 +229,16 @@ class ClusterTest(unittest.TestCase):
             (limitnode.AllowRequest, "AllowRequest"),
             (limitnode.LeaseRequest, "LeaseRequest"),
             (limitnode.CheckResult, "CheckResult"),
+            (limitnode.Settlement, "Settlement"),
+            (limitnode.KeyLimit, "KeyLimit"),
+            (limitnode.KeyState, "KeyState"),
+            (limitnode.KeyPage, "KeyPage"),
+            (limitnode.Block, "Block"),
+            (limitnode.BlockPage, "BlockPage"),
+            (limitnode.Penalty, "Penalty"),
+            (limitnode.PolicyRequest, "PolicyRequest"),
+            (limitnode.Policy, "Policy"),
+            (limitnode.PolicyPage, "PolicyList"),
         ]:
             with self.subTest(schema=name):
                 self.assertEqual(set(typing.get_type_hints(typed)), set(schemas[name]["properties"]))
@@ -234,7 +248,132 @@ class ClusterTest(unittest.TestCase):
         lease_fields = {f.name for f in dataclasses.fields(limitnode.Lease)}
         self.assertLessEqual(set(schemas["LeaseGranted"]["properties"]) | set(schemas["LeaseDenied"]["properties"]), lease_fields)
 
-    def test_11_an_unknown_outcome_is_retried_with_the_same_request_id_when_the_leader_is_killed(self) -> None:
+    def test_11_a_reservation_is_settled_once_giving_back_what_it_did_not_use(self) -> None:
+        limiter = self.limiter()
+        limiter.put_policy("tokens", {"limit": {"rate": 3600, "period": "1h", "burst": 1000}, "max_debt": 100})
+        res = limiter.reserve({"policy": "tokens", "key": "acme", "cost": 500}, "1m")
+        self.assertTrue(res.decision.allowed and res.decision.settlement_id, res.decision)
+        s = res.settle(120)
+        assert s is not None
+        self.assertEqual((s["reserved"], s["cost"], s["refunded"], s["charged"], s.get("duplicate")), (500, 120, 380, 0, None))
+        left = limiter.allow({"policy": "tokens", "key": "acme", "cost": 0}).remaining
+        self.assertTrue(880 <= left <= 900, f"{left} left after the refund, want 880 and what refilled since")
+        again = res.settle(120)
+        assert again is not None
+        self.assertEqual((again.get("duplicate"), again["refunded"]), (True, 380))
+        with self.assertRaises(LimitnodeError) as conflict:
+            res.settle(130)
+        self.assertEqual((conflict.exception.status, conflict.exception.field), (409, "settlement_id"))
+        with self.assertRaises(LimitnodeError) as unknown:
+            limiter.settle("s0.0", 1)
+        self.assertEqual(unknown.exception.status, 404)
+
+        # More than reserved: charged into debt up to max_debt, the key denied until repaid.
+        over = limiter.reserve({"policy": "tokens", "key": "bob", "cost": 900}, "1m").settle(1300)
+        assert over is not None
+        self.assertTrue(over["charged"] >= 200 and over["charged"] + over.get("forgiven", 0) == 400, over)
+        denied = limiter.allow({"policy": "tokens", "key": "bob"})
+        self.assertFalse(denied.allowed)
+        self.assertGreaterEqual(denied.retry_after_seconds, 90)
+        # A denied reservation has nothing to settle.
+        none = limiter.reserve({"policy": "tokens", "key": "bob", "cost": 1}, "1m")
+        self.assertFalse(none.decision.allowed)
+        self.assertIsNone(none.settle(0))
+
+    def test_12_wait_sleeps_out_a_reservation_within_max_wait(self) -> None:
+        limiter = self.limiter()
+        req: limitnode.AllowRequest = {"key": "paced", "limit": {"algorithm": "gcra", "rate": 1, "period": "2s", "burst": 1}}
+        start = time.monotonic()  # before the burst: the next unit is due 2 s after it
+        self.assertTrue(limiter.allow(req).allowed)
+        self.assertFalse(limiter.wait(req, 0.001).allowed)
+        d = limiter.wait(req, 3)
+        took = time.monotonic() - start
+        self.assertEqual((d.allowed, d.wait_ms), (True, 0))
+        self.assertGreaterEqual(took, 1.99, "admitted before the next unit was due")
+        with self.assertRaises(LimitnodeError) as caught:
+            limiter.wait({"key": "window", "limit": {"algorithm": "fixed_window", "rate": 1}}, 1)
+        self.assertEqual(caught.exception.field, "max_wait")
+
+    def test_13_keys_are_read_listed_and_reset(self) -> None:
+        limiter = self.limiter()
+        limit: limitnode.Limit = {"rate": 10, "period": "1h"}
+        limiter.allow({"key": "keys:a", "limit": limit, "cost": 3})
+        limiter.allow({"key": "keys:b", "limit": limit})
+        a = limiter.get_key("keys:a")
+        self.assertEqual((a["key"], len(a["limits"]), a["limits"][0]["remaining"]), ("keys:a", 1, 7))
+        self.assertNotIn("owner", a["limits"][0])
+        page = limiter.list_keys(prefix="keys:", limit=1)
+        self.assertEqual(([k["key"] for k in page["keys"]], page.get("next")), (["keys:a"], "keys:a"))
+        rest = limiter.list_keys(prefix="keys:", after=page["next"])
+        self.assertEqual([k["key"] for k in rest["keys"]], ["keys:b"])
+        self.assertEqual(limiter.reset_key("keys:a"), 1)
+        with self.assertRaises(LimitnodeError) as gone:
+            limiter.get_key("keys:a")
+        self.assertEqual(gone.exception.status, 404)
+        self.assertEqual(limiter.allow({"key": "keys:a", "limit": limit}).remaining, 9)
+        with self.assertRaises(LimitnodeError) as never:
+            limiter.reset_key("keys:never")
+        self.assertEqual(never.exception.status, 404)
+
+    def test_14_a_block_denies_on_every_node_until_it_is_lifted(self) -> None:
+        limiter = self.limiter()
+        block = limiter.put_block("api-key:scraper", "10m", "scraping the catalogue")
+        self.assertEqual((block["key"], block.get("reason")), ("api-key:scraper", "scraping the catalogue"))
+        self.assertGreater(block["ends_in_ms"], 590_000)
+        self.assertAlmostEqual(block["until_unix_ms"] - block["since_unix_ms"], 600_000, delta=1)
+        for addr in self.cluster.addresses():
+            d = self.limiter([addr]).allow({"key": "api-key:scraper", "limit": {"rate": 100, "period": "1m"}})
+            self.assertFalse(d.allowed)
+            assert d.blocked is not None and d.denied_by is not None
+            self.assertEqual((d.blocked.get("reason"), d.denied_by["cause"]), ("scraping the catalogue", "block"))
+        self.assertIn("api-key:scraper", [b["key"] for b in limiter.list_blocks(limit=100)["blocks"]])
+        self.assertEqual(limiter.delete_block("api-key:scraper").get("reason"), "scraping the catalogue")
+        self.assertTrue(limiter.allow({"key": "api-key:scraper", "limit": {"rate": 100, "period": "1m"}}).allowed)
+        with self.assertRaises(LimitnodeError) as lifted:
+            limiter.delete_block("api-key:scraper")
+        self.assertEqual(lifted.exception.status, 404)
+        with self.assertRaises(LimitnodeError) as short:
+            limiter.put_block("k", "1ms")
+        self.assertEqual((short.exception.status, short.exception.field), (400, "ttl"))
+
+    def test_15_policies_are_put_read_listed_and_deleted(self) -> None:
+        limiter = self.limiter()
+        put = limiter.put_policy(
+            "per-tenant",
+            {"limit": {"rate": 100, "period": "1m"}, "overrides": {"tenant=big": {"rate": 1000, "period": "1m"}}, "key_template": "{tenant}:{route}"},
+        )
+        self.assertEqual((put["name"], put["limit"].get("algorithm")), ("per-tenant", "token_bucket"))
+        self.assertEqual(limiter.allow({"policy": "per-tenant", "dimensions": {"tenant": "big", "route": "/x"}}).limit, 1000)
+        got = limiter.get_policy("per-tenant")
+        self.assertGreater(got.get("version", 0), 0)
+        self.assertEqual(got.get("key_template"), "{tenant}:{route}")
+        self.assertIn("per-tenant", [p["name"] for p in limiter.list_policies(limit=1000)["policies"]])
+        limiter.delete_policy("per-tenant")
+        with self.assertRaises(LimitnodeError) as gone:
+            limiter.get_policy("per-tenant")
+        self.assertEqual(gone.exception.status, 404)
+        with self.assertRaises(LimitnodeError) as bad:
+            limiter.put_policy("bad", {"limit": {"rate": 0}})
+        self.assertEqual(bad.exception.field, "limit.rate")
+
+    def test_16_a_follower_stopped_with_sigstop_costs_a_third_of_the_timeout_once(self) -> None:
+        leader = self.cluster.leader()
+        stopped, *others = self.cluster.followers()
+        self.cluster.pause(stopped)
+        self.addCleanup(self.cluster.resume, stopped)
+        retries: List[RetryEvent] = []
+        limiter = self.limiter([stopped.http, leader.http, *(n.http for n in others)], on_failure="closed", timeout=2, on_retry=retries.append)
+        for i in range(5):
+            start = time.monotonic()
+            d = limiter.allow({"key": "behind-a-stopped-node", "limit": {"rate": 10, "period": "1h"}})
+            took = time.monotonic() - start
+            self.assertEqual((d.degraded, d.remaining), (False, 9 - i), f"call {i + 1}: {d.cause}")
+            if i == 0:
+                self.assertGreaterEqual(took, 0.6, f"the first call never waited for the stopped node: {d}, retries {retries}")
+            else:
+                self.assertLess(took, 0.6, f"call {i + 1} went back to the stopped node")
+
+    def test_17_an_unknown_outcome_is_retried_with_the_same_request_id_when_the_leader_is_killed(self) -> None:
         leader = self.cluster.leader()
         followers = self.cluster.followers()
         nodes = [leader.http, *(f.http for f in followers)]
@@ -296,7 +435,7 @@ class ClusterTest(unittest.TestCase):
         self.assertEqual(spent(watcher, "held-counter"), 1, "the held request was charged more than once")
         self.assertEqual(spent(watcher, "traffic"), len(allowed), "the traffic was charged other than once per allowed request")
 
-    def test_12_a_cluster_without_a_quorum_is_answered_by_the_failure_policy(self) -> None:
+    def test_18_a_cluster_without_a_quorum_is_answered_by_the_failure_policy(self) -> None:
         # One node of three left: it answers, but cannot decide.
         doomed, survivor = self.cluster.live()
         self.cluster.kill(doomed)

@@ -43,7 +43,7 @@ class DocsTest(unittest.TestCase):
 
     def test_every_example_prints_what_it_says(self) -> None:
         found = examples()
-        self.assertGreaterEqual(len(found), 8)
+        self.assertGreaterEqual(len(found), 11)
         a, b, c = self.cluster.addresses()
         env = dict(os.environ, PYTHONPATH=str(PACKAGE / "src"))
         with tempfile.TemporaryDirectory() as scratch:

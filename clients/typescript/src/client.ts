@@ -1,31 +1,55 @@
-// Limiter: the calls of the HTTP API (allow, allow/batch, leases) against
-// several nodes, with one retry rule and one failure policy.
+// Limiter: the calls of the HTTP API against several nodes, with one retry
+// rule and one failure policy.
 //
 // The retry rule. A request that provably never left (the connection could
 // not be opened) goes to the next node at once. A request whose outcome is
-// unknown (the connection broke after it was sent, or a node answered 503
-// with Retry-After) is sent again only when the cluster answers a repeat
-// once: an allow carries a request_id (one is generated when the caller
-// gives none), so the cluster answers a retry with the first decision and
-// charges once; renewing and releasing a lease are idempotent. A lease
-// acquire is not retried after an unknown outcome: a second acquire could
-// take a second slot. Every retry stays within the call's timeout, and a
-// 503's Retry-After is waited out before the next try, or the call gives
-// up at once when the wait would outlast the timeout.
+// unknown (the node took it and did not answer in time, the connection
+// broke after it was sent, or a node answered 503) is sent again only when
+// the cluster answers a repeat once: an allow carries a request_id (one is
+// generated when the caller gives none), so the cluster answers a retry
+// with the first decision and charges once; a settlement names its
+// reservation; renewing and releasing a lease, reads and puts are
+// idempotent. A lease acquire and a deletion are not retried after an
+// unknown outcome. A decision or a read gives each attempt a third of the
+// call (attemptTimeoutMs), so that a node that hangs costs that much, not
+// the call. A 503 sends the request to the next node at once; once every
+// node answered 503, its Retry-After is waited out before the next round,
+// or the call gives up at once when the wait would outlast the timeout.
+// Every retry stays within the call's timeout.
 
+import * as admin from "./admin.js";
+import { MalformedAnswer, parseJSON, readBatch, readDecision, readLease, readSettlement, retryAfterSeconds } from "./answers.js";
 import { durationMs } from "./duration.js";
 import { LeaseLostError, LeaseRefusedError, LimitnodeError, UnavailableError } from "./errors.js";
 import { LocalLimiter } from "./local.js";
+import { Reservation } from "./settle.js";
 import { baseURL, exchange, sleep } from "./transport.js";
-import type { AllowRequest, AllowResponse, BatchDecision, BatchError, LeaseDenied, LeaseGranted, LeaseRequest } from "./types.js";
+import type {
+  AllowRequest,
+  AllowResponse,
+  BatchDecision,
+  BatchError,
+  Block,
+  BlockPage,
+  KeyPage,
+  KeyState,
+  LeaseDenied,
+  LeaseGranted,
+  LeaseRequest,
+  Policy,
+  PolicyPage,
+  PolicyRequest,
+  Settlement,
+} from "./types.js";
 
 /**
- * FailurePolicy says what `allow` and `allowBatch` answer when the cluster
- * cannot decide (no node reachable, a 503 or 500, the timeout): "closed"
- * denies, "open" allows, "local" decides with an in-process limiter that
- * enforces this process's share of the limit (requests naming a policy,
- * which only the cluster knows, are denied), and "throw" throws the
- * UnavailableError. Such a decision is marked `degraded`.
+ * FailurePolicy says what `allow`, `allowBatch` and `wait` answer when the
+ * cluster cannot decide (no node reachable, a 503 or 500, an answer that is
+ * not one, the timeout): "closed" denies, "open" allows, "local" decides
+ * with an in-process limiter that enforces this process's share of the
+ * limit (requests naming a policy, which only the cluster knows, are
+ * denied), and "throw" throws the UnavailableError. Such a decision is
+ * marked `degraded`.
  */
 export type FailurePolicy = "closed" | "open" | "local" | "throw";
 
@@ -35,6 +59,13 @@ export interface LimiterOptions {
   nodes: string[];
   /** The time one call may take, retries included, in ms. Default 2000. */
   timeoutMs?: number;
+  /**
+   * The time one attempt of a decision or a read may take when another
+   * node could answer it, in ms: a node that takes the call and does not
+   * answer costs this much, then the next node is tried. Default a third
+   * of the call's timeout. A request with `hold` gets its wait on top.
+   */
+  attemptTimeoutMs?: number;
   /** What to answer when the cluster cannot decide. Default "closed". */
   onFailure?: FailurePolicy;
   /** With "local": how many processes share each limit; each enforces 1/replicas of it. Default 1. */
@@ -47,7 +78,7 @@ export interface LimiterOptions {
   fetch?: typeof fetch;
   /** Called before each retry, for logs and metrics. */
   onRetry?: (event: RetryEvent) => void;
-  /** The local limiter's clock, in ms since the epoch. Default Date.now. */
+  /** This process's clock, in ms since the epoch: the local limiter's, and `resetAt`'s. Default Date.now. */
   clock?: () => number;
 }
 
@@ -84,8 +115,10 @@ export interface Decision extends AllowResponse {
    * the same computed from it, with X-Limitnode-Degraded: true.
    */
   headers: Record<string, string>;
-  /** The Retry-After of a denial in seconds (jittered by the cluster), else 0. */
+  /** The Retry-After of a denial in seconds (jittered by the cluster, at most a day), else 0. */
   retryAfterSeconds: number;
+  /** When the limit is fully available again, in ms since the epoch on this process's clock: the answer's arrival plus reset_after_ms. */
+  resetAt: number;
   /** The ID of the leader that decided, when the node said. */
   leader: string | undefined;
   /** The request_id the request was sent with. */
@@ -117,8 +150,11 @@ export const rateLimitHeaders = [
 /** How long the release that ends withLease may take, even after the caller's signal ended. */
 const leaseReleaseTimeoutMs = 5000;
 
+/** The most a node holds a request with `hold` (the server's MaxHoldWait), in ms. */
+const maxHoldMs = 5000;
+
 /** An answer that ended a call, with what the call went through to get it. */
-interface Answered {
+export interface Answered {
   status: number;
   headers: Headers;
   body: string;
@@ -127,10 +163,34 @@ interface Answered {
   retriedUnknown: boolean;
 }
 
-interface SendOptions extends CallOptions {
+/** How a call goes from node to node (see the retry rule at the top). */
+export interface CallKind {
+  /** The call may be sent again after an unknown outcome or a 503. */
   retryUnknown: boolean;
+  /** Each attempt gets attemptTimeoutMs when another node could answer: decisions and reads. */
+  bounded: boolean;
+  /** How long a node may hold the answer on purpose (hold), added to each attempt and to the call. */
+  heldMs?: number;
   requestId?: string;
 }
+
+/** Request is one call of the API whose answer, with a status in `ok`, `read` reads (and `finish` finishes, from the whole answer). */
+export type Request = <T, U = T>(
+  method: string,
+  path: string,
+  payload: unknown,
+  kind: CallKind,
+  ok: number[],
+  read: (body: unknown, status: number) => T,
+  options: CallOptions,
+  finish?: (value: T, a: Answered) => U,
+) => Promise<U>;
+
+/** The kinds of call: a decision, a read, and others that may or may not be sent again. */
+export const decisionCall: CallKind = { retryUnknown: true, bounded: true };
+export const readCall: CallKind = { retryUnknown: true, bounded: true };
+export const idempotentCall: CallKind = { retryUnknown: true, bounded: false };
+export const onceCall: CallKind = { retryUnknown: false, bounded: false };
 
 const monotonicMs = () => performance.now();
 
@@ -139,19 +199,24 @@ const ceilSeconds = (ms: number) => (ms <= 0 ? 0 : Math.ceil(ms / 1000));
 /** newRequestId names a request for the cluster's deduplication: 36 characters, within the 64 allowed. */
 const newRequestId = () => globalThis.crypto.randomUUID();
 
+/** goDuration spells ms as a Go duration, rounded down to the millisecond. */
+const goDuration = (ms: number) => `${Math.max(0, Math.floor(ms))}ms`;
+
 /**
- * Limiter asks a limitnode cluster for decisions and leases over its HTTP
- * API. One Limiter serves a whole process; it keeps no connection of its
- * own (fetch pools them) and remembers the node that answered last, to try
- * it first.
+ * Limiter asks a limitnode cluster for decisions, leases and settlements,
+ * and manages its keys, blocks and policies, over its HTTP API. One Limiter
+ * serves a whole process; it keeps no connection of its own (fetch pools
+ * them) and remembers the node that answered last, to try it first.
  */
 export class Limiter {
   private readonly nodes: string[];
   private readonly timeoutMs: number;
+  private readonly attemptTimeoutMs: number | undefined;
   private readonly policy: FailurePolicy;
   private readonly token: string | undefined;
   private readonly fetch: typeof fetch;
   private readonly onRetry: ((event: RetryEvent) => void) | undefined;
+  private readonly clock: () => number;
   private readonly local: LocalLimiter;
   private preferred = 0;
 
@@ -161,11 +226,13 @@ export class Limiter {
     }
     this.nodes = options.nodes.map(baseURL);
     this.timeoutMs = options.timeoutMs ?? 2000;
+    this.attemptTimeoutMs = options.attemptTimeoutMs;
     this.policy = options.onFailure ?? "closed";
     this.token = options.token;
     this.fetch = options.fetch ?? globalThis.fetch;
     this.onRetry = options.onRetry;
-    this.local = new LocalLimiter(options.replicas ?? 1, options.maxLocalKeys ?? 100_000, options.clock ?? Date.now);
+    this.clock = options.clock ?? Date.now;
+    this.local = new LocalLimiter(options.replicas ?? 1, options.maxLocalKeys ?? 100_000, this.clock);
   }
 
   /**
@@ -177,11 +244,13 @@ export class Limiter {
   async allow(req: AllowRequest, options: CallOptions = {}): Promise<Decision> {
     const requestId = req.request_id ?? newRequestId();
     try {
-      const a = await this.send("POST", "/v1/allow", { ...req, request_id: requestId }, { ...options, retryUnknown: true, requestId });
+      const kind = { ...decisionCall, requestId, heldMs: heldMs(req) };
+      const a = await this.send("POST", "/v1/allow", { ...req, request_id: requestId }, kind, options);
       if (a.status !== 200 && a.status !== 429) {
         throw LimitnodeError.fromBody(a.status, a.body);
       }
-      return decisionOf(JSON.parse(a.body) as AllowResponse, a.status, canonicalHeaders(a.headers), requestId, a.attempts, a.headers.get("x-limitnode-leader") ?? undefined);
+      const answer = readAnswer(a, (body) => readDecision(body, a.status));
+      return this.decisionOf(answer, a.status, canonicalHeaders(a.headers), requestId, a.attempts, a.headers.get("x-limitnode-leader") ?? undefined);
     } catch (error) {
       if (!(error instanceof UnavailableError) || this.policy === "throw") {
         throw error;
@@ -200,15 +269,12 @@ export class Limiter {
   async allowBatch(reqs: AllowRequest[], options: CallOptions = {}): Promise<Array<Decision | LimitnodeError>> {
     const requests = reqs.map((r) => ({ ...r, request_id: r.request_id ?? newRequestId() }));
     try {
-      const a = await this.send("POST", "/v1/allow/batch", { requests }, { ...options, retryUnknown: true, requestId: requests[0]?.request_id });
+      const a = await this.send("POST", "/v1/allow/batch", { requests }, { ...decisionCall, requestId: requests[0]?.request_id }, options);
       if (a.status !== 200) {
         throw LimitnodeError.fromBody(a.status, a.body);
       }
-      const { responses } = JSON.parse(a.body) as { responses: Array<BatchDecision | BatchError> };
-      if (responses.length !== requests.length) {
-        throw new UnavailableError(`limitnode: ${responses.length} answers to a batch of ${requests.length}`, { outcomeUnknown: true });
-      }
-      return responses.map((item, i) => batchItem(item, i, requests[i].request_id, a.attempts));
+      const responses = readAnswer(a, (body) => readBatch(body, requests.length));
+      return responses.map((item, i) => this.batchItem(item, i, requests[i].request_id, a.attempts));
     } catch (error) {
       if (!(error instanceof UnavailableError) || this.policy === "throw") {
         throw error;
@@ -224,6 +290,48 @@ export class Limiter {
   }
 
   /**
+   * wait asks for `req` with `max_wait` (maxWaitMs, rounded down to the
+   * millisecond) and, when it is admitted by reservation, sleeps the
+   * reservation's `wait_ms` before it returns, as Upstash's blockUntilReady
+   * and x/time/rate's Wait do: an answer with `allowed` true may go on at
+   * once. A request further than maxWaitMs away is denied at once. Token
+   * bucket, leaky bucket and GCRA only (another algorithm is a 400). An
+   * abort during the sleep is thrown; the reservation stays consumed.
+   */
+  async wait(req: AllowRequest, maxWaitMs: number, options: CallOptions = {}): Promise<Decision> {
+    const d = await this.allow({ ...req, max_wait: goDuration(maxWaitMs) }, options);
+    if (!d.allowed || !d.wait_ms) {
+      return d;
+    }
+    await sleep(d.wait_ms, options.signal);
+    return { ...d, wait_ms: 0 };
+  }
+
+  /**
+   * reserve asks for `req` as a reservation of its cost, the most the work
+   * may cost, to settle within `ttl` (a Go duration, 1s to 1h) with what
+   * it used. An admission answers a Reservation to settle when the work is
+   * done; a denial, or a decision of the failure policy, one with nothing
+   * to settle. Every check reserves the same cost; not with `max_wait`.
+   */
+  async reserve(req: AllowRequest, ttl: string, options: CallOptions = {}): Promise<Reservation> {
+    return new Reservation(await this.allow({ ...req, settle: { ttl } }, options), this);
+  }
+
+  /**
+   * settle settles the reservation `settlementId` (a decision's
+   * `settlement_id`) with `cost`, what the request used: what it did not
+   * use goes back, what it used beyond is charged (up to the policy's
+   * `max_debt`). While the outcome is unknown or the cluster answers 503,
+   * it asks again with the same cost within the timeout: a settlement made
+   * twice is answered once (`duplicate`) and charged once. Another cost is
+   * a 409 LimitnodeError; an unknown or ended reservation a 404.
+   */
+  async settle(settlementId: string, cost: number, options: CallOptions = {}): Promise<Settlement> {
+    return this.request("POST", "/v1/settle", { settlement_id: settlementId, cost }, idempotentCall, [200], (body) => readSettlement(body, "answer"), options);
+  }
+
+  /**
    * acquireLease asks for one of `max` concurrent slots of `key`. A refusal
    * (429) is a Lease with `granted` false. With `max_wait` the node holds
    * the call while the request waits in the queue: the call's timeout is
@@ -234,12 +342,10 @@ export class Limiter {
   async acquireLease(req: LeaseRequest, options: CallOptions = {}): Promise<Lease> {
     const wait = req.max_wait === undefined ? 0 : (durationMs(req.max_wait) ?? 0);
     const timeoutMs = (options.timeoutMs ?? this.timeoutMs) + wait;
-    const a = await this.send("POST", "/v1/leases", req, { ...options, timeoutMs, retryUnknown: false });
-    if (a.status !== 200 && a.status !== 429) {
-      throw LimitnodeError.fromBody(a.status, a.body);
-    }
-    const lease = JSON.parse(a.body) as LeaseGranted | LeaseDenied;
-    return { ...lease, retryAfterSeconds: a.status === 429 ? retryAfterOf(a.headers) : 0 };
+    return this.request("POST", "/v1/leases", req, onceCall, [200, 429], readLease, { ...options, timeoutMs }, (lease, a) => ({
+      ...lease,
+      retryAfterSeconds: a.status === 429 ? (retryAfterSeconds(a.headers.get("retry-after")) ?? 0) : 0,
+    }));
   }
 
   /**
@@ -248,11 +354,7 @@ export class Limiter {
    * status 404 and code not_found.
    */
   async renewLease(id: string, ttl: string, options: CallOptions = {}): Promise<LeaseGranted> {
-    const a = await this.send("POST", `/v1/leases/${encodeURIComponent(id)}/renew`, { ttl }, { ...options, retryUnknown: true });
-    if (a.status !== 200) {
-      throw LimitnodeError.fromBody(a.status, a.body);
-    }
-    return JSON.parse(a.body) as LeaseGranted;
+    return this.request("POST", `/v1/leases/${encodeURIComponent(id)}/renew`, { ttl }, idempotentCall, [200], (body, status) => readLease(body, status) as LeaseGranted, options);
   }
 
   /**
@@ -262,7 +364,7 @@ export class Limiter {
    * attempt, whose outcome was unknown, gave it back.
    */
   async releaseLease(id: string, options: CallOptions = {}): Promise<void> {
-    const a = await this.send("DELETE", `/v1/leases/${encodeURIComponent(id)}`, undefined, { ...options, retryUnknown: true });
+    const a = await this.send("DELETE", `/v1/leases/${encodeURIComponent(id)}`, undefined, idempotentCall, options);
     if (a.status === 200 || (a.status === 404 && a.retriedUnknown)) {
       return;
     }
@@ -333,6 +435,119 @@ export class Limiter {
     return outcome.value;
   }
 
+  /** getKey returns what the cluster holds of `key` under each limit, consuming nothing; a 404 LimitnodeError when it holds nothing. */
+  getKey(key: string, options: CallOptions = {}): Promise<KeyState> {
+    return admin.getKey(this.request, key, options);
+  }
+
+  /** listKeys returns a page of the live keys (sorted) that start with `prefix` and sort after `after`, up to `limit` (1 to 1,000, default 100), with their state. */
+  listKeys(page: admin.KeyListing = {}, options: CallOptions = {}): Promise<KeyPage> {
+    return admin.listKeys(this.request, page, options);
+  }
+
+  /** resetKey deletes `key`'s state under every limit, on every node (role admin), and returns how many limits it held state under; a 404 LimitnodeError when it held none. */
+  resetKey(key: string, options: CallOptions = {}): Promise<number> {
+    return admin.resetKey(this.request, key, options);
+  }
+
+  /** putBlock blocks `key` for `ttl` (a Go duration, 1s to 8784h) of cluster time, on every node and path, telling callers `reason` (role admin). A block the key had is replaced. */
+  putBlock(key: string, ttl: string, reason = "", options: CallOptions = {}): Promise<Block> {
+    return admin.putBlock(this.request, key, ttl, reason, options);
+  }
+
+  /** deleteBlock lifts `key`'s block and returns it as it was (role admin); a 404 LimitnodeError when the key is not blocked. */
+  deleteBlock(key: string, options: CallOptions = {}): Promise<Block> {
+    return admin.deleteBlock(this.request, key, options);
+  }
+
+  /** listBlocks returns a page of the blocked keys, sorted, after `after`, up to `limit` (1 to 1,000, default 100). */
+  listBlocks(page: admin.Listing = {}, options: CallOptions = {}): Promise<BlockPage> {
+    return admin.listBlocks(this.request, page, options);
+  }
+
+  /** putPolicy creates or replaces the policy `name` (role admin) and returns it as stored. */
+  putPolicy(name: string, policy: PolicyRequest, options: CallOptions = {}): Promise<Policy> {
+    return admin.putPolicy(this.request, name, policy, options);
+  }
+
+  /** getPolicy returns the policy `name` as the node has applied it, with its `version` and `shadow_denied`; a 404 LimitnodeError when there is none. */
+  getPolicy(name: string, options: CallOptions = {}): Promise<Policy> {
+    return admin.getPolicy(this.request, name, options);
+  }
+
+  /** listPolicies returns a page of the policies, sorted by name, after `after`, up to `limit`. */
+  listPolicies(page: admin.Listing = {}, options: CallOptions = {}): Promise<PolicyPage> {
+    return admin.listPolicies(this.request, page, options);
+  }
+
+  /** deletePolicy deletes the policy `name` (role admin); a 404 LimitnodeError when there is none. */
+  deletePolicy(name: string, options: CallOptions = {}): Promise<void> {
+    return admin.deletePolicy(this.request, name, options);
+  }
+
+  /**
+   * request makes one call that is not a decision: its answer, with a
+   * status in `ok`, read by `read` (and `finish`, which sees the whole
+   * answer); a 4xx is a LimitnodeError, any other status, an answer that is
+   * not one, or no answer an UnavailableError.
+   */
+  private readonly request: Request = async <T, U = T>(
+    method: string,
+    path: string,
+    payload: unknown,
+    kind: CallKind,
+    ok: number[],
+    read: (body: unknown, status: number) => T,
+    options: CallOptions,
+    finish?: (value: T, a: Answered) => U,
+  ): Promise<U> => {
+    const a = await this.send(method, path, payload, kind, options);
+    if (!ok.includes(a.status)) {
+      throw LimitnodeError.fromBody(a.status, a.body);
+    }
+    const value = readAnswer(a, (body) => read(body, a.status));
+    return finish ? finish(value, a) : (value as unknown as U);
+  };
+
+  /** decisionOf makes a Decision of an answer that arrived now. */
+  private decisionOf(
+    answer: AllowResponse,
+    status: number,
+    headers: Record<string, string>,
+    requestId: string,
+    attempts: number,
+    leader: string | undefined,
+  ): Decision {
+    return {
+      ...answer,
+      status: status === 200 ? 200 : 429,
+      headers,
+      retryAfterSeconds: answer.allowed ? 0 : (retryAfterSeconds(headers["Retry-After"] ?? null) ?? 0),
+      resetAt: this.clock() + answer.reset_after_ms,
+      leader,
+      requestId,
+      attempts,
+      degraded: false,
+      cause: undefined,
+    };
+  }
+
+  /**
+   * batchItem reads one answer of a batch. A batch answers no per-request
+   * headers, so a decision's are computed from its fields, as the cluster
+   * computes its own (without the policy's name, which the item lacks).
+   */
+  private batchItem(item: BatchDecision | BatchError, i: number, requestId: string, attempts: number): Decision | LimitnodeError {
+    if (item.status !== 200 && item.status !== 429) {
+      const e = item as BatchError;
+      const field = (e.field ?? "").replace(`requests[${i}]`, "").replace(/^\./, "") || undefined;
+      const where = field ? ` (${field})` : "";
+      return new LimitnodeError(`limitnode: ${e.status} ${e.code}${where}: ${e.error}`, e.status, e.code, field);
+    }
+    const { status, ...answer } = item as BatchDecision;
+    return this.decisionOf(answer, status, computedHeaders(answer), requestId, attempts, undefined);
+  }
+
   /** fallback is the failure policy's decision for req. */
   private fallback(req: AllowRequest, requestId: string, cause: UnavailableError): Decision {
     let answer: AllowResponse = { allowed: this.policy === "open", limit: 0, remaining: 0, reset_after_ms: 0, retry_after_ms: 0 };
@@ -341,31 +556,34 @@ export class Limiter {
     }
     const headers: Record<string, string> = { "X-Limitnode-Degraded": "true" };
     if (answer.limit > 0) {
-      headers["RateLimit-Limit"] = String(answer.limit);
-      headers["RateLimit-Remaining"] = String(answer.remaining);
-      headers["RateLimit-Reset"] = String(ceilSeconds(answer.reset_after_ms));
+      Object.assign(headers, computedHeaders(answer));
+    } else if (!answer.allowed) {
+      headers["Retry-After"] = "1";
     }
-    const decision = decisionOf(answer, answer.allowed ? 200 : 429, headers, requestId, 0, undefined);
-    if (!answer.allowed) {
-      decision.retryAfterSeconds = Math.max(ceilSeconds(answer.retry_after_ms), 1);
-      headers["Retry-After"] = String(decision.retryAfterSeconds);
-    }
+    const decision = this.decisionOf(answer, answer.allowed ? 200 : 429, headers, requestId, 0, undefined);
+    decision.retryAfterSeconds = answer.allowed ? 0 : Math.max(ceilSeconds(answer.retry_after_ms), 1);
     return { ...decision, degraded: true, cause };
   }
 
   /**
-   * send makes one call of the API: it tries the nodes in turn, starting
-   * with the one that answered last, until one answers or the timeout runs
-   * out, and returns the answer whatever its status (a 503 only when the
-   * call may not be retried). It throws an UnavailableError when no answer
-   * can be had, and the caller's abort reason when the caller aborts.
+   * send makes one call of the API as the retry rule at the top says: it
+   * tries the nodes in turn, starting with the one that answered last,
+   * until one answers or the timeout runs out, and returns the answer
+   * whatever its status (a 503 only when the call may not be retried). It
+   * throws an UnavailableError when no answer can be had, or the answer is
+   * malformed, and the caller's abort reason when the caller aborts.
    */
-  private async send(method: string, path: string, payload: unknown, o: SendOptions): Promise<Answered> {
+  private async send(method: string, path: string, payload: unknown, kind: CallKind, o: CallOptions): Promise<Answered> {
     const body = payload === undefined ? undefined : JSON.stringify(payload);
-    const deadline = monotonicMs() + (o.timeoutMs ?? this.timeoutMs);
+    const heldMs = kind.heldMs ?? 0;
+    const timeoutMs = (o.timeoutMs ?? this.timeoutMs) + heldMs;
+    const deadline = monotonicMs() + timeoutMs;
+    const perAttemptMs =
+      kind.retryUnknown && kind.bounded && this.nodes.length > 1 ? (this.attemptTimeoutMs ?? (o.timeoutMs ?? this.timeoutMs) / 3) + heldMs : Infinity;
     const start = this.preferred;
     let refusedInARow = 0;
     let unknownInARow = 0;
+    let unavailableInARow = 0;
     let retriedUnknown = false;
     let lastError: unknown;
     for (let attempt = 1; ; attempt++) {
@@ -375,7 +593,7 @@ export class Limiter {
       if (left <= 0) {
         throw new UnavailableError(`limitnode: no answer within the timeout: ${describe(lastError)}`, { outcomeUnknown: retriedUnknown, cause: lastError });
       }
-      const a = await exchange({ url: node + path, method, body, token: this.token, timeoutMs: left, signal: o.signal, fetch: this.fetch });
+      const a = await exchange({ url: node + path, method, body, token: this.token, timeoutMs: Math.min(left, perAttemptMs), signal: o.signal, fetch: this.fetch });
       if (o.signal?.aborted) {
         throw o.signal.reason;
       }
@@ -388,9 +606,12 @@ export class Limiter {
         continue;
       }
       refusedInARow = 0;
+      if (a.kind === "malformed") {
+        throw new UnavailableError(`${a.error.message} (from ${node})`, { outcomeUnknown: true, cause: a.error });
+      }
       if (a.kind === "unknown") {
         lastError = a.error;
-        if (!o.retryUnknown || deadline - monotonicMs() <= 0) {
+        if (!kind.retryUnknown || deadline - monotonicMs() <= 0) {
           throw new UnavailableError(`limitnode: the outcome is unknown: ${describe(a.error)}`, { outcomeUnknown: true, cause: a.error });
         }
         // The node that broke off may be gone: the next goes at once, and
@@ -398,59 +619,48 @@ export class Limiter {
         delayMs = unknownInARow === 0 ? 0 : Math.min(50 * 2 ** (unknownInARow - 1), 500);
         unknownInARow++;
       } else {
-        this.preferred = index;
-        if (a.status !== 503 || !o.retryUnknown) {
+        if (a.status !== 503 || !kind.retryUnknown) {
+          this.preferred = index;
           return { ...a, attempts: attempt, retriedUnknown };
         }
         lastError = LimitnodeError.fromBody(a.status, a.body);
-        delayMs = retryAfterOf(a.headers) * 1000 || 1000;
-        if (monotonicMs() + delayMs >= deadline) {
-          throw lastError;
+        // Another node may decide: it is asked at once. Once every node
+        // answered 503, the Retry-After is waited out.
+        if (++unavailableInARow >= this.nodes.length) {
+          unavailableInARow = 0;
+          delayMs = (retryAfterSeconds(a.headers.get("retry-after")) || 1) * 1000;
+          if (monotonicMs() + delayMs >= deadline) {
+            throw lastError;
+          }
         }
       }
       retriedUnknown = true;
-      this.onRetry?.({ node, attempt, requestId: o.requestId, reason: lastError, delayMs });
+      this.onRetry?.({ node, attempt, requestId: kind.requestId, reason: lastError, delayMs });
       await sleep(delayMs, o.signal);
     }
   }
 }
 
-/** decisionOf makes a Decision of an answer. */
-function decisionOf(
-  answer: AllowResponse,
-  status: number,
-  headers: Record<string, string>,
-  requestId: string,
-  attempts: number,
-  leader: string | undefined,
-): Decision {
-  const retryAfter = Number.parseInt(headers["Retry-After"] ?? "", 10);
-  return {
-    ...answer,
-    status: status === 200 ? 200 : 429,
-    headers,
-    retryAfterSeconds: answer.allowed || Number.isNaN(retryAfter) ? 0 : retryAfter,
-    leader,
-    requestId,
-    attempts,
-    degraded: false,
-    cause: undefined,
-  };
+/** readAnswer parses an answer's body and reads it, or throws an UnavailableError for an answer that is not one. */
+function readAnswer<T>(a: Answered, read: (body: unknown) => T): T {
+  try {
+    return read(parseJSON(a.body));
+  } catch (error) {
+    if (error instanceof MalformedAnswer) {
+      throw new UnavailableError(error.message, { outcomeUnknown: true, cause: error });
+    }
+    throw error;
+  }
 }
 
-/**
- * batchItem reads one answer of a batch. A batch answers no per-request
- * headers, so a decision's are computed from its fields, as the cluster
- * computes its own (without the policy's name, which the item lacks).
- */
-function batchItem(item: BatchDecision | BatchError, i: number, requestId: string, attempts: number): Decision | LimitnodeError {
-  if (item.status !== 200 && item.status !== 429) {
-    const e = item as BatchError;
-    const field = e.field.replace(`requests[${i}]`, "").replace(/^\./, "") || undefined;
-    const where = field ? ` (${field})` : "";
-    return new LimitnodeError(`limitnode: ${e.status} ${e.code}${where}: ${e.error}`, e.status, e.code, field);
-  }
-  const { status, ...answer } = item as BatchDecision;
+/** heldMs is how long a node may hold req on purpose: with `hold`, its `max_wait`, up to the node's bound. */
+function heldMs(req: AllowRequest): number {
+  if (!req.hold || req.max_wait === undefined) return 0;
+  return Math.min(durationMs(req.max_wait) ?? 0, maxHoldMs);
+}
+
+/** computedHeaders are the rate-limit headers of a decision no node sent headers for, computed from its fields. */
+function computedHeaders(answer: AllowResponse): Record<string, string> {
   const headers: Record<string, string> = {
     "RateLimit-Limit": String(answer.limit),
     "RateLimit-Remaining": String(answer.remaining),
@@ -459,7 +669,7 @@ function batchItem(item: BatchDecision | BatchError, i: number, requestId: strin
   if (!answer.allowed) {
     headers["Retry-After"] = String(Math.max(ceilSeconds(answer.retry_after_ms), 1));
   }
-  return decisionOf(answer, status, headers, requestId, attempts, undefined);
+  return headers;
 }
 
 /** canonicalHeaders picks the rate-limit headers of an answer, under their canonical names. */
@@ -470,12 +680,6 @@ function canonicalHeaders(headers: Headers): Record<string, string> {
     if (value !== null) out[name] = value;
   }
   return out;
-}
-
-/** retryAfterOf is an answer's Retry-After in seconds, or 0. */
-function retryAfterOf(headers: Headers): number {
-  const seconds = Number.parseInt(headers.get("retry-after") ?? "", 10);
-  return Number.isNaN(seconds) ? 0 : seconds;
 }
 
 function isNotFound(error: unknown): boolean {

@@ -2,7 +2,7 @@
 // request (the caller's mistake, never hidden by a failure policy), or the
 // cluster could not decide it (which a failure policy answers).
 
-import type { ErrorBody, LeaseDenied } from "./types.js";
+import type { LeaseDenied } from "./types.js";
 
 /**
  * LimitnodeError is an error answer of the API: `status` and the body's
@@ -25,21 +25,28 @@ export class LimitnodeError extends Error {
     this.field = field;
   }
 
-  /** fromBody is the error a node answered with status and body. */
+  /**
+   * fromBody is the error a node answered with status and body: a
+   * LimitnodeError for a 4xx, the request's refusal; an UnavailableError
+   * for anything else (a 5xx, or a status the API does not answer, such as
+   * a proxy's redirect), which means the cluster could not decide.
+   */
   static fromBody(status: number, body: string): LimitnodeError {
-    let parsed: Partial<ErrorBody> = {};
+    let parsed: unknown;
     try {
-      parsed = JSON.parse(body) as Partial<ErrorBody>;
+      parsed = JSON.parse(body);
     } catch {
-      parsed = { error: body };
+      parsed = undefined;
     }
-    const code = parsed.code ?? "unknown";
-    const field = parsed.field;
+    const fields = typeof parsed === "object" && parsed !== null ? (parsed as Record<string, unknown>) : {};
+    const text = (v: unknown) => (typeof v === "string" ? v : undefined);
+    const code = text(fields.code) ?? "unknown";
+    const field = text(fields.field);
     const where = field ? ` (${field})` : "";
-    const message = `limitnode: ${status} ${code}${where}: ${parsed.error ?? body}`;
-    return status >= 500
-      ? new UnavailableError(message, { status, code, field, outcomeUnknown: status === 503 })
-      : new LimitnodeError(message, status, code, field);
+    const message = `limitnode: ${status} ${code}${where}: ${text(fields.error) ?? body.slice(0, 200)}`;
+    return status >= 400 && status < 500
+      ? new LimitnodeError(message, status, code, field)
+      : new UnavailableError(message, { status, code, field, outcomeUnknown: status === 503 || status < 400 });
   }
 }
 

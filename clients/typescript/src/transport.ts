@@ -3,11 +3,17 @@
 // the next node as it is; one that may have reached a node has an unknown
 // outcome, and only a request the cluster deduplicates may be sent again.
 
+import { MalformedAnswer } from "./answers.js";
+
 /** Attempt is what one exchange came to. */
 export type Attempt =
   | { kind: "answer"; status: number; headers: Headers; body: string }
   | { kind: "notSent"; error: unknown }
-  | { kind: "unknown"; error: unknown };
+  | { kind: "unknown"; error: unknown }
+  | { kind: "malformed"; error: MalformedAnswer };
+
+/** The most of an answer's body a client reads: 8 MiB. A longer answer is malformed, read no further. */
+export const maxAnswerBytes = 8 << 20;
 
 /** The error codes of a connection that was never opened: nothing was sent. */
 const notSentCodes = new Set([
@@ -52,10 +58,12 @@ export interface Exchange {
 }
 
 /**
- * exchange sends one request and reads its whole answer. It never throws:
- * a failure is an Attempt of kind notSent or unknown. A request aborted by
- * its own timeout or by the caller's signal has an unknown outcome, since
- * it may already have been sent.
+ * exchange sends one request and reads its whole answer, at most
+ * maxAnswerBytes of it, within timeoutMs. It never throws: a failure is an
+ * Attempt of kind notSent, unknown or malformed. A request aborted by its
+ * own timeout or by the caller's signal has an unknown outcome, since it
+ * may already have been sent. A redirect is an answer like any other (the
+ * API never redirects these calls), not a place to send the request.
  */
 export async function exchange(x: Exchange): Promise<Attempt> {
   const timeout = AbortSignal.timeout(Math.max(1, Math.ceil(x.timeoutMs)));
@@ -65,14 +73,40 @@ export async function exchange(x: Exchange): Promise<Attempt> {
   if (x.token) headers.authorization = `Bearer ${x.token}`;
   let resp: Response;
   try {
-    resp = await x.fetch(x.url, { method: x.method, headers, body: x.body, signal });
+    resp = await x.fetch(x.url, { method: x.method, headers, body: x.body, signal, redirect: "manual" });
   } catch (error) {
     return wasNotSent(error) ? { kind: "notSent", error } : { kind: "unknown", error };
   }
   try {
-    return { kind: "answer", status: resp.status, headers: resp.headers, body: await resp.text() };
+    return { kind: "answer", status: resp.status, headers: resp.headers, body: await readBounded(resp) };
   } catch (error) {
+    if (error instanceof MalformedAnswer) return { kind: "malformed", error };
     return { kind: "unknown", error }; // the answer was cut off: decided, but we cannot tell how
+  }
+}
+
+/** readBounded reads a body as UTF-8, or throws a MalformedAnswer past maxAnswerBytes or for bytes that are not UTF-8. */
+async function readBounded(resp: Response): Promise<string> {
+  const declared = Number(resp.headers.get("content-length") ?? "0");
+  if (declared > maxAnswerBytes) {
+    await resp.body?.cancel();
+    throw new MalformedAnswer(`an answer of ${declared} bytes, over ${maxAnswerBytes}`);
+  }
+  if (resp.body === null) return "";
+  const chunks: Uint8Array[] = [];
+  let total = 0;
+  for await (const chunk of resp.body as unknown as AsyncIterable<Uint8Array>) {
+    total += chunk.byteLength;
+    if (total > maxAnswerBytes) {
+      await resp.body.cancel().catch(() => {});
+      throw new MalformedAnswer(`an answer over ${maxAnswerBytes} bytes`);
+    }
+    chunks.push(chunk);
+  }
+  try {
+    return new TextDecoder("utf-8", { fatal: true }).decode(Buffer.concat(chunks));
+  } catch {
+    throw new MalformedAnswer("an answer that is not UTF-8");
   }
 }
 

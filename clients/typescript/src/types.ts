@@ -26,3 +26,35 @@ export type LeaseGranted = Schemas["LeaseGranted"];
 export type LeaseDenied = Schemas["LeaseDenied"];
 /** The body of every error answer. */
 export type ErrorBody = Schemas["Error"];
+/** The body of POST /v1/settle. */
+export type SettleRequest = Schemas["SettleRequest"];
+/** The answer of a settlement. */
+export type Settlement = Schemas["Settlement"];
+/** What the cluster holds of one key: its state under each limit that has any. */
+export type KeyState = Schemas["KeyState"];
+/** A key's state under one limit. */
+export type KeyLimit = Schemas["KeyLimit"];
+/** A page of the live keys. */
+export type KeyPage = Schemas["KeyPage"];
+/** The answer of a key's reset. */
+export type KeyReset = Schemas["KeyReset"];
+/** A blocked key. */
+export type Block = Schemas["Block"];
+/** A page of the blocked keys. */
+export type BlockPage = Schemas["BlockPage"];
+/** A policy to store. */
+export type PolicyRequest = Schemas["PolicyRequest"];
+/** A stored policy. */
+export type Policy = Schemas["Policy"];
+/** A page of the policies. */
+export type PolicyPage = Schemas["PolicyList"];
+/** A policy's penalty: block a key it denies often. */
+export type Penalty = Schemas["Penalty"];
+/** Shares of a key's budget that every node decides from. */
+export type LocalShares = Schemas["LocalShares"];
+/** The decision of one check of a request. */
+export type CheckResult = Schemas["CheckResult"];
+/** What denied a request. */
+export type DeniedBy = Schemas["DeniedBy"];
+/** Why a block denied a request. */
+export type Blocked = Schemas["Blocked"];

@@ -44,6 +44,7 @@ describe("a three-node cluster", () => {
     assert.equal(d.degraded, false);
     assert.equal(d.attempts, 1);
     assert.equal(d.headers["RateLimit-Remaining"], "9");
+    assert.ok(Math.abs(d.resetAt - (Date.now() + d.reset_after_ms)) < 1000, `resetAt ${d.resetAt}, reset_after_ms ${d.reset_after_ms}`);
   });
 
   it("reports a denial as a 429 with the headers the cluster sent", async () => {
@@ -178,6 +179,140 @@ describe("a three-node cluster", () => {
       assert.equal((await get("/healthz")).status, 200); // not limited
     } finally {
       server.close();
+    }
+  });
+
+  it("reserves, then settles: the rest goes back, a repeat is answered once, another cost is refused", async () => {
+    const limiter = new Limiter({ nodes: cluster.addresses(), onFailure: "throw" });
+    await limiter.putPolicy("tokens", { limit: { rate: 3600, period: "1h", burst: 1000 }, max_debt: 100 });
+    const res = await limiter.reserve({ policy: "tokens", key: "acme", cost: 500 }, "1m");
+    assert.ok(res.decision.allowed && res.decision.settlement_id, `the reservation: ${JSON.stringify(res.decision)}`);
+    const s = await res.settle(120);
+    assert.ok(s !== null);
+    assert.deepEqual([s.reserved, s.cost, s.refunded, s.charged, s.duplicate], [500, 120, 380, 0, undefined]);
+    const left = (await limiter.allow({ policy: "tokens", key: "acme", cost: 0 })).remaining;
+    assert.ok(left >= 880 && left <= 900, `${left} left after the refund, want 880 and what refilled since`);
+    const again = await res.settle(120);
+    assert.equal(again?.duplicate, true);
+    assert.equal(again?.refunded, 380);
+    await assert.rejects(res.settle(130), (e: unknown) => e instanceof LimitnodeError && e.status === 409 && e.field === "settlement_id");
+    await assert.rejects(limiter.settle("s0.0", 1), (e: unknown) => e instanceof LimitnodeError && e.status === 404);
+
+    // More than reserved: charged into debt up to max_debt, the key denied until repaid.
+    const big = await limiter.reserve({ policy: "tokens", key: "bob", cost: 900 }, "1m");
+    const over = await big.settle(1300);
+    assert.ok(over !== null && over.charged >= 200 && over.charged + (over.forgiven ?? 0) === 400, JSON.stringify(over));
+    const denied = await limiter.allow({ policy: "tokens", key: "bob" });
+    assert.equal(denied.allowed, false);
+    assert.ok(denied.retryAfterSeconds >= 90, `Retry-After ${denied.retryAfterSeconds}`);
+
+    // A denied reservation has nothing to settle.
+    const none = await limiter.reserve({ policy: "tokens", key: "bob", cost: 1 }, "1m");
+    assert.equal(none.decision.allowed, false);
+    assert.equal(await none.settle(0), null);
+  });
+
+  it("waits for capacity: a reservation within max_wait is slept out, one beyond is denied at once", async () => {
+    const limiter = new Limiter({ nodes: cluster.addresses(), onFailure: "throw" });
+    const req = { key: "paced", limit: { algorithm: "gcra" as const, rate: 1, period: "2s", burst: 1 } };
+    const start = performance.now(); // before the burst: the next unit is due 2 s after it
+    assert.equal((await limiter.allow(req)).allowed, true);
+    const early = await limiter.wait(req, 1);
+    assert.equal(early.allowed, false);
+    const d = await limiter.wait(req, 3000);
+    const took = performance.now() - start;
+    assert.equal(d.allowed, true);
+    assert.equal(d.wait_ms, 0);
+    assert.ok(took >= 1990, `admitted ${took} ms after the burst; want 2 s`);
+    await assert.rejects(limiter.wait({ key: "window", limit: { algorithm: "fixed_window", rate: 1 } }, 1000), (e: unknown) => e instanceof LimitnodeError && e.field === "max_wait");
+  });
+
+  it("reads, lists and resets keys", async () => {
+    const limiter = new Limiter({ nodes: cluster.addresses(), onFailure: "throw" });
+    const limit = { rate: 10, period: "1h" };
+    await limiter.allow({ key: "keys:a", limit, cost: 3 });
+    await limiter.allow({ key: "keys:b", limit });
+    const a = await limiter.getKey("keys:a");
+    assert.equal(a.key, "keys:a");
+    assert.equal(a.limits.length, 1);
+    assert.equal(a.limits[0].remaining, 7);
+    assert.equal(a.limits[0].owner, undefined);
+    const page = await limiter.listKeys({ prefix: "keys:", limit: 1 });
+    assert.deepEqual(
+      page.keys.map((k) => k.key),
+      ["keys:a"],
+    );
+    assert.equal(page.next, "keys:a");
+    const rest = await limiter.listKeys({ prefix: "keys:", after: page.next });
+    assert.deepEqual(
+      rest.keys.map((k) => k.key),
+      ["keys:b"],
+    );
+    assert.equal(await limiter.resetKey("keys:a"), 1);
+    await assert.rejects(limiter.getKey("keys:a"), (e: unknown) => e instanceof LimitnodeError && e.status === 404);
+    assert.equal((await limiter.allow({ key: "keys:a", limit })).remaining, 9);
+    await assert.rejects(limiter.resetKey("keys:never"), (e: unknown) => e instanceof LimitnodeError && e.status === 404);
+  });
+
+  it("blocks a key on every node, lists it and lifts it", async () => {
+    const limiter = new Limiter({ nodes: cluster.addresses(), onFailure: "throw" });
+    const block = await limiter.putBlock("api-key:scraper", "10m", "scraping the catalogue");
+    assert.equal(block.key, "api-key:scraper");
+    assert.equal(block.reason, "scraping the catalogue");
+    assert.ok(block.ends_in_ms > 590_000 && Math.abs(block.until_unix_ms - block.since_unix_ms - 600_000) <= 1, JSON.stringify(block));
+    for (const addr of cluster.addresses()) {
+      const d = await new Limiter({ nodes: [addr], onFailure: "throw" }).allow({ key: "api-key:scraper", limit: { rate: 100, period: "1m" } });
+      assert.equal(d.allowed, false);
+      assert.equal(d.blocked?.reason, "scraping the catalogue");
+      assert.equal(d.denied_by?.cause, "block");
+    }
+    const page = await limiter.listBlocks({ limit: 100 });
+    assert.ok(page.blocks.some((b) => b.key === "api-key:scraper"));
+    const lifted = await limiter.deleteBlock("api-key:scraper");
+    assert.equal(lifted.reason, "scraping the catalogue");
+    assert.equal((await limiter.allow({ key: "api-key:scraper", limit: { rate: 100, period: "1m" } })).allowed, true);
+    await assert.rejects(limiter.deleteBlock("api-key:scraper"), (e: unknown) => e instanceof LimitnodeError && e.status === 404);
+    await assert.rejects(limiter.putBlock("k", "1ms"), (e: unknown) => e instanceof LimitnodeError && e.status === 400 && e.field === "ttl");
+  });
+
+  it("puts, reads, lists and deletes policies", async () => {
+    const limiter = new Limiter({ nodes: cluster.addresses(), onFailure: "throw" });
+    const put = await limiter.putPolicy("per-tenant", {
+      limit: { rate: 100, period: "1m" },
+      overrides: { "tenant=big": { rate: 1000, period: "1m" } },
+      key_template: "{tenant}:{route}",
+    });
+    assert.equal(put.name, "per-tenant");
+    assert.equal(put.limit.algorithm, "token_bucket");
+    const d = await limiter.allow({ policy: "per-tenant", dimensions: { tenant: "big", route: "/x" } });
+    assert.equal(d.limit, 1000);
+    const got = await limiter.getPolicy("per-tenant");
+    assert.ok((got.version ?? 0) > 0, `version ${got.version}`);
+    assert.equal(got.key_template, "{tenant}:{route}");
+    const page = await limiter.listPolicies({ limit: 1000 });
+    assert.ok(page.policies.some((p) => p.name === "per-tenant"));
+    await limiter.deletePolicy("per-tenant");
+    await assert.rejects(limiter.getPolicy("per-tenant"), (e: unknown) => e instanceof LimitnodeError && e.status === 404);
+    await assert.rejects(limiter.putPolicy("bad", { limit: { rate: 0 } }), (e: unknown) => e instanceof LimitnodeError && e.field === "limit.rate");
+  });
+
+  it("passes a node stopped with SIGSTOP within a third of the timeout, and keeps to the nodes that answer", async () => {
+    const [stopped, ...others] = await cluster.followers();
+    const leader = await cluster.leader();
+    await cluster.pause(stopped);
+    try {
+      const limiter = new Limiter({ nodes: [stopped.http, leader.http, ...others.map((n) => n.http)], onFailure: "closed", timeoutMs: 2000 });
+      for (let i = 0; i < 5; i++) {
+        const start = performance.now();
+        const d = await limiter.allow({ key: "behind-a-stopped-node", limit: { rate: 10, period: "1h" } });
+        const took = performance.now() - start;
+        assert.equal(d.degraded, false, `call ${i + 1}: degraded by ${d.cause}`);
+        assert.equal(d.remaining, 9 - i);
+        if (i === 0) assert.ok(took >= 600, `the first call took ${took} ms: it never waited for the stopped node`);
+        else assert.ok(took < 600, `call ${i + 1} took ${took} ms: it went back to the stopped node`);
+      }
+    } finally {
+      cluster.resume(stopped);
     }
   });
 

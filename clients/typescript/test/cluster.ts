@@ -4,7 +4,7 @@
 // failing test.
 
 import { spawn, spawnSync, type ChildProcess } from "node:child_process";
-import { mkdtempSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -160,6 +160,27 @@ export class Cluster {
   async kill(node: RunningNode): Promise<void> {
     node.process.kill("SIGKILL");
     await node.exited;
+  }
+
+  /**
+   * pause stops node with SIGSTOP: its kernel still takes connections, and
+   * nothing answers them. It returns once every thread of the node is
+   * stopped (the signal stops them one by one), where /proc tells.
+   */
+  async pause(node: RunningNode): Promise<void> {
+    node.process.kill("SIGSTOP");
+    const tasks = `/proc/${node.process.pid}/task`;
+    if (!existsSync(tasks)) return;
+    const state = (task: string) => {
+      const stat = readFileSync(`${tasks}/${task}/stat`, "utf8");
+      return stat[stat.lastIndexOf(")") + 2];
+    };
+    await waitFor(`${node.id} to stop`, async () => readdirSync(tasks).every((t) => state(t) === "T"), 10_000);
+  }
+
+  /** resume lets a paused node go on (SIGCONT). */
+  resume(node: RunningNode): void {
+    node.process.kill("SIGCONT");
   }
 
   /** stop ends every node still running and removes the data. */

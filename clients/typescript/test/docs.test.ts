@@ -76,7 +76,7 @@ describe("the documentation's examples", () => {
   });
 
   it("are there: each page has examples, each example says what it prints", () => {
-    assert.ok(examples.length >= 7, `${examples.length} examples`);
+    assert.ok(examples.length >= 10, `${examples.length} examples`);
     for (const ex of examples) {
       assert.ok(ex.prints.length > 0, `${ex.name} says nothing of what it prints`);
     }

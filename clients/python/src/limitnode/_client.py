@@ -1,17 +1,22 @@
-"""Limiter: the calls of the HTTP API (allow, allow/batch, leases) against
-several nodes, with one retry rule and one failure policy.
+"""Limiter: the calls of the HTTP API against several nodes, with one retry
+rule and one failure policy.
 
 The retry rule. A request that provably never left (the connection could
 not be opened) goes to the next node at once. A request whose outcome is
-unknown (the connection broke after it was sent, or a node answered 503
-with Retry-After) is sent again only when the cluster answers a repeat
-once: an allow carries a request_id (one is generated when the caller gives
-none), so the cluster answers a retry with the first decision and charges
-once; renewing and releasing a lease are idempotent. A lease acquire is not
-retried after an unknown outcome: a second acquire could take a second
-slot. Every retry stays within the call's timeout, and a 503's Retry-After
-is waited out before the next try, or the call gives up at once when the
-wait would outlast the timeout."""
+unknown (the node took it and did not answer in time, the connection broke
+after it was sent, or a node answered 503) is sent again only when the
+cluster answers a repeat once: an allow carries a request_id (one is
+generated when the caller gives none), so the cluster answers a retry with
+the first decision and charges once; a settlement names its reservation;
+renewing and releasing a lease, reads and puts are idempotent. A lease
+acquire and a deletion are not retried after an unknown outcome. A decision
+or a read gives each attempt a third of the call (``attempt_timeout``), so
+that a node that hangs costs that much, not the call. A 503 sends the
+request to the next node at once; once every node answered 503, its
+Retry-After is waited out before the next round, or the call gives up at
+once when the wait would outlast the timeout. Every retry stays within the
+call's timeout, and every attempt reads its whole answer (headers and body)
+within the time it was given."""
 
 from __future__ import annotations
 
@@ -25,15 +30,20 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, Iterator, List, Literal, Mapping, Optional, Sequence, Union
 from urllib.parse import quote
 
+from . import _answers
+from ._admin import Admin
+from ._calls import IDEMPOTENT_CALL, ONCE_CALL, CallKind
+from ._answers import MalformedAnswer, parse_json, read_batch, read_decision, read_lease
 from ._duration import duration_seconds
 from ._errors import LeaseLostError, LeaseRefusedError, LimitnodeError, UnavailableError
 from ._local import LocalLimiter
-from ._transport import Answer, NotSent, Pool, base_url
-from ._types import AllowRequest, Blocked, CheckResult, DeniedBy, LeaseRequest
+from ._transport import Answer, Malformed, NotSent, Pool, base_url
+from ._types import AllowRequest, Blocked, CheckResult, DeniedBy, LeaseRequest, Settlement
 
 FailurePolicy = Literal["closed", "open", "local", "raise"]
-"""What ``allow`` and ``allow_batch`` answer when the cluster cannot decide
-(no node reachable, a 503 or 500, the timeout): "closed" denies, "open"
+"""What ``allow``, ``allow_batch`` and ``wait`` answer when the cluster
+cannot decide (no node reachable, a 503 or 500, an answer that is not one,
+the timeout): "closed" denies, "open"
 allows, "local" decides with an in-process limiter that enforces this
 process's share of the limit (requests naming a policy, which only the
 cluster knows, are denied), and "raise" raises the UnavailableError. Such a
@@ -44,6 +54,9 @@ RATE_LIMIT_HEADERS = ("RateLimit-Limit", "RateLimit-Remaining", "RateLimit-Reset
 
 # How long the release that ends a lease block may take.
 _LEASE_RELEASE_TIMEOUT = 5.0
+
+# The most a node holds a request with hold (the server's MaxHoldWait), in seconds.
+_MAX_HOLD = 5.0
 
 
 @dataclass
@@ -66,7 +79,10 @@ class Decision:
     attempts: int = 0
     """How many HTTP attempts the call made; 0 for a degraded decision."""
     retry_after_seconds: int = 0
-    """The Retry-After of a denial in seconds (jittered by the cluster), else 0."""
+    """The Retry-After of a denial in seconds (jittered by the cluster, at most a day), else 0."""
+    reset_at: float = 0.0
+    """When the limit is fully available again, in seconds since the epoch on
+    the Limiter's clock: the answer's arrival plus reset_after_ms."""
     leader: Optional[str] = None
     """The ID of the leader that decided, when the node said."""
     wait_ms: int = 0
@@ -121,6 +137,25 @@ class RetryEvent:
     """How long the retry waits first, in seconds."""
 
 
+class Reservation:
+    """An admission to settle: its ``decision``, and what settles it."""
+
+    def __init__(self, decision: Decision, limiter: Limiter) -> None:
+        self.decision = decision
+        """An admission with a ``settlement_id``, or a denial (or the failure
+        policy's decision) with nothing to settle."""
+        self._limiter = limiter
+
+    def settle(self, used: int, *, timeout: Optional[float] = None) -> Optional[Settlement]:
+        """Settle the reservation with ``used``, what the work cost, as
+        Limiter.settle does (asking again with the same cost while the
+        outcome is unknown, charged once). A reservation with nothing to
+        settle answers None."""
+        if self.decision.settlement_id is None:
+            return None
+        return self._limiter.settle(self.decision.settlement_id, used, timeout=timeout)
+
+
 class HeldLease:
     """A lease held for a ``with`` block: ``lease`` as granted, and ``lost``,
     set when a renewal finds it gone; long work checks it."""
@@ -136,24 +171,39 @@ def _ceil_seconds(ms: int) -> int:
 
 
 def _retry_after_of(headers: Any) -> int:
+    return _answers.retry_after(headers.get("Retry-After")) or 0
+
+
+def _held(req: Mapping[str, Any]) -> float:
+    """How long a node may hold req on purpose: with hold, its max_wait, up to the node's bound."""
+    if not req.get("hold") or not isinstance(req.get("max_wait"), str):
+        return 0.0
+    return min(duration_seconds(req["max_wait"]) or 0.0, _MAX_HOLD)
+
+
+def _read(a: _Answered, read: Callable[[Any], Any]) -> Any:
+    """Parse an answer's body and read it; an answer that is not one is an UnavailableError."""
     try:
-        return int(headers.get("Retry-After", ""))
-    except ValueError:
-        return 0
+        return read(parse_json(a.body))
+    except MalformedAnswer as error:
+        raise UnavailableError(str(error), outcome_unknown=True) from error
 
 
 def _is_not_found(error: BaseException) -> bool:
     return isinstance(error, LimitnodeError) and error.status == 404 and error.code == "not_found"
 
 
-class Limiter:
-    """Asks a limitnode cluster for decisions and leases over its HTTP API.
+class Limiter(Admin):
+    """Asks a limitnode cluster for decisions, leases and settlements, and
+    manages its keys, blocks and policies, over its HTTP API.
 
     One Limiter serves a whole process, from any number of threads. It keeps
     a few connections alive to each node and remembers the node that
     answered last, to try it first. ``nodes`` are addresses ("127.0.0.1:7070")
     or base URLs ("https://limits.internal:7070"); any node answers every call.
-    ``timeout`` (seconds, default 2) bounds one call, retries included.
+    ``timeout`` (seconds, default 2) bounds one call, retries included;
+    ``attempt_timeout`` (default a third of it) bounds one attempt of a
+    decision or a read that another node could answer.
     """
 
     def __init__(
@@ -161,6 +211,7 @@ class Limiter:
         nodes: Sequence[str],
         *,
         timeout: float = 2.0,
+        attempt_timeout: Optional[float] = None,
         on_failure: FailurePolicy = "closed",
         replicas: int = 1,
         max_local_keys: int = 100_000,
@@ -175,10 +226,12 @@ class Limiter:
             raise ValueError(f"limitnode: on_failure {on_failure!r} is not one of closed, open, local, raise")
         self._nodes = [base_url(n) for n in nodes]
         self._timeout = timeout
+        self._attempt_timeout = attempt_timeout
         self._policy = on_failure
         self._token = token
         self._on_retry = on_retry
         self._pool = Pool(ssl_context)
+        self._clock = clock
         self._local = LocalLimiter(replicas, max_local_keys, clock)
         self._preferred = 0
 
@@ -200,11 +253,13 @@ class Limiter:
         request_id = req.get("request_id") or str(uuid.uuid4())
         body = dict(req, request_id=request_id)
         try:
-            a = self._send("POST", "/v1/allow", body, retry_unknown=True, timeout=timeout, request_id=request_id)
+            kind = CallKind(retry_unknown=True, bounded=True, held=_held(req), request_id=request_id)
+            a = self._send("POST", "/v1/allow", body, kind, timeout)
             if a.status not in (200, 429):
                 raise LimitnodeError.from_body(a.status, a.body)
+            answer = _read(a, lambda v: read_decision(v, a.status))
             headers = {name: a.headers[name] for name in RATE_LIMIT_HEADERS if name in a.headers}
-            return _decision(json.loads(a.body), a.status, headers, request_id, a.attempts, a.headers.get("X-Limitnode-Leader"))
+            return self._decision(answer, a.status, headers, request_id, a.attempts, a.headers.get("X-Limitnode-Leader"))
         except UnavailableError as error:
             if self._policy == "raise":
                 raise
@@ -219,13 +274,12 @@ class Limiter:
         requests: List[Dict[str, Any]] = [dict(r, request_id=r.get("request_id") or str(uuid.uuid4())) for r in reqs]
         first_id = requests[0]["request_id"] if requests else None
         try:
-            a = self._send("POST", "/v1/allow/batch", {"requests": requests}, retry_unknown=True, timeout=timeout, request_id=first_id)
+            kind = CallKind(retry_unknown=True, bounded=True, request_id=first_id)
+            a = self._send("POST", "/v1/allow/batch", {"requests": requests}, kind, timeout)
             if a.status != 200:
                 raise LimitnodeError.from_body(a.status, a.body)
-            responses = json.loads(a.body)["responses"]
-            if len(responses) != len(requests):
-                raise UnavailableError(f"limitnode: {len(responses)} answers to a batch of {len(requests)}", outcome_unknown=True)
-            return [_batch_item(item, i, requests[i]["request_id"], a.attempts) for i, item in enumerate(responses)]
+            responses = _read(a, lambda v: read_batch(v, len(requests)))
+            return [self._batch_item(item, i, requests[i]["request_id"], a.attempts) for i, item in enumerate(responses)]
         except UnavailableError as error:
             if self._policy == "raise":
                 raise
@@ -237,6 +291,41 @@ class Limiter:
                     out.append(refused)
             return out
 
+    def wait(self, req: AllowRequest, max_wait: float, *, timeout: Optional[float] = None) -> Decision:
+        """Ask for ``req`` with ``max_wait`` (seconds, rounded down to the
+        millisecond) and, when it is admitted by reservation, sleep the
+        reservation's ``wait_ms`` before returning, as Upstash's
+        block_until_ready and x/time/rate's Wait do: a decision with
+        ``allowed`` True may go on at once. A request further than max_wait
+        away is denied at once. Token bucket, leaky bucket and GCRA only
+        (another algorithm is a 400). The reservation is consumed when the
+        answer comes, sleep or no sleep."""
+        d = self.allow(dict(req, max_wait=f"{max(int(max_wait * 1000), 0)}ms"), timeout=timeout)  # type: ignore[misc]
+        if d.allowed and d.wait_ms > 0:
+            time.sleep(d.wait_ms / 1000)
+            d.wait_ms = 0
+        return d
+
+    def reserve(self, req: AllowRequest, ttl: str, *, timeout: Optional[float] = None) -> Reservation:
+        """Ask for ``req`` as a reservation of its cost, the most the work may
+        cost, to settle within ``ttl`` (a Go duration, 1s to 1h) with what it
+        used. An admission answers a Reservation to settle when the work is
+        done; a denial, or a decision of the failure policy, one with nothing
+        to settle. Every check reserves the same cost; not with max_wait."""
+        return Reservation(self.allow(dict(req, settle={"ttl": ttl}), timeout=timeout), self)  # type: ignore[misc]
+
+    def settle(self, settlement_id: str, cost: int, *, timeout: Optional[float] = None) -> Settlement:
+        """Settle the reservation ``settlement_id`` (a decision's
+        ``settlement_id``) with ``cost``, what the request used: what it did
+        not use goes back, what it used beyond is charged (up to the policy's
+        ``max_debt``). While the outcome is unknown or the cluster answers
+        503, it asks again with the same cost within the timeout: a
+        settlement made twice is answered once (``duplicate``) and charged
+        once. Another cost raises a LimitnodeError with status 409; an
+        unknown or ended reservation one with status 404."""
+        body = {"settlement_id": settlement_id, "cost": cost}
+        return self._request("POST", "/v1/settle", body, IDEMPOTENT_CALL, (200,), lambda v, _: _answers.SETTLEMENT(v, "answer"), timeout)
+
     def acquire_lease(self, req: LeaseRequest, *, timeout: Optional[float] = None) -> Lease:
         """Ask for one of ``max`` concurrent slots of ``key``. A refusal (429)
         is a Lease with ``granted`` False. With ``max_wait`` the node holds the
@@ -246,10 +335,10 @@ class Limiter:
         expires at its TTL)."""
         wait = duration_seconds(req["max_wait"]) if "max_wait" in req else 0
         total = (self._timeout if timeout is None else timeout) + (wait or 0)
-        a = self._send("POST", "/v1/leases", req, retry_unknown=False, timeout=total)
+        a = self._send("POST", "/v1/leases", req, ONCE_CALL, total)
         if a.status not in (200, 429):
             raise LimitnodeError.from_body(a.status, a.body)
-        lease = _lease(json.loads(a.body))
+        lease = _lease(_read(a, lambda v: read_lease(v, a.status)))
         if a.status == 429:
             lease.retry_after_seconds = _retry_after_of(a.headers)
         return lease
@@ -258,17 +347,15 @@ class Limiter:
         """Move the expiry of the held lease ``lease_id`` to ``ttl`` (a Go
         duration) from now. A lease no longer held raises a LimitnodeError
         with status 404 and code not_found."""
-        a = self._send("POST", f"/v1/leases/{quote(lease_id, safe='')}/renew", {"ttl": ttl}, retry_unknown=True, timeout=timeout)
-        if a.status != 200:
-            raise LimitnodeError.from_body(a.status, a.body)
-        return _lease(json.loads(a.body))
+        path = f"/v1/leases/{quote(lease_id, safe='')}/renew"
+        return self._request("POST", path, {"ttl": ttl}, IDEMPOTENT_CALL, (200,), lambda v, status: _lease(read_lease(v, status)), timeout)
 
     def release_lease(self, lease_id: str, *, timeout: Optional[float] = None) -> None:
         """Give the lease back, or take a waiting request with that ID out of
         its queue. A lease neither held nor waiting raises a LimitnodeError
         with status 404, except after a retry: then the first attempt, whose
         outcome was unknown, gave it back."""
-        a = self._send("DELETE", f"/v1/leases/{quote(lease_id, safe='')}", None, retry_unknown=True, timeout=timeout)
+        a = self._send("DELETE", f"/v1/leases/{quote(lease_id, safe='')}", None, IDEMPOTENT_CALL, timeout)
         if a.status == 200 or (a.status == 404 and a.retried_unknown):
             return
         raise LimitnodeError.from_body(a.status, a.body)
@@ -345,33 +432,92 @@ class Limiter:
         return Decision(
             allowed=allowed, limit=limit, remaining=remaining, reset_after_ms=reset_after_ms, retry_after_ms=retry_after_ms,
             status=200 if allowed else 429, headers=headers, request_id=request_id,
-            retry_after_seconds=retry_after, degraded=True, cause=cause,
+            retry_after_seconds=retry_after, reset_at=self._clock() + reset_after_ms / 1000, degraded=True, cause=cause,
         )
 
-    def _send(
+    def _request(
         self,
         method: str,
         path: str,
         payload: Optional[Mapping[str, Any]],
-        *,
-        retry_unknown: bool,
+        kind: CallKind,
+        ok: Sequence[int],
+        read: Callable[[Any, int], Any],
         timeout: Optional[float],
-        request_id: Optional[str] = None,
-    ) -> _Answered:
-        """Make one call of the API: try the nodes in turn, starting with the
-        one that answered last, until one answers or the timeout runs out,
-        and return the answer whatever its status (a 503 only when the call
-        may not be retried). Raise an UnavailableError when no answer can be
-        had."""
+    ) -> Any:
+        """Make one call that is not a decision and read its answer, whose
+        status must be in ok: a 4xx raises a LimitnodeError; any other
+        status, an answer that is not one, or no answer an UnavailableError."""
+        a = self._send(method, path, payload, kind, timeout)
+        if a.status not in ok:
+            raise LimitnodeError.from_body(a.status, a.body)
+        return _read(a, lambda v: read(v, a.status))
+
+    def _decision(
+        self, body: Mapping[str, Any], status: int, headers: Dict[str, str], request_id: str, attempts: int, leader: Optional[str]
+    ) -> Decision:
+        """A Decision of an answer that arrived now."""
+        allowed = body["allowed"]
+        return Decision(
+            allowed=allowed,
+            limit=body["limit"],
+            remaining=body["remaining"],
+            reset_after_ms=body["reset_after_ms"],
+            retry_after_ms=body["retry_after_ms"],
+            status=200 if status == 200 else 429,
+            headers=headers,
+            request_id=request_id,
+            attempts=attempts,
+            retry_after_seconds=0 if allowed else (_answers.retry_after(headers.get("Retry-After")) or 0),
+            reset_at=self._clock() + body["reset_after_ms"] / 1000,
+            leader=leader,
+            wait_ms=body.get("wait_ms", 0),
+            held_ms=body.get("held_ms", 0),
+            duplicate=body.get("duplicate", False),
+            checks=list(body.get("checks", [])),
+            blocked=body.get("blocked"),
+            denied_by=body.get("denied_by"),
+            settlement_id=body.get("settlement_id"),
+            share=body.get("share"),
+        )
+
+    def _batch_item(self, item: Mapping[str, Any], i: int, request_id: str, attempts: int) -> Union[Decision, LimitnodeError]:
+        """One answer of a batch. A batch answers no per-request headers, so a
+        decision's are computed from its fields."""
+        status = item["status"]
+        if status not in (200, 429):
+            field_name = item.get("field", "").replace(f"requests[{i}]", "", 1).lstrip(".") or None
+            where = f" ({field_name})" if field_name else ""
+            return LimitnodeError(f"limitnode: {status} {item['code']}{where}: {item['error']}", status, item["code"], field_name)
+        headers = {
+            "RateLimit-Limit": str(item["limit"]),
+            "RateLimit-Remaining": str(item["remaining"]),
+            "RateLimit-Reset": str(_ceil_seconds(item["reset_after_ms"])),
+        }
+        if not item["allowed"]:
+            headers["Retry-After"] = str(max(_ceil_seconds(item["retry_after_ms"]), 1))
+        return self._decision(item, status, headers, request_id, attempts, None)
+
+    def _send(self, method: str, path: str, payload: Optional[Mapping[str, Any]], kind: CallKind, timeout: Optional[float]) -> _Answered:
+        """Make one call of the API as the retry rule above says: try the
+        nodes in turn, starting with the one that answered last, until one
+        answers or the timeout runs out, and return the answer whatever its
+        status (a 503 only when the call may not be retried). Raise an
+        UnavailableError when no answer can be had, or the answer is
+        malformed."""
         body = None if payload is None else json.dumps(payload).encode()
         headers = {"Accept": "application/json"}
         if body is not None:
             headers["Content-Type"] = "application/json"
         if self._token:
             headers["Authorization"] = f"Bearer {self._token}"
-        deadline = time.monotonic() + (self._timeout if timeout is None else timeout)
+        call_timeout = self._timeout if timeout is None else timeout
+        deadline = time.monotonic() + call_timeout + kind.held
+        per_attempt = float("inf")
+        if kind.retry_unknown and kind.bounded and len(self._nodes) > 1:
+            per_attempt = (call_timeout / 3 if self._attempt_timeout is None else self._attempt_timeout) + kind.held
         start = self._preferred
-        refused_in_a_row = unknown_in_a_row = 0
+        refused_in_a_row = unknown_in_a_row = unavailable_in_a_row = 0
         retried_unknown = False
         last_error: Optional[BaseException] = None
         attempt = 0
@@ -382,7 +528,7 @@ class Limiter:
             left = deadline - time.monotonic()
             if left <= 0:
                 raise UnavailableError(f"limitnode: no answer within the timeout: {last_error}", outcome_unknown=retried_unknown)
-            a = self._pool.exchange(node, method, path, body, headers, left)
+            a = self._pool.exchange(node, method, path, body, headers, min(left, per_attempt))
             if isinstance(a, NotSent):
                 last_error = a.error
                 refused_in_a_row += 1
@@ -390,18 +536,26 @@ class Limiter:
                     raise UnavailableError(f"limitnode: no node reachable: {a.error}", outcome_unknown=retried_unknown) from a.error
                 continue
             refused_in_a_row = 0
+            if isinstance(a, Malformed):
+                raise UnavailableError(f"{a.error} (from {node})", outcome_unknown=True) from a.error
             if isinstance(a, Answer):
-                self._preferred = index
-                if a.status != 503 or not retry_unknown:
+                if a.status != 503 or not kind.retry_unknown:
+                    self._preferred = index
                     return _Answered(a.status, a.headers, a.body, attempt, retried_unknown)
                 error = LimitnodeError.from_body(a.status, a.body)
                 last_error = error
-                delay = _retry_after_of(a.headers) or 1
-                if time.monotonic() + delay >= deadline:
-                    raise error
+                # Another node may decide: it is asked at once. Once every
+                # node answered 503, the Retry-After is waited out.
+                delay = 0.0
+                unavailable_in_a_row += 1
+                if unavailable_in_a_row >= len(self._nodes):
+                    unavailable_in_a_row = 0
+                    delay = float(_retry_after_of(a.headers) or 1)
+                    if time.monotonic() + delay >= deadline:
+                        raise error
             else:
                 last_error = a.error
-                if not retry_unknown or time.monotonic() >= deadline:
+                if not kind.retry_unknown or time.monotonic() >= deadline:
                     raise UnavailableError(f"limitnode: the outcome is unknown: {a.error!r}", outcome_unknown=True) from a.error
                 # The node that broke off may be gone: the next goes at once,
                 # and only a run of failures backs off.
@@ -409,7 +563,7 @@ class Limiter:
                 unknown_in_a_row += 1
             retried_unknown = True
             if self._on_retry is not None:
-                self._on_retry(RetryEvent(node=node, attempt=attempt, request_id=request_id, reason=last_error, delay=delay))
+                self._on_retry(RetryEvent(node=node, attempt=attempt, request_id=kind.request_id, reason=last_error, delay=delay))
             time.sleep(delay)
 
 
@@ -423,55 +577,6 @@ class _Answered:
     attempts: int
     retried_unknown: bool
     """True when an earlier attempt's outcome was unknown."""
-
-
-def _decision(
-    body: Mapping[str, Any], status: int, headers: Dict[str, str], request_id: str, attempts: int, leader: Optional[str]
-) -> Decision:
-    allowed = bool(body["allowed"])
-    try:
-        retry_after = 0 if allowed else int(headers.get("Retry-After", "0"))
-    except ValueError:
-        retry_after = 0
-    return Decision(
-        allowed=allowed,
-        limit=body["limit"],
-        remaining=body["remaining"],
-        reset_after_ms=body["reset_after_ms"],
-        retry_after_ms=body["retry_after_ms"],
-        status=200 if status == 200 else 429,
-        headers=headers,
-        request_id=request_id,
-        attempts=attempts,
-        retry_after_seconds=retry_after,
-        leader=leader,
-        wait_ms=body.get("wait_ms", 0),
-        held_ms=body.get("held_ms", 0),
-        duplicate=body.get("duplicate", False),
-        checks=list(body.get("checks", [])),
-        blocked=body.get("blocked"),
-        denied_by=body.get("denied_by"),
-        settlement_id=body.get("settlement_id"),
-        share=body.get("share"),
-    )
-
-
-def _batch_item(item: Mapping[str, Any], i: int, request_id: str, attempts: int) -> Union[Decision, LimitnodeError]:
-    """One answer of a batch. A batch answers no per-request headers, so a
-    decision's are computed from its fields."""
-    status = item["status"]
-    if status not in (200, 429):
-        field_name = item.get("field", "").replace(f"requests[{i}]", "", 1).lstrip(".") or None
-        where = f" ({field_name})" if field_name else ""
-        return LimitnodeError(f"limitnode: {status} {item['code']}{where}: {item['error']}", status, item["code"], field_name)
-    headers = {
-        "RateLimit-Limit": str(item["limit"]),
-        "RateLimit-Remaining": str(item["remaining"]),
-        "RateLimit-Reset": str(_ceil_seconds(item["reset_after_ms"])),
-    }
-    if not item["allowed"]:
-        headers["Retry-After"] = str(max(_ceil_seconds(item["retry_after_ms"]), 1))
-    return _decision(item, status, headers, request_id, attempts, None)
 
 
 def _lease(body: Mapping[str, Any]) -> Lease:

@@ -24,20 +24,28 @@ class LimitnodeError(Exception):
 
     @staticmethod
     def from_body(status: int, body: bytes) -> LimitnodeError:
-        """The error a node answered with status and body: an UnavailableError for a 5xx."""
+        """The error a node answered with status and body: a LimitnodeError
+        for a 4xx, the request's refusal; an UnavailableError for anything
+        else (a 5xx, or a status the API does not answer, such as a proxy's
+        redirect), which means the cluster could not decide."""
         try:
             parsed = json.loads(body)
-            if not isinstance(parsed, dict):
-                raise ValueError("not an object")
-        except ValueError:
-            parsed = {"error": body.decode("utf-8", "replace")}
-        code = str(parsed.get("code", "unknown"))
-        field = parsed.get("field")
+        except (ValueError, RecursionError):
+            parsed = None
+        if not isinstance(parsed, dict):
+            parsed = {"error": body[:200].decode("utf-8", "replace")}
+
+        def text(name: str) -> Optional[str]:
+            value = parsed.get(name)
+            return value if isinstance(value, str) else None
+
+        code = text("code") or "unknown"
+        field = text("field")
         where = f" ({field})" if field else ""
-        message = f"limitnode: {status} {code}{where}: {parsed.get('error', '')}"
-        if status >= 500:
-            return UnavailableError(message, status=status, code=code, field=field, outcome_unknown=status == 503)
-        return LimitnodeError(message, status, code, field)
+        message = f"limitnode: {status} {code}{where}: {text('error') or ''}"
+        if 400 <= status < 500:
+            return LimitnodeError(message, status, code, field)
+        return UnavailableError(message, status=status, code=code, field=field, outcome_unknown=status == 503 or status < 400)
 
 
 class UnavailableError(LimitnodeError):

@@ -7,19 +7,34 @@ Connections are kept alive, a few per node. One taken from the pool is
 first checked for readability without waiting: an idle connection that
 has something to read is one the node closed (it restarted, or timed the
 connection out), and is replaced instead of being written to, which would
-leave the outcome unknown."""
+leave the outcome unknown.
+
+An exchange has one deadline for all of it: connecting, sending, the
+status line and headers, and the body. Every read from the socket waits at
+most what is left of it, so a node that drips its answer a byte at a time
+cannot stretch the call. The body is read up to MAX_ANSWER_BYTES: a longer
+answer is malformed, read no further."""
 
 from __future__ import annotations
 
+import functools
 import http.client
+import io
 import select
+import socket
 import ssl
 import threading
+import time
 from dataclasses import dataclass
-from typing import Dict, List, Optional, Union
+from typing import Any, Dict, List, Optional, Union
 from urllib.parse import urlsplit
 
+from ._answers import MalformedAnswer
+
 _POOL_PER_NODE = 8
+
+MAX_ANSWER_BYTES = 8 << 20
+"""The most of an answer's body a client reads: 8 MiB."""
 
 
 @dataclass
@@ -45,7 +60,49 @@ class Unknown:
     error: BaseException
 
 
-Attempt = Union[Answer, NotSent, Unknown]
+@dataclass
+class Malformed:
+    """The node answered something that is not an answer (over MAX_ANSWER_BYTES)."""
+
+    error: MalformedAnswer
+
+
+Attempt = Union[Answer, NotSent, Unknown, Malformed]
+
+
+class _DeadlineIO(io.RawIOBase):
+    """A socket's reading side that gives each read what is left until a
+    deadline. It holds the socket's file that http.client made (``held``),
+    and closes it when it closes: while a file of a socket is open, closing
+    the connection leaves the socket open for the answer to be read."""
+
+    def __init__(self, sock: socket.socket, deadline: float, held: io.IOBase) -> None:
+        super().__init__()
+        self._sock = sock
+        self._deadline = deadline
+        self._held = held
+
+    def close(self) -> None:
+        self._held.close()
+        super().close()
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        left = self._deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError("no whole answer within the timeout")
+        self._sock.settimeout(left)
+        return self._sock.recv_into(buffer)
+
+
+class _DeadlineResponse(http.client.HTTPResponse):
+    """An HTTPResponse that reads its status line, headers and body by a deadline."""
+
+    def __init__(self, sock: socket.socket, *args: Any, deadline: float, **kwargs: Any) -> None:
+        super().__init__(sock, *args, **kwargs)
+        self.fp = io.BufferedReader(_DeadlineIO(sock, deadline, self.fp))
 
 
 def base_url(address: str) -> str:
@@ -99,9 +156,10 @@ class Pool:
         return http.client.HTTPConnection(parts.hostname or "", parts.port or 80, timeout=timeout)
 
     def exchange(self, url: str, method: str, path: str, body: Optional[bytes], headers: Dict[str, str], timeout: float) -> Attempt:
-        """Send one request and read its whole answer, within timeout
-        seconds per blocking step. It never raises for the network: a failure
-        is a NotSent or an Unknown."""
+        """Send one request and read its whole answer, all of it within
+        timeout seconds. It never raises for the network: a failure is a
+        NotSent, an Unknown or a Malformed."""
+        deadline = time.monotonic() + timeout
         conn = self._take(url)
         if conn is None:
             conn = self._dial(url, timeout)
@@ -110,19 +168,38 @@ class Pool:
             except (OSError, http.client.HTTPException) as error:
                 conn.close()
                 return NotSent(error)
-        elif conn.sock is not None:
-            conn.sock.settimeout(timeout)
         try:
+            left = deadline - time.monotonic()
+            if conn.sock is None or left <= 0:
+                raise TimeoutError("no time left to send the request")
+            conn.sock.settimeout(left)
+            conn.response_class = functools.partial(_DeadlineResponse, deadline=deadline)  # type: ignore[assignment]
             conn.request(method, path, body=body, headers=headers)
             resp = conn.getresponse()
-            data = resp.read()
         except (OSError, http.client.HTTPException) as error:
             conn.close()
             return Unknown(error)
-        if resp.will_close:
-            conn.close()
-        else:
-            self._give_back(url, conn)
+        try:
+            return self._read(resp, url)
+        finally:
+            # A connection is reused only once its answer was read whole.
+            if resp.will_close or not resp.isclosed():
+                resp.close()
+                conn.close()
+            else:
+                self._give_back(url, conn)
+
+    @staticmethod
+    def _read(resp: http.client.HTTPResponse, url: str) -> Attempt:
+        """Read an answer's body, at most MAX_ANSWER_BYTES of it."""
+        try:
+            if resp.length is not None and resp.length > MAX_ANSWER_BYTES:
+                return Malformed(MalformedAnswer(f"an answer of {resp.length} bytes from {url}, over {MAX_ANSWER_BYTES}"))
+            data = resp.read(MAX_ANSWER_BYTES + 1)
+        except (OSError, http.client.HTTPException) as error:
+            return Unknown(error)
+        if len(data) > MAX_ANSWER_BYTES:
+            return Malformed(MalformedAnswer(f"an answer over {MAX_ANSWER_BYTES} bytes from {url}"))
         return Answer(resp.status, resp.headers, data)
 
     def close(self) -> None:

@@ -134,3 +134,137 @@ class DeniedBy(_DeniedByRequired, total=False):
 
     policy: str
     policy_version: int
+
+
+class _SettlementRequired(TypedDict):
+    settlement_id: str
+    reserved: int
+    cost: int
+    refunded: int
+    charged: int
+
+
+class Settlement(_SettlementRequired, total=False):
+    """The answer of a settlement: what was ``reserved``, the ``cost`` settled,
+    what was ``refunded`` or ``charged`` beyond the reservation (the least
+    over the request's checks), what the debt bound ``forgave``, the time
+    until a check left in debt admits again, and ``duplicate`` when this is
+    the answer of the same settlement made before."""
+
+    forgiven: int
+    retry_after_ms: int
+    duplicate: bool
+
+
+class _KeyLimitRequired(TypedDict):
+    limit: Limit
+    remaining: int
+    reset_after_ms: int
+
+
+class KeyLimit(_KeyLimitRequired, total=False):
+    """A key's state under one limit, as a request of cost 0 would be told
+    now; ``owner`` is the policy whose limit it is (``rls/<domain>`` for an
+    Envoy counter), absent for an inline limit."""
+
+    owner: str
+
+
+class KeyState(TypedDict):
+    """What the cluster holds of one key: its state under each limit that has any."""
+
+    key: str
+    limits: List[KeyLimit]
+
+
+class _KeyPageRequired(TypedDict):
+    keys: List[KeyState]
+
+
+class KeyPage(_KeyPageRequired, total=False):
+    """A page of the live keys, sorted; ``next``, when present, is where the next page starts (``after``)."""
+
+    next: str
+
+
+class _BlockRequired(TypedDict):
+    key: str
+    since_unix_ms: int
+    until_unix_ms: int
+    ends_in_ms: int
+
+
+class Block(_BlockRequired, total=False):
+    """A blocked key: why (``reason``), the policy whose ``penalty`` imposed
+    it if one did, the cluster times it began and ends (Unix ms), and the
+    time it has left."""
+
+    reason: str
+    penalty: str
+
+
+class _BlockPageRequired(TypedDict):
+    blocks: List[Block]
+
+
+class BlockPage(_BlockPageRequired, total=False):
+    """A page of the blocked keys, sorted; ``next``, when present, is where the next page starts."""
+
+    next: str
+
+
+class Penalty(TypedDict):
+    """Block a key the policy denies ``denials`` times within ``within`` of the
+    first, for ``block_for`` (Go durations)."""
+
+    denials: int
+    within: str
+    block_for: str
+
+
+class _PolicyRequestRequired(TypedDict):
+    limit: Limit
+
+
+class PolicyRequest(_PolicyRequestRequired, total=False):
+    """A policy to store: its ``limit``, per-key ``overrides``, ``shadow``
+    mode, a ``key_template`` whose {dimensions} a check fills in, a
+    ``penalty``, the ``max_debt`` a settlement may charge beyond empty, and
+    ``local_shares``."""
+
+    name: str
+    overrides: Dict[str, Limit]
+    shadow: bool
+    key_template: str
+    penalty: Penalty
+    max_debt: int
+    local_shares: LocalShares
+
+
+class _PolicyRequired(TypedDict):
+    name: str
+    limit: Limit
+    shadow: bool
+
+
+class Policy(_PolicyRequired, total=False):
+    """A stored policy, as the node has applied it: with its ``version`` (the
+    log index of its last change, which denials name) and ``shadow_denied``."""
+
+    overrides: Dict[str, Limit]
+    key_template: str
+    local_shares: LocalShares
+    shadow_denied: int
+    version: int
+    penalty: Penalty
+    max_debt: int
+
+
+class _PolicyPageRequired(TypedDict):
+    policies: List[Policy]
+
+
+class PolicyPage(_PolicyPageRequired, total=False):
+    """A page of the policies, sorted by name; ``next``, when present, is where the next page starts."""
+
+    next: str
