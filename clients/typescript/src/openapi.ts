@@ -136,7 +136,13 @@ export interface paths {
          * @description The share's unspent units are the key's again, as if never taken.
          *     A share that has ended, or is unknown, gives back nothing (`0`):
          *     returning twice is harmless. The key is named as in the allow
-         *     request that took the share.
+         *     request that took the share, and `id` exactly as the grant gave
+         *     it: it carries a secret that proves the caller holds the share.
+         *     Only the token that took a share may give it back (another is
+         *     refused with `403`), and never more than the share holds (`400`).
+         *     The answer comes once no node answers a denial the units given
+         *     back would admit (at most about a second), unless `background` is
+         *     `true`.
          */
         post: operations["returnShare"];
         delete?: never;
@@ -1082,9 +1088,15 @@ export interface components {
             limit?: components["schemas"]["Limit"];
             policy?: components["schemas"]["PolicyName"];
             dimensions?: components["schemas"]["Dimensions"];
+            /** @description The share's `id` exactly as the grant gave it. */
             id: string;
             /** Format: int64 */
             unspent: number;
+            /**
+             * @description No one waits for this answer (a holder giving back a share it
+             *     retired): answer as soon as the return is applied.
+             */
+            background?: boolean;
         };
         /**
          * @description A decision. Its numbers are those of the most restrictive check:
@@ -1141,7 +1153,10 @@ export interface components {
             settlement_id?: string;
             /** @description The share granted to `take_share`, when one was. */
             share?: {
-                /** @description Names the share to `POST /v1/shares/return`. */
+                /**
+                 * @description Names the share to `POST /v1/shares/return`, and proves the
+                 *     caller holds it: keep it secret, and give it back as it is.
+                 */
                 id: string;
                 /** Format: int64 */
                 units: number;
