@@ -183,7 +183,8 @@ type Config struct {
 	// but the cluster's. The node a request arrives at applies its own.
 	MaxLeasesPerCaller int64
 	// MaxRequestIDsPerCaller bounds the request IDs one caller (an API
-	// token; every caller is one without tokens) has remembered at once:
+	// token; without tokens there is one caller, bound by the cluster's
+	// fsm.MaxDedupEntries alone) has remembered at once:
 	// past it, its requests with new IDs are refused
 	// (contract.CodeResourceExhausted) until its older IDs reach the end of
 	// their five minutes, and no caller's IDs are ever forgotten early to

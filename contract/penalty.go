@@ -17,6 +17,11 @@ const (
 	// at once, for every penalty together; past it, a key denied for the
 	// first time is not counted until others' windows end.
 	MaxPenaltyCounters = 100_000
+	// MaxPenaltyCountersPerCaller bounds the counts one caller (an API
+	// token) opens, by the first denial of a key in a window, so that one
+	// caller cannot fill the cluster's and let the others' abusers escape
+	// their penalties. Without tokens every caller is one.
+	MaxPenaltyCountersPerCaller = MaxPenaltyCounters / 4
 )
 
 // Penalty blocks a key of a policy that is denied often: Denials denials

@@ -16,6 +16,11 @@ const (
 	// MaxSettlements bounds the reservations the cluster holds open, and
 	// the settled ones it remembers.
 	MaxSettlements = 100_000
+	// MaxSettlementsPerCaller bounds the reservations one caller (an API
+	// token) holds open, so that it takes four callers at their bound to
+	// fill the cluster's. Without tokens every caller is one, and the
+	// cluster's bound is its own.
+	MaxSettlementsPerCaller = MaxSettlements / 4
 	// MaxSettlementIDBytes bounds a settlement's ID.
 	MaxSettlementIDBytes = 64
 	// SettledMemory is how long, in cluster time, a settlement is

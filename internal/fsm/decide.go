@@ -27,9 +27,11 @@ func (f *FSM) applyAllow(cmd *AllowCommand) *Response {
 				continue
 			}
 		}
-		if req.Settle != nil && f.settles.full() {
-			resp.Results[i] = Result{Rejection: contract.Exhausted("the cluster holds its maximum of %d open reservations; settle some, or wait for them to end", contract.MaxSettlements), AtNanos: now}
-			continue
+		if req.Settle != nil {
+			if err := f.settles.refuseOpen(req.Scope); err != nil {
+				resp.Results[i] = Result{Rejection: err, AtNanos: now}
+				continue
+			}
 		}
 		resp.Results[i] = f.decide(now, req, cmd)
 		if req.Settle != nil && resp.Results[i].Allowed && resp.Results[i].Rejection == nil {
@@ -142,7 +144,7 @@ func (f *FSM) decide(now int64, req *Request, cmd *AllowCommand) Result {
 		if penalized(targets, res.Checks) {
 			// Each such denial must reach the log to be counted.
 			res.DenyForNanos = 0
-			f.penalize(now, targets, &res)
+			f.penalize(now, targets, &res, req.Scope)
 		}
 	}
 	return res

@@ -89,9 +89,10 @@ func (e *dedupEntry) answer(r *Request) Result {
 
 func quote(s string) string { return "\"" + s + "\"" }
 
-// The memory of request IDs belongs to its callers: each scope (an API
-// token) holds at most the leader's bound of IDs (AllowCommand's
-// MaxIDsPerCaller), and the whole state at most MaxDedupEntries. A new ID
+// The memory of request IDs belongs to its callers: each named scope (an
+// API token) holds at most the leader's bound of IDs (AllowCommand's
+// MaxIDsPerCaller), and the whole state at most MaxDedupEntries (without
+// tokens, every caller is the one unnamed scope, bound by the state's). A new ID
 // past either bound is refused; no ID is ever forgotten before its
 // DedupWindow to make room, so a flood of one caller's IDs never turns
 // another caller's retry into a second charge.
@@ -99,7 +100,7 @@ func quote(s string) string { return "\"" + s + "\"" }
 // refuseNewID returns the refusal of a new request ID of scope when its
 // scope, or the state, holds all the IDs it may; nil when it fits.
 func (f *FSM) refuseNewID(scope string, perCaller int64) *contract.Error {
-	if perCaller > 0 && int64(f.dedupPerScope[scope]) >= perCaller {
+	if scope != "" && perCaller > 0 && int64(f.dedupPerScope[scope]) >= perCaller {
 		return &contract.Error{Code: contract.CodeResourceExhausted, Field: "request_id", Message: fmt.Sprintf(
 			"this caller holds %d request IDs, the most one caller may: each is remembered for %s; send requests without request_id, or again later", perCaller, DedupWindow)}
 	}

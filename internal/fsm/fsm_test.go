@@ -389,6 +389,10 @@ func TestRequestIDsAreBoundedPerCaller(t *testing.T) {
 		{"mallory's retry of her first", t0 + 1, "mallory", "m-1", true, false, true},
 		{"alice's retry, after mallory's flood", t0 + 2, "alice", "payment-42", true, false, true},
 		{"alice's next", t0 + 2, "alice", "payment-43", true, false, false},
+		{"a caller without a token, the cluster's only bound", t0 + 2, "", "anon-1", true, false, false},
+		{"another without a token", t0 + 2, "", "anon-2", true, false, false},
+		{"a third", t0 + 2, "", "anon-3", true, false, false},
+		{"a fourth", t0 + 2, "", "anon-4", true, false, false},
 	}
 	for _, st := range steps {
 		r := send(st.at, st.scope, st.id)
@@ -400,8 +404,8 @@ func TestRequestIDsAreBoundedPerCaller(t *testing.T) {
 			t.Fatalf("%s: allowed %v duplicate %v, want %v %v", st.name, r.Allowed, r.Duplicate, st.admitted, st.duplicate)
 		}
 	}
-	if left := a.remaining(t0+2, one("k", l, 0).Checks[0]); left != 100-5 {
-		t.Errorf("%d left, want the 5 first admissions charged once each", left)
+	if left := a.remaining(t0+2, one("k", l, 0).Checks[0]); left != 100-9 {
+		t.Errorf("%d left, want the 9 first admissions charged once each", left)
 	}
 	if r := send(t0+int64(DedupWindow), "mallory", "m-5"); r.Rejection != nil {
 		t.Fatalf("mallory's, once her first IDs ended: %v", r.Rejection)

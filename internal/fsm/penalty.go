@@ -23,37 +23,43 @@ type penaltyKey struct {
 }
 
 // penaltyCount is the denials of one key in the window that ends at
-// endNanos.
+// endNanos, opened by the first denial's caller (its scope).
 type penaltyCount struct {
 	penaltyKey
 	endNanos, count int64
+	opener          string
 	index           int // in the table's expiry heap
 }
 
-// penaltyTable is the counts, by key and by the end of their window.
+// penaltyTable is the counts, by key and by the end of their window, and
+// how many each caller opened.
 type penaltyTable struct {
-	byKey  map[penaltyKey]*penaltyCount
-	expiry penaltyHeap
+	byKey    map[penaltyKey]*penaltyCount
+	expiry   penaltyHeap
+	byOpener map[string]int
 }
 
-func newPenaltyTable() *penaltyTable { return &penaltyTable{byKey: make(map[penaltyKey]*penaltyCount)} }
+func newPenaltyTable() *penaltyTable {
+	return &penaltyTable{byKey: make(map[penaltyKey]*penaltyCount), byOpener: make(map[string]int)}
+}
 
-// count adds a denial of k at now under p and reports whether it is the
-// one that reaches p's number (the count is then closed). A key not
-// counted yet is not counted while the table is full.
-func (t *penaltyTable) count(now int64, k penaltyKey, p *contract.Penalty) bool {
+// count adds a denial of k at now under p, by a request of scope, and
+// reports whether it is the one that reaches p's number (the count is then
+// closed). A key not counted yet is not counted while the table is full,
+// or while scope opened its most counts (a named caller's bound,
+// contract.MaxPenaltyCountersPerCaller).
+func (t *penaltyTable) count(now int64, k penaltyKey, p *contract.Penalty, scope string) bool {
 	c := t.byKey[k]
 	if c != nil && c.endNanos <= now {
 		t.remove(c)
 		c = nil
 	}
 	if c == nil {
-		if len(t.byKey) >= contract.MaxPenaltyCounters {
+		if !t.mayOpen(scope) {
 			return false
 		}
-		c = &penaltyCount{penaltyKey: k, endNanos: now + int64(p.Within)}
-		t.byKey[k] = c
-		heap.Push(&t.expiry, c)
+		t.add(&penaltyCount{penaltyKey: k, endNanos: now + int64(p.Within), opener: scope})
+		c = t.byKey[k]
 	}
 	c.count++
 	if c.count < p.Denials {
@@ -63,9 +69,25 @@ func (t *penaltyTable) count(now int64, k penaltyKey, p *contract.Penalty) bool 
 	return true
 }
 
+// mayOpen reports whether a count may be opened for scope.
+func (t *penaltyTable) mayOpen(scope string) bool {
+	return len(t.byKey) < contract.MaxPenaltyCounters && (scope == "" || t.byOpener[scope] < contract.MaxPenaltyCountersPerCaller)
+}
+
+func (t *penaltyTable) add(c *penaltyCount) {
+	t.byKey[c.penaltyKey] = c
+	heap.Push(&t.expiry, c)
+	t.byOpener[c.opener]++
+}
+
 func (t *penaltyTable) remove(c *penaltyCount) {
 	heap.Remove(&t.expiry, c.index)
 	delete(t.byKey, c.penaltyKey)
+	if t.byOpener[c.opener] <= 1 {
+		delete(t.byOpener, c.opener)
+	} else {
+		t.byOpener[c.opener]--
+	}
 }
 
 // expire deletes up to limit counts whose window has closed by now.
@@ -116,17 +138,17 @@ func penalized(targets []target, checks []CheckResult) bool {
 	return false
 }
 
-// penalize counts the denial in res of each denying target with a penalty,
-// and blocks the keys whose count it completes; res says whose penalty it
-// imposed.
-func (f *FSM) penalize(now int64, targets []target, res *Result) {
+// penalize counts the denial in res, of a request of scope, of each
+// denying target with a penalty, and blocks the keys whose count it
+// completes; res says whose penalty it imposed.
+func (f *FSM) penalize(now int64, targets []target, res *Result, scope string) {
 	for i := range targets {
 		t := &targets[i]
 		if t.penalty == nil || t.shadow || res.Checks[i].Decision.Allowed {
 			continue
 		}
 		owner := t.id.policy
-		if !f.penalties.count(now, penaltyKey{owner: owner, key: t.id.key}, t.penalty) {
+		if !f.penalties.count(now, penaltyKey{owner: owner, key: t.id.key}, t.penalty, scope) {
 			continue
 		}
 		until := now + int64(t.penalty.BlockFor)
@@ -139,10 +161,12 @@ func (f *FSM) penalize(now int64, targets []target, res *Result) {
 	}
 }
 
-// penaltyRecord is a count in a snapshot.
+// penaltyRecord is a count in a snapshot. Opener comes last: a snapshot
+// written before it restores counts opened by no named caller.
 type penaltyRecord struct {
 	Owner, Key      string
 	EndNanos, Count int64
+	Opener          string
 }
 
 func (f *FSM) restorePenalty(rec *penaltyRecord) error {
@@ -152,11 +176,9 @@ func (f *FSM) restorePenalty(rec *penaltyRecord) error {
 		return errors.New("bad owner or key")
 	case rec.Count < 1 || rec.Count >= contract.MaxPenaltyDenials || rec.EndNanos <= 0:
 		return errors.New("count or end out of range")
-	case f.penalties.byKey[k] != nil || len(f.penalties.byKey) >= contract.MaxPenaltyCounters:
+	case f.penalties.byKey[k] != nil || !f.penalties.mayOpen(rec.Opener) || len(rec.Opener) > contract.MaxScopeBytes:
 		return errors.New("repeated, or too many")
 	}
-	c := &penaltyCount{penaltyKey: k, endNanos: rec.EndNanos, count: rec.Count}
-	f.penalties.byKey[k] = c
-	heap.Push(&f.penalties.expiry, c)
+	f.penalties.add(&penaltyCount{penaltyKey: k, endNanos: rec.EndNanos, count: rec.Count, opener: rec.Opener})
 	return nil
 }

@@ -3,6 +3,7 @@ package fsm
 import (
 	"bytes"
 	"io"
+	"strconv"
 	"testing"
 	"time"
 
@@ -124,5 +125,51 @@ func TestAPenaltyOnTheRateLimitService(t *testing.T) {
 	key := rls.CounterKey("edge", q.RLS.Descriptors[0].Entries, nil)
 	if r.Blocked == nil || r.Blocked.Key != key || r.DeniedBy.Cause != contract.CausePenalty {
 		t.Fatalf("after the penalty: %+v", r)
+	}
+}
+
+// TestOneCallerCannotFillThePenaltyCounts: one token that is denied on a
+// different key each time opens at most its share of the cluster's
+// counts, so another token's abuser is still counted and blocked; a caller
+// without a token (every caller, then) has the cluster's bound only.
+func TestOneCallerCannotFillThePenaltyCounts(t *testing.T) {
+	t.Parallel()
+	a := newApplier(t)
+	a.put(contract.Policy{Name: "login", Limit: hourly(1), Penalty: &contract.Penalty{Denials: 2, Within: time.Hour, BlockFor: time.Hour}})
+	scoped := func(scope, key string) Request {
+		r := policyReq(key, "login", 1)
+		r.Scope = scope
+		return r
+	}
+	flood := func(scope string, keys int) {
+		for first := 0; first < keys; first += 1000 {
+			var reqs []Request
+			for i := first; i < min(first+1000, keys); i++ {
+				key := scope + "-" + strconv.Itoa(i)
+				reqs = append(reqs, scoped(scope, key), scoped(scope, key)) // admitted, then denied: a count opens
+			}
+			a.allow(t0, reqs...)
+		}
+	}
+	flood("mallory", contract.MaxPenaltyCountersPerCaller+10)
+	if got := a.fsm.penalties.byOpener["mallory"]; got != contract.MaxPenaltyCountersPerCaller {
+		t.Fatalf("mallory opened %d counts, want her bound of %d", got, contract.MaxPenaltyCountersPerCaller)
+	}
+	a.allow(t0, scoped("alice", "abuser"))
+	for i, want := range []string{"", "login"} {
+		if r := a.allow(t0, scoped("alice", "abuser"))[0]; r.Penalized != want {
+			t.Fatalf("alice's abuser, denial %d: penalized %q, want %q", i+1, r.Penalized, want)
+		}
+	}
+	flood("", contract.MaxPenaltyCountersPerCaller+10)
+	if got := a.fsm.penalties.byOpener[""]; got != contract.MaxPenaltyCountersPerCaller+10 {
+		t.Fatalf("callers without a token opened %d counts, want all %d (the cluster's bound only)", got, contract.MaxPenaltyCountersPerCaller+10)
+	}
+	restored := New(nil)
+	if err := restored.Restore(io.NopCloser(bytes.NewReader(mustSnapshot(t, a.fsm)))); err != nil {
+		t.Fatal(err)
+	}
+	if got := restored.penalties.byOpener["mallory"]; got != contract.MaxPenaltyCountersPerCaller {
+		t.Fatalf("after a snapshot mallory holds %d counts, want %d", got, contract.MaxPenaltyCountersPerCaller)
 	}
 }

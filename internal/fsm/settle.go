@@ -84,10 +84,12 @@ type settleTable struct {
 	byEnd    openHeap
 	settled  map[string]*settledRecord
 	byForget forgetHeap
+	// openPerScope counts the open reservations of each caller.
+	openPerScope map[string]int
 }
 
 func newSettleTable() *settleTable {
-	return &settleTable{open: make(map[string]*openSettlement), settled: make(map[string]*settledRecord)}
+	return &settleTable{open: make(map[string]*openSettlement), settled: make(map[string]*settledRecord), openPerScope: make(map[string]int)}
 }
 
 // settlementID names the reservation of request position of the entry at
@@ -99,6 +101,37 @@ func settlementID(index uint64, position int) string {
 // full reports whether the table holds as many open reservations as it
 // may.
 func (t *settleTable) full() bool { return len(t.open) >= contract.MaxSettlements }
+
+// refuseOpen returns the refusal of a new reservation of scope when the
+// cluster, or the caller (a named one: contract.MaxSettlementsPerCaller),
+// holds its most open reservations; nil when it fits.
+func (t *settleTable) refuseOpen(scope string) *contract.Error {
+	switch {
+	case t.full():
+		return contract.Exhausted("the cluster holds its maximum of %d open reservations; settle some, or wait for them to end", contract.MaxSettlements)
+	case scope != "" && t.openPerScope[scope] >= contract.MaxSettlementsPerCaller:
+		return contract.Exhausted("this caller holds %d open reservations, the most one caller may; settle some, or wait for them to end", contract.MaxSettlementsPerCaller)
+	}
+	return nil
+}
+
+// addOpen holds s open.
+func (t *settleTable) addOpen(s *openSettlement) {
+	t.open[s.id] = s
+	heap.Push(&t.byEnd, s)
+	t.openPerScope[s.scope]++
+}
+
+// removeOpen closes s, settled or ended.
+func (t *settleTable) removeOpen(s *openSettlement) {
+	heap.Remove(&t.byEnd, s.index)
+	delete(t.open, s.id)
+	if t.openPerScope[s.scope] <= 1 {
+		delete(t.openPerScope, s.scope)
+	} else {
+		t.openPerScope[s.scope]--
+	}
+}
 
 // remember records a settled (or ended) reservation, forgetting the oldest
 // remembered one when there are too many.
@@ -113,8 +146,7 @@ func (t *settleTable) remember(r *settledRecord) {
 // end ends an open reservation unsettled: it stays charged in full, and
 // is remembered as ended.
 func (t *settleTable) end(s *openSettlement) {
-	heap.Remove(&t.byEnd, s.index)
-	delete(t.open, s.id)
+	t.removeOpen(s)
 	t.remember(&settledRecord{id: s.id, scope: s.scope, ended: true, forgetAt: s.endNanos + int64(contract.SettledMemory),
 		result: contract.Settlement{ID: s.id, Reserved: s.reserved, Cost: s.reserved, AtNanos: s.endNanos}})
 }
@@ -154,8 +186,7 @@ func (f *FSM) openReservation(now int64, req *Request, res *Result, position int
 		s.targets = append(s.targets, settleTarget{id: t.id, limit: *t.limit, maxDebt: debt, version: version,
 			reservation: algorithms.Reserved(*t.limit, t.state, now, t.cost)})
 	}
-	f.settles.open[s.id] = s
-	heap.Push(&f.settles.byEnd, s)
+	f.settles.addOpen(s)
 	res.SettlementID = s.id
 }
 
@@ -197,8 +228,7 @@ func (f *FSM) applySettle(cmd *SettleCommand) any {
 		out.RetryAfterNanos = max(out.RetryAfterNanos, wait)
 	}
 	out.Forgiven = max(cmd.Cost-s.reserved-out.Charged, 0)
-	heap.Remove(&f.settles.byEnd, s.index)
-	delete(f.settles.open, s.id)
+	f.settles.removeOpen(s)
 	f.settles.remember(&settledRecord{id: s.id, scope: s.scope, cost: cmd.Cost, result: out, forgetAt: now + int64(contract.SettledMemory)})
 	return &SettleResult{Settlement: out}
 }
@@ -353,7 +383,7 @@ func (t *settleTable) records() (open []openSettlementRecord, settled []settledS
 }
 
 func (f *FSM) restoreOpenSettlement(rec *openSettlementRecord) error {
-	if rec.ID == "" || len(rec.ID) > contract.MaxSettlementIDBytes || f.settles.open[rec.ID] != nil || f.settles.full() ||
+	if rec.ID == "" || len(rec.ID) > contract.MaxSettlementIDBytes || f.settles.open[rec.ID] != nil || f.settles.refuseOpen(rec.Scope) != nil ||
 		len(rec.Targets) == 0 || len(rec.Targets) > contract.MaxChecks || rec.Reserved < 1 || rec.EndNanos <= 0 {
 		return errors.New("bad, repeated or too many")
 	}
@@ -373,8 +403,7 @@ func (f *FSM) restoreOpenSettlement(rec *openSettlementRecord) error {
 		s.targets = append(s.targets, settleTarget{id: id, limit: l, maxDebt: tr.MaxDebt, forfeit: tr.Forfeit, version: tr.Version,
 			reservation: algorithms.Reservation{AtNanos: tr.At, Units: tr.Units, TAT: tr.TAT, TATFrac: tr.Frac}})
 	}
-	f.settles.open[s.id] = s
-	heap.Push(&f.settles.byEnd, s)
+	f.settles.addOpen(s)
 	return nil
 }
 

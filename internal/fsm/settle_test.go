@@ -196,3 +196,45 @@ func TestSettleRejections(t *testing.T) {
 		t.Fatalf("max_debt on a window: %v", err)
 	}
 }
+
+// TestOneCallerCannotFillTheReservations: a token at its bound of open
+// reservations is refused another (resource_exhausted), while another
+// token still reserves; one settled frees a place.
+func TestOneCallerCannotFillTheReservations(t *testing.T) {
+	t.Parallel()
+	a := newApplier(t)
+	a.put(contract.Policy{Name: "tokens", Limit: algorithms.Limit{Rate: 1_000_000, PeriodNanos: int64(time.Hour), Burst: 1_000_000}})
+	scoped := func(scope string) Request {
+		r := reserve(policyReq("shared", "tokens", 1), time.Hour)
+		r.Scope = scope
+		return r
+	}
+	var first string
+	for opened := 0; opened < contract.MaxSettlementsPerCaller; opened += 1000 {
+		reqs := make([]Request, min(1000, contract.MaxSettlementsPerCaller-opened))
+		for i := range reqs {
+			reqs[i] = scoped("mallory")
+		}
+		for _, r := range a.allow(t0, reqs...) {
+			if !r.Allowed || r.SettlementID == "" {
+				t.Fatalf("mallory's reservation %d: %+v", opened, r)
+			}
+			if first == "" {
+				first = r.SettlementID
+			}
+		}
+	}
+	r := a.allow(t0, scoped("mallory"))[0]
+	if r.Rejection == nil || r.Rejection.Code != contract.CodeResourceExhausted || r.Allowed {
+		t.Fatalf("mallory's reservation past her bound: %+v, want it refused", r)
+	}
+	if r := a.allow(t0, scoped("alice"))[0]; !r.Allowed || r.SettlementID == "" {
+		t.Fatalf("alice's reservation while mallory is at her bound: %+v", r)
+	}
+	if _, ok := a.settle(t0+1, first, "mallory", 1).(*SettleResult); !ok {
+		t.Fatal("mallory could not settle her first reservation")
+	}
+	if r := a.allow(t0+1, scoped("mallory"))[0]; !r.Allowed {
+		t.Fatalf("mallory's reservation once one was settled: %+v", r)
+	}
+}

@@ -252,7 +252,7 @@ func (f *FSM) copyState() *snapshot {
 	}
 	s.audit = slices.Clone(f.audit.live())
 	for _, c := range f.penalties.byKey {
-		s.penalties = append(s.penalties, penaltyRecord{Owner: c.owner, Key: c.key, EndNanos: c.endNanos, Count: c.count})
+		s.penalties = append(s.penalties, penaltyRecord{Owner: c.owner, Key: c.key, EndNanos: c.endNanos, Count: c.count, Opener: c.opener})
 	}
 	s.settleOpen, s.settled = f.settles.records()
 	s.holders = f.shares.holders()
