@@ -61,9 +61,13 @@ func overTheLimit(l algorithms.Limit, adm []stamped) string {
 // every node, several times their budget, while the nemesis kills nodes
 // holding shares (kill -9: their unspent units are lost, never doubled),
 // cuts nodes off (a holder cut off keeps spending its share until it ends,
-// and not after), skews clocks and hands leadership over. What was
-// acknowledged as admitted, on every node together, must stay within each
-// key's limit, over every interval.
+// and not after), skews clocks and hands leadership over. Beside the
+// nodes, a caller holds shares itself (take_share): it spends part of each
+// until its deadline and gives the rest back; and a stranger gives back
+// shares it does not hold, by every id it can make, under another holder's
+// name or its own: each of its returns must give back nothing. What was
+// acknowledged as admitted, on every node and by the holder together, must
+// stay within each key's limit, over every interval.
 func TestSharesHoldTheLimitUnderFaults(t *testing.T) {
 	t.Parallel()
 	c := testcluster.Start(t, 3)
@@ -107,6 +111,14 @@ func TestSharesHoldTheLimitUnderFaults(t *testing.T) {
 			}
 		})
 	}
+	record := func(key string, at, cost int64) {
+		mu.Lock()
+		admitted[key] = append(admitted[key], stamped{at, cost})
+		mu.Unlock()
+	}
+	var lastShareID atomic.Uint64 // the latest share the holder took: what a stranger would guess
+	wg.Go(func() { holdShares(t, c, keys, stop, record, &lastShareID) })
+	wg.Go(func() { returnOthersShares(t, c, keys, stop, &lastShareID) })
 	rng := rand.New(rand.NewPCG(11, 13))
 	for deadline := time.Now().Add(8 * time.Second); time.Now().Before(deadline); {
 		time.Sleep(time.Duration(200+rng.IntN(300)) * time.Millisecond)
@@ -143,5 +155,95 @@ func TestSharesHoldTheLimitUnderFaults(t *testing.T) {
 	t.Logf("%d answered from shares", fromShares.Load())
 	if fromShares.Load() == 0 {
 		t.Error("no admission came from a share: the run did not exercise them")
+	}
+}
+
+// holder is the caller that holds shares itself in
+// TestSharesHoldTheLimitUnderFaults, as the Go client's LocalShares does:
+// its shares are asked with its own scope.
+const holder = "holder"
+
+// holdShares takes shares of keys through random nodes until stop, spends
+// part of each at random moments until its deadline (recording each unit
+// at the latest cluster time it may be spent at, as a node's answer from a
+// share does), and gives back what is left before the deadline.
+func holdShares(t *testing.T, c *testcluster.Cluster, keys []string, stop chan struct{}, record func(key string, at, cost int64), lastShareID *atomic.Uint64) {
+	rng := rand.New(rand.NewPCG(21, 23))
+	for {
+		select {
+		case <-stop:
+			return
+		default:
+		}
+		key, node := keys[rng.IntN(len(keys))], c.Nodes[rng.IntN(len(c.Nodes))].Node()
+		if node == nil {
+			time.Sleep(5 * time.Millisecond)
+			continue
+		}
+		check := contract.Check{Key: key, Limit: shareLimits[key], Cost: 1}
+		sentAt := time.Now()
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		d, err := node.Allow(ctx, contract.Request{Checks: []contract.Check{check}, Scope: holder, Share: &contract.ShareRequest{Units: 10, TTLNanos: int64(300 * time.Millisecond)}})
+		cancel()
+		if err != nil || !d.Allowed {
+			time.Sleep(5 * time.Millisecond)
+			continue
+		}
+		record(key, d.AtNanos, 1)
+		sh := d.Share
+		if sh == nil {
+			continue
+		}
+		lastShareID.Store(sh.Token.ID)
+		deadline := sentAt.Add(time.Duration(sh.SpendForNanos))
+		left := sh.Units
+		for spend := rng.Int64N(sh.Units + 1); spend > 0; spend-- {
+			time.Sleep(time.Duration(rng.Int64N(int64(20 * time.Millisecond))))
+			now := time.Now()
+			if !now.Before(deadline) {
+				break
+			}
+			e := int64(now.Sub(sentAt))
+			record(key, d.AtNanos+e+e/100, 1) // cluster time runs at most a hundredth ahead
+			left--
+		}
+		if left == 0 || !time.Now().Before(deadline) {
+			continue
+		}
+		ctx, cancel = context.WithTimeout(context.Background(), time.Second)
+		_, _ = node.ReturnShare(ctx, contract.ShareReturn{Check: check, Token: sh.Token, Unspent: left, Holder: holder, Background: true})
+		cancel()
+	}
+}
+
+// returnOthersShares gives back, until stop, shares it does not hold: the
+// holder's latest share and those around it, by the bare number with a
+// secret of its own, under the holder's name and its own. None may give
+// anything back.
+func returnOthersShares(t *testing.T, c *testcluster.Cluster, keys []string, stop chan struct{}, lastShareID *atomic.Uint64) {
+	rng := rand.New(rand.NewPCG(31, 37))
+	for {
+		select {
+		case <-stop:
+			return
+		case <-time.After(10 * time.Millisecond):
+		}
+		node := c.Nodes[rng.IntN(len(c.Nodes))].Node()
+		if node == nil || lastShareID.Load() == 0 {
+			continue
+		}
+		key := keys[rng.IntN(len(keys))]
+		guess := contract.ShareReturn{
+			Check:   contract.Check{Key: key, Limit: shareLimits[key]},
+			Token:   contract.ShareToken{ID: lastShareID.Load() + uint64(rng.IntN(3)), Secret: contract.NewShareSecret()},
+			Unspent: 10,
+			Holder:  []string{holder, "stranger"}[rng.IntN(2)],
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		units, err := node.ReturnShare(ctx, guess)
+		cancel()
+		if units != 0 {
+			t.Errorf("a stranger's return of share %d as %q gave back %d units (%v)", guess.Token.ID, guess.Holder, units, err)
+		}
 	}
 }
