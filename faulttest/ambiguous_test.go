@@ -3,11 +3,15 @@ package faulttest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/limitnode/limitnode/cluster"
 	"github.com/limitnode/limitnode/contract"
 
 	"github.com/limitnode/limitnode/algorithms"
@@ -68,5 +72,91 @@ func TestTimedOutRequestRetriedAcrossALeaderChangeIsChargedOnce(t *testing.T) {
 	c.WaitConverged()
 	if got := peek(t, leader, "charged-once", limit).Remaining; got != 7 {
 		t.Fatalf("%d left after one request of cost 3 and four retries, want 7", got)
+	}
+}
+
+// TestAnotherCallersFloodOfIDsNeverChargesARetryTwice: while one caller
+// floods the cluster with new request IDs far past its bound, and the
+// leader is killed and handed over, another caller sends payments, each
+// retried with its ID through any node until it has an answer. Every
+// payment is charged exactly once however its attempts went, none of them
+// is refused for the flood, and the flood is refused past its bound.
+func TestAnotherCallersFloodOfIDsNeverChargesARetryTwice(t *testing.T) {
+	t.Parallel()
+	const perCaller = 50
+	c := testcluster.Start(t, 3, testcluster.Options{Configure: func(cfg *cluster.Config) { cfg.MaxRequestIDsPerCaller = perCaller }})
+	limit := algorithms.Limit{Rate: 1000, PeriodNanos: int64(time.Hour), Burst: 1000}
+	stop := make(chan struct{})
+	var refused, sent atomic.Int64
+	var wg sync.WaitGroup
+	for flooder := range 4 {
+		wg.Go(func() {
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				node := c.Nodes[i%3].Node()
+				if node == nil {
+					time.Sleep(5 * time.Millisecond)
+					continue
+				}
+				sent.Add(1)
+				ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+				_, err := node.Allow(ctx, contract.Request{Scope: "mallory", RequestID: fmt.Sprintf("flood-%d-%d", flooder, i), Checks: []contract.Check{{Key: "flood", Limit: limit, Cost: 1}}})
+				cancel()
+				if e := contract.As(err); e != nil && e.Code == contract.CodeResourceExhausted && e.Field == "request_id" {
+					refused.Add(1)
+				}
+			}
+		})
+	}
+	for deadline := time.Now().Add(testcluster.WaitTimeout); refused.Load() == 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the flood was never refused: it did not reach its bound (%d sent)", sent.Load())
+		}
+	}
+	const payments = 40
+	for p := range payments {
+		if p == payments/3 {
+			if l := leaderOrNil(c); l != nil {
+				l.Kill()
+				defer l.Restart()
+			}
+		}
+		if p == 2*payments/3 {
+			if l := leaderOrNil(c); l != nil {
+				l.Stop()
+				l.Restart()
+			}
+		}
+		req := contract.Request{Scope: "alice", RequestID: fmt.Sprintf("payment-%d", p), Checks: []contract.Check{{Key: "payments", Limit: limit, Cost: 1}}}
+		for attempt := 0; ; attempt++ {
+			node := c.Nodes[(p+attempt)%3].Node()
+			if node == nil {
+				continue
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), time.Duration(50+attempt*50)*time.Millisecond)
+			d, err := node.Allow(ctx, req)
+			cancel()
+			if e := contract.As(err); e != nil {
+				t.Fatalf("payment %d refused: %v", p, e)
+			}
+			if err == nil {
+				if !d.Allowed {
+					t.Fatalf("payment %d denied: %+v", p, d)
+				}
+				break
+			}
+			if attempt > 200 {
+				t.Fatalf("payment %d has no answer after %d attempts: %v", p, attempt, err)
+			}
+		}
+	}
+	close(stop)
+	wg.Wait()
+	if got := peek(t, c.WaitLeader(), "payments", limit).Remaining; got != 1000-payments {
+		t.Fatalf("%d left after %d payments, want each charged once", got, payments)
 	}
 }
