@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/limitnode/limitnode/api/wire"
+	"github.com/limitnode/limitnode/internal/holdtime"
 	"github.com/limitnode/limitnode/internal/sharetable"
 )
 
@@ -137,7 +138,7 @@ func sharedDecision(grant Decision, since time.Duration, left int64) Decision {
 	d := grant
 	d.Allowed, d.RetryAfterMS, d.WaitMS, d.HeldMS, d.StatusCode = true, 0, 0, 0, http.StatusOK
 	d.Remaining = min(d.Remaining+left, d.Limit)
-	d.ResetAfterMS = max(d.ResetAfterMS-since.Milliseconds(), 0)
+	d.ResetAfterMS = holdtime.Shorten(d.ResetAfterMS*int64(time.Millisecond), since) / int64(time.Millisecond)
 	d.Leader, d.Shared = "", true
 	d.setHeadersFromFields()
 	return d

@@ -12,6 +12,7 @@ import (
 
 	"github.com/limitnode/limitnode/contract"
 	"github.com/limitnode/limitnode/internal/fsm"
+	"github.com/limitnode/limitnode/internal/holdtime"
 )
 
 // Deny leases: denials answered where they arrive, on any node, without a
@@ -43,10 +44,6 @@ const (
 	// DefaultDenyLeaseCap bounds a lease, and so how long a raising
 	// command waits before it is acknowledged.
 	DefaultDenyLeaseCap = time.Second
-	// denyLeaseMargin is given away at the end of every lease, for
-	// monotonic clocks that tick at slightly different rates on different
-	// machines.
-	denyLeaseMargin = time.Millisecond
 	// maxDenyLeases bounds a node's table: a flood over many keys keeps
 	// the leases that fit, and the others ask the leader as before.
 	maxDenyLeases = 1 << 16
@@ -309,7 +306,7 @@ func (t *denyLeases) lasts(res *fsm.Result) time.Duration {
 	if !repeatableDenial(res) || t.cap <= 0 {
 		return 0
 	}
-	return min(time.Duration(float64(res.DenyForNanos)/(1+t.rate))-denyLeaseMargin, t.cap)
+	return min(holdtime.Lasts(res.DenyForNanos, t.rate), t.cap)
 }
 
 // clear drops every lease a raise of key (every key, when "") may
@@ -336,9 +333,8 @@ func (t *denyLeases) clear(raised string) {
 // counts from plus elapsed, and what cluster time may run ahead (rate).
 func leasedDenial(r fsm.Result, elapsed time.Duration, rate float64) fsm.Result {
 	out := shortenedWaits(r, elapsed)
-	e := int64(elapsed)
-	out.AtNanos = r.DenyAtNanos + e + int64(float64(e)*rate)
-	out.DenyForNanos = max(r.DenyForNanos-e, 0)
+	out.AtNanos = holdtime.LatestClusterTime(r.DenyAtNanos, elapsed, rate)
+	out.DenyForNanos = holdtime.Shorten(r.DenyForNanos, elapsed)
 	out.DenyAtNanos = out.AtNanos
 	out.Leased = true
 	return out
@@ -350,12 +346,11 @@ func shortenedWaits(r fsm.Result, elapsed time.Duration) fsm.Result {
 	out := r
 	out.Checks = make([]fsm.CheckResult, len(r.Checks))
 	copy(out.Checks, r.Checks)
-	e := int64(elapsed)
 	for i := range out.Checks {
 		d := &out.Checks[i].Decision
-		d.ResetAfterNanos, d.RefillAfterNanos = max(d.ResetAfterNanos-e, 0), max(d.RefillAfterNanos-e, 0)
+		d.ResetAfterNanos, d.RefillAfterNanos = holdtime.Shorten(d.ResetAfterNanos, elapsed), holdtime.Shorten(d.RefillAfterNanos, elapsed)
 		if !d.Allowed {
-			d.RetryAfterNanos = max(d.RetryAfterNanos-e, int64(time.Millisecond))
+			d.RetryAfterNanos = holdtime.RetryAfter(d.RetryAfterNanos, elapsed)
 		}
 	}
 	return out
@@ -510,7 +505,7 @@ func (n *Node) waitOutLeases() {
 	}
 	// Shares (shares.go) are waited out as deny leases are: a share
 	// lasts at most contract.MaxShareTTL.
-	wait := n.leaseGrants.raiseWait(n.raft.CurrentTerm(), max(n.cfg.DenyLeaseCap, contract.MaxShareTTL)+denyLeaseMargin)
+	wait := n.leaseGrants.raiseWait(n.raft.CurrentTerm(), max(n.cfg.DenyLeaseCap, contract.MaxShareTTL)+holdtime.Margin)
 	if wait <= 0 {
 		return
 	}

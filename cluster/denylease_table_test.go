@@ -8,6 +8,7 @@ import (
 
 	"github.com/limitnode/limitnode/algorithms"
 	"github.com/limitnode/limitnode/internal/fsm"
+	"github.com/limitnode/limitnode/internal/holdtime"
 )
 
 // fakeNow is a clock a test moves by hand.
@@ -35,7 +36,7 @@ func TestDenyLeaseLengths(t *testing.T) {
 		result fsm.Result
 		want   time.Duration
 	}{
-		{"a short denial, less what cluster time may run ahead and the margin", denial(101 * time.Millisecond), 100*time.Millisecond - denyLeaseMargin},
+		{"a short denial, less what cluster time may run ahead and the margin", denial(101 * time.Millisecond), 100*time.Millisecond - holdtime.Margin},
 		{"a long denial, the cap", denial(time.Hour), time.Second},
 		{"a denial that says nothing of how long it holds", denial(0), 0},
 		{"an admission", fsm.Result{Allowed: true}, 0},

@@ -7,6 +7,7 @@ import (
 	"github.com/limitnode/limitnode/algorithms"
 	"github.com/limitnode/limitnode/contract"
 	"github.com/limitnode/limitnode/internal/fsm"
+	"github.com/limitnode/limitnode/internal/holdtime"
 	"github.com/limitnode/limitnode/internal/sharetable"
 )
 
@@ -122,7 +123,7 @@ func (n *Node) settleShare(key string, sentAt time.Time, ask *fsm.ShareAsk, res 
 // may be spent: its TTL in cluster time less what cluster time may run
 // ahead of real time (rate) and the margin.
 func spendFor(res *fsm.Result, rate float64) time.Duration {
-	return time.Duration(float64(res.Share.UntilNanos-res.AtNanos)/(1+rate)) - denyLeaseMargin
+	return holdtime.Lasts(res.Share.UntilNanos-res.AtNanos, rate)
 }
 
 // sharedAnswer is the admission a share gives since after its grant's
@@ -132,12 +133,11 @@ func spendFor(res *fsm.Result, rate float64) time.Duration {
 func sharedAnswer(grant fsm.Result, since time.Duration, left int64, rate float64) fsm.Result {
 	out := grant
 	out.Checks = []fsm.CheckResult{grant.Checks[0]}
-	e := int64(since)
 	d := &out.Checks[0].Decision
 	d.Allowed, d.RetryAfterNanos, d.WaitNanos = true, 0, 0
 	d.Remaining = min(d.Remaining+left, d.Limit)
-	d.ResetAfterNanos, d.RefillAfterNanos = max(d.ResetAfterNanos-e, 0), max(d.RefillAfterNanos-e, 0)
-	out.AtNanos = grant.AtNanos + e + int64(float64(e)*rate)
+	d.ResetAfterNanos, d.RefillAfterNanos = holdtime.Shorten(d.ResetAfterNanos, since), holdtime.Shorten(d.RefillAfterNanos, since)
+	out.AtNanos = holdtime.LatestClusterTime(grant.AtNanos, since, rate)
 	out.Share, out.Shared, out.DenyAtNanos, out.DenyForNanos = nil, true, 0, 0
 	return out
 }
