@@ -4,6 +4,8 @@
 package ratelimitheader
 
 import (
+	"math"
+	"math/bits"
 	"strconv"
 	"strings"
 	"time"
@@ -28,9 +30,13 @@ type Field struct{ Name, Value string }
 //   - draft-ietf-httpapi-ratelimit-headers-10's structured fields
 //     RateLimit-Policy: "<name>";q=<rate>;w=<period in seconds> and
 //     RateLimit: "<name>";r=<remaining>;t=<seconds until more quota>.
-//     The quota q is the limit's rate per period (what a bucket refills
-//     each period, not its burst), so a client that paces itself by it
-//     sends what the limit sustains. The name is an RFC 9651 String:
+//     The quota q is the limit's capacity, so that the remaining r never
+//     exceeds it, and the window w the time the limit takes to grant q
+//     at its rate: for the windows and a bucket whose burst is its rate,
+//     the rate per period; for a bucket of burst 100 refilling 10 a
+//     minute, q=100;w=600. Either way q/w is the rate the limit sustains,
+//     so a client that paces itself by it sends what the limit allows.
+//     The name is an RFC 9651 String:
 //     printable ASCII, with '"' and '\' escaped; any other byte (UTF-8
 //     of a name that is not ASCII, a control character) and '%' itself are
 //     written as %XX, so a strict parser never drops the field.
@@ -40,13 +46,30 @@ func Fields(policy string, d algorithms.Decision, rate, periodNanos int64) [5]Fi
 	limit := strconv.FormatInt(d.Limit, 10)
 	remaining := strconv.FormatInt(d.Remaining, 10)
 	name := sfString(policy)
+	quota, window := quotaWindow(d.Limit, rate, periodNanos)
 	return [5]Field{
 		{"RateLimit-Limit", limit},
 		{"RateLimit-Remaining", remaining},
 		{"RateLimit-Reset", strconv.FormatInt(CeilDiv(d.ResetAfterNanos, int64(time.Second)), 10)},
-		{"RateLimit-Policy", name + ";q=" + strconv.FormatInt(rate, 10) + ";w=" + strconv.FormatInt(CeilDiv(periodNanos, int64(time.Second)), 10)},
+		{"RateLimit-Policy", name + ";q=" + strconv.FormatInt(quota, 10) + ";w=" + strconv.FormatInt(CeilDiv(window, int64(time.Second)), 10)},
 		{"RateLimit", name + ";r=" + remaining + ";t=" + strconv.FormatInt(CeilDiv(d.RefillAfterNanos, int64(time.Second)), 10)},
 	}
+}
+
+// quotaWindow is RateLimit-Policy's quota and window (nanoseconds) for a
+// limit of capacity that grants rate per periodNanos: the capacity, over
+// the time the rate takes to grant it (no shorter than the period).
+func quotaWindow(capacity, rate, periodNanos int64) (quota, windowNanos int64) {
+	if capacity <= rate || rate <= 0 {
+		return max(rate, capacity), periodNanos
+	}
+	// capacity × period / rate, in 128 bits: both may be large.
+	hi, lo := bits.Mul64(uint64(capacity), uint64(periodNanos))
+	q, _ := bits.Div64(hi%uint64(rate), lo, uint64(rate))
+	if hi/uint64(rate) > 0 || q > math.MaxInt64 {
+		return capacity, math.MaxInt64
+	}
+	return capacity, int64(q)
 }
 
 // sfString is s as an RFC 9651 String item: quoted, '"' and '\\' escaped,

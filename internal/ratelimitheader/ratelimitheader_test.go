@@ -2,6 +2,7 @@ package ratelimitheader
 
 import (
 	"regexp"
+	"strconv"
 	"testing"
 	"time"
 
@@ -54,18 +55,30 @@ func TestRateLimitHeaderStrings(t *testing.T) {
 	}
 }
 
-// TestRateLimitPolicyAdvertisesTheRate: a token bucket of 100 a minute with
-// a burst of 10 lets a client send 100 a minute, so its quota is 100, not
-// the burst.
+// TestRateLimitPolicyAdvertisesTheRate: the policy's q/w is the rate the
+// limit sustains, and the remaining r never exceeds q. A token bucket of
+// 100 a minute with a burst of 10 lets a client send 100 a minute (q=100);
+// one of 10 a minute with a burst of 100 holds 100, refilled in ten
+// minutes (q=100;w=600, where q=10;w=60 beside r=99 contradicted itself).
 func TestRateLimitPolicyAdvertisesTheRate(t *testing.T) {
 	t.Parallel()
-	d := algorithms.Decision{Limit: 10, Remaining: 9}
-	f := Fields("per-key", d, 100, int64(time.Minute))
-	if f[3].Name != "RateLimit-Policy" || f[3].Value != `"per-key";q=100;w=60` {
-		t.Fatalf("%s: %s, want \"per-key\";q=100;w=60", f[3].Name, f[3].Value)
+	tests := []struct {
+		name              string
+		limit, remaining  int64
+		rate              int64
+		period            time.Duration
+		policy, rateLimit string
+	}{
+		{"a burst below the rate", 10, 9, 100, time.Minute, `"p";q=100;w=60`, `"p";r=9;t=0`},
+		{"a burst above the rate", 100, 99, 10, time.Minute, `"p";q=100;w=600`, `"p";r=99;t=0`},
+		{"a window", 60, 59, 60, time.Hour, `"p";q=60;w=3600`, `"p";r=59;t=0`},
+		{"a burst a third over the rate, rounded up", 4, 4, 3, time.Second, `"p";q=4;w=2`, `"p";r=4;t=0`},
 	}
-	if f[0].Value != "10" {
-		t.Fatalf("RateLimit-Limit %s, want the burst, 10", f[0].Value)
+	for _, tt := range tests {
+		f := Fields("p", algorithms.Decision{Limit: tt.limit, Remaining: tt.remaining}, tt.rate, int64(tt.period))
+		if f[3].Value != tt.policy || f[4].Value != tt.rateLimit || f[0].Value != strconv.FormatInt(tt.limit, 10) {
+			t.Errorf("%s: RateLimit-Policy %s, RateLimit %s, RateLimit-Limit %s; want %s, %s, %d", tt.name, f[3].Value, f[4].Value, f[0].Value, tt.policy, tt.rateLimit, tt.limit)
+		}
 	}
 }
 
