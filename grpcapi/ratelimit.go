@@ -231,11 +231,14 @@ func deniedByMetadata(d rls.Decision) *structpb.Struct {
 	return s
 }
 
-// untilReset is the time until a descriptor's limit is fully available:
-// for a fixed window, the end of the window (what envoyproxy/ratelimit
-// reports, whether or not the window holds hits).
+// untilReset is the time until a descriptor's limit resets: for the
+// windows, the end of the current window (what envoyproxy/ratelimit
+// reports, whether or not the window holds hits; a sliding counter's
+// previous window weighs less from then on, and it is never more than the
+// unit Envoy was told); for the others, until the limit is fully
+// available.
 func untilReset(dd *rls.DescriptorDecision, atNanos int64) int64 {
-	if dd.Algorithm == algorithms.FixedWindow && dd.PeriodNanos > 0 {
+	if (dd.Algorithm == algorithms.FixedWindow || dd.Algorithm == algorithms.SlidingWindowCounter) && dd.PeriodNanos > 0 {
 		return dd.PeriodNanos - atNanos%dd.PeriodNanos
 	}
 	return dd.Decision.ResetAfterNanos

@@ -305,3 +305,30 @@ func TestCallsNeedTheirRole(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// TestDurationUntilResetIsTheWindowsEnd: for the window algorithms, Envoy
+// is told when the current window ends (never more than its unit: a
+// sliding counter of a minute once said 71 s); for a bucket, when it is
+// full again.
+func TestDurationUntilResetIsTheWindowsEnd(t *testing.T) {
+	t.Parallel()
+	minute := int64(time.Minute)
+	at := 10*minute + 45*int64(time.Second) // 45 s into a minute's window
+	tests := []struct {
+		name      string
+		algorithm algorithms.Algorithm
+		resetAt   int64 // the decision's time until fully available
+		want      int64
+	}{
+		{"a fixed window", algorithms.FixedWindow, 0, 15 * int64(time.Second)},
+		{"a sliding window counter", algorithms.SlidingWindowCounter, 71 * int64(time.Second), 15 * int64(time.Second)},
+		{"a token bucket", algorithms.TokenBucket, 71 * int64(time.Second), 71 * int64(time.Second)},
+	}
+	for _, tt := range tests {
+		dd := &rls.DescriptorDecision{PeriodNanos: minute, Decision: algorithms.Decision{ResetAfterNanos: tt.resetAt}}
+		dd.Algorithm = tt.algorithm
+		if got := untilReset(dd, at); got != tt.want {
+			t.Errorf("%s: %v, want %v", tt.name, time.Duration(got), time.Duration(tt.want))
+		}
+	}
+}
