@@ -372,6 +372,7 @@ func (n *Node) decide(ctx context.Context, reqs []fsm.Request, inline []*contrac
 	var index []int
 	var keys, shareKeys []string // of the requests asked: the kind, when looked up; the key of a share ask
 	var probes []bool
+	var answered []int // answered here, from a lease or a share
 	leased, shared, changed := 0, 0, false
 	for i := range reqs {
 		r := &reqs[i]
@@ -382,15 +383,17 @@ func (n *Node) decide(ctx context.Context, reqs []fsm.Request, inline []*contrac
 			var ok bool
 			if out[i], ok, probing = t.answer(ctx, key); ok {
 				leased++
+				answered = append(answered, i)
 				continue
 			}
 		}
 		if cfg := n.sharesOf(r, inlineSharesAt(inline, i)); cfg != nil && !probing {
 			sk := requestKey(r)
-			res, answered, shareAsk := n.takeShare(ctx, sk, r, cfg)
-			if answered {
+			res, fromShare, shareAsk := n.takeShare(ctx, sk, r, cfg)
+			if fromShare {
 				out[i] = res
 				shared++
+				answered = append(answered, i)
 				continue
 			}
 			if shareAsk != nil {
@@ -406,6 +409,9 @@ func (n *Node) decide(ctx context.Context, reqs []fsm.Request, inline []*contrac
 	}
 	if shared > 0 {
 		n.metrics.shareAnswers.Add(float64(shared))
+	}
+	if !n.cfg.NoStats {
+		n.noteAnsweredHere(reqs, out, answered)
 	}
 	if len(ask) == 0 {
 		return out, "", nil

@@ -64,6 +64,10 @@ const (
 	opStats forwardOp = 14
 	// opCommand asks the leader to append Command, an encoded fsm command.
 	opCommand forwardOp = 16
+	// opLocalStats asks a member, from the leader, for the statistics of
+	// what it answered on its own (deny leases, shares; Top: how many
+	// heavy hitters).
+	opLocalStats forwardOp = 17
 )
 
 type forwardRequest struct {
@@ -212,7 +216,10 @@ func (n *Node) handleForward(req *forwardRequest) *forwardResponse {
 		if !n.isLeader() {
 			return &forwardResponse{Status: statusNotLeader}
 		}
-		st := n.stats.snapshot(min(max(req.Top, 0), contract.StatsTopCounters))
+		st := n.clusterStats(context.Background(), min(max(req.Top, 0), contract.StatsTopCounters))
+		return &forwardResponse{Stats: &st}
+	case opLocalStats:
+		st := n.answeredHere.snapshot(min(max(req.Top, 0), contract.StatsTopCounters))
 		return &forwardResponse{Stats: &st}
 	case opRegister:
 		if !n.isLeader() {

@@ -52,18 +52,21 @@ type Node struct {
 	restoreMu sync.Mutex
 	restoring atomic.Pointer[string]
 
-	clock       *clusterClock
-	metrics     *nodeMetrics
-	stats       *recorder
-	barrierTerm atomic.Uint64 // the term in which this node last ran a barrier as leader
-	health      healthView
-	quorumWait  atomic.Pointer[quorumWait] // what a node without a leader waits for (health.go)
-	checkpoints checkpoints
-	divergedAt  atomic.Uint64 // a checkpoint at which the leader found this node's state different, or 0
-	diskMu      sync.Mutex
-	diskErrV    error          // the last disk probe's failure, or nil
-	appends     *appendWatch   // the log store, watched for failed appends (appendwatch.go)
-	progress    leaderProgress // the leader's applied index as its pings said (lag.go)
+	clock   *clusterClock
+	metrics *nodeMetrics
+	stats   *recorder
+	// answeredHere records what this node answered on its own, from deny
+	// leases and shares, which no entry carries (stats.go).
+	answeredHere *recorder
+	barrierTerm  atomic.Uint64 // the term in which this node last ran a barrier as leader
+	health       healthView
+	quorumWait   atomic.Pointer[quorumWait] // what a node without a leader waits for (health.go)
+	checkpoints  checkpoints
+	divergedAt   atomic.Uint64 // a checkpoint at which the leader found this node's state different, or 0
+	diskMu       sync.Mutex
+	diskErrV     error          // the last disk probe's failure, or nil
+	appends      *appendWatch   // the log store, watched for failed appends (appendwatch.go)
+	progress     leaderProgress // the leader's applied index as its pings said (lag.go)
 	// removed is set while this node, once a member, is not in the
 	// configuration it knows; watchLeadership keeps it.
 	removed atomic.Bool
@@ -132,6 +135,7 @@ func Open(cfg Config) (*Node, error) {
 		stopCh:         make(chan struct{}),
 		metrics:        newNodeMetrics(),
 		stats:          newRecorder(),
+		answeredHere:   newRecorder(),
 		waiters:        newLeaseWaiters(),
 		denyLeases:     newDenyLeases(cfg.DenyLeaseCap, cfg.MaxClockRate, time.Now),
 		leaseQueueKick: make(chan struct{}, 1),
@@ -142,6 +146,7 @@ func Open(cfg Config) (*Node, error) {
 	if err := n.startRaft(); err != nil {
 		n.mux.Close()
 		n.stats.close()
+		n.answeredHere.close()
 		return nil, err
 	}
 	limit := load{requests: cfg.MaxBatchRequests, checks: cfg.MaxBatchChecks, bytes: maxFlushBytes}

@@ -318,3 +318,44 @@ func TestUnspentSharesCostTheKeyNothing(t *testing.T) {
 		})
 	}
 }
+
+// TestStatsCountWhatNodesAnsweredOnTheirOwn: a follower answers most of a
+// spent key's denials from a deny lease, and another key's admissions from
+// shares; the cluster's statistics, asked of any node, count every one of
+// them (the status page once showed 17 of 28 denials, the leader's).
+func TestStatsCountWhatNodesAnsweredOnTheirOwn(t *testing.T) {
+	t.Parallel()
+	c := testcluster.Start(t, 3)
+	c.WaitConverged()
+	follower := c.Followers()[0]
+	const spent = `{"key":"spent","limit":{"rate":1,"period":"1h"}}`
+	leased, denied := 0, 0
+	for range 28 {
+		a := post(t, follower.URL()+"/v1/allow", spent)
+		if !a.Allowed {
+			denied++
+		}
+		if a.header.Get("X-Limitnode-Leased") == "true" {
+			leased++
+		}
+	}
+	if leased == 0 {
+		t.Fatal("no denial came from a lease: the test did not exercise them")
+	}
+	for _, n := range c.Nodes {
+		status, st := do(t, "GET", n.URL()+"/v1/stats", "")
+		if status != 200 {
+			t.Fatalf("stats on %s: %d %v", n.ID, status, st)
+		}
+		top, _ := st["top_denied_keys"].([]any)
+		var counted float64
+		for _, e := range top {
+			if m := e.(map[string]any); m["name"] == "spent" {
+				counted = m["count"].(float64)
+			}
+		}
+		if int(counted) != denied {
+			t.Errorf("stats on %s count %v denials of the spent key, want all %d (%d from leases): %v", n.ID, counted, denied, leased, top)
+		}
+	}
+}

@@ -62,6 +62,7 @@ func (n *Node) shutdown(transfer bool) error {
 		n.fwd.close()
 		n.wg.Wait()
 		n.stats.close()
+		n.answeredHere.close()
 		if err := n.transport.Close(); err != nil {
 			errs = append(errs, fmt.Errorf("transport: %w", err))
 		}

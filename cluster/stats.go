@@ -3,6 +3,7 @@ package cluster
 import (
 	"cmp"
 	"context"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -233,23 +234,124 @@ func (r *recorder) collectors() []prometheus.Collector {
 
 // Stats returns the decisions of the cluster lately, with up to top heavy
 // hitters each (see contract.Stats); empty with Config.NoStats. They are
-// the leader's: it applies every entry, as every node does, and it alone
-// knows the denials it answered without an entry (fastdeny.go). A follower
-// asks the leader, and answers with its own when no leader answers. The
-// shares outstanding are those of the state this node applied.
+// the leader's (it applies every entry, as every node does, and it alone
+// knows the denials it answered without an entry: fastdeny.go) together
+// with what every member answered on its own, from deny leases and shares
+// (answeredHere), which the leader asks each for. A follower asks the
+// leader, and answers with its own when no leader answers. The shares
+// outstanding are those of the state this node applied.
 func (n *Node) Stats(ctx context.Context, top int) contract.Stats {
 	st := n.decisionStats(ctx, top)
 	st.Shares = n.fsm.OutstandingShares()
 	return st
 }
 
-// decisionStats is the leader's decision statistics, or this node's when
-// the leader does not answer.
+// decisionStats is the cluster's decision statistics as the leader
+// gathers them (clusterStats), or this node's when the leader does not
+// answer.
 func (n *Node) decisionStats(ctx context.Context, top int) contract.Stats {
 	if !n.isLeader() {
 		if resp, err := n.forwardToLeader(ctx, &forwardRequest{Op: opStats, Top: top}); err == nil && resp.Stats != nil {
 			return *resp.Stats
 		}
 	}
-	return n.stats.snapshot(top)
+	return n.clusterStats(ctx, top)
+}
+
+// localStatsTimeout bounds the leader's wait for a member's answers given
+// on its own.
+const localStatsTimeout = time.Second
+
+// clusterStats is what the leader's log decided, with what every member
+// answered on its own (its answeredHere, asked with opLocalStats); a member
+// that does not answer in time is left out.
+func (n *Node) clusterStats(ctx context.Context, top int) contract.Stats {
+	parts := []contract.Stats{n.stats.snapshot(contract.StatsTopCounters), n.answeredHere.snapshot(contract.StatsTopCounters)}
+	future := n.raft.GetConfiguration()
+	if future.Error() == nil {
+		ctx, cancel := context.WithTimeout(ctx, localStatsTimeout)
+		defer cancel()
+		var mu sync.Mutex
+		var wg sync.WaitGroup
+		for _, s := range future.Configuration().Servers {
+			if string(s.ID) == n.cfg.ID {
+				continue
+			}
+			wg.Go(func() {
+				resp, err := n.fwd.send(ctx, string(s.Address), &forwardRequest{Op: opLocalStats, Top: contract.StatsTopCounters})
+				if err == nil && resp.Stats != nil {
+					mu.Lock()
+					parts = append(parts, *resp.Stats)
+					mu.Unlock()
+				}
+			})
+		}
+		wg.Wait()
+	}
+	return mergeStats(parts, top)
+}
+
+// mergeStats adds statistics of disjoint decisions: per-second counts by
+// second, heavy hitters by name (each count's error adds up, as the
+// bounds do), up to top of each.
+func mergeStats(parts []contract.Stats, top int) contract.Stats {
+	var out contract.Stats
+	for _, p := range parts {
+		out.NowNanos = max(out.NowNanos, p.NowNanos)
+	}
+	last := out.NowNanos / int64(time.Second)
+	out.Seconds = make([]contract.SecondCount, contract.StatsHistorySeconds)
+	for i := range out.Seconds {
+		out.Seconds[i].UnixSecond = last - contract.StatsHistorySeconds + 1 + int64(i)
+	}
+	keys, policies := map[string]contract.TopCount{}, map[string]contract.TopCount{}
+	for _, p := range parts {
+		for _, sc := range p.Seconds {
+			if i := sc.UnixSecond - out.Seconds[0].UnixSecond; i >= 0 && i < int64(len(out.Seconds)) && sc.UnixSecond > 0 {
+				out.Seconds[i].Allowed += sc.Allowed
+				out.Seconds[i].Denied += sc.Denied
+			}
+		}
+		addTop(keys, p.TopDeniedKeys)
+		addTop(policies, p.TopDeniedPolicies)
+		out.TopErrorBound += p.TopErrorBound
+		out.Dropped += p.Dropped
+	}
+	out.TopDeniedKeys, out.TopDeniedPolicies = sortedTop(keys, top), sortedTop(policies, top)
+	return out
+}
+
+func addTop(into map[string]contract.TopCount, counts []contract.TopCount) {
+	for _, c := range counts {
+		t := into[c.Name]
+		t.Name, t.Count, t.Error = c.Name, t.Count+c.Count, t.Error+c.Error
+		into[c.Name] = t
+	}
+}
+
+// sortedTop is the n largest counts, most first (then by name).
+func sortedTop(counts map[string]contract.TopCount, n int) []contract.TopCount {
+	out := make([]contract.TopCount, 0, len(counts))
+	for _, c := range counts {
+		out = append(out, c)
+	}
+	slices.SortFunc(out, func(a, b contract.TopCount) int {
+		return cmp.Or(cmp.Compare(b.Count, a.Count), strings.Compare(a.Name, b.Name))
+	})
+	return out[:min(len(out), max(n, 0))]
+}
+
+// noteAnsweredHere records the answers this node gave reqs on its own
+// (from deny leases and shares: answered), for the cluster's statistics.
+func (n *Node) noteAnsweredHere(reqs []fsm.Request, out []fsm.Result, answered []int) {
+	if len(answered) == 0 || n.answeredHere == nil {
+		return
+	}
+	cmd := &fsm.AllowCommand{Requests: make([]fsm.Request, len(answered))}
+	resp := &fsm.Response{Results: make([]fsm.Result, len(answered))}
+	for j, i := range answered {
+		cmd.Requests[j], resp.Results[j] = reqs[i], out[i]
+		cmd.NowNanos = max(cmd.NowNanos, out[i].AtNanos)
+	}
+	n.answeredHere.record(cmd, resp)
 }
