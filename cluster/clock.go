@@ -138,9 +138,12 @@ func (c *clusterClock) idleFor() (d time.Duration, ok bool) {
 const timeTickEvery = 10 * time.Minute
 
 // watchTime appends a tick, on the leader, whenever no stamped entry has
-// been applied for timeTickEvery.
+// been applied for timeTickEvery, or none since this process started: after
+// a restart of every node, the first leader's tick brings every node's
+// reading of cluster time (estimate) to now within a second, instead of
+// the last stamp before the restart.
 func (n *Node) watchTime() {
-	n.onEachTick(time.Minute, func() {
+	n.onEachTick(time.Second, func() {
 		if idle, seen := n.clock.idleFor(); !n.isLeader() || (seen && idle < timeTickEvery) {
 			return
 		}

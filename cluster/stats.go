@@ -266,7 +266,9 @@ const localStatsTimeout = time.Second
 // answered on its own (its answeredHere, asked with opLocalStats); a member
 // that does not answer in time is left out.
 func (n *Node) clusterStats(ctx context.Context, top int) contract.Stats {
-	parts := []contract.Stats{n.stats.snapshot(contract.StatsTopCounters), n.answeredHere.snapshot(contract.StatsTopCounters)}
+	// The empty part is now: the seconds end at this node's reading of
+	// cluster time, not at the last decision.
+	parts := []contract.Stats{n.stats.snapshot(contract.StatsTopCounters), n.answeredHere.snapshot(contract.StatsTopCounters), {NowNanos: n.clock.estimate()}}
 	future := n.raft.GetConfiguration()
 	if future.Error() == nil {
 		ctx, cancel := context.WithTimeout(ctx, localStatsTimeout)
