@@ -396,11 +396,13 @@ class ClusterTest(unittest.TestCase):
         )
         holder.start()
 
-        # Traffic through every node while it happens.
+        # Traffic through every node while it happens: plain requests, which
+        # carry no request_id, so that each retry may have cost one unit more.
         stop = threading.Event()
         allowed: List[int] = []
         failures: List[BaseException] = []
-        traffic = self.limiter(nodes, timeout=20)
+        traffic_retries: List[RetryEvent] = []
+        traffic = self.limiter(nodes, timeout=20, on_retry=traffic_retries.append)
 
         def work() -> None:
             try:
@@ -433,7 +435,11 @@ class ClusterTest(unittest.TestCase):
         self.assertEqual(retries[0].node, f"http://{leader.http}")
         self.assertEqual({r.request_id for r in retries}, {d.request_id}, "a retry carried another request_id")
         self.assertEqual(spent(watcher, "held-counter"), 1, "the held request was charged more than once")
-        self.assertEqual(spent(watcher, "traffic"), len(allowed), "the traffic was charged other than once per allowed request")
+        traffic_spent = spent(watcher, "traffic")
+        self.assertTrue(
+            len(allowed) <= traffic_spent <= len(allowed) + len(traffic_retries),
+            f"the traffic spent {traffic_spent} for {len(allowed)} admitted with {len(traffic_retries)} retries",
+        )
 
     def test_18_a_cluster_without_a_quorum_is_answered_by_the_failure_policy(self) -> None:
         # One node of three left: it answers, but cannot decide.

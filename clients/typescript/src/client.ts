@@ -4,18 +4,22 @@
 // The retry rule. A request that provably never left (the connection could
 // not be opened) goes to the next node at once. A request whose outcome is
 // unknown (the node took it and did not answer in time, the connection
-// broke after it was sent, or a node answered 503) is sent again only when
-// the cluster answers a repeat once: an allow carries a request_id (one is
-// generated when the caller gives none), so the cluster answers a retry
-// with the first decision and charges once; a settlement names its
-// reservation; renewing and releasing a lease, reads and puts are
-// idempotent. A lease acquire and a deletion are not retried after an
-// unknown outcome. A decision or a read gives each attempt a third of the
-// call (attemptTimeoutMs), so that a node that hangs costs that much, not
-// the call. A 503 sends the request to the next node at once; once every
-// node answered 503, its Retry-After is waited out before the next round,
-// or the call gives up at once when the wait would outlast the timeout.
-// Every retry stays within the call's timeout.
+// broke after it was sent, or a node answered 503) is sent again when the
+// cluster answers a repeat once, or when a repeat costs at most a unit: an
+// allow with a request_id (the caller's, or one the Limiter gives a request
+// with max_wait or settle) is answered with the first decision and charged
+// once; a plain allow carries no request_id, so that nodes may answer its
+// denials from deny leases and a busy service does not fill its token's
+// memory of IDs, and its repeat may be charged once more when the first
+// node did decide it (a lost unit, never an admission past the limit); a
+// settlement names its reservation; renewing and releasing a lease, reads
+// and puts are idempotent. A lease acquire and a deletion are not retried
+// after an unknown outcome. A decision or a read gives each attempt a third
+// of the call (attemptTimeoutMs), so that a node that hangs costs that
+// much, not the call. A 503 sends the request to the next node at once;
+// once every node answered 503, its Retry-After is waited out before the
+// next round, or the call gives up at once when the wait would outlast the
+// timeout. Every retry stays within the call's timeout.
 
 import * as admin from "./admin.js";
 import { MalformedAnswer, parseJSON, readBatch, readDecision, readLease, readSettlement, retryAfterSeconds } from "./answers.js";
@@ -88,7 +92,7 @@ export interface RetryEvent {
   node: string;
   /** The attempt that failed, from 1. */
   attempt: number;
-  /** The request_id the retry carries (allow and allowBatch's first). */
+  /** The request_id the retry carries (allow's, allowBatch's first): undefined for a plain request, which carries none. */
   requestId: string | undefined;
   /** Why: the fetch error or the 503's LimitnodeError. */
   reason: unknown;
@@ -121,8 +125,14 @@ export interface Decision extends AllowResponse {
   resetAt: number;
   /** The ID of the leader that decided, when the node said. */
   leader: string | undefined;
-  /** The request_id the request was sent with. */
-  requestId: string;
+  /**
+   * The request_id the request was sent with: the caller's, or one of the
+   * Limiter's own for a request with `max_wait` or `settle`; undefined for
+   * a plain request, which is sent without one.
+   */
+  requestId: string | undefined;
+  /** True for a denial a node answered from a deny lease, repeating one the leader made moments before (X-Limitnode-Leased). */
+  leased: boolean;
   /** How many HTTP attempts the call made; 0 for a degraded decision. */
   attempts: number;
   /** True when the cluster could not decide and the failure policy answered. */
@@ -199,6 +209,20 @@ const ceilSeconds = (ms: number) => (ms <= 0 ? 0 : Math.ceil(ms / 1000));
 /** newRequestId names a request for the cluster's deduplication: 36 characters, within the 64 allowed. */
 const newRequestId = () => globalThis.crypto.randomUUID();
 
+/**
+ * requestIdOf is the request_id to send req with: the caller's, or one of
+ * the Limiter's own when req reserves (max_wait, settle), so that a retry
+ * after an unknown outcome is charged once; such a request is decided
+ * through the log anyway. A plain request gets none, so that a node may
+ * answer its denial from a deny lease, and a busy service does not spend
+ * its token's bounded memory of request IDs (a new ID past the bound is
+ * refused with a 503).
+ */
+function requestIdOf(req: AllowRequest): string | undefined {
+  if (req.request_id !== undefined) return req.request_id;
+  return req.max_wait !== undefined || req.settle !== undefined ? newRequestId() : undefined;
+}
+
 /** goDuration spells ms as a Go duration, rounded down to the millisecond. */
 const goDuration = (ms: number) => `${Math.max(0, Math.floor(ms))}ms`;
 
@@ -242,7 +266,7 @@ export class Limiter {
    * decide, the failure policy answers.
    */
   async allow(req: AllowRequest, options: CallOptions = {}): Promise<Decision> {
-    const requestId = req.request_id ?? newRequestId();
+    const requestId = requestIdOf(req);
     try {
       const kind = { ...decisionCall, requestId, heldMs: heldMs(req) };
       const a = await this.send("POST", "/v1/allow", { ...req, request_id: requestId }, kind, options);
@@ -250,7 +274,9 @@ export class Limiter {
         throw LimitnodeError.fromBody(a.status, a.body);
       }
       const answer = readAnswer(a, (body) => readDecision(body, a.status));
-      return this.decisionOf(answer, a.status, canonicalHeaders(a.headers), requestId, a.attempts, a.headers.get("x-limitnode-leader") ?? undefined);
+      const decision = this.decisionOf(answer, a.status, canonicalHeaders(a.headers), requestId, a.attempts, a.headers.get("x-limitnode-leader") ?? undefined);
+      decision.leased = a.headers.get("x-limitnode-leased") === "true";
+      return decision;
     } catch (error) {
       if (!(error instanceof UnavailableError) || this.policy === "throw") {
         throw error;
@@ -267,7 +293,7 @@ export class Limiter {
    * each request.
    */
   async allowBatch(reqs: AllowRequest[], options: CallOptions = {}): Promise<Array<Decision | LimitnodeError>> {
-    const requests = reqs.map((r) => ({ ...r, request_id: r.request_id ?? newRequestId() }));
+    const requests = reqs.map((r) => ({ ...r, request_id: requestIdOf(r) }));
     try {
       const a = await this.send("POST", "/v1/allow/batch", { requests }, { ...decisionCall, requestId: requests[0]?.request_id }, options);
       if (a.status !== 200) {
@@ -514,7 +540,7 @@ export class Limiter {
     answer: AllowResponse,
     status: number,
     headers: Record<string, string>,
-    requestId: string,
+    requestId: string | undefined,
     attempts: number,
     leader: string | undefined,
   ): Decision {
@@ -526,6 +552,7 @@ export class Limiter {
       resetAt: this.clock() + answer.reset_after_ms,
       leader,
       requestId,
+      leased: false,
       attempts,
       degraded: false,
       cause: undefined,
@@ -537,7 +564,7 @@ export class Limiter {
    * headers, so a decision's are computed from its fields, as the cluster
    * computes its own (without the policy's name, which the item lacks).
    */
-  private batchItem(item: BatchDecision | BatchError, i: number, requestId: string, attempts: number): Decision | LimitnodeError {
+  private batchItem(item: BatchDecision | BatchError, i: number, requestId: string | undefined, attempts: number): Decision | LimitnodeError {
     if (item.status !== 200 && item.status !== 429) {
       const e = item as BatchError;
       const field = (e.field ?? "").replace(`requests[${i}]`, "").replace(/^\./, "") || undefined;
@@ -549,7 +576,7 @@ export class Limiter {
   }
 
   /** fallback is the failure policy's decision for req. */
-  private fallback(req: AllowRequest, requestId: string, cause: UnavailableError): Decision {
+  private fallback(req: AllowRequest, requestId: string | undefined, cause: UnavailableError): Decision {
     let answer: AllowResponse = { allowed: this.policy === "open", limit: 0, remaining: 0, reset_after_ms: 0, retry_after_ms: 0 };
     if (this.policy === "local") {
       answer = this.local.decide(req);

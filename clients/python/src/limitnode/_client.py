@@ -4,19 +4,23 @@ rule and one failure policy.
 The retry rule. A request that provably never left (the connection could
 not be opened) goes to the next node at once. A request whose outcome is
 unknown (the node took it and did not answer in time, the connection broke
-after it was sent, or a node answered 503) is sent again only when the
-cluster answers a repeat once: an allow carries a request_id (one is
-generated when the caller gives none), so the cluster answers a retry with
-the first decision and charges once; a settlement names its reservation;
-renewing and releasing a lease, reads and puts are idempotent. A lease
-acquire and a deletion are not retried after an unknown outcome. A decision
-or a read gives each attempt a third of the call (``attempt_timeout``), so
-that a node that hangs costs that much, not the call. A 503 sends the
-request to the next node at once; once every node answered 503, its
-Retry-After is waited out before the next round, or the call gives up at
-once when the wait would outlast the timeout. Every retry stays within the
-call's timeout, and every attempt reads its whole answer (headers and body)
-within the time it was given."""
+after it was sent, or a node answered 503) is sent again when the cluster
+answers a repeat once, or when a repeat costs at most a unit: an allow with
+a request_id (the caller's, or one the Limiter gives a request with
+max_wait or settle) is answered with the first decision and charged once; a
+plain allow carries no request_id, so that nodes may answer its denials
+from deny leases and a busy service does not fill its token's memory of
+IDs, and its repeat may be charged once more when the first node did decide
+it (a lost unit, never an admission past the limit); a settlement names its
+reservation; renewing and releasing a lease, reads and puts are idempotent.
+A lease acquire and a deletion are not retried after an unknown outcome. A
+decision or a read gives each attempt a third of the call
+(``attempt_timeout``), so that a node that hangs costs that much, not the
+call. A 503 sends the request to the next node at once; once every node
+answered 503, its Retry-After is waited out before the next round, or the
+call gives up at once when the wait would outlast the timeout. Every retry
+stays within the call's timeout, and every attempt reads its whole answer
+(headers and body) within the time it was given."""
 
 from __future__ import annotations
 
@@ -74,8 +78,10 @@ class Decision:
     """The rate-limit headers to pass on, under their canonical names: those
     the cluster sent, or for a degraded decision the same computed from it,
     with X-Limitnode-Degraded: true."""
-    request_id: str
-    """The request_id the request was sent with."""
+    request_id: Optional[str]
+    """The request_id the request was sent with: the caller's, or one of the
+    Limiter's own for a request with ``max_wait`` or ``settle``; None for a
+    plain request, which is sent without one."""
     attempts: int = 0
     """How many HTTP attempts the call made; 0 for a degraded decision."""
     retry_after_seconds: int = 0
@@ -85,6 +91,9 @@ class Decision:
     the Limiter's clock: the answer's arrival plus reset_after_ms."""
     leader: Optional[str] = None
     """The ID of the leader that decided, when the node said."""
+    leased: bool = False
+    """True for a denial a node answered from a deny lease, repeating one the
+    leader made moments before (X-Limitnode-Leased)."""
     wait_ms: int = 0
     held_ms: int = 0
     duplicate: bool = False
@@ -130,7 +139,8 @@ class RetryEvent:
     attempt: int
     """The attempt that failed, from 1."""
     request_id: Optional[str]
-    """The request_id the retry carries (allow's; allow_batch's first)."""
+    """The request_id the retry carries (allow's; allow_batch's first): None
+    for a plain request, which carries none."""
     reason: BaseException
     """The network error, or the 503's LimitnodeError."""
     delay: float
@@ -172,6 +182,29 @@ def _ceil_seconds(ms: int) -> int:
 
 def _retry_after_of(headers: Any) -> int:
     return _answers.retry_after(headers.get("Retry-After")) or 0
+
+
+def _request_id_of(req: Mapping[str, Any]) -> Optional[str]:
+    """The request_id to send req with: the caller's, or one of the Limiter's
+    own when req reserves (max_wait, settle), so that a retry after an
+    unknown outcome is charged once; such a request is decided through the
+    log anyway. A plain request gets none, so that a node may answer its
+    denial from a deny lease, and a busy service does not spend its token's
+    bounded memory of request IDs (a new ID past the bound is refused with a
+    503)."""
+    given = req.get("request_id")
+    if given:
+        return given  # type: ignore[no-any-return]
+    return str(uuid.uuid4()) if "max_wait" in req or "settle" in req else None
+
+
+def _with_request_id(req: Mapping[str, Any], request_id: Optional[str]) -> Dict[str, Any]:
+    """req as it is sent: with request_id, or without one."""
+    body = dict(req)
+    body.pop("request_id", None)
+    if request_id is not None:
+        body["request_id"] = request_id
+    return body
 
 
 def _held(req: Mapping[str, Any]) -> float:
@@ -250,8 +283,8 @@ class Limiter(Admin):
         status 429, not an error. A request the API refuses (4xx) raises a
         LimitnodeError whatever the failure policy; when the cluster cannot
         decide, the failure policy answers."""
-        request_id = req.get("request_id") or str(uuid.uuid4())
-        body = dict(req, request_id=request_id)
+        request_id = _request_id_of(req)
+        body = _with_request_id(req, request_id)
         try:
             kind = CallKind(retry_unknown=True, bounded=True, held=_held(req), request_id=request_id)
             a = self._send("POST", "/v1/allow", body, kind, timeout)
@@ -259,7 +292,9 @@ class Limiter(Admin):
                 raise LimitnodeError.from_body(a.status, a.body)
             answer = _read(a, lambda v: read_decision(v, a.status))
             headers = {name: a.headers[name] for name in RATE_LIMIT_HEADERS if name in a.headers}
-            return self._decision(answer, a.status, headers, request_id, a.attempts, a.headers.get("X-Limitnode-Leader"))
+            d = self._decision(answer, a.status, headers, request_id, a.attempts, a.headers.get("X-Limitnode-Leader"))
+            d.leased = a.headers.get("X-Limitnode-Leased") == "true"
+            return d
         except UnavailableError as error:
             if self._policy == "raise":
                 raise
@@ -271,22 +306,22 @@ class Limiter(Admin):
         LimitnodeError that refused it alone (its ``field`` relative to the
         request). When the cluster cannot decide, the failure policy answers
         each request."""
-        requests: List[Dict[str, Any]] = [dict(r, request_id=r.get("request_id") or str(uuid.uuid4())) for r in reqs]
-        first_id = requests[0]["request_id"] if requests else None
+        requests: List[Dict[str, Any]] = [_with_request_id(r, _request_id_of(r)) for r in reqs]
+        first_id = requests[0].get("request_id") if requests else None
         try:
             kind = CallKind(retry_unknown=True, bounded=True, request_id=first_id)
             a = self._send("POST", "/v1/allow/batch", {"requests": requests}, kind, timeout)
             if a.status != 200:
                 raise LimitnodeError.from_body(a.status, a.body)
             responses = _read(a, lambda v: read_batch(v, len(requests)))
-            return [self._batch_item(item, i, requests[i]["request_id"], a.attempts) for i, item in enumerate(responses)]
+            return [self._batch_item(item, i, requests[i].get("request_id"), a.attempts) for i, item in enumerate(responses)]
         except UnavailableError as error:
             if self._policy == "raise":
                 raise
             out: List[Union[Decision, LimitnodeError]] = []
             for r in requests:
                 try:
-                    out.append(self._fallback(r, r["request_id"], error))
+                    out.append(self._fallback(r, r.get("request_id"), error))
                 except LimitnodeError as refused:
                     out.append(refused)
             return out
@@ -412,7 +447,7 @@ class Limiter(Admin):
                 raise LeaseLostError(f"limitnode: lease {granted.id} lost: the release found it gone") from error
             raise
 
-    def _fallback(self, req: Mapping[str, Any], request_id: str, cause: UnavailableError) -> Decision:
+    def _fallback(self, req: Mapping[str, Any], request_id: Optional[str], cause: UnavailableError) -> Decision:
         """The failure policy's decision for req."""
         if self._policy == "local":
             answer = self._local.decide(req)
@@ -454,7 +489,7 @@ class Limiter(Admin):
         return _read(a, lambda v: read(v, a.status))
 
     def _decision(
-        self, body: Mapping[str, Any], status: int, headers: Dict[str, str], request_id: str, attempts: int, leader: Optional[str]
+        self, body: Mapping[str, Any], status: int, headers: Dict[str, str], request_id: Optional[str], attempts: int, leader: Optional[str]
     ) -> Decision:
         """A Decision of an answer that arrived now."""
         allowed = body["allowed"]
@@ -481,7 +516,7 @@ class Limiter(Admin):
             share=body.get("share"),
         )
 
-    def _batch_item(self, item: Mapping[str, Any], i: int, request_id: str, attempts: int) -> Union[Decision, LimitnodeError]:
+    def _batch_item(self, item: Mapping[str, Any], i: int, request_id: Optional[str], attempts: int) -> Union[Decision, LimitnodeError]:
         """One answer of a batch. A batch answers no per-request headers, so a
         decision's are computed from its fields."""
         status = item["status"]
