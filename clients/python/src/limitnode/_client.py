@@ -13,7 +13,8 @@ from deny leases and a busy service does not fill its token's memory of
 IDs, and its repeat may be charged once more when the first node did decide
 it (a lost unit, never an admission past the limit); a settlement names its
 reservation; renewing and releasing a lease, reads and puts are idempotent.
-A lease acquire and a deletion are not retried after an unknown outcome. A
+A lease acquire, a share's give-back and a deletion are not retried after an
+unknown outcome. A
 decision or a read gives each attempt a third of the call
 (``attempt_timeout``), so that a node that hangs costs that much, not the
 call. A 503 sends the request to the next node at once; once every node
@@ -24,25 +25,28 @@ stays within the call's timeout, and every attempt reads its whole answer
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import ssl
 import threading
 import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable, Dict, Iterator, List, Literal, Mapping, Optional, Sequence, Union
 from urllib.parse import quote
 
 from . import _answers
 from ._admin import Admin
-from ._calls import IDEMPOTENT_CALL, ONCE_CALL, CallKind
 from ._answers import MalformedAnswer, parse_json, read_batch, read_decision, read_lease
+from ._calls import IDEMPOTENT_CALL, ONCE_CALL, CallKind
+from ._decision import Decision, ceil_seconds, computed_headers
 from ._duration import duration_seconds
 from ._errors import LeaseLostError, LeaseRefusedError, LimitnodeError, UnavailableError
 from ._local import LocalLimiter
+from ._shares import LocalShares
 from ._transport import Answer, Malformed, NotSent, Pool, base_url
-from ._types import AllowRequest, Blocked, CheckResult, DeniedBy, LeaseRequest, Settlement
+from ._types import AllowRequest, LeaseRequest, Settlement
 
 FailurePolicy = Literal["closed", "open", "local", "raise"]
 """What ``allow``, ``allow_batch`` and ``wait`` answer when the cluster
@@ -61,56 +65,6 @@ _LEASE_RELEASE_TIMEOUT = 5.0
 
 # The most a node holds a request with hold (the server's MaxHoldWait), in seconds.
 _MAX_HOLD = 5.0
-
-
-@dataclass
-class Decision:
-    """An allow answer, with what a caller acts on."""
-
-    allowed: bool
-    limit: int
-    remaining: int
-    reset_after_ms: int
-    retry_after_ms: int
-    status: int
-    """200 when allowed, 429 when denied."""
-    headers: Dict[str, str]
-    """The rate-limit headers to pass on, under their canonical names: those
-    the cluster sent, or for a degraded decision the same computed from it,
-    with X-Limitnode-Degraded: true."""
-    request_id: Optional[str]
-    """The request_id the request was sent with: the caller's, or one of the
-    Limiter's own for a request with ``max_wait`` or ``settle``; None for a
-    plain request, which is sent without one."""
-    attempts: int = 0
-    """How many HTTP attempts the call made; 0 for a degraded decision."""
-    retry_after_seconds: int = 0
-    """The Retry-After of a denial in seconds (jittered by the cluster, at most a day), else 0."""
-    reset_at: float = 0.0
-    """When the limit is fully available again, in seconds since the epoch on
-    the Limiter's clock: the answer's arrival plus reset_after_ms."""
-    leader: Optional[str] = None
-    """The ID of the leader that decided, when the node said."""
-    leased: bool = False
-    """True for a denial a node answered from a deny lease, repeating one the
-    leader made moments before (X-Limitnode-Leased)."""
-    wait_ms: int = 0
-    held_ms: int = 0
-    duplicate: bool = False
-    """True when the cluster had seen the request_id: this is the first decision, charged once."""
-    checks: List[CheckResult] = field(default_factory=list)
-    blocked: Optional[Blocked] = None
-    """Set when a blocked key denied the request: why, and for how long."""
-    denied_by: Optional[DeniedBy] = None
-    """Set on a denial: the check, policy, version and limit that denied it."""
-    settlement_id: Optional[str] = None
-    """Set on an admission with ``settle``: the reservation to settle."""
-    share: Optional[Dict[str, Any]] = None
-    """A share granted to take_share, as the answer spelled it."""
-    degraded: bool = False
-    """True when the cluster could not decide and the failure policy answered."""
-    cause: Optional[BaseException] = None
-    """Why the decision is degraded."""
 
 
 @dataclass
@@ -176,10 +130,6 @@ class HeldLease:
         self.lost = threading.Event()
 
 
-def _ceil_seconds(ms: int) -> int:
-    return 0 if ms <= 0 else (ms + 999) // 1000
-
-
 def _retry_after_of(headers: Any) -> int:
     return _answers.retry_after(headers.get("Retry-After")) or 0
 
@@ -237,6 +187,17 @@ class Limiter(Admin):
     ``timeout`` (seconds, default 2) bounds one call, retries included;
     ``attempt_timeout`` (default a third of it) bounds one attempt of a
     decision or a read that another node could answer.
+
+    ``local_shares=True`` answers hot keys in process, exactly: for a request
+    of one check (a policy's, or an inline limit with ``local_shares``)
+    without request_id, max_wait, hold or settle, the Limiter takes a share
+    of the key's budget from the cluster once it saw the key twice within a
+    share's TTL, riding on a request it sends anyway (take_share), and admits
+    the key's next requests from it until it is spent or ends, asking for the
+    next one in the background before. The cluster charges each share as if
+    every unit were spent at its end, so what every client and node admit
+    together never exceeds the limit. Such a Decision has ``shared`` set.
+    ``close()`` gives back what is left.
     """
 
     def __init__(
@@ -252,6 +213,7 @@ class Limiter(Admin):
         ssl_context: Optional[ssl.SSLContext] = None,
         on_retry: Optional[Callable[[RetryEvent], None]] = None,
         clock: Callable[[], float] = time.time,
+        local_shares: bool = False,
     ) -> None:
         if not nodes:
             raise ValueError("limitnode: a Limiter needs at least one node address")
@@ -267,10 +229,26 @@ class Limiter(Admin):
         self._clock = clock
         self._local = LocalLimiter(replicas, max_local_keys, clock)
         self._preferred = 0
+        self._shares: Optional[LocalShares] = None
+        if local_shares:
+            self._shares = LocalShares(self._decide, self._give_back_share, timeout, clock)
 
     def close(self) -> None:
-        """Close the idle connections."""
-        self._pool.close()
+        """Give back, through the cluster, what the Limiter did not spend of its
+        shares (``local_shares``), and take no more: calls after it are sent
+        as without shares. It returns once no node answers a denial the units
+        given back would admit, or raises the first error of a give-back (the
+        units of a share not given back are lost until it ends, at most a
+        second). Then it closes the idle connections."""
+        try:
+            if self._shares is not None:
+                self._shares.close(self._timeout)
+        finally:
+            self._pool.close()
+
+    async def aclose(self) -> None:
+        """close, from a coroutine (an ASGI app's shutdown), in a worker thread."""
+        await asyncio.to_thread(self.close)
 
     def __enter__(self) -> Limiter:
         return self
@@ -283,6 +261,14 @@ class Limiter(Admin):
         status 429, not an error. A request the API refuses (4xx) raises a
         LimitnodeError whatever the failure policy; when the cluster cannot
         decide, the failure policy answers."""
+        if self._shares is not None:
+            d = self._shares.allow(req, timeout)
+            if d is not None:
+                return d
+        return self._decide(req, timeout)
+
+    def _decide(self, req: AllowRequest, timeout: Optional[float]) -> Decision:
+        """Ask the cluster for req's decision: allow without local shares."""
         request_id = _request_id_of(req)
         body = _with_request_id(req, request_id)
         try:
@@ -447,6 +433,10 @@ class Limiter(Admin):
                 raise LeaseLostError(f"limitnode: lease {granted.id} lost: the release found it gone") from error
             raise
 
+    def _give_back_share(self, body: Dict[str, Any], timeout: Optional[float]) -> None:
+        """Give back one share's unspent units (POST /v1/shares/return)."""
+        self._request("POST", "/v1/shares/return", body, ONCE_CALL, (200,), lambda v, _: _answers.SHARE_RETURNED(v, "answer"), timeout)
+
     def _fallback(self, req: Mapping[str, Any], request_id: Optional[str], cause: UnavailableError) -> Decision:
         """The failure policy's decision for req."""
         if self._policy == "local":
@@ -459,10 +449,10 @@ class Limiter(Admin):
         if limit > 0:
             headers["RateLimit-Limit"] = str(limit)
             headers["RateLimit-Remaining"] = str(remaining)
-            headers["RateLimit-Reset"] = str(_ceil_seconds(reset_after_ms))
+            headers["RateLimit-Reset"] = str(ceil_seconds(reset_after_ms))
         retry_after = 0
         if not allowed:
-            retry_after = max(_ceil_seconds(retry_after_ms), 1)
+            retry_after = max(ceil_seconds(retry_after_ms), 1)
             headers["Retry-After"] = str(retry_after)
         return Decision(
             allowed=allowed, limit=limit, remaining=remaining, reset_after_ms=reset_after_ms, retry_after_ms=retry_after_ms,
@@ -524,13 +514,7 @@ class Limiter(Admin):
             field_name = item.get("field", "").replace(f"requests[{i}]", "", 1).lstrip(".") or None
             where = f" ({field_name})" if field_name else ""
             return LimitnodeError(f"limitnode: {status} {item['code']}{where}: {item['error']}", status, item["code"], field_name)
-        headers = {
-            "RateLimit-Limit": str(item["limit"]),
-            "RateLimit-Remaining": str(item["remaining"]),
-            "RateLimit-Reset": str(_ceil_seconds(item["reset_after_ms"])),
-        }
-        if not item["allowed"]:
-            headers["Retry-After"] = str(max(_ceil_seconds(item["retry_after_ms"]), 1))
+        headers = computed_headers(item["allowed"], item["limit"], item["remaining"], item["reset_after_ms"], item["retry_after_ms"])
         return self._decision(item, status, headers, request_id, attempts, None)
 
     def _send(self, method: str, path: str, payload: Optional[Mapping[str, Any]], kind: CallKind, timeout: Optional[float]) -> _Answered:
