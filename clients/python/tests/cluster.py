@@ -1,12 +1,14 @@
 """A real three-node limitnode cluster for the tests: the limitnode binary
 (LIMITNODE_BIN, or built from this repository with ``go build``), each node
 on ports the OS picks, with its own data directory, its log kept for a
-failing test."""
+failing test; with API tokens when a test asks for them."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import secrets
 import re
 import shutil
 import signal
@@ -17,7 +19,7 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
-from typing import Any, Callable, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 
@@ -38,10 +40,11 @@ def wait_for(what: str, check: Callable[[], bool], timeout: float = 30.0) -> Non
         time.sleep(0.05)
 
 
-def get_json(addr: str, path: str) -> Tuple[int, Any]:
-    """GET http://addr/path: its status and parsed body."""
+def get_json(addr: str, path: str, token: Optional[str] = None) -> Tuple[int, Any]:
+    """GET http://addr/path (with token, when given): its status and parsed body."""
+    headers = {} if token is None else {"Authorization": f"Bearer {token}"}
     try:
-        with urllib.request.urlopen(f"http://{addr}{path}", timeout=5) as resp:
+        with urllib.request.urlopen(urllib.request.Request(f"http://{addr}{path}", headers=headers), timeout=5) as resp:
             return resp.status, json.loads(resp.read() or b"null")
     except urllib.error.HTTPError as error:
         body = error.read()
@@ -95,24 +98,44 @@ def _binary(directory: str) -> str:
 
 
 class Cluster:
-    """Three limitnode processes forming one cluster."""
+    """Three limitnode processes forming one cluster.
 
-    def __init__(self) -> None:
+    ``flags`` go to every node besides its own; ``tokens`` (roles by name)
+    makes API tokens, each one's secret then ``token(name)``, and runs the
+    nodes with -auth."""
+
+    def __init__(self, flags: Sequence[str] = (), tokens: Optional[Dict[str, List[str]]] = None) -> None:
         self.dir = tempfile.mkdtemp(prefix="limitnode-py-")
         self.bin = _binary(self.dir)
         self.nodes: List[RunningNode] = []
+        self.flags = list(flags)
+        self._tokens: Dict[str, str] = {}
+        self._operator: Optional[str] = None  # the admin token the nodes join with and this helper reads with
+        if tokens is not None:
+            entries = []
+            for name, roles in {**tokens, "operator": ["admin"]}.items():
+                secret = secrets.token_hex(24)
+                self._tokens[name] = secret
+                entries.append({"name": name, "sha256": hashlib.sha256(secret.encode()).hexdigest(), "roles": roles})
+            token_file = os.path.join(self.dir, "tokens.json")
+            join_file = os.path.join(self.dir, "join-token")
+            self._operator = self._tokens["operator"]
+            for path, text in ((token_file, json.dumps({"tokens": entries})), (join_file, self._operator + "\n")):
+                with open(os.open(path, os.O_WRONLY | os.O_CREAT, 0o600), "w") as f:
+                    f.write(text)
+            self.flags += ["-auth", token_file, "-join-token-file", join_file]
 
     @classmethod
-    def start(cls) -> Cluster:
+    def start(cls, flags: Sequence[str] = (), tokens: Optional[Dict[str, List[str]]] = None) -> Cluster:
         """Start n1, which bootstraps, then n2 and n3, which join it, and wait until all three are ready."""
-        c = cls()
+        c = cls(flags, tokens)
         try:
             n1 = c._start_node("n1", [])
             for node_id in ("n2", "n3"):
                 c._start_node(node_id, ["-join", n1.http])
 
             def ready() -> bool:
-                status, body = get_json(n1.http, "/v1/cluster")
+                status, body = get_json(n1.http, "/v1/cluster", c._operator)
                 return status == 200 and len(body["nodes"]) == 3 and all(get_json(n.http, "/readyz")[0] == 200 for n in c.nodes)
 
             wait_for("three members, each ready", ready)
@@ -123,13 +146,17 @@ class Cluster:
         return c
 
     def _start_node(self, node_id: str, extra: List[str]) -> RunningNode:
-        args = [self.bin, "-id", node_id, "-http", "127.0.0.1:0", "-raft", "127.0.0.1:0", "-data", os.path.join(self.dir, node_id), *extra]
+        args = [self.bin, "-id", node_id, "-http", "127.0.0.1:0", "-raft", "127.0.0.1:0", "-data", os.path.join(self.dir, node_id), *self.flags, *extra]
         process = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         node = RunningNode(node_id, process)
         self.nodes.append(node)
         if not node.serving.wait(30) or not node.alive:
             raise RuntimeError(f"{node_id} did not serve:\n" + "\n".join(node.log))
         return node
+
+    def token(self, name: str) -> str:
+        """The secret of the token made under name."""
+        return self._tokens[name]
 
     def addresses(self) -> List[str]:
         return [n.http for n in self.nodes]
@@ -142,7 +169,7 @@ class Cluster:
         found: List[Optional[RunningNode]] = [None]
 
         def agreed() -> bool:
-            ids = {get_json(n.http, "/v1/cluster")[1]["leader"] for n in self.live()}
+            ids = {get_json(n.http, "/v1/cluster", self._operator)[1]["leader"] for n in self.live()}
             leaders = [n for n in self.live() if ids == {n.id}]
             found[0] = leaders[0] if leaders else None
             return found[0] is not None

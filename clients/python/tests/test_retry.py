@@ -13,9 +13,9 @@ import threading
 import time
 import unittest
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from limitnode import MAX_ANSWER_BYTES, MAX_RETRY_AFTER, Limit, Limiter, LimitnodeError, RetryEvent, UnavailableError
+from limitnode import MAX_ANSWER_BYTES, MAX_RETRY_AFTER, AllowRequest, Decision, Limit, Limiter, LimitnodeError, RetryEvent, UnavailableError
 
 ALLOWED = {"allowed": True, "limit": 10, "remaining": 9, "reset_after_ms": 100, "retry_after_ms": 0}
 UNAVAILABLE = {"error": "no leader could be reached in time; retry", "code": "unavailable"}
@@ -166,13 +166,35 @@ class RetryRuleTest(unittest.TestCase):
         self.assertEqual((d.allowed, d.attempts), (True, 2))
         self.assertEqual(retries, [], "a request that never left is no retry")
 
-    def test_a_request_cut_off_after_it_arrived_goes_to_the_next_node_with_the_same_request_id(self) -> None:
-        broken, up = self.node(cut_off), self.node(answer(200, ALLOWED))
-        retries: List[RetryEvent] = []
-        d = self.limiter([broken.addr, up.addr], on_failure="raise", on_retry=retries.append).allow({"key": "k", "limit": LIMIT})
-        self.assertEqual(d.attempts, 2)
-        self.assertEqual([b["request_id"] for b in broken.bodies + up.bodies], [d.request_id, d.request_id])
-        self.assertEqual([(r.node, r.request_id, r.delay) for r in retries], [(f"http://{broken.addr}", d.request_id, 0)])
+    def test_a_request_cut_off_after_it_arrived_goes_to_the_next_node_as_it_was(self) -> None:
+        cases: List[Tuple[str, AllowRequest, bool]] = [
+            ("a plain request, without a request_id", {"key": "k", "limit": LIMIT}, False),
+            ("one with max_wait, with a request_id of the Limiter's own", {"key": "k", "limit": LIMIT, "max_wait": "1s"}, True),
+            ("a reservation to settle, with a request_id of the Limiter's own", {"key": "k", "limit": LIMIT, "settle": {"ttl": "1m"}}, True),
+            ("one with the caller's request_id, with it", {"key": "k", "limit": LIMIT, "request_id": "mine"}, True),
+        ]
+        for name, req, with_id in cases:
+            with self.subTest(name):
+                broken, up = self.node(cut_off), self.node(answer(200, ALLOWED))
+                retries: List[RetryEvent] = []
+                d = self.limiter([broken.addr, up.addr], on_failure="raise", on_retry=retries.append).allow(req)
+                self.assertEqual(d.attempts, 2)
+                sent = [b.get("request_id") for b in broken.bodies + up.bodies]
+                self.assertEqual(sent, [d.request_id, d.request_id])
+                self.assertEqual(d.request_id is not None, with_id)
+                if "request_id" in req:
+                    self.assertEqual(d.request_id, req["request_id"])
+                self.assertEqual([(r.node, r.request_id, r.delay) for r in retries], [(f"http://{broken.addr}", d.request_id, 0)])
+
+    def test_only_a_batchs_reservations_get_a_request_id(self) -> None:
+        item = dict(ALLOWED, status=200)
+        up = self.node(answer(200, {"responses": [item, item]}))
+        plain, waiting = self.limiter([up.addr], on_failure="raise").allow_batch([{"key": "k", "limit": LIMIT}, {"key": "k", "limit": LIMIT, "max_wait": "1s"}])
+        sent = up.bodies[0]["requests"]
+        self.assertNotIn("request_id", sent[0])
+        self.assertTrue(sent[1]["request_id"])
+        assert isinstance(plain, Decision) and isinstance(waiting, Decision)
+        self.assertEqual((plain.request_id, waiting.request_id), (None, sent[1]["request_id"]))
 
     def test_a_503_is_waited_out_then_retried_with_the_same_request_id(self) -> None:
         flaky = self.node(answer(503, UNAVAILABLE, {"Retry-After": "1"}), answer(200, ALLOWED))
@@ -230,7 +252,7 @@ class RetryRuleTest(unittest.TestCase):
         again = limiter.allow({"key": "k", "limit": LIMIT})
         self.assertEqual(again.attempts, 1, "the next call went back to the hung node")
         self.assertLess(time.monotonic() - start, 0.4)
-        self.assertEqual([b["request_id"] for b in up.bodies], [d.request_id, again.request_id])
+        self.assertEqual([b.get("request_id") for b in up.bodies], [None, None])
 
     def test_a_malformed_decision_is_answered_by_the_failure_policy(self) -> None:
         fields = b'"limit":5,"remaining":4,"reset_after_ms":100,"retry_after_ms":0'

@@ -169,6 +169,9 @@ export const readSettlement: Reader<Settlement> = object({
   duplicate: opt(trueOnly),
 });
 
+/** readShareReturned reads the answer of POST /v1/shares/return: the units given back. */
+export const readShareReturned: Reader<{ returned: number }> = object({ returned: req(count) });
+
 const keyState = object<KeyState>({
   key: req(str),
   limits: req(arrayOf(object({ owner: opt(str), limit: req(limit), remaining: req(count), reset_after_ms: req(count) }))),

@@ -4,25 +4,32 @@
 // The retry rule. A request that provably never left (the connection could
 // not be opened) goes to the next node at once. A request whose outcome is
 // unknown (the node took it and did not answer in time, the connection
-// broke after it was sent, or a node answered 503) is sent again only when
-// the cluster answers a repeat once: an allow carries a request_id (one is
-// generated when the caller gives none), so the cluster answers a retry
-// with the first decision and charges once; a settlement names its
-// reservation; renewing and releasing a lease, reads and puts are
-// idempotent. A lease acquire and a deletion are not retried after an
-// unknown outcome. A decision or a read gives each attempt a third of the
-// call (attemptTimeoutMs), so that a node that hangs costs that much, not
-// the call. A 503 sends the request to the next node at once; once every
-// node answered 503, its Retry-After is waited out before the next round,
-// or the call gives up at once when the wait would outlast the timeout.
-// Every retry stays within the call's timeout.
+// broke after it was sent, or a node answered 503) is sent again when the
+// cluster answers a repeat once, or when a repeat costs at most a unit: an
+// allow with a request_id (the caller's, or one the Limiter gives a request
+// with max_wait or settle) is answered with the first decision and charged
+// once; a plain allow carries no request_id, so that nodes may answer its
+// denials from deny leases and a busy service does not fill its token's
+// memory of IDs, and its repeat may be charged once more when the first
+// node did decide it (a lost unit, never an admission past the limit); a
+// settlement names its reservation; renewing and releasing a lease, reads
+// and puts are idempotent. A lease acquire, a share's give-back and a
+// deletion are not retried after an unknown outcome. A decision or a read
+// gives each attempt a third of the call (attemptTimeoutMs), so that a node
+// that hangs costs that much, not the call. A 503 sends the request to the
+// next node at once; once every node answered 503, its Retry-After is
+// waited out before the next round, or the call gives up at once when the
+// wait would outlast the timeout. Every retry stays within the call's
+// timeout.
 
 import * as admin from "./admin.js";
-import { MalformedAnswer, parseJSON, readBatch, readDecision, readLease, readSettlement, retryAfterSeconds } from "./answers.js";
+import { MalformedAnswer, parseJSON, readBatch, readDecision, readLease, readSettlement, readShareReturned, retryAfterSeconds } from "./answers.js";
 import { durationMs } from "./duration.js";
+import { canonicalHeaders, ceilSeconds, computedHeaders } from "./headers.js";
 import { LeaseLostError, LeaseRefusedError, LimitnodeError, UnavailableError } from "./errors.js";
 import { LocalLimiter } from "./local.js";
 import { Reservation } from "./settle.js";
+import { LocalShares } from "./shares.js";
 import { baseURL, exchange, sleep } from "./transport.js";
 import type {
   AllowRequest,
@@ -40,6 +47,7 @@ import type {
   PolicyPage,
   PolicyRequest,
   Settlement,
+  ShareReturn,
 } from "./types.js";
 
 /**
@@ -80,6 +88,19 @@ export interface LimiterOptions {
   onRetry?: (event: RetryEvent) => void;
   /** This process's clock, in ms since the epoch: the local limiter's, and `resetAt`'s. Default Date.now. */
   clock?: () => number;
+  /**
+   * Answer hot keys in process, exactly: for a request of one check (a
+   * policy's, or an inline limit with `local_shares`) without `request_id`,
+   * `max_wait`, `hold` or `settle`, the Limiter takes a share of the key's
+   * budget from the cluster once it saw the key twice within a share's TTL,
+   * riding on a request it sends anyway (`take_share`), and admits the
+   * key's next requests from it until it is spent or ends, asking for the
+   * next one in the background before. The cluster charges each share as
+   * if every unit were spent at its end, so what every client and node
+   * admit together never exceeds the limit. Such a Decision has `shared`
+   * set. `close()` gives back what is left. Default false.
+   */
+  localShares?: boolean;
 }
 
 /** RetryEvent describes a retry about to be made. */
@@ -88,7 +109,7 @@ export interface RetryEvent {
   node: string;
   /** The attempt that failed, from 1. */
   attempt: number;
-  /** The request_id the retry carries (allow and allowBatch's first). */
+  /** The request_id the retry carries (allow's, allowBatch's first): undefined for a plain request, which carries none. */
   requestId: string | undefined;
   /** Why: the fetch error or the 503's LimitnodeError. */
   reason: unknown;
@@ -121,8 +142,21 @@ export interface Decision extends AllowResponse {
   resetAt: number;
   /** The ID of the leader that decided, when the node said. */
   leader: string | undefined;
-  /** The request_id the request was sent with. */
-  requestId: string;
+  /**
+   * The request_id the request was sent with: the caller's, or one of the
+   * Limiter's own for a request with `max_wait` or `settle`; undefined for
+   * a plain request, which is sent without one.
+   */
+  requestId: string | undefined;
+  /** True for a denial a node answered from a deny lease, repeating one the leader made moments before (X-Limitnode-Leased). */
+  leased: boolean;
+  /**
+   * True for an admission the Limiter answered from a share it holds
+   * (localShares), without asking the cluster. Its `remaining` is what the
+   * key had left for others when the share was granted plus what the
+   * Limiter holds; its headers are computed from its fields.
+   */
+  shared: boolean;
   /** How many HTTP attempts the call made; 0 for a degraded decision. */
   attempts: number;
   /** True when the cluster could not decide and the failure policy answered. */
@@ -136,16 +170,6 @@ export type Lease = (LeaseGranted | LeaseDenied) & {
   /** The Retry-After of a refusal in seconds, else 0. */
   retryAfterSeconds: number;
 };
-
-/** The headers of an allow answer that tell a caller its limit, as the cluster spells them. */
-export const rateLimitHeaders = [
-  "RateLimit-Limit",
-  "RateLimit-Remaining",
-  "RateLimit-Reset",
-  "RateLimit-Policy",
-  "RateLimit",
-  "Retry-After",
-] as const;
 
 /** How long the release that ends withLease may take, even after the caller's signal ended. */
 const leaseReleaseTimeoutMs = 5000;
@@ -194,10 +218,22 @@ export const onceCall: CallKind = { retryUnknown: false, bounded: false };
 
 const monotonicMs = () => performance.now();
 
-const ceilSeconds = (ms: number) => (ms <= 0 ? 0 : Math.ceil(ms / 1000));
-
 /** newRequestId names a request for the cluster's deduplication: 36 characters, within the 64 allowed. */
 const newRequestId = () => globalThis.crypto.randomUUID();
+
+/**
+ * requestIdOf is the request_id to send req with: the caller's, or one of
+ * the Limiter's own when req reserves (max_wait, settle), so that a retry
+ * after an unknown outcome is charged once; such a request is decided
+ * through the log anyway. A plain request gets none, so that a node may
+ * answer its denial from a deny lease, and a busy service does not spend
+ * its token's bounded memory of request IDs (a new ID past the bound is
+ * refused with a 503).
+ */
+function requestIdOf(req: AllowRequest): string | undefined {
+  if (req.request_id !== undefined) return req.request_id;
+  return req.max_wait !== undefined || req.settle !== undefined ? newRequestId() : undefined;
+}
 
 /** goDuration spells ms as a Go duration, rounded down to the millisecond. */
 const goDuration = (ms: number) => `${Math.max(0, Math.floor(ms))}ms`;
@@ -218,6 +254,7 @@ export class Limiter {
   private readonly onRetry: ((event: RetryEvent) => void) | undefined;
   private readonly clock: () => number;
   private readonly local: LocalLimiter;
+  private readonly shares: LocalShares | undefined;
   private preferred = 0;
 
   constructor(options: LimiterOptions) {
@@ -233,6 +270,12 @@ export class Limiter {
     this.onRetry = options.onRetry;
     this.clock = options.clock ?? Date.now;
     this.local = new LocalLimiter(options.replicas ?? 1, options.maxLocalKeys ?? 100_000, this.clock);
+    if (options.localShares) {
+      const giveBack = async (body: ShareReturn, o: CallOptions) => {
+        await this.request("POST", "/v1/shares/return", body, onceCall, [200], (b) => readShareReturned(b, "answer"), o);
+      };
+      this.shares = new LocalShares({ decide: (req, o) => this.decide(req, o), giveBack }, this.timeoutMs, this.clock);
+    }
   }
 
   /**
@@ -242,7 +285,25 @@ export class Limiter {
    * decide, the failure policy answers.
    */
   async allow(req: AllowRequest, options: CallOptions = {}): Promise<Decision> {
-    const requestId = req.request_id ?? newRequestId();
+    const shared = await this.shares?.allow(req, options);
+    return shared ?? this.decide(req, options);
+  }
+
+  /**
+   * close gives back, through the cluster, what the Limiter did not spend of
+   * its shares (localShares), and takes no more; calls after it are sent as
+   * without shares. It settles once no node answers a denial the units given
+   * back would admit, or throws the first error of a give-back (the units of
+   * a share not given back are lost until it ends, at most a second). A
+   * Limiter without local shares has nothing to close.
+   */
+  async close(options: CallOptions = {}): Promise<void> {
+    await this.shares?.close(options);
+  }
+
+  /** decide asks the cluster for req's decision: allow without local shares. */
+  private async decide(req: AllowRequest, options: CallOptions): Promise<Decision> {
+    const requestId = requestIdOf(req);
     try {
       const kind = { ...decisionCall, requestId, heldMs: heldMs(req) };
       const a = await this.send("POST", "/v1/allow", { ...req, request_id: requestId }, kind, options);
@@ -250,7 +311,9 @@ export class Limiter {
         throw LimitnodeError.fromBody(a.status, a.body);
       }
       const answer = readAnswer(a, (body) => readDecision(body, a.status));
-      return this.decisionOf(answer, a.status, canonicalHeaders(a.headers), requestId, a.attempts, a.headers.get("x-limitnode-leader") ?? undefined);
+      const decision = this.decisionOf(answer, a.status, canonicalHeaders(a.headers), requestId, a.attempts, a.headers.get("x-limitnode-leader") ?? undefined);
+      decision.leased = a.headers.get("x-limitnode-leased") === "true";
+      return decision;
     } catch (error) {
       if (!(error instanceof UnavailableError) || this.policy === "throw") {
         throw error;
@@ -267,7 +330,7 @@ export class Limiter {
    * each request.
    */
   async allowBatch(reqs: AllowRequest[], options: CallOptions = {}): Promise<Array<Decision | LimitnodeError>> {
-    const requests = reqs.map((r) => ({ ...r, request_id: r.request_id ?? newRequestId() }));
+    const requests = reqs.map((r) => ({ ...r, request_id: requestIdOf(r) }));
     try {
       const a = await this.send("POST", "/v1/allow/batch", { requests }, { ...decisionCall, requestId: requests[0]?.request_id }, options);
       if (a.status !== 200) {
@@ -514,7 +577,7 @@ export class Limiter {
     answer: AllowResponse,
     status: number,
     headers: Record<string, string>,
-    requestId: string,
+    requestId: string | undefined,
     attempts: number,
     leader: string | undefined,
   ): Decision {
@@ -526,6 +589,8 @@ export class Limiter {
       resetAt: this.clock() + answer.reset_after_ms,
       leader,
       requestId,
+      leased: false,
+      shared: false,
       attempts,
       degraded: false,
       cause: undefined,
@@ -537,7 +602,7 @@ export class Limiter {
    * headers, so a decision's are computed from its fields, as the cluster
    * computes its own (without the policy's name, which the item lacks).
    */
-  private batchItem(item: BatchDecision | BatchError, i: number, requestId: string, attempts: number): Decision | LimitnodeError {
+  private batchItem(item: BatchDecision | BatchError, i: number, requestId: string | undefined, attempts: number): Decision | LimitnodeError {
     if (item.status !== 200 && item.status !== 429) {
       const e = item as BatchError;
       const field = (e.field ?? "").replace(`requests[${i}]`, "").replace(/^\./, "") || undefined;
@@ -549,7 +614,7 @@ export class Limiter {
   }
 
   /** fallback is the failure policy's decision for req. */
-  private fallback(req: AllowRequest, requestId: string, cause: UnavailableError): Decision {
+  private fallback(req: AllowRequest, requestId: string | undefined, cause: UnavailableError): Decision {
     let answer: AllowResponse = { allowed: this.policy === "open", limit: 0, remaining: 0, reset_after_ms: 0, retry_after_ms: 0 };
     if (this.policy === "local") {
       answer = this.local.decide(req);
@@ -657,29 +722,6 @@ function readAnswer<T>(a: Answered, read: (body: unknown) => T): T {
 function heldMs(req: AllowRequest): number {
   if (!req.hold || req.max_wait === undefined) return 0;
   return Math.min(durationMs(req.max_wait) ?? 0, maxHoldMs);
-}
-
-/** computedHeaders are the rate-limit headers of a decision no node sent headers for, computed from its fields. */
-function computedHeaders(answer: AllowResponse): Record<string, string> {
-  const headers: Record<string, string> = {
-    "RateLimit-Limit": String(answer.limit),
-    "RateLimit-Remaining": String(answer.remaining),
-    "RateLimit-Reset": String(ceilSeconds(answer.reset_after_ms)),
-  };
-  if (!answer.allowed) {
-    headers["Retry-After"] = String(Math.max(ceilSeconds(answer.retry_after_ms), 1));
-  }
-  return headers;
-}
-
-/** canonicalHeaders picks the rate-limit headers of an answer, under their canonical names. */
-function canonicalHeaders(headers: Headers): Record<string, string> {
-  const out: Record<string, string> = {};
-  for (const name of rateLimitHeaders) {
-    const value = headers.get(name);
-    if (value !== null) out[name] = value;
-  }
-  return out;
 }
 
 function isNotFound(error: unknown): boolean {

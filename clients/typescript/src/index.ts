@@ -1,6 +1,7 @@
 // @limitnode/client: a client of limitnode's HTTP API for Node.
 
-export { Limiter, rateLimitHeaders } from "./client.js";
+export { Limiter } from "./client.js";
+export { rateLimitHeaders } from "./headers.js";
 export type { CallOptions, Decision, FailurePolicy, Lease, LimiterOptions, RetryEvent } from "./client.js";
 export type { KeyListing, Listing } from "./admin.js";
 export { maxRetryAfterSeconds } from "./answers.js";
@@ -36,5 +37,6 @@ export type {
   PolicyRequest,
   SettleRequest,
   Settlement,
+  ShareReturn,
 } from "./types.js";
 export type { components, paths } from "./openapi.js";

@@ -34,10 +34,11 @@ export type RateLimitHandler<Req extends IncomingMessage = IncomingMessage> = (
  * rateLimit returns a handler that asks `limiter` for each request's
  * decision. An admitted request gets the cluster's rate-limit headers on
  * its response and goes on (`next()`); a denied one is answered 429 with
- * the headers the cluster sent (RateLimit-*, RateLimit, Retry-After) and
- * the decision's top-level fields as JSON (not its checks, whose keys may
- * name your users). A decision of the failure policy carries
- * X-Limitnode-Degraded: true.
+ * the headers the cluster sent (RateLimit-*, RateLimit, Retry-After; no
+ * internal header, such as Limitnode-Denied-By) and the decision's
+ * top-level fields as JSON, `denied_by` and `blocked` included, never a key
+ * (not its checks, nor a block's key, which may name your users). A
+ * decision of the failure policy carries X-Limitnode-Degraded: true.
  *
  *     app.use(rateLimit(limiter, { request: (req) => ({ key: `ip:${req.socket.remoteAddress}`, limit }) }));
  *     http.createServer((req, res) => limit(req, res, () => app(req, res)));
@@ -61,12 +62,29 @@ export function rateLimit<Req extends IncomingMessage = IncomingMessage>(
         return;
       }
       setHeaders(res, decision, true);
-      const { allowed, limit, remaining, reset_after_ms, retry_after_ms } = decision;
       res.statusCode = 429;
       res.setHeader("Content-Type", "application/json");
-      res.end(`${JSON.stringify({ allowed, limit, remaining, reset_after_ms, retry_after_ms })}\n`);
+      res.end(`${JSON.stringify(denialBody(decision))}\n`);
     })().catch((error: unknown) => onError(error, req, res));
   };
+}
+
+/**
+ * denialBody is what a denied request is answered with: the decision's
+ * top-level fields, as the cluster's /v1/allow answered them (what denied it
+ * included), without its checks or a block's key, which may name your
+ * users.
+ */
+function denialBody(d: Decision): Record<string, unknown> {
+  const { allowed, limit, remaining, reset_after_ms, retry_after_ms, duplicate, denied_by } = d;
+  const body: Record<string, unknown> = { allowed, limit, remaining, reset_after_ms, retry_after_ms };
+  if (duplicate) body.duplicate = duplicate;
+  if (d.blocked !== undefined) {
+    const { key, ...blocked } = d.blocked;
+    body.blocked = blocked;
+  }
+  if (denied_by !== undefined) body.denied_by = denied_by;
+  return body;
 }
 
 function setHeaders(res: ServerResponse, decision: Decision, withRetry: boolean): void {

@@ -52,6 +52,8 @@ export type PolicyPage = Schemas["PolicyList"];
 export type Penalty = Schemas["Penalty"];
 /** Shares of a key's budget that every node decides from. */
 export type LocalShares = Schemas["LocalShares"];
+/** The body of POST /v1/shares/return: a share to give back. */
+export type ShareReturn = Schemas["ShareReturn"];
 /** The decision of one check of a request. */
 export type CheckResult = Schemas["CheckResult"];
 /** What denied a request. */

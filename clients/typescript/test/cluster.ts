@@ -1,10 +1,11 @@
 // A real three-node limitnode cluster for the tests: the limitnode binary
 // (LIMITNODE_BIN, or built from this repository with `go build`), each node
 // on ports the OS picks, with its own data directory, its log kept for a
-// failing test.
+// failing test; with API tokens when a test asks for them.
 
 import { spawn, spawnSync, type ChildProcess } from "node:child_process";
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
+import { createHash, randomBytes } from "node:crypto";
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -50,9 +51,10 @@ export async function waitFor(what: string, check: () => Promise<boolean>, timeo
   }
 }
 
-/** getJSON fetches http://addr/path and returns its status and parsed body. */
-export async function getJSON(addr: string, path: string): Promise<{ status: number; body: any }> {
-  const resp = await fetch(`http://${addr}${path}`, { signal: AbortSignal.timeout(5000) });
+/** getJSON fetches http://addr/path (with token, when given) and returns its status and parsed body. */
+export async function getJSON(addr: string, path: string, token?: string): Promise<{ status: number; body: any }> {
+  const headers: Record<string, string> = token === undefined ? {} : { authorization: `Bearer ${token}` };
+  const resp = await fetch(`http://${addr}${path}`, { headers, signal: AbortSignal.timeout(5000) });
   const text = await resp.text();
   let body: unknown = text;
   try {
@@ -63,6 +65,14 @@ export async function getJSON(addr: string, path: string): Promise<{ status: num
   return { status: resp.status, body };
 }
 
+/** ClusterOptions are a test's own settings of its cluster. */
+export interface ClusterOptions {
+  /** Flags every node gets besides its own ("-max-request-ids-per-caller", "20"). */
+  flags?: string[];
+  /** API tokens to make, by name, with their roles: the nodes then run with -auth, and token(name) is each one's secret. */
+  tokens?: Record<string, string[]>;
+}
+
 /** Cluster is three limitnode processes forming one cluster. */
 export class Cluster {
   readonly nodes: RunningNode[] = [];
@@ -70,22 +80,40 @@ export class Cluster {
   private readonly started: Array<{ process: ChildProcess; exited: Promise<void> }> = [];
   private readonly dir: string;
   private readonly bin: string;
+  private readonly flags: string[];
+  private readonly tokens = new Map<string, string>();
+  /** The admin token the nodes join with and this helper reads with, when the cluster has tokens. */
+  private readonly operator: string | undefined;
 
-  private constructor() {
+  private constructor(options: ClusterOptions) {
     this.dir = mkdtempSync(join(tmpdir(), "limitnode-ts-"));
     this.bin = binary(this.dir);
+    this.flags = [...(options.flags ?? [])];
+    if (options.tokens !== undefined) {
+      const entries = Object.entries({ ...options.tokens, operator: ["admin"] }).map(([name, roles]) => {
+        const secret = randomBytes(24).toString("hex");
+        this.tokens.set(name, secret);
+        return { name, sha256: createHash("sha256").update(secret).digest("hex"), roles };
+      });
+      const file = join(this.dir, "tokens.json");
+      writeFileSync(file, JSON.stringify({ tokens: entries }), { mode: 0o600 });
+      const joinFile = join(this.dir, "join-token");
+      this.operator = this.tokens.get("operator");
+      writeFileSync(joinFile, `${this.operator}\n`, { mode: 0o600 });
+      this.flags.push("-auth", file, "-join-token-file", joinFile);
+    }
   }
 
   /** start starts n1, which bootstraps, then n2 and n3, which join it, and waits until all three are ready. */
-  static async start(): Promise<Cluster> {
-    const c = new Cluster();
+  static async start(options: ClusterOptions = {}): Promise<Cluster> {
+    const c = new Cluster(options);
     try {
       const n1 = await c.startNode("n1", []);
       for (const id of ["n2", "n3"]) {
         await c.startNode(id, ["-join", n1.http]);
       }
       await waitFor("three members, each ready", async () => {
-        const st = await getJSON(n1.http, "/v1/cluster");
+        const st = await getJSON(n1.http, "/v1/cluster", c.operator);
         if (st.status !== 200 || st.body.nodes.length !== 3) return false;
         for (const n of c.nodes) {
           if ((await getJSON(n.http, "/readyz")).status !== 200) return false;
@@ -101,7 +129,7 @@ export class Cluster {
 
   /** startNode runs one node and returns once it serves, with the address it was given. */
   private startNode(id: string, extra: string[]): Promise<RunningNode> {
-    const args = ["-id", id, "-http", "127.0.0.1:0", "-raft", "127.0.0.1:0", "-data", join(this.dir, id), ...extra];
+    const args = ["-id", id, "-http", "127.0.0.1:0", "-raft", "127.0.0.1:0", "-data", join(this.dir, id), ...this.flags, ...extra];
     const child = spawn(this.bin, args, { stdio: ["ignore", "ignore", "pipe"] });
     const log: string[] = [];
     const exited = new Promise<void>((r) => child.once("exit", () => r()));
@@ -127,6 +155,13 @@ export class Cluster {
     });
   }
 
+  /** token is the secret of the token made under name (ClusterOptions.tokens). */
+  token(name: string): string {
+    const secret = this.tokens.get(name);
+    if (secret === undefined) throw new Error(`the cluster has no token ${name}`);
+    return secret;
+  }
+
   /** addresses are the nodes' HTTP addresses, in order. */
   addresses(): string[] {
     return this.nodes.map((n) => n.http);
@@ -137,7 +172,7 @@ export class Cluster {
     let leader: RunningNode | undefined;
     await waitFor("a leader", async () => {
       const live = this.live();
-      const views = await Promise.all(live.map((n) => getJSON(n.http, "/v1/cluster")));
+      const views = await Promise.all(live.map((n) => getJSON(n.http, "/v1/cluster", this.operator)));
       const ids = new Set(views.map((v) => v.body.leader));
       leader = this.nodes.find((n) => n.id === views[0].body.leader);
       return ids.size === 1 && leader !== undefined && live.includes(leader);

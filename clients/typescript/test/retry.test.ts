@@ -125,19 +125,39 @@ describe("the retry rule", () => {
     assert.equal(retries.length, 0, "a request that never left is no retry");
   });
 
-  it("sends a request cut off after it arrived to the next node, with the same request_id", async () => {
-    const broken = await node(cutOff);
-    const up = await node(answer(200, allowed));
-    const retries: RetryEvent[] = [];
-    const limiter = new Limiter({ nodes: [broken.addr, up.addr], onFailure: "throw", onRetry: (e) => retries.push(e) });
-    const d = await limiter.allow({ key: "k", limit });
-    assert.equal(d.attempts, 2);
-    assert.equal(broken.bodies.length, 1);
-    assert.equal(up.bodies.length, 1);
-    assert.ok(idOf(broken.bodies[0]));
-    assert.equal(idOf(up.bodies[0]), idOf(broken.bodies[0]));
-    assert.equal(d.requestId, idOf(up.bodies[0]));
-    assert.deepEqual(retries.map((r) => [r.node, r.requestId, r.delayMs]), [[`http://${broken.addr}`, d.requestId, 0]]);
+  const cutOffCases = [
+    { name: "a plain request, without a request_id", req: { key: "k", limit }, withId: false },
+    { name: "one with max_wait, with a request_id of the Limiter's own", req: { key: "k", limit, max_wait: "1s" }, withId: true },
+    { name: "a reservation to settle, with a request_id of the Limiter's own", req: { key: "k", limit, settle: { ttl: "1m" } }, withId: true },
+    { name: "one with the caller's request_id, with it", req: { key: "k", limit, request_id: "mine" }, withId: true },
+  ];
+  for (const c of cutOffCases) {
+    it(`sends a request cut off after it arrived to the next node as it was: ${c.name}`, async () => {
+      const broken = await node(cutOff);
+      const up = await node(answer(200, allowed));
+      const retries: RetryEvent[] = [];
+      const limiter = new Limiter({ nodes: [broken.addr, up.addr], onFailure: "throw", onRetry: (e) => retries.push(e) });
+      const d = await limiter.allow(c.req);
+      assert.equal(d.attempts, 2);
+      assert.equal(broken.bodies.length, 1);
+      assert.equal(up.bodies.length, 1);
+      assert.equal(idOf(broken.bodies[0]) !== undefined, c.withId, `sent ${broken.bodies[0]}`);
+      assert.equal(idOf(up.bodies[0]), idOf(broken.bodies[0]));
+      assert.equal(d.requestId, idOf(up.bodies[0]));
+      if (c.req.request_id !== undefined) assert.equal(d.requestId, c.req.request_id);
+      assert.deepEqual(retries.map((r) => [r.node, r.requestId, r.delayMs]), [[`http://${broken.addr}`, d.requestId, 0]]);
+    });
+  }
+
+  it("gives a request_id to a batch's reservations only", async () => {
+    const up = await node(answer(200, JSON.stringify({ responses: [{ ...JSON.parse(allowed), status: 200 }, { ...JSON.parse(allowed), status: 200 }] })));
+    const limiter = new Limiter({ nodes: [up.addr], onFailure: "throw" });
+    const [plain, waiting] = await limiter.allowBatch([{ key: "k", limit }, { key: "k", limit, max_wait: "1s" }]);
+    const sent = (JSON.parse(up.bodies[0]) as { requests: Array<{ request_id?: string }> }).requests;
+    assert.equal(sent[0].request_id, undefined);
+    assert.ok(sent[1].request_id);
+    assert.ok(!(plain instanceof Error) && plain.requestId === undefined);
+    assert.ok(!(waiting instanceof Error) && waiting.requestId === sent[1].request_id);
   });
 
   it("waits out a 503's Retry-After, then retries with the same request_id", async () => {
@@ -213,7 +233,7 @@ describe("the retry rule", () => {
     const next = await limiter.allow({ key: "k", limit });
     assert.equal(next.attempts, 1, "the next call went back to the hung node");
     assert.ok(performance.now() - start < 400, "the next call went back to the hung node");
-    assert.deepEqual(up.bodies.map(idOf), [d.requestId, next.requestId]);
+    assert.deepEqual(up.bodies.map(idOf), [undefined, undefined]);
   });
 
   it("answers a malformed decision by the failure policy, never by throwing past it", async () => {

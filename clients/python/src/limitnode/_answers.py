@@ -230,6 +230,7 @@ POLICY = obj(
 )
 POLICY_PAGE = obj({"policies": req(array_of(POLICY)), "next": opt(string)})
 DELETED = obj({"deleted": req(string)})
+SHARE_RETURNED = obj({"returned": req(count)})
 
 
 def parse_json(body: bytes) -> Any:

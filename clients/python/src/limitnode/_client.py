@@ -4,41 +4,49 @@ rule and one failure policy.
 The retry rule. A request that provably never left (the connection could
 not be opened) goes to the next node at once. A request whose outcome is
 unknown (the node took it and did not answer in time, the connection broke
-after it was sent, or a node answered 503) is sent again only when the
-cluster answers a repeat once: an allow carries a request_id (one is
-generated when the caller gives none), so the cluster answers a retry with
-the first decision and charges once; a settlement names its reservation;
-renewing and releasing a lease, reads and puts are idempotent. A lease
-acquire and a deletion are not retried after an unknown outcome. A decision
-or a read gives each attempt a third of the call (``attempt_timeout``), so
-that a node that hangs costs that much, not the call. A 503 sends the
-request to the next node at once; once every node answered 503, its
-Retry-After is waited out before the next round, or the call gives up at
-once when the wait would outlast the timeout. Every retry stays within the
-call's timeout, and every attempt reads its whole answer (headers and body)
-within the time it was given."""
+after it was sent, or a node answered 503) is sent again when the cluster
+answers a repeat once, or when a repeat costs at most a unit: an allow with
+a request_id (the caller's, or one the Limiter gives a request with
+max_wait or settle) is answered with the first decision and charged once; a
+plain allow carries no request_id, so that nodes may answer its denials
+from deny leases and a busy service does not fill its token's memory of
+IDs, and its repeat may be charged once more when the first node did decide
+it (a lost unit, never an admission past the limit); a settlement names its
+reservation; renewing and releasing a lease, reads and puts are idempotent.
+A lease acquire, a share's give-back and a deletion are not retried after an
+unknown outcome. A
+decision or a read gives each attempt a third of the call
+(``attempt_timeout``), so that a node that hangs costs that much, not the
+call. A 503 sends the request to the next node at once; once every node
+answered 503, its Retry-After is waited out before the next round, or the
+call gives up at once when the wait would outlast the timeout. Every retry
+stays within the call's timeout, and every attempt reads its whole answer
+(headers and body) within the time it was given."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import ssl
 import threading
 import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable, Dict, Iterator, List, Literal, Mapping, Optional, Sequence, Union
 from urllib.parse import quote
 
 from . import _answers
 from ._admin import Admin
-from ._calls import IDEMPOTENT_CALL, ONCE_CALL, CallKind
 from ._answers import MalformedAnswer, parse_json, read_batch, read_decision, read_lease
+from ._calls import IDEMPOTENT_CALL, ONCE_CALL, CallKind
+from ._decision import Decision, ceil_seconds, computed_headers
 from ._duration import duration_seconds
 from ._errors import LeaseLostError, LeaseRefusedError, LimitnodeError, UnavailableError
 from ._local import LocalLimiter
+from ._shares import LocalShares
 from ._transport import Answer, Malformed, NotSent, Pool, base_url
-from ._types import AllowRequest, Blocked, CheckResult, DeniedBy, LeaseRequest, Settlement
+from ._types import AllowRequest, LeaseRequest, Settlement
 
 FailurePolicy = Literal["closed", "open", "local", "raise"]
 """What ``allow``, ``allow_batch`` and ``wait`` answer when the cluster
@@ -57,51 +65,6 @@ _LEASE_RELEASE_TIMEOUT = 5.0
 
 # The most a node holds a request with hold (the server's MaxHoldWait), in seconds.
 _MAX_HOLD = 5.0
-
-
-@dataclass
-class Decision:
-    """An allow answer, with what a caller acts on."""
-
-    allowed: bool
-    limit: int
-    remaining: int
-    reset_after_ms: int
-    retry_after_ms: int
-    status: int
-    """200 when allowed, 429 when denied."""
-    headers: Dict[str, str]
-    """The rate-limit headers to pass on, under their canonical names: those
-    the cluster sent, or for a degraded decision the same computed from it,
-    with X-Limitnode-Degraded: true."""
-    request_id: str
-    """The request_id the request was sent with."""
-    attempts: int = 0
-    """How many HTTP attempts the call made; 0 for a degraded decision."""
-    retry_after_seconds: int = 0
-    """The Retry-After of a denial in seconds (jittered by the cluster, at most a day), else 0."""
-    reset_at: float = 0.0
-    """When the limit is fully available again, in seconds since the epoch on
-    the Limiter's clock: the answer's arrival plus reset_after_ms."""
-    leader: Optional[str] = None
-    """The ID of the leader that decided, when the node said."""
-    wait_ms: int = 0
-    held_ms: int = 0
-    duplicate: bool = False
-    """True when the cluster had seen the request_id: this is the first decision, charged once."""
-    checks: List[CheckResult] = field(default_factory=list)
-    blocked: Optional[Blocked] = None
-    """Set when a blocked key denied the request: why, and for how long."""
-    denied_by: Optional[DeniedBy] = None
-    """Set on a denial: the check, policy, version and limit that denied it."""
-    settlement_id: Optional[str] = None
-    """Set on an admission with ``settle``: the reservation to settle."""
-    share: Optional[Dict[str, Any]] = None
-    """A share granted to take_share, as the answer spelled it."""
-    degraded: bool = False
-    """True when the cluster could not decide and the failure policy answered."""
-    cause: Optional[BaseException] = None
-    """Why the decision is degraded."""
 
 
 @dataclass
@@ -130,7 +93,8 @@ class RetryEvent:
     attempt: int
     """The attempt that failed, from 1."""
     request_id: Optional[str]
-    """The request_id the retry carries (allow's; allow_batch's first)."""
+    """The request_id the retry carries (allow's; allow_batch's first): None
+    for a plain request, which carries none."""
     reason: BaseException
     """The network error, or the 503's LimitnodeError."""
     delay: float
@@ -166,12 +130,31 @@ class HeldLease:
         self.lost = threading.Event()
 
 
-def _ceil_seconds(ms: int) -> int:
-    return 0 if ms <= 0 else (ms + 999) // 1000
-
-
 def _retry_after_of(headers: Any) -> int:
     return _answers.retry_after(headers.get("Retry-After")) or 0
+
+
+def _request_id_of(req: Mapping[str, Any]) -> Optional[str]:
+    """The request_id to send req with: the caller's, or one of the Limiter's
+    own when req reserves (max_wait, settle), so that a retry after an
+    unknown outcome is charged once; such a request is decided through the
+    log anyway. A plain request gets none, so that a node may answer its
+    denial from a deny lease, and a busy service does not spend its token's
+    bounded memory of request IDs (a new ID past the bound is refused with a
+    503)."""
+    given = req.get("request_id")
+    if given:
+        return given  # type: ignore[no-any-return]
+    return str(uuid.uuid4()) if "max_wait" in req or "settle" in req else None
+
+
+def _with_request_id(req: Mapping[str, Any], request_id: Optional[str]) -> Dict[str, Any]:
+    """req as it is sent: with request_id, or without one."""
+    body = dict(req)
+    body.pop("request_id", None)
+    if request_id is not None:
+        body["request_id"] = request_id
+    return body
 
 
 def _held(req: Mapping[str, Any]) -> float:
@@ -204,6 +187,17 @@ class Limiter(Admin):
     ``timeout`` (seconds, default 2) bounds one call, retries included;
     ``attempt_timeout`` (default a third of it) bounds one attempt of a
     decision or a read that another node could answer.
+
+    ``local_shares=True`` answers hot keys in process, exactly: for a request
+    of one check (a policy's, or an inline limit with ``local_shares``)
+    without request_id, max_wait, hold or settle, the Limiter takes a share
+    of the key's budget from the cluster once it saw the key twice within a
+    share's TTL, riding on a request it sends anyway (take_share), and admits
+    the key's next requests from it until it is spent or ends, asking for the
+    next one in the background before. The cluster charges each share as if
+    every unit were spent at its end, so what every client and node admit
+    together never exceeds the limit. Such a Decision has ``shared`` set.
+    ``close()`` gives back what is left.
     """
 
     def __init__(
@@ -219,6 +213,7 @@ class Limiter(Admin):
         ssl_context: Optional[ssl.SSLContext] = None,
         on_retry: Optional[Callable[[RetryEvent], None]] = None,
         clock: Callable[[], float] = time.time,
+        local_shares: bool = False,
     ) -> None:
         if not nodes:
             raise ValueError("limitnode: a Limiter needs at least one node address")
@@ -234,10 +229,26 @@ class Limiter(Admin):
         self._clock = clock
         self._local = LocalLimiter(replicas, max_local_keys, clock)
         self._preferred = 0
+        self._shares: Optional[LocalShares] = None
+        if local_shares:
+            self._shares = LocalShares(self._decide, self._give_back_share, timeout, clock)
 
     def close(self) -> None:
-        """Close the idle connections."""
-        self._pool.close()
+        """Give back, through the cluster, what the Limiter did not spend of its
+        shares (``local_shares``), and take no more: calls after it are sent
+        as without shares. It returns once no node answers a denial the units
+        given back would admit, or raises the first error of a give-back (the
+        units of a share not given back are lost until it ends, at most a
+        second). Then it closes the idle connections."""
+        try:
+            if self._shares is not None:
+                self._shares.close(self._timeout)
+        finally:
+            self._pool.close()
+
+    async def aclose(self) -> None:
+        """close, from a coroutine (an ASGI app's shutdown), in a worker thread."""
+        await asyncio.to_thread(self.close)
 
     def __enter__(self) -> Limiter:
         return self
@@ -250,8 +261,16 @@ class Limiter(Admin):
         status 429, not an error. A request the API refuses (4xx) raises a
         LimitnodeError whatever the failure policy; when the cluster cannot
         decide, the failure policy answers."""
-        request_id = req.get("request_id") or str(uuid.uuid4())
-        body = dict(req, request_id=request_id)
+        if self._shares is not None:
+            d = self._shares.allow(req, timeout)
+            if d is not None:
+                return d
+        return self._decide(req, timeout)
+
+    def _decide(self, req: AllowRequest, timeout: Optional[float]) -> Decision:
+        """Ask the cluster for req's decision: allow without local shares."""
+        request_id = _request_id_of(req)
+        body = _with_request_id(req, request_id)
         try:
             kind = CallKind(retry_unknown=True, bounded=True, held=_held(req), request_id=request_id)
             a = self._send("POST", "/v1/allow", body, kind, timeout)
@@ -259,7 +278,9 @@ class Limiter(Admin):
                 raise LimitnodeError.from_body(a.status, a.body)
             answer = _read(a, lambda v: read_decision(v, a.status))
             headers = {name: a.headers[name] for name in RATE_LIMIT_HEADERS if name in a.headers}
-            return self._decision(answer, a.status, headers, request_id, a.attempts, a.headers.get("X-Limitnode-Leader"))
+            d = self._decision(answer, a.status, headers, request_id, a.attempts, a.headers.get("X-Limitnode-Leader"))
+            d.leased = a.headers.get("X-Limitnode-Leased") == "true"
+            return d
         except UnavailableError as error:
             if self._policy == "raise":
                 raise
@@ -271,22 +292,22 @@ class Limiter(Admin):
         LimitnodeError that refused it alone (its ``field`` relative to the
         request). When the cluster cannot decide, the failure policy answers
         each request."""
-        requests: List[Dict[str, Any]] = [dict(r, request_id=r.get("request_id") or str(uuid.uuid4())) for r in reqs]
-        first_id = requests[0]["request_id"] if requests else None
+        requests: List[Dict[str, Any]] = [_with_request_id(r, _request_id_of(r)) for r in reqs]
+        first_id = requests[0].get("request_id") if requests else None
         try:
             kind = CallKind(retry_unknown=True, bounded=True, request_id=first_id)
             a = self._send("POST", "/v1/allow/batch", {"requests": requests}, kind, timeout)
             if a.status != 200:
                 raise LimitnodeError.from_body(a.status, a.body)
             responses = _read(a, lambda v: read_batch(v, len(requests)))
-            return [self._batch_item(item, i, requests[i]["request_id"], a.attempts) for i, item in enumerate(responses)]
+            return [self._batch_item(item, i, requests[i].get("request_id"), a.attempts) for i, item in enumerate(responses)]
         except UnavailableError as error:
             if self._policy == "raise":
                 raise
             out: List[Union[Decision, LimitnodeError]] = []
             for r in requests:
                 try:
-                    out.append(self._fallback(r, r["request_id"], error))
+                    out.append(self._fallback(r, r.get("request_id"), error))
                 except LimitnodeError as refused:
                     out.append(refused)
             return out
@@ -412,7 +433,11 @@ class Limiter(Admin):
                 raise LeaseLostError(f"limitnode: lease {granted.id} lost: the release found it gone") from error
             raise
 
-    def _fallback(self, req: Mapping[str, Any], request_id: str, cause: UnavailableError) -> Decision:
+    def _give_back_share(self, body: Dict[str, Any], timeout: Optional[float]) -> None:
+        """Give back one share's unspent units (POST /v1/shares/return)."""
+        self._request("POST", "/v1/shares/return", body, ONCE_CALL, (200,), lambda v, _: _answers.SHARE_RETURNED(v, "answer"), timeout)
+
+    def _fallback(self, req: Mapping[str, Any], request_id: Optional[str], cause: UnavailableError) -> Decision:
         """The failure policy's decision for req."""
         if self._policy == "local":
             answer = self._local.decide(req)
@@ -424,10 +449,10 @@ class Limiter(Admin):
         if limit > 0:
             headers["RateLimit-Limit"] = str(limit)
             headers["RateLimit-Remaining"] = str(remaining)
-            headers["RateLimit-Reset"] = str(_ceil_seconds(reset_after_ms))
+            headers["RateLimit-Reset"] = str(ceil_seconds(reset_after_ms))
         retry_after = 0
         if not allowed:
-            retry_after = max(_ceil_seconds(retry_after_ms), 1)
+            retry_after = max(ceil_seconds(retry_after_ms), 1)
             headers["Retry-After"] = str(retry_after)
         return Decision(
             allowed=allowed, limit=limit, remaining=remaining, reset_after_ms=reset_after_ms, retry_after_ms=retry_after_ms,
@@ -454,7 +479,7 @@ class Limiter(Admin):
         return _read(a, lambda v: read(v, a.status))
 
     def _decision(
-        self, body: Mapping[str, Any], status: int, headers: Dict[str, str], request_id: str, attempts: int, leader: Optional[str]
+        self, body: Mapping[str, Any], status: int, headers: Dict[str, str], request_id: Optional[str], attempts: int, leader: Optional[str]
     ) -> Decision:
         """A Decision of an answer that arrived now."""
         allowed = body["allowed"]
@@ -481,7 +506,7 @@ class Limiter(Admin):
             share=body.get("share"),
         )
 
-    def _batch_item(self, item: Mapping[str, Any], i: int, request_id: str, attempts: int) -> Union[Decision, LimitnodeError]:
+    def _batch_item(self, item: Mapping[str, Any], i: int, request_id: Optional[str], attempts: int) -> Union[Decision, LimitnodeError]:
         """One answer of a batch. A batch answers no per-request headers, so a
         decision's are computed from its fields."""
         status = item["status"]
@@ -489,13 +514,7 @@ class Limiter(Admin):
             field_name = item.get("field", "").replace(f"requests[{i}]", "", 1).lstrip(".") or None
             where = f" ({field_name})" if field_name else ""
             return LimitnodeError(f"limitnode: {status} {item['code']}{where}: {item['error']}", status, item["code"], field_name)
-        headers = {
-            "RateLimit-Limit": str(item["limit"]),
-            "RateLimit-Remaining": str(item["remaining"]),
-            "RateLimit-Reset": str(_ceil_seconds(item["reset_after_ms"])),
-        }
-        if not item["allowed"]:
-            headers["Retry-After"] = str(max(_ceil_seconds(item["retry_after_ms"]), 1))
+        headers = computed_headers(item["allowed"], item["limit"], item["remaining"], item["reset_after_ms"], item["retry_after_ms"])
         return self._decision(item, status, headers, request_id, attempts, None)
 
     def _send(self, method: str, path: str, payload: Optional[Mapping[str, Any]], kind: CallKind, timeout: Optional[float]) -> _Answered:

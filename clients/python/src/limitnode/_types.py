@@ -70,9 +70,9 @@ class _ShareAskRequired(TypedDict):
 
 
 class ShareAsk(_ShareAskRequired, total=False):
-    """Asks, with one check, for a share of its budget to spend itself
-    (the Go client's local shares; this client sends a request_id, which a
-    share ask does not go with)."""
+    """Asks, with one check and no request_id or max_wait, for a share of its
+    budget to spend itself, until ``spend_for_ms`` after the request was sent;
+    what is left goes back with POST /v1/shares/return."""
 
     ttl: str
 

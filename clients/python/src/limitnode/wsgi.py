@@ -17,8 +17,16 @@ WSGIApp = Callable[[Dict[str, Any], StartResponse], Iterable[bytes]]
 
 def denial_body(d: Decision) -> bytes:
     """The JSON a denied request is answered with: the decision's top-level
-    fields, not its checks (whose keys may name your users)."""
-    fields = {k: getattr(d, k) for k in ("allowed", "limit", "remaining", "reset_after_ms", "retry_after_ms")}
+    fields, as the cluster's /v1/allow answered them (``denied_by`` and
+    ``blocked`` included), without its checks or a block's key, which may
+    name your users."""
+    fields: Dict[str, Any] = {k: getattr(d, k) for k in ("allowed", "limit", "remaining", "reset_after_ms", "retry_after_ms")}
+    if d.duplicate:
+        fields["duplicate"] = True
+    if d.blocked is not None:
+        fields["blocked"] = {k: v for k, v in d.blocked.items() if k != "key"}
+    if d.denied_by is not None:
+        fields["denied_by"] = d.denied_by
     return (json.dumps(fields) + "\n").encode()
 
 
@@ -37,8 +45,9 @@ class RateLimitMiddleware:
     policy, or several checks), or returns None to let it through unlimited.
     An admitted request gets the cluster's rate-limit headers on its
     response; a denied one is answered 429 with the headers the cluster sent
-    (RateLimit-*, RateLimit, Retry-After) and the decision's top-level fields
-    as JSON. A decision of the failure policy carries X-Limitnode-Degraded:
+    (RateLimit-*, RateLimit, Retry-After; no internal header, such as
+    Limitnode-Denied-By) and the decision's top-level fields as JSON,
+    ``denied_by`` included, never a key. A decision of the failure policy carries X-Limitnode-Degraded:
     true. A request the cluster refuses as invalid is logged and answered
     500: fix ``request``.
     """
