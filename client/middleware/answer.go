@@ -10,13 +10,19 @@ import (
 
 // writeDenial answers 429 as the cluster's /v1/allow did: its rate-limit
 // headers and Retry-After, its top-level JSON fields (not the keys of its
-// checks, which may hold user or tenant IDs the client should not see). A
+// checks, nor a block's key, which may hold user or tenant IDs the client
+// should not see: a block says only why and for how long). A
 // decision the Guard made itself (the cluster could not decide) gets the
 // same computed from the decision, and X-Limitnode-Degraded: true.
 func writeDenial(w http.ResponseWriter, d client.GuardDecision) {
 	setHeaders(w.Header(), d, true)
 	top := d.AllowResponse
 	top.Checks = nil
+	if top.Blocked != nil {
+		blocked := *top.Blocked
+		blocked.Key = ""
+		top.Blocked = &blocked
+	}
 	body, _ := json.Marshal(top)
 	body = append(body, '\n')
 	w.Header().Set("Content-Type", "application/json")

@@ -394,3 +394,24 @@ func TestAHandlerSettlesWhatItUsed(t *testing.T) {
 		t.Fatalf("settling outside the middleware: %v", err)
 	}
 }
+
+// TestABlockedUsersDenialNamesNoKey: a user whose key an operator blocked
+// is denied with the block's reason and how long it lasts, and the body
+// holds neither the key (a user or tenant ID the end client should not
+// see) nor any check.
+func TestABlockedUsersDenialNamesNoKey(t *testing.T) {
+	t.Parallel()
+	c := testcluster.Start(t, 3)
+	c.WaitLeader()
+	ops := clientOf(c, 0)
+	if _, err := ops.PutBlock(context.Background(), "per-user|secret-user-key", time.Hour, "abuse"); err != nil {
+		t.Fatal(err)
+	}
+	opts := middleware.Options{Default: []middleware.Check{{Key: middleware.Join(middleware.Const("per-user"), user), Limit: &client.Limit{Rate: 100, Period: "1h"}}}}
+	srv := replica(t, client.NewGuard(clientOf(c, 1), client.GuardOptions{}), opts, "GET /data")
+	resp := get(t, "GET", srv.URL+"/data", "Authorization", "User secret-user-key")
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusTooManyRequests || !strings.Contains(string(body), `"abuse"`) || strings.Contains(string(body), "secret-user-key") {
+		t.Fatalf("%d %s: want a 429 with the block's reason and without the key", resp.StatusCode, body)
+	}
+}

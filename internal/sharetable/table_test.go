@@ -235,3 +235,55 @@ func TestAnIdleKeysShareIsGivenBackWhileItLasts(t *testing.T) {
 		}
 	}
 }
+
+// TestAClosedTableTakesNothing: Close waits for the give-backs under way;
+// after it no key asks for a share, an old one or one first seen after;
+// a share asked before Close and granted after is given back whole.
+func TestAClosedTableTakesNothing(t *testing.T) {
+	clock := &fakeClock{now: time.Unix(1000, 0)}
+	table := New[string, string](clock.Now)
+	clock.timers(table)
+	release := make(chan struct{})
+	given := make(chan []Return[string], 2)
+	table.GiveBack = func(r []Return[string]) {
+		<-release
+		given <- r
+	}
+	ctx := context.Background()
+	table.Take(ctx, key(1))
+	table.Take(ctx, key(1)) // asks
+	table.Settle("k", clock.Now(), &Grant{Token: "a", Units: 4, SpendFor: time.Second}, "a")
+	if got := table.Take(ctx, key(3)); !got.Answered || got.Renew == 0 {
+		t.Fatalf("%+v, want it answered and a renewal asked for", got)
+	}
+	table.Settle("k", clock.Now(), &Grant{Token: "b", Units: 4, SpendFor: time.Second}, "b") // retires a, its give-back held
+	if got := table.Take(ctx, key(3)); !got.Answered || got.Renew == 0 {
+		t.Fatalf("%+v, want it answered and a renewal asked for", got)
+	}
+	closed := make(chan []Return[string])
+	go func() { closed <- table.Close() }()
+	select {
+	case <-closed:
+		t.Fatal("Close returned while a give-back was under way")
+	case <-time.After(20 * time.Millisecond):
+	}
+	close(release)
+	if got := <-given; len(got) != 1 || got[0] != (Return[string]{Key: "k's name", Token: "a", Unspent: 1}) {
+		t.Fatalf("the retired share: %+v", got)
+	}
+	if returns := <-closed; len(returns) != 1 || returns[0] != (Return[string]{Key: "k's name", Token: "b", Unspent: 1}) {
+		t.Fatalf("Close returned %+v, want b's 1 unit left", returns)
+	}
+	table.Settle("k", clock.Now(), &Grant{Token: "late", Units: 6, SpendFor: time.Second}, "late") // the renewal, answered after Close
+	if got := <-given; len(got) != 1 || got[0] != (Return[string]{Key: "k's name", Token: "late", Unspent: 6}) {
+		t.Fatalf("the share granted after Close: %+v, want it given back whole", got)
+	}
+	other := Key[string]{Name: "new", ID: "new's name", TTL: time.Second, Most: 100, Cost: 1}
+	for range 3 {
+		for _, k := range []Key[string]{key(1), other} {
+			if got := table.Take(ctx, k); got.Answered || got.Ask != 0 || got.Renew != 0 {
+				t.Fatalf("after Close, %s: %+v, want it sent as it is", k.Name, got)
+			}
+		}
+	}
+}
