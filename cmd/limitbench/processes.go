@@ -215,26 +215,23 @@ func (c *processCluster) startNode(binary string, n *processNode, args []string)
 func (c *processCluster) waitFormed() error {
 	deadline := time.Now().Add(clusterStartTimeout)
 	for {
-		var why error
 		for _, n := range c.nodes {
 			select {
 			case <-n.exited:
-				err := fmt.Errorf("node %s exited: %v; its log ends:\n%s", n.id, n.waitErr, n.logTail())
-				if strings.Contains(n.logTail(), "address already in use") {
+				tail := n.logTail()
+				err := fmt.Errorf("node %s exited: %v; its log ends:\n%s", n.id, n.waitErr, tail)
+				if strings.Contains(tail, "address already in use") {
 					err = fmt.Errorf("%w: %w", errPortTaken, err)
 				}
 				return err
 			default:
 			}
 		}
-		leader, err := c.agreedLeader()
-		if err == nil {
-			why = c.allReady()
-			if why == nil && leader != nil {
+		_, why := c.agreedLeader()
+		if why == nil {
+			if why = c.allReady(); why == nil {
 				return nil
 			}
-		} else {
-			why = err
 		}
 		if time.Now().After(deadline) {
 			return fmt.Errorf("the cluster did not form in %s: %w; n1's log ends:\n%s", clusterStartTimeout, why, c.nodes[0].logTail())
