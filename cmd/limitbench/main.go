@@ -3,23 +3,15 @@
 // machinery:
 //
 //   - trivial:    a net/http handler that answers a fixed body (the HTTP ceiling);
-//
 //   - redis:      redis-server running a Lua token bucket script, no persistence;
-//
 //   - redis-aof:  the same with appendfsync always (durable like limitnode);
-//
 //   - raft:       a 3-node limitnode cluster with group commit off: one Raft
 //     Apply per request, the "bare Raft" baseline;
-//
 //   - http:       POST /v1/allow on a 3-node cluster, callers spread over all nodes;
-//
 //   - http-multi: the same with two checks per request (per key + global);
-//
 //   - http-batch: POST /v1/allow/batch, 100 requests per call;
-//
 //   - https:      POST /v1/allow over HTTPS (keep-alive, a decide token) on a
 //     3-node cluster with mutual TLS between its nodes (-tls adds it);
-//
 //   - grpc:       Envoy's ShouldRateLimit on a 3-node cluster with one
 //     descriptor per request (the caller's key), 4 connections per node,
 //     callers spread over all nodes; grpc-multi the same with two (per key +
@@ -27,9 +19,7 @@
 //     8 hot values limited to 100/s each, as http-flood (an OVER_LIMIT
 //     answer counts as a decision); the domain is in envoyproxy/ratelimit's
 //     YAML, fixed windows (see benchDomain);
-//
 //   - grpc-secure: grpc over TLS with a decide token, on the cluster of https;
-//
 //   - erl:        envoyproxy/ratelimit, the reference rate limit service, on
 //     its own redis-server without persistence, with grpc's domain and
 //     descriptors over 4 connections; erl-flood with grpc-flood's; erl-cache
@@ -37,21 +27,17 @@
 //     limit (LOCAL_CACHE_SIZE_IN_BYTES). limitbench starts the binary
 //     -erl-binary names, with its configuration in a temporary directory,
 //     for each target and round, and stops it after;
-//
 //   - http-flood: POST /v1/allow from every caller on one of 8 hot keys
 //     limited to 100/s each, through all nodes: nearly every answer is a
 //     429 (which counts as a decision); http-flood-nofast the same with
 //     every denial appended to the log (cluster.Config.NoFastDenials);
 //     redis-flood is Redis + Lua under the same flood;
-//
 //   - client, client-coalesced, client-shares: http's single calls through
 //     the Go client (one client per node), as it is, with Options.Coalesce
 //     (which sends concurrent calls together as batches), and with
 //     Options.LocalShares and local shares on the limit (with -keys hot, a
 //     hot key answered in process);
-//
 //   - embedded:   cluster.Node.Allow in process, callers spread over all nodes;
-//
 //   - http-shares, embedded-shares: http and embedded with local_shares on
 //     the limit (with -keys hot, a hot key decided from shares); zipf and
 //     zipf-shares: POST /v1/allow over Zipf-distributed keys (s 1.1, 100,000
@@ -59,18 +45,14 @@
 //     counts as a decision); embedded-zipf and embedded-zipf-shares the
 //     same through the embedded API. These report which fractions of
 //     their answers were denials and came from a local share;
-//
 //   - embedded-nostats, http-nostats: embedded and http on a cluster whose
 //     nodes keep no decision statistics (cluster.Config.NoStats), to
 //     measure what the statistics cost;
-//
 //   - http-flooded: http's single calls while 4 callers send batches of
 //     1,000 requests of 4 checks (the most a batch holds) to the cluster;
-//
 //   - http-snapshotting: http while the nodes take turns to start a snapshot
 //     every 2 s (give -preload keys to make them heavy); latencies count
-//     only the calls that overlapped a snapshot (the samples column).
-//
+//     only the calls that overlapped a snapshot (the samples column);
 //   - http-hot, http-hot-shares: http and http-shares on one hot key,
 //     whatever -keys says, so one run can compare a hot key with and
 //     without local shares beside targets on many keys.
