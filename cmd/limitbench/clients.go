@@ -5,7 +5,6 @@ import (
 	"fmt"
 
 	"github.com/limitnode/limitnode/client"
-	"github.com/limitnode/limitnode/testcluster"
 )
 
 // clientTarget is single /v1/allow calls through the Go client, one
@@ -16,23 +15,29 @@ import (
 type clientTarget struct {
 	env     *environment
 	label   string
+	cluster netCluster
 	clients []*client.Client
 	shares  *client.LocalShares
 }
 
-func newClientTarget(e *environment, label string, nodes []*testcluster.Node) *clientTarget {
-	t := &clientTarget{env: e, label: label}
+// newClientTarget makes one client per URL, each a node of c.
+func newClientTarget(e *environment, label string, c netCluster, urls []string) *clientTarget {
+	t := &clientTarget{env: e, label: label, cluster: c}
 	opts := client.Options{HTTPClient: e.http, Coalesce: label == "client-coalesced", LocalShares: label == "client-shares"}
 	if opts.LocalShares {
 		t.shares = &client.LocalShares{}
 	}
-	for _, n := range nodes {
-		t.clients = append(t.clients, client.NewWithOptions(opts, n.URL()))
+	for _, u := range urls {
+		t.clients = append(t.clients, client.NewWithOptions(opts, u))
 	}
 	return t
 }
 
 func (t *clientTarget) name() string { return t.label }
+
+func (t *clientTarget) servers() []serverProcess { return t.cluster.servers() }
+
+func (t *clientTarget) where() string { return t.cluster.where() }
 
 func (t *clientTarget) do(ctx context.Context, caller, seq int) (int, error) {
 	limit := &client.Limit{Rate: benchLimit.Rate, Period: "1s", Burst: benchLimit.Burst, LocalShares: t.shares}

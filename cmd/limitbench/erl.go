@@ -209,7 +209,7 @@ type erlTarget struct {
 // called name (erl, erl-cache, erl-flood or erl-flood-cache) and connects
 // connsPerAddr connections to the service.
 func (e *environment) erlTarget(name string) (target, error) {
-	redis, err := startRedis(false)
+	redis, err := startRedis(e.opts.redisServer, false)
 	if err != nil {
 		return nil, err
 	}
@@ -238,6 +238,13 @@ func (e *environment) erlTarget(name string) (target, error) {
 	t.grpcTarget = newGRPCTarget(e, name, load, conns)
 	return t, nil
 }
+
+// servers are the reference's service and its redis-server.
+func (t *erlTarget) servers() []serverProcess {
+	return []serverProcess{{Name: "ratelimit", PID: t.srv.cmd.Process.Pid}, {Name: "redis-server", PID: t.redis.cmd.Process.Pid}}
+}
+
+func (t *erlTarget) where() string { return whereProcesses }
 
 // stop closes the connections and stops the service and its
 // redis-server; it may be called again.

@@ -6,22 +6,8 @@ import (
 	"fmt"
 
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
-	"github.com/limitnode/limitnode/rls"
-	"github.com/limitnode/limitnode/testcluster"
 	"google.golang.org/grpc"
 )
-
-// putBenchDomain stores benchDomain in the cluster.
-func putBenchDomain(c *testcluster.Cluster) error {
-	conf, perr := rls.Parse([]byte(benchDomain))
-	if perr != nil {
-		return perr
-	}
-	if err := c.WaitLeader().Node().PutRLSConfig(context.Background(), conf); err != nil {
-		return fmt.Errorf("store the bench domain: %w", err)
-	}
-	return nil
-}
 
 // connsPerAddr is how many gRPC connections the callers share per address
 // (a limitnode node, or the reference's service), as Envoy opens one per
@@ -31,8 +17,10 @@ const connsPerAddr = 4
 // grpcTarget calls ShouldRateLimit in benchDomain with the descriptors of
 // its load, on limitnode's nodes or on envoyproxy/ratelimit alike.
 type grpcTarget struct {
-	env     *environment
-	label   string
+	env   *environment
+	label string
+	// cluster is the limitnode cluster called, or nil for the reference.
+	cluster netCluster
 	load    rlsLoad
 	clients []ratelimitv3.RateLimitServiceClient // connsPerAddr per address, address by address
 	addrs   int
@@ -49,7 +37,7 @@ func newGRPCTarget(e *environment, label string, load rlsLoad, conns []grpc.Clie
 }
 
 // dialNodes opens connsPerAddr connections to each node's gRPC API.
-func dialNodes(nodes []*testcluster.Node) []grpc.ClientConnInterface {
+func dialNodes(nodes []benchNode) []grpc.ClientConnInterface {
 	var conns []grpc.ClientConnInterface
 	for _, n := range nodes {
 		for range connsPerAddr {
@@ -60,6 +48,10 @@ func dialNodes(nodes []*testcluster.Node) []grpc.ClientConnInterface {
 }
 
 func (t *grpcTarget) name() string { return t.label }
+
+func (t *grpcTarget) servers() []serverProcess { return t.cluster.servers() }
+
+func (t *grpcTarget) where() string { return t.cluster.where() }
 
 // errOverLimit is a denial where the load never goes over its limits.
 var errOverLimit = errors.New("over the limit")

@@ -52,53 +52,75 @@
 //     1,000 requests of 4 checks (the most a batch holds) to the cluster;
 //   - http-snapshotting: http while the nodes take turns to start a snapshot
 //     every 2 s (give -preload keys to make them heavy); latencies count
-//     only the calls that overlapped a snapshot (the samples column).
+//     only the calls that overlapped a snapshot (the samples column);
+//   - http-hot, http-hot-shares: http and http-shares on one hot key,
+//     whatever -keys says, so one run can compare a hot key with and
+//     without local shares beside targets on many keys.
 //
-// Redis and erl targets run only when redis-server is on the PATH, erl
-// targets only with -erl-binary. Each target is driven closed-loop by N
-// callers (-callers), or open-loop at a fixed total rate (-rate, latency
-// measured from each request's scheduled time, so a slow server cannot hide
-// its queueing). Keys are many (-keys many) or one
-// hot key (-keys hot). The table shows decisions/s, latency percentiles,
-// errors, and each throughput as a ratio to the baselines of the same run;
-// -json writes the same as JSON.
+// Where the servers run. By default the cluster targets call the limitnode
+// binary as users run it: built from this tree (or -limitnode-binary),
+// started as three processes with README.md's flags for a three-node
+// cluster (plus -grpc); -in-process runs testcluster's nodes inside
+// limitbench instead, as the Go API's targets (embedded*, raft) always do.
+// Targets whose cluster needs a setting the binary has no flag for (https,
+// grpc-secure, http-nostats, http-flood-nofast, http-snapshotting) run only
+// with -in-process. Every result says where its servers ran.
+//
+// Redis and erl targets run only when redis-server is found (-redis-server),
+// erl targets only with -erl-binary. Each target is driven closed-loop by N
+// callers (-callers), and open-loop at each of -rates (-open-callers send
+// the calls of one fixed-rate schedule, each at its time by whichever is
+// free; latency counts from the scheduled time, so a slow server cannot
+// hide its queueing). From the open loop the tool reports each target's
+// Envoy-safe rate: the highest rate up to which p99 stays under Envoy's
+// default 20 ms timeout. Keys are many (-keys many) or one hot key (-keys
+// hot). The tables show decisions/s, latency percentiles, errors, each
+// throughput as a ratio to the baselines of the same run, and the CPU time
+// each server process (and limitbench) spent per decision, read from
+// /proc; -json writes the same as JSON.
 package main
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/exec"
 	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
-	"text/tabwriter"
 	"time"
 )
 
 type options struct {
-	targets    []string
-	callers    []int
-	duration   time.Duration
-	warmup     time.Duration
-	rate       float64
-	keys       string
-	batch      int
-	jsonPath   string
-	noSync     bool
-	inFlight   int
-	failover   int
-	cpuProfile string
-	preload    int
-	via        string
-	stateKeys  int
-	rounds     int
-	erlBinary  string
+	targets     []string
+	callers     []int
+	rates       []float64
+	openCallers int
+	duration    time.Duration
+	warmup      time.Duration
+	keys        string
+	batch       int
+	jsonPath    string
+	noSync      bool
+	inFlight    int
+	failover    int
+	cpuProfile  string
+	preload     int
+	via         string
+	stateKeys   int
+	rounds      int
+	erlBinary   string
+	// redisServer is the redis-server binary for the redis and erl targets.
+	redisServer string
+	// inProcess runs the network targets' clusters inside limitbench;
+	// limitnodeBinary, if set, is run instead of building the binary.
+	inProcess       bool
+	limitnodeBinary string
 }
 
 func main() {
@@ -112,23 +134,27 @@ func parse(args []string) (options, error) {
 	var o options
 	fs := flag.NewFlagSet("limitbench", flag.ContinueOnError)
 	targets := fs.String("targets", "trivial,redis,redis-aof,raft,http,http-multi,http-batch,embedded", "comma-separated targets (see the package doc)")
-	callers := fs.String("callers", "1,64", "comma-separated caller counts (closed loop)")
+	callers := fs.String("callers", "1,64", "comma-separated caller counts, each measured closed loop; empty for none (with -rates)")
+	rates := fs.String("rates", "", "comma-separated total rates (calls/s), each measured open loop by -open-callers callers")
+	fs.IntVar(&o.openCallers, "open-callers", 256, "callers that send the open loop's calls (-rates)")
 	fs.DurationVar(&o.duration, "duration", 5*time.Second, "measured time per target and caller count")
 	fs.DurationVar(&o.warmup, "warmup", time.Second, "unmeasured time before each measurement")
-	fs.Float64Var(&o.rate, "rate", 0, "open loop: total requests per second (0: closed loop)")
 	fs.StringVar(&o.keys, "keys", "many", "many (a key per caller and request) or hot (one key)")
 	fs.IntVar(&o.batch, "batch", 100, "requests per call for http-batch")
 	fs.StringVar(&o.jsonPath, "json", "", "also write the results as JSON to this file")
 	fs.BoolVar(&o.noSync, "no-sync", false, "run the limitnode clusters without fsync (cluster.Config.NoSync)")
-	fs.IntVar(&o.inFlight, "in-flight", 0, "group-commit entries in flight per node for the limitnode cluster (cluster.Config.MaxEntriesInFlight; 0: its default)")
+	fs.IntVar(&o.inFlight, "in-flight", 0, "group-commit entries in flight per node for the in-process clusters (cluster.Config.MaxEntriesInFlight; 0: its default)")
 	fs.StringVar(&o.via, "via", "all", "which nodes the http and embedded callers use: all (spread), leader or follower")
 	fs.IntVar(&o.stateKeys, "state-keys", 0, "also measure the replicated state with this many live keys: heap per key, snapshot and restore time")
 	fs.IntVar(&o.preload, "preload", 0, "put this many keys into the limitnode cluster before measuring (state for snapshots to carry)")
-	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run (client and nodes share the process) to this file")
-	fs.IntVar(&o.failover, "failover", 0, "also measure failover this many times: kill -9 the leader, time the next successful decision")
+	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of limitbench's process to this file (the load, and with -in-process the nodes too)")
+	fs.IntVar(&o.failover, "failover", 0, "also measure failover this many times on an in-process cluster: kill the leader, time the next successful decision")
 	withTLS := fs.Bool("tls", false, "also measure https: POST /v1/allow over HTTPS with keep-alive and a token, on a cluster with mutual TLS between its nodes")
 	fs.IntVar(&o.rounds, "rounds", 1, "measure every target this many times, round by round, and report the round with the median decisions/s for each (a shared machine drifts; rounds keep baselines and targets close in time)")
 	fs.StringVar(&o.erlBinary, "erl-binary", "", "envoyproxy/ratelimit's service binary, for the erl targets (skipped without it)")
+	fs.StringVar(&o.redisServer, "redis-server", "redis-server", "redis-server binary for the redis and erl targets (skipped when not found), a path or a name on the PATH")
+	fs.BoolVar(&o.inProcess, "in-process", false, "run the network targets' 3-node clusters inside limitbench instead of as three processes of the limitnode binary")
+	fs.StringVar(&o.limitnodeBinary, "limitnode-binary", "", "the limitnode binary to start (default: built from the module in the working directory)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -140,12 +166,8 @@ func parse(args []string) (options, error) {
 	if *withTLS && !slices.Contains(o.targets, "https") {
 		o.targets = append(o.targets, "https")
 	}
-	for c := range strings.SplitSeq(*callers, ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(c))
-		if err != nil || n < 1 {
-			return o, fmt.Errorf("-callers: %q is not a positive integer", c)
-		}
-		o.callers = append(o.callers, n)
+	if err := o.parseLoads(*callers, *rates); err != nil {
+		return o, err
 	}
 	if o.keys != "many" && o.keys != "hot" {
 		return o, fmt.Errorf("-keys must be many or hot")
@@ -157,6 +179,50 @@ func parse(args []string) (options, error) {
 		return o, fmt.Errorf("-rounds must be at least 1")
 	}
 	return o, nil
+}
+
+// parseLoads reads -callers and -rates: at least one load point in all.
+func (o *options) parseLoads(callers, rates string) error {
+	for c := range strings.SplitSeq(callers, ",") {
+		if c = strings.TrimSpace(c); c == "" {
+			continue
+		}
+		n, err := strconv.Atoi(c)
+		if err != nil || n < 1 {
+			return fmt.Errorf("-callers: %q is not a positive integer", c)
+		}
+		o.callers = append(o.callers, n)
+	}
+	for r := range strings.SplitSeq(rates, ",") {
+		if r = strings.TrimSpace(r); r == "" {
+			continue
+		}
+		v, err := strconv.ParseFloat(r, 64)
+		if err != nil || v <= 0 || math.IsInf(v, 0) {
+			return fmt.Errorf("-rates: %q is not a positive number of calls a second", r)
+		}
+		o.rates = append(o.rates, v)
+	}
+	if len(o.rates) > 0 && o.openCallers < 1 {
+		return fmt.Errorf("-open-callers must be at least 1")
+	}
+	if len(o.callers) == 0 && len(o.rates) == 0 {
+		return fmt.Errorf("nothing to measure: give -callers or -rates")
+	}
+	return nil
+}
+
+// points are the load points every target is measured at: each caller
+// count closed loop, then each rate open loop.
+func (o options) points() []loadPoint {
+	var out []loadPoint
+	for _, c := range o.callers {
+		out = append(out, loadPoint{callers: c})
+	}
+	for _, r := range o.rates {
+		out = append(out, loadPoint{callers: o.openCallers, rate: r})
+	}
+	return out
 }
 
 func run(args []string, out io.Writer) error {
@@ -185,6 +251,9 @@ func run(args []string, out io.Writer) error {
 	results := medianRounds(all)
 	addRatios(results)
 	printTable(out, results)
+	printCPU(out, results)
+	safe := envoySafeRates(results)
+	printEnvoySafe(out, safe)
 
 	var failover *failoverResult
 	if o.failover > 0 {
@@ -193,7 +262,7 @@ func run(args []string, out io.Writer) error {
 			return fmt.Errorf("failover: %w", err)
 		}
 		failover = &f
-		fmt.Fprintf(out, "\nfailover (kill the leader, time to the next decision), %d runs: median %s, max %s\n", len(f.Runs), f.Median, f.Max)
+		fmt.Fprintf(out, "\nfailover (kill the leader, time to the next decision; the nodes in process), %d runs: median %s, max %s\n", len(f.Runs), f.Median, f.Max)
 	}
 	var state *stateResult
 	if o.stateKeys > 0 {
@@ -209,7 +278,7 @@ func run(args []string, out io.Writer) error {
 			st.Keys, st.HeapBytesPerKey, st.SnapshotSeconds, st.LockedSeconds, st.DiskBytesPerKey, st.RestoreSeconds)
 	}
 	if o.jsonPath != "" {
-		data, err := json.MarshalIndent(map[string]any{"results": results, "rounds": all, "failover": failover, "state": state, "options": o.describe()}, "", "  ")
+		data, err := json.MarshalIndent(map[string]any{"results": results, "rounds": all, "envoy_safe_rates": safe, "failover": failover, "state": state, "options": o.describe()}, "", "  ")
 		if err != nil {
 			return err
 		}
@@ -236,12 +305,12 @@ func measureRounds(env *environment, o options, out io.Writer) ([]result, error)
 			if err != nil {
 				return nil, fmt.Errorf("%s: %w", name, err)
 			}
-			for _, callers := range o.callers {
-				r := measure(context.Background(), tgt, callers, o)
+			for _, p := range o.points() {
+				r := measure(context.Background(), tgt, p, o)
 				r.Round = round
 				all = append(all, r)
-				fmt.Fprintf(os.Stderr, "round %d  %-10s %4d callers: %10.0f decisions/s  p50 %.3fms  p99 %.3fms  errors %d%s\n",
-					round, r.Target, r.Callers, r.DecisionsPerSec, r.P50MS, r.P99MS, r.Errors, r.mix())
+				fmt.Fprintf(os.Stderr, "round %d  %-16s %4d callers %-12s %10.0f decisions/s  p50 %.3fms  p99 %.3fms  errors %d  unsent %d%s%s\n",
+					round, r.Target, r.Callers, p, r.DecisionsPerSec, r.P50MS, r.P99MS, r.Errors, r.Unsent, r.mix(), r.busiest())
 			}
 			if s, ok := tgt.(interface{ stop() }); ok {
 				s.stop()
@@ -251,103 +320,42 @@ func measureRounds(env *environment, o options, out io.Writer) ([]result, error)
 	return all, nil
 }
 
+// inProcessOnly are the network targets whose cluster needs what the
+// binary has no flag for, and what.
+var inProcessOnly = map[string]string{
+	"https":             "testcluster's certificates and tokens",
+	"grpc-secure":       "testcluster's certificates and tokens",
+	"http-nostats":      "cluster.Config.NoStats",
+	"http-flood-nofast": "cluster.Config.NoFastDenials",
+	"http-snapshotting": "snapshots started through the Go API",
+}
+
 // unavailable says why the target called name cannot run with these
 // options on this machine (lookPath finds programs), or "" when it can:
-// the Redis and erl targets need redis-server, the erl targets a binary.
+// the Redis and erl targets need redis-server, the erl targets a binary,
+// and some targets -in-process.
 func unavailable(name string, o options, lookPath func(string) (string, error)) string {
+	if why, ok := inProcessOnly[name]; ok && !o.inProcess {
+		return "it runs only with -in-process (its cluster needs " + why + ")"
+	}
 	erl := strings.HasPrefix(name, "erl")
 	if erl && o.erlBinary == "" {
 		return "-erl-binary is not set"
 	}
 	if erl || strings.HasPrefix(name, "redis") {
-		if _, err := lookPath("redis-server"); err != nil {
-			return "redis-server is not on the PATH"
+		if _, err := lookPath(o.redisServer); err != nil {
+			return fmt.Sprintf("redis-server %q is not found (give its path with -redis-server)", o.redisServer)
 		}
 	}
 	return ""
 }
 
 func (o options) describe() map[string]any {
-	mode := "closed loop"
-	if o.rate > 0 {
-		mode = fmt.Sprintf("open loop at %.0f/s", o.rate)
+	servers := "the cluster targets' nodes as three processes of the limitnode binary"
+	if o.inProcess {
+		servers = "the cluster targets' nodes inside limitbench (-in-process)"
 	}
-	return map[string]any{"duration": o.duration.String(), "mode": mode, "keys": o.keys, "batch": o.batch, "no_sync": o.noSync, "via": o.via}
-}
-
-// medianRounds returns, for each target and caller count in the order first
-// measured, the round with the median decisions/s (the upper one of an even
-// count): one whole measurement, not a mix of several rounds' figures.
-func medianRounds(all []result) []result {
-	type group struct {
-		target  string
-		callers int
-	}
-	var order []group
-	rounds := map[group][]result{}
-	for _, r := range all {
-		g := group{r.Target, r.Callers}
-		if rounds[g] == nil {
-			order = append(order, g)
-		}
-		rounds[g] = append(rounds[g], r)
-	}
-	out := make([]result, 0, len(order))
-	for _, g := range order {
-		rs := rounds[g]
-		slices.SortStableFunc(rs, func(a, b result) int { return cmp.Compare(a.DecisionsPerSec, b.DecisionsPerSec) })
-		out = append(out, rs[len(rs)/2])
-	}
-	return out
-}
-
-// erlBaseline is the erl target under the same load as the target called
-// name: erl-flood for a flood, erl otherwise.
-func erlBaseline(name string) string {
-	if strings.Contains(name, "flood") {
-		return "erl-flood"
-	}
-	return "erl"
-}
-
-// addRatios fills each result's throughput relative to the baselines
-// measured with the same number of callers.
-func addRatios(results []result) {
-	base := map[string]map[int]float64{}
-	for _, r := range results {
-		if base[r.Target] == nil {
-			base[r.Target] = map[int]float64{}
-		}
-		base[r.Target][r.Callers] = r.DecisionsPerSec
-	}
-	ratio := func(target string, callers int, v float64) float64 {
-		if b := base[target][callers]; b > 0 {
-			return v / b
-		}
-		return 0
-	}
-	for i := range results {
-		r := &results[i]
-		r.VsTrivial = ratio("trivial", r.Callers, r.DecisionsPerSec)
-		r.VsRedis = ratio("redis", r.Callers, r.DecisionsPerSec)
-		r.VsRedisAOF = ratio("redis-aof", r.Callers, r.DecisionsPerSec)
-		r.VsRaft = ratio("raft", r.Callers, r.DecisionsPerSec)
-		r.VsERL = ratio(erlBaseline(r.Target), r.Callers, r.DecisionsPerSec)
-	}
-}
-
-func printTable(out io.Writer, results []result) {
-	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(w, "target\tcallers\tdecisions/s\tp50 ms\tp99 ms\tp999 ms\tsamples\terrors\t× trivial\t× redis\t× redis-aof\t× raft\t× erl\t")
-	ratio := func(v float64) string {
-		if v == 0 {
-			return "-"
-		}
-		return fmt.Sprintf("%.2f", v)
-	}
-	for _, r := range results {
-		fmt.Fprintf(w, "%s\t%d\t%.0f\t%.3f\t%.3f\t%.3f\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t\n", r.Target, r.Callers, r.DecisionsPerSec,
-			r.P50MS, r.P99MS, r.P999MS, r.Samples, r.Errors, ratio(r.VsTrivial), ratio(r.VsRedis), ratio(r.VsRedisAOF), ratio(r.VsRaft), ratio(r.VsERL))
-	}
-	w.Flush()
+	return map[string]any{"duration": o.duration.String(), "warmup": o.warmup.String(), "closed_loop_callers": o.callers,
+		"open_loop_rates": o.rates, "open_loop_callers": o.openCallers, "servers": servers,
+		"keys": o.keys, "batch": o.batch, "no_sync": o.noSync, "via": o.via}
 }

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -19,12 +20,18 @@ func TestParse(t *testing.T) {
 		wantErr bool
 	}{
 		{"the defaults", nil, false},
-		{"open loop on a hot key", []string{"-rate", "5000", "-keys", "hot", "-callers", "8"}, false},
+		{"open loop on a hot key", []string{"-rates", "5000", "-keys", "hot", "-callers", "8"}, false},
 		{"a bad caller count", []string{"-callers", "0"}, true},
 		{"a bad key mode", []string{"-keys", "some"}, true},
 		{"three rounds", []string{"-rounds", "3"}, false},
 		{"no rounds", []string{"-rounds", "0"}, true},
 		{"the reference's binary", []string{"-erl-binary", "/opt/erl", "-targets", "erl,grpc"}, false},
+		{"an open-loop sweep beside closed loop", []string{"-rates", "500,1000,2000", "-open-callers", "256", "-callers", "64"}, false},
+		{"an open-loop sweep alone", []string{"-rates", "500", "-callers", ""}, false},
+		{"nothing to measure", []string{"-callers", ""}, true},
+		{"a rate of zero", []string{"-rates", "0"}, true},
+		{"a rate that is not a number", []string{"-rates", "fast"}, true},
+		{"no open-loop callers", []string{"-rates", "100", "-open-callers", "0"}, true},
 	}
 	for _, tt := range tests {
 		if _, err := parse(tt.args); (err != nil) != tt.wantErr {
@@ -34,6 +41,11 @@ func TestParse(t *testing.T) {
 	o, err := parse([]string{"-erl-binary", "/opt/erl"})
 	if err != nil || o.erlBinary != "/opt/erl" {
 		t.Fatalf("-erl-binary: %q, %v", o.erlBinary, err)
+	}
+	o, err = parse([]string{"-callers", "64", "-rates", "500,1000", "-open-callers", "256"})
+	want := []loadPoint{{callers: 64}, {callers: 256, rate: 500}, {callers: 256, rate: 1000}}
+	if err != nil || !slices.Equal(o.points(), want) {
+		t.Fatalf("points %v, %v; want %v", o.points(), err, want)
 	}
 }
 
@@ -51,10 +63,14 @@ func TestUnavailable(t *testing.T) {
 	}{
 		{"a limitnode target always runs", "grpc-flood", options{}, missing, ""},
 		{"redis runs with redis-server", "redis", options{}, found, ""},
-		{"redis needs redis-server", "redis-flood", options{}, missing, "redis-server is not on the PATH"},
+		{"redis needs redis-server", "redis-flood", options{redisServer: "redis-server"}, missing, `redis-server "redis-server" is not found (give its path with -redis-server)`},
 		{"erl needs -erl-binary", "erl", options{}, found, "-erl-binary is not set"},
-		{"erl needs redis-server too", "erl-flood-cache", withERL, missing, "redis-server is not on the PATH"},
+		{"erl needs redis-server too", "erl-flood-cache", withERL, missing, `redis-server "" is not found (give its path with -redis-server)`},
 		{"erl runs with both", "erl-cache", withERL, found, ""},
+		{"https needs -in-process", "https", options{}, found, "it runs only with -in-process (its cluster needs testcluster's certificates and tokens)"},
+		{"https runs in process", "https", options{inProcess: true}, found, ""},
+		{"http-snapshotting needs -in-process", "http-snapshotting", options{}, found, "it runs only with -in-process (its cluster needs snapshots started through the Go API)"},
+		{"the embedded API runs in process anyway", "embedded", options{}, found, ""},
 	}
 	for _, tt := range tests {
 		if got := unavailable(tt.target, tt.opts, tt.lookPath); got != tt.want {
@@ -119,9 +135,9 @@ func TestRunMeasuresAndReports(t *testing.T) {
 	// The open loop's calls are slots of a schedule, counted from the
 	// warm-up's end: on a loaded machine a call can outlast a slot or
 	// three, so the slots are wide and the window long enough for a few.
-	for _, mode := range [][]string{{"-duration", "300ms"}, {"-rate", "20", "-duration", "1s"}} {
+	for _, mode := range [][]string{{"-duration", "300ms"}, {"-callers", "", "-rates", "20", "-open-callers", "2", "-duration", "1s"}} {
 		path := filepath.Join(t.TempDir(), "out.json")
-		args := append([]string{"-targets", "trivial,http-batch,embedded,http-snapshotting,grpc,grpc-multi,grpc-flood,grpc-secure,http-flood,client-coalesced", "-tls", "-preload", "2000", "-via", "follower", "-state-keys", "5000", "-callers", "2", "-warmup", "50ms", "-batch", "10", "-json", path}, mode...)
+		args := append([]string{"-in-process", "-targets", "trivial,http-batch,embedded,http-snapshotting,grpc,grpc-multi,grpc-flood,grpc-secure,http-flood,client-coalesced", "-tls", "-preload", "2000", "-via", "follower", "-state-keys", "5000", "-callers", "2", "-warmup", "50ms", "-batch", "10", "-json", path}, mode...)
 		var table strings.Builder
 		if err := run(args, &table); err != nil {
 			t.Fatal(err)
@@ -147,6 +163,9 @@ func TestRunMeasuresAndReports(t *testing.T) {
 			if r.Decisions == 0 || r.Errors != 0 || (r.P50MS <= 0 && !noSamples) || r.Samples > int(r.Calls) || (r.Target != "trivial" && r.VsTrivial == 0) {
 				t.Errorf("%s: %+v", r.Target, r)
 			}
+			if r.Where != whereInProcess || len(r.CPU) != 1 || r.CPU[0].PID != os.Getpid() {
+				t.Errorf("%s with -in-process: where %q, CPU %+v", r.Target, r.Where, r.CPU)
+			}
 		}
 		if !strings.Contains(table.String(), "http-batch") || !strings.Contains(table.String(), "https") {
 			t.Fatalf("table:\n%s", table.String())
@@ -159,6 +178,7 @@ func TestMedianRoundsPicksOneWholeRoundPerTarget(t *testing.T) {
 	r := func(target string, callers, round int, perSec, p99 float64) result {
 		return result{Target: target, Callers: callers, Round: round, DecisionsPerSec: perSec, P99MS: p99}
 	}
+	open := func(r result, rate float64) result { r.Mode, r.Rate = "open", rate; return r }
 	tests := []struct {
 		name string
 		all  []result
@@ -172,11 +192,15 @@ func TestMedianRoundsPicksOneWholeRoundPerTarget(t *testing.T) {
 		}, []result{r("a", 1, 3, 20, 2), r("b", 1, 3, 6, 7)}},
 		{"two rounds take the upper", []result{r("a", 64, 1, 10, 1), r("a", 64, 2, 20, 2)}, []result{r("a", 64, 2, 20, 2)}},
 		{"caller counts apart", []result{r("a", 1, 1, 10, 1), r("a", 64, 1, 99, 1)}, []result{r("a", 1, 1, 10, 1), r("a", 64, 1, 99, 1)}},
+		{"open loop by p99", []result{open(r("a", 256, 1, 500, 30), 500), open(r("a", 256, 2, 499, 10), 500), open(r("a", 256, 3, 498, 20), 500)},
+			[]result{open(r("a", 256, 3, 498, 20), 500)}},
+		{"rates apart, and apart from closed loop", []result{open(r("a", 256, 1, 500, 3), 500), open(r("a", 256, 1, 900, 9), 1000), r("a", 256, 1, 5000, 50)},
+			[]result{open(r("a", 256, 1, 500, 3), 500), open(r("a", 256, 1, 900, 9), 1000), r("a", 256, 1, 5000, 50)}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			if got := medianRounds(tt.all); !slices.Equal(got, tt.want) {
+			if got := medianRounds(tt.all); !reflect.DeepEqual(got, tt.want) {
 				t.Fatalf("got %+v\nwant %+v", got, tt.want)
 			}
 		})

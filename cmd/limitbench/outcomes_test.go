@@ -27,7 +27,7 @@ func (a *alternating) do(context.Context, int, int) (int, error) {
 func TestMeasureReportsTheWindowsMix(t *testing.T) {
 	t.Parallel()
 	o := options{warmup: 20 * time.Millisecond, duration: 200 * time.Millisecond}
-	r := measure(context.Background(), &alternating{}, 1, o)
+	r := measure(context.Background(), &alternating{}, loadPoint{callers: 1}, o)
 	if r.DeniedFraction < 0.4 || r.DeniedFraction > 0.6 || r.SharedFraction < 0.2 || r.SharedFraction > 0.45 {
 		t.Fatalf("denied %.2f, shared %.2f; want about 0.5 and 0.33", r.DeniedFraction, r.SharedFraction)
 	}

@@ -44,9 +44,9 @@ type redisServer struct {
 	sha  string
 }
 
-// startRedis starts redis-server on a free loopback port, without
-// persistence or with an append-only file fsynced on every write.
-func startRedis(aof bool) (*redisServer, error) {
+// startRedis starts the redis-server binary on a free loopback port,
+// without persistence or with an append-only file fsynced on every write.
+func startRedis(binary string, aof bool) (*redisServer, error) {
 	port, err := freePort()
 	if err != nil {
 		return nil, err
@@ -61,7 +61,7 @@ func startRedis(aof bool) (*redisServer, error) {
 	} else {
 		args = append(args, "--appendonly", "no")
 	}
-	cmd := exec.Command("redis-server", args...)
+	cmd := exec.Command(binary, args...)
 	if err := cmd.Start(); err != nil {
 		os.RemoveAll(dir)
 		return nil, fmt.Errorf("start redis-server: %w", err)
@@ -185,6 +185,12 @@ type redisTarget struct {
 }
 
 func (t *redisTarget) name() string { return t.label }
+
+func (t *redisTarget) servers() []serverProcess {
+	return []serverProcess{{Name: "redis-server", PID: t.srv.cmd.Process.Pid}}
+}
+
+func (t *redisTarget) where() string { return whereProcesses }
 
 func (t *redisTarget) do(_ context.Context, caller, seq int) (int, error) {
 	t.mu.Lock()

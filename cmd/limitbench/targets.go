@@ -62,9 +62,12 @@ type environment struct {
 	tbs      []*benchTB
 	closers  []func()
 	clusters map[string]*testcluster.Cluster
-	redis    map[string]*redisServer
-	trivial  string
-	zipf     zipfKeySet
+	// processes is the binary's cluster, once started (netCluster).
+	processes   *processCluster
+	builtBinary string
+	redis       map[string]*redisServer
+	trivial     string
+	zipf        zipfKeySet
 }
 
 func newEnvironment(o options) *environment {
@@ -116,30 +119,15 @@ func (e *environment) cluster(kind string) *testcluster.Cluster {
 	}})
 	e.clusters[kind] = c
 	if kind == "limitnode" && e.opts.preload > 0 {
-		e.preload(c)
+		if err := e.preloadHTTP(c.WaitLeader().URL()); err != nil {
+			panic(err)
+		}
 	}
 	return c
 }
 
-// preload puts opts.preload idle-proof keys (a limit of one a day, so they
-// stay live) into the cluster, 1,000 per batch.
-func (e *environment) preload(c *testcluster.Cluster) {
-	daily := algorithms.Limit{Rate: 1, PeriodNanos: int64(24 * time.Hour), Burst: 1}
-	node := c.WaitLeader().Node()
-	for first := 0; first < e.opts.preload; first += 1000 {
-		reqs := make([]contract.Request, 0, 1000)
-		for i := first; i < first+1000 && i < e.opts.preload; i++ {
-			reqs = append(reqs, contract.Request{Checks: []contract.Check{{Key: fmt.Sprintf("preload-%d", i), Limit: daily, Cost: 1}}})
-		}
-		if _, err := node.AllowBatch(context.Background(), reqs); err != nil {
-			panic(fmt.Sprintf("preload: %v", err))
-		}
-	}
-}
-
-// via returns the nodes callers use, as -via says: all of them (caller i on
-// node i mod 3), the leader, or one follower.
-func (e *environment) via(c *testcluster.Cluster) []*testcluster.Node {
+// viaInProcess is via for the targets that call nodes through the Go API.
+func (e *environment) viaInProcess(c *testcluster.Cluster) []*testcluster.Node {
 	switch e.opts.via {
 	case "leader":
 		return []*testcluster.Node{c.WaitLeader()}
@@ -167,92 +155,178 @@ const (
 // floodKey is the hot key a caller floods.
 func floodKey(caller int) string { return "flood-" + strconv.Itoa(caller%floodKeys) }
 
+// hotKey is the one key of -keys hot and of the -hot targets.
+const hotKey = "hot"
+
 // key returns the key of a caller's seq-th request.
 func (e *environment) key(caller, seq int) string {
 	if e.opts.keys == "hot" {
-		return "hot"
+		return hotKey
 	}
 	return fmt.Sprintf("k-%d-%d", caller, seq%1000)
 }
 
+// target returns the target called name, starting what it needs.
 func (e *environment) target(name string) (target, error) {
-	switch name {
-	case "trivial":
+	switch {
+	case name == "trivial":
 		return e.trivialTarget()
+	case strings.HasPrefix(name, "grpc"):
+		return e.grpcTarget(name)
+	case strings.HasPrefix(name, "erl"):
+		return e.erlTarget(name)
+	case strings.HasPrefix(name, "embedded") || name == "raft":
+		return e.embeddedTarget(name)
+	case strings.HasPrefix(name, "redis"):
+		return e.redisTarget(name)
+	case strings.HasPrefix(name, "client"):
+		return e.clientTarget(name)
+	}
+	return e.httpTarget(name)
+}
+
+// httpTarget returns one of the targets that call the cluster's HTTP API.
+func (e *environment) httpTarget(name string) (target, error) {
+	if !slices.Contains(httpTargetNames, name) {
+		return nil, fmt.Errorf("unknown target %q", name)
+	}
+	kind := map[string]string{"http-nostats": "limitnode-nostats", "https": "limitnode-secure", "http-flood-nofast": "limitnode-nofast"}[name]
+	c, err := e.netCluster(cmp.Or(kind, "limitnode"))
+	if err != nil {
+		return nil, err
+	}
+	nodes, err := e.via(c)
+	if err != nil {
+		return nil, err
+	}
+	t := &httpTarget{env: e, kind: name, urls: urls(nodes), cluster: c}
+	switch name {
 	case "http", "http-multi", "http-batch", "http-shares", "zipf", "zipf-shares":
-		c := e.cluster("limitnode")
-		return &httpTarget{env: e, kind: name, nodes: e.via(c)}, nil
+	case "http-hot", "http-hot-shares":
+		t.kind, t.label, t.hot = strings.Replace(name, "-hot", "", 1), name, true
 	case "http-flood", "http-flood-nofast":
-		kind := map[string]string{"http-flood": "limitnode", "http-flood-nofast": "limitnode-nofast"}[name]
-		return &httpTarget{env: e, kind: "flood", label: name, nodes: e.cluster(kind).Nodes}, nil
-	case "client", "client-coalesced", "client-shares":
-		return newClientTarget(e, name, e.via(e.cluster("limitnode"))), nil
+		// The flood comes through every node.
+		t.kind, t.label, t.urls = "flood", name, urls(c.members())
 	case "http-nostats":
-		return &httpTarget{env: e, kind: "http", label: name, nodes: e.via(e.cluster("limitnode-nostats"))}, nil
+		t.kind, t.label = "http", name
 	case "https":
-		c := e.cluster("limitnode-secure")
-		return &httpTarget{env: e, kind: "http", label: name, nodes: e.via(c), token: testcluster.Token(auth.RoleDecide)}, nil
+		t.kind, t.label, t.token = "http", name, testcluster.Token(auth.RoleDecide)
 	case "http-flooded":
-		c := e.cluster("limitnode")
+		t.kind, t.label = "http", name
 		stop := make(chan struct{})
 		var wg sync.WaitGroup
+		all := urls(c.members())
 		for w := range floodWorkers {
-			wg.Go(func() { e.floodBatches(c.Nodes[w%len(c.Nodes)].URL(), w, stop) })
+			wg.Go(func() { e.floodBatches(all[w%len(all)], w, stop) })
 		}
-		return &httpTarget{env: e, kind: "http", label: name, nodes: e.via(c), stopFn: func() { close(stop); wg.Wait() }}, nil
+		t.stopFn = func() { close(stop); wg.Wait() }
 	case "http-snapshotting":
-		c := e.cluster("limitnode")
-		stop := make(chan struct{})
-		done := make(chan struct{})
-		snaps := &snapshotWindows{}
-		go func() {
-			// One node at a time starts a snapshot every snapshotEvery, as
-			// Raft's own thresholds would, each node in turn.
-			defer close(done)
-			for i := 0; ; i++ {
-				start := time.Now()
-				snaps.begin(start)
-				_ = c.Nodes[i%len(c.Nodes)].Node().Snapshot()
-				snaps.end(time.Now())
-				select {
-				case <-stop:
-					return
-				case <-time.After(time.Until(start.Add(snapshotEvery))):
-				}
-			}
-		}()
-		return &httpTarget{env: e, kind: "http", label: name, nodes: c.Nodes, windows: snaps, stopFn: func() { close(stop); <-done }}, nil
-	case "grpc", "grpc-multi", "grpc-flood", "grpc-secure":
-		kind := map[string]string{"grpc": "limitnode", "grpc-multi": "limitnode", "grpc-flood": "limitnode", "grpc-secure": "limitnode-secure"}[name]
-		load := map[string]rlsLoad{"grpc": loadOne, "grpc-multi": loadTwo, "grpc-flood": loadFlood, "grpc-secure": loadOne}[name]
-		c := e.cluster(kind)
-		if err := putBenchDomain(c); err != nil {
-			return nil, err
-		}
-		nodes := e.via(c)
-		if load == loadFlood {
-			nodes = c.Nodes // as http-flood: the flood comes through every node
-		}
-		return newGRPCTarget(e, name, load, dialNodes(nodes)), nil
-	case "erl", "erl-cache", "erl-flood", "erl-flood-cache":
-		return e.erlTarget(name)
-	case "embedded", "embedded-nostats", "raft", "embedded-shares", "embedded-zipf", "embedded-zipf-shares":
-		kind := map[string]string{"embedded-nostats": "limitnode-nostats", "raft": "raft"}[name]
-		t := &embeddedTarget{env: e, label: name, nodes: e.via(e.cluster(cmp.Or(kind, "limitnode")))}
-		if strings.HasSuffix(name, "-shares") {
-			t.shares = benchShares
-		}
-		t.zipf = strings.HasPrefix(name, "embedded-zipf")
-		return t, nil
-	case "redis", "redis-aof", "redis-flood":
-		srv, err := startRedis(name == "redis-aof")
-		if err != nil {
-			return nil, err
-		}
-		e.closers = append(e.closers, srv.stop)
-		return &redisTarget{env: e, label: name, srv: srv, conns: map[int]*redisConn{}, flood: name == "redis-flood"}, nil
+		t.kind, t.label, t.urls = "http", name, urls(c.members())
+		t.windows, t.stopFn = e.snapshotEvery(e.cluster("limitnode"))
 	}
-	return nil, fmt.Errorf("unknown target %q", name)
+	return t, nil
+}
+
+// httpTargetNames are the targets httpTarget knows.
+var httpTargetNames = []string{"http", "http-multi", "http-batch", "http-shares", "zipf", "zipf-shares", "http-hot", "http-hot-shares",
+	"http-flood", "http-flood-nofast", "http-nostats", "https", "http-flooded", "http-snapshotting"}
+
+// snapshotEvery makes the nodes of c take turns to start a snapshot every
+// snapshotEvery, as Raft's own thresholds would, until the returned stop
+// is called; the windows say when they ran.
+func (e *environment) snapshotEvery(c *testcluster.Cluster) (*snapshotWindows, func()) {
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	snaps := &snapshotWindows{}
+	go func() {
+		defer close(done)
+		for i := 0; ; i++ {
+			start := time.Now()
+			snaps.begin(start)
+			_ = c.Nodes[i%len(c.Nodes)].Node().Snapshot()
+			snaps.end(time.Now())
+			select {
+			case <-stop:
+				return
+			case <-time.After(time.Until(start.Add(snapshotEvery))):
+			}
+		}
+	}()
+	return snaps, func() { close(stop); <-done }
+}
+
+// grpcTarget returns one of the targets that call the cluster's gRPC API
+// (Envoy's rate limit service), with benchDomain stored.
+func (e *environment) grpcTarget(name string) (target, error) {
+	load, ok := map[string]rlsLoad{"grpc": loadOne, "grpc-multi": loadTwo, "grpc-flood": loadFlood, "grpc-secure": loadOne}[name]
+	if !ok {
+		return nil, fmt.Errorf("unknown target %q", name)
+	}
+	kind := map[string]string{"grpc-secure": "limitnode-secure"}[name]
+	c, err := e.netCluster(cmp.Or(kind, "limitnode"))
+	if err != nil {
+		return nil, err
+	}
+	if err := c.putRLSDomain(benchDomainName, benchDomain); err != nil {
+		return nil, err
+	}
+	nodes, err := e.via(c)
+	if err != nil {
+		return nil, err
+	}
+	if load == loadFlood {
+		nodes = c.members() // as http-flood: the flood comes through every node
+	}
+	t := newGRPCTarget(e, name, load, dialNodes(nodes))
+	t.cluster = c
+	return t, nil
+}
+
+// embeddedTarget returns one of the targets that call nodes through the
+// Go API, in this process whatever -in-process says: an embedding program
+// runs its nodes in its own process.
+func (e *environment) embeddedTarget(name string) (target, error) {
+	switch name {
+	case "embedded", "embedded-nostats", "raft", "embedded-shares", "embedded-zipf", "embedded-zipf-shares":
+	default:
+		return nil, fmt.Errorf("unknown target %q", name)
+	}
+	kind := map[string]string{"embedded-nostats": "limitnode-nostats", "raft": "raft"}[name]
+	t := &embeddedTarget{env: e, label: name, nodes: e.viaInProcess(e.cluster(cmp.Or(kind, "limitnode")))}
+	if strings.HasSuffix(name, "-shares") {
+		t.shares = benchShares
+	}
+	t.zipf = strings.HasPrefix(name, "embedded-zipf")
+	return t, nil
+}
+
+// redisTarget returns a Redis + Lua target on a redis-server of its own.
+func (e *environment) redisTarget(name string) (target, error) {
+	if name != "redis" && name != "redis-aof" && name != "redis-flood" {
+		return nil, fmt.Errorf("unknown target %q", name)
+	}
+	srv, err := startRedis(e.opts.redisServer, name == "redis-aof")
+	if err != nil {
+		return nil, err
+	}
+	e.closers = append(e.closers, srv.stop)
+	return &redisTarget{env: e, label: name, srv: srv, conns: map[int]*redisConn{}, flood: name == "redis-flood"}, nil
+}
+
+// clientTarget returns one of the targets that call through the Go client.
+func (e *environment) clientTarget(name string) (target, error) {
+	if name != "client" && name != "client-coalesced" && name != "client-shares" {
+		return nil, fmt.Errorf("unknown target %q", name)
+	}
+	c, err := e.netCluster("limitnode")
+	if err != nil {
+		return nil, err
+	}
+	nodes, err := e.via(c)
+	if err != nil {
+		return nil, err
+	}
+	return newClientTarget(e, name, c, urls(nodes)), nil
 }
 
 // trivialTarget serves a fixed answer the size of a real one: the most any
@@ -277,12 +351,30 @@ func (e *environment) trivialTarget() (target, error) {
 	return &httpTarget{env: e, kind: "trivial", urls: []string{e.trivial}}, nil
 }
 
+// servers are the cluster's processes, or limitbench itself for trivial.
+func (t *httpTarget) servers() []serverProcess {
+	if t.cluster == nil {
+		return []serverProcess{selfProcess("limitbench (the handler and the load)")}
+	}
+	return t.cluster.servers()
+}
+
+func (t *httpTarget) where() string {
+	if t.cluster == nil {
+		return whereInProcess
+	}
+	return t.cluster.where()
+}
+
 type httpTarget struct {
 	env   *environment
 	kind  string
 	label string // the name in the results, if not kind
-	nodes []*testcluster.Node
 	urls  []string
+	// cluster is the cluster the urls are of; nil for trivial.
+	cluster netCluster
+	// hot sends every request to the one hot key, whatever -keys says.
+	hot bool
 	// stopFn, if set, ends what the target runs beside the requests.
 	stopFn func()
 	// windows, if set, are the snapshots taken meanwhile: only calls that
@@ -357,13 +449,11 @@ func (t *httpTarget) name() string {
 }
 
 func (t *httpTarget) do(ctx context.Context, caller, seq int) (int, error) {
-	var url string
-	if t.nodes != nil {
-		url = t.nodes[caller%len(t.nodes)].URL()
-	} else {
-		url = t.urls[caller%len(t.urls)]
-	}
+	url := t.urls[caller%len(t.urls)]
 	key := t.env.key(caller, seq)
+	if t.hot {
+		key = hotKey
+	}
 	var body string
 	decisions := 1
 	switch t.kind {
@@ -430,6 +520,12 @@ type embeddedTarget struct {
 }
 
 func (t *embeddedTarget) name() string { return t.label }
+
+func (t *embeddedTarget) servers() []serverProcess {
+	return []serverProcess{selfProcess(inProcessName)}
+}
+
+func (t *embeddedTarget) where() string { return whereInProcess }
 
 func (t *embeddedTarget) outcomes() *outcomeTally { return &t.tally }
 
