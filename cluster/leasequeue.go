@@ -139,13 +139,13 @@ func (n *Node) awaitLease(ctx context.Context, id string, queued *fsm.LeaseResul
 }
 
 // claimLease claims a lease granted to a waiter, which lasts only
-// fsm.LeaseClaimWindow until then: a renewal to the request's TTL. A lease
-// the window ran out on (this node heard of the grant too late) is answered
-// as no slot; one this node cannot claim for now keeps its short expiry,
-// and the caller learns it from the answer (its holder renews it, as
-// WithLease does).
+// fsm.LeaseClaimWindow until then: the claim extends it to the request's
+// TTL from its grant. A lease the window ran out on (this node heard of
+// the grant too late) is answered as no slot; one this node cannot claim
+// for now keeps its short expiry, and the caller learns it from the answer
+// (its holder renews it, as WithLease does).
 func (n *Node) claimLease(ctx context.Context, id string, ttl time.Duration, granted *fsm.LeaseResult) (*fsm.LeaseResult, error) {
-	claimed, err := n.leaseOnLeader(ctx, fsm.CommandRenewLease, fsm.LeaseCommand{ID: id, TTLNanos: int64(ttl), AnyOwner: true})
+	claimed, err := n.leaseOnLeader(ctx, fsm.CommandRenewLease, fsm.LeaseCommand{ID: id, TTLNanos: int64(ttl), AnyOwner: true, Claim: true})
 	var gone *contract.Error
 	switch {
 	case errors.As(err, &gone) && gone.Code == contract.CodeNotFound:
