@@ -124,9 +124,10 @@ func (n *Node) awaitLease(ctx context.Context, id string, queued *fsm.LeaseResul
 				return nil, err
 			}
 			// However it left (its deadline's entry not applied here yet,
-			// or withdrawn now), it waited its whole max_wait.
+			// or withdrawn now), it waited its whole max_wait: from the
+			// time it joined to this answer's, as every answer counts it.
 			r.AtNanos = max(r.AtNanos, queued.DeadlineNanos)
-			r.WaitedNanos = max(r.WaitedNanos, queued.DeadlineNanos-joined)
+			r.WaitedNanos = r.AtNanos - joined
 			return r, nil
 		case <-ctx.Done():
 			n.withdrawOrWarn(ctx, id, "its caller went away")
