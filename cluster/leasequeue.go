@@ -95,7 +95,9 @@ func (w *leaseWaiters) restoredSignal() <-chan struct{} {
 // or out of the queue without a slot. restored is the restore signal of
 // the moment the request was registered. A caller that goes away (ctx
 // ends), or a node that shuts down, takes the request out of the queue and
-// gives back a slot granted meanwhile.
+// gives back a slot granted meanwhile. A verdict that has not come a
+// leaseVerdictGrace past the deadline is asked of the leader: a slot
+// granted meanwhile is the answer, else the request is taken out.
 func (n *Node) awaitLease(ctx context.Context, id string, queued *fsm.LeaseResult, verdict <-chan fsm.LeaseResult, restored <-chan struct{}) (*fsm.LeaseResult, error) {
 	late := time.NewTimer(time.Duration(queued.DeadlineNanos-queued.AtNanos) + leaseVerdictGrace)
 	defer late.Stop()
@@ -119,9 +121,11 @@ func (n *Node) awaitLease(ctx context.Context, id string, queued *fsm.LeaseResul
 			if r := n.fsm.LeaseOf(id); r.Granted {
 				return &r, nil
 			}
-			r, err := n.withdrawLease(ctx, id)
-			if err != nil {
-				return nil, err
+			// The caller still waits: a slot granted to it meanwhile (an
+			// event this node has not applied yet) is its answer.
+			r, err := n.withdrawLease(ctx, id, true)
+			if err != nil || r.Granted {
+				return r, err
 			}
 			// However it left (its deadline's entry not applied here yet,
 			// or withdrawn now), it waited its whole max_wait: from the
@@ -166,18 +170,19 @@ func (n *Node) claimLease(ctx context.Context, id string, ttl time.Duration, gra
 // logs when it cannot: the request then stays queued until its deadline,
 // and a slot granted to it idles until its TTL.
 func (n *Node) withdrawOrWarn(ctx context.Context, id, why string) {
-	if _, err := n.withdrawLease(ctx, id); err != nil {
+	if _, err := n.withdrawLease(ctx, id, false); err != nil {
 		n.logger.Warn("a lease request stays queued until its deadline: "+why+", and withdrawing it failed", "err", err)
 	}
 }
 
-// withdrawLease takes id out of its queue, or gives its lease back if it
-// was granted meanwhile, even when ctx has ended (its caller went away),
-// and answers as a request that got no slot.
-func (n *Node) withdrawLease(ctx context.Context, id string) (*fsm.LeaseResult, error) {
+// withdrawLease takes id out of its queue, even when ctx has ended (its
+// caller went away), and answers as a request that got no slot. A lease
+// granted to id meanwhile is given back, or, with waiterOnly (for a caller
+// that still waits), kept and answered as held.
+func (n *Node) withdrawLease(ctx context.Context, id string, waiterOnly bool) (*fsm.LeaseResult, error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), n.requestTimeout)
 	defer cancel()
-	r, err := n.leaseOnLeader(ctx, fsm.CommandReleaseLease, fsm.LeaseCommand{ID: id, AnyOwner: true})
+	r, err := n.leaseOnLeader(ctx, fsm.CommandReleaseLease, fsm.LeaseCommand{ID: id, AnyOwner: true, WaiterOnly: waiterOnly})
 	var notHeld *contract.Error
 	switch {
 	case errors.As(err, &notHeld) && notHeld.Code == contract.CodeNotFound:
@@ -185,6 +190,8 @@ func (n *Node) withdrawLease(ctx context.Context, id string) (*fsm.LeaseResult, 
 		r = &fsm.LeaseResult{AtNanos: n.fsm.Now()}
 	case err != nil:
 		return nil, err
+	case r.Granted:
+		return r, nil
 	}
 	return &fsm.LeaseResult{Active: r.Active, Waiting: r.Waiting, RetryAfterNanos: r.RetryAfterNanos, WaitedNanos: r.WaitedNanos, AtNanos: r.AtNanos}, nil
 }

@@ -49,6 +49,10 @@ type LeaseCommand struct {
 	// LeaseClaimWindow). A lease with nothing to claim is left as it is, so
 	// a retried claim changes nothing. Last, as the owner's fields.
 	Claim bool
+	// WaiterOnly, on a CommandReleaseLease, withdraws the ID only if it
+	// waits: a lease granted to it is kept and answered as held (Granted),
+	// so that the node whose caller still waits can hand it over.
+	WaiterOnly bool
 }
 
 // LeaseResult answers a LeaseCommand.
@@ -385,7 +389,8 @@ func (t *leaseTable) renew(now int64, cmd *LeaseCommand) LeaseResult {
 }
 
 // release gives a lease back, its slot going to the group's first waiter,
-// or withdraws a waiter from its queue.
+// or withdraws a waiter from its queue; with WaiterOnly, a lease live at
+// now is kept and answered as held.
 func (t *leaseTable) release(now int64, cmd *LeaseCommand) LeaseResult {
 	id := cmd.ID
 	if w := t.waiters[id]; w != nil {
@@ -400,6 +405,9 @@ func (t *leaseTable) release(now int64, cmd *LeaseCommand) LeaseResult {
 	}
 	if err := mayActOn(l.owner, cmd); err != nil {
 		return LeaseResult{Rejection: err}
+	}
+	if cmd.WaiterOnly && l.expiresAt > now {
+		return t.heldResult(l)
 	}
 	t.drop(l)
 	t.grantWaiters(l.group, now)

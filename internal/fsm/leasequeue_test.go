@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/limitnode/limitnode/contract"
 	"pgregory.net/rapid"
 )
 
@@ -320,14 +321,15 @@ func TestLeaseQueueMatchesModel(t *testing.T) {
 				m.advance(now, maxHolders, keys)
 				checkAcquire(rt, m, &cmd, r)
 				ids = append(ids, id)
-			case 1: // release or withdraw
+			case 1: // release or withdraw (maybe a waiter only)
 				if len(ids) == 0 {
 					continue
 				}
 				id := rapid.SampledFrom(ids).Draw(rt, "id")
-				r := a.lease(CommandReleaseLease, LeaseCommand{NowNanos: now, ID: id})
+				waiterOnly := rapid.Bool().Draw(rt, "waiterOnly")
+				r := a.lease(CommandReleaseLease, LeaseCommand{NowNanos: now, ID: id, WaiterOnly: waiterOnly})
 				m.advance(now, maxHolders, keys)
-				checkRelease(rt, m, id, maxHolders, r)
+				checkRelease(rt, m, id, waiterOnly, maxHolders, r)
 			case 2:
 				a.tick(now)
 				m.advance(now, maxHolders, keys)
@@ -432,8 +434,9 @@ func checkAcquire(rt *rapid.T, m *queueModel, cmd *LeaseCommand, r *LeaseResult)
 	}
 }
 
-// checkRelease applies a release or withdrawal to the model.
-func checkRelease(rt *rapid.T, m *queueModel, id string, maxHolders int64, r *LeaseResult) {
+// checkRelease applies a release or withdrawal to the model; with
+// waiterOnly, a held lease is kept.
+func checkRelease(rt *rapid.T, m *queueModel, id string, waiterOnly bool, maxHolders int64, r *LeaseResult) {
 	for k := range m.waiters {
 		if i := slices.IndexFunc(m.waiters[k], func(w modelWaiter) bool { return w.id == id }); i >= 0 {
 			m.leave(k, i, true)
@@ -445,6 +448,12 @@ func checkRelease(rt *rapid.T, m *queueModel, id string, maxHolders int64, r *Le
 	}
 	for k := range m.holders {
 		if i := slices.IndexFunc(m.holders[k], func(l modelLease) bool { return l.id == id }); i >= 0 {
+			if l := m.holders[k][i]; waiterOnly {
+				if !r.Granted || r.Released || r.ExpiresAtNanos != l.expiresAt || r.GrantedAtNanos != l.grantedAt || r.WaitedNanos != l.waited {
+					rt.Fatalf("withdrawal of the waiter %s, granted %+v: %+v", id, l, r)
+				}
+				return
+			}
 			m.holders[k] = slices.Delete(m.holders[k], i, i+1)
 			m.grant(k, maxHolders)
 			if !r.Released {
@@ -565,6 +574,40 @@ func TestLeaseRetriedAcquireAnswersWithItsGrant(t *testing.T) {
 	}
 	if r := b.fsm.LeaseOf("w"); !r.Granted || r.GrantedAtNanos != t0+3*sec || r.WaitedNanos != 2*sec || r.ExpiresAtNanos != t0+13*sec {
 		t.Fatalf("after a restore: %+v", r)
+	}
+}
+
+// TestLeaseWithdrawalOfAWaiterOnly: a release with WaiterOnly, which the
+// node sends for a caller that still waits but heard no verdict, takes a
+// waiting ID out of its queue, and answers a lease granted to the ID
+// meanwhile as held, keeping it, with its grant's time and wait.
+func TestLeaseWithdrawalOfAWaiterOnly(t *testing.T) {
+	t.Parallel()
+	a := newApplier(t)
+	a.lease(CommandAcquireLease, acquire("a", t0))
+	a.lease(CommandAcquireLease, acquire("b", t0))
+	a.lease(CommandAcquireLease, waitFor("granted", t0+sec))
+	a.lease(CommandAcquireLease, waitFor("waiting", t0+sec))
+	a.lease(CommandReleaseLease, LeaseCommand{NowNanos: t0 + 2*sec, ID: "a"}) // grants "granted"
+	tests := []struct {
+		id   string
+		want LeaseResult
+	}{
+		{"granted", LeaseResult{Granted: true, Active: 2, Waiting: 1, ExpiresAtNanos: t0 + 2*sec + int64(LeaseClaimWindow),
+			GrantedAtNanos: t0 + 2*sec, WaitedNanos: sec, AtNanos: t0 + 3*sec}},
+		{"waiting", LeaseResult{Withdrawn: true, Active: 2, RetryAfterNanos: 4 * sec, WaitedNanos: 2 * sec, AtNanos: t0 + 3*sec}},
+	}
+	for _, tt := range tests {
+		r := a.lease(CommandReleaseLease, LeaseCommand{NowNanos: t0 + 3*sec, ID: tt.id, AnyOwner: true, WaiterOnly: true})
+		if *r != tt.want {
+			t.Errorf("%s:\n got  %+v\n want %+v", tt.id, *r, tt.want)
+		}
+	}
+	if r := a.lease(CommandReleaseLease, LeaseCommand{NowNanos: t0 + 3*sec, ID: "nobody", AnyOwner: true, WaiterOnly: true}); r.Rejection == nil || r.Rejection.Code != contract.CodeNotFound {
+		t.Errorf("an ID neither held nor waiting: %+v", r)
+	}
+	if _, held, _ := a.fsm.Leases("reports", 0); len(held) != 2 {
+		t.Fatalf("held after the withdrawals: %+v", held)
 	}
 }
 
