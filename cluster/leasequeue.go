@@ -95,7 +95,9 @@ func (w *leaseWaiters) restoredSignal() <-chan struct{} {
 // or out of the queue without a slot. restored is the restore signal of
 // the moment the request was registered. A caller that goes away (ctx
 // ends), or a node that shuts down, takes the request out of the queue and
-// gives back a slot granted meanwhile.
+// gives back a slot granted meanwhile. A verdict that has not come a
+// leaseVerdictGrace past the deadline is asked of the leader: a slot
+// granted meanwhile is the answer, else the request is taken out.
 func (n *Node) awaitLease(ctx context.Context, id string, queued *fsm.LeaseResult, verdict <-chan fsm.LeaseResult, restored <-chan struct{}) (*fsm.LeaseResult, error) {
 	late := time.NewTimer(time.Duration(queued.DeadlineNanos-queued.AtNanos) + leaseVerdictGrace)
 	defer late.Stop()
@@ -119,14 +121,17 @@ func (n *Node) awaitLease(ctx context.Context, id string, queued *fsm.LeaseResul
 			if r := n.fsm.LeaseOf(id); r.Granted {
 				return &r, nil
 			}
-			r, err := n.withdrawLease(ctx, id)
-			if err != nil {
-				return nil, err
+			// The caller still waits: a slot granted to it meanwhile (an
+			// event this node has not applied yet) is its answer.
+			r, err := n.withdrawLease(ctx, id, true)
+			if err != nil || r.Granted {
+				return r, err
 			}
 			// However it left (its deadline's entry not applied here yet,
-			// or withdrawn now), it waited its whole max_wait.
+			// or withdrawn now), it waited its whole max_wait: from the
+			// time it joined to this answer's, as every answer counts it.
 			r.AtNanos = max(r.AtNanos, queued.DeadlineNanos)
-			r.WaitedNanos = max(r.WaitedNanos, queued.DeadlineNanos-joined)
+			r.WaitedNanos = r.AtNanos - joined
 			return r, nil
 		case <-ctx.Done():
 			n.withdrawOrWarn(ctx, id, "its caller went away")
@@ -139,13 +144,13 @@ func (n *Node) awaitLease(ctx context.Context, id string, queued *fsm.LeaseResul
 }
 
 // claimLease claims a lease granted to a waiter, which lasts only
-// fsm.LeaseClaimWindow until then: a renewal to the request's TTL. A lease
-// the window ran out on (this node heard of the grant too late) is answered
-// as no slot; one this node cannot claim for now keeps its short expiry,
-// and the caller learns it from the answer (its holder renews it, as
-// WithLease does).
+// fsm.LeaseClaimWindow until then: the claim extends it to the request's
+// TTL from its grant. A lease the window ran out on (this node heard of
+// the grant too late) is answered as no slot; one this node cannot claim
+// for now keeps its short expiry, and the caller learns it from the answer
+// (its holder renews it, as WithLease does).
 func (n *Node) claimLease(ctx context.Context, id string, ttl time.Duration, granted *fsm.LeaseResult) (*fsm.LeaseResult, error) {
-	claimed, err := n.leaseOnLeader(ctx, fsm.CommandRenewLease, fsm.LeaseCommand{ID: id, TTLNanos: int64(ttl), AnyOwner: true})
+	claimed, err := n.leaseOnLeader(ctx, fsm.CommandRenewLease, fsm.LeaseCommand{ID: id, TTLNanos: int64(ttl), AnyOwner: true, Claim: true})
 	var gone *contract.Error
 	switch {
 	case errors.As(err, &gone) && gone.Code == contract.CodeNotFound:
@@ -165,18 +170,19 @@ func (n *Node) claimLease(ctx context.Context, id string, ttl time.Duration, gra
 // logs when it cannot: the request then stays queued until its deadline,
 // and a slot granted to it idles until its TTL.
 func (n *Node) withdrawOrWarn(ctx context.Context, id, why string) {
-	if _, err := n.withdrawLease(ctx, id); err != nil {
+	if _, err := n.withdrawLease(ctx, id, false); err != nil {
 		n.logger.Warn("a lease request stays queued until its deadline: "+why+", and withdrawing it failed", "err", err)
 	}
 }
 
-// withdrawLease takes id out of its queue, or gives its lease back if it
-// was granted meanwhile, even when ctx has ended (its caller went away),
-// and answers as a request that got no slot.
-func (n *Node) withdrawLease(ctx context.Context, id string) (*fsm.LeaseResult, error) {
+// withdrawLease takes id out of its queue, even when ctx has ended (its
+// caller went away), and answers as a request that got no slot. A lease
+// granted to id meanwhile is given back, or, with waiterOnly (for a caller
+// that still waits), kept and answered as held.
+func (n *Node) withdrawLease(ctx context.Context, id string, waiterOnly bool) (*fsm.LeaseResult, error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), n.requestTimeout)
 	defer cancel()
-	r, err := n.leaseOnLeader(ctx, fsm.CommandReleaseLease, fsm.LeaseCommand{ID: id, AnyOwner: true})
+	r, err := n.leaseOnLeader(ctx, fsm.CommandReleaseLease, fsm.LeaseCommand{ID: id, AnyOwner: true, WaiterOnly: waiterOnly})
 	var notHeld *contract.Error
 	switch {
 	case errors.As(err, &notHeld) && notHeld.Code == contract.CodeNotFound:
@@ -184,6 +190,8 @@ func (n *Node) withdrawLease(ctx context.Context, id string) (*fsm.LeaseResult, 
 		r = &fsm.LeaseResult{AtNanos: n.fsm.Now()}
 	case err != nil:
 		return nil, err
+	case r.Granted:
+		return r, nil
 	}
 	return &fsm.LeaseResult{Active: r.Active, Waiting: r.Waiting, RetryAfterNanos: r.RetryAfterNanos, WaitedNanos: r.WaitedNanos, AtNanos: r.AtNanos}, nil
 }

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/limitnode/limitnode/contract"
 	"github.com/limitnode/limitnode/internal/fsm"
 	"github.com/limitnode/limitnode/testcluster"
 )
@@ -366,4 +367,44 @@ func TestLeaseListingsCountDownOnAnIdleCluster(t *testing.T) {
 		left, _ := leases[0].(map[string]any)["expires_in_ms"].(float64)
 		return left > 0 && left < 10000
 	})
+}
+
+// TestARetriedWaiterIsAnsweredWithItsGrant: the first attempt of an acquire
+// that may wait joins the queue and its answer is lost; a slot is granted
+// to it; the call's next attempt, with the same ID, is answered with that
+// grant, as a waiter that heard it would be: at the grant's cluster time,
+// with its wait, and expiring its TTL after the grant (the claim gives it
+// that when its TTL is over the claim window).
+func TestARetriedWaiterIsAnsweredWithItsGrant(t *testing.T) {
+	t.Parallel()
+	c := testcluster.Start(t, 3)
+	node := c.Followers()[0].Node()
+	for _, ttl := range []time.Duration{4 * time.Second, time.Hour} {
+		t.Run("ttl="+ttl.String(), func(t *testing.T) {
+			key, id := "retried-"+ttl.String(), "retried-waiter-"+ttl.String()
+			holder, err := node.AcquireLease(t.Context(), contract.LeaseRequest{Key: key, Max: 1, TTL: time.Hour})
+			if err != nil || !holder.Granted {
+				t.Fatalf("holder: %+v %v", holder, err)
+			}
+			req := contract.LeaseRequest{Key: key, Max: 1, TTL: ttl, MaxWait: time.Minute, MaxQueue: 1}
+			first, err := node.LeaseCommandOnLeader(t.Context(), fsm.CommandAcquireLease, fsm.LeaseCommand{ID: id, Key: key, Max: 1,
+				TTLNanos: int64(ttl), MaxWaitNanos: int64(req.MaxWait), MaxQueue: req.MaxQueue})
+			if err != nil || !first.Queued {
+				t.Fatalf("the first attempt: %+v %v", first, err)
+			}
+			grantedAt, err := node.ReleaseLease(t.Context(), holder.ID)
+			if err != nil {
+				t.Fatalf("release the holder: %v", err)
+			}
+			l, err := node.AcquireLeaseWithID(t.Context(), id, req)
+			if err != nil {
+				t.Fatalf("the retry: %v", err)
+			}
+			want := contract.Lease{ID: id, Key: key, Max: 1, Granted: true, Active: 1, AtNanos: grantedAt,
+				WaitedNanos: grantedAt - first.AtNanos, ExpiresAtNanos: grantedAt + int64(ttl)}
+			if l != want {
+				t.Fatalf("the retry's answer:\n got  %+v\n want %+v (granted when the holder gave its slot back)", l, want)
+			}
+		})
+	}
 }

@@ -22,13 +22,18 @@ import (
 // may renew or give it back; a caller holding MaxLeasesPerCaller leases and
 // waiting requests is refused with CodeResourceExhausted.
 func (n *Node) AcquireLease(ctx context.Context, req contract.LeaseRequest) (contract.Lease, error) {
+	var raw [16]byte
+	_, _ = rand.Read(raw[:]) // crypto/rand.Read never fails
+	return n.acquireLease(ctx, hex.EncodeToString(raw[:]), req)
+}
+
+// acquireLease is AcquireLease with the lease's ID.
+func (n *Node) acquireLease(ctx context.Context, id string, req contract.LeaseRequest) (contract.Lease, error) {
 	if err := req.Validate(); err != nil {
 		return contract.Lease{}, err
 	}
-	var raw [16]byte
-	_, _ = rand.Read(raw[:]) // crypto/rand.Read never fails
 	caller, _ := contract.CallerOf(ctx)
-	cmd := fsm.LeaseCommand{ID: hex.EncodeToString(raw[:]), Key: req.Key, Max: req.Max, TTLNanos: int64(req.TTL),
+	cmd := fsm.LeaseCommand{ID: id, Key: req.Key, Max: req.Max, TTLNanos: int64(req.TTL),
 		MaxWaitNanos: int64(req.MaxWait), MaxQueue: req.MaxQueue, Owner: caller.Name, MaxOwnerLeases: max(n.cfg.MaxLeasesPerCaller, 0)}
 	var verdict <-chan fsm.LeaseResult
 	var restored <-chan struct{}
@@ -49,6 +54,11 @@ func (n *Node) AcquireLease(ctx context.Context, req contract.LeaseRequest) (con
 		if r, err = n.awaitLease(ctx, cmd.ID, r, verdict, restored); err != nil {
 			return contract.Lease{}, err
 		}
+	}
+	if r.Granted && r.GrantedAtNanos != 0 {
+		// The decision is the grant: a retried acquire, or a waiter that
+		// looked at the state, answers with the time it was granted at.
+		r.AtNanos = r.GrantedAtNanos
 	}
 	// A grant from the queue lasts its claim window until claimed: after
 	// a wait, or when a retried acquire finds its ID granted meanwhile.

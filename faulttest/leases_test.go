@@ -22,12 +22,14 @@ import (
 // The lease path of a run: clients take one of leaseMax slots of one key,
 // some waiting in its queue, hold it briefly and give it back, on random
 // nodes through the faults. Every answer carries the cluster time it was
-// decided at, so the model below checks the semaphore exactly: a slot is
-// granted only when fewer than leaseMax are held, a request is refused at
-// once only when all are, a lease lasts until it is given back or its TTL
-// of cluster time passes, and a waiter leaves without a slot only when its
-// wait has run out. checkLeaseQueueOrder checks what the model cannot see,
-// the queue's order.
+// decided at (a grant's: the time it was granted), so the model below
+// checks the semaphore exactly: a slot is granted only when fewer than
+// leaseMax are held, a request is refused at once, or joins the queue
+// (at its answer's time less its wait), only when all are, a lease lasts
+// until it is given back or its TTL of cluster time from its grant passes,
+// a waiter is granted only within its max_wait and leaves without a slot
+// only once it has run out. checkLeaseQueueOrder checks what the model
+// cannot see, the queue's order.
 const (
 	leaseKey       = "lin-lease"
 	leaseMax       = 2
@@ -43,6 +45,10 @@ type leaseOpKind int
 const (
 	leaseAcquire leaseOpKind = iota
 	leaseRelease
+	// leaseJoin is the moment a waiting acquire joined the queue: its
+	// answer's time less its wait. It is recorded beside the acquire, over
+	// the same interval, so that the model checks the group was full then.
+	leaseJoin
 )
 
 type leaseInput struct {
@@ -117,7 +123,7 @@ var leaseModel = porcupine.NondeterministicModel{
 	},
 	DescribeOperation: func(input, output any) string {
 		in, out := input.(leaseInput), output.(leaseOutput)
-		what := map[leaseOpKind]string{leaseAcquire: "acquire", leaseRelease: "release " + in.ID}[in.Kind]
+		what := map[leaseOpKind]string{leaseAcquire: "acquire", leaseRelease: "release " + in.ID, leaseJoin: "join the queue"}[in.Kind]
 		if in.Wait {
 			what += " waiting"
 		}
@@ -151,34 +157,35 @@ func stepLease(s leaseState, in leaseInput, out leaseOutput) []any {
 		}
 		return []any{s}
 	}
-	if in.Kind == leaseAcquire && out.Granted && !in.Wait && out.Expires < out.At+int64(leaseTTL) {
-		// A retried acquire whose first attempt was granted answers
-		// with that lease: granted at its expiry less the TTL.
-		out.At = out.Expires - int64(leaseTTL)
-	}
 	if out.At < s.last {
 		return nil
 	}
 	s.last = out.At
 	live := slices.DeleteFunc(s.leases(), func(l heldLease) bool { return l.expires <= out.At })
 	s = withLeases(s, live)
+	full := len(live)+s.anonymous >= leaseMax
 	switch {
 	case in.Kind == leaseRelease:
 		if !slices.ContainsFunc(live, func(l heldLease) bool { return l.id == in.ID }) {
 			return nil
 		}
 		return []any{gone(s)}
+	case in.Kind == leaseJoin: // a request joins the queue only when every slot is held
+		if !full {
+			return nil
+		}
+		return []any{s}
 	case out.Granted:
-		// A waiter's lease runs its TTL from its claim, a little after
-		// the grant (leaseTTL is shorter than the claim window).
-		expiry := out.Expires == out.At+int64(leaseTTL) || (out.Waited > 0 && out.Expires > out.At+int64(leaseTTL))
-		if len(live)+s.anonymous >= leaseMax || !expiry || out.Waited < 0 ||
+		// Granted at out.At, for its TTL from then (leaseTTL is shorter
+		// than the claim window, so no claim moves it), having waited
+		// less than its max_wait.
+		if full || out.Expires != out.At+int64(leaseTTL) || out.Waited < 0 ||
 			(!in.Wait && out.Waited != 0) || out.Waited >= int64(leaseWait) {
 			return nil
 		}
 		return []any{withLeases(s, append(live, heldLease{out.ID, out.Expires}))}
 	case out.Waited == 0: // refused at once: every slot held
-		if len(live)+s.anonymous < leaseMax {
+		if !full {
 			return nil
 		}
 		return []any{s}
@@ -255,6 +262,10 @@ func (r *leaseRun) client(c *testcluster.Cluster, crng *rand.Rand, clientID int,
 		}
 		r.record(porcupine.Operation{ClientId: clientID, Input: in, Call: call, Return: ret,
 			Output: leaseOutput{Known: true, Granted: l.Granted, ID: l.ID, At: l.AtNanos, Expires: l.ExpiresAtNanos, Waited: l.WaitedNanos, Attempts: 1}})
+		if l.WaitedNanos > 0 {
+			r.record(porcupine.Operation{ClientId: clientID, Input: leaseInput{Kind: leaseJoin, Via: n.ID}, Call: call, Return: ret,
+				Output: leaseOutput{Known: true, ID: l.ID, At: l.AtNanos - l.WaitedNanos, Attempts: 1}})
+		}
 		if !l.Granted {
 			time.Sleep(time.Duration(crng.IntN(50)) * time.Millisecond)
 			continue

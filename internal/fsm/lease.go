@@ -43,6 +43,16 @@ type LeaseCommand struct {
 	Owner          string
 	AnyOwner       bool
 	MaxOwnerLeases int64
+	// Claim, on a CommandRenewLease, is the claim of a lease granted from
+	// the queue, sent by the node where its request waited: the lease runs
+	// the request's TTL from its grant rather than TTLNanos from now (see
+	// LeaseClaimWindow). A lease with nothing to claim is left as it is, so
+	// a retried claim changes nothing. Last, as the owner's fields.
+	Claim bool
+	// WaiterOnly, on a CommandReleaseLease, withdraws the ID only if it
+	// waits: a lease granted to it is kept and answered as held (Granted),
+	// so that the node whose caller still waits can hand it over.
+	WaiterOnly bool
 }
 
 // LeaseResult answers a LeaseCommand.
@@ -76,11 +86,21 @@ type LeaseResult struct {
 	// Waiting is how many requests wait in the group's queue after the
 	// command.
 	Waiting int64
-	// WaitedNanos is how long the request has waited in the queue.
+	// WaitedNanos is the cluster time the request spent in its queue: from
+	// the entry that queued it to the one that granted it a slot or took it
+	// out, or to this command while it waits. It is 0 for a request
+	// answered at once, granted or refused, and for a held lease it is the
+	// wait before its grant, whichever command answers with it.
 	WaitedNanos int64
 	// Key and Max name a renewed lease's group.
 	Key string
 	Max int64
+	// GrantedAtNanos is, for a held lease (Granted), the cluster time it
+	// was granted at: the command's own time for a new grant, the first
+	// grant's for a retried acquire answered with the lease it holds. The
+	// lease's TTL runs from it. Last, so that results from nodes without
+	// it decode (as 0: not known).
+	GrantedAtNanos int64
 }
 
 // leaseGroup is the key and the maximum a lease counts against: like a
@@ -95,6 +115,12 @@ type lease struct {
 	group     leaseGroup
 	owner     string // whose it is (LeaseCommand.Owner)
 	expiresAt int64
+	grantedAt int64
+	waited    int64 // in the queue, before grantedAt
+	// claimTTL, for a lease granted from the queue that its waiter's node
+	// has not claimed yet, is the request's TTL, longer than the claim
+	// window it lasts until then; 0 when there is nothing to claim.
+	claimTTL int64
 	// index[0] is the lease's place in the table's expiry heap, index[1]
 	// its place in its group's heap.
 	index [2]int
@@ -215,35 +241,28 @@ func validateLease(id string, req contract.LeaseRequest) *contract.Error {
 	return req.Validate()
 }
 
-// expire takes out, in the order of cluster time, up to max leases that
-// have expired by now and waiters whose deadline has passed (deadlines
-// before expiries at the same instant): the slots freed at time E, by every
-// lease that expired then, go to the first waiters whose deadline is after
-// E, even when the entry that brings the news is stamped later.
+// expire takes out, up to max in all, the waiters whose deadline has come
+// by now, then the leases that have expired by now, and gives the slots
+// these free to the remaining waiters. Everything an entry decides, it
+// decides at its own time: a waiter is granted a slot only by an entry
+// stamped before its deadline, so a slot that expired at E but is first
+// applied at now goes to the first waiters still waiting at now (the
+// tick loop appends an entry at E, so in a healthy cluster now is E).
 func (t *leaseTable) expire(now int64, max int) {
-	for n := 0; n < max; {
-		leaseDue := t.expiry.Len() > 0 && t.expiry.leases[0].expiresAt <= now
-		waiterDue := len(t.deadlines) > 0 && t.deadlines[0].deadline <= now
-		switch {
-		case waiterDue && (!leaseDue || t.deadlines[0].deadline <= t.expiry.leases[0].expiresAt):
-			t.leave(t.deadlines[0], now, false)
-			n++
-		case leaseDue:
-			at := t.expiry.leases[0].expiresAt
-			var freed []leaseGroup
-			for ; n < max && t.expiry.Len() > 0 && t.expiry.leases[0].expiresAt == at; n++ {
-				l := t.expiry.leases[0]
-				t.drop(l)
-				if t.waiting(l.group) > 0 && !slices.Contains(freed, l.group) {
-					freed = append(freed, l.group)
-				}
-			}
-			for _, g := range freed {
-				t.grantWaiters(g, at, now)
-			}
-		default:
-			return
+	n := 0
+	for ; n < max && len(t.deadlines) > 0 && t.deadlines[0].deadline <= now; n++ {
+		t.leave(t.deadlines[0], now, false)
+	}
+	var freed []leaseGroup
+	for ; n < max && t.expiry.Len() > 0 && t.expiry.leases[0].expiresAt <= now; n++ {
+		l := t.expiry.leases[0]
+		t.drop(l)
+		if t.waiting(l.group) > 0 && !slices.Contains(freed, l.group) {
+			freed = append(freed, l.group)
 		}
+	}
+	for _, g := range freed {
+		t.grantWaiters(g, now)
 	}
 }
 
@@ -315,16 +334,24 @@ func (t *leaseTable) acquire(now int64, cmd *LeaseCommand) LeaseResult {
 		t.enqueue(w)
 		return t.queued(w, t.waiting(g), now)
 	}
-	l := &lease{id: cmd.ID, group: g, owner: cmd.Owner, expiresAt: now + cmd.TTLNanos}
+	l := &lease{id: cmd.ID, group: g, owner: cmd.Owner, expiresAt: now + cmd.TTLNanos, grantedAt: now}
 	t.add(l)
-	return LeaseResult{Granted: true, Active: t.active(g), Waiting: t.waiting(g), ExpiresAtNanos: l.expiresAt}
+	return t.heldResult(l)
+}
+
+// heldResult answers for a held lease: granted, with its grant's time and
+// wait and its expiry as they stand.
+func (t *leaseTable) heldResult(l *lease) LeaseResult {
+	return LeaseResult{Granted: true, Active: t.active(l.group), Waiting: t.waiting(l.group), ExpiresAtNanos: l.expiresAt,
+		GrantedAtNanos: l.grantedAt, WaitedNanos: l.waited}
 }
 
 // resultOf answers for an ID the table knows: held (Granted, with its
-// expiry) or waiting (Queued, with its place), with its group.
+// grant's time and its expiry) or waiting (Queued, with its place), with
+// its group.
 func (t *leaseTable) resultOf(id string, now int64) (LeaseResult, leaseGroup, bool) {
 	if l := t.byID[id]; l != nil {
-		return LeaseResult{Granted: true, Active: t.active(l.group), Waiting: t.waiting(l.group), ExpiresAtNanos: l.expiresAt}, l.group, true
+		return t.heldResult(l), l.group, true
 	}
 	if w := t.waiters[id]; w != nil {
 		return t.queued(w, t.position(w), now), w.group, true
@@ -332,7 +359,8 @@ func (t *leaseTable) resultOf(id string, now int64) (LeaseResult, leaseGroup, bo
 	return LeaseResult{}, leaseGroup{}, false
 }
 
-// renew moves a held lease's expiry to the command's TTL from now.
+// renew moves a held lease's expiry to the command's TTL from now, or, for
+// a claim, to its request's TTL from its grant.
 func (t *leaseTable) renew(now int64, cmd *LeaseCommand) LeaseResult {
 	if err := contract.ValidateLeaseID(cmd.ID); err != nil {
 		return LeaseResult{Rejection: err}
@@ -347,14 +375,22 @@ func (t *leaseTable) renew(now int64, cmd *LeaseCommand) LeaseResult {
 	if err := mayActOn(l.owner, cmd); err != nil {
 		return LeaseResult{Rejection: err}
 	}
-	l.expiresAt = now + cmd.TTLNanos
+	switch {
+	case !cmd.Claim:
+		l.expiresAt, l.claimTTL = now+cmd.TTLNanos, 0 // the holder's own expiry supersedes a claim
+	case l.claimTTL > 0:
+		l.expiresAt, l.claimTTL = l.grantedAt+l.claimTTL, 0
+	}
 	heap.Fix(&t.expiry, l.index[0])
 	heap.Fix(t.groups[l.group], l.index[1])
-	return LeaseResult{Granted: true, Key: l.group.key, Max: l.group.max, Active: t.active(l.group), Waiting: t.waiting(l.group), ExpiresAtNanos: l.expiresAt}
+	r := t.heldResult(l)
+	r.Key, r.Max = l.group.key, l.group.max
+	return r
 }
 
 // release gives a lease back, its slot going to the group's first waiter,
-// or withdraws a waiter from its queue.
+// or withdraws a waiter from its queue; with WaiterOnly, a lease live at
+// now is kept and answered as held.
 func (t *leaseTable) release(now int64, cmd *LeaseCommand) LeaseResult {
 	id := cmd.ID
 	if w := t.waiters[id]; w != nil {
@@ -370,8 +406,11 @@ func (t *leaseTable) release(now int64, cmd *LeaseCommand) LeaseResult {
 	if err := mayActOn(l.owner, cmd); err != nil {
 		return LeaseResult{Rejection: err}
 	}
+	if cmd.WaiterOnly && l.expiresAt > now {
+		return t.heldResult(l)
+	}
 	t.drop(l)
-	t.grantWaiters(l.group, min(l.expiresAt, now), now) // a lease past its expiry freed its slot then
+	t.grantWaiters(l.group, now)
 	return LeaseResult{Released: true, Active: t.active(l.group), Waiting: t.waiting(l.group)}
 }
 
@@ -384,6 +423,19 @@ type leaseRecord struct {
 	// Owner comes last: a snapshot written before it restores leases
 	// that are nobody's in particular.
 	Owner string
+	// GrantedAt, Waited and ClaimTTL are the lease's grant time, its wait
+	// in the queue before, and the TTL its claim gives it (0: nothing to
+	// claim). Last, as Owner: a snapshot written before them restores
+	// leases whose grant time is not known (0) and that are claimed.
+	GrantedAt int64
+	Waited    int64
+	ClaimTTL  int64
+}
+
+// record is l as a snapshot holds it.
+func (l *lease) record() leaseRecord {
+	return leaseRecord{ID: l.id, Key: l.group.key, Max: l.group.max, ExpiresAt: l.expiresAt, Owner: l.owner,
+		GrantedAt: l.grantedAt, Waited: l.waited, ClaimTTL: l.claimTTL}
 }
 
 func (t *leaseTable) restore(rec leaseRecord) error {
@@ -397,6 +449,10 @@ func (t *leaseTable) restore(rec leaseRecord) error {
 	if len(rec.Owner) > contract.MaxScopeBytes {
 		return fmt.Errorf("lease %q: its owner's name is too long", rec.ID)
 	}
-	t.add(&lease{id: rec.ID, group: g, owner: rec.Owner, expiresAt: rec.ExpiresAt})
+	if rec.GrantedAt < 0 || rec.GrantedAt > rec.ExpiresAt || rec.Waited < 0 || rec.Waited > int64(contract.MaxLeaseWait) ||
+		(rec.ClaimTTL != 0 && (contract.ValidateLeaseTTL(time.Duration(rec.ClaimTTL)) != nil || rec.GrantedAt == 0)) {
+		return fmt.Errorf("lease %q: grant time, wait or claim out of range", rec.ID)
+	}
+	t.add(&lease{id: rec.ID, group: g, owner: rec.Owner, expiresAt: rec.ExpiresAt, grantedAt: rec.GrantedAt, waited: rec.Waited, claimTTL: rec.ClaimTTL})
 	return nil
 }

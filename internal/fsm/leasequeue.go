@@ -15,11 +15,13 @@ import (
 // The lease queue: a lease request that finds its group full may wait, in
 // a FIFO queue per group, for a slot. The queue is replicated state like the
 // leases: a waiter joins with its acquire entry, is granted when an entry
-// frees a slot (a release, or an expiry that any stamped entry's time
-// brings), and leaves without a slot when its deadline passes or it is
-// withdrawn (CommandReleaseLease with its ID). Each grant or departure is
-// reported as a LeaseEvent, so that the node where the caller waits can
-// answer it when it applies the entry.
+// stamped before its deadline frees a slot (a release, or an expiry that
+// any stamped entry's time brings), and leaves without a slot in the first
+// entry stamped at or after its deadline, or when it is withdrawn
+// (CommandReleaseLease with its ID). Every grant and departure is at the
+// time of the entry that makes it, so a grant's wait is always shorter
+// than the request's max_wait. Each is reported as a LeaseEvent, so that
+// the node where the caller waits can answer it when it applies the entry.
 
 // LeaseEvent reports a waiter leaving its queue: granted its lease
 // (Result.Granted), or not, when its deadline passed or it was withdrawn.
@@ -135,29 +137,33 @@ func (t *leaseTable) leave(w *waiter, now int64, withdrawn bool) LeaseResult {
 }
 
 // LeaseClaimWindow is how long a lease granted to a waiter lasts until the
-// node where the waiter waits claims it (a renewal to the request's TTL,
-// sent when that node applies the grant): a waiter whose node crashed
-// keeps the slot from others for this long, not for its whole TTL.
+// node where the waiter waits claims it (LeaseCommand.Claim, sent when that
+// node applies the grant), if its TTL is longer: a waiter whose node
+// crashed keeps the slot from others for this long, not for its whole TTL.
+// A claimed lease expires its TTL after its grant, as every lease does.
 const LeaseClaimWindow = 5 * time.Second
 
-// grantWaiters gives g's slots, free since cluster time freedAt, to its
-// first waiters, in order; a waiter whose deadline came by then leaves
-// instead. The news is applied at now: a granted lease runs from now, for
-// its TTL or LeaseClaimWindow, whichever is shorter, until it is claimed.
-func (t *leaseTable) grantWaiters(g leaseGroup, freedAt, now int64) {
+// grantWaiters gives g's free slots, at now, to its first waiters in order;
+// a waiter whose deadline has come by now leaves instead, so a grant always
+// comes within the waiter's max_wait. A granted lease runs from now, for its
+// TTL or, until it is claimed, LeaseClaimWindow if that is shorter.
+func (t *leaseTable) grantWaiters(g leaseGroup, now int64) {
 	for t.waiting(g) > 0 && t.active(g) < g.max {
 		w := t.queues[g].Front().Value.(*waiter)
-		if w.deadline <= freedAt {
+		if w.deadline <= now {
 			t.leave(w, now, false)
 			continue
 		}
 		t.unqueue(w)
-		l := &lease{id: w.id, group: g, owner: w.owner, expiresAt: now + min(w.ttl, int64(LeaseClaimWindow))}
+		l := &lease{id: w.id, group: g, owner: w.owner, grantedAt: now, waited: now - w.enqueuedAt,
+			expiresAt: now + min(w.ttl, int64(LeaseClaimWindow))}
+		if w.ttl > int64(LeaseClaimWindow) {
+			l.claimTTL = w.ttl
+		}
 		t.add(l)
-		t.events = append(t.events, LeaseEvent{ID: w.id, Result: LeaseResult{
-			Granted: true, Active: t.active(g), Waiting: t.waiting(g), ExpiresAtNanos: l.expiresAt,
-			WaitedNanos: now - w.enqueuedAt, AtNanos: now,
-		}})
+		r := t.heldResult(l)
+		r.AtNanos = now
+		t.events = append(t.events, LeaseEvent{ID: w.id, Result: r})
 	}
 }
 

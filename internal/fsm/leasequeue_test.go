@@ -5,11 +5,13 @@ import (
 	"cmp"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/limitnode/limitnode/contract"
 	"pgregory.net/rapid"
 )
 
@@ -69,7 +71,7 @@ func TestLeaseQueueGrantsInArrivalOrder(t *testing.T) {
 	if r := a.lease(CommandReleaseLease, LeaseCommand{NowNanos: t0 + 4*sec, ID: "a"}); !r.Released || r.Active != 2 || r.Waiting != 2 {
 		t.Fatalf("release a: %+v", r)
 	}
-	want := LeaseEvent{ID: "c", Result: LeaseResult{Granted: true, Active: 2, Waiting: 2, ExpiresAtNanos: t0 + 9*sec, WaitedNanos: 2 * sec, AtNanos: t0 + 4*sec}}
+	want := LeaseEvent{ID: "c", Result: LeaseResult{Granted: true, Active: 2, Waiting: 2, ExpiresAtNanos: t0 + 9*sec, WaitedNanos: 2 * sec, AtNanos: t0 + 4*sec, GrantedAtNanos: t0 + 4*sec}}
 	if len(*events) != 1 || (*events)[0] != want {
 		t.Fatalf("events after releasing a: %+v", *events)
 	}
@@ -198,8 +200,10 @@ type queueModel struct {
 }
 
 type modelLease struct {
-	id        string
-	expiresAt int64
+	id                string
+	expiresAt         int64
+	grantedAt, waited int64
+	claimTTL          int64 // the TTL its claim gives it from its grant; 0: nothing to claim
 }
 
 type modelWaiter struct {
@@ -222,73 +226,66 @@ func (m *queueModel) leave(key string, i int, withdrawn bool) {
 		Waiting: int64(len(m.waiters[key])), RetryAfterNanos: m.retryAfter(key), WaitedNanos: m.now - w.enqueued, AtNanos: m.now}})
 }
 
-// grant gives key's slots, free since freedAt, to its first waiters.
-func (m *queueModel) grant(key string, maxHolders, freedAt int64) {
+// grant gives key's free slots, now, to its first waiters still waiting.
+func (m *queueModel) grant(key string, maxHolders int64) {
 	for len(m.waiters[key]) > 0 && int64(len(m.holders[key])) < maxHolders {
 		w := m.waiters[key][0]
-		if w.deadline <= freedAt {
+		if w.deadline <= m.now {
 			m.leave(key, 0, false)
 			continue
 		}
 		m.waiters[key] = m.waiters[key][1:]
-		until := m.now + min(w.ttl, int64(LeaseClaimWindow)) // until its node claims it
-		m.holders[key] = append(m.holders[key], modelLease{w.id, until})
+		l := modelLease{id: w.id, expiresAt: m.now + min(w.ttl, int64(LeaseClaimWindow)), grantedAt: m.now, waited: m.now - w.enqueued} // until its node claims it
+		if w.ttl > int64(LeaseClaimWindow) {
+			l.claimTTL = w.ttl
+		}
+		m.holders[key] = append(m.holders[key], l)
 		m.events = append(m.events, LeaseEvent{ID: w.id, Result: LeaseResult{Granted: true, Active: int64(len(m.holders[key])),
-			Waiting: int64(len(m.waiters[key])), ExpiresAtNanos: until, WaitedNanos: m.now - w.enqueued, AtNanos: m.now}})
+			Waiting: int64(len(m.waiters[key])), ExpiresAtNanos: l.expiresAt, WaitedNanos: l.waited, AtNanos: m.now, GrantedAtNanos: m.now}})
 	}
 }
 
-// advance moves time on, taking what happened since in the order of
-// cluster time (a deadline before an expiry at the same instant): a waiter
-// past its deadline leaves; an expired lease goes, and its slot goes to the
-// first waiter whose deadline is after the expiry.
+// advance moves time on: every waiter whose deadline has come leaves
+// without a slot, every lease that has expired goes, and the slots free
+// then go to the waiters left, at the new time.
 func (m *queueModel) advance(now int64, maxHolders int64, keys []string) {
 	m.now = max(m.now, now)
 	type due struct {
-		at    int64
-		lease int // 0 for a waiter's deadline, 1 for a lease's expiry
-		key   string
-		id    string
+		at  int64
+		key string
+		id  string
 	}
-	var dues []due
+	var departures []due
 	for _, k := range keys {
-		for _, l := range m.holders[k] {
-			if l.expiresAt <= m.now {
-				dues = append(dues, due{l.expiresAt, 1, k, l.id})
-			}
-		}
 		for _, w := range m.waiters[k] {
 			if w.deadline <= m.now {
-				dues = append(dues, due{w.deadline, 0, k, w.id})
+				departures = append(departures, due{w.deadline, k, w.id})
 			}
 		}
 	}
-	slices.SortFunc(dues, func(a, b due) int {
-		return cmp.Or(cmp.Compare(a.at, b.at), cmp.Compare(a.lease, b.lease), strings.Compare(a.id, b.id))
-	})
-	for i := 0; i < len(dues); {
-		d := dues[i]
-		if d.lease == 0 {
-			if j := slices.IndexFunc(m.waiters[d.key], func(x modelWaiter) bool { return x.id == d.id }); j >= 0 {
-				m.leave(d.key, j, false)
+	slices.SortFunc(departures, func(a, b due) int { return cmp.Or(cmp.Compare(a.at, b.at), strings.Compare(a.id, b.id)) })
+	for _, d := range departures {
+		m.leave(d.key, slices.IndexFunc(m.waiters[d.key], func(x modelWaiter) bool { return x.id == d.id }), false)
+	}
+	for _, k := range keys {
+		m.holders[k] = slices.DeleteFunc(m.holders[k], func(l modelLease) bool { return l.expiresAt <= m.now })
+		m.grant(k, maxHolders)
+	}
+}
+
+// claim applies a claim of id to the model: a held lease with a claim
+// pending runs its TTL from its grant.
+func (m *queueModel) claim(id string) (modelLease, bool) {
+	for _, k := range slices.Sorted(maps.Keys(m.holders)) {
+		if i := slices.IndexFunc(m.holders[k], func(l modelLease) bool { return l.id == id }); i >= 0 {
+			l := &m.holders[k][i]
+			if l.claimTTL > 0 {
+				l.expiresAt, l.claimTTL = l.grantedAt+l.claimTTL, 0
 			}
-			i++
-			continue
-		}
-		// Every lease that expired at this instant goes before any slot
-		// is granted.
-		var freed []string
-		for ; i < len(dues) && dues[i].lease == 1 && dues[i].at == d.at; i++ {
-			k, id := dues[i].key, dues[i].id
-			m.holders[k] = slices.DeleteFunc(m.holders[k], func(l modelLease) bool { return l.id == id })
-			if !slices.Contains(freed, k) {
-				freed = append(freed, k)
-			}
-		}
-		for _, k := range freed {
-			m.grant(k, maxHolders, d.at)
+			return *l, true
 		}
 	}
+	return modelLease{}, false
 }
 
 // TestLeaseQueueMatchesModel drives the FSM and the model with the same
@@ -308,7 +305,7 @@ func TestLeaseQueueMatchesModel(t *testing.T) {
 			now := m.now + rapid.Int64Range(0, 4*sec).Draw(rt, "dt")
 			m.events = nil
 			got = got[:0]
-			switch rapid.IntRange(0, 2).Draw(rt, "op") {
+			switch rapid.IntRange(0, 3).Draw(rt, "op") {
 			case 0: // acquire, maybe waiting
 				key := rapid.SampledFrom(keys).Draw(rt, "key")
 				id := fmt.Sprintf("r%d", step)
@@ -324,17 +321,29 @@ func TestLeaseQueueMatchesModel(t *testing.T) {
 				m.advance(now, maxHolders, keys)
 				checkAcquire(rt, m, &cmd, r)
 				ids = append(ids, id)
-			case 1: // release or withdraw
+			case 1: // release or withdraw (maybe a waiter only)
 				if len(ids) == 0 {
 					continue
 				}
 				id := rapid.SampledFrom(ids).Draw(rt, "id")
-				r := a.lease(CommandReleaseLease, LeaseCommand{NowNanos: now, ID: id})
+				waiterOnly := rapid.Bool().Draw(rt, "waiterOnly")
+				r := a.lease(CommandReleaseLease, LeaseCommand{NowNanos: now, ID: id, WaiterOnly: waiterOnly})
 				m.advance(now, maxHolders, keys)
-				checkRelease(rt, m, id, maxHolders, r)
+				checkRelease(rt, m, id, waiterOnly, maxHolders, r)
 			case 2:
 				a.tick(now)
 				m.advance(now, maxHolders, keys)
+			case 3: // a claim, by the node where a request waited
+				if len(ids) == 0 {
+					continue
+				}
+				id := rapid.SampledFrom(ids).Draw(rt, "id")
+				r := a.lease(CommandRenewLease, LeaseCommand{NowNanos: now, ID: id, TTLNanos: sec, AnyOwner: true, Claim: true})
+				m.advance(now, maxHolders, keys)
+				l, held := m.claim(id)
+				if held != r.Granted || (held && (r.ExpiresAtNanos != l.expiresAt || r.GrantedAtNanos != l.grantedAt || r.WaitedNanos != l.waited)) {
+					rt.Fatalf("claim of %s: %+v, model %+v (held %v)", id, r, l, held)
+				}
 			}
 			sortEvents := func(ev []LeaseEvent) {
 				slices.SortFunc(ev, func(x, y LeaseEvent) int { return strings.Compare(x.ID, y.ID) })
@@ -343,6 +352,11 @@ func TestLeaseQueueMatchesModel(t *testing.T) {
 			sortEvents(m.events)
 			if !slices.Equal(got, m.events) {
 				rt.Fatalf("step %d events:\n got  %+v\n want %+v", step, got, m.events)
+			}
+			for _, ev := range got {
+				if ev.Result.Granted && (ev.Result.WaitedNanos < 0 || ev.Result.WaitedNanos >= 8*sec) {
+					rt.Fatalf("step %d: a waiter granted after waiting %d, beyond every max_wait drawn: %+v", step, ev.Result.WaitedNanos, ev)
+				}
 			}
 			for _, k := range keys {
 				_, held, queued := a.fsm.Leases(k, 0)
@@ -368,8 +382,8 @@ func checkAcquire(rt *rapid.T, m *queueModel, cmd *LeaseCommand, r *LeaseResult)
 	k := cmd.Key
 	for _, h := range m.holders[k] {
 		if h.id == cmd.ID {
-			if !r.Granted || r.ExpiresAtNanos != h.expiresAt {
-				rt.Fatalf("retry of held %s: %+v", cmd.ID, r)
+			if !r.Granted || r.ExpiresAtNanos != h.expiresAt || r.GrantedAtNanos != h.grantedAt || r.WaitedNanos != h.waited {
+				rt.Fatalf("retry of held %s: %+v, model %+v", cmd.ID, r, h)
 			}
 			return
 		}
@@ -404,8 +418,8 @@ func checkAcquire(rt *rapid.T, m *queueModel, cmd *LeaseCommand, r *LeaseResult)
 	}
 	switch {
 	case int64(len(m.holders[k])) < cmd.Max:
-		m.holders[k] = append(m.holders[k], modelLease{cmd.ID, m.now + cmd.TTLNanos})
-		if !r.Granted || r.ExpiresAtNanos != m.now+cmd.TTLNanos {
+		m.holders[k] = append(m.holders[k], modelLease{id: cmd.ID, expiresAt: m.now + cmd.TTLNanos, grantedAt: m.now})
+		if !r.Granted || r.ExpiresAtNanos != m.now+cmd.TTLNanos || r.GrantedAtNanos != m.now || r.WaitedNanos != 0 {
 			rt.Fatalf("free slot, yet %+v", r)
 		}
 	case cmd.MaxWaitNanos > 0 && int64(len(m.waiters[k])) < cmd.MaxQueue:
@@ -420,8 +434,9 @@ func checkAcquire(rt *rapid.T, m *queueModel, cmd *LeaseCommand, r *LeaseResult)
 	}
 }
 
-// checkRelease applies a release or withdrawal to the model.
-func checkRelease(rt *rapid.T, m *queueModel, id string, maxHolders int64, r *LeaseResult) {
+// checkRelease applies a release or withdrawal to the model; with
+// waiterOnly, a held lease is kept.
+func checkRelease(rt *rapid.T, m *queueModel, id string, waiterOnly bool, maxHolders int64, r *LeaseResult) {
 	for k := range m.waiters {
 		if i := slices.IndexFunc(m.waiters[k], func(w modelWaiter) bool { return w.id == id }); i >= 0 {
 			m.leave(k, i, true)
@@ -433,8 +448,14 @@ func checkRelease(rt *rapid.T, m *queueModel, id string, maxHolders int64, r *Le
 	}
 	for k := range m.holders {
 		if i := slices.IndexFunc(m.holders[k], func(l modelLease) bool { return l.id == id }); i >= 0 {
+			if l := m.holders[k][i]; waiterOnly {
+				if !r.Granted || r.Released || r.ExpiresAtNanos != l.expiresAt || r.GrantedAtNanos != l.grantedAt || r.WaitedNanos != l.waited {
+					rt.Fatalf("withdrawal of the waiter %s, granted %+v: %+v", id, l, r)
+				}
+				return
+			}
 			m.holders[k] = slices.Delete(m.holders[k], i, i+1)
-			m.grant(k, maxHolders, m.now)
+			m.grant(k, maxHolders)
 			if !r.Released {
 				rt.Fatalf("release %s: %+v", id, r)
 			}
@@ -446,24 +467,147 @@ func checkRelease(rt *rapid.T, m *queueModel, id string, maxHolders int64, r *Le
 	}
 }
 
-// TestLeaseQueueKeepsOrderAcrossAGap: a slot freed at t+4s goes to the
-// first waiter (deadline t+6s), not to the one behind it, even when the
-// next entry comes only at t+6.5s, after the first waiter's deadline.
-func TestLeaseQueueKeepsOrderAcrossAGap(t *testing.T) {
+// TestLeaseQueueGrantsOnlyWithinMaxWait: the one slot, held until t0+4s,
+// frees with no entry stamped then; w1 (deadline t0+6s) and w2 (deadline
+// t0+7s) wait for it. The next entry's time decides: a waiter is granted
+// only by an entry stamped before its deadline, at that entry's time, so
+// its wait is always shorter than its max_wait and its lease runs from the
+// grant.
+func TestLeaseQueueGrantsOnlyWithinMaxWait(t *testing.T) {
+	t.Parallel()
+	type verdict struct {
+		id      string
+		granted bool
+		waited  int64
+	}
+	tests := []struct {
+		name      string
+		nextEntry int64
+		want      []verdict // in the order they are reported
+		stillWait []string
+	}{
+		{"an entry before w1's deadline grants w1", t0 + 5*sec, []verdict{{"w1", true, 5 * sec}}, []string{"w2"}},
+		{"an entry at w1's deadline times w1 out and grants w2", t0 + 6*sec, []verdict{{"w1", false, 6 * sec}, {"w2", true, 5 * sec}}, nil},
+		{"an entry after both deadlines times both out", t0 + 7*sec + sec/2, []verdict{{"w1", false, 7*sec + sec/2}, {"w2", false, 6*sec + sec/2}}, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			a := newApplier(t)
+			events := recordEvents(a)
+			holder := acquire("holder", t0)
+			holder.Max, holder.TTLNanos = 1, 4*sec
+			a.lease(CommandAcquireLease, holder)
+			for i, id := range []string{"w1", "w2"} {
+				cmd := waitFor(id, t0+int64(i)*sec)
+				cmd.Max, cmd.MaxWaitNanos, cmd.TTLNanos = 1, 6*sec, 3*sec
+				a.lease(CommandAcquireLease, cmd)
+			}
+			a.tick(tt.nextEntry)
+			var got []verdict
+			for _, ev := range *events {
+				r := ev.Result
+				got = append(got, verdict{ev.ID, r.Granted, r.WaitedNanos})
+				if r.AtNanos != tt.nextEntry {
+					t.Errorf("%s: reported at %d, not at the entry's time %d", ev.ID, r.AtNanos, tt.nextEntry)
+				}
+				if r.Granted && (r.WaitedNanos >= 6*sec || r.GrantedAtNanos != r.AtNanos || r.ExpiresAtNanos != r.AtNanos+3*sec) {
+					t.Errorf("%s: granted %+v; want a wait under its max_wait of 6s and an expiry 3s (its TTL) after the grant", ev.ID, r)
+				}
+			}
+			if !slices.Equal(got, tt.want) {
+				t.Fatalf("verdicts %+v, want %+v", got, tt.want)
+			}
+			_, held, queued := a.fsm.Leases("reports", 0)
+			var waiting []string
+			for _, q := range queued {
+				waiting = append(waiting, q.ID)
+			}
+			if !slices.Equal(waiting, tt.stillWait) {
+				t.Fatalf("still waiting %v, want %v", waiting, tt.stillWait)
+			}
+			if granted := slices.ContainsFunc(tt.want, func(v verdict) bool { return v.granted }); granted != (len(held) == 1) {
+				t.Fatalf("held %+v after %+v", held, tt.want)
+			}
+		})
+	}
+}
+
+// TestLeaseRetriedAcquireAnswersWithItsGrant: an acquire retried after its
+// first attempt waited and was granted (its answer lost) is answered with
+// that grant, as a waiter hears it: the grant's time and wait, and its
+// expiry. The claim then runs the lease its TTL from the grant, once: a
+// retried claim changes nothing, and neither does a claim of a lease that
+// was granted at once.
+func TestLeaseRetriedAcquireAnswersWithItsGrant(t *testing.T) {
 	t.Parallel()
 	a := newApplier(t)
 	events := recordEvents(a)
-	holder := acquire("holder", t0)
-	holder.Max, holder.TTLNanos = 1, 4*sec
-	a.lease(CommandAcquireLease, holder)
-	for i, id := range []string{"w1", "w2"} {
-		cmd := waitFor(id, t0+int64(i)*sec)
-		cmd.Max, cmd.MaxWaitNanos = 1, 6*sec
-		a.lease(CommandAcquireLease, cmd)
+	a.lease(CommandAcquireLease, acquire("a", t0))
+	a.lease(CommandAcquireLease, acquire("b", t0))
+	w := waitFor("w", t0+sec) // TTL 10s, over the claim window
+	a.lease(CommandAcquireLease, w)
+	a.lease(CommandReleaseLease, LeaseCommand{NowNanos: t0 + 3*sec, ID: "a"})
+	grant := (*events)[0].Result
+	if !grant.Granted || grant.GrantedAtNanos != t0+3*sec || grant.WaitedNanos != 2*sec || grant.ExpiresAtNanos != t0+3*sec+int64(LeaseClaimWindow) {
+		t.Fatalf("the grant: %+v", grant)
 	}
-	a.tick(t0 + 6*sec + sec/2)
-	if len(*events) != 1 || (*events)[0].ID != "w1" || !(*events)[0].Result.Granted || (*events)[0].Result.ExpiresAtNanos != t0+6*sec+sec/2+int64(LeaseClaimWindow) {
-		t.Fatalf("events: %+v", *events)
+	w.NowNanos = t0 + 4*sec
+	if r := a.lease(CommandAcquireLease, w); !r.Granted || r.GrantedAtNanos != grant.GrantedAtNanos || r.WaitedNanos != grant.WaitedNanos || r.ExpiresAtNanos != grant.ExpiresAtNanos {
+		t.Fatalf("the retried acquire: %+v, want the grant %+v", r, grant)
+	}
+	claim := LeaseCommand{NowNanos: t0 + 5*sec, ID: "w", TTLNanos: w.TTLNanos, AnyOwner: true, Claim: true}
+	for range 2 {
+		if r := a.lease(CommandRenewLease, claim); !r.Granted || r.ExpiresAtNanos != t0+13*sec || r.GrantedAtNanos != t0+3*sec || r.WaitedNanos != 2*sec {
+			t.Fatalf("claim at %d: %+v, want the lease to expire its TTL after its grant, at %d", claim.NowNanos, r, t0+13*sec)
+		}
+		claim.NowNanos += sec
+	}
+	claim.ID = "b"
+	if r := a.lease(CommandRenewLease, claim); !r.Granted || r.ExpiresAtNanos != t0+10*sec || r.GrantedAtNanos != t0 || r.WaitedNanos != 0 {
+		t.Fatalf("claim of a lease granted at once: %+v", r)
+	}
+	// A snapshot keeps what the answers need.
+	b := newApplier(t)
+	if err := b.fsm.Restore(io.NopCloser(bytes.NewReader(mustSnapshot(t, a.fsm)))); err != nil {
+		t.Fatal(err)
+	}
+	if r := b.fsm.LeaseOf("w"); !r.Granted || r.GrantedAtNanos != t0+3*sec || r.WaitedNanos != 2*sec || r.ExpiresAtNanos != t0+13*sec {
+		t.Fatalf("after a restore: %+v", r)
+	}
+}
+
+// TestLeaseWithdrawalOfAWaiterOnly: a release with WaiterOnly, which the
+// node sends for a caller that still waits but heard no verdict, takes a
+// waiting ID out of its queue, and answers a lease granted to the ID
+// meanwhile as held, keeping it, with its grant's time and wait.
+func TestLeaseWithdrawalOfAWaiterOnly(t *testing.T) {
+	t.Parallel()
+	a := newApplier(t)
+	a.lease(CommandAcquireLease, acquire("a", t0))
+	a.lease(CommandAcquireLease, acquire("b", t0))
+	a.lease(CommandAcquireLease, waitFor("granted", t0+sec))
+	a.lease(CommandAcquireLease, waitFor("waiting", t0+sec))
+	a.lease(CommandReleaseLease, LeaseCommand{NowNanos: t0 + 2*sec, ID: "a"}) // grants "granted"
+	tests := []struct {
+		id   string
+		want LeaseResult
+	}{
+		{"granted", LeaseResult{Granted: true, Active: 2, Waiting: 1, ExpiresAtNanos: t0 + 2*sec + int64(LeaseClaimWindow),
+			GrantedAtNanos: t0 + 2*sec, WaitedNanos: sec, AtNanos: t0 + 3*sec}},
+		{"waiting", LeaseResult{Withdrawn: true, Active: 2, RetryAfterNanos: 4 * sec, WaitedNanos: 2 * sec, AtNanos: t0 + 3*sec}},
+	}
+	for _, tt := range tests {
+		r := a.lease(CommandReleaseLease, LeaseCommand{NowNanos: t0 + 3*sec, ID: tt.id, AnyOwner: true, WaiterOnly: true})
+		if *r != tt.want {
+			t.Errorf("%s:\n got  %+v\n want %+v", tt.id, *r, tt.want)
+		}
+	}
+	if r := a.lease(CommandReleaseLease, LeaseCommand{NowNanos: t0 + 3*sec, ID: "nobody", AnyOwner: true, WaiterOnly: true}); r.Rejection == nil || r.Rejection.Code != contract.CodeNotFound {
+		t.Errorf("an ID neither held nor waiting: %+v", r)
+	}
+	if _, held, _ := a.fsm.Leases("reports", 0); len(held) != 2 {
+		t.Fatalf("held after the withdrawals: %+v", held)
 	}
 }
 

@@ -238,7 +238,7 @@ func (f *FSM) copyState() *snapshot {
 		s.policies = append(s.policies, policyRecord{Policy: e.policy, ShadowDenied: e.shadowDenied, Version: e.version})
 	}
 	for _, l := range f.leases.byID {
-		s.leases = append(s.leases, leaseRecord{ID: l.id, Key: l.group.key, Max: l.group.max, ExpiresAt: l.expiresAt, Owner: l.owner})
+		s.leases = append(s.leases, l.record())
 	}
 	for _, d := range f.rlsDomains {
 		s.rlsConfigs = append(s.rlsConfigs, d.Config())
