@@ -1369,7 +1369,7 @@ export interface components {
             waiting?: number;
             /**
              * Format: int64
-             * @description How long this request waited in the queue, when it did and the node knows (a grant found in the state after a snapshot was installed reports none).
+             * @description How long this request waited in the queue, when it did, in cluster time from the entry that queued it to the entry that granted it a slot; always less than its `max_wait`. The lease expires `ttl` after its grant.
              */
             waited_ms?: number;
         };
