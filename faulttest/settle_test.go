@@ -42,7 +42,9 @@ const (
 var (
 	settledLimit = algorithms.Limit{Algorithm: algorithms.TokenBucket, Rate: 20, PeriodNanos: int64(2 * time.Second), Burst: 10}
 	settledDebt  = int64(4)
-	penaltyLimit = algorithms.Limit{Algorithm: algorithms.TokenBucket, Rate: 4, PeriodNanos: int64(time.Second), Burst: 2}
+	// penaltyLimit is low enough that three clients, slowed by a loaded
+	// machine to a few requests a second in all, still spend it.
+	penaltyLimit = algorithms.Limit{Algorithm: algorithms.TokenBucket, Rate: 1, PeriodNanos: int64(time.Second), Burst: 1}
 	penaltyRule  = contract.Penalty{Denials: 3, Within: 500 * time.Millisecond, BlockFor: time.Second}
 )
 
