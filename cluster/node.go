@@ -252,6 +252,20 @@ func (n *Node) dialer() transport.Dialer {
 	return transport.Dialer{Dial: n.cfg.Dial, TLS: n.cfg.NodeTLS, Cluster: n.ClusterID}
 }
 
+// boltOptions are the options of raft.db:
+//   - bbolt waits forever for the file lock by default; a second process on
+//     the same directory must fail instead (Timeout);
+//   - the free-page list is not written with every transaction but rebuilt
+//     by a scan when the file is opened (NoFreelistSync), and kept as a map
+//     (FreelistMapType), as etcd does: a Raft log appends at its end and
+//     deletes from its start, so the list of free pages grows with every
+//     truncation, and writing it with every append made an append cost
+//     about twice the two fsyncs of a commit on the reference machine
+//     (p50 1.2-2.0 ms against 0.6-0.8 ms).
+func boltOptions() *bbolt.Options {
+	return &bbolt.Options{Timeout: time.Second, NoFreelistSync: true, FreelistType: bbolt.FreelistMapType}
+}
+
 // openStores opens the Raft log and stable store (raft.db) and the
 // snapshot store, after checking raft.db whole, and says whether they hold
 // state.
@@ -264,13 +278,7 @@ func (n *Node) openStores(hlog hclog.Logger) (*raftboltdb.BoltStore, raft.Snapsh
 		}
 		return nil, nil, false, err
 	}
-	logStore, err := raftboltdb.New(raftboltdb.Options{
-		Path: path,
-		// bbolt waits forever for the file lock by default; a second
-		// process on the same directory must fail instead.
-		BoltOptions: &bbolt.Options{Timeout: time.Second},
-		NoSync:      n.cfg.NoSync,
-	})
+	logStore, err := raftboltdb.New(raftboltdb.Options{Path: path, BoltOptions: boltOptions(), NoSync: n.cfg.NoSync})
 	if errors.Is(err, bolterrors.ErrTimeout) {
 		return nil, nil, false, inUse
 	}

@@ -7,13 +7,11 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"time"
 
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	"github.com/limitnode/limitnode/contract"
 	"github.com/limitnode/limitnode/internal/fsm"
-	"go.etcd.io/bbolt"
 	bolterrors "go.etcd.io/bbolt/errors"
 )
 
@@ -53,7 +51,7 @@ func Recover(dataDir, snapshotDir string, members []contract.Member, logger *slo
 		}
 		return err
 	}
-	logStore, err := raftboltdb.New(raftboltdb.Options{Path: path, BoltOptions: &bbolt.Options{Timeout: time.Second}})
+	logStore, err := raftboltdb.New(raftboltdb.Options{Path: path, BoltOptions: boltOptions()})
 	if errors.Is(err, bolterrors.ErrTimeout) {
 		return fmt.Errorf("cluster: recover: a node is running on %s: stop it first (recover rewrites a stopped node's membership)", dataDir)
 	}
