@@ -112,10 +112,17 @@ const shareIDBits = 24
 
 // grantShare grants what req's share ask may have, once req was decided as
 // res: the key's limit must allow shares (an inline check asks for itself;
-// a policy needs local_shares), and the share is at most what was asked,
-// the policy's MaxUnits and half of what the key has left.
+// a policy needs local_shares), no restore may be staged, and the share is
+// at most what was asked, the policy's MaxUnits and half of what the key
+// has left.
 func (f *FSM) grantShare(now int64, req *Request, res *Result, position int, cmd *AllowCommand) {
 	if !res.Allowed || res.Duplicate || res.Rejection != nil || position >= 1<<shareIDBits || f.shares.len() >= contract.MaxShares {
+		return
+	}
+	if f.staged != nil {
+		// A restore is being staged: its commit replaces the buckets, so
+		// no share is granted that a holder could spend past it (the
+		// leader commits once the shares granted before have ended).
 		return
 	}
 	t, err := f.resolve(now, &req.Checks[0])

@@ -268,3 +268,24 @@ func TestSharesSurviveASnapshot(t *testing.T) {
 		t.Errorf("restored outstanding %+v, want 2 shares of 60 units", got)
 	}
 }
+
+// TestNoShareIsGrantedWhileARestoreIsStaged: between a restore's begin and
+// its commit, asks are answered without a share, so that no holder spends
+// past the commit a share the restored state does not charge.
+func TestNoShareIsGrantedWhileARestoreIsStaged(t *testing.T) {
+	t.Parallel()
+	a := newApplier(t)
+	c := inlineCheck("k", hundredBurst, 1)
+	if sh := a.allow(t0, askFor(Request{Checks: []Check{c}}, 10, time.Second))[0].Share; sh == nil {
+		t.Fatal("no share before the restore")
+	}
+	data, err := Encode(CommandRestoreBegin, &RestoreBeginCommand{ID: "r1", Bytes: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.raw(data)
+	r := a.allow(t0+1, askFor(Request{Checks: []Check{c}}, 10, time.Second))[0]
+	if !r.Allowed || r.Share != nil {
+		t.Fatalf("while a restore is staged: %+v, want an admission without a share", r)
+	}
+}
