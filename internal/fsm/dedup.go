@@ -100,7 +100,7 @@ func quote(s string) string { return "\"" + s + "\"" }
 // refuseNewID returns the refusal of a new request ID of scope when its
 // scope, or the state, holds all the IDs it may; nil when it fits.
 func (f *FSM) refuseNewID(scope string, perCaller int64) *contract.Error {
-	if scope != "" && perCaller > 0 && int64(f.dedupPerScope[scope]) >= perCaller {
+	if f.dedupPerScope.full(scope, perCaller) {
 		return &contract.Error{Code: contract.CodeResourceExhausted, Field: "request_id", Message: fmt.Sprintf(
 			"this caller holds %d request IDs, the most one caller may: each is remembered for %s; send requests without request_id, or again later", perCaller, DedupWindow)}
 	}
@@ -114,7 +114,7 @@ func (f *FSM) refuseNewID(scope string, perCaller int64) *contract.Error {
 func (f *FSM) remember(e *dedupEntry) {
 	f.dedup[e.key] = e
 	f.dedupQueue = append(f.dedupQueue, e)
-	f.dedupPerScope[e.scope()]++
+	f.dedupPerScope.add(e.scope())
 }
 
 // scope is whose the remembered ID is.
@@ -134,11 +134,7 @@ func (f *FSM) forgetOldestID() {
 	f.dedupQueue[f.dedupHead] = nil
 	f.dedupHead++
 	delete(f.dedup, e.key)
-	if scope := e.scope(); f.dedupPerScope[scope] <= 1 {
-		delete(f.dedupPerScope, scope)
-	} else {
-		f.dedupPerScope[scope]--
-	}
+	f.dedupPerScope.remove(e.scope())
 	// Compact once the dead prefix is the larger half, so the queue's
 	// memory follows the live IDs.
 	if f.dedupHead > len(f.dedupQueue)/2 {

@@ -109,7 +109,7 @@ type FSM struct {
 	dedupQueue []*dedupEntry // oldest first; dedupHead is the first live one
 	dedupHead  int
 	// dedupPerScope counts the remembered IDs of each scope.
-	dedupPerScope map[string]int
+	dedupPerScope perCaller
 	nodes         map[string]string
 	policies      map[string]*policyEntry
 	rlsDomains    map[string]*rls.Domain
@@ -236,7 +236,7 @@ func (f *FSM) reset() {
 	f.dedup = make(map[string]*dedupEntry)
 	f.dedupQueue = nil
 	f.dedupHead = 0
-	f.dedupPerScope = make(map[string]int)
+	f.dedupPerScope = perCaller{}
 	f.nodes = make(map[string]string)
 	f.policies = make(map[string]*policyEntry)
 	f.rlsDomains = make(map[string]*rls.Domain)

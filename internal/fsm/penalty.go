@@ -36,11 +36,11 @@ type penaltyCount struct {
 type penaltyTable struct {
 	byKey    map[penaltyKey]*penaltyCount
 	expiry   penaltyHeap
-	byOpener map[string]int
+	byOpener perCaller
 }
 
 func newPenaltyTable() *penaltyTable {
-	return &penaltyTable{byKey: make(map[penaltyKey]*penaltyCount), byOpener: make(map[string]int)}
+	return &penaltyTable{byKey: make(map[penaltyKey]*penaltyCount), byOpener: perCaller{}}
 }
 
 // count adds a denial of k at now under p, by a request of scope, and
@@ -71,23 +71,19 @@ func (t *penaltyTable) count(now int64, k penaltyKey, p *contract.Penalty, scope
 
 // mayOpen reports whether a count may be opened for scope.
 func (t *penaltyTable) mayOpen(scope string) bool {
-	return len(t.byKey) < contract.MaxPenaltyCounters && (scope == "" || t.byOpener[scope] < contract.MaxPenaltyCountersPerCaller)
+	return len(t.byKey) < contract.MaxPenaltyCounters && !t.byOpener.full(scope, contract.MaxPenaltyCountersPerCaller)
 }
 
 func (t *penaltyTable) add(c *penaltyCount) {
 	t.byKey[c.penaltyKey] = c
 	heap.Push(&t.expiry, c)
-	t.byOpener[c.opener]++
+	t.byOpener.add(c.opener)
 }
 
 func (t *penaltyTable) remove(c *penaltyCount) {
 	heap.Remove(&t.expiry, c.index)
 	delete(t.byKey, c.penaltyKey)
-	if t.byOpener[c.opener] <= 1 {
-		delete(t.byOpener, c.opener)
-	} else {
-		t.byOpener[c.opener]--
-	}
+	t.byOpener.remove(c.opener)
 }
 
 // expire deletes up to limit counts whose window has closed by now.

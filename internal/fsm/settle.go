@@ -85,11 +85,11 @@ type settleTable struct {
 	settled  map[string]*settledRecord
 	byForget forgetHeap
 	// openPerScope counts the open reservations of each caller.
-	openPerScope map[string]int
+	openPerScope perCaller
 }
 
 func newSettleTable() *settleTable {
-	return &settleTable{open: make(map[string]*openSettlement), settled: make(map[string]*settledRecord), openPerScope: make(map[string]int)}
+	return &settleTable{open: make(map[string]*openSettlement), settled: make(map[string]*settledRecord), openPerScope: perCaller{}}
 }
 
 // settlementID names the reservation of request position of the entry at
@@ -109,7 +109,7 @@ func (t *settleTable) refuseOpen(scope string) *contract.Error {
 	switch {
 	case t.full():
 		return contract.Exhausted("the cluster holds its maximum of %d open reservations; settle some, or wait for them to end", contract.MaxSettlements)
-	case scope != "" && t.openPerScope[scope] >= contract.MaxSettlementsPerCaller:
+	case t.openPerScope.full(scope, contract.MaxSettlementsPerCaller):
 		return contract.Exhausted("this caller holds %d open reservations, the most one caller may; settle some, or wait for them to end", contract.MaxSettlementsPerCaller)
 	}
 	return nil
@@ -119,18 +119,14 @@ func (t *settleTable) refuseOpen(scope string) *contract.Error {
 func (t *settleTable) addOpen(s *openSettlement) {
 	t.open[s.id] = s
 	heap.Push(&t.byEnd, s)
-	t.openPerScope[s.scope]++
+	t.openPerScope.add(s.scope)
 }
 
 // removeOpen closes s, settled or ended.
 func (t *settleTable) removeOpen(s *openSettlement) {
 	heap.Remove(&t.byEnd, s.index)
 	delete(t.open, s.id)
-	if t.openPerScope[s.scope] <= 1 {
-		delete(t.openPerScope, s.scope)
-	} else {
-		t.openPerScope[s.scope]--
-	}
+	t.openPerScope.remove(s.scope)
 }
 
 // remember records a settled (or ended) reservation, forgetting the oldest
