@@ -98,11 +98,12 @@ func quote(s string) string { return "\"" + s + "\"" }
 // another caller's retry into a second charge.
 
 // refuseNewID returns the refusal of a new request ID of scope when its
-// scope, or the state, holds all the IDs it may; nil when it fits.
-func (f *FSM) refuseNewID(scope string, perCaller int64) *contract.Error {
-	if f.dedupPerScope.full(scope, perCaller) {
+// scope holds bound IDs (the leader's bound per caller), or the state all
+// it may; nil when it fits.
+func (f *FSM) refuseNewID(scope string, bound int64) *contract.Error {
+	if f.dedupPerScope.full(scope, bound) {
 		return &contract.Error{Code: contract.CodeResourceExhausted, Field: "request_id", Message: fmt.Sprintf(
-			"this caller holds %d request IDs, the most one caller may: each is remembered for %s; send requests without request_id, or again later", perCaller, DedupWindow)}
+			"this caller holds %d request IDs, the most one caller may: each is remembered for %s; send requests without request_id, or again later", bound, DedupWindow)}
 	}
 	if len(f.dedup) >= MaxDedupEntries {
 		return &contract.Error{Code: contract.CodeResourceExhausted, Field: "request_id", Message: fmt.Sprintf(
