@@ -132,14 +132,17 @@ const open auth.Role = ""
 // a 405 with an Allow header and a JSON body (net/http's own 405 is plain
 // text). HEAD is answered for GET. A call that a browser sent for a page of
 // another origin is refused when it could change state (see
-// refuseCrossOrigin), and a call that lacks the endpoint's role is refused
-// (see authorize), both before the handler runs.
+// refuseCrossOrigin), a call that lacks the endpoint's role is refused
+// (see authorize), and a path segment that is not valid UTF-8 (a key
+// written %ff) is refused as a JSON string would be (see checkString), all
+// before the handler runs: every route reads its segments one way.
 func (a *API) route(path string, byMethod map[string]endpoint) {
 	a.routes = append(a.routes, path)
 	if e, ok := byMethod[http.MethodGet]; ok {
 		byMethod[http.MethodHead] = e
 	}
 	allow := strings.Join(slices.Sorted(maps.Keys(byMethod)), ", ")
+	wildcards := pathWildcards(path)
 	pattern := path
 	if path == "/" {
 		pattern = "/{$}" // the status page; every other unknown path is the catch-all's
@@ -167,11 +170,29 @@ func (a *API) route(path string, byMethod map[string]endpoint) {
 		if r = a.authorize(w, r, e.role); r == nil {
 			return
 		}
+		for _, name := range wildcards {
+			if err := checkString(r.PathValue(name), name); err != nil {
+				writeError(w, err)
+				return
+			}
+		}
 		if e.role != open && a.opts.Proven != nil {
 			a.opts.Proven(r)
 		}
 		e.handler(w, r)
 	})))
+}
+
+// pathWildcards returns the names of path's wildcards: "key" for
+// "/v1/keys/{key}".
+func pathWildcards(path string) []string {
+	var names []string
+	for segment := range strings.SplitSeq(path, "/") {
+		if name, ok := strings.CutPrefix(segment, "{"); ok {
+			names = append(names, strings.TrimSuffix(strings.TrimSuffix(name, "}"), "..."))
+		}
+	}
+	return names
 }
 
 // ServeHTTP serves the API.
