@@ -375,8 +375,10 @@ func (n *Node) isMember() bool {
 // voter, when to is ""), and waits until this node knows it has taken it:
 // a transfer that ends with another leader than to, or with the same one,
 // is ErrOutcomeUnknown once ctx ends (Raft handed over, and someone else
-// won the election). A non-voter cannot lead: naming one is invalid. Any
-// member may be asked; a follower passes it to the leader.
+// won the election). A non-voter cannot lead: naming one is invalid. A
+// voter that does not take over within the election timeout (it trails the
+// log, or does not answer) is a conflict naming it (see transferRefused).
+// Any member may be asked; a follower passes it to the leader.
 func (n *Node) TransferLeadership(ctx context.Context, to string) error {
 	if to != "" {
 		if err := contract.ValidateNodeID(to); err != nil {
@@ -418,7 +420,7 @@ func (n *Node) transferAsLeader(ctx context.Context, to string) error {
 			return contract.Invalid("to", "there is no other voter to hand leadership to")
 		}
 		n.recordAudit(ctx, contract.AuditLeadershipTransfer, "", "from "+n.cfg.ID+" to any other voter")
-		return translate(n.raft.LeadershipTransfer().Error())
+		return n.transferRefused(to, n.raft.LeadershipTransfer().Error())
 	}
 	future := n.raft.GetConfiguration()
 	if err := future.Error(); err != nil {
@@ -434,7 +436,23 @@ func (n *Node) transferAsLeader(ctx context.Context, to string) error {
 			return contract.Invalid("to", "%q is not a voter, so it cannot lead (a member whose state differed from the leader's at a checkpoint is a non-voter until one agrees)", to)
 		}
 		n.recordAudit(ctx, contract.AuditLeadershipTransfer, to, "from "+n.cfg.ID)
-		return translate(n.raft.LeadershipTransferToServer(s.ID, s.Address).Error())
+		return n.transferRefused(to, n.raft.LeadershipTransferToServer(s.ID, s.Address).Error())
 	}
 	return contract.NotFound("to", "no member %q", to)
+}
+
+// transferRefused is the answer to a hand-over to to ("": any other voter)
+// that Raft ended with err. Raft's own failures (the target did not catch
+// up with the log, or did not answer its TimeoutNow, within the election
+// timeout) say what state the target is in, not that the node failed: they
+// are a 409 naming to, which the operator can act on. Raft's sentinels keep
+// their translation (not the leader: retried; shut down).
+func (n *Node) transferRefused(to string, err error) error {
+	if err == nil || notApplied(err) || errors.Is(err, raft.ErrRaftShutdown) || errors.Is(err, raft.ErrLeadershipLost) {
+		return translate(err)
+	}
+	if to == "" {
+		return contract.Conflict("", "no other voter took over leadership from %s within the election timeout (raft: %v): they trail its log or do not answer. Retry once one has caught up (GET /v1/cluster shows each member's health)", n.cfg.ID, err)
+	}
+	return contract.Conflict("to", "%s did not take over leadership from %s within the election timeout (raft: %v): it trails the leader's log or does not answer. Retry once it has caught up (GET /v1/cluster shows each member's health)", to, n.cfg.ID, err)
 }
