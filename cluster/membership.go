@@ -239,10 +239,13 @@ func describeServers(servers []raft.Server) string {
 	return strings.Join(parts, ", ")
 }
 
-// watchLeadership reacts to changes of leader: it drops pooled forwarding
-// connections to the old leader and makes sure the replicated state knows
-// this node's HTTP address. It records the address only, never adds the
-// node: a member that was removed stays out until an operator joins it.
+// watchLeadership reacts to changes of leader and of membership, at once
+// and then on each: it drops pooled forwarding connections to the old
+// leader, marks this node removed while a configuration it once belonged to
+// (its data directory records its ID, see identified) lacks it, and makes
+// sure the replicated state knows this node's HTTP address. It records the
+// address only, never adds the node: a member that was removed stays out
+// until an operator joins it.
 func (n *Node) watchLeadership() {
 	observations := make(chan raft.Observation, 16)
 	observer := raft.NewObserver(observations, false, func(o *raft.Observation) bool {
@@ -253,14 +256,15 @@ func (n *Node) watchLeadership() {
 	defer n.raft.DeregisterObserver(observer)
 	ticker := time.NewTicker(time.Second)
 	defer ticker.Stop()
-	wasMember := false
 	lastLeader := raft.ServerAddress("")
-	for {
-		select {
-		case <-n.stopCh:
-			return
-		case <-observations:
-		case <-ticker.C:
+	for first := true; ; first = false {
+		if !first {
+			select {
+			case <-n.stopCh:
+				return
+			case <-observations:
+			case <-ticker.C:
+			}
 		}
 		addr, _ := n.raft.LeaderWithID()
 		if addr != lastLeader {
@@ -269,7 +273,7 @@ func (n *Node) watchLeadership() {
 		}
 		n.fwd.dropExcept(string(addr))
 		member := n.isMember()
-		if wasMember && !member && !n.removed.Swap(true) {
+		if !member && n.identified.Load() && !n.removed.Swap(true) {
 			n.logger.Warn("this node was removed from the cluster: it decides nothing and /readyz answers 503 until an operator joins it again")
 		}
 		if member {
@@ -278,7 +282,6 @@ func (n *Node) watchLeadership() {
 		}
 		n.ensureClusterID()
 		n.abandonRestore()
-		wasMember = wasMember || member
 		if addr != "" && n.cfg.HTTPAddr != "" && n.fsm.NodeHTTPAddr(n.cfg.ID) != n.cfg.HTTPAddr && member {
 			ctx, cancel := context.WithTimeout(context.Background(), n.requestTimeout)
 			self := contract.Member{ID: n.cfg.ID, RaftAddr: n.advertise, HTTPAddr: n.cfg.HTTPAddr}
@@ -288,6 +291,30 @@ func (n *Node) watchLeadership() {
 			cancel()
 		}
 	}
+}
+
+// configWatch is the state machine as Raft sees it, telling the node of
+// each configuration entry it applies that names the node: its data
+// directory then records that it is a member (recordIdentity), before any
+// later entry can remove it, so that a node removed within a watcher's tick
+// of joining says it was removed, not that it has yet to join.
+type configWatch struct {
+	*timedFSM
+	node *Node
+}
+
+func (w *configWatch) ApplyBatch(logs []*raft.Log) []any {
+	for _, l := range logs {
+		if l.Type != raft.LogConfiguration {
+			continue
+		}
+		for _, s := range raft.DecodeConfiguration(l.Data).Servers {
+			if string(s.ID) == w.node.cfg.ID {
+				w.node.recordIdentity()
+			}
+		}
+	}
+	return w.timedFSM.ApplyBatch(logs)
 }
 
 // pingTimeout bounds one check that a member answers: before a member is

@@ -216,7 +216,7 @@ func (n *Node) startRaft() error {
 		Timeout: 10 * time.Second,
 		Logger:  hlog,
 	})
-	r, err := raft.NewRaft(n.raftConfig(hlog), &timedFSM{FSM: n.fsm, restore: n.metrics.restore, apply: n.metrics.apply}, &timedLogStore{LogStore: n.appends, hist: n.metrics.store}, logStore, snapshots, network)
+	r, err := raft.NewRaft(n.raftConfig(hlog), &configWatch{timedFSM: &timedFSM{FSM: n.fsm, restore: n.metrics.restore, apply: n.metrics.apply}, node: n}, &timedLogStore{LogStore: n.appends, hist: n.metrics.store}, logStore, snapshots, network)
 	if err != nil {
 		network.Close()
 		logStore.Close()
