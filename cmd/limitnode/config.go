@@ -62,7 +62,7 @@ type security struct {
 	joinTokenFile string
 	joinCA        string
 	// joinTokenArg is set when -join-token came on the command line,
-	// where every local user can read it (ps).
+	// where every local user can read it (ps): parseConfig refuses it.
 	joinTokenArg bool
 }
 
@@ -95,6 +95,9 @@ func parseConfig(args []string, getenv func(string) string, output io.Writer) (c
 		return c, &usageError{} // the flag package has printed it, with the usage
 	}
 	fs.Visit(func(f *flag.Flag) { c.joinTokenArg = c.joinTokenArg || f.Name == "join-token" })
+	if c.joinTokenArg {
+		return c, &usageError{"-join-token is refused on the command line, where every local user can read it (ps, /proc) for as long as the node runs: give the token with -join-token-file, or in LIMITNODE_JOIN_TOKEN"}
+	}
 	if fs.NArg() > 0 {
 		return c, &usageError{fmt.Sprintf("unexpected arguments: %q", fs.Args())}
 	}
@@ -164,7 +167,7 @@ func (c *config) flagSet(output io.Writer) *flag.FlagSet {
 	fs.StringVar(&c.nodeKey, "node-key", "", "PEM private key of -node-cert")
 	fs.StringVar(&c.nodeCA, "node-ca", "", "PEM CA that signs every member's -node-cert")
 	fs.StringVar(&c.authFile, "auth", "", "JSON token file: every API call but /healthz and /readyz needs a bearer token with its role (re-read when it changes)")
-	fs.StringVar(&c.joinToken, "join-token", "", "token (role admin) sent with -join to a cluster that has -auth; on the command line every local user can read it: prefer -join-token-file or LIMITNODE_JOIN_TOKEN")
+	fs.StringVar(&c.joinToken, "join-token", "", "token (role admin) sent with -join to a cluster that has -auth, given only in LIMITNODE_JOIN_TOKEN (on the command line, where every local user can read it, it is refused) or with -join-token-file")
 	fs.StringVar(&c.joinTokenFile, "join-token-file", "", "file whose first line is the -join-token (the file limitnode token writes, as it is)")
 	fs.StringVar(&c.joinCA, "join-ca", "", "PEM CA to trust for the members' HTTPS API when joining (default -node-ca)")
 	fs.Usage = func() {
