@@ -32,7 +32,8 @@ type Options struct {
 	TrustedProxies []netip.Prefix
 	// Authorizer, when set, makes every route but /healthz and /readyz
 	// need a bearer token with the route's role. *auth.File implements
-	// it. Nil: no tokens, every route is open.
+	// it. Nil: no tokens, every route is open to a caller that names the
+	// node by its address or localhost (see refuseCrossSite).
 	Authorizer auth.Authorizer
 	// Collectors are more Prometheus metrics for /metrics: the gRPC API's,
 	// when the node serves one.
@@ -130,9 +131,10 @@ const open auth.Role = ""
 
 // route registers a path with one endpoint per method; any other method is
 // a 405 with an Allow header and a JSON body (net/http's own 405 is plain
-// text). HEAD is answered for GET. A call that a browser sent for a page of
-// another origin is refused when it could change state (see
-// refuseCrossOrigin), a call that lacks the endpoint's role is refused
+// text). HEAD is answered for GET. A call that a page of another site may
+// have sent is refused when it could change state, or, without tokens,
+// whenever the route answers with more than health (see refuseCrossSite),
+// a call that lacks the endpoint's role is refused
 // (see authorize), and a path segment that is not valid UTF-8 (a key
 // written %ff) is refused as a JSON string would be (see checkString), all
 // before the handler runs: every route reads its segments one way.
@@ -163,7 +165,7 @@ func (a *API) route(path string, byMethod map[string]endpoint) {
 				message: r.Method + " is not allowed on " + path + "; use " + allow})
 			return
 		}
-		if err := refuseCrossOrigin(path, r); err != nil {
+		if err := a.refuseCrossSite(path, e.role, r); err != nil {
 			writeError(w, err)
 			return
 		}
