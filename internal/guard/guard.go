@@ -30,6 +30,10 @@ const (
 	// request, a connection is not idle enough to close to make room: a
 	// request may be on its way, read but not yet handed to its server.
 	shedGrace = time.Second
+	// shedSample bounds the connections looked at to find one to close:
+	// making room costs the same at any count, and holds the listener's
+	// lock for microseconds, not the milliseconds of 10,000.
+	shedSample = 256
 )
 
 // Limits are what a Listener allows. The zero value allows everything.
@@ -242,16 +246,22 @@ func (l *Listener) admit(conn net.Conn) (*guardedConn, string) {
 // idlest returns the connection to close to make room: among those with no
 // request under way and nothing read for shedGrace, one of the client
 // address that holds the most connections, the one idle longest; nil when
-// every connection is busy. Connections of one address are what fills a
-// listener, and the oldest idle one is the least likely to be used again.
-// The caller holds mu. It looks at every connection, which is only done at
-// the cap.
+// it finds none. Connections of one address are what fills a listener, and
+// the oldest idle one is the least likely to be used again. It looks at
+// shedSample connections at most, from a random place (Go's map order), as
+// Redis samples for its LRU: where idle connections are a handful among
+// thousands busy, it may find none, and the new connection is refused. The
+// caller holds mu.
 func (l *Listener) idlest() *guardedConn {
 	var victim *guardedConn
 	var victimHolds int
 	var victimAt int64
 	now := l.since()
+	looked := 0
 	for _, c := range l.byRemote {
+		if looked++; looked > shedSample {
+			break
+		}
 		at := c.activeAt.Load()
 		if c.serving.Load() || c.requests.Load() > 0 || now-at < int64(shedGrace) || c.closed.Load() {
 			continue
