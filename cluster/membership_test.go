@@ -135,8 +135,9 @@ func TestAChangeThatWouldCostTheQuorumIsRefused(t *testing.T) {
 // TestATransferToALaggingVoterIsAConflict cuts a follower off, so that it
 // trails the leader's log, and asks over HTTP to hand leadership to it: Raft
 // gives up once the election timeout passes, and the answer is a 409 that
-// names the follower (not a 500), with the leader still leading. Once the
-// follower is back and caught up, the same request hands over.
+// names the follower (not a 500), with the leader still leading. (Once the
+// follower is back, the leader's replication to it resumes only after its
+// back-off, up to tens of seconds, so a retry's success is Raft's timing.)
 func TestATransferToALaggingVoterIsAConflict(t *testing.T) {
 	t.Parallel()
 	c := testcluster.Start(t, 3)
@@ -153,9 +154,4 @@ func TestATransferToALaggingVoterIsAConflict(t *testing.T) {
 	if !leader.Node().IsLeader() {
 		t.Fatalf("after the refused transfer %s no longer leads", leader.ID)
 	}
-	c.Net.HealAll()
-	waitUntil(t, lagging.ID+" to take over once it has caught up", func() bool {
-		status, _ := do(t, "POST", leader.URL()+"/v1/cluster/transfer-leadership", `{"to":"`+lagging.ID+`"}`)
-		return status == 200
-	})
 }
