@@ -208,7 +208,7 @@ func (n *Node) Restore(ctx context.Context, r io.Reader) (backup contract.Backup
 	if err != nil {
 		return contract.BackupInfo{}, 0, err
 	}
-	if err := fsm.CheckRestoreTime(scratch.Now(), max(now, n.fsm.Now())); err != nil {
+	if err := n.fsm.CheckRestoreTime(scratch.Now(), now); err != nil {
 		return contract.BackupInfo{}, 0, err
 	}
 	begin := fsm.RestoreBeginCommand{ID: newClusterID(), Bytes: frame.bytes}

@@ -8,10 +8,12 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/limitnode/limitnode/client"
 	"github.com/limitnode/limitnode/internal/fsm"
@@ -144,6 +146,65 @@ func TestACraftedBackupCannotMoveTimeOn(t *testing.T) {
 	}
 	if d, err := cl.Allow(ctx, spent); err != nil || d.Allowed {
 		t.Fatalf("the spent key after the crafted restore: %+v, %v; want it still spent", d, err)
+	}
+}
+
+// TestRepeatedRestoresCannotWalkTimeOn restores, over HTTP, hand-written
+// backups each 50 s ahead of cluster time as the cluster then reads it: the
+// first is restored and moves time 50 s on; the second, 50 s ahead of the
+// time the first left, would take time 100 s past where it was, and is a
+// 400 saying earlier restores moved it already. A backup of an hour ago
+// rewinds time until the next stamp, and does not let a third 50 s ahead
+// through either; one 5 s ahead, within the minute in all, is taken. Cluster
+// time then stands at most a minute (and the time the test took) past
+// where it started.
+func TestRepeatedRestoresCannotWalkTimeOn(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	c := testcluster.Start(t, 1)
+	url := c.WaitLeader().URL()
+	cl := client.NewWithOptions(client.Options{HTTPClient: httpClient}, url)
+	clusterTime := func() int64 {
+		t.Helper()
+		a := post(t, url+"/v1/allow", `{"key":"clock","limit":{"rate":1,"period":"1h"},"cost":0}`)
+		at, err := strconv.ParseInt(a.header.Get("X-Limitnode-Decided-At"), 10, 64)
+		if a.status != 200 || err != nil {
+			t.Fatalf("reading cluster time: %d, %q", a.status, a.header.Get("X-Limitnode-Decided-At"))
+		}
+		return at
+	}
+	restore := func(ahead time.Duration) (before int64, err error) {
+		t.Helper()
+		before = clusterTime()
+		file := craftedBackup(t, before+int64(ahead))
+		_, err = cl.Restore(ctx, bytes.NewReader(file), int64(len(file)))
+		return before, err
+	}
+	const ahead = 50 * time.Second
+	began := time.Now()
+	start, err := restore(ahead)
+	if err != nil {
+		t.Fatalf("the first restore 50 s ahead: %v", err)
+	}
+	if now := clusterTime(); now < start+int64(ahead) {
+		t.Fatalf("after the first restore cluster time is %s past where it was, want at least %s", time.Duration(now-start), ahead)
+	}
+	_, err = restore(ahead)
+	var apiErr *client.Error
+	if !errors.As(err, &apiErr) || apiErr.StatusCode != 400 || !strings.Contains(apiErr.Message, "earlier restores already moved") {
+		t.Fatalf("a second restore 50 s ahead: %v, want a 400 saying earlier restores moved time already", err)
+	}
+	if _, err := restore(-time.Hour); err != nil {
+		t.Fatalf("a backup of an hour ago: %v", err)
+	}
+	if _, err = restore(ahead); !errors.As(err, &apiErr) || apiErr.StatusCode != 400 {
+		t.Fatalf("a restore 50 s ahead after one from the past: %v, want a 400", err)
+	}
+	if _, err := restore(5 * time.Second); err != nil {
+		t.Fatalf("a restore 5 s ahead, 55 s in all: %v", err)
+	}
+	if moved, limit := time.Duration(clusterTime()-start), fsm.MaxRestoreAhead+time.Since(began); moved > limit {
+		t.Fatalf("after the restores cluster time is %s past where it was, more than %s", moved, limit)
 	}
 }
 

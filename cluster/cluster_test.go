@@ -411,8 +411,9 @@ func TestNoSyncKeepsDecisionsAcrossProcessRestarts(t *testing.T) {
 
 // TestRemovedMemberStaysOut removes a member that keeps running: it does not
 // add itself back (its self-registration used to re-join it within a
-// second), it says it is not ready and decides nothing, and an operator's
-// join brings it back.
+// second), its /readyz says it was removed (not that it has yet to join),
+// before and after a restart, it decides nothing, and an operator's join
+// brings it back.
 func TestRemovedMemberStaysOut(t *testing.T) {
 	t.Parallel()
 	c := testcluster.Start(t, 4)
@@ -435,10 +436,14 @@ func TestRemovedMemberStaysOut(t *testing.T) {
 			t.Fatalf("%s added itself back after its removal", removed.ID)
 		}
 	}
-	waitUntil(t, "the removed node to say it is not ready", func() bool {
-		status, _ := do(t, "GET", removed.URL()+"/readyz", "")
-		return status == 503
-	})
+	saysRemoved := func() bool {
+		status, body := do(t, "GET", removed.URL()+"/readyz", "")
+		return status == 503 && strings.Contains(fmt.Sprint(body["reason"]), "this node was removed")
+	}
+	waitUntil(t, "the removed node to say it was removed", saysRemoved)
+	removed.Kill()
+	removed.Restart()
+	waitUntil(t, "the removed node, restarted, to say it was removed", saysRemoved)
 	limit := algorithms.Limit{Rate: 10, PeriodNanos: int64(time.Minute), Burst: 10}
 	if a := post(t, removed.URL()+"/v1/allow", `{"key":"k","limit":{"rate":10,"period":"1m"}}`); a.status != 503 {
 		t.Fatalf("the removed node decided: %d", a.status)

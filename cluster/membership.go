@@ -239,10 +239,13 @@ func describeServers(servers []raft.Server) string {
 	return strings.Join(parts, ", ")
 }
 
-// watchLeadership reacts to changes of leader: it drops pooled forwarding
-// connections to the old leader and makes sure the replicated state knows
-// this node's HTTP address. It records the address only, never adds the
-// node: a member that was removed stays out until an operator joins it.
+// watchLeadership reacts to changes of leader and of membership, at once
+// and then on each: it drops pooled forwarding connections to the old
+// leader, marks this node removed while a configuration it once belonged to
+// (its data directory records its ID, see identified) lacks it, and makes
+// sure the replicated state knows this node's HTTP address. It records the
+// address only, never adds the node: a member that was removed stays out
+// until an operator joins it.
 func (n *Node) watchLeadership() {
 	observations := make(chan raft.Observation, 16)
 	observer := raft.NewObserver(observations, false, func(o *raft.Observation) bool {
@@ -253,14 +256,15 @@ func (n *Node) watchLeadership() {
 	defer n.raft.DeregisterObserver(observer)
 	ticker := time.NewTicker(time.Second)
 	defer ticker.Stop()
-	wasMember := false
 	lastLeader := raft.ServerAddress("")
-	for {
-		select {
-		case <-n.stopCh:
-			return
-		case <-observations:
-		case <-ticker.C:
+	for first := true; ; first = false {
+		if !first {
+			select {
+			case <-n.stopCh:
+				return
+			case <-observations:
+			case <-ticker.C:
+			}
 		}
 		addr, _ := n.raft.LeaderWithID()
 		if addr != lastLeader {
@@ -269,7 +273,7 @@ func (n *Node) watchLeadership() {
 		}
 		n.fwd.dropExcept(string(addr))
 		member := n.isMember()
-		if wasMember && !member && !n.removed.Swap(true) {
+		if !member && n.identified.Load() && !n.removed.Swap(true) {
 			n.logger.Warn("this node was removed from the cluster: it decides nothing and /readyz answers 503 until an operator joins it again")
 		}
 		if member {
@@ -278,7 +282,6 @@ func (n *Node) watchLeadership() {
 		}
 		n.ensureClusterID()
 		n.abandonRestore()
-		wasMember = wasMember || member
 		if addr != "" && n.cfg.HTTPAddr != "" && n.fsm.NodeHTTPAddr(n.cfg.ID) != n.cfg.HTTPAddr && member {
 			ctx, cancel := context.WithTimeout(context.Background(), n.requestTimeout)
 			self := contract.Member{ID: n.cfg.ID, RaftAddr: n.advertise, HTTPAddr: n.cfg.HTTPAddr}
@@ -288,6 +291,30 @@ func (n *Node) watchLeadership() {
 			cancel()
 		}
 	}
+}
+
+// configWatch is the state machine as Raft sees it, telling the node of
+// each configuration entry it applies that names the node: its data
+// directory then records that it is a member (recordIdentity), before any
+// later entry can remove it, so that a node removed within a watcher's tick
+// of joining says it was removed, not that it has yet to join.
+type configWatch struct {
+	*timedFSM
+	node *Node
+}
+
+func (w *configWatch) ApplyBatch(logs []*raft.Log) []any {
+	for _, l := range logs {
+		if l.Type != raft.LogConfiguration {
+			continue
+		}
+		for _, s := range raft.DecodeConfiguration(l.Data).Servers {
+			if string(s.ID) == w.node.cfg.ID {
+				w.node.recordIdentity()
+			}
+		}
+	}
+	return w.timedFSM.ApplyBatch(logs)
 }
 
 // pingTimeout bounds one check that a member answers: before a member is
@@ -375,8 +402,10 @@ func (n *Node) isMember() bool {
 // voter, when to is ""), and waits until this node knows it has taken it:
 // a transfer that ends with another leader than to, or with the same one,
 // is ErrOutcomeUnknown once ctx ends (Raft handed over, and someone else
-// won the election). A non-voter cannot lead: naming one is invalid. Any
-// member may be asked; a follower passes it to the leader.
+// won the election). A non-voter cannot lead: naming one is invalid. A
+// voter that does not take over within the election timeout (it trails the
+// log, or does not answer) is a conflict naming it (see transferRefused).
+// Any member may be asked; a follower passes it to the leader.
 func (n *Node) TransferLeadership(ctx context.Context, to string) error {
 	if to != "" {
 		if err := contract.ValidateNodeID(to); err != nil {
@@ -418,7 +447,7 @@ func (n *Node) transferAsLeader(ctx context.Context, to string) error {
 			return contract.Invalid("to", "there is no other voter to hand leadership to")
 		}
 		n.recordAudit(ctx, contract.AuditLeadershipTransfer, "", "from "+n.cfg.ID+" to any other voter")
-		return translate(n.raft.LeadershipTransfer().Error())
+		return n.transferRefused(to, n.raft.LeadershipTransfer().Error())
 	}
 	future := n.raft.GetConfiguration()
 	if err := future.Error(); err != nil {
@@ -434,7 +463,23 @@ func (n *Node) transferAsLeader(ctx context.Context, to string) error {
 			return contract.Invalid("to", "%q is not a voter, so it cannot lead (a member whose state differed from the leader's at a checkpoint is a non-voter until one agrees)", to)
 		}
 		n.recordAudit(ctx, contract.AuditLeadershipTransfer, to, "from "+n.cfg.ID)
-		return translate(n.raft.LeadershipTransferToServer(s.ID, s.Address).Error())
+		return n.transferRefused(to, n.raft.LeadershipTransferToServer(s.ID, s.Address).Error())
 	}
 	return contract.NotFound("to", "no member %q", to)
+}
+
+// transferRefused is the answer to a hand-over to to ("": any other voter)
+// that Raft ended with err. Raft's own failures (the target did not catch
+// up with the log, or did not answer its TimeoutNow, within the election
+// timeout) say what state the target is in, not that the node failed: they
+// are a 409 naming to, which the operator can act on. Raft's sentinels keep
+// their translation (not the leader: retried; shut down).
+func (n *Node) transferRefused(to string, err error) error {
+	if err == nil || notApplied(err) || errors.Is(err, raft.ErrRaftShutdown) || errors.Is(err, raft.ErrLeadershipLost) {
+		return translate(err)
+	}
+	if to == "" {
+		return contract.Conflict("", "no other voter took over leadership from %s within the election timeout (raft: %v): they trail its log or do not answer. Retry once one has caught up (GET /v1/cluster shows each member's health)", n.cfg.ID, err)
+	}
+	return contract.Conflict("to", "%s did not take over leadership from %s within the election timeout (raft: %v): it trails the leader's log or does not answer. Retry once it has caught up (GET /v1/cluster shows each member's health)", to, n.cfg.ID, err)
 }

@@ -131,3 +131,27 @@ func TestAChangeThatWouldCostTheQuorumIsRefused(t *testing.T) {
 		return status == 503 && strings.Contains(fmt.Sprint(body["reason"]), "not answering: "+down.ID+" at "+down.RaftAddr)
 	})
 }
+
+// TestATransferToALaggingVoterIsAConflict cuts a follower off, so that it
+// trails the leader's log, and asks over HTTP to hand leadership to it: Raft
+// gives up once the election timeout passes, and the answer is a 409 that
+// names the follower (not a 500), with the leader still leading. (Once the
+// follower is back, the leader's replication to it resumes only after its
+// back-off, up to tens of seconds, so a retry's success is Raft's timing.)
+func TestATransferToALaggingVoterIsAConflict(t *testing.T) {
+	t.Parallel()
+	c := testcluster.Start(t, 3)
+	leader := c.WaitLeader()
+	lagging := c.Followers()[0]
+	c.Isolate(lagging)
+	if status, body := do(t, "PUT", leader.URL()+"/v1/policies/written-while-cut-off", `{"limit":{"rate":1,"period":"1h"}}`); status != 200 {
+		t.Fatalf("PUT policy: %d %v", status, body)
+	}
+	status, body := do(t, "POST", leader.URL()+"/v1/cluster/transfer-leadership", `{"to":"`+lagging.ID+`"}`)
+	if status != 409 || body["code"] != "conflict" || body["field"] != "to" || !strings.Contains(fmt.Sprint(body["error"]), lagging.ID+" did not take over leadership") {
+		t.Fatalf("a transfer to %s, cut off: %d %v, want a 409 naming it", lagging.ID, status, body)
+	}
+	if !leader.Node().IsLeader() {
+		t.Fatalf("after the refused transfer %s no longer leads", leader.ID)
+	}
+}

@@ -33,7 +33,7 @@ type Node struct {
 	raft      *raft.Raft
 	fsm       *fsm.FSM
 	logStore  *raftboltdb.BoltStore
-	transport *raft.NetworkTransport
+	transport *gatedTransport
 	mux       *transport.Mux
 	advertise string
 	hadState  bool
@@ -215,13 +215,13 @@ func (n *Node) startRaft() error {
 	n.fsm = n.newFSM()
 	n.clock.ceiling = n.fsm.StampCeiling
 	n.appends = &appendWatch{LogStore: logStore}
-	network := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
+	network := &gatedTransport{NetworkTransport: raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
 		Stream:  &raftStream{Listener: n.mux.Listener(protocolRaft), advertise: advertisedAddr(n.advertise), dialer: n.dialer()},
 		MaxPool: 5,
 		Timeout: 10 * time.Second,
 		Logger:  hlog,
-	})
-	r, err := raft.NewRaft(n.raftConfig(hlog), &timedFSM{FSM: n.fsm, restore: n.metrics.restore, apply: n.metrics.apply}, &timedLogStore{LogStore: n.appends, hist: n.metrics.store}, logStore, snapshots, network)
+	})}
+	r, err := raft.NewRaft(n.raftConfig(hlog), &configWatch{timedFSM: &timedFSM{FSM: n.fsm, restore: n.metrics.restore, apply: n.metrics.apply}, node: n}, &timedLogStore{LogStore: n.appends, hist: n.metrics.store}, logStore, snapshots, network)
 	if err != nil {
 		network.Close()
 		logStore.Close()

@@ -26,8 +26,9 @@ const giveBackTimeout = 2 * time.Second
 // Close shuts the node down cleanly: the node gives back what it did not
 // spend of its shares (for at most giveBackTimeout), a leader hands
 // leadership to another voter (for at most TransferTimeout), then requests
-// still pending fail with contract.ErrShutdown, Raft stops and the stores
-// are closed.
+// still pending fail with contract.ErrShutdown, heartbeats stop reaching
+// Raft (once those under way are handled), Raft stops, the Raft port and
+// its connections close, and the stores are closed.
 func (n *Node) Close() error { return n.shutdown(true) }
 
 // shutdown stops the node. Without transfer it is what a crash looks like to
@@ -49,6 +50,11 @@ func (n *Node) shutdown(transfer bool) error {
 		n.leaderBatch.stop()
 		n.followerBatch.stop()
 		n.followerDenials.stop()
+		// Heartbeats stop reaching Raft before it stops, and Raft stops
+		// before the stores close: past this point only Raft's own
+		// goroutines touch the stores, and raft.Shutdown waits for those
+		// (raftgate.go).
+		n.transport.closeGate()
 		var errs []error
 		if err := n.raft.Shutdown().Error(); err != nil {
 			errs = append(errs, fmt.Errorf("raft shutdown: %w", err))

@@ -33,8 +33,21 @@ type BlockRequest struct {
 	TTL    time.Duration
 }
 
-// Validate checks a block request.
+// Validate checks a block request as a caller makes it: ValidateEntry, and
+// a reason of visible text (ValidateText).
 func (b *BlockRequest) Validate() *Error {
+	if err := b.ValidateEntry(); err != nil {
+		return err
+	}
+	return ValidateText("reason", b.Reason, MaxBlockReasonBytes)
+}
+
+// ValidateEntry checks a block request as the log may hold it: the key, the
+// TTL, and a reason by ValidateBlockReason. The state machine re-checks
+// entries with it, and not with the text rule, which entries appended
+// before the rule may break: a node that replays one decides as the nodes
+// that applied it did.
+func (b *BlockRequest) ValidateEntry() *Error {
 	if err := ValidateKey(b.Key); err != nil {
 		return err
 	}
@@ -47,9 +60,9 @@ func (b *BlockRequest) Validate() *Error {
 	return nil
 }
 
-// ValidateBlockReason checks a block's reason: at most MaxBlockReasonBytes
-// of UTF-8 text on one line (it is shown to the callers it denies, in
-// answers and headers).
+// ValidateBlockReason checks a block's reason as the log and snapshots may
+// hold it: at most MaxBlockReasonBytes of UTF-8 on one line. A new reason
+// must also be visible text (BlockRequest.Validate).
 func ValidateBlockReason(reason string) *Error {
 	if len(reason) > MaxBlockReasonBytes || !utf8.ValidString(reason) {
 		return Invalid("reason", "reason must be at most %d bytes of UTF-8", MaxBlockReasonBytes)

@@ -93,6 +93,11 @@ type Options struct {
 	// uses it to let that connection idle for longer than one that has
 	// proven nothing.
 	Proven func(ctx context.Context)
+	// Serving, when set, is called with the context of each call when its
+	// headers arrive, and the done it returns once the call ends. The node
+	// uses it to know which connections have calls under way: it never
+	// closes one of those to make room for a new connection.
+	Serving func(ctx context.Context) (done func())
 }
 
 // Server is the gRPC API over one node.

@@ -113,13 +113,17 @@ func (s *Server) capStream(srv any, ss grpc.ServerStream, info *grpc.StreamServe
 
 // tapCall holds a place for each call among its client address's calls
 // under way, from its headers to the end of its stream (grpc-go cancels
-// the stream's context then, whatever ended it). It runs before the call's
-// message is read, under the connection's lock: it only counts.
+// the stream's context then, whatever ended it), and tells Options.Serving
+// of it for as long. It runs before the call's message is read, under the
+// connection's lock: it only counts.
 func (s *Server) tapCall(ctx context.Context, _ *tap.Info) (context.Context, error) {
 	release, err := s.calls.acquire(ctx)
 	if err != nil {
 		return nil, err
 	}
 	context.AfterFunc(ctx, release)
+	if s.opts.Serving != nil {
+		context.AfterFunc(ctx, s.opts.Serving(ctx))
+	}
 	return ctx, nil
 }

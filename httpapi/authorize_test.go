@@ -19,22 +19,7 @@ import (
 // document is the table, so a route added without its role fails here.
 func TestEveryRouteNeedsItsRole(t *testing.T) {
 	t.Parallel()
-	tokens := map[auth.Role]string{}
-	var file strings.Builder
-	file.WriteString(`{"tokens": [`)
-	for i, role := range []auth.Role{auth.RoleDecide, auth.RoleRead, auth.RoleAdmin} {
-		token, hash := auth.NewToken()
-		tokens[role] = token
-		if i > 0 {
-			file.WriteString(",")
-		}
-		file.WriteString(`{"name": "` + string(role) + `-client", "sha256": "` + hash + `", "roles": ["` + string(role) + `"]}`)
-	}
-	file.WriteString("]}")
-	authorizer, err := auth.Parse(strings.NewReader(file.String()))
-	if err != nil {
-		t.Fatal(err)
-	}
+	tokens, authorizer := mustTokens(t)
 	h := New(newFake().backend(), Options{Logger: slog.New(slog.DiscardHandler), Authorizer: authorizer})
 
 	spec := openAPI(t)
@@ -85,4 +70,27 @@ func TestEveryRouteNeedsItsRole(t *testing.T) {
 			})
 		}
 	}
+}
+
+// mustTokens returns a token of each role and the authorizer that knows
+// them, as a token file would give it.
+func mustTokens(t testing.TB) (map[auth.Role]string, auth.Authorizer) {
+	t.Helper()
+	tokens := map[auth.Role]string{}
+	var file strings.Builder
+	file.WriteString(`{"tokens": [`)
+	for i, role := range []auth.Role{auth.RoleDecide, auth.RoleRead, auth.RoleAdmin} {
+		token, hash := auth.NewToken()
+		tokens[role] = token
+		if i > 0 {
+			file.WriteString(",")
+		}
+		file.WriteString(`{"name": "` + string(role) + `-client", "sha256": "` + hash + `", "roles": ["` + string(role) + `"]}`)
+	}
+	file.WriteString("]}")
+	authorizer, err := auth.Parse(strings.NewReader(file.String()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tokens, authorizer
 }

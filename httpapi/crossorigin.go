@@ -7,6 +7,8 @@ import (
 	"net/netip"
 	"net/url"
 	"strings"
+
+	"github.com/limitnode/limitnode/auth"
 )
 
 // A browser sends some requests to any address a page names without asking
@@ -21,6 +23,20 @@ import (
 // It is net/http's CrossOriginProtection rule, applied to forward-auth's
 // GET too, with answers that name the header at fault. Programs (curl, the
 // clients, Envoy) send none of these headers and are not affected.
+//
+// A page can read an answer, though, when its own name resolves to the
+// node's address (DNS rebinding): to the browser the node is then the
+// page's own origin, and over plain HTTP to a name the browser marks a GET
+// with neither Sec-Fetch-Site nor Origin, so the request looks like a
+// program's; only its Host, the attacker's name, gives it away. With
+// tokens on, such a page has no token to send. Without them, the node
+// answers (but for the health checks) only requests that name it by its
+// address or as localhost, and no request that a browser marks as sent
+// for another site, whatever the route: a program that calls a node
+// without tokens by a DNS name is refused too, and is told to use the
+// address or turn tokens on. This is the rule of Jupyter's and Ollama's
+// loopback servers and of geth's --http.vhosts (default localhost), for
+// the same attack.
 
 // Codes of the error body for a request a browser sent for a page that is
 // not the node's own, and for a browser's body of the wrong type.
@@ -59,39 +75,58 @@ func fromProxy(r *http.Request) bool {
 	return false
 }
 
-// refuseCrossOrigin returns the 403 for a request to route that a browser
-// sent for a page the node does not serve, or nil:
+// refuseCrossSite returns the 403 (code cross_origin) for a request to an
+// endpoint of route with role that a page the node does not serve may have
+// sent, or nil. Checked, on a route that changes state from a browser, and
+// on every route but the health checks when the node has no tokens:
 //   - Sec-Fetch-Site other than same-origin or none (none: the person typed
 //     the address);
 //   - no Sec-Fetch-Site (an older browser) and an Origin whose host:port is
-//     not the request's Host;
-//   - from a browser, a Host that is a name other than localhost: a page
-//     whose own name an attacker points at the node's address (DNS
-//     rebinding) is, to the browser, the node's own origin, so only the
-//     name it uses gives it away. A node is written to from a browser by its
-//     address.
+//     not the request's Host.
 //
-// A forward-auth request from a proxy (see proxyHeaders) is not checked.
-func refuseCrossOrigin(route string, r *http.Request) *apiError {
-	if !changesState(route, r.Method) || !fromBrowser(r) || (route == forwardAuthRoute && fromProxy(r)) {
+// Neither is checked on a forward-auth request from a proxy (see
+// proxyHeaders): those headers are the proxy's client's. And a Host that
+// is a name other than localhost: a page whose own name an attacker points
+// at the node's address (DNS rebinding) is, to the browser, the node's own
+// origin, so only the name it uses gives it away. It is refused from a
+// browser on a route that changes state, and from any caller, a proxy
+// too, when the node has no tokens (a rebound page's GET cannot be told
+// from a program's, and, being same-origin, it may add a proxy's headers).
+func (a *API) refuseCrossSite(route string, role auth.Role, r *http.Request) *apiError {
+	if role == open {
+		return nil
+	}
+	tokens := a.opts.Authorizer != nil
+	proxied := route == forwardAuthRoute && fromProxy(r)
+	writeFromBrowser := changesState(route, r.Method) && fromBrowser(r) && !proxied
+	if !writeFromBrowser && tokens {
 		return nil
 	}
 	refuse := func(message string) *apiError {
 		return &apiError{status: http.StatusForbidden, code: codeCrossOrigin, message: message}
 	}
-	switch site := r.Header.Get("Sec-Fetch-Site"); site {
-	case "same-origin", "none":
-	case "":
-		if origin := r.Header.Get("Origin"); !sameHost(origin, r.Host) {
-			return refuse("Origin " + origin + " is not this node (Host " + r.Host + "): " + r.Method + " " + route + " is refused from a page of another origin")
+	what := r.Method + " " + route
+	if !tokens && !writeFromBrowser {
+		what += " without tokens"
+	}
+	site := r.Header.Get("Sec-Fetch-Site")
+	switch {
+	case proxied, site == "same-origin", site == "none":
+	case site == "":
+		if origin := r.Header.Get("Origin"); origin != "" && !sameHost(origin, r.Host) {
+			return refuse("Origin " + origin + " is not this node (Host " + r.Host + "): " + what + " is refused from a page of another origin")
 		}
 	default:
-		return refuse("Sec-Fetch-Site is " + site + ": a browser sent this request for a page of another origin, and " + r.Method + " " + route + " is refused from one")
+		return refuse("Sec-Fetch-Site is " + site + ": a browser sent this request for a page of another origin, and " + what + " is refused from one")
 	}
-	if !namesNodeByAddress(r.Host) {
-		return refuse("Host " + r.Host + " is a name: from a browser, " + r.Method + " " + route + " must name the node by its address or localhost (a page of a name that resolves to the node must not write to it)")
+	if namesNodeByAddress(r.Host) {
+		return nil
 	}
-	return nil
+	if writeFromBrowser {
+		return refuse("Host " + r.Host + " is a name: from a browser, " + what + " must name the node by its address or localhost (a page of a name that resolves to the node must not write to it)")
+	}
+	return refuse("Host " + r.Host + " is a name, and this node has no tokens: it answers " + r.Method + " " + route +
+		" only when named by its address or localhost, since a web page under a name that resolves to the node (DNS rebinding) would read the answer; call it by its address, or turn tokens on (-auth)")
 }
 
 // sameHost reports whether origin ("http://host:port") names host

@@ -34,7 +34,7 @@ func TestForwardAuthFindsTheClientBehindItsProxy(t *testing.T) {
 	h := newTestAPI(fake)
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			req := httptest.NewRequest(http.MethodGet, "/v1/forward-auth?policy=per-ip&dim.user=client_ip", nil)
+			req := newNodeRequest(http.MethodGet, "/v1/forward-auth?policy=per-ip&dim.user=client_ip", nil)
 			req.RemoteAddr = tt.peer
 			if tt.forwardedFor != "" {
 				req.Header.Set("X-Forwarded-For", tt.forwardedFor)

@@ -31,7 +31,7 @@ func FuzzRequestBodies(f *testing.F) {
 			{"POST", "/v1/allow"}, {"POST", "/v1/allow/batch"}, {"POST", "/v1/settle"}, {"PUT", "/v1/policies/fuzz"},
 		} {
 			rec := httptest.NewRecorder()
-			api.ServeHTTP(rec, httptest.NewRequest(target.method, target.path, strings.NewReader(body)))
+			api.ServeHTTP(rec, newNodeRequest(target.method, target.path, strings.NewReader(body)))
 			switch rec.Code {
 			case 200, 400, 404, 409, 413, 429:
 			default:

@@ -32,7 +32,8 @@ type Options struct {
 	TrustedProxies []netip.Prefix
 	// Authorizer, when set, makes every route but /healthz and /readyz
 	// need a bearer token with the route's role. *auth.File implements
-	// it. Nil: no tokens, every route is open.
+	// it. Nil: no tokens, every route is open to a caller that names the
+	// node by its address or localhost (see refuseCrossSite).
 	Authorizer auth.Authorizer
 	// Collectors are more Prometheus metrics for /metrics: the gRPC API's,
 	// when the node serves one.
@@ -130,16 +131,20 @@ const open auth.Role = ""
 
 // route registers a path with one endpoint per method; any other method is
 // a 405 with an Allow header and a JSON body (net/http's own 405 is plain
-// text). HEAD is answered for GET. A call that a browser sent for a page of
-// another origin is refused when it could change state (see
-// refuseCrossOrigin), and a call that lacks the endpoint's role is refused
-// (see authorize), both before the handler runs.
+// text). HEAD is answered for GET. A call that a page of another site may
+// have sent is refused when it could change state, or, without tokens,
+// whenever the route answers with more than health (see refuseCrossSite),
+// a call that lacks the endpoint's role is refused
+// (see authorize), and a path segment that is not valid UTF-8 (a key
+// written %ff) is refused as a JSON string would be (see checkString), all
+// before the handler runs: every route reads its segments one way.
 func (a *API) route(path string, byMethod map[string]endpoint) {
 	a.routes = append(a.routes, path)
 	if e, ok := byMethod[http.MethodGet]; ok {
 		byMethod[http.MethodHead] = e
 	}
 	allow := strings.Join(slices.Sorted(maps.Keys(byMethod)), ", ")
+	wildcards := pathWildcards(path)
 	pattern := path
 	if path == "/" {
 		pattern = "/{$}" // the status page; every other unknown path is the catch-all's
@@ -160,18 +165,36 @@ func (a *API) route(path string, byMethod map[string]endpoint) {
 				message: r.Method + " is not allowed on " + path + "; use " + allow})
 			return
 		}
-		if err := refuseCrossOrigin(path, r); err != nil {
+		if err := a.refuseCrossSite(path, e.role, r); err != nil {
 			writeError(w, err)
 			return
 		}
 		if r = a.authorize(w, r, e.role); r == nil {
 			return
 		}
+		for _, name := range wildcards {
+			if err := checkString(r.PathValue(name), name); err != nil {
+				writeError(w, err)
+				return
+			}
+		}
 		if e.role != open && a.opts.Proven != nil {
 			a.opts.Proven(r)
 		}
 		e.handler(w, r)
 	})))
+}
+
+// pathWildcards returns the names of path's wildcards: "key" for
+// "/v1/keys/{key}".
+func pathWildcards(path string) []string {
+	var names []string
+	for segment := range strings.SplitSeq(path, "/") {
+		if name, ok := strings.CutPrefix(segment, "{"); ok {
+			names = append(names, strings.TrimSuffix(strings.TrimSuffix(name, "}"), "..."))
+		}
+	}
+	return names
 }
 
 // ServeHTTP serves the API.

@@ -190,6 +190,7 @@ func caddyfile(listen, limitnode, upstream string) string {
 http://%s {
 	forward_auth %s {
 		uri /v1/forward-auth?policy=per-ip&dim.ip=client_ip
+		header_up Host {upstream_hostport}
 	}
 	reverse_proxy %s
 }

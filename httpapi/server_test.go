@@ -42,7 +42,7 @@ func TestSlowAndHostileClients(t *testing.T) {
 		wantStatus int // 0: the server closes, or answers 400 without reading on
 	}{
 		{"headers a byte at a time", func(w io.Writer) error {
-			if _, err := io.WriteString(w, "POST /v1/allow HTTP/1.1\r\nHost: x\r\n"); err != nil {
+			if _, err := io.WriteString(w, "POST /v1/allow HTTP/1.1\r\nHost: 127.0.0.1\r\n"); err != nil {
 				return err
 			}
 			for {
@@ -55,7 +55,7 @@ func TestSlowAndHostileClients(t *testing.T) {
 		{"a body that never ends", func(w io.Writer) error {
 			// A JSON string that never closes: the decoder reads on
 			// until the body limit.
-			if _, err := io.WriteString(w, "POST /v1/allow HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n9\r\n{\"key\":\"a\r\n"); err != nil {
+			if _, err := io.WriteString(w, "POST /v1/allow HTTP/1.1\r\nHost: 127.0.0.1\r\nTransfer-Encoding: chunked\r\n\r\n9\r\n{\"key\":\"a\r\n"); err != nil {
 				return err
 			}
 			chunk := fmt.Sprintf("%x\r\n%s\r\n", 4096, strings.Repeat("a", 4096))
@@ -66,7 +66,7 @@ func TestSlowAndHostileClients(t *testing.T) {
 			}
 		}, http.StatusRequestEntityTooLarge},
 		{"a body that trickles", func(w io.Writer) error {
-			if _, err := io.WriteString(w, "POST /v1/allow HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n{"); err != nil {
+			if _, err := io.WriteString(w, "POST /v1/allow HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 1000\r\n\r\n{"); err != nil {
 				return err
 			}
 			for {
@@ -152,7 +152,7 @@ func TestTheHeaderBlockIsBoundedAsDocumented(t *testing.T) {
 		size int
 		want int
 	}{{MaxHeaderBytes, http.StatusOK}, {MaxHeaderBytes + 1, http.StatusRequestHeaderFieldsTooLarge}} {
-		head := "GET /healthz HTTP/1.1\r\nHost: x\r\nX-Pad: "
+		head := "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Pad: "
 		const tail = "\r\n\r\n"
 		block := head + strings.Repeat("a", tt.size-len(head)-len(tail)) + tail
 		conn, err := net.Dial("tcp", addr)

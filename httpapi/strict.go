@@ -116,7 +116,9 @@ func walkObject(dec *json.Decoder, path string, typeOf func(name string) (reflec
 }
 
 // checkString refuses a string that was not valid UTF-8 (the decoder turns
-// each bad byte into U+FFFD, so U+FFFD itself is refused too).
+// each bad byte into U+FFFD, so U+FFFD itself is refused too). Every path
+// segment of every route is read by the same rule (API.route), so that a
+// key is the same bytes whether a body or a path names it.
 func checkString(s, field string) *apiError {
 	if !utf8.ValidString(s) || strings.ContainsRune(s, utf8.RuneError) {
 		return invalid(field, "%s must be valid UTF-8 (and hold no U+FFFD replacement character)", fieldName(field))

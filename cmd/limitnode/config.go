@@ -65,7 +65,7 @@ type security struct {
 	joinTokenFile string
 	joinCA        string
 	// joinTokenArg is set when -join-token came on the command line,
-	// where every local user can read it (ps).
+	// where every local user can read it (ps): parseConfig refuses it.
 	joinTokenArg bool
 }
 
@@ -98,6 +98,9 @@ func parseConfig(args []string, getenv func(string) string, output io.Writer) (c
 		return c, &usageError{} // the flag package has printed it, with the usage
 	}
 	fs.Visit(func(f *flag.Flag) { c.joinTokenArg = c.joinTokenArg || f.Name == "join-token" })
+	if c.joinTokenArg {
+		return c, &usageError{"-join-token is refused on the command line, where every local user can read it (ps, /proc) for as long as the node runs: give the token with -join-token-file, or in LIMITNODE_JOIN_TOKEN"}
+	}
 	if fs.NArg() > 0 {
 		return c, &usageError{fmt.Sprintf("unexpected arguments: %q", fs.Args())}
 	}
@@ -155,7 +158,7 @@ func (c *config) flagSet(output io.Writer) *flag.FlagSet {
 	fs.Int64Var(&c.maxRequestIDsPerCaller, "max-request-ids-per-caller", cluster.DefaultMaxRequestIDsPerCaller, "most request IDs one API token has remembered at once, each for 5m; past it, its requests with new IDs are refused (503), never another's forgotten; -1 for no bound but the cluster's 1,048,576 (the only bound without tokens)")
 	fs.Var(&c.maxRaftConns, "max-raft-conns", "most connections open at once on the Raft port; one more is closed at once (the default is lowered to fit RLIMIT_NOFILE)")
 	fs.DurationVar(&c.raftIdle, "raft-idle-timeout", 2*time.Minute, "close a connection on the Raft port that sends nothing for this long")
-	fs.Var(&c.maxHTTPConns, "max-http-conns", "most connections open at once on the HTTP port, and on the gRPC port; one more is closed at once (the default is lowered to fit RLIMIT_NOFILE)")
+	fs.Var(&c.maxHTTPConns, "max-http-conns", "most connections open at once on the HTTP port, and on the gRPC port; one more closes the connection idle longest of the client address holding the most, or is closed at once when every one has a request under way (the default is lowered to fit RLIMIT_NOFILE)")
 	fs.Var(&c.maxConnsPerClient, "max-conns-per-client", "most connections open at once from one client address (an IPv6 address with its /64) on the HTTP port, and on the gRPC port, and requests under way from one over HTTP/2 on the HTTP port (one more: 503); a proxy in front of the node connects from one address: size this for its concurrent requests; 0 for no cap")
 	fs.DurationVar(&c.untrustedIdle, "untrusted-idle-timeout", 10*time.Second, "close a connection on the HTTP or gRPC port that is silent this long before it has made a call (with -auth: a call with a valid token); after one, the ports' own idle timeouts apply")
 	fs.StringVar(&c.trusted, "trusted-proxies", "127.0.0.0/8,::1", "comma-separated CIDRs of the proxies whose X-Forwarded-For /v1/forward-auth believes for client_ip; none for no proxy")
@@ -168,7 +171,7 @@ func (c *config) flagSet(output io.Writer) *flag.FlagSet {
 	fs.StringVar(&c.nodeKey, "node-key", "", "PEM private key of -node-cert")
 	fs.StringVar(&c.nodeCA, "node-ca", "", "PEM CA that signs every member's -node-cert")
 	fs.StringVar(&c.authFile, "auth", "", "JSON token file: every API call but /healthz and /readyz needs a bearer token with its role (re-read when it changes)")
-	fs.StringVar(&c.joinToken, "join-token", "", "token (role admin) sent with -join to a cluster that has -auth; on the command line every local user can read it: prefer -join-token-file or LIMITNODE_JOIN_TOKEN")
+	fs.StringVar(&c.joinToken, "join-token", "", "token (role admin) sent with -join to a cluster that has -auth, given only in LIMITNODE_JOIN_TOKEN (on the command line, where every local user can read it, it is refused) or with -join-token-file")
 	fs.StringVar(&c.joinTokenFile, "join-token-file", "", "file whose first line is the -join-token (the file limitnode token writes, as it is)")
 	fs.StringVar(&c.joinCA, "join-ca", "", "PEM CA to trust for the members' HTTPS API when joining (default -node-ca)")
 	fs.Usage = func() {

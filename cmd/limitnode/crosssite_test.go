@@ -290,10 +290,10 @@ func equalStates(a, b clusterState) bool {
 // requests are same-origin and may carry any Content-Type. A proxy that
 // serves the page and passes everything else to the leader, Host and all,
 // stands in for the rebound name. Its writes are refused all the same (the
-// node is named by a host name, not by its address), and nothing changes.
-// The page does not ask /v1/forward-auth with GET: over plain HTTP to a
-// name, Chromium sends no Sec-Fetch-Site, and a GET no Origin, so such a
-// request cannot be told from a program's (the security docs say so).
+// node is named by a host name, not by its address), and nothing changes:
+// its GETs of /v1/forward-auth too, which over plain HTTP to a name carry
+// neither Sec-Fetch-Site nor Origin, since a node without tokens answers
+// nothing under a name (TestARebindingPageReadsNothing reads the rest).
 func TestARebindingPageCannotChangeTheCluster(t *testing.T) {
 	t.Parallel()
 	testenv.NeedPrograms(t, "chromium")
@@ -327,7 +327,7 @@ func TestARebindingPageCannotChangeTheCluster(t *testing.T) {
 		toNode.ServeHTTP(w, r)
 	}))
 	origin := "http://rebound.example:" + port
-	page = strings.ReplaceAll(crossSitePage(origin, empty.Bytes(), false), `mode: "no-cors"`, `mode: "same-origin"`)
+	page = strings.ReplaceAll(crossSitePage(origin, empty.Bytes(), true), `mode: "no-cors"`, `mode: "same-origin"`)
 	page = strings.ReplaceAll(page, `"text/plain"`, `"application/json"`)
 	counted := answers(t, leader)
 	dom := chromiumLoad(t, origin+"/attack.html", "--host-resolver-rules=MAP rebound.example 127.0.0.1")

@@ -147,12 +147,13 @@ type servers struct {
 	errs     chan error
 }
 
-// guard caps the connections of a client-facing port: in all and per client
-// address, and those that have not proven their caller idle for
+// guard caps the connections of a client-facing port: in all (a new one
+// over the cap closes the idlest instead, see guard.Limits.ShedIdle) and
+// per client address, and those that have not proven their caller idle for
 // -untrusted-idle-timeout at most (the servers' own timeouts close the
-// others).
+// others). The port's server reports its requests to it.
 func (c config) guard(ln net.Listener, logger *slog.Logger) *guard.Listener {
-	return guard.New(ln, guard.Limits{MaxConns: c.maxHTTPConns.n, MaxConnsPerClient: c.maxConnsPerClient.n, UntrustedIdle: c.untrustedIdle}, logger)
+	return guard.New(ln, guard.Limits{MaxConns: c.maxHTTPConns.n, MaxConnsPerClient: c.maxConnsPerClient.n, UntrustedIdle: c.untrustedIdle, ShedIdle: true}, logger)
 }
 
 // admitter caps the requests under way over HTTP/2 (HTTPS) from one client
@@ -192,6 +193,12 @@ func serve(c config, sec secured, logger *slog.Logger, node *cluster.Node, httpL
 				grpcListener.Trust(p.Addr.String())
 			}
 		}
+		grpcOpts.Serving = func(ctx context.Context) func() {
+			if p, ok := peer.FromContext(ctx); ok {
+				return grpcListener.Serving(p.Addr.String())
+			}
+			return func() {}
+		}
 		s.grpc = grpcapi.New(node, grpcOpts)
 		apiOpts.Collectors = append(apiOpts.Collectors, s.grpc.Collectors()...)
 		go func() { s.errs <- fmt.Errorf("gRPC server: %w", s.grpc.Serve(grpcListener)) }()
@@ -199,6 +206,7 @@ func serve(c config, sec secured, logger *slog.Logger, node *cluster.Node, httpL
 	}
 	s.http = httpapi.NewServer(s.httpAddr, httpapi.New(httpBackend(node), apiOpts))
 	s.http.ErrorLog = httpapi.ErrorLog(logger)
+	s.http.ConnState = httpListener.ConnState
 	if sec.httpTLS != nil {
 		s.http.TLSConfig = sec.httpTLS
 		go func() { s.errs <- s.http.ServeTLS(httpListener, "", "") }()

@@ -117,9 +117,6 @@ func readJoinToken(path string) (string, error) {
 // beyond loopback without protection: on the HTTP and gRPC ports, tokens
 // and TLS (each missing one named), on the Raft port, mutual TLS.
 func warnIfExposed(logger *slog.Logger, c config, s secured) {
-	if c.joinTokenArg {
-		logger.Warn("-join-token on the command line can be read by every local user (ps, /proc); give it with -join-token-file or LIMITNODE_JOIN_TOKEN instead")
-	}
 	apis := []struct{ name, flag, addr, without string }{
 		{"HTTP", "-http", c.httpAddr, "change policies and membership, restore backups and spend any key's budget"},
 		{"gRPC", "-grpc", c.grpcAddr, "spend any key's budget through ShouldRateLimit and list the services"},

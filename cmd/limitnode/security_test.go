@@ -90,13 +90,14 @@ func TestSecureThreeNodesFromTheCommandLine(t *testing.T) {
 			"-node-cert", filepath.Join(dir, id+".pem"), "-node-key", filepath.Join(dir, id+"-key.pem"), "-node-ca", filepath.Join(dir, "ca.pem"),
 			"-auth", tokens}
 		if join != "" {
-			args = append(args, "-join", join, "-join-token", opsToken)
+			args = append(args, "-join", join)
 		}
 		return args
 	}
+	joinToken := map[string]string{"LIMITNODE_JOIN_TOKEN": opsToken}
 	n1 := startNode(t, ctx, node("n1", ""), nil)
-	n2 := startNode(t, ctx, node("n2", n1.addr), nil)
-	n3 := startNode(t, ctx, node("n3", n2.addr), nil)
+	n2 := startNode(t, ctx, node("n2", n1.addr), joinToken)
+	n3 := startNode(t, ctx, node("n3", n2.addr), joinToken)
 
 	trust := &tls.Config{RootCAs: caPool(t, filepath.Join(dir, "ca.pem"))}
 	limit := &client.Limit{Rate: 2, Period: "1h"}
@@ -291,7 +292,7 @@ func TestLogsHoldNoSecret(t *testing.T) {
 	ready := make(chan string, 1)
 	done := make(chan error, 1)
 	go func() {
-		done <- run(ctx, []string{"-http", "127.0.0.1:0", "-raft", "127.0.0.1:0", "-data", t.TempDir(), "-auth", tokens, "-log-level", "debug", "-join-token", token}, env(nil), &logs, ready)
+		done <- run(ctx, []string{"-http", "127.0.0.1:0", "-raft", "127.0.0.1:0", "-data", t.TempDir(), "-auth", tokens, "-log-level", "debug"}, env(map[string]string{"LIMITNODE_JOIN_TOKEN": token}), &logs, ready)
 	}()
 	<-ready
 	cancel()
@@ -348,7 +349,6 @@ func TestAnExposedPortIsAWarning(t *testing.T) {
 			[]string{`gRPC API listens beyond loopback without tokens`}},
 		{"gRPC on loopback is silent", func(c *config) { c.grpcAddr = "127.0.0.1:8081" }, secured{}, nil},
 		{"Raft without mutual TLS", func(c *config) { c.raftAddr = "10.0.0.1:7071" }, secured{}, []string{`Raft port listens beyond loopback without mutual TLS`}},
-		{"the join token on the command line", func(c *config) { c.joinTokenArg = true }, secured{}, []string{`-join-token on the command line`}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

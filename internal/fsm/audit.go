@@ -238,14 +238,13 @@ func (f *FSM) AuditPage(since uint64, limit int) contract.AuditPage {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	live := f.audit.live()
-	i, _ := slices.BinarySearchFunc(live, since+1, func(e contract.AuditEntry, index uint64) int {
-		switch {
-		case e.Index < index:
+	// The first entry after since, found without since+1, which wraps to 0
+	// at the largest index.
+	i, _ := slices.BinarySearchFunc(live, since, func(e contract.AuditEntry, since uint64) int {
+		if e.Index <= since {
 			return -1
-		case e.Index > index:
-			return 1
 		}
-		return 0
+		return 1
 	})
 	page := contract.AuditPage{Entries: slices.Clone(live[i:min(i+limit, len(live))]), Dropped: f.audit.dropped}
 	if i+limit < len(live) {

@@ -143,10 +143,11 @@ func (h *blockHeap) Pop() any {
 	return e
 }
 
-// validateBlockCommand checks a CommandPutBlock body as the contract does.
+// validateBlockCommand checks a CommandPutBlock body as the contract checks
+// a logged one (BlockRequest.ValidateEntry).
 func validateBlockCommand(c *BlockCommand) *contract.Error {
 	req := contract.BlockRequest{Key: c.Key, Reason: c.Reason, TTL: time.Duration(c.TTLNanos)}
-	return req.Validate()
+	return req.ValidateEntry()
 }
 
 // putBlock applies CommandPutBlock at the command's time.

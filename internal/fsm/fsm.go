@@ -44,8 +44,10 @@ const MaxTimeStep = 10 * 365 * 24 * time.Hour
 const MaxStepInTerm = time.Hour
 
 // MaxRestoreAhead is how far ahead of cluster time a restored backup's time
-// may be: backups are taken in the past, so a little covers a source
-// cluster whose clock ran ahead, and a crafted file cannot move time on.
+// may be, counting what earlier restores moved it ahead: backups are taken
+// in the past, so a little covers a source cluster whose clock ran ahead,
+// and no file, nor any number of them restored in turn, can move time on
+// by more (restore.go).
 const MaxRestoreAhead = time.Minute
 
 // maxExpiriesPerApply bounds the idle state one log entry deletes, so that a
@@ -135,8 +137,12 @@ type FSM struct {
 	reachedNanos int64
 	stepTerm     uint64
 	applyingTerm uint64
-	blocks       *blockTable
-	audit        *auditTrail
+	// restoreLeadNanos is how far restores have moved cluster time ahead of
+	// where the stamps alone would have it, at most MaxRestoreAhead
+	// (restore.go).
+	restoreLeadNanos int64
+	blocks           *blockTable
+	audit            *auditTrail
 	// penalties counts the denials of keys whose policy has a penalty.
 	penalties *penaltyTable
 	// settles is the reservations open and the settlements remembered.
@@ -250,5 +256,5 @@ func (f *FSM) reset() {
 	f.audit = &auditTrail{}
 	f.clusterID = ""
 	f.staged = nil
-	f.reachedNanos, f.stepTerm = 0, 0
+	f.reachedNanos, f.stepTerm, f.restoreLeadNanos = 0, 0, 0
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/limitnode/limitnode/contract"
@@ -66,17 +67,52 @@ type RestoreResult struct {
 	AtNanos int64
 }
 
-// CheckRestoreTime refuses a backup whose time, backupNanos, is more than
-// MaxRestoreAhead after the cluster's, clusterNanos: a restore may take
-// time back to the backup's, and forward by as little as a clock ahead of
-// the cluster's would, so no file can move time on (a checksum that is not
-// keyed proves nothing about who wrote it).
-func CheckRestoreTime(backupNanos, clusterNanos int64) *contract.Error {
-	if clusterNanos > 0 && backupNanos > clusterNanos+int64(MaxRestoreAhead) {
-		return contract.Invalid("", "the backup's time is %s after the cluster's; a restore may move time at most %s ahead",
-			time.Duration(backupNanos-clusterNanos).Round(time.Second), MaxRestoreAhead)
+// A restore takes cluster time to the backup's: back, for a backup of the
+// past, or forward by as little as a clock ahead of the cluster's would. A
+// checksum that is not keyed proves nothing about who wrote a file, so the
+// forward step is bounded, and bounded in all: a restore that moves time
+// further ahead than earlier ones did raises the state's restore lead, and
+// a restore may take time at most MaxRestoreAhead past where it would be
+// without the lead,
+//
+//	backup time ≤ cluster time − lead + MaxRestoreAhead
+//	lead after  = max(lead, backup time − (cluster time − lead))
+//
+// so restoring files 55 s ahead again and again moves time 55 s in all,
+// not 55 s each time. The lead never shrinks: the stamps after a restore
+// carry it on (a leader estimates cluster time from the entries it
+// applied), even after a restore that rewound time, whose rewind the next
+// stamp undoes. Once restores have used the whole MaxRestoreAhead, a backup
+// may not be ahead of cluster time at all; one that is can be restored
+// once cluster time has passed it.
+
+// CheckRestoreTime refuses a backup whose time, backupNanos, a restore
+// committed at the leader's stamp stampNanos could not take, as the
+// state's own restore lead counts it.
+func (f *FSM) CheckRestoreTime(backupNanos, stampNanos int64) *contract.Error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	_, err := restoreLead(backupNanos, max(stampNanos, f.nowNanos), f.restoreLeadNanos)
+	return err
+}
+
+// restoreLead returns the restore lead after restoring a backup of time
+// backupNanos at cluster time clusterNanos with the lead leadNanos, or the
+// refusal of a backup too far ahead.
+func restoreLead(backupNanos, clusterNanos, leadNanos int64) (int64, *contract.Error) {
+	if clusterNanos <= 0 {
+		return 0, nil // a cluster that never stamped has no time to move
 	}
-	return nil
+	unled := clusterNanos - leadNanos // where time would be without restores
+	if backupNanos > unled+int64(MaxRestoreAhead) {
+		earlier := ""
+		if leadNanos > 0 {
+			earlier = fmt.Sprintf(", which earlier restores already moved %s ahead", time.Duration(leadNanos).Round(time.Second))
+		}
+		return 0, contract.Invalid("", "the backup's time is %s after the cluster's%s; restores may move time at most %s ahead in all",
+			time.Duration(backupNanos-clusterNanos).Round(time.Second), earlier, MaxRestoreAhead)
+	}
+	return max(leadNanos, backupNanos-unled), nil
 }
 
 // stagedRestore is a restore between its begin and its commit.
@@ -181,12 +217,14 @@ func (f *FSM) applyRestoreCommit(body []byte) (any, error) {
 		return contract.Invalid("", "the backup's state does not restore: %v", err), nil
 	}
 	clusterNow := max(cmd.NowNanos, f.nowNanos)
-	if err := CheckRestoreTime(fresh.nowNanos, clusterNow); err != nil {
-		return err, nil
+	lead, refused := restoreLead(fresh.nowNanos, clusterNow, f.restoreLeadNanos)
+	if refused != nil {
+		return refused, nil
 	}
 	// Time may rewind to the backup's; how far the next entries may move it
 	// is measured from the latest time the cluster reached.
 	f.reachedNanos = max(f.reachedNanos, clusterNow)
+	f.restoreLeadNanos = lead
 	f.stepTerm = f.applyingTerm
 	f.nowNanos, f.buckets = fresh.nowNanos, fresh.buckets
 	f.dedup, f.dedupQueue, f.dedupHead, f.dedupPerScope = fresh.dedup, fresh.dedupQueue, fresh.dedupHead, fresh.dedupPerScope

@@ -4,8 +4,11 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"errors"
+	"io"
 	"testing"
+	"time"
 
+	"github.com/hashicorp/raft"
 	"github.com/limitnode/limitnode/contract"
 )
 
@@ -106,4 +109,66 @@ func TestARestoreTakesEffectAtItsCommitOnly(t *testing.T) {
 	if _, err := a.fsm.Snapshot(); err != nil {
 		t.Fatalf("a snapshot after the commit: %v", err)
 	}
+}
+
+// TestRestoresMoveTimeAheadAMinuteInAll walks restores through the rule
+// that bounds them: forward steps add up to MaxRestoreAhead at most, a
+// rewind leaves the lead as it was (the next stamps carry it on), a backup
+// from the past adds nothing, and the lead survives a snapshot, so that a
+// node that restarts from one refuses what the others refuse.
+func TestRestoresMoveTimeAheadAMinuteInAll(t *testing.T) {
+	t.Parallel()
+	const s = int64(time.Second)
+	steps := []struct {
+		name                  string
+		backup, cluster, lead int64
+		wantLead              int64
+		refused               bool
+	}{
+		{"a backup of the past", t0 - 3600*s, t0, 0, 0, false},
+		{"a backup 55 s ahead", t0 + 55*s, t0, 0, 55 * s, false},
+		{"a second 55 s ahead of the time the first left", t0 + 110*s, t0 + 55*s, 55 * s, 0, true},
+		{"one 5 s ahead of it, a minute in all", t0 + 60*s, t0 + 55*s, 55 * s, 60 * s, false},
+		{"a rewind keeps the lead", t0 - 3600*s, t0 + 60*s, 60 * s, 60 * s, false},
+		{"at the whole minute, a backup a nanosecond ahead", t0 + 1, t0, 60 * s, 0, true},
+		{"at the whole minute, a backup of now", t0, t0, 60 * s, 60 * s, false},
+		{"a cluster that never stamped", t0, 0, 0, 0, false},
+	}
+	for _, st := range steps {
+		lead, err := restoreLead(st.backup, st.cluster, st.lead)
+		if (err != nil) != st.refused || (err == nil && lead != st.wantLead) {
+			t.Errorf("%s: lead %s, %v; want lead %s, refused %v", st.name, time.Duration(lead), err, time.Duration(st.wantLead), st.refused)
+		}
+	}
+
+	a := newApplier(t)
+	a.allow(t0, one("k", perMinute100, 1))
+	src := newApplier(t)
+	src.allow(t0+50*s, one("k", perMinute100, 1))
+	state := restoreOf(t, src.fsm)
+	a.command(CommandRestoreBegin, &RestoreBeginCommand{ID: "r1", Bytes: int64(len(state)), Sum: sha256.Sum256(state)})
+	a.command(CommandRestoreChunk, &RestoreChunkCommand{ID: "r1", Data: state})
+	if got, ok := a.command(CommandRestoreCommit, &RestoreEndCommand{ID: "r1", NowNanos: t0}).(*RestoreResult); !ok || got.AtNanos != t0+50*s {
+		t.Fatalf("restoring a backup 50 s ahead: %#v", got)
+	}
+	if err := a.fsm.CheckRestoreTime(t0+100*s, t0+50*s); err == nil {
+		t.Fatal("a second backup 50 s ahead was not refused")
+	}
+	_, restored := persisted(t, mustSnapshotOf(t, a.fsm))
+	fresh := New(nil)
+	if err := fresh.Restore(io.NopCloser(bytes.NewReader(restored))); err != nil {
+		t.Fatal(err)
+	}
+	if err := fresh.CheckRestoreTime(t0+100*s, t0+50*s); err == nil {
+		t.Fatal("after a snapshot, a second backup 50 s ahead was not refused")
+	}
+}
+
+func mustSnapshotOf(t *testing.T, f *FSM) raft.FSMSnapshot {
+	t.Helper()
+	snap, err := f.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return snap
 }

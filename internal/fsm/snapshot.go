@@ -69,6 +69,9 @@ type snapshotHeader struct {
 	// ShareHolders (the holder and proof of each outstanding share that
 	// has them) likewise; their records after the settlements'.
 	ShareHolders int
+	// RestoreLeadNanos (how far restores moved time ahead) comes last; a
+	// backup leaves it out, as it does ReachedNanos.
+	RestoreLeadNanos int64
 }
 
 type bucketRecord struct {
@@ -167,7 +170,7 @@ func (s *snapshot) withoutMembers() *snapshot {
 	// restored cluster keeps its own (identity.go).
 	out.header.ClusterID = ""
 	// How far the next entries may move time is the cluster's, too.
-	out.header.ReachedNanos, out.header.StepTerm = 0, 0
+	out.header.ReachedNanos, out.header.StepTerm, out.header.RestoreLeadNanos = 0, 0, 0
 	return &out
 }
 
@@ -261,7 +264,7 @@ func (f *FSM) copyState() *snapshot {
 		RLSDomains: len(s.rlsConfigs), Waiters: len(s.waiters), ClusterID: f.clusterID,
 		ReachedNanos: f.reachedNanos, StepTerm: f.stepTerm, Blocks: len(s.blocks), RLSVersions: len(s.rlsVersions),
 		Audit: len(s.audit), AuditDropped: f.audit.dropped, Penalties: len(s.penalties),
-		OpenSettlements: len(s.settleOpen), Settled: len(s.settled), ShareHolders: len(s.holders)}
+		OpenSettlements: len(s.settleOpen), Settled: len(s.settled), ShareHolders: len(s.holders), RestoreLeadNanos: f.restoreLeadNanos}
 	return s
 }
 
@@ -429,7 +432,7 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	f.settles = fresh.settles
 	f.publishSharing()
 	f.clusterID = fresh.clusterID
-	f.reachedNanos, f.stepTerm = fresh.reachedNanos, fresh.stepTerm
+	f.reachedNanos, f.stepTerm, f.restoreLeadNanos = fresh.reachedNanos, fresh.stepTerm, fresh.restoreLeadNanos
 	f.staged = nil
 	f.announceClusterID()
 	f.mu.Unlock()
@@ -450,7 +453,7 @@ func (f *FSM) readSnapshot(r io.Reader) error {
 	}
 	f.nowNanos = h.NowNanos
 	f.clusterID = h.ClusterID
-	f.reachedNanos, f.stepTerm = h.ReachedNanos, h.StepTerm
+	f.reachedNanos, f.stepTerm, f.restoreLeadNanos = h.ReachedNanos, h.StepTerm, h.RestoreLeadNanos
 	if err := readRecords(dec, h.Buckets, "bucket", f.restoreBucket); err != nil {
 		return err
 	}
@@ -523,6 +526,9 @@ func readHeader(dec *codec.Decoder) (snapshotHeader, error) {
 	}
 	if err := checkStamp(h.ReachedNanos); err != nil {
 		return h, err
+	}
+	if h.RestoreLeadNanos < 0 || h.RestoreLeadNanos > int64(MaxRestoreAhead) {
+		return h, fmt.Errorf("restore lead %d out of range", h.RestoreLeadNanos)
 	}
 	if h.ClusterID != "" {
 		if err := contract.ValidateClusterID(h.ClusterID); err != nil {

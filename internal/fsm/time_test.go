@@ -74,10 +74,10 @@ func TestLargeStepsTakeATermEach(t *testing.T) {
 	if ceiling := a.fsm.StampCeiling(a.term); ceiling != a.fsm.Now()+int64(MaxStepInTerm) {
 		t.Fatalf("the ceiling within the term is %d after %d, want MaxStepInTerm", ceiling-a.fsm.Now(), a.fsm.Now())
 	}
-	if got := CheckRestoreTime(a.fsm.Now()+int64(MaxRestoreAhead)+1, a.fsm.Now()); got == nil {
+	if got := a.fsm.CheckRestoreTime(a.fsm.Now()+int64(MaxRestoreAhead)+1, a.fsm.Now()); got == nil {
 		t.Fatal("a backup from beyond MaxRestoreAhead was not refused")
 	}
-	if got := CheckRestoreTime(t0, a.fsm.Now()); got != nil {
+	if got := a.fsm.CheckRestoreTime(t0, a.fsm.Now()); got != nil {
 		t.Fatalf("a backup from the past was refused: %v", got)
 	}
 }

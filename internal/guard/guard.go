@@ -2,14 +2,16 @@
 // can do to it: a full file-descriptor table does not stop it (accept errors
 // are retried with back-off, as net/http does), the connections open at
 // once are capped in all and per client address (one over a cap is closed
-// at once), and a connection that stays silent for too long is closed,
-// sooner while it has not proven its caller (see Trust).
+// at once, but see ShedIdle), and a connection that stays silent for too
+// long is closed, sooner while it has not proven its caller (see Trust).
 package guard
 
 import (
+	"crypto/tls"
 	"errors"
 	"log/slog"
 	"net"
+	"net/http"
 	"net/netip"
 	"sync"
 	"sync/atomic"
@@ -24,6 +26,14 @@ const (
 	maxAcceptBackoff   = time.Second
 	// refusalLogEvery bounds how often refusals are logged.
 	refusalLogEvery = 10 * time.Second
+	// shedGrace is how long after its last byte, or the end of its last
+	// request, a connection is not idle enough to close to make room: a
+	// request may be on its way, read but not yet handed to its server.
+	shedGrace = time.Second
+	// shedSample bounds the connections looked at to find one to close:
+	// making room costs the same at any count, and holds the listener's
+	// lock for microseconds, not the milliseconds of 10,000.
+	shedSample = 256
 )
 
 // Limits are what a Listener allows. The zero value allows everything.
@@ -41,6 +51,15 @@ type Limits struct {
 	// Trust is called for it: a connection that has not proven its caller
 	// cannot sit on a place for as long as one that has.
 	UntrustedIdle time.Duration
+	// ShedIdle makes a connection over MaxConns close an idle one instead
+	// of being refused: the one idle longest among those of the client
+	// address that holds the most (so that connections kept idle, from one
+	// address or many, cannot lock a new client out for their idle time).
+	// Idle is no request under way, as the server reports it (ConnState,
+	// Serving), and nothing read for shedGrace. Only with every place taken
+	// by requests under way is a new connection refused. Set it only where
+	// the server reports its requests.
+	ShedIdle bool
 }
 
 // Listener is a net.Listener whose Accept survives temporary failures and
@@ -51,10 +70,11 @@ type Listener struct {
 	logger *slog.Logger
 
 	open      atomic.Int64
+	epoch     time.Time // what guardedConn.activeAt counts from
 	mu        sync.Mutex
 	perClient map[netip.Addr]int      // open connections by clientOf
 	inFlight  map[netip.Addr]int      // requests under way by clientOf (see Begin)
-	byRemote  map[string]*guardedConn // open connections by remote address, with UntrustedIdle
+	byRemote  map[string]*guardedConn // open TCP connections by remote address
 	loggedAt  time.Time
 	refused   int
 }
@@ -70,9 +90,12 @@ func New(ln net.Listener, limits Limits, logger *slog.Logger) *Listener {
 	if logger == nil {
 		logger = slog.Default()
 	}
-	return &Listener{Listener: ln, limits: limits, logger: logger,
+	return &Listener{Listener: ln, limits: limits, logger: logger, epoch: time.Now(),
 		perClient: map[netip.Addr]int{}, inFlight: map[netip.Addr]int{}, byRemote: map[string]*guardedConn{}}
 }
+
+// since is the monotonic time since the listener was made, in nanoseconds.
+func (l *Listener) since() int64 { return int64(time.Since(l.epoch)) }
 
 // Begin takes a place for a request from remoteAddr (as Trust reads it)
 // among the requests under way from its client address, capped at
@@ -97,9 +120,11 @@ func (l *Listener) Begin(remoteAddr string) (end func(), ok bool) {
 		l.note("refused a request: at the cap of requests under way from one client address", "max_per_client", l.limits.MaxConnsPerClient, "remote", remoteAddr)
 		return nil, false
 	}
+	served := l.Serving(remoteAddr)
 	var once sync.Once
 	return func() {
 		once.Do(func() {
+			served()
 			l.mu.Lock()
 			defer l.mu.Unlock()
 			if l.inFlight[client]--; l.inFlight[client] <= 0 {
@@ -107,6 +132,47 @@ func (l *Listener) Begin(remoteAddr string) (end func(), ok bool) {
 			}
 		})
 	}, true
+}
+
+// Serving marks the open connection from remoteAddr (as Trust reads it) as
+// carrying one more request, until done is called, so that ShedIdle never
+// closes it: a gRPC server reports each call so. An address with no open
+// connection is ignored.
+func (l *Listener) Serving(remoteAddr string) (done func()) {
+	l.mu.Lock()
+	c := l.byRemote[remoteAddr]
+	l.mu.Unlock()
+	if c == nil {
+		return func() {}
+	}
+	c.requests.Add(1)
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			c.activeAt.Store(l.since())
+			c.requests.Add(-1)
+		})
+	}
+}
+
+// ConnState is an http.Server's ConnState: it follows whether each
+// connection has a request under way (an HTTP/2 connection is active while
+// it has a stream), so that ShedIdle never closes one that has.
+func (l *Listener) ConnState(conn net.Conn, state http.ConnState) {
+	if tc, ok := conn.(*tls.Conn); ok {
+		conn = tc.NetConn()
+	}
+	c, ok := conn.(*guardedConn)
+	if !ok {
+		return
+	}
+	switch state {
+	case http.StateActive:
+		c.serving.Store(true)
+	case http.StateIdle:
+		c.activeAt.Store(l.since())
+		c.serving.Store(false)
+	}
 }
 
 // Trust marks the open connection from remoteAddr (its RemoteAddr's
@@ -140,27 +206,72 @@ func clientOf(remote net.Addr) (netip.Addr, bool) {
 	return clientip.Group(tcp.AddrPort().Addr()), true
 }
 
-// admit takes a place for conn, or says which cap it is over.
+// admit takes a place for conn, or says which cap it is over. At MaxConns
+// with ShedIdle, it first closes the idlest connection (see idlest).
 func (l *Listener) admit(conn net.Conn) (*guardedConn, string) {
-	if l.limits.MaxConns > 0 && l.open.Load() >= int64(l.limits.MaxConns) {
-		return nil, "refused a connection: at the cap of open connections"
-	}
 	client, counted := clientOf(conn.RemoteAddr())
-	counted = counted && l.limits.MaxConnsPerClient > 0
 	g := &guardedConn{Conn: conn, l: l, client: client, counted: counted}
+	g.activeAt.Store(l.since())
+	if l.limits.MaxConns > 0 && l.open.Load() >= int64(l.limits.MaxConns) {
+		if !l.limits.ShedIdle {
+			return nil, "refused a connection: at the cap of open connections"
+		}
+		l.mu.Lock()
+		if counted && l.limits.MaxConnsPerClient > 0 && l.perClient[client] >= l.limits.MaxConnsPerClient {
+			l.mu.Unlock()
+			return nil, "refused a connection: at the cap of open connections from one client address"
+		}
+		victim := l.idlest()
+		l.mu.Unlock()
+		if victim == nil {
+			return nil, "refused a connection: at the cap of open connections, every one with a request under way"
+		}
+		victim.Close()
+		l.note("closed the connection idle longest to make room for a new one: at the cap of open connections",
+			"max", l.limits.MaxConns, "closed", victim.RemoteAddr().String(), "remote", conn.RemoteAddr().String())
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if counted {
-		if l.perClient[client] >= l.limits.MaxConnsPerClient {
+		if l.limits.MaxConnsPerClient > 0 && l.perClient[client] >= l.limits.MaxConnsPerClient {
 			return nil, "refused a connection: at the cap of open connections from one client address"
 		}
 		l.perClient[client]++
-	}
-	if l.limits.UntrustedIdle > 0 {
 		l.byRemote[conn.RemoteAddr().String()] = g
 	}
 	l.open.Add(1)
 	return g, ""
+}
+
+// idlest returns the connection to close to make room: among those with no
+// request under way and nothing read for shedGrace, one of the client
+// address that holds the most connections, the one idle longest; nil when
+// it finds none. Connections of one address are what fills a listener, and
+// the oldest idle one is the least likely to be used again. It looks at
+// shedSample connections at most, from a random place (Go's map order), as
+// Redis samples for its LRU: where idle connections are a handful among
+// thousands busy, it may find none, and the new connection is refused. The
+// caller holds mu.
+func (l *Listener) idlest() *guardedConn {
+	var victim *guardedConn
+	var victimHolds int
+	var victimAt int64
+	now := l.since()
+	looked := 0
+	for _, c := range l.byRemote {
+		if looked++; looked > shedSample {
+			break
+		}
+		at := c.activeAt.Load()
+		if c.serving.Load() || c.requests.Load() > 0 || now-at < int64(shedGrace) || c.closed.Load() {
+			continue
+		}
+		holds := l.perClient[c.client]
+		if victim == nil || holds > victimHolds || holds == victimHolds && at < victimAt {
+			victim, victimHolds, victimAt = c, holds, at
+		}
+	}
+	return victim
 }
 
 // release gives back the place of a closed connection.
@@ -172,8 +283,6 @@ func (l *Listener) release(c *guardedConn) {
 		if l.perClient[c.client]--; l.perClient[c.client] <= 0 {
 			delete(l.perClient, c.client)
 		}
-	}
-	if l.limits.UntrustedIdle > 0 {
 		if remote := c.RemoteAddr().String(); l.byRemote[remote] == c {
 			delete(l.byRemote, remote)
 		}
@@ -232,10 +341,16 @@ func (l *Listener) note(msg string, args ...any) {
 type guardedConn struct {
 	net.Conn
 	l       *Listener
-	client  netip.Addr // what it counts against, when counted
+	client  netip.Addr // what it counts against, when counted (a TCP connection)
 	counted bool
 	trusted atomic.Bool
 	closed  atomic.Bool
+	// serving (an HTTP request under way, see ConnState) and requests
+	// (calls under way, see Serving) keep ShedIdle from closing it;
+	// activeAt is when it last read a byte or ended a request (Listener.since).
+	serving  atomic.Bool
+	requests atomic.Int32
+	activeAt atomic.Int64
 
 	mu       sync.Mutex
 	deadline time.Time // the read deadline set by the user of the conn
@@ -258,7 +373,11 @@ func (c *guardedConn) Read(p []byte) (int, error) {
 		c.applyDeadline()
 	}
 	c.mu.Unlock()
-	return c.Conn.Read(p)
+	n, err := c.Conn.Read(p)
+	if n > 0 {
+		c.activeAt.Store(c.l.since())
+	}
+	return n, err
 }
 
 // applyDeadline sets the conn's read deadline to the idle time from now, or

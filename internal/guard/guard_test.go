@@ -1,11 +1,14 @@
 package guard
 
 import (
+	"bufio"
 	"errors"
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"net/netip"
+	"os"
 	"syscall"
 	"testing"
 	"time"
@@ -220,4 +223,182 @@ func TestAnUntrustedConnectionIdlesLess(t *testing.T) {
 func isTimeout(err error) bool {
 	var ne net.Error
 	return errors.As(err, &ne) && ne.Timeout()
+}
+
+// servedClient is a keep-alive HTTP/1.1 connection from a local address of
+// its own, for the tests that fill a listener with them.
+type servedClient struct {
+	conn net.Conn
+	r    *bufio.Reader
+}
+
+func dialServed(t *testing.T, from, addr string) *servedClient {
+	t.Helper()
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(from)}, Timeout: 5 * time.Second}
+	c, err := d.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return &servedClient{conn: c, r: bufio.NewReader(c)}
+}
+
+// send writes GET path on the connection without reading the answer.
+func (s *servedClient) send(path string) error {
+	_ = s.conn.SetDeadline(time.Now().Add(10 * time.Second))
+	_, err := io.WriteString(s.conn, "GET "+path+" HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+	return err
+}
+
+// read reads one answer's status, or the error of a connection closed.
+func (s *servedClient) read() (int, error) {
+	resp, err := http.ReadResponse(s.r, nil)
+	if err != nil {
+		return 0, err
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp.StatusCode, nil
+}
+
+func (s *servedClient) get(path string) (int, error) {
+	if err := s.send(path); err != nil {
+		return 0, err
+	}
+	return s.read()
+}
+
+// closed reports whether the listener closed the connection: a read ends
+// at once, with no byte.
+func (s *servedClient) closed() bool {
+	_ = s.conn.SetReadDeadline(time.Now().Add(2 * time.Second))
+	n, err := s.r.Read(make([]byte, 1))
+	return n == 0 && err != nil && !errors.Is(err, os.ErrDeadlineExceeded)
+}
+
+// TestIdleConnectionsCannotLockANewClientOut fills a listener capped at 6
+// connections with keep-alive connections that made one request and went
+// idle, 3 from each of two addresses, as many idle connections from many
+// addresses did to a node's port. A client from a third address is served
+// all the same: its connection closes the one idle longest of an address
+// holding the most, and only that one. With a request under way on every
+// connection, a new one is refused, and none of them is closed.
+func TestIdleConnectionsCannotLockANewClientOut(t *testing.T) {
+	t.Parallel()
+	l := New(listen(t), Limits{MaxConns: 6, MaxConnsPerClient: 3, ShedIdle: true}, slog.New(slog.DiscardHandler))
+	release := make(chan struct{})
+	srv := &http.Server{ConnState: l.ConnState, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/hold" {
+			<-release
+		}
+	})}
+	go func() { _ = srv.Serve(l) }()
+	t.Cleanup(func() { srv.Close() })
+	addr := l.Addr().String()
+
+	var idle []*servedClient
+	for _, from := range []string{"127.0.0.2", "127.0.0.2", "127.0.0.2", "127.0.0.3", "127.0.0.3", "127.0.0.3"} {
+		c := dialServed(t, from, addr)
+		if status, err := c.get("/"); err != nil || status != http.StatusOK {
+			t.Fatalf("a connection from %s: %d, %v", from, status, err)
+		}
+		idle = append(idle, c)
+	}
+	var newcomer *servedClient
+	for deadline := time.Now().Add(10 * time.Second); newcomer == nil; time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("a client from 127.0.0.4 was refused for 10 s while 6 connections sat idle")
+		}
+		c := dialServed(t, "127.0.0.4", addr)
+		if status, err := c.get("/"); err == nil && status == http.StatusOK {
+			newcomer = c
+		}
+	}
+	if !idle[0].closed() {
+		t.Fatal("the connection idle longest was not the one closed")
+	}
+	for i, c := range idle[1:] {
+		if status, err := c.get("/"); err != nil || status != http.StatusOK {
+			t.Fatalf("idle connection %d: %d, %v; want it still served", i+1, status, err)
+		}
+	}
+
+	busy := append(idle[1:], newcomer)
+	for i, c := range busy {
+		if err := c.send("/hold"); err != nil {
+			t.Fatalf("holding a request on connection %d: %v", i, err)
+		}
+	}
+	for deadline := time.Now().Add(10 * time.Second); l.busy() < len(busy); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d requests under way", l.busy(), len(busy))
+		}
+	}
+	if refused := dialServed(t, "127.0.0.6", addr); !refused.closed() {
+		t.Fatal("a new connection was kept while every place had a request under way")
+	}
+	close(release)
+	for i, c := range busy {
+		if status, err := c.read(); err != nil || status != http.StatusOK {
+			t.Fatalf("held request %d: %d, %v; want it answered, its connection kept", i, status, err)
+		}
+	}
+}
+
+// TestACallUnderWayKeepsItsConnection: a connection whose server reports a
+// call under way (Serving, as the gRPC API does) is never closed to make
+// room, however long it has been silent; an idle one is.
+func TestACallUnderWayKeepsItsConnection(t *testing.T) {
+	t.Parallel()
+	l := New(listen(t), Limits{MaxConns: 2, ShedIdle: true}, slog.New(slog.DiscardHandler))
+	accepted := make(chan net.Conn, 8)
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			accepted <- c
+			go func() { _, _ = io.Copy(io.Discard, c); c.Close() }() // a server reading until the conn closes
+		}
+	}()
+	addr := l.Addr().String()
+	calling, idle := dialServed(t, "127.0.0.2", addr), dialServed(t, "127.0.0.3", addr)
+	var serverSide []net.Conn
+	for range 2 {
+		serverSide = append(serverSide, <-accepted)
+	}
+	for _, c := range serverSide {
+		if c.RemoteAddr().String() == calling.conn.LocalAddr().String() {
+			defer l.Serving(c.RemoteAddr().String())()
+		}
+	}
+	// The idle one, not the one with a call under way, makes room, once
+	// both have been silent past the grace.
+	waitAdmitted(t, "127.0.0.4", addr, accepted)
+	if !idle.closed() {
+		t.Fatal("the idle connection was not closed to make room")
+	}
+	_ = calling.conn.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
+	if _, err := calling.r.Read(make([]byte, 1)); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("the connection with a call under way: %v, want it open", err)
+	}
+}
+
+// waitAdmitted dials addr from from until the listener keeps a connection,
+// and returns the server's side of it.
+func waitAdmitted(t *testing.T, from, addr string, accepted <-chan net.Conn) net.Conn {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("a connection from %s was never kept", from)
+		}
+		c := dialServed(t, from, addr)
+		select {
+		case s := <-accepted:
+			return s
+		case <-time.After(200 * time.Millisecond):
+			c.conn.Close()
+		}
+	}
 }

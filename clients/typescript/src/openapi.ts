@@ -1501,7 +1501,7 @@ export interface components {
         BlockRequest: {
             /** @description How long the key is blocked, a Go duration from 1s to 8784h (366 days). */
             ttl: string;
-            /** @description Why, shown to the callers it denies (in answers and the Limitnode-Denied-By header); one line of at most 256 bytes. */
+            /** @description Why, shown to the callers it denies (in answers and the Limitnode-Denied-By header); one line of at most 256 bytes of visible text (no control, bidirectional control or other format character, Unicode category Cf). */
             reason?: string;
         };
         /** @description A blocked key. */
@@ -1763,26 +1763,20 @@ export interface components {
                 };
             };
         };
-        /** @description The token is known but lacks the role the operation needs, or (a lease's renewal or release) the lease is held for another token and this one is not an admin. */
-        PermissionDenied: {
-            headers: {
-                [name: string]: unknown;
-            };
-            content: {
-                "application/json": components["schemas"]["Error"] & {
-                    /** @constant */
-                    code?: "permission_denied";
-                };
-            };
-        };
         /**
-         * @description The token is known but lacks the role the operation needs
-         *     (`permission_denied`); or a browser sent this request, which changes
-         *     state, for a page the node does not serve (`cross_origin`):
-         *     `Sec-Fetch-Site` is neither `same-origin` nor `none`, or (from a
-         *     browser that sends no `Sec-Fetch-Site`) `Origin` is not the `Host`,
-         *     or a browser names the node by a host name other than `localhost`
-         *     rather than by its address. Programs send none of these headers.
+         * @description The token is known but lacks the role the operation needs, or (a
+         *     lease's renewal or release) the lease is held for another token and
+         *     this one is not an admin (`permission_denied`). Or a page the node
+         *     does not serve may have sent this request (`cross_origin`): a
+         *     browser sent it for another site (`Sec-Fetch-Site` neither
+         *     `same-origin` nor `none`, or, from a browser that sends no
+         *     `Sec-Fetch-Site`, an `Origin` that is not the `Host`), or it names
+         *     the node by a host name other than `localhost` rather than by its
+         *     address. These are checked on an operation that changes state from
+         *     a browser; and, on a node without tokens, on every operation but
+         *     `/healthz` and `/readyz`, from any caller (a web page under a name
+         *     that resolves to the node, by DNS rebinding, could otherwise read
+         *     the answer): call such a node by its address.
          */
         Forbidden: {
             headers: {
@@ -2316,7 +2310,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthenticated"];
-            403: components["responses"]["PermissionDenied"];
+            403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             405: components["responses"]["MethodNotAllowed"];
             409: components["responses"]["Conflict"];
@@ -2350,7 +2344,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthenticated"];
-            403: components["responses"]["PermissionDenied"];
+            403: components["responses"]["Forbidden"];
             405: components["responses"]["MethodNotAllowed"];
         };
     };
@@ -2375,8 +2369,9 @@ export interface operations {
                     "application/json": components["schemas"]["Policy"] & unknown;
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthenticated"];
-            403: components["responses"]["PermissionDenied"];
+            403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             405: components["responses"]["MethodNotAllowed"];
         };
@@ -2467,7 +2462,7 @@ export interface operations {
                 };
             };
             401: components["responses"]["Unauthenticated"];
-            403: components["responses"]["PermissionDenied"];
+            403: components["responses"]["Forbidden"];
             405: components["responses"]["MethodNotAllowed"];
         };
     };
@@ -2493,8 +2488,9 @@ export interface operations {
                     "application/yaml": components["schemas"]["RLSConfig"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthenticated"];
-            403: components["responses"]["PermissionDenied"];
+            403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             405: components["responses"]["MethodNotAllowed"];
         };
@@ -2615,7 +2611,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthenticated"];
-            403: components["responses"]["PermissionDenied"];
+            403: components["responses"]["Forbidden"];
             405: components["responses"]["MethodNotAllowed"];
             500: components["responses"]["Internal"];
         };
@@ -2683,6 +2679,7 @@ export interface operations {
                     "application/json": components["schemas"]["Released"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthenticated"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
@@ -2757,7 +2754,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthenticated"];
-            403: components["responses"]["PermissionDenied"];
+            403: components["responses"]["Forbidden"];
             405: components["responses"]["MethodNotAllowed"];
         };
     };
@@ -2784,7 +2781,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthenticated"];
-            403: components["responses"]["PermissionDenied"];
+            403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             405: components["responses"]["MethodNotAllowed"];
         };
@@ -2844,7 +2841,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthenticated"];
-            403: components["responses"]["PermissionDenied"];
+            403: components["responses"]["Forbidden"];
             405: components["responses"]["MethodNotAllowed"];
         };
     };
@@ -2880,7 +2877,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthenticated"];
-            403: components["responses"]["PermissionDenied"];
+            403: components["responses"]["Forbidden"];
             405: components["responses"]["MethodNotAllowed"];
             413: components["responses"]["PayloadTooLarge"];
             500: components["responses"]["Internal"];
@@ -2915,7 +2912,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthenticated"];
-            403: components["responses"]["PermissionDenied"];
+            403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             405: components["responses"]["MethodNotAllowed"];
             500: components["responses"]["Internal"];
@@ -2947,7 +2944,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthenticated"];
-            403: components["responses"]["PermissionDenied"];
+            403: components["responses"]["Forbidden"];
             405: components["responses"]["MethodNotAllowed"];
         };
     };
@@ -2970,7 +2967,7 @@ export interface operations {
                 };
             };
             401: components["responses"]["Unauthenticated"];
-            403: components["responses"]["PermissionDenied"];
+            403: components["responses"]["Forbidden"];
             405: components["responses"]["MethodNotAllowed"];
         };
     };
@@ -3071,6 +3068,22 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             405: components["responses"]["MethodNotAllowed"];
+            /**
+             * @description The voter named (or, without `to`, every other voter) did not
+             *     take over within the election timeout: it trails the leader's
+             *     log or does not answer. The message gives Raft's reason.
+             */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @constant */
+                        code?: "conflict";
+                    };
+                };
+            };
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             500: components["responses"]["Internal"];
@@ -3138,7 +3151,7 @@ export interface operations {
                 };
             };
             401: components["responses"]["Unauthenticated"];
-            403: components["responses"]["PermissionDenied"];
+            403: components["responses"]["Forbidden"];
             405: components["responses"]["MethodNotAllowed"];
             503: components["responses"]["Unavailable"];
         };
@@ -3220,7 +3233,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthenticated"];
-            403: components["responses"]["PermissionDenied"];
+            403: components["responses"]["Forbidden"];
             405: components["responses"]["MethodNotAllowed"];
         };
     };
@@ -3243,7 +3256,7 @@ export interface operations {
                 };
             };
             401: components["responses"]["Unauthenticated"];
-            403: components["responses"]["PermissionDenied"];
+            403: components["responses"]["Forbidden"];
             405: components["responses"]["MethodNotAllowed"];
         };
     };
@@ -3317,7 +3330,7 @@ export interface operations {
                 };
             };
             401: components["responses"]["Unauthenticated"];
-            403: components["responses"]["PermissionDenied"];
+            403: components["responses"]["Forbidden"];
             405: components["responses"]["MethodNotAllowed"];
             /** @description The metrics could not be gathered. */
             500: {
@@ -3349,7 +3362,7 @@ export interface operations {
                 };
             };
             401: components["responses"]["Unauthenticated"];
-            403: components["responses"]["PermissionDenied"];
+            403: components["responses"]["Forbidden"];
             405: components["responses"]["MethodNotAllowed"];
         };
     };
