@@ -224,6 +224,10 @@ func (n *Node) Restore(ctx context.Context, r io.Reader) (backup contract.Backup
 		n.abortRestore(begin.ID)
 		return contract.BackupInfo{}, 0, err
 	}
+	// No share is granted while a restore is staged (fsm.grantShare); the
+	// ones granted before must end before the commit replaces the buckets
+	// that charge them, or their holders would spend them uncharged.
+	n.waitOutLeases()
 	restoredIndex, err = n.commitRestore(begin.ID)
 	if err != nil {
 		return contract.BackupInfo{}, 0, err
