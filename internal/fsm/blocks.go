@@ -2,7 +2,6 @@ package fsm
 
 import (
 	"cmp"
-	"container/heap"
 	"slices"
 	"strings"
 	"time"
@@ -50,10 +49,14 @@ type block struct {
 // blockTable is the block list: by key, and a heap by (end, key).
 type blockTable struct {
 	byKey  map[string]*block
-	expiry blockHeap
+	expiry *orderedHeap[block]
 }
 
-func newBlockTable() *blockTable { return &blockTable{byKey: make(map[string]*block)} }
+func newBlockTable() *blockTable {
+	return &blockTable{byKey: make(map[string]*block), expiry: newOrderedHeap(func(a, b *block) int {
+		return cmp.Or(cmp.Compare(a.UntilNanos, b.UntilNanos), strings.Compare(a.Key, b.Key))
+	}, func(b *block) *int { return &b.index })}
+}
 
 // active returns the block of key that has not ended by now, or nil.
 func (t *blockTable) active(key string, now int64) *block {
@@ -73,7 +76,7 @@ func (t *blockTable) put(b contract.Block) (old *contract.Block, ok bool) {
 	if e := t.byKey[b.Key]; e != nil {
 		prev := e.Block
 		e.Block = b
-		heap.Fix(&t.expiry, e.index)
+		t.expiry.fix(e)
 		return &prev, true
 	}
 	if len(t.byKey) >= contract.MaxBlocks {
@@ -81,7 +84,7 @@ func (t *blockTable) put(b contract.Block) (old *contract.Block, ok bool) {
 	}
 	e := &block{Block: b}
 	t.byKey[b.Key] = e
-	heap.Push(&t.expiry, e)
+	t.expiry.add(e)
 	return nil, true
 }
 
@@ -91,15 +94,15 @@ func (t *blockTable) remove(key string) (contract.Block, bool) {
 	if e == nil {
 		return contract.Block{}, false
 	}
-	heap.Remove(&t.expiry, e.index)
+	t.expiry.remove(e)
 	delete(t.byKey, key)
 	return e.Block, true
 }
 
 // expire deletes up to limit blocks that have ended by now.
 func (t *blockTable) expire(now int64, limit int) {
-	for ; limit > 0 && t.expiry.Len() > 0 && t.expiry[0].UntilNanos <= now; limit-- {
-		e := heap.Pop(&t.expiry).(*block)
+	for e := t.expiry.first(); limit > 0 && e != nil && e.UntilNanos <= now; e, limit = t.expiry.first(), limit-1 {
+		t.expiry.remove(e)
 		delete(t.byKey, e.Key)
 	}
 }
@@ -114,33 +117,6 @@ func (t *blockTable) sorted(now int64) []contract.Block {
 	}
 	slices.SortFunc(out, func(a, b contract.Block) int { return strings.Compare(a.Key, b.Key) })
 	return out
-}
-
-// blockHeap orders blocks by (end, key), so that which ones an entry
-// deletes never depends on map order.
-type blockHeap []*block
-
-func (h blockHeap) Len() int { return len(h) }
-func (h blockHeap) Less(i, j int) bool {
-	if h[i].UntilNanos != h[j].UntilNanos {
-		return h[i].UntilNanos < h[j].UntilNanos
-	}
-	return h[i].Key < h[j].Key
-}
-func (h blockHeap) Swap(i, j int) {
-	h[i], h[j] = h[j], h[i]
-	h[i].index, h[j].index = i, j
-}
-func (h *blockHeap) Push(x any) {
-	e := x.(*block)
-	e.index = len(*h)
-	*h = append(*h, e)
-}
-func (h *blockHeap) Pop() any {
-	old := *h
-	e := old[len(old)-1]
-	*h = old[:len(old)-1]
-	return e
 }
 
 // validateBlockCommand checks a CommandPutBlock body as the contract checks

@@ -2,7 +2,6 @@ package fsm
 
 import (
 	"cmp"
-	"container/heap"
 	"container/list"
 	"fmt"
 	"slices"
@@ -126,36 +125,13 @@ type lease struct {
 	index [2]int
 }
 
-// leaseHeap orders leases by (expiry, ID), so expiry never depends on
-// history or map order. which says which of a lease's indexes it keeps.
-type leaseHeap struct {
-	leases []*lease
-	which  int
-}
-
-func (h *leaseHeap) Len() int { return len(h.leases) }
-func (h *leaseHeap) Less(i, j int) bool {
-	a, b := h.leases[i], h.leases[j]
-	if a.expiresAt != b.expiresAt {
-		return a.expiresAt < b.expiresAt
-	}
-	return a.id < b.id
-}
-func (h *leaseHeap) Swap(i, j int) {
-	h.leases[i], h.leases[j] = h.leases[j], h.leases[i]
-	h.leases[i].index[h.which] = i
-	h.leases[j].index[h.which] = j
-}
-func (h *leaseHeap) Push(x any) {
-	l := x.(*lease)
-	l.index[h.which] = len(h.leases)
-	h.leases = append(h.leases, l)
-}
-func (h *leaseHeap) Pop() any {
-	l := h.leases[len(h.leases)-1]
-	h.leases[len(h.leases)-1] = nil
-	h.leases = h.leases[:len(h.leases)-1]
-	return l
+// leasesByExpiry is a heap of leases by (expiry, ID), so expiry never
+// depends on history or map order; which says which of a lease's places it
+// keeps them in (0: the table's expiry heap, 1: its group's).
+func leasesByExpiry(which int) *orderedHeap[lease] {
+	return newOrderedHeap(func(a, b *lease) int {
+		return cmp.Or(cmp.Compare(a.expiresAt, b.expiresAt), strings.Compare(a.id, b.id))
+	}, func(l *lease) *int { return &l.index[which] })
 }
 
 // leaseTable is the FSM's leases: by ID, by group (a heap each, so the
@@ -163,16 +139,16 @@ func (h *leaseHeap) Pop() any {
 // requests waiting for a slot (leasequeue.go).
 type leaseTable struct {
 	byID   map[string]*lease
-	groups map[leaseGroup]*leaseHeap
+	groups map[leaseGroup]*orderedHeap[lease]
 	// maxesOf lists, per key, the maxima of its groups (a key has few), so
 	// a key's leases are found without a walk over every group. A group
 	// with waiters is always full, so it is listed.
 	maxesOf map[string][]int64
-	expiry  leaseHeap
+	expiry  *orderedHeap[lease]
 
 	waiters   map[string]*waiter
 	queues    map[leaseGroup]*list.List // of *waiter, first come first
-	deadlines waiterHeap
+	deadlines *orderedHeap[waiter]
 	// events are the grants and departures of waiters since the FSM last
 	// took them.
 	events []LeaseEvent
@@ -181,8 +157,9 @@ type leaseTable struct {
 }
 
 func newLeaseTable() *leaseTable {
-	return &leaseTable{byID: map[string]*lease{}, groups: map[leaseGroup]*leaseHeap{}, maxesOf: map[string][]int64{},
-		waiters: map[string]*waiter{}, queues: map[leaseGroup]*list.List{}, owned: map[string]int64{}}
+	return &leaseTable{byID: map[string]*lease{}, groups: map[leaseGroup]*orderedHeap[lease]{}, maxesOf: map[string][]int64{},
+		expiry: leasesByExpiry(0), waiters: map[string]*waiter{}, queues: map[leaseGroup]*list.List{}, owned: map[string]int64{},
+		deadlines: waitersByDeadline()}
 }
 
 // own counts one more (delta 1) or one fewer (-1) lease or waiter of owner.
@@ -215,7 +192,7 @@ func mayActOn(owner string, cmd *LeaseCommand) *contract.Error {
 
 func (t *leaseTable) active(g leaseGroup) int64 {
 	if h := t.groups[g]; h != nil {
-		return int64(h.Len())
+		return int64(h.len())
 	}
 	return 0
 }
@@ -225,12 +202,12 @@ func (t *leaseTable) add(l *lease) {
 	t.own(l.owner, 1)
 	h := t.groups[l.group]
 	if h == nil {
-		h = &leaseHeap{which: 1}
+		h = leasesByExpiry(1)
 		t.groups[l.group] = h
 		t.maxesOf[l.group.key] = append(t.maxesOf[l.group.key], l.group.max)
 	}
-	heap.Push(h, l)
-	heap.Push(&t.expiry, l)
+	h.add(l)
+	t.expiry.add(l)
 }
 
 // validateLease checks a lease's ID and request as the contract does.
@@ -250,12 +227,11 @@ func validateLease(id string, req contract.LeaseRequest) *contract.Error {
 // tick loop appends an entry at E, so in a healthy cluster now is E).
 func (t *leaseTable) expire(now int64, max int) {
 	n := 0
-	for ; n < max && len(t.deadlines) > 0 && t.deadlines[0].deadline <= now; n++ {
-		t.leave(t.deadlines[0], now, false)
+	for w := t.deadlines.first(); n < max && w != nil && w.deadline <= now; w, n = t.deadlines.first(), n+1 {
+		t.leave(w, now, false)
 	}
 	var freed []leaseGroup
-	for ; n < max && t.expiry.Len() > 0 && t.expiry.leases[0].expiresAt <= now; n++ {
-		l := t.expiry.leases[0]
+	for l := t.expiry.first(); n < max && l != nil && l.expiresAt <= now; l, n = t.expiry.first(), n+1 {
 		t.drop(l)
 		if t.waiting(l.group) > 0 && !slices.Contains(freed, l.group) {
 			freed = append(freed, l.group)
@@ -270,10 +246,10 @@ func (t *leaseTable) expire(now int64, max int) {
 func (t *leaseTable) drop(l *lease) {
 	delete(t.byID, l.id)
 	t.own(l.owner, -1)
-	heap.Remove(&t.expiry, l.index[0])
+	t.expiry.remove(l)
 	h := t.groups[l.group]
-	heap.Remove(h, l.index[1])
-	if h.Len() == 0 {
+	h.remove(l)
+	if h.len() == 0 {
 		delete(t.groups, l.group)
 		maxes := slices.DeleteFunc(t.maxesOf[l.group.key], func(m int64) bool { return m == l.group.max })
 		if len(maxes) == 0 {
@@ -289,7 +265,7 @@ func (t *leaseTable) drop(l *lease) {
 func (t *leaseTable) held(key string, now int64) []contract.HeldLease {
 	var out []contract.HeldLease
 	for _, m := range t.maxesOf[key] {
-		for _, l := range t.groups[leaseGroup{key, m}].leases {
+		for _, l := range t.groups[leaseGroup{key, m}].all() {
 			if l.expiresAt <= now { // expired, not yet dropped (expire's bound)
 				continue
 			}
@@ -381,8 +357,8 @@ func (t *leaseTable) renew(now int64, cmd *LeaseCommand) LeaseResult {
 	case l.claimTTL > 0:
 		l.expiresAt, l.claimTTL = l.grantedAt+l.claimTTL, 0
 	}
-	heap.Fix(&t.expiry, l.index[0])
-	heap.Fix(t.groups[l.group], l.index[1])
+	t.expiry.fix(l)
+	t.groups[l.group].fix(l)
 	r := t.heldResult(l)
 	r.Key, r.Max = l.group.key, l.group.max
 	return r

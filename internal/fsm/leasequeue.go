@@ -2,7 +2,6 @@ package fsm
 
 import (
 	"cmp"
-	"container/heap"
 	"container/list"
 	"fmt"
 	"slices"
@@ -42,28 +41,11 @@ type waiter struct {
 	index      int           // in the table's deadline heap
 }
 
-// waiterHeap orders waiters by (deadline, ID).
-type waiterHeap []*waiter
-
-func (h waiterHeap) Len() int { return len(h) }
-func (h waiterHeap) Less(i, j int) bool {
-	return cmp.Or(cmp.Compare(h[i].deadline, h[j].deadline), strings.Compare(h[i].id, h[j].id)) < 0
-}
-func (h waiterHeap) Swap(i, j int) {
-	h[i], h[j] = h[j], h[i]
-	h[i].index, h[j].index = i, j
-}
-func (h *waiterHeap) Push(x any) {
-	w := x.(*waiter)
-	w.index = len(*h)
-	*h = append(*h, w)
-}
-func (h *waiterHeap) Pop() any {
-	old := *h
-	w := old[len(old)-1]
-	old[len(old)-1] = nil
-	*h = old[:len(old)-1]
-	return w
+// waitersByDeadline is a heap of waiters by (deadline, ID).
+func waitersByDeadline() *orderedHeap[waiter] {
+	return newOrderedHeap(func(a, b *waiter) int {
+		return cmp.Or(cmp.Compare(a.deadline, b.deadline), strings.Compare(a.id, b.id))
+	}, func(w *waiter) *int { return &w.index })
 }
 
 // waiting returns how many requests wait in g's queue.
@@ -84,7 +66,7 @@ func (t *leaseTable) enqueue(w *waiter) {
 	w.place = q.PushBack(w)
 	t.waiters[w.id] = w
 	t.own(w.owner, 1)
-	heap.Push(&t.deadlines, w)
+	t.deadlines.add(w)
 }
 
 // unqueue takes w out of every index.
@@ -94,7 +76,7 @@ func (t *leaseTable) unqueue(w *waiter) {
 	if q.Len() == 0 {
 		delete(t.queues, w.group)
 	}
-	heap.Remove(&t.deadlines, w.index)
+	t.deadlines.remove(w)
 	delete(t.waiters, w.id)
 	t.own(w.owner, -1)
 }
@@ -115,7 +97,7 @@ func (t *leaseTable) retryAfter(g leaseGroup, now int64) int64 {
 	if h == nil {
 		return 0
 	}
-	return max(h.leases[0].expiresAt-now, 1)
+	return max(h.first().expiresAt-now, 1)
 }
 
 // queued answers an acquire whose ID waits at position.
@@ -172,12 +154,13 @@ func (t *leaseTable) grantWaiters(g leaseGroup, now int64) {
 // waiters), and whether there is one: none while nobody waits. It looks at
 // each group with waiters, so it is not for the apply path.
 func (t *leaseTable) nextDue() (int64, bool) {
-	if len(t.deadlines) == 0 {
+	first := t.deadlines.first()
+	if first == nil {
 		return 0, false
 	}
-	due := t.deadlines[0].deadline
+	due := first.deadline
 	for g := range t.queues {
-		due = min(due, t.groups[g].leases[0].expiresAt)
+		due = min(due, t.groups[g].first().expiresAt)
 	}
 	return due, true
 }

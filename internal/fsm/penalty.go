@@ -1,8 +1,9 @@
 package fsm
 
 import (
-	"container/heap"
+	"cmp"
 	"errors"
+	"strings"
 
 	"github.com/limitnode/limitnode/contract"
 )
@@ -35,12 +36,17 @@ type penaltyCount struct {
 // how many each caller opened.
 type penaltyTable struct {
 	byKey    map[penaltyKey]*penaltyCount
-	expiry   penaltyHeap
+	expiry   *orderedHeap[penaltyCount]
 	byOpener perCaller
 }
 
 func newPenaltyTable() *penaltyTable {
-	return &penaltyTable{byKey: make(map[penaltyKey]*penaltyCount), byOpener: perCaller{}}
+	return &penaltyTable{byKey: make(map[penaltyKey]*penaltyCount), byOpener: perCaller{},
+		// Counts by (end, owner, key).
+		expiry: newOrderedHeap(func(a, b *penaltyCount) int {
+			return cmp.Or(cmp.Compare(a.endNanos, b.endNanos), strings.Compare(a.owner, b.owner), strings.Compare(a.key, b.key))
+		}, func(c *penaltyCount) *int { return &c.index }),
+	}
 }
 
 // count adds a denial of k at now under p, by a request of scope, and
@@ -76,51 +82,21 @@ func (t *penaltyTable) mayOpen(scope string) bool {
 
 func (t *penaltyTable) add(c *penaltyCount) {
 	t.byKey[c.penaltyKey] = c
-	heap.Push(&t.expiry, c)
+	t.expiry.add(c)
 	t.byOpener.add(c.opener)
 }
 
 func (t *penaltyTable) remove(c *penaltyCount) {
-	heap.Remove(&t.expiry, c.index)
+	t.expiry.remove(c)
 	delete(t.byKey, c.penaltyKey)
 	t.byOpener.remove(c.opener)
 }
 
 // expire deletes up to limit counts whose window has closed by now.
 func (t *penaltyTable) expire(now int64, limit int) {
-	for ; limit > 0 && t.expiry.Len() > 0 && t.expiry[0].endNanos <= now; limit-- {
-		t.remove(t.expiry[0])
+	for c := t.expiry.first(); limit > 0 && c != nil && c.endNanos <= now; c, limit = t.expiry.first(), limit-1 {
+		t.remove(c)
 	}
-}
-
-// penaltyHeap orders counts by (end, owner, key).
-type penaltyHeap []*penaltyCount
-
-func (h penaltyHeap) Len() int { return len(h) }
-func (h penaltyHeap) Less(i, j int) bool {
-	a, b := h[i], h[j]
-	switch {
-	case a.endNanos != b.endNanos:
-		return a.endNanos < b.endNanos
-	case a.owner != b.owner:
-		return a.owner < b.owner
-	}
-	return a.key < b.key
-}
-func (h penaltyHeap) Swap(i, j int) {
-	h[i], h[j] = h[j], h[i]
-	h[i].index, h[j].index = i, j
-}
-func (h *penaltyHeap) Push(x any) {
-	c := x.(*penaltyCount)
-	c.index = len(*h)
-	*h = append(*h, c)
-}
-func (h *penaltyHeap) Pop() any {
-	old := *h
-	c := old[len(old)-1]
-	*h = old[:len(old)-1]
-	return c
 }
 
 // penalized reports whether a denial of targets, reported in checks,

@@ -1,10 +1,11 @@
 package fsm
 
 import (
-	"container/heap"
+	"cmp"
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/limitnode/limitnode/algorithms"
@@ -81,15 +82,24 @@ type settledRecord struct {
 // settleTable is the open reservations and the settled ones remembered.
 type settleTable struct {
 	open     map[string]*openSettlement
-	byEnd    openHeap
+	byEnd    *orderedHeap[openSettlement]
 	settled  map[string]*settledRecord
-	byForget forgetHeap
+	byForget *orderedHeap[settledRecord]
 	// openPerScope counts the open reservations of each caller.
 	openPerScope perCaller
 }
 
 func newSettleTable() *settleTable {
-	return &settleTable{open: make(map[string]*openSettlement), settled: make(map[string]*settledRecord), openPerScope: perCaller{}}
+	return &settleTable{open: make(map[string]*openSettlement), settled: make(map[string]*settledRecord), openPerScope: perCaller{},
+		// Open reservations by (end, ID), remembered settlements by
+		// (forget time, ID).
+		byEnd: newOrderedHeap(func(a, b *openSettlement) int {
+			return cmp.Or(cmp.Compare(a.endNanos, b.endNanos), strings.Compare(a.id, b.id))
+		}, func(s *openSettlement) *int { return &s.index }),
+		byForget: newOrderedHeap(func(a, b *settledRecord) int {
+			return cmp.Or(cmp.Compare(a.forgetAt, b.forgetAt), strings.Compare(a.id, b.id))
+		}, func(r *settledRecord) *int { return &r.forgetting }),
+	}
 }
 
 // settlementID names the reservation of request position of the entry at
@@ -118,13 +128,13 @@ func (t *settleTable) refuseOpen(scope string) *contract.Error {
 // addOpen holds s open.
 func (t *settleTable) addOpen(s *openSettlement) {
 	t.open[s.id] = s
-	heap.Push(&t.byEnd, s)
+	t.byEnd.add(s)
 	t.openPerScope.add(s.scope)
 }
 
 // removeOpen closes s, settled or ended.
 func (t *settleTable) removeOpen(s *openSettlement) {
-	heap.Remove(&t.byEnd, s.index)
+	t.byEnd.remove(s)
 	delete(t.open, s.id)
 	t.openPerScope.remove(s.scope)
 }
@@ -133,10 +143,10 @@ func (t *settleTable) removeOpen(s *openSettlement) {
 // remembered one when there are too many.
 func (t *settleTable) remember(r *settledRecord) {
 	if len(t.settled) >= contract.MaxSettlements {
-		t.forget(t.byForget[0])
+		t.forget(t.byForget.first())
 	}
 	t.settled[r.id] = r
-	heap.Push(&t.byForget, r)
+	t.byForget.add(r)
 }
 
 // end ends an open reservation unsettled: it stays charged in full, and
@@ -148,7 +158,7 @@ func (t *settleTable) end(s *openSettlement) {
 }
 
 func (t *settleTable) forget(r *settledRecord) {
-	heap.Remove(&t.byForget, r.forgetting)
+	t.byForget.remove(r)
 	delete(t.settled, r.id)
 }
 
@@ -156,11 +166,11 @@ func (t *settleTable) forget(r *settledRecord) {
 // in full: remembered as ended) and forgets the settlements remembered
 // long enough.
 func (t *settleTable) expire(now int64, limit int) {
-	for ; limit > 0 && t.byEnd.Len() > 0 && t.byEnd[0].endNanos <= now; limit-- {
-		t.end(t.byEnd[0])
+	for s := t.byEnd.first(); limit > 0 && s != nil && s.endNanos <= now; s, limit = t.byEnd.first(), limit-1 {
+		t.end(s)
 	}
-	for ; limit > 0 && t.byForget.Len() > 0 && t.byForget[0].forgetAt <= now; limit-- {
-		t.forget(t.byForget[0])
+	for r := t.byForget.first(); limit > 0 && r != nil && r.forgetAt <= now; r, limit = t.byForget.first(), limit-1 {
+		t.forget(r)
 	}
 }
 
@@ -282,58 +292,6 @@ func (t *settleTable) forfeitRefunds(key string) {
 			}
 		}
 	}
-}
-
-// openHeap orders open reservations by (end, ID).
-type openHeap []*openSettlement
-
-func (h openHeap) Len() int { return len(h) }
-func (h openHeap) Less(i, j int) bool {
-	if h[i].endNanos != h[j].endNanos {
-		return h[i].endNanos < h[j].endNanos
-	}
-	return h[i].id < h[j].id
-}
-func (h openHeap) Swap(i, j int) {
-	h[i], h[j] = h[j], h[i]
-	h[i].index, h[j].index = i, j
-}
-func (h *openHeap) Push(x any) {
-	s := x.(*openSettlement)
-	s.index = len(*h)
-	*h = append(*h, s)
-}
-func (h *openHeap) Pop() any {
-	old := *h
-	s := old[len(old)-1]
-	*h = old[:len(old)-1]
-	return s
-}
-
-// forgetHeap orders remembered settlements by (forget time, ID).
-type forgetHeap []*settledRecord
-
-func (h forgetHeap) Len() int { return len(h) }
-func (h forgetHeap) Less(i, j int) bool {
-	if h[i].forgetAt != h[j].forgetAt {
-		return h[i].forgetAt < h[j].forgetAt
-	}
-	return h[i].id < h[j].id
-}
-func (h forgetHeap) Swap(i, j int) {
-	h[i], h[j] = h[j], h[i]
-	h[i].forgetting, h[j].forgetting = i, j
-}
-func (h *forgetHeap) Push(x any) {
-	r := x.(*settledRecord)
-	r.forgetting = len(*h)
-	*h = append(*h, r)
-}
-func (h *forgetHeap) Pop() any {
-	old := *h
-	r := old[len(old)-1]
-	*h = old[:len(old)-1]
-	return r
 }
 
 // The snapshot's records of the table.

@@ -3,7 +3,6 @@ package fsm
 import (
 	"bytes"
 	"cmp"
-	"container/heap"
 	"crypto/sha256"
 	"fmt"
 	"slices"
@@ -261,25 +260,30 @@ type ledgerEntry struct {
 	policy string
 	holder string
 	proof  []byte
+	index  int // in the ledger's heap
 }
 
 // shareLedger lists the outstanding shares by end (then ID), so that which
 // ones an apply drops depends on the state alone, and by ID.
 type shareLedger struct {
-	byEnd []*ledgerEntry // a heap
+	byEnd *orderedHeap[ledgerEntry]
 	byID  map[uint64]*ledgerEntry
 }
 
-func newShareLedger() *shareLedger { return &shareLedger{byID: map[uint64]*ledgerEntry{}} }
+func newShareLedger() *shareLedger {
+	return &shareLedger{byID: map[uint64]*ledgerEntry{}, byEnd: newOrderedHeap(func(a, b *ledgerEntry) int {
+		return cmp.Or(cmp.Compare(a.Until, b.Until), cmp.Compare(a.ID, b.ID))
+	}, func(e *ledgerEntry) *int { return &e.index })}
+}
 
-func (l *shareLedger) len() int { return len(l.byEnd) }
+func (l *shareLedger) len() int { return l.byEnd.len() }
 
 func (l *shareLedger) add(e ledgerEntry) {
 	if l.byID[e.ID] != nil {
 		return
 	}
 	l.byID[e.ID] = &e
-	heap.Push((*ledgerHeap)(l), &e)
+	l.byEnd.add(&e)
 }
 
 func (l *shareLedger) remove(id uint64) {
@@ -288,13 +292,14 @@ func (l *shareLedger) remove(id uint64) {
 		return
 	}
 	delete(l.byID, id)
-	heap.Remove((*ledgerHeap)(l), slices.Index(l.byEnd, e))
+	l.byEnd.remove(e)
 }
 
 // expire drops the shares that ended by now.
 func (l *shareLedger) expire(now int64) {
-	for len(l.byEnd) > 0 && l.byEnd[0].Until <= now {
-		delete(l.byID, heap.Pop((*ledgerHeap)(l)).(*ledgerEntry).ID)
+	for e := l.byEnd.first(); e != nil && e.Until <= now; e = l.byEnd.first() {
+		l.byEnd.remove(e)
+		delete(l.byID, e.ID)
 	}
 }
 
@@ -302,7 +307,7 @@ func (l *shareLedger) expire(now int64) {
 // them, by ID: what a snapshot keeps of the ledger beyond the buckets.
 func (l *shareLedger) holders() []shareHolderRecord {
 	var out []shareHolderRecord
-	for _, e := range l.byEnd {
+	for _, e := range l.byEnd.all() {
 		if e.holder != "" || len(e.proof) > 0 {
 			out = append(out, shareHolderRecord{ID: e.ID, Holder: e.holder, Proof: e.proof})
 		}
@@ -335,7 +340,7 @@ func (f *FSM) restoreShareHolder(rec *shareHolderRecord) error {
 // counts returns the outstanding shares per policy, by policy.
 func (l *shareLedger) counts() []contract.ShareCount {
 	by := map[string]*contract.ShareCount{}
-	for _, e := range l.byEnd {
+	for _, e := range l.byEnd.all() {
 		c := by[e.policy]
 		if c == nil {
 			c = &contract.ShareCount{Policy: e.policy}
@@ -358,18 +363,4 @@ func (f *FSM) OutstandingShares() []contract.ShareCount {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.shares.counts()
-}
-
-type ledgerHeap shareLedger
-
-func (h *ledgerHeap) Len() int { return len(h.byEnd) }
-func (h *ledgerHeap) Less(i, j int) bool {
-	return cmp.Or(cmp.Compare(h.byEnd[i].Until, h.byEnd[j].Until), cmp.Compare(h.byEnd[i].ID, h.byEnd[j].ID)) < 0
-}
-func (h *ledgerHeap) Swap(i, j int) { h.byEnd[i], h.byEnd[j] = h.byEnd[j], h.byEnd[i] }
-func (h *ledgerHeap) Push(x any)    { h.byEnd = append(h.byEnd, x.(*ledgerEntry)) }
-func (h *ledgerHeap) Pop() any {
-	e := h.byEnd[len(h.byEnd)-1]
-	h.byEnd = h.byEnd[:len(h.byEnd)-1]
-	return e
 }

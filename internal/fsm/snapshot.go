@@ -3,7 +3,6 @@ package fsm
 import (
 	"bufio"
 	"cmp"
-	"container/heap"
 	"crypto/sha256"
 	"errors"
 	"fmt"
@@ -470,7 +469,6 @@ func (f *FSM) readSnapshot(r io.Reader) error {
 	if err := readRecords(dec, h.Leases, "lease", func(rec *leaseRecord) error { return f.leases.restore(*rec) }); err != nil {
 		return err
 	}
-	heap.Init(&f.leases.expiry)
 	if err := readRecords(dec, h.RLSDomains, "RLS domain", f.restoreRLSDomain); err != nil {
 		return err
 	}
