@@ -326,65 +326,41 @@ func (s *snapshot) writeTo(w io.Writer, canonical bool) error {
 	if err != nil {
 		return err
 	}
-	for i := range s.requestIDs {
-		if err := enc.Encode(&s.requestIDs[i]); err != nil {
-			return err
-		}
+	if err := writeRecords(enc, s.requestIDs); err != nil {
+		return err
 	}
-	for i := range s.nodes {
-		if err := enc.Encode(&s.nodes[i]); err != nil {
-			return err
-		}
+	if err := writeRecords(enc, s.nodes); err != nil {
+		return err
 	}
-	for i := range s.policies {
-		if err := enc.Encode(&s.policies[i]); err != nil {
-			return err
-		}
+	if err := writeRecords(enc, s.policies); err != nil {
+		return err
 	}
-	for i := range s.leases {
-		if err := enc.Encode(&s.leases[i]); err != nil {
-			return err
-		}
+	if err := writeRecords(enc, s.leases); err != nil {
+		return err
 	}
-	for _, c := range s.rlsConfigs {
-		if err := enc.Encode(c); err != nil {
-			return err
-		}
+	if err := writeRecords(enc, s.rlsConfigs); err != nil {
+		return err
 	}
-	for i := range s.waiters {
-		if err := enc.Encode(&s.waiters[i]); err != nil {
-			return err
-		}
+	if err := writeRecords(enc, s.waiters); err != nil {
+		return err
 	}
-	for i := range s.blocks {
-		if err := enc.Encode(&s.blocks[i]); err != nil {
-			return err
-		}
+	if err := writeRecords(enc, s.blocks); err != nil {
+		return err
 	}
-	for i := range s.rlsVersions {
-		if err := enc.Encode(&s.rlsVersions[i]); err != nil {
-			return err
-		}
+	if err := writeRecords(enc, s.rlsVersions); err != nil {
+		return err
 	}
-	for i := range s.penalties {
-		if err := enc.Encode(&s.penalties[i]); err != nil {
-			return err
-		}
+	if err := writeRecords(enc, s.penalties); err != nil {
+		return err
 	}
-	for i := range s.settleOpen {
-		if err := enc.Encode(&s.settleOpen[i]); err != nil {
-			return err
-		}
+	if err := writeRecords(enc, s.settleOpen); err != nil {
+		return err
 	}
-	for i := range s.settled {
-		if err := enc.Encode(&s.settled[i]); err != nil {
-			return err
-		}
+	if err := writeRecords(enc, s.settled); err != nil {
+		return err
 	}
-	for i := range s.holders {
-		if err := enc.Encode(&s.holders[i]); err != nil {
-			return err
-		}
+	if err := writeRecords(enc, s.holders); err != nil {
+		return err
 	}
 	if err := writeAuditRecords(enc, s.audit); err != nil {
 		return err
@@ -537,6 +513,17 @@ func readHeader(dec *codec.Decoder) (snapshotHeader, error) {
 		return h, fmt.Errorf("negative count in header")
 	}
 	return h, nil
+}
+
+// writeRecords encodes records of one kind, in order: what readRecords
+// reads back.
+func writeRecords[T any](enc *codec.Encoder, records []T) error {
+	for i := range records {
+		if err := enc.Encode(&records[i]); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // readRecords decodes count records of one kind and hands each to restore,
