@@ -119,35 +119,61 @@ func (f *FSM) resolve(now int64, c *Check) (target, *contract.Error) {
 }
 
 // decide applies one request's checks, or its RLS query's limits,
-// all-or-nothing (see decideTargets).
+// all-or-nothing, recording what follows (see evaluate).
 func (f *FSM) decide(now int64, req *Request, cmd *AllowCommand) Result {
-	// Scratch space reused across requests (apply is single-threaded):
-	// zeroing MaxChecks-sized arrays per request showed in the profile.
 	if err := req.Validate(); err != nil {
 		return Result{Rejection: err}
 	}
+	res, _ := f.evaluate(now, req, cmd, record)
+	return res
+}
+
+// evaluation says what evaluate does with what it decides.
+type evaluation bool
+
+const (
+	// record: an admission's new states are stored, and a shadow
+	// policy's denials and a penalty's are counted, as applying an entry
+	// does.
+	record evaluation = true
+	// onlyTell: nothing changes; the leader's probe (DenyNow) learns what
+	// the state would decide.
+	onlyTell evaluation = false
+)
+
+// evaluate decides a valid req at now (see decideTargets), recording what
+// follows or only telling it, and reports whether the result is a denial
+// that counts toward a penalty (which only the log may count). This is the
+// one place a request is evaluated: every rule of blocks, shadow checks,
+// penalties, how long a denial holds and what denied it is applied here,
+// for the log and for the leader's fast denials alike.
+func (f *FSM) evaluate(now int64, req *Request, cmd *AllowCommand, mode evaluation) (res Result, penalizing bool) {
+	// Scratch space reused across requests (apply is single-threaded):
+	// zeroing MaxChecks-sized arrays per request showed in the profile.
 	targets, statuses, err := f.targetsOf(now, req, f.scratchTargets[:0])
 	defer func() { f.scratchTargets = targets[:0] }()
 	if err != nil {
-		return Result{Rejection: err}
+		return Result{Rejection: err}, false
 	}
 	if i, b := f.blockedTarget(now, targets); b != nil {
 		res := f.blockedResult(now, req, targets, i, b)
 		res.RLS = statuses
-		return res
+		return res, false
 	}
-	res := f.decideTargets(now, targets, cmd)
+	res = f.decideTargets(now, targets, cmd, mode)
 	res.RLS = statuses
 	if !res.Allowed && res.Rejection == nil {
 		res.DenyAtNanos, res.DenyForNanos = now, denyFor(req, res.Checks)
 		res.DeniedBy = f.deniedBy(targets, res.Checks, -1, nil)
-		if penalized(targets, res.Checks) {
+		if penalizing = penalized(targets, res.Checks); penalizing {
 			// Each such denial must reach the log to be counted.
 			res.DenyForNanos = 0
-			f.penalize(now, targets, &res, req.Scope)
+			if mode == record {
+				f.penalize(now, targets, &res, req.Scope)
+			}
 		}
 	}
-	return res
+	return res, penalizing
 }
 
 // targetsOf resolves what a validated req is decided on, appended to
@@ -179,10 +205,10 @@ func (f *FSM) targetsOf(now int64, req *Request, targets []target) ([]target, []
 
 // decideTargets decides resolved checks all-or-nothing: each is decided on
 // the current state; only if every check that is not in shadow mode allows
-// are the new states stored (a shadow check stores only if it allows too).
-// When one denies, the others are reported as they stand (decided with cost
-// 0), since they consumed nothing.
-func (f *FSM) decideTargets(now int64, targets []target, cmd *AllowCommand) Result {
+// are the new states stored (a shadow check stores only if it allows too),
+// when mode records. When one denies, the others are reported as they
+// stand (decided with cost 0), since they consumed nothing.
+func (f *FSM) decideTargets(now int64, targets []target, cmd *AllowCommand, mode evaluation) Result {
 	res := Result{Allowed: true, Checks: make([]CheckResult, len(targets))}
 	nextStates := f.scratchStates[:0]
 	defer func() { f.scratchStates = nextStates[:0] }()
@@ -195,7 +221,7 @@ func (f *FSM) decideTargets(now int64, targets []target, cmd *AllowCommand) Resu
 			switch {
 			case !t.shadow:
 				res.Allowed = false
-			case t.policy != nil:
+			case t.policy != nil && mode == record:
 				t.policy.shadowDenied++
 			}
 		}
@@ -223,6 +249,7 @@ func (f *FSM) decideTargets(now int64, targets []target, cmd *AllowCommand) Resu
 		case !res.Allowed && d.Allowed:
 			// Report what this check would leave if nothing is consumed.
 			*d, _ = algorithms.Decide(*t.limit, t.state, now, 0)
+		case mode == onlyTell:
 		case res.Allowed && d.Allowed && t.cost > 0 && t.live:
 			f.buckets.update(t.slot, t.id, *t.limit, nextStates[i])
 		case res.Allowed && d.Allowed && t.cost > 0 && storeNew:

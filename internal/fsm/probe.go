@@ -3,7 +3,7 @@ package fsm
 import (
 	"time"
 
-	"github.com/limitnode/limitnode/algorithms"
+	"github.com/limitnode/limitnode/internal/holdtime"
 )
 
 // QueuedStaleness bounds how old the applied state may be for DenyNow's
@@ -65,12 +65,12 @@ func (f *FSM) DenyNow(req *Request, clockNanos int64, queued func() bool) (Resul
 		}
 		res.DenyAtNanos, res.DenyForNanos = clock, denyFor(req, res.Checks)
 	case clock-at <= int64(QueuedStaleness) && queued():
-		elapsed := clock - at
+		elapsed := time.Duration(clock - at)
 		for i := range res.Checks {
 			d := &res.Checks[i].Decision
-			d.ResetAfterNanos, d.RefillAfterNanos = max(d.ResetAfterNanos-elapsed, 0), max(d.RefillAfterNanos-elapsed, 0)
+			d.ResetAfterNanos, d.RefillAfterNanos = holdtime.Shorten(d.ResetAfterNanos, elapsed), holdtime.Shorten(d.RefillAfterNanos, elapsed)
 			if !d.Allowed {
-				d.RetryAfterNanos = max(d.RetryAfterNanos-elapsed, int64(1e6))
+				d.RetryAfterNanos = holdtime.RetryAfter(d.RetryAfterNanos, elapsed)
 			}
 		}
 	default:
@@ -80,45 +80,24 @@ func (f *FSM) DenyNow(req *Request, clockNanos int64, queued func() bool) (Resul
 	return res, true
 }
 
-// probeDenied decides req at now without storing anything, and reports
-// whether it is denied with no check in shadow mode. Checks that would
-// allow are reported as they stand (decided with cost 0), as decide does
-// for a denied request.
+// probeDenied decides req at now without changing anything (evaluate,
+// onlyTell), and reports whether it is a denial the leader may give without
+// the log: denied, with no check in shadow mode (a shadow check's denial is
+// counted in the state) and not counting toward a penalty.
 func (f *FSM) probeDenied(now int64, req *Request) (Result, bool) {
 	// The caller validated req (DenyNow's contract); apply validates again
 	// what reaches the log.
-	targets, statuses, err := f.targetsOf(now, req, f.scratchTargets[:0])
-	defer func() { f.scratchTargets = targets[:0] }()
-	if err != nil {
+	res, penalizing := f.evaluate(now, req, &AllowCommand{}, onlyTell)
+	if res.Allowed || res.Rejection != nil || penalizing {
 		return Result{}, false
 	}
-	if i, b := f.blockedTarget(now, targets); b != nil {
-		res := f.blockedResult(now, req, targets, i, b)
-		res.RLS = statuses
-		return res, true
-	}
-	res := Result{Allowed: true, Checks: make([]CheckResult, len(targets)), RLS: statuses}
-	for i := range targets {
-		t := &targets[i]
-		if t.shadow {
+	for i := range res.Checks {
+		if res.Checks[i].Shadow {
 			return Result{}, false
 		}
-		d, _ := decideTarget(t, now)
-		res.Checks[i] = CheckResult{Decision: d, PeriodNanos: t.limit.PeriodNanos, Key: t.key, Rate: t.limit.Rate}
-		if !d.Allowed {
-			res.Allowed = false
-		}
 	}
-	if res.Allowed || penalized(targets, res.Checks) {
-		// An admission, or a denial that counts toward a penalty: only
-		// the log counts it.
-		return Result{}, false
+	if res.Blocked == nil {
+		res.DenyAtNanos, res.DenyForNanos = 0, 0 // DenyNow says how long it holds, from its clock
 	}
-	for i := range targets {
-		if d := &res.Checks[i].Decision; d.Allowed {
-			*d, _ = algorithms.Decide(*targets[i].limit, targets[i].state, now, 0)
-		}
-	}
-	res.DeniedBy = f.deniedBy(targets, res.Checks, -1, nil)
 	return res, true
 }
