@@ -276,7 +276,7 @@ func (c *Client) stream(ctx context.Context, method, path string, body io.Reader
 		}
 		return nil, errorOf(resp.StatusCode, body)
 	}
-	return nil, fmt.Errorf("%w: %w", ErrUnreachable, lastErr)
+	return nil, unreachable(lastErr)
 }
 
 // send sends one request to target with the size bytes of body (none if

@@ -151,7 +151,7 @@ func (c *Client) call(ctx context.Context, spec callSpec) (answered, error) {
 	if unknown != nil {
 		return answered{}, fmt.Errorf("limitnode: %s %s: no node answered in time (the outcome is unknown): %w", spec.method, spec.path, unknown)
 	}
-	return answered{}, fmt.Errorf("%w: %w", ErrUnreachable, lastErr)
+	return answered{}, unreachable(lastErr)
 }
 
 // attemptTimeout is how long an attempt that another address could follow

@@ -322,6 +322,15 @@ func (e *Error) Error() string {
 // ErrUnreachable is returned when no address answered.
 var ErrUnreachable = errors.New("limitnode: no node reachable")
 
+// unreachable is ErrUnreachable with the last attempt's error, or, when
+// there was none, why: the client was made without an address.
+func unreachable(lastErr error) error {
+	if lastErr == nil {
+		return fmt.Errorf("%w: the client has no node address; give client.New or client.NewWithOptions at least one, such as 127.0.0.1:7070", ErrUnreachable)
+	}
+	return fmt.Errorf("%w: %w", ErrUnreachable, lastErr)
+}
+
 // Allow asks for a decision. A 429 is not an error: it is a Decision with
 // Allowed false. Other 4xx and 5xx answers are *Error.
 func (c *Client) Allow(ctx context.Context, req AllowRequest) (Decision, error) {
