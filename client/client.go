@@ -319,6 +319,17 @@ func (e *Error) Error() string {
 	return fmt.Sprintf("limitnode: %d %s: %s", e.StatusCode, e.Code, e.Message)
 }
 
+// ErrOutcomeUnknown is what an *Error of a 503 whose request may or may
+// not have been decided is (errors.Is): retry it with the same RequestID to
+// be charged once, not afresh.
+var ErrOutcomeUnknown = errors.New("limitnode: the outcome is unknown")
+
+// Is reports whether e is target: ErrOutcomeUnknown for the API's
+// outcome_unknown answer.
+func (e *Error) Is(target error) bool {
+	return target == ErrOutcomeUnknown && e.Code == "outcome_unknown"
+}
+
 // ErrUnreachable is returned when no address answered.
 var ErrUnreachable = errors.New("limitnode: no node reachable")
 

@@ -16,7 +16,10 @@ const (
 	codePayloadTooLarge  = "payload_too_large"
 	codeMethodNotAllowed = "method_not_allowed"
 	codeUnavailable      = "unavailable"
-	codeInternal         = "internal"
+	// codeOutcomeUnknown is a 503 after which the request may or may not
+	// have been decided: retry with the same request_id, not afresh.
+	codeOutcomeUnknown = "outcome_unknown"
+	codeInternal       = "internal"
 )
 
 // apiError is an error answer: a status, the body's code, field and message,
@@ -79,7 +82,9 @@ func (a *API) clusterError(r *http.Request, err error) *apiError {
 	case errors.Is(err, contract.ErrNotMember):
 		return unavailable(err.Error() + "; ask another node")
 	case errors.Is(err, contract.ErrOutcomeUnknown):
-		return unavailable("the outcome is unknown (the leader changed or did not answer in time); retry with the same request_id to be answered once")
+		out := unavailable("the outcome is unknown (the leader changed or did not answer in time); retry with the same request_id to be answered once")
+		out.code = codeOutcomeUnknown
+		return out
 	case errors.Is(err, contract.ErrNoLeader), errors.Is(err, contract.ErrShutdown),
 		errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
 		return unavailable("no leader could be reached in time; retry")

@@ -710,7 +710,7 @@ func TestClusterErrorsBecomeStatuses(t *testing.T) {
 		wantCode   string
 	}{
 		{"no leader", fmt.Errorf("wrapped: %w", contract.ErrNoLeader), 503, "unavailable"},
-		{"an unknown outcome", contract.ErrOutcomeUnknown, 503, "unavailable"},
+		{"an unknown outcome", contract.ErrOutcomeUnknown, 503, "outcome_unknown"},
 		{"a node shutting down", contract.ErrShutdown, 503, "unavailable"},
 		{"an invalid request", contract.Invalid("rate", "%v", algorithms.ErrRate), 400, "invalid_argument"},
 		{"anything else", io.ErrClosedPipe, 500, "internal"},

@@ -923,7 +923,7 @@ export interface components {
              * @description What went wrong, for programs.
              * @enum {string}
              */
-            code: "invalid_argument" | "not_found" | "payload_too_large" | "method_not_allowed" | "unavailable" | "internal" | "unauthenticated" | "permission_denied" | "conflict" | "cross_origin" | "unsupported_media_type";
+            code: "invalid_argument" | "not_found" | "payload_too_large" | "method_not_allowed" | "unavailable" | "outcome_unknown" | "internal" | "unauthenticated" | "permission_denied" | "conflict" | "cross_origin" | "unsupported_media_type";
             /** @description The JSON path of the field at fault, when one is. */
             field?: string;
         };
@@ -1247,7 +1247,7 @@ export interface components {
             status: 400 | 404 | 409 | 500 | 503;
             error: string;
             /** @enum {string} */
-            code: "invalid_argument" | "not_found" | "conflict" | "unavailable" | "internal";
+            code: "invalid_argument" | "not_found" | "conflict" | "unavailable" | "outcome_unknown" | "internal";
             /** @description `requests[i]`, then the path of the field at fault, if any. */
             field: string;
         };
@@ -1871,9 +1871,12 @@ export interface components {
             };
         };
         /**
-         * @description No leader could be reached in time, the outcome is unknown (retry
-         *     with the same `request_id` to be charged once), or the cluster
-         *     holds as many keys as it may.
+         * @description No leader could be reached in time (`unavailable`: nothing was
+         *     decided, retry freely), the outcome is unknown (`outcome_unknown`:
+         *     the request may or may not have been decided; retry with the same
+         *     `request_id` to be charged once), or the cluster holds as many keys,
+         *     or the caller as many request IDs, as it may (`unavailable`, naming
+         *     the field).
          */
         Unavailable: {
             headers: {
@@ -1882,8 +1885,8 @@ export interface components {
             };
             content: {
                 "application/json": components["schemas"]["Error"] & {
-                    /** @constant */
-                    code?: "unavailable";
+                    /** @enum {unknown} */
+                    code?: "unavailable" | "outcome_unknown";
                 };
             };
         };
