@@ -25,16 +25,6 @@ import (
 	"github.com/limitnode/limitnode/internal/testenv"
 )
 
-// buildBinary builds the command into a temporary directory.
-func buildBinary(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "limitnode")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
-}
-
 // TestAFullDescriptorTableDoesNotKillTheRaftPort runs a node with few file
 // descriptors, fills its table with HTTP connections while peers knock on
 // its Raft port, lets them go, and then needs the Raft port to serve: a

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/limitnode/limitnode/client"
-	"github.com/limitnode/limitnode/internal/testenv"
 )
 
 func env(vars map[string]string) func(string) string {
@@ -74,6 +73,13 @@ func TestParseConfig(t *testing.T) {
 		{name: "-join naming more nodes than -bootstrap-expect is an error", args: []string{"-bootstrap-expect", "2", "-join", "a:7070,b:7070,c:7070"}, wantErr: true},
 		{name: "a negative -bootstrap-expect is an error", args: []string{"-bootstrap-expect", "-1", "-join", "a:7070"}, wantErr: true},
 		{name: "raft on every interface without -advertise-raft is an error", args: []string{"-raft", ":7071"}, wantErr: true},
+		{name: "an advertised Raft address on every interface is an error", args: []string{"-advertise-raft", "0.0.0.0:7071"}, wantErr: true},
+		{name: "an advertised Raft address without a host is an error", args: []string{"-advertise-raft", ":7071"}, wantErr: true},
+		{
+			name: "an advertised Raft address may take the port listened on",
+			args: []string{"-raft", "0.0.0.0:0", "-advertise-raft", "my-host:0", "-addr-file", "addrs.json"},
+			want: defaultConfig(func(c *config) { c.raftAddr, c.advertiseRaft, c.addrFile = "0.0.0.0:0", "my-host:0", "addrs.json" }),
+		},
 		{name: "a bad variable is an error", env: map[string]string{"LIMITNODE_JOIN_TIMEOUT": "forever"}, wantErr: true},
 		{name: "an unknown key limit mode is an error", args: []string{"-key-limit-mode", "maybe"}, wantErr: true},
 		{name: "an unknown flag is an error", args: []string{"-color"}, wantErr: true},
@@ -91,33 +97,6 @@ func TestParseConfig(t *testing.T) {
 			}
 		})
 	}
-}
-
-type running struct {
-	addr string
-	done chan error
-}
-
-func startNode(t *testing.T, ctx context.Context, args []string, vars map[string]string) running {
-	t.Helper()
-	return startLoggingTo(t, ctx, args, vars, io.Discard)
-}
-
-// startLoggingTo starts a node that logs to logs, and returns once it
-// serves.
-func startLoggingTo(t *testing.T, ctx context.Context, args []string, vars map[string]string, logs io.Writer) running {
-	t.Helper()
-	ready := make(chan string, 1)
-	r := running{done: make(chan error, 1)}
-	go func() { r.done <- run(ctx, args, env(vars), logs, ready) }()
-	select {
-	case r.addr = <-ready:
-	case err := <-r.done:
-		t.Fatalf("node exited early: %v", err)
-	case <-time.After(30 * time.Second):
-		t.Fatal("node did not become ready")
-	}
-	return r
 }
 
 // TestThreeNodesFromTheCommandLine starts three nodes as the README's cluster
@@ -259,7 +238,8 @@ func TestExitStatuses(t *testing.T) {
 // TestRoughEdgesOfTheBinary: a node on every interface advertises an address
 // others can dial, not [::]; a second node on a data directory in use says
 // so; a Raft port on every interface needs -advertise-raft, which then names
-// the node in the cluster and lends its host to the HTTP address.
+// the node in the cluster (with the port listened on, given port 0) and
+// lends its host to the HTTP address.
 func TestRoughEdgesOfTheBinary(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -286,10 +266,12 @@ func TestRoughEdgesOfTheBinary(t *testing.T) {
 		t.Errorf("a Raft port on every interface without -advertise-raft: %v", err)
 	}
 
-	raftAddr := testenv.FreeAddr(t)
-	_, raftPort, _ := net.SplitHostPort(raftAddr)
-	wide := startNode(t, ctx, []string{"-id", "wide", "-http", "0.0.0.0:0", "-raft", "0.0.0.0:" + raftPort, "-advertise-raft", "localhost:" + raftPort, "-data", t.TempDir()}, nil)
+	wide := startNode(t, ctx, []string{"-id", "wide", "-http", "0.0.0.0:0", "-raft", "0.0.0.0:0", "-advertise-raft", "localhost:0", "-data", t.TempDir()}, nil)
 	_, httpPort, _ := net.SplitHostPort(wide.addr)
+	_, raftPort, _ := net.SplitHostPort(wide.addrs.Raft)
+	if wide.addrs.AdvertisedRaft != "localhost:"+raftPort || wide.addrs.AdvertisedHTTP != "localhost:"+httpPort {
+		t.Errorf("a node on every interface with -advertise-raft localhost:0 advertises %+v, want localhost with the ports it listens on", wide.addrs)
+	}
 	waitFor(t, "the node on every interface to lead", func() bool {
 		s, err := client.New(nil, "127.0.0.1:"+httpPort).Cluster(ctx)
 		return err == nil && s.SelfRaftAddr == "localhost:"+raftPort && len(s.Nodes) == 1 &&

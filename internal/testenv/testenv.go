@@ -1,5 +1,5 @@
-// Package testenv is what tests need of the machine they run on: local
-// addresses with free ports, and the programs they drive.
+// Package testenv is what the module's tests need of the machine they run
+// on: ports they hold, the programs they drive, and the one way they wait.
 package testenv
 
 import (
