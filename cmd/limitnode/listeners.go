@@ -15,9 +15,10 @@ import (
 // the test holds (for instance across the node's restart).
 var listen = net.Listen
 
-// listeners are the node's ports, bound before anything else: a port of 0
-// in -http, -raft or -grpc is then a port the OS picked, and the node
-// tells which on its first log line and in -addr-file.
+// listeners are the node's ports, bound once its configuration is read and
+// before anything else: a port of 0 in -http, -raft or -grpc is then a
+// port the OS picked, and the node tells which on the next log line and in
+// -addr-file.
 type listeners struct {
 	http, raft net.Listener
 	grpc       net.Listener // nil without -grpc
@@ -62,7 +63,8 @@ func (l listeners) addrs() boundAddrs {
 	return a
 }
 
-// log says what the node listens on: the first line it logs.
+// log says what the node listens on: the first line it logs but for
+// warnings about its configuration.
 func (a boundAddrs) log(logger *slog.Logger) {
 	logger.Info("listening", "http", a.HTTP, "raft", a.Raft, "grpc", a.GRPC)
 }

@@ -17,8 +17,8 @@ import (
 )
 
 // TestTheNodeTellsWhatItBound runs the binary with port 0 for each of its
-// listeners, as a script would: its first log line names the ports the OS
-// picked, its -addr-file holds them (and the addresses it advertises), each
+// listeners, as a script would: its first log line (it has no warning to
+// give first) names the ports the OS picked, its -addr-file holds them (and the addresses it advertises), each
 // serves there (HTTP, gRPC, and Raft as /v1/cluster names it), and the
 // file is gone once the node has stopped.
 func TestTheNodeTellsWhatItBound(t *testing.T) {

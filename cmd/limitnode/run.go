@@ -37,22 +37,20 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	if err != nil {
 		return err
 	}
+	sec, err := loadSecurity(c.security, logger)
+	if err != nil {
+		return err
+	}
+	seed, err := readSeed(c)
+	if err != nil {
+		return err
+	}
 	ls, err := c.bind()
 	if err != nil {
 		return err
 	}
 	bound := ls.addrs()
 	bound.log(logger)
-	sec, err := loadSecurity(c.security, logger)
-	if err != nil {
-		ls.close()
-		return err
-	}
-	seed, err := readSeed(c)
-	if err != nil {
-		ls.close()
-		return err
-	}
 	c.fitDescriptors(descriptorLimit(), logger)
 	httpListener := c.guard(ls.http, logger)
 	defer httpListener.Close()
