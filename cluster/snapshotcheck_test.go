@@ -51,7 +51,6 @@ func TestADamagedNewestSnapshot(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			cfg.RaftAddr = n.RaftAddr()
 			if err := n.Close(); err != nil {
 				t.Fatal(err)
 			}

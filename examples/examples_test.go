@@ -5,6 +5,7 @@ package examples_test
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/hmac"
 	"crypto/sha256"
@@ -18,6 +19,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -110,7 +112,7 @@ func snippetsOf(t *testing.T, page string) []string {
 // it bootstraps a node and is allowed its first request.
 func TestEmbeddedExampleDecides(t *testing.T) {
 	t.Parallel()
-	cmd := exec.Command("go", "run", ".", "-bootstrap", "-raft", testenv.FreeAddr(t), "-http", testenv.FreeAddr(t), "-data", t.TempDir())
+	cmd := exec.Command("go", "run", ".", "-bootstrap", "-raft", "127.0.0.1:0", "-http", "127.0.0.1:0", "-data", t.TempDir())
 	cmd.Dir = "embedded"
 	out, err := cmd.CombinedOutput()
 	if err != nil {
@@ -126,7 +128,7 @@ func TestEmbeddedExampleDecides(t *testing.T) {
 // says how to make one at once instead of waiting for a leader.
 func TestEmbeddedExampleWithoutAClusterSaysWhatToDo(t *testing.T) {
 	t.Parallel()
-	cmd := exec.Command("go", "run", ".", "-raft", testenv.FreeAddr(t), "-http", testenv.FreeAddr(t), "-data", t.TempDir())
+	cmd := exec.Command("go", "run", ".", "-raft", "127.0.0.1:0", "-http", "127.0.0.1:0", "-data", t.TempDir())
 	cmd.Dir = "embedded"
 	out, err := cmd.CombinedOutput()
 	if err == nil {
@@ -148,10 +150,11 @@ func containsLine(out, want string) bool {
 }
 
 // TestGuardExampleFallsBackLocally runs the client example with no cluster
-// to reach: its local limiter answers with this replica's share.
+// to reach (at a port the test holds and resets every connection to): its
+// local limiter answers with this replica's share.
 func TestGuardExampleFallsBackLocally(t *testing.T) {
 	t.Parallel()
-	cmd := exec.Command("go", "run", ".", testenv.FreeAddr(t))
+	cmd := exec.Command("go", "run", ".", testenv.HoldPort(t).Addr())
 	cmd.Dir = "guard"
 	out, err := cmd.CombinedOutput()
 	if err != nil {
@@ -170,8 +173,7 @@ func TestMiddlewareExampleLimitsPerUser(t *testing.T) {
 	t.Parallel()
 	c := testcluster.Start(t, 1)
 	skipIfSecure(t, c)
-	addr := testenv.FreeAddr(t)
-	startExample(t, "middleware", "-listen", addr, "-secret", "s3cret", c.Nodes[0].HTTPAddr)
+	addr := startExample(t, "middleware", "-secret", "s3cret", c.Nodes[0].HTTPAddr)
 
 	post := func(token string) int {
 		req, _ := http.NewRequest("POST", "http://"+addr+"/export", nil)
@@ -237,8 +239,7 @@ func TestGRPCExampleLimitsPerAPIKey(t *testing.T) {
 	t.Parallel()
 	c := testcluster.Start(t, 1)
 	skipIfSecure(t, c)
-	addr := testenv.FreeAddr(t)
-	startExample(t, "grpclimit", "-listen", addr, c.Nodes[0].HTTPAddr)
+	addr := startExample(t, "grpclimit", c.Nodes[0].HTTPAddr)
 	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
@@ -300,8 +301,7 @@ func TestReportsExampleQueuesAndRefuses(t *testing.T) {
 	t.Parallel()
 	c := testcluster.Start(t, 3)
 	skipIfSecure(t, c)
-	addr := testenv.FreeAddr(t)
-	startExample(t, "reports", "-listen", addr, "-build-time", "1s", c.Nodes[0].HTTPAddr, c.Nodes[1].HTTPAddr, c.Nodes[2].HTTPAddr)
+	addr := startExample(t, "reports", "-build-time", "1s", c.Nodes[0].HTTPAddr, c.Nodes[1].HTTPAddr, c.Nodes[2].HTTPAddr)
 	report := func(who string) (int, string) {
 		req, _ := http.NewRequest("GET", "http://"+addr+"/report", nil)
 		if who != "" {
@@ -408,15 +408,53 @@ func buildExample(t *testing.T, name string) string {
 	return bin
 }
 
-// startExample builds the example program in directory name and runs it
-// with args until the test ends.
-func startExample(t *testing.T, name string, args ...string) {
+// servingOn is the line a serving example logs, naming the address it
+// listens on.
+var servingOn = regexp.MustCompile(`serving (?:gRPC )?on (127\.0\.0\.1:\d+)`)
+
+// startExample builds the example program in directory name, runs it with
+// -listen 127.0.0.1:0 and args until the test ends, and returns the
+// address it logs it serves on (the port the OS picked).
+func startExample(t *testing.T, name string, args ...string) string {
 	t.Helper()
-	cmd := exec.Command(buildExample(t, name), args...)
+	cmd := exec.Command(buildExample(t, name), append([]string{"-listen", "127.0.0.1:0"}, args...)...)
+	var logs syncBuffer
+	cmd.Stdout, cmd.Stderr = &logs, &logs
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
+	t.Cleanup(func() { _ = cmd.Process.Kill(); <-exited })
+	var serving []string
+	testenv.WaitFor(t, "examples/"+name+" to say where it serves", func() bool {
+		select {
+		case <-exited:
+			t.Fatalf("examples/%s exited:\n%s", name, logs.String())
+		default:
+		}
+		serving = servingOn.FindStringSubmatch(logs.String())
+		return serving != nil
+	})
+	return serving[1]
+}
+
+// syncBuffer is a bytes.Buffer a process writes and a test reads at once.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
 
 // TestTokensExampleChargesWhatItStreamed runs the streaming example
@@ -426,8 +464,7 @@ func TestTokensExampleChargesWhatItStreamed(t *testing.T) {
 	t.Parallel()
 	c := testcluster.Start(t, 1)
 	skipIfSecure(t, c)
-	addr := testenv.FreeAddr(t)
-	startExample(t, "tokens", "-listen", addr, c.Nodes[0].HTTPAddr)
+	addr := startExample(t, "tokens", c.Nodes[0].HTTPAddr)
 	get := func() (int, string) {
 		req, _ := http.NewRequest("GET", "http://"+addr+"/generate?prompt=hello+there+world", nil)
 		req.Header.Set("X-Tenant", "acme")

@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -126,9 +125,9 @@ func TestOneClientAddressCannotLockTheOthersOut(t *testing.T) {
 	writeTokenFile(t, tokens, entry)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	grpcAddr := testenv.FreeAddr(t)
-	node := startNode(t, ctx, []string{"-id", "n1", "-http", "127.0.0.1:0", "-raft", "127.0.0.1:0", "-grpc", grpcAddr,
+	node := startNode(t, ctx, []string{"-id", "n1", "-http", "127.0.0.1:0", "-raft", "127.0.0.1:0", "-grpc", "127.0.0.1:0",
 		"-data", t.TempDir(), "-auth", tokens, "-max-conns-per-client", "8"}, nil)
+	grpcAddr := node.addrs.GRPC
 	waitFor(t, "the node to be ready", func() bool { return readyAt(node.addr) })
 
 	for i := range 8 {
@@ -178,9 +177,9 @@ func TestConnectionsThatProveNothingAreClosedSooner(t *testing.T) {
 	writeTokenFile(t, tokens, entry)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	grpcAddr := testenv.FreeAddr(t)
-	node := startNode(t, ctx, []string{"-id", "n1", "-http", "127.0.0.1:0", "-raft", "127.0.0.1:0", "-grpc", grpcAddr,
+	node := startNode(t, ctx, []string{"-id", "n1", "-http", "127.0.0.1:0", "-raft", "127.0.0.1:0", "-grpc", "127.0.0.1:0",
 		"-data", t.TempDir(), "-auth", tokens, "-untrusted-idle-timeout", "1s"}, nil)
+	grpcAddr := node.addrs.GRPC
 
 	proven := keepAlive(t, "127.0.0.1", node.addr)
 	if status, err := proven.get("/v1/cluster", token); err != nil || status != http.StatusOK {
@@ -235,18 +234,11 @@ func TestTheDescriptorLimitBoundsTheCaps(t *testing.T) {
 		{"given caps are kept", []string{"-max-http-conns", "5000", "-max-raft-conns", "100"}, `msg="the connection caps can need more file descriptors than RLIMIT_NOFILE allows`, false},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			ctx, cancel := context.WithCancel(context.Background())
-			defer cancel()
-			httpAddr := testenv.FreeAddr(t)
-			logs := filepath.Join(t.TempDir(), "node.log")
-			args := append([]string{"-c", "ulimit -n 2000 && exec \"$0\" \"$@\" 2>" + logs, bin, "-id", "n1", "-http", httpAddr, "-raft", testenv.FreeAddr(t),
-				"-grpc", testenv.FreeAddr(t), "-data", t.TempDir()}, tt.flags...)
-			node := exec.CommandContext(ctx, "bash", args...)
-			if err := node.Start(); err != nil {
-				t.Fatal(err)
-			}
-			defer func() { cancel(); _ = node.Wait() }()
-			waitFor(t, "the node to serve", func() bool { return readyAt(httpAddr) })
+			logs, addrFile := filepath.Join(t.TempDir(), "node.log"), newAddrFile(t)
+			args := append([]string{"-c", "ulimit -n 2000 && exec \"$0\" \"$@\" 2>" + logs, bin, "-id", "n1", "-http", "127.0.0.1:0", "-raft", "127.0.0.1:0",
+				"-grpc", "127.0.0.1:0", "-data", t.TempDir(), "-addr-file", addrFile}, tt.flags...)
+			node := startProcess(t, addrFile, "bash", args...)
+			waitFor(t, "the node to serve", func() bool { return readyAt(node.addrs.HTTP) })
 			data, err := os.ReadFile(logs)
 			if err != nil {
 				t.Fatal(err)

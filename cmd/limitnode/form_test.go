@@ -8,11 +8,12 @@ import (
 	"testing"
 
 	"github.com/limitnode/limitnode/client"
-	"github.com/limitnode/limitnode/internal/testenv"
 )
 
 // expectedNodes is a set of nodes started with -bootstrap-expect: the flags
-// of each differ only in -id, -http, -raft and -data.
+// of each differ only in -id, -http, -raft and -data. Each -join names
+// every node's HTTP address before any starts, so the test holds their
+// ports (and their Raft ports, which a restarted node comes back on).
 type expectedNodes struct {
 	ids, https, rafts, dirs []string
 }
@@ -21,8 +22,8 @@ func newExpectedNodes(t *testing.T, count int) expectedNodes {
 	var e expectedNodes
 	for i := range count {
 		e.ids = append(e.ids, fmt.Sprintf("n%d", i+1))
-		e.https = append(e.https, testenv.FreeAddr(t))
-		e.rafts = append(e.rafts, testenv.FreeAddr(t))
+		e.https = append(e.https, holdAddr(t))
+		e.rafts = append(e.rafts, holdAddr(t))
 		e.dirs = append(e.dirs, t.TempDir())
 	}
 	return e
@@ -138,7 +139,7 @@ func TestBootstrapExpectWaitsForTheLastNode(t *testing.T) {
 	if err := <-n3.done; err != nil {
 		t.Fatalf("n3 stopped with %v", err)
 	}
-	e.rafts[2], e.dirs[2] = testenv.FreeAddr(t), t.TempDir()
+	e.rafts[2], e.dirs[2] = holdAddr(t), t.TempDir()
 	n3 = startNode(t, ctx, e.args(2), nil)
 	waitFor(t, "the rebuilt node in its own place", func() bool { return e.oneCluster(ctx, n1.addr, n2.addr, n3.addr) })
 }

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/limitnode/limitnode/client"
-	"github.com/limitnode/limitnode/internal/testenv"
 	"go.etcd.io/bbolt"
 )
 
@@ -83,7 +82,7 @@ func TestADataDirectoryKeepsItsNodeID(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			dir := t.TempDir()
-			raftAddr := testenv.FreeAddr(t)
+			raftAddr := holdAddr(t) // n5 must come where n1 was
 			ctx, cancel := context.WithCancel(context.Background())
 			n := startNode(t, ctx, []string{"-id", "n1", "-http", "127.0.0.1:0", "-raft", raftAddr, "-data", dir}, nil)
 			waitFor(t, "n1 to lead", func() bool {
