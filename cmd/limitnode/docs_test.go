@@ -9,9 +9,8 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 	"unicode"
@@ -169,24 +168,25 @@ func (s docScript) script(t *testing.T) string {
 // of its go run, and returns what it printed; the script must succeed.
 //
 // The pages' addresses are a user's: a cluster of theirs may run on them.
-// So every 127.0.0.1 port the script names is moved to a free one (the same
-// for each mention), the defaults of a node and of the CLI (7070, 7071) are
-// moved the same way through LIMITNODE_HTTP, LIMITNODE_RAFT and
-// LIMITNODE_ADDR, and the test fails, before it starts anything, if
-// something already answers on a port it picked. Sentinel listeners on the
-// pages' own ports (docSentinels) catch a script that reaches one anyway.
+// So every 127.0.0.1 port the script names is moved to one the test picks
+// (scriptAddr; the same for each mention), the defaults of a node and of
+// the CLI (7070, 7071) are moved the same way through LIMITNODE_HTTP,
+// LIMITNODE_RAFT and LIMITNODE_ADDR, and the test fails, before it starts
+// anything, if the script still names a page's port in another form, or if
+// something already answers on a port it picked.
 func runScript(t *testing.T, what, script string) string {
 	t.Helper()
 	dir := t.TempDir()
-	build := func(out, pkg string) {
-		if msg, err := exec.Command("go", "build", "-o", filepath.Join(dir, out), pkg).CombinedOutput(); err != nil {
-			t.Fatalf("go build %s: %v\n%s", pkg, err, msg)
-		}
+	copyFile(t, buildBinary(t), filepath.Join(dir, "limitnode"))
+	if err := os.Chmod(filepath.Join(dir, "limitnode"), 0o755); err != nil {
+		t.Fatal(err)
 	}
-	build("limitnode", ".")
 	for _, m := range goRunExample.FindAllStringSubmatch(script, -1) {
 		if _, err := os.Stat(filepath.Join(dir, "examples", m[1])); err != nil {
-			build(filepath.Join("examples", m[1]), "../../examples/"+m[1])
+			out := filepath.Join(dir, "examples", m[1])
+			if msg, err := exec.Command("go", "build", "-o", out, "../../examples/"+m[1]).CombinedOutput(); err != nil {
+				t.Fatalf("go build ./examples/%s: %v\n%s", m[1], err, msg)
+			}
 		}
 	}
 	script = strings.ReplaceAll(script, buildLine+"\n", "")
@@ -194,6 +194,7 @@ func runScript(t *testing.T, what, script string) string {
 	script = strings.ReplaceAll(script, "go run ./cmd/limitnode", "./limitnode")
 	ports := portMap{t: t, moved: map[string]string{}}
 	script = ports.rewrite(script)
+	ports.mustNotRemain(what, script)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "bash", "-c", "trap 'set +e; kill -TERM $(jobs -p) 2>/dev/null; wait' EXIT\nset -e\n"+script)
@@ -213,18 +214,23 @@ func runScript(t *testing.T, what, script string) string {
 // localhost: in an address, or as an Envoy port_value.
 var docPort = regexp.MustCompile(`(127\.0\.0\.1:|localhost:|port_value: )(\d{2,5})\b`)
 
-// portMap moves a script's ports to free ones, the same free one for each
-// mention of a port.
+// anyPort is a port in an address written any other way: after a host
+// name or address and a colon (n1:7070, [::1]:7070), or after a lone colon
+// (:7070, every interface).
+var anyPort = regexp.MustCompile(`(?:[A-Za-z0-9.\-\]]|^|\s):(\d{2,5})\b`)
+
+// portMap moves a script's ports to ones the test picked, the same one for
+// each mention of a port.
 type portMap struct {
 	t     *testing.T
-	moved map[string]string // the page's port → free 127.0.0.1 address
+	moved map[string]string // the page's port → the picked 127.0.0.1 address
 }
 
 func (p *portMap) addr(port string) string {
 	if a, ok := p.moved[port]; ok {
 		return a
 	}
-	a := testenv.FreeAddr(p.t)
+	a := scriptAddr(p.t)
 	p.moved[port] = a
 	return a
 }
@@ -235,6 +241,21 @@ func (p *portMap) rewrite(script string) string {
 		_, port, _ := net.SplitHostPort(p.addr(sub[2]))
 		return sub[1] + port
 	})
+}
+
+// mustNotRemain fails the test if the rewritten script still names one of
+// the pages' ports in an address: a form the rewrite does not know, which
+// would reach a process the test did not start.
+func (p *portMap) mustNotRemain(what, script string) {
+	pagePorts := docPagePorts(p.t)
+	for _, m := range anyPort.FindAllStringSubmatchIndex(script, -1) {
+		port := script[m[2]:m[3]]
+		if pagePorts[port] {
+			start := strings.LastIndex(script[:m[0]], "\n") + 1
+			end := m[1] + strings.IndexByte(script[m[1]:]+"\n", '\n')
+			p.t.Fatalf("%s names the page's port %s in a form the test cannot move (write 127.0.0.1:%s or localhost:%s): %s", what, port, port, port, script[start:end])
+		}
+	}
 }
 
 // mustBeSilent fails the test if anything answers on a picked port: the
@@ -248,52 +269,25 @@ func (p *portMap) mustBeSilent() {
 	}
 }
 
-// sentinels listen on every 127.0.0.1 port the pages name, and on the
-// defaults 7070 and 7071, where that port is free, for as long as the
-// package's tests run, and count the connections each accepts: a script
-// must never reach them. A port already taken (a user's cluster) is left
-// alone.
-var sentinels struct {
-	once     sync.Once
-	accepted map[string]*atomic.Int64
-}
-
-// watchDocPorts starts the sentinels once and returns their counts.
-func watchDocPorts(t *testing.T) map[string]*atomic.Int64 {
+// docPagePorts are the ports the pages name in their addresses, with the
+// defaults 7070 and 7071. None may be one scriptAddr could pick, so that a
+// picked port is never taken for a page's.
+func docPagePorts(t *testing.T) map[string]bool {
 	t.Helper()
-	pages := docPages(t)
-	sentinels.once.Do(func() {
-		ports := map[string]bool{"7070": true, "7071": true}
-		for _, page := range pages {
-			data, err := os.ReadFile(filepath.Join(repoRoot, page))
-			if err != nil {
-				continue
-			}
-			for _, m := range docPort.FindAllStringSubmatch(string(data), -1) {
-				ports[m[2]] = true
-			}
+	ports := map[string]bool{"7070": true, "7071": true}
+	for _, page := range docPages(t) {
+		data, err := os.ReadFile(filepath.Join(repoRoot, page))
+		if err != nil {
+			t.Fatal(err)
 		}
-		sentinels.accepted = map[string]*atomic.Int64{}
-		for port := range ports {
-			ln, err := net.Listen("tcp", "127.0.0.1:"+port)
-			if err != nil {
-				continue // taken (by a cluster of yours?): not watched
+		for _, m := range docPort.FindAllStringSubmatch(string(data), -1) {
+			if n, _ := strconv.Atoi(m[2]); n >= minScriptPort && n < ephemeralLow() {
+				t.Fatalf("%s names port %s: the pages' ports stay out of %d-%d, where the doc scripts' own are", page, m[2], minScriptPort, ephemeralLow()-1)
 			}
-			n := &atomic.Int64{}
-			sentinels.accepted[port] = n
-			go func() {
-				for {
-					conn, err := ln.Accept()
-					if err != nil {
-						return
-					}
-					n.Add(1)
-					conn.Close()
-				}
-			}()
+			ports[m[2]] = true
 		}
-	})
-	return sentinels.accepted
+	}
+	return ports
 }
 
 // docScripts are the pages whose blocks run, and what their output must
@@ -377,14 +371,8 @@ func TestDocScripts(t *testing.T) {
 		t.Run(strings.TrimSuffix(filepath.Base(s.page), ".md"), func(t *testing.T) {
 			t.Parallel()
 			testenv.NeedPrograms(t, append([]string{"bash", "curl", "go"}, s.programs...)...)
-			watched := watchDocPorts(t)
 			out := runScript(t, s.page, s.script(t))
 			t.Logf("%s printed:\n%s", s.page, out)
-			for port, accepted := range watched {
-				if n := accepted.Load(); n > 0 {
-					t.Errorf("a script connected %d times to the pages' own port %s", n, port)
-				}
-			}
 			rest := out
 			for _, want := range s.want {
 				_, after, ok := strings.Cut(rest, want)
@@ -428,7 +416,6 @@ func TestReadmeSetUpCommands(t *testing.T) {
 	if !regexp.MustCompile(`(?m)^go test -race( -\S+)* \./\.\.\.$`).Match(ci) {
 		t.Fatal(".ci/run does not run go test -race ./..., the README's test command")
 	}
-	watched := watchDocPorts(t)
 	out := runScript(t, "the README's first command", buildLine+"\n"+command(lines[0])+` &
 until curl -sf 127.0.0.1:7070/readyz >/dev/null; do kill -0 $! || exit 1; sleep 0.2; done
 curl -s -d '{"key":"k","limit":{"rate":1,"period":"1m"}}' 127.0.0.1:7070/v1/allow
@@ -436,11 +423,6 @@ test -f limitnode-data/raft.db
 `)
 	if !strings.Contains(out, `"allowed":true`) {
 		t.Fatalf("the single node did not decide:\n%s", out)
-	}
-	for port, accepted := range watched {
-		if n := accepted.Load(); n > 0 {
-			t.Errorf("a script connected %d times to the pages' own port %s", n, port)
-		}
 	}
 }
 
