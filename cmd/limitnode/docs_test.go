@@ -247,15 +247,22 @@ func (p *portMap) rewrite(script string) string {
 // the pages' ports in an address: a form the rewrite does not know, which
 // would reach a process the test did not start.
 func (p *portMap) mustNotRemain(what, script string) {
-	pagePorts := docPagePorts(p.t)
+	if port, line, ok := unmovedPort(script, docPagePorts(p.t)); ok {
+		p.t.Fatalf("%s names the page's port %s in a form the test cannot move (write 127.0.0.1:%s or localhost:%s): %s", what, port, port, port, line)
+	}
+}
+
+// unmovedPort finds in script an address with one of pagePorts, and
+// returns the port and the line it is on.
+func unmovedPort(script string, pagePorts map[string]bool) (port, line string, ok bool) {
 	for _, m := range anyPort.FindAllStringSubmatchIndex(script, -1) {
-		port := script[m[2]:m[3]]
-		if pagePorts[port] {
+		if port := script[m[2]:m[3]]; pagePorts[port] {
 			start := strings.LastIndex(script[:m[0]], "\n") + 1
 			end := m[1] + strings.IndexByte(script[m[1]:]+"\n", '\n')
-			p.t.Fatalf("%s names the page's port %s in a form the test cannot move (write 127.0.0.1:%s or localhost:%s): %s", what, port, port, port, script[start:end])
+			return port, script[start:end], true
 		}
 	}
+	return "", "", false
 }
 
 // mustBeSilent fails the test if anything answers on a picked port: the
@@ -520,6 +527,31 @@ func TestDocLinksResolve(t *testing.T) {
 			if anchor != "" && strings.HasSuffix(path, ".md") && !anchors(t, path)[anchor] {
 				t.Errorf("%s: the link %s names no heading of %s", page, target, path)
 			}
+		}
+	}
+}
+
+// TestAScriptNamingAPagePortAnotherWayIsCaught: after the rewrite, an
+// address with a page's port in a form the rewrite does not move is found;
+// a port the rewrite moved, or a number that is no address, is not.
+func TestAScriptNamingAPagePortAnotherWayIsCaught(t *testing.T) {
+	t.Parallel()
+	pagePorts := map[string]bool{"7001": true, "8005": true}
+	tests := []struct {
+		script string
+		want   string // the port found, or ""
+	}{
+		{"curl -s n1:7001/readyz\n", "7001"},
+		{"./limitnode -http :7001 -raft 127.0.0.1:24567\n", "7001"},
+		{"curl -s '[::1]:8005/v1/cluster'\n", "8005"},
+		{"curl -s 127.0.0.1:24567/readyz   # moved from 7001\n", ""},
+		{`curl -s -d '{"cost":8005}' 127.0.0.1:24567/v1/allow` + "\n", ""},
+		{"echo n5 still runs at 8005\n", ""},
+	}
+	for _, tt := range tests {
+		port, line, ok := unmovedPort(tt.script, pagePorts)
+		if port != tt.want || ok != (tt.want != "") || (ok && line != strings.TrimSuffix(tt.script, "\n")) {
+			t.Errorf("%q: found %q on %q (%v), want %q", tt.script, port, line, ok, tt.want)
 		}
 	}
 }
