@@ -22,6 +22,7 @@ import (
 
 	"github.com/limitnode/limitnode/algorithms"
 	"github.com/limitnode/limitnode/cluster"
+	"github.com/limitnode/limitnode/internal/testenv"
 	"github.com/limitnode/limitnode/testcluster"
 )
 
@@ -128,17 +129,8 @@ func TestSpentTokensSurviveFailoverAndRestart(t *testing.T) {
 	leader.Kill()
 	killedAt := time.Now()
 	survivor := c.Running()[0]
-	var served allowAnswer
-	for deadline := time.Now().Add(testcluster.WaitTimeout); time.Now().Before(deadline); {
-		if served = post(t, survivor.URL()+"/v1/allow", peek); served.status == 200 {
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testenv.WaitFor(t, "a decision after killing the leader", func() bool { return post(t, survivor.URL()+"/v1/allow", peek).status == 200 })
 	t.Logf("failover: %s from killing the leader to the next decision", time.Since(killedAt))
-	if served.status != 200 {
-		t.Fatalf("no decision after killing the leader: %d %s", served.status, served.Code)
-	}
 	checkRemaining(survivor.URL(), "after failover")
 
 	leader.Restart()
@@ -353,13 +345,10 @@ func TestSnapshotsCarryTheState(t *testing.T) {
 		spend(c.Running()[i%2].Node(), fmt.Sprintf("key-%d", i%20), 1+int64(i%3))
 	}
 	leader := c.WaitLeader()
-	for deadline := time.Now().Add(testcluster.WaitTimeout); leader.Node().Status().LastSnapshotIndex < 40; {
-		if time.Now().After(deadline) {
-			t.Fatal("the leader took no snapshot")
-		}
+	testenv.WaitFor(t, "the leader to take a snapshot", func() bool {
 		spend(leader.Node(), "tick", 0)
-		time.Sleep(20 * time.Millisecond)
-	}
+		return leader.Node().Status().LastSnapshotIndex >= 40
+	})
 	want := map[string]int64{}
 	for i := range 20 {
 		key := fmt.Sprintf("key-%d", i)
@@ -435,7 +424,7 @@ func TestRemovedMemberStaysOut(t *testing.T) {
 			t.Fatalf("%s added itself back after its removal", removed.ID)
 		}
 	}
-	waitUntil(t, "the removed node to say it is not ready", func() bool {
+	testenv.WaitFor(t, "the removed node to say it is not ready", func() bool {
 		status, _ := do(t, "GET", removed.URL()+"/readyz", "")
 		return status == 503
 	})
@@ -448,21 +437,12 @@ func TestRemovedMemberStaysOut(t *testing.T) {
 	if err := leader.Node().Join(ctx, contract.Member{ID: removed.ID, RaftAddr: removed.RaftAddr, HTTPAddr: removed.HTTPAddr}, contract.MemberChange{}); err != nil {
 		t.Fatalf("join again: %v", err)
 	}
-	waitUntil(t, "the re-joined node to be ready", func() bool {
+	testenv.WaitFor(t, "the re-joined node to be ready", func() bool {
 		status, _ := do(t, "GET", removed.URL()+"/readyz", "")
 		return status == 200 && isMember()
 	})
 	if d, err := removed.Node().Allow(ctx, contract.Request{Checks: []contract.Check{{Key: "back", Limit: limit, Cost: 1}}}); err != nil || !d.Allowed {
 		t.Fatalf("the re-joined node: %+v, %v", d, err)
-	}
-}
-
-func waitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(testcluster.WaitTimeout); !cond(); time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
 	}
 }
 
@@ -495,7 +475,7 @@ func TestMembersHealthIsVisible(t *testing.T) {
 	}
 	reachable := func(n node) bool { return n.Reachable != nil && *n.Reachable }
 	for _, of := range c.Nodes {
-		waitUntil(t, of.ID+" to see every member reachable", func() bool {
+		testenv.WaitFor(t, of.ID+" to see every member reachable", func() bool {
 			v := view(of)
 			return len(v) == 3 && reachable(v["n1"]) && reachable(v["n2"]) && reachable(v["n3"])
 		})
@@ -503,7 +483,7 @@ func TestMembersHealthIsVisible(t *testing.T) {
 	victim := c.Followers()[0]
 	victim.Kill()
 	for _, of := range c.Running() {
-		waitUntil(t, of.ID+" to see "+victim.ID+" unreachable", func() bool {
+		testenv.WaitFor(t, of.ID+" to see "+victim.ID+" unreachable", func() bool {
 			n := view(of)[victim.ID]
 			return n.Reachable != nil && !*n.Reachable && n.LastContactMS != nil && *n.LastContactMS >= 1000
 		})
@@ -525,7 +505,7 @@ func TestANodeThatCannotWriteSaysSo(t *testing.T) {
 	if err := os.Mkdir(probe, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(t, "the node to say it cannot write", func() bool {
+	testenv.WaitFor(t, "the node to say it cannot write", func() bool {
 		status, body := do(t, "GET", n.URL()+"/readyz", "")
 		reason, _ := body["reason"].(string)
 		return status == 503 && strings.Contains(reason, "cannot write to the data directory")
@@ -533,7 +513,7 @@ func TestANodeThatCannotWriteSaysSo(t *testing.T) {
 	if err := os.Remove(probe); err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(t, "the node to be ready again", func() bool {
+	testenv.WaitFor(t, "the node to be ready again", func() bool {
 		status, _ := do(t, "GET", n.URL()+"/readyz", "")
 		return status == 200
 	})
@@ -549,7 +529,7 @@ func TestARemovedLeaderSaysSo(t *testing.T) {
 	if status, body := do(t, "DELETE", old.URL()+"/v1/cluster/nodes/"+old.ID, ""); status != 200 {
 		t.Fatalf("DELETE the leader: %d %v", status, body)
 	}
-	waitUntil(t, "the removed leader to say so", func() bool {
+	testenv.WaitFor(t, "the removed leader to say so", func() bool {
 		status, body := do(t, "GET", old.URL()+"/readyz", "")
 		reason, _ := body["reason"].(string)
 		return status == 503 && strings.Contains(reason, "removed")
@@ -560,7 +540,7 @@ func TestARemovedLeaderSaysSo(t *testing.T) {
 			survivor = n
 		}
 	}
-	waitUntil(t, "the others to decide", func() bool {
+	testenv.WaitFor(t, "the others to decide", func() bool {
 		return post(t, survivor.URL()+"/v1/allow", `{"key":"k","limit":{"rate":5,"period":"1h"}}`).status == 200
 	})
 	if a := post(t, old.URL()+"/v1/allow", `{"key":"k","limit":{"rate":5,"period":"1h"}}`); a.status != 503 {

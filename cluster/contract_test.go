@@ -16,6 +16,7 @@ import (
 
 	"github.com/limitnode/limitnode/algorithms"
 	"github.com/limitnode/limitnode/cluster"
+	"github.com/limitnode/limitnode/internal/testenv"
 	"github.com/limitnode/limitnode/testcluster"
 )
 
@@ -137,17 +138,11 @@ func TestPolicyChangeTakesEffectOnEveryNode(t *testing.T) {
 	}
 	// Every node's own copy of the policy catches up too.
 	for _, n := range c.Nodes {
-		deadline := time.Now().Add(testcluster.WaitTimeout)
-		for {
+		testenv.WaitFor(t, n.ID+" to show the new policy", func() bool {
 			_, p := do(t, "GET", n.URL()+"/v1/policies/tenant", "")
-			if limit, _ := p["limit"].(map[string]any); limit != nil && limit["rate"] == 100.0 {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s still shows %v", n.ID, p)
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
+			limit, _ := p["limit"].(map[string]any)
+			return limit != nil && limit["rate"] == 100.0
+		})
 	}
 }
 
@@ -317,16 +312,10 @@ func TestConcurrencyLeases(t *testing.T) {
 	if status != 429 || body["retry_after_ms"].(float64) > 300 {
 		t.Fatalf("while held: %d %v", status, body)
 	}
-	deadline := time.Now().Add(testcluster.WaitTimeout)
-	for {
-		if status, _ := do(t, "POST", c.Nodes[1].URL()+"/v1/leases", `{"key":"short","max":1,"ttl":"300ms"}`); status == 200 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the lease never expired")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	testenv.WaitFor(t, "the lease to expire", func() bool {
+		status, _ := do(t, "POST", c.Nodes[1].URL()+"/v1/leases", `{"key":"short","max":1,"ttl":"300ms"}`)
+		return status == 200
+	})
 }
 
 // TestLeaderHeaderNamesTheDecidingLeader checks X-Limitnode-Leader on
@@ -417,14 +406,14 @@ func TestHeldLeasesAreListed(t *testing.T) {
 		leases, _ := out["leases"].([]any)
 		return leases
 	}
-	waitUntil(t, "both leases of the key to be listed", func() bool { return len(list()) == 2 })
+	testenv.WaitFor(t, "both leases of the key to be listed", func() bool { return len(list()) == 2 })
 	if first := list()[0].(map[string]any); first["id"] != ids[1] || first["max"] != 2.0 {
 		t.Fatalf("the group of max 2 first: %v", list())
 	}
 	if status, _ := do(t, "DELETE", c.Nodes[0].URL()+"/v1/leases/"+ids[0], ""); status != 200 {
 		t.Fatalf("release: %d", status)
 	}
-	waitUntil(t, "the lease given back to leave the list", func() bool { return len(list()) == 1 })
+	testenv.WaitFor(t, "the lease given back to leave the list", func() bool { return len(list()) == 1 })
 }
 
 // TestOverridesByDimension: with a key template, an override may name one

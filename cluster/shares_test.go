@@ -2,6 +2,7 @@ package cluster_test
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"strings"
 	"sync"
@@ -158,7 +159,10 @@ func TestAPolicyChangeOutlastsTheShares(t *testing.T) {
 
 // TestTheEmbeddedAPIAdmitsFromShares: cluster.Node.Allow, as a service
 // embedding a replica calls it, admits a hot key from the node's shares
-// and, under a budget all three replicas spend at once, never past it.
+// and, under a budget all three replicas spend at once, never past it. A
+// call the cluster could not decide (an election on a loaded machine:
+// ErrNoLeader, or ErrOutcomeUnknown, which may have consumed) admitted
+// nothing the caller knows of, so the bound holds without it.
 func TestTheEmbeddedAPIAdmitsFromShares(t *testing.T) {
 	t.Parallel()
 	c := testcluster.Start(t, 3)
@@ -172,6 +176,9 @@ func TestTheEmbeddedAPIAdmitsFromShares(t *testing.T) {
 			wg.Go(func() {
 				for range 200 {
 					d, err := n.Node().Allow(context.Background(), req)
+					if errors.Is(err, contract.ErrNoLeader) || errors.Is(err, contract.ErrOutcomeUnknown) {
+						continue
+					}
 					if err != nil {
 						t.Error(err)
 						return

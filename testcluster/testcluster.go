@@ -31,9 +31,8 @@ import (
 )
 
 // WaitTimeout bounds every wait of this package (for a leader, for a node to
-// catch up). It is generous because tests run on loaded 2-core machines with
-// the race detector.
-const WaitTimeout = 30 * time.Second
+// catch up): testenv.WaitTimeout, which every test's wait shares.
+const WaitTimeout = testenv.WaitTimeout
 
 // TB is the part of testing.TB the package uses, so that a benchmark
 // program (cmd/limitbench) can start clusters too. *testing.T and
@@ -171,11 +170,11 @@ func (n *Node) start(bootstrap bool) error {
 		ID:           n.ID,
 		RaftListener: raftListener,
 		HTTPAddr:     n.HTTPAddr,
-		DataDir:   n.DataDir,
-		Bootstrap: bootstrap,
-		Logger:    testLogger().With("test_node", n.ID),
-		Clock:     n.clock,
-		Dial:      n.c.Net.dialer(n.ID),
+		DataDir:      n.DataDir,
+		Bootstrap:    bootstrap,
+		Logger:       testLogger().With("test_node", n.ID),
+		Clock:        n.clock,
+		Dial:         n.c.Net.dialer(n.ID),
 	}
 	if lvl := os.Getenv("LIMITNODE_TEST_LOG"); lvl != "" {
 		cfg.RaftLogLevel = lvl
@@ -410,11 +409,5 @@ func (c *Cluster) Followers() []*Node {
 
 func (c *Cluster) waitFor(what string, cond func() bool) {
 	c.t.Helper()
-	deadline := time.Now().Add(WaitTimeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			c.t.Fatalf("testcluster: timed out after %s waiting for %s", WaitTimeout, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testenv.WaitFor(c.t, "testcluster: "+what, cond)
 }

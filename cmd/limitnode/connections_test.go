@@ -128,7 +128,7 @@ func TestOneClientAddressCannotLockTheOthersOut(t *testing.T) {
 	node := startNode(t, ctx, []string{"-id", "n1", "-http", "127.0.0.1:0", "-raft", "127.0.0.1:0", "-grpc", "127.0.0.1:0",
 		"-data", t.TempDir(), "-auth", tokens, "-max-conns-per-client", "8"}, nil)
 	grpcAddr := node.addrs.GRPC
-	waitFor(t, "the node to be ready", func() bool { return readyAt(node.addr) })
+	testenv.WaitFor(t, "the node to be ready", func() bool { return readyAt(node.addr) })
 
 	for i := range 8 {
 		if status, err := keepAlive(t, "127.0.0.1", node.addr).get("/v1/allow", token); err != nil || status != http.StatusMethodNotAllowed {
@@ -154,7 +154,7 @@ func TestOneClientAddressCannotLockTheOthersOut(t *testing.T) {
 		t.Fatalf("HTTP from 127.0.0.2: %d, %v; want the node's 401", status, err)
 	}
 	other := healthpb.NewHealthClient(grpcFrom(t, "127.0.0.2", grpcAddr))
-	waitFor(t, "gRPC health from 127.0.0.2 to say SERVING", func() bool {
+	testenv.WaitFor(t, "gRPC health from 127.0.0.2 to say SERVING", func() bool {
 		resp, err := other.Check(ctx, &healthpb.HealthCheckRequest{})
 		if err != nil {
 			t.Fatalf("gRPC health from 127.0.0.2: %v", err)
@@ -205,7 +205,7 @@ func TestConnectionsThatProveNothingAreClosedSooner(t *testing.T) {
 	if _, err := healthpb.NewHealthClient(health).Check(ctx, &healthpb.HealthCheckRequest{}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the node to close the gRPC connection that only checked health", func() bool {
+	testenv.WaitFor(t, "the node to close the gRPC connection that only checked health", func() bool {
 		return health.GetState().String() != "READY"
 	})
 
@@ -238,7 +238,7 @@ func TestTheDescriptorLimitBoundsTheCaps(t *testing.T) {
 			args := append([]string{"-c", "ulimit -n 2000 && exec \"$0\" \"$@\" 2>" + logs, bin, "-id", "n1", "-http", "127.0.0.1:0", "-raft", "127.0.0.1:0",
 				"-grpc", "127.0.0.1:0", "-data", t.TempDir(), "-addr-file", addrFile}, tt.flags...)
 			node := startProcess(t, addrFile, "bash", args...)
-			waitFor(t, "the node to serve", func() bool { return readyAt(node.addrs.HTTP) })
+			testenv.WaitFor(t, "the node to serve", func() bool { return readyAt(node.addrs.HTTP) })
 			data, err := os.ReadFile(logs)
 			if err != nil {
 				t.Fatal(err)

@@ -133,7 +133,7 @@ func localNodes(t *testing.T, ctx context.Context, invs []invocation, httpOf, ra
 	for _, n := range nodes {
 		addrs = append(addrs, n.addr)
 	}
-	waitFor(t, fmt.Sprintf("the %d nodes to form one cluster", len(invs)), func() bool {
+	testenv.WaitFor(t, fmt.Sprintf("the %d nodes to form one cluster", len(invs)), func() bool {
 		return sameClusterVia(ctx, local.client, len(invs), func(client.ClusterStatus) bool { return true }, addrs...)
 	})
 	return nodes
@@ -302,7 +302,7 @@ func TestDockerfile(t *testing.T) {
 	n := startNode(t, ctx, nil, local)
 	check := append(slices.Clone(d.healthcheck[1:]), "-addr", n.addr)
 	var stdout, stderr bytes.Buffer
-	waitFor(t, "the health check to pass", func() bool {
+	testenv.WaitFor(t, "the health check to pass", func() bool {
 		stdout.Reset()
 		stderr.Reset()
 		return dispatch(ctx, check, os.Getenv, &stdout, &stderr) == exitOK

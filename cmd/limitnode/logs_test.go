@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/limitnode/limitnode/client"
+	"github.com/limitnode/limitnode/internal/testenv"
 )
 
 // startLogged starts a node whose log goes to the returned buffer.
@@ -46,7 +47,7 @@ func TestLogsDoNotAlarmOnAHealthyCluster(t *testing.T) {
 	n1, logs1 := startLogged(t, ctx, node("n1", ""))
 	n2, logs2 := startLogged(t, ctx, node("n2", n1.addr))
 	n3, logs3 := startLogged(t, n3ctx, node("n3", n1.addr))
-	waitFor(t, "three members", func() bool {
+	testenv.WaitFor(t, "three members", func() bool {
 		st, err := client.New(nil, n3.addr).Cluster(ctx)
 		return err == nil && len(st.Nodes) == 3 && st.Leader != ""
 	})
@@ -67,7 +68,7 @@ func TestLogsDoNotAlarmOnAHealthyCluster(t *testing.T) {
 	// Raft retries an unreachable peer several times a second; give it
 	// three seconds of that.
 	deadline := time.Now().Add(3 * time.Second)
-	waitFor(t, "three seconds with n3 down", func() bool { return time.Now().After(deadline) })
+	testenv.WaitFor(t, "three seconds with n3 down", func() bool { return time.Now().After(deadline) })
 	seen := map[string]int{}
 	for _, line := range alarms(logs1.String()) {
 		if strings.Contains(line, "level=ERROR") {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/limitnode/limitnode/client"
+	"github.com/limitnode/limitnode/internal/testenv"
 )
 
 func env(vars map[string]string) func(string) string {
@@ -115,17 +116,10 @@ func TestThreeNodesFromTheCommandLine(t *testing.T) {
 	})
 	n3 := startNode(t, ctx, []string{"-id", "n3", "-http", "127.0.0.1:0", "-raft", "127.0.0.1:0", "-data", t.TempDir(), "-join", "127.0.0.1:1," + n2.addr}, nil)
 
-	var st client.ClusterStatus
-	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		var err error
-		st, err = client.New(nil, n3.addr).Cluster(ctx)
-		if err == nil && len(st.Nodes) == 3 && st.Leader != "" && allHaveHTTPAddrs(st) {
-			break
-		}
-	}
-	if len(st.Nodes) != 3 || st.Leader != "n1" || !allHaveHTTPAddrs(st) {
-		t.Fatalf("cluster as n3 sees it: %+v", st)
-	}
+	testenv.WaitFor(t, "n3 to see three members, each with its HTTP address, and a leader", func() bool {
+		st, err := client.New(nil, n3.addr).Cluster(ctx)
+		return err == nil && len(st.Nodes) == 3 && st.Leader != "" && allHaveHTTPAddrs(st)
+	})
 
 	limit := &client.Limit{Rate: 2, Period: "1h"}
 	var allowed int
@@ -151,7 +145,7 @@ func TestThreeNodesFromTheCommandLine(t *testing.T) {
 			if err != nil {
 				t.Fatalf("node %s stopped with %v", n.addr, err)
 			}
-		case <-time.After(30 * time.Second):
+		case <-time.After(testenv.WaitTimeout):
 			t.Fatalf("node %s did not stop", n.addr)
 		}
 	}
@@ -248,13 +242,12 @@ func TestRoughEdgesOfTheBinary(t *testing.T) {
 	n := startNode(t, ctx, []string{"-http", "0.0.0.0:0", "-raft", "127.0.0.1:0", "-data", dir}, nil)
 	_, port, _ := net.SplitHostPort(n.addr)
 	var st client.ClusterStatus
-	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		if s, err := client.New(nil, "127.0.0.1:"+port).Cluster(ctx); err == nil && len(s.Nodes) == 1 && s.Nodes[0].HTTPAddr != "" {
-			st = s
-			break
-		}
-	}
-	if len(st.Nodes) != 1 || st.Nodes[0].HTTPAddr != "127.0.0.1:"+port {
+	testenv.WaitFor(t, "the node to record its HTTP address", func() bool {
+		var err error
+		st, err = client.New(nil, "127.0.0.1:"+port).Cluster(ctx)
+		return err == nil && len(st.Nodes) == 1 && st.Nodes[0].HTTPAddr != ""
+	})
+	if st.Nodes[0].HTTPAddr != "127.0.0.1:"+port {
 		t.Errorf("a node listening on 0.0.0.0 advertises %+v, want 127.0.0.1:%s", st.Nodes, port)
 	}
 	err := run(ctx, []string{"-http", "127.0.0.1:0", "-raft", "127.0.0.1:0", "-data", dir}, env(nil), io.Discard, nil)
@@ -272,7 +265,7 @@ func TestRoughEdgesOfTheBinary(t *testing.T) {
 	if wide.addrs.AdvertisedRaft != "localhost:"+raftPort || wide.addrs.AdvertisedHTTP != "localhost:"+httpPort {
 		t.Errorf("a node on every interface with -advertise-raft localhost:0 advertises %+v, want localhost with the ports it listens on", wide.addrs)
 	}
-	waitFor(t, "the node on every interface to lead", func() bool {
+	testenv.WaitFor(t, "the node on every interface to lead", func() bool {
 		s, err := client.New(nil, "127.0.0.1:"+httpPort).Cluster(ctx)
 		return err == nil && s.SelfRaftAddr == "localhost:"+raftPort && len(s.Nodes) == 1 &&
 			s.Nodes[0].RaftAddr == "localhost:"+raftPort && s.Nodes[0].HTTPAddr == "localhost:"+httpPort && s.Leader == "wide"

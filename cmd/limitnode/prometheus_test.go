@@ -86,7 +86,7 @@ func startPrometheus(t *testing.T, targets []string, scheme, token string) *prom
 		}
 	})
 	var addr []string
-	waitFor(t, "Prometheus to say where it listens", func() bool {
+	testenv.WaitFor(t, "Prometheus to say where it listens", func() bool {
 		select {
 		case <-exited:
 			t.Fatalf("prometheus exited: %s", logs.String())
@@ -96,7 +96,7 @@ func startPrometheus(t *testing.T, targets []string, scheme, token string) *prom
 		return addr != nil
 	})
 	p := &prometheusServer{base: "http://" + addr[1]}
-	waitFor(t, "Prometheus to be ready", func() bool {
+	testenv.WaitFor(t, "Prometheus to be ready", func() bool {
 		resp, err := http.Get(p.base + "/-/ready")
 		if err != nil {
 			return false
@@ -235,7 +235,7 @@ func TestDashboardAndAlertsOnARealPrometheus(t *testing.T) {
 		scheme, token = "https", testcluster.Token(auth.RoleRead)
 	}
 	prom := startPrometheus(t, targets, scheme, token)
-	waitFor(t, "Prometheus to scrape every node", func() bool {
+	testenv.WaitFor(t, "Prometheus to scrape every node", func() bool {
 		up := prom.query(t, "up == 1")
 		return len(up) == len(targets)
 	})
@@ -297,7 +297,7 @@ func checkRulesHealthy(t *testing.T, prom *prometheusServer, exprs map[string]st
 			}
 		}
 	}
-	waitFor(t, "every rule to be evaluated", func() bool {
+	testenv.WaitFor(t, "every rule to be evaluated", func() bool {
 		prom.get(t, "/api/v1/rules", url.Values{}, &data)
 		for _, g := range data.Groups {
 			for _, r := range g.Rules {
