@@ -59,6 +59,25 @@ func post(t testing.TB, url, body string) allowAnswer {
 	return a
 }
 
+// requestIDs numbers the request IDs decided gives its requests.
+var requestIDs atomic.Int64
+
+// decided posts an allow request (body, a JSON object) to url under a
+// request ID of its own, and asks again with the same ID while the cluster
+// cannot decide (503: no leader, or an outcome unknown after an election
+// on a loaded machine), which the cluster charges once. It returns the
+// decision.
+func decided(t testing.TB, url, body string) allowAnswer {
+	t.Helper()
+	body = fmt.Sprintf(`{"request_id":"decided-%d",`, requestIDs.Add(1)) + strings.TrimPrefix(strings.TrimSpace(body), "{")
+	var a allowAnswer
+	testenv.WaitFor(t, "a decision from "+url, func() bool {
+		a = post(t, url, body)
+		return a.status != http.StatusServiceUnavailable
+	})
+	return a
+}
+
 // TestConcurrentBurstAtThreeNodesAdmitsOnlyTheLimit replays the failure limitnode exists
 // to prevent: 380 requests for one key limited to 100 a minute, fired
 // concurrently at all three nodes. Four in-memory limiters admitted all of
@@ -75,7 +94,7 @@ func TestConcurrentBurstAtThreeNodesAdmitsOnlyTheLimit(t *testing.T) {
 		wg.Go(func() {
 			for i := range 10 {
 				node := c.Nodes[(worker+i)%len(c.Nodes)]
-				a := post(t, node.URL()+"/v1/allow", body)
+				a := decided(t, node.URL()+"/v1/allow", body)
 				switch a.status {
 				case http.StatusOK:
 					admitted.Add(1)
@@ -325,17 +344,31 @@ func TestSnapshotsCarryTheState(t *testing.T) {
 	limit := algorithms.Limit{Rate: 10, PeriodNanos: int64(time.Hour), Burst: 10}
 	spend := func(node *cluster.Node, key string, cost int64) {
 		t.Helper()
-		d, err := node.Allow(ctx, contract.Request{Checks: []contract.Check{{Key: key, Limit: limit, Cost: cost}}})
-		if err != nil || !d.Allowed {
-			t.Fatalf("spend %d on %s: %+v, %v", cost, key, d, err)
+		req := contract.Request{RequestID: fmt.Sprint("spend-", requestIDs.Add(1)), Checks: []contract.Check{{Key: key, Limit: limit, Cost: cost}}}
+		var d contract.Decision
+		testenv.WaitFor(t, "a decision on spending "+key, func() bool {
+			var err error
+			d, err = node.Allow(ctx, req)
+			if err != nil && !errors.Is(err, contract.ErrNoLeader) && !errors.Is(err, contract.ErrOutcomeUnknown) {
+				t.Fatalf("spend %d on %s: %v", cost, key, err)
+			}
+			return err == nil
+		})
+		if !d.Allowed {
+			t.Fatalf("spend %d on %s: %+v", cost, key, d)
 		}
 	}
 	remaining := func(node *cluster.Node, key string) int64 {
 		t.Helper()
-		d, err := node.Allow(ctx, contract.Request{Checks: []contract.Check{{Key: key, Limit: limit, Cost: 0}}})
-		if err != nil {
-			t.Fatalf("peek %s: %v", key, err)
-		}
+		var d contract.Decision
+		testenv.WaitFor(t, "a peek of "+key+" to be answered", func() bool {
+			var err error
+			d, err = node.Allow(ctx, contract.Request{Checks: []contract.Check{{Key: key, Limit: limit, Cost: 0}}})
+			if err != nil && !errors.Is(err, contract.ErrNoLeader) && !errors.Is(err, contract.ErrOutcomeUnknown) {
+				t.Fatalf("peek %s: %v", key, err)
+			}
+			return err == nil
+		})
 		return d.Checks[0].Remaining
 	}
 	lagging := c.Followers()[0]

@@ -81,7 +81,7 @@ func TestPerClientAndGlobalLimitsTogether(t *testing.T) {
 				{"key":"client:%d","limit":{"rate":5,"period":"1h"}},
 				{"key":"global","limit":{"rate":50,"period":"1h"}}]}`, client)
 			for range attempts {
-				a := post(t, url, body)
+				a := decided(t, url, body)
 				switch a.status {
 				case 200:
 					admitted[client].Add(1)

@@ -23,10 +23,11 @@ func members(t *testing.T, c *testcluster.Cluster) []string {
 }
 
 // standby opens a node that belongs to no cluster yet (no bootstrap), as a
-// node started with -join is before its join is accepted.
-func standby(t *testing.T, id string) *cluster.Node {
+// node started with -join is before its join is accepted: one that would
+// get past c's TLS, as a node of c's operator would.
+func standby(t *testing.T, c *testcluster.Cluster, id string) *cluster.Node {
 	t.Helper()
-	n, err := cluster.Open(cluster.Config{ID: id, RaftAddr: "127.0.0.1:0", DataDir: t.TempDir()})
+	n, err := cluster.Open(cluster.Config{ID: id, RaftAddr: "127.0.0.1:0", DataDir: t.TempDir(), NodeTLS: c.NodeTLS(id)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,8 +44,8 @@ func TestARefusedJoinChangesNothing(t *testing.T) {
 	c := testcluster.Start(t, 3)
 	before := members(t, c)
 	n2, n3 := c.Nodes[1], c.Nodes[2]
-	second := standby(t, "n2")
-	foreign, err := cluster.Open(cluster.Config{ID: "n7", RaftAddr: "127.0.0.1:0", DataDir: t.TempDir(), Bootstrap: true})
+	second := standby(t, c, "n2")
+	foreign, err := cluster.Open(cluster.Config{ID: "n7", RaftAddr: "127.0.0.1:0", DataDir: t.TempDir(), Bootstrap: true, NodeTLS: c.NodeTLS("n7")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,7 +89,7 @@ func TestReplacingARunningMemberIsExplicit(t *testing.T) {
 	c := testcluster.Start(t, 3)
 	leader := c.WaitLeader()
 	old := c.Followers()[0]
-	second := standby(t, old.ID)
+	second := standby(t, c, old.ID)
 	status, body := do(t, "POST", leader.URL()+"/v1/cluster/join", fmt.Sprintf(`{"id":%q,"raft_addr":%q,"replace":true}`, old.ID, second.RaftAddr()))
 	if status != 200 {
 		t.Fatalf("join with replace: %d %v", status, body)
