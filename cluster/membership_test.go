@@ -2,6 +2,7 @@ package cluster_test
 
 import (
 	"fmt"
+	"net/http"
 	"slices"
 	"strings"
 	"testing"
@@ -90,7 +91,14 @@ func TestReplacingARunningMemberIsExplicit(t *testing.T) {
 	leader := c.WaitLeader()
 	old := c.Followers()[0]
 	second := standby(t, c, old.ID)
-	status, body := do(t, "POST", leader.URL()+"/v1/cluster/join", fmt.Sprintf(`{"id":%q,"raft_addr":%q,"replace":true}`, old.ID, second.RaftAddr()))
+	// A join whose outcome is unknown (an election on a loaded machine) is
+	// asked again: made, it is no change the second time.
+	var status int
+	var body map[string]any
+	testenv.WaitFor(t, "the join with replace to be answered", func() bool {
+		status, body = do(t, "POST", leader.URL()+"/v1/cluster/join", fmt.Sprintf(`{"id":%q,"raft_addr":%q,"replace":true}`, old.ID, second.RaftAddr()))
+		return status != http.StatusServiceUnavailable
+	})
 	if status != 200 {
 		t.Fatalf("join with replace: %d %v", status, body)
 	}

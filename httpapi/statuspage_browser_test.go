@@ -101,10 +101,10 @@ func TestStatusPageInABrowser(t *testing.T) {
 		Limit: algorithms.Limit{Algorithm: algorithms.TokenBucket, Rate: 5, PeriodNanos: int64(time.Hour), Burst: 5}}); err != nil {
 		t.Fatal(err)
 	}
-	// The hottest denied keys are the leader's count (denials answered
-	// without a log entry are counted where they were answered): a round
-	// drives the traffic and renders the page under one leader, and a lead
-	// that moves meanwhile takes another round, on keys of its own.
+	// The hottest denied keys are the leader's count (a denial answered
+	// without a log entry is counted where it was answered): a round drives
+	// the traffic through the leader and renders the page under it, and a
+	// lead that moves meanwhile takes another round, on keys of its own.
 	var follower *testcluster.Node
 	var dom, hot, warm string
 	round := 0
@@ -115,7 +115,7 @@ func TestStatusPageInABrowser(t *testing.T) {
 		hot, warm = fmt.Sprintf("hot-mallory-%d", round), fmt.Sprintf("warm-eve-%d", round)
 		for user, calls := range map[string]int{hot: 40, warm: 15, fmt.Sprintf("calm-alice-%d", round): 3} {
 			for range calls {
-				_, err := follower.Node().Allow(ctx, contract.Request{Checks: []contract.Check{{Policy: "per-user",
+				_, err := leader.Node().Allow(ctx, contract.Request{Checks: []contract.Check{{Policy: "per-user",
 					Dimensions: []contract.Dimension{{Name: "user", Value: user}}, Cost: 1}}})
 				if err != nil && !errors.Is(err, contract.ErrNoLeader) && !errors.Is(err, contract.ErrOutcomeUnknown) {
 					t.Fatal(err)
