@@ -1,9 +1,8 @@
 // Package testcluster starts real limitnode clusters inside one test process:
 // N nodes, each with its Raft, HTTP and gRPC listeners on 127.0.0.1 at ports
 // the OS picks and the cluster holds to the end of the test, state in
-// t.TempDir(). It can kill a node abruptly,
-// restart it from its data directory, and stop everything at the end of the
-// test.
+// t.TempDir(). It can kill a node abruptly, restart it from its data
+// directory on its ports, and stop everything at the end of the test.
 //
 // Set LIMITNODE_TEST_LOG=debug (or info, warn) to see the nodes' logs on
 // stderr.
