@@ -122,13 +122,23 @@ func TestStatusPageInABrowser(t *testing.T) {
 				}
 			}
 		}
-		testenv.WaitFor(t, "the follower's stats to name the hottest key, or the lead to move", func() bool {
-			st := statsOf(t, follower)
+		testenv.WaitFor(t, "the leader's stats to name the hottest key, or the lead to move", func() bool {
+			st := statsOf(t, leader)
 			return c.WaitLeader() != leader || (len(st.TopKeys) > 0 && st.TopKeys[0].Name == "user:"+hot)
 		})
-		dom = browse(t, pageOf(t, follower), "")
-		i, j := strings.Index(dom, "<code>user:"+hot+"</code>"), strings.Index(dom, "<code>user:"+warm+"</code>")
-		return c.WaitLeader() == leader && strings.Contains(dom, `<strong id="leader">`+leader.ID+`</strong>`) && i >= 0 && j > i
+		// The follower's page asks the leader for its stats: render it
+		// until it has them, while the lead stays.
+		page, rendered := pageOf(t, follower), false
+		testenv.WaitFor(t, "the follower's page to name the leader and the hottest key first, or the lead to move", func() bool {
+			if c.WaitLeader() != leader {
+				return true
+			}
+			dom = browse(t, page, "")
+			i, j := strings.Index(dom, "<code>user:"+hot+"</code>"), strings.Index(dom, "<code>user:"+warm+"</code>")
+			rendered = c.WaitLeader() == leader && strings.Contains(dom, `<strong id="leader">`+leader.ID+`</strong>`) && i >= 0 && j > i
+			return rendered
+		})
+		return rendered
 	})
 	for _, want := range []string{
 		`<span id="self">` + follower.ID + `</span>`,
