@@ -171,9 +171,12 @@ func (s docScript) script(t *testing.T) string {
 // So every 127.0.0.1 port the script names is moved to one the test picks
 // (scriptAddr; the same for each mention), the defaults of a node and of
 // the CLI (7070, 7071) are moved the same way through LIMITNODE_HTTP,
-// LIMITNODE_RAFT and LIMITNODE_ADDR, and the test fails, before it starts
-// anything, if the script still names a page's port in another form, or if
-// something already answers on a port it picked.
+// LIMITNODE_RAFT and LIMITNODE_ADDR. Before it starts anything the test
+// fails if the script still names a page's port in another form, and moves
+// a page's port again if something answers on the port it picked (a
+// program that picks ports the same way, but without the lock, may have
+// taken it since): the script never talks to a process the test did not
+// start.
 func runScript(t *testing.T, what, script string) string {
 	t.Helper()
 	dir := t.TempDir()
@@ -193,6 +196,7 @@ func runScript(t *testing.T, what, script string) string {
 	script = goRunExample.ReplaceAllString(script, "examples/$1")
 	script = strings.ReplaceAll(script, "go run ./cmd/limitnode", "./limitnode")
 	ports := portMap{t: t, moved: map[string]string{}}
+	ports.pickSilent(script)
 	script = ports.rewrite(script)
 	ports.mustNotRemain(what, script)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
@@ -202,7 +206,6 @@ func runScript(t *testing.T, what, script string) string {
 	cmd.Env = append(os.Environ(), "LIMITNODE_HTTP="+ports.addr("7070"), "LIMITNODE_RAFT="+ports.addr("7071"), "LIMITNODE_ADDR="+ports.addr("7070"),
 		"XDG_CONFIG_HOME="+filepath.Join(dir, ".config"), "XDG_DATA_HOME="+filepath.Join(dir, ".local"))
 	cmd.WaitDelay = 10 * time.Second
-	ports.mustBeSilent()
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("%s: %v\n%s", what, err, out)
@@ -265,15 +268,39 @@ func unmovedPort(script string, pagePorts map[string]bool) (port, line string, o
 	return "", "", false
 }
 
-// mustBeSilent fails the test if anything answers on a picked port: the
-// script would talk to a process the test did not start.
-func (p *portMap) mustBeSilent() {
+// pickSilent picks a port for each of the script's page ports and the
+// defaults (7070, 7071, moved through LIMITNODE_*), and picks again one that
+// something answers on.
+func (p *portMap) pickSilent(script string) {
+	for _, port := range []string{"7070", "7071"} {
+		p.addr(port)
+	}
+	p.rewrite(script)
+	for round := 0; ; round++ {
+		busy := p.answering()
+		if len(busy) == 0 {
+			return
+		}
+		if round == 5 {
+			p.t.Fatalf("something answers on every port picked for the page's ports %v: not running the script against it", busy)
+		}
+		for _, page := range busy {
+			p.t.Logf("something answers on %s, picked for the page's port %s: picking another", p.moved[page], page)
+			p.moved[page] = scriptAddr(p.t)
+		}
+	}
+}
+
+// answering returns the page ports whose picked port something answers on.
+func (p *portMap) answering() []string {
+	var busy []string
 	for page, addr := range p.moved {
 		if conn, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
 			conn.Close()
-			p.t.Fatalf("something already answers on %s (for the page's port %s): not running the script against it", addr, page)
+			busy = append(busy, page)
 		}
 	}
+	return busy
 }
 
 // docPagePorts are the ports the pages name in their addresses, with the
@@ -553,5 +580,25 @@ func TestAScriptNamingAPagePortAnotherWayIsCaught(t *testing.T) {
 		if port != tt.want || ok != (tt.want != "") || (ok && line != strings.TrimSuffix(tt.script, "\n")) {
 			t.Errorf("%q: found %q on %q (%v), want %q", tt.script, port, line, ok, tt.want)
 		}
+	}
+}
+
+// TestAPickedPortSomethingAnswersOnIsPickedAgain: a port picked for a
+// script that something answers on by the time the script would start is
+// replaced before the script runs.
+func TestAPickedPortSomethingAnswersOnIsPickedAgain(t *testing.T) {
+	t.Parallel()
+	stranger, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stranger.Close()
+	ports := portMap{t: t, moved: map[string]string{"7001": stranger.Addr().String()}}
+	ports.pickSilent("curl -s 127.0.0.1:7001/readyz\n")
+	if got := ports.moved["7001"]; got == stranger.Addr().String() || ports.answering() != nil {
+		t.Fatalf("the page's port 7001 is moved to %s, where something answers (%v)", got, ports.answering())
+	}
+	if got := ports.rewrite("curl -s 127.0.0.1:7001/readyz"); strings.Contains(got, stranger.Addr().String()) {
+		t.Fatalf("the script still goes to the stranger: %s", got)
 	}
 }
