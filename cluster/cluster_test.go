@@ -131,14 +131,14 @@ func TestSpentTokensSurviveFailoverAndRestart(t *testing.T) {
 	const peek = `{"key":"tenant:7","limit":{"rate":100,"period":"1h"},"cost":0}`
 	start := time.Now()
 	for i := range 50 {
-		if a := post(t, c.Nodes[i%3].URL()+"/v1/allow", spend); a.status != 200 {
+		if a := decided(t, c.Nodes[i%3].URL()+"/v1/allow", spend); a.status != 200 {
 			t.Fatalf("spend %d: status %d", i, a.status)
 		}
 	}
 	maxRefill := func() int64 { return int64(100*time.Since(start)/time.Hour) + 1 }
 	checkRemaining := func(url, when string) {
 		t.Helper()
-		a := post(t, url+"/v1/allow", peek)
+		a := decided(t, url+"/v1/allow", peek)
 		if a.status != 200 || a.Remain < 50 || a.Remain > 50+maxRefill() {
 			t.Fatalf("%s: status %d remaining %d, want 50 (+ at most %d refilled)", when, a.status, a.Remain, maxRefill())
 		}
@@ -182,7 +182,7 @@ func TestRequestIDIsChargedOnceOnAnyNode(t *testing.T) {
 			t.Fatalf("attempt on %s: status %d remaining %d, want the first answer (remaining %d)", n.ID, a.status, a.Remain, first.Remain)
 		}
 	}
-	if a := post(t, c.Nodes[1].URL()+"/v1/allow", `{"key":"k","limit":{"rate":10,"period":"1h"},"cost":0}`); a.Remain != 7 {
+	if a := decided(t, c.Nodes[1].URL()+"/v1/allow", `{"key":"k","limit":{"rate":10,"period":"1h"},"cost":0}`); a.Remain != 7 {
 		t.Fatalf("remaining %d after three attempts with one ID, want 7", a.Remain)
 	}
 }
@@ -225,7 +225,7 @@ func TestBadRequestsLeaveTheClusterServing(t *testing.T) {
 	if resp.StatusCode != 405 || resp.Header.Get("Allow") != "POST" {
 		t.Errorf("GET /v1/allow: %d, Allow %q", resp.StatusCode, resp.Header.Get("Allow"))
 	}
-	if a := post(t, url, `{"key":"k","limit":{"rate":5}}`); a.status != 200 || a.Remain != 4 {
+	if a := decided(t, url, `{"key":"k","limit":{"rate":5}}`); a.status != 200 || a.Remain != 4 {
 		t.Fatalf("a good request after the bad ones: %d remaining %d", a.status, a.Remain)
 	}
 }
@@ -290,7 +290,7 @@ func TestGracefulStopHandsLeadershipOver(t *testing.T) {
 		t.Fatal("the stopped node still leads")
 	}
 	for _, n := range c.Running() {
-		if a := post(t, n.URL()+"/v1/allow", `{"key":"k","limit":{"rate":5}}`); a.status != 200 {
+		if a := decided(t, n.URL()+"/v1/allow", `{"key":"k","limit":{"rate":5}}`); a.status != 200 {
 			t.Fatalf("after hand-over, %s answered %d", n.ID, a.status)
 		}
 	}
@@ -418,7 +418,7 @@ func TestNoSyncKeepsDecisionsAcrossProcessRestarts(t *testing.T) {
 	t.Parallel()
 	c := testcluster.Start(t, 3, testcluster.Options{Configure: func(cfg *cluster.Config) { cfg.NoSync = true }})
 	const spend = `{"key":"nosync","limit":{"rate":10,"period":"1h"},"cost":4}`
-	if a := post(t, c.Nodes[1].URL()+"/v1/allow", spend); a.status != 200 || a.Remain != 6 {
+	if a := decided(t, c.Nodes[1].URL()+"/v1/allow", spend); a.status != 200 || a.Remain != 6 {
 		t.Fatalf("spend: %d remaining %d", a.status, a.Remain)
 	}
 	c.StopAll()
@@ -426,7 +426,7 @@ func TestNoSyncKeepsDecisionsAcrossProcessRestarts(t *testing.T) {
 		n.Restart()
 	}
 	c.WaitConverged()
-	if a := post(t, c.Nodes[2].URL()+"/v1/allow", `{"key":"nosync","limit":{"rate":10,"period":"1h"},"cost":0}`); a.Remain != 6 {
+	if a := decided(t, c.Nodes[2].URL()+"/v1/allow", `{"key":"nosync","limit":{"rate":10,"period":"1h"},"cost":0}`); a.Remain != 6 {
 		t.Fatalf("after restarting every node: %d remaining, want 6", a.Remain)
 	}
 }

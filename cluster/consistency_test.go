@@ -33,7 +33,7 @@ func TestAReplicaThatDivergedIsFound(t *testing.T) {
 		cfg.ConsistencyCheckEvery = 200 * time.Millisecond
 	}})
 	for _, n := range c.Nodes {
-		if a := post(t, n.URL()+"/v1/allow", `{"key":"original-key","limit":{"rate":5,"period":"1h"}}`); a.status != 200 {
+		if a := decided(t, n.URL()+"/v1/allow", `{"key":"original-key","limit":{"rate":5,"period":"1h"}}`); a.status != 200 {
 			t.Fatalf("allow: %d", a.status)
 		}
 	}

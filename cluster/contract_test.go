@@ -97,12 +97,12 @@ func TestPerClientAndGlobalLimitsTogether(t *testing.T) {
 	for client := range clients {
 		n := admitted[client].Load()
 		total += n
-		a := post(t, c.Nodes[client%3].URL()+"/v1/allow", fmt.Sprintf(`{"key":"client:%d","limit":{"rate":5,"period":"1h"},"cost":0}`, client))
+		a := decided(t, c.Nodes[client%3].URL()+"/v1/allow", fmt.Sprintf(`{"key":"client:%d","limit":{"rate":5,"period":"1h"},"cost":0}`, client))
 		if n > 5 || a.Remain != 5-n {
 			t.Errorf("client %d: %d admitted, %d left of 5", client, n, a.Remain)
 		}
 	}
-	a := post(t, c.Nodes[0].URL()+"/v1/allow", `{"key":"global","limit":{"rate":50,"period":"1h"},"cost":0}`)
+	a := decided(t, c.Nodes[0].URL()+"/v1/allow", `{"key":"global","limit":{"rate":50,"period":"1h"},"cost":0}`)
 	if total != 50 || a.Remain != 0 {
 		t.Fatalf("%d admitted in all, global has %d left; want 50 and 0", total, a.Remain)
 	}
@@ -119,7 +119,7 @@ func TestPolicyChangeTakesEffectOnEveryNode(t *testing.T) {
 		t.Fatalf("PUT: %d %v", status, body)
 	}
 	for i, n := range c.Nodes {
-		a := post(t, n.URL()+"/v1/allow", `{"key":"t1","policy":"tenant"}`)
+		a := decided(t, n.URL()+"/v1/allow", `{"key":"t1","policy":"tenant"}`)
 		if want := map[bool]int{true: 200, false: 429}[i < 2]; a.status != want || a.Limit != 2 {
 			t.Fatalf("under the first limit, %s answered %d limit %d", n.ID, a.status, a.Limit)
 		}
@@ -132,7 +132,7 @@ func TestPolicyChangeTakesEffectOnEveryNode(t *testing.T) {
 	}
 	for _, n := range c.Nodes {
 		// The two units used under the old limit carry over.
-		if a := post(t, n.URL()+"/v1/allow", `{"key":"t1","policy":"tenant","cost":0}`); a.status != 200 || a.Limit != 100 || a.Remain != 98 {
+		if a := decided(t, n.URL()+"/v1/allow", `{"key":"t1","policy":"tenant","cost":0}`); a.status != 200 || a.Limit != 100 || a.Remain != 98 {
 			t.Fatalf("after the change, %s answered %d limit %d remaining %d", n.ID, a.status, a.Limit, a.Remain)
 		}
 	}
@@ -155,7 +155,7 @@ func TestShadowModeAdmitsWhileCounting(t *testing.T) {
 		t.Fatalf("PUT: %d", status)
 	}
 	for i := range 10 {
-		if a := post(t, c.Nodes[i%3].URL()+"/v1/allow", `{"key":"k","policy":"trial"}`); a.status != 200 || !a.Allowed {
+		if a := decided(t, c.Nodes[i%3].URL()+"/v1/allow", `{"key":"k","policy":"trial"}`); a.status != 200 || !a.Allowed {
 			t.Fatalf("request %d: %d", i, a.status)
 		}
 	}
@@ -234,7 +234,7 @@ func TestBadInputOnTheContractSurfaces(t *testing.T) {
 		}
 	}
 	// The template works when the dimensions are right.
-	a := post(t, url+"/v1/allow", `{"policy":"routes","dimensions":{"api_key":"abc","route":"/export"},"cost":2}`)
+	a := decided(t, url+"/v1/allow", `{"policy":"routes","dimensions":{"api_key":"abc","route":"/export"},"cost":2}`)
 	if a.status != 200 || a.Remain != 3 {
 		t.Fatalf("a good templated request: %d remaining %d", a.status, a.Remain)
 	}
@@ -262,7 +262,7 @@ func TestKeyLimitRefusesNewKeysOnly(t *testing.T) {
 	if counts["200"] != 100 || counts["503unavailable"] != 50 {
 		t.Fatalf("answers %v, want 100 × 200 and 50 × 503 unavailable", counts)
 	}
-	if a := post(t, c.Nodes[2].URL()+"/v1/allow", `{"key":"flood:0","limit":{"rate":5,"period":"1h"}}`); a.status != 200 || a.Remain != 3 {
+	if a := decided(t, c.Nodes[2].URL()+"/v1/allow", `{"key":"flood:0","limit":{"rate":5,"period":"1h"}}`); a.status != 200 || a.Remain != 3 {
 		t.Fatalf("a live key: %d remaining %d", a.status, a.Remain)
 	}
 	if a := post(t, c.Nodes[2].URL()+"/v1/allow", `{"key":"new","limit":{"rate":5,"period":"1h"}}`); a.status != 503 || a.header.Get("Retry-After") != "1" {
@@ -441,7 +441,7 @@ func TestOverridesByDimension(t *testing.T) {
 		{"tenant-42", "/admin", 5},     // the key's own
 	}
 	for _, tt := range tests {
-		a := post(t, c.Nodes[1].URL()+"/v1/allow", `{"policy":"per-tenant-route","dimensions":{"tenant":"`+tt.tenant+`","route":"`+tt.route+`"}}`)
+		a := decided(t, c.Nodes[1].URL()+"/v1/allow", `{"policy":"per-tenant-route","dimensions":{"tenant":"`+tt.tenant+`","route":"`+tt.route+`"}}`)
 		if a.status != 200 || float64(a.Limit) != tt.wantLimit {
 			t.Errorf("%s %s: status %d limit %d, want %v", tt.tenant, tt.route, a.status, a.Limit, tt.wantLimit)
 		}
