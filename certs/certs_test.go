@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/limitnode/limitnode/internal/testenv"
 )
 
 func TestWriteDevMakesCertificatesTheCAVerifies(t *testing.T) {
@@ -144,13 +146,7 @@ func TestKeyPairFollowsItsFilesAndKeepsTheLastGoodOne(t *testing.T) {
 	mu.Unlock()
 
 	copyFile(t, other["n1"].Cert, files["n1"].Cert) // now the pair matches again
-	deadline := time.Now().Add(5 * time.Second)
-	for pair.Certificate() == first {
-		if time.Now().After(deadline) {
-			t.Fatal("the new pair was never picked up")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testenv.WaitFor(t, "the new pair to be picked up", func() bool { return pair.Certificate() != first })
 	if _, err := tls.X509KeyPair(readFile(t, other["n1"].Cert), readFile(t, other["n1"].Key)); err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/limitnode/limitnode/client"
+	"github.com/limitnode/limitnode/internal/testenv"
 	"github.com/limitnode/limitnode/testcluster"
 )
 
@@ -50,17 +51,6 @@ func listLeases(t *testing.T, node *testcluster.Node, key string) leaseList {
 		t.Fatalf("list leases of %q: %d %v", key, resp.StatusCode, err)
 	}
 	return out
-}
-
-// waitUntil polls cond until it holds, failing the test after
-// testcluster.WaitTimeout.
-func waitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(testcluster.WaitTimeout); !cond(); time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-	}
 }
 
 // receive returns what ch delivers, failing the test after
@@ -192,12 +182,12 @@ func TestAcquireLease(t *testing.T) {
 			for range tt.queued {
 				waiters = append(waiters, acquireAsync(ctx, cl, client.LeaseRequest{Key: key, Max: 1, TTL: 30 * time.Second, MaxWait: 30 * time.Second, MaxQueue: 10}))
 			}
-			waitUntil(t, "the queue to fill", func() bool { return len(listLeases(t, node, key).Waiting) == tt.queued })
+			testenv.WaitFor(t, "the queue to fill", func() bool { return len(listLeases(t, node, key).Waiting) == tt.queued })
 
 			req.MaxWait, req.MaxQueue = tt.maxWait, tt.maxQueue
 			got := acquireAsync(ctx, cl, req)
 			if tt.release {
-				waitUntil(t, "the request to wait", func() bool { return len(listLeases(t, node, key).Waiting) == tt.queued+1 })
+				testenv.WaitFor(t, "the request to wait", func() bool { return len(listLeases(t, node, key).Waiting) == tt.queued+1 })
 				giveBack(t, cl, holder.ID)
 			}
 			a := receive(t, got, "the answer")
@@ -210,7 +200,7 @@ func TestAcquireLease(t *testing.T) {
 					t.Errorf("queued request: %+v %v, want context.Canceled", a.lease, a.err)
 				}
 			}
-			waitUntil(t, "the queue to empty", func() bool { return len(listLeases(t, node, key).Waiting) == 0 })
+			testenv.WaitFor(t, "the queue to empty", func() bool { return len(listLeases(t, node, key).Waiting) == 0 })
 		})
 	}
 }
@@ -262,9 +252,9 @@ func TestAcquireLeaseWaitsPastTheHTTPTimeout(t *testing.T) {
 	req.MaxWait, req.MaxQueue = 5*time.Second, 1
 	start := time.Now()
 	got := acquireAsync(ctx, short, req)
-	waitUntil(t, "the request to wait", func() bool { return len(listLeases(t, node, "patient").Waiting) == 1 })
+	testenv.WaitFor(t, "the request to wait", func() bool { return len(listLeases(t, node, "patient").Waiting) == 1 })
 	// The one deliberate wait: past the timeout, by the waiter's clock.
-	waitUntil(t, "the timeout to pass", func() bool { return time.Since(start) > timeout+100*time.Millisecond })
+	testenv.WaitFor(t, "the timeout to pass", func() bool { return time.Since(start) > timeout+100*time.Millisecond })
 	giveBack(t, cl, holder.ID)
 	a := receive(t, got, "the answer")
 	if a.err != nil || !a.lease.Granted || a.lease.Waited <= 0 {
@@ -291,7 +281,7 @@ func keptPastTTL(t *testing.T, node *testcluster.Node, cl *client.Client, key st
 			}
 			time.Sleep(10 * time.Millisecond)
 		}
-		waitUntil(t, "2.5 seconds", func() bool { return time.Since(start) > 5*ttl/2 })
+		testenv.WaitFor(t, "2.5 seconds", func() bool { return time.Since(start) > 5*ttl/2 })
 		if held := listLeases(t, node, key).held(); !slices.Contains(held, id) {
 			lost = fmt.Errorf("after %v, leases %v, want %s held", time.Since(start), held, id)
 		}
@@ -316,7 +306,7 @@ func TestWithLease(t *testing.T) {
 		const key = "with-held"
 		var id string
 		err := cl.WithLease(context.Background(), client.LeaseRequest{Key: key, Max: 1, TTL: 30 * time.Second}, func(ctx context.Context) error {
-			waitUntil(t, "the lease to show", func() bool {
+			testenv.WaitFor(t, "the lease to show", func() bool {
 				held := listLeases(t, node, key).held()
 				if len(held) == 1 {
 					id = held[0]
@@ -328,7 +318,7 @@ func TestWithLease(t *testing.T) {
 		if err != nil {
 			t.Fatalf("WithLease: %v", err)
 		}
-		waitUntil(t, "the lease to be given back", func() bool { return len(listLeases(t, node, key).Leases) == 0 })
+		testenv.WaitFor(t, "the lease to be given back", func() bool { return len(listLeases(t, node, key).Leases) == 0 })
 		var apiErr *client.Error
 		if err := cl.ReleaseLease(context.Background(), id); !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusNotFound {
 			t.Fatalf("release after WithLease: %v, want a 404", err)
@@ -364,7 +354,7 @@ func TestWithLease(t *testing.T) {
 		var cancelled atomic.Bool // with ErrLeaseLost as the cause
 		err := cl.WithLease(context.Background(), client.LeaseRequest{Key: key, Max: 1, TTL: 2 * time.Second}, func(ctx context.Context) error {
 			var id string
-			waitUntil(t, "the lease to show", func() bool {
+			testenv.WaitFor(t, "the lease to show", func() bool {
 				if held := listLeases(t, node, key).held(); len(held) == 1 {
 					id = held[0]
 				}
@@ -414,11 +404,11 @@ func TestWithLease(t *testing.T) {
 		go func() {
 			done <- cl.WithLease(ctx, req, func(context.Context) error { called.Store(true); return nil })
 		}()
-		waitUntil(t, "the request to wait", func() bool { return len(listLeases(t, node, key).Waiting) == 1 })
+		testenv.WaitFor(t, "the request to wait", func() bool { return len(listLeases(t, node, key).Waiting) == 1 })
 		cancel()
 		if err := receive(t, done, "WithLease to return"); !errors.Is(err, context.Canceled) || called.Load() {
 			t.Fatalf("WithLease: %v (work called: %v), want context.Canceled", err, called.Load())
 		}
-		waitUntil(t, "the request to leave the queue", func() bool { return len(listLeases(t, node, key).Waiting) == 0 })
+		testenv.WaitFor(t, "the request to leave the queue", func() bool { return len(listLeases(t, node, key).Waiting) == 0 })
 	})
 }

@@ -62,7 +62,7 @@ func TestEveryAlgorithmEndToEnd(t *testing.T) {
 		for i, s := range tt.steps {
 			clock.advance(s.advance)
 			node := c.Nodes[i%len(c.Nodes)]
-			a := post(t, node.URL()+"/v1/allow", body)
+			a := decided(t, node.URL()+"/v1/allow", body)
 			got := fmt.Sprintf("%d remaining=%d reset=%d retry=%d", a.status, a.Remain, a.ResetMS, a.Retry)
 			want := fmt.Sprintf("%d remaining=%d reset=%d retry=%d", s.wantStatus, s.remaining, s.resetMS, s.retryMS)
 			if got != want || a.Limit != 2 {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/limitnode/limitnode/client"
 	"github.com/limitnode/limitnode/internal/fsm"
+	"github.com/limitnode/limitnode/internal/testenv"
 	"github.com/limitnode/limitnode/internal/testhooks"
 	"github.com/limitnode/limitnode/testcluster"
 )
@@ -87,7 +88,7 @@ func TestBackupUnderLoadRestoresIntoANewCluster(t *testing.T) {
 		t.Fatalf("restore answered %+v for the backup %+v", res, info)
 	}
 	for _, n := range dst.Nodes {
-		waitUntil(t, n.ID+" to hold the backup's state", func() bool {
+		testenv.WaitFor(t, n.ID+" to hold the backup's state", func() bool {
 			_, got := testhooks.NodeLimitsDigest(n.Node())
 			return hex.EncodeToString(got[:]) == info.LimitsDigest
 		})

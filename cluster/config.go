@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"log/slog"
+	"net"
 	"time"
 
 	"github.com/limitnode/limitnode/algorithms"
@@ -60,10 +61,17 @@ type Config struct {
 	// a free port (see Node.RaftAddr); a node that restarts must then be
 	// given the port it had.
 	RaftAddr string
+	// RaftListener, if set, is where Raft listens, in place of RaftAddr: a
+	// program that binds its ports itself (to report every one before the
+	// node opens, or to hand over a port it holds) gives it here. The node
+	// closes it when it closes, or when Open fails.
+	RaftListener net.Listener
 	// RaftAdvertise, if set, is the host:port the other members dial to
 	// reach this node's Raft port, for example a stable DNS name such as
 	// "limitnode-0.limitnode-peers:7071" while RaftAddr is "0.0.0.0:7071".
-	// It is the node's address in the cluster's configuration.
+	// It is the node's address in the cluster's configuration. Port 0
+	// stands for the port listened on ("my-host:0" with RaftAddr
+	// "0.0.0.0:0").
 	RaftAdvertise string
 	// HTTPAddr is the node's HTTP API address as the other members should
 	// see it. It is recorded in the replicated state for GET /v1/cluster.

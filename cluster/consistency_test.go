@@ -14,6 +14,7 @@ import (
 	"github.com/limitnode/limitnode/cluster"
 	"github.com/limitnode/limitnode/contract"
 	"github.com/limitnode/limitnode/internal/fsm"
+	"github.com/limitnode/limitnode/internal/testenv"
 	"github.com/limitnode/limitnode/testcluster"
 )
 
@@ -32,7 +33,7 @@ func TestAReplicaThatDivergedIsFound(t *testing.T) {
 		cfg.ConsistencyCheckEvery = 200 * time.Millisecond
 	}})
 	for _, n := range c.Nodes {
-		if a := post(t, n.URL()+"/v1/allow", `{"key":"original-key","limit":{"rate":5,"period":"1h"}}`); a.status != 200 {
+		if a := decided(t, n.URL()+"/v1/allow", `{"key":"original-key","limit":{"rate":5,"period":"1h"}}`); a.status != 200 {
 			t.Fatalf("allow: %d", a.status)
 		}
 	}
@@ -42,7 +43,7 @@ func TestAReplicaThatDivergedIsFound(t *testing.T) {
 	rewriteEntry(t, filepath.Join(victim.DataDir, "raft.db"), "original-key")
 	victim.Restart()
 
-	waitUntil(t, "the diverged follower to say it is not ready", func() bool {
+	testenv.WaitFor(t, "the diverged follower to say it is not ready", func() bool {
 		status, body := do(t, "GET", victim.URL()+"/readyz", "")
 		reason, _ := body["reason"].(string)
 		return status == 503 && strings.Contains(reason, "differs from the leader's")
@@ -66,7 +67,7 @@ func TestAReplicaThatDivergedIsFound(t *testing.T) {
 			t.Errorf("/v1/cluster: %v", n)
 		}
 	}
-	waitUntil(t, "the leader to make the diverged member a non-voter", func() bool { return voter(t, leader, victim.ID) == "false" })
+	testenv.WaitFor(t, "the leader to make the diverged member a non-voter", func() bool { return voter(t, leader, victim.ID) == "false" })
 	// Asked to hand leadership to it, the leader used to send it Raft's
 	// TimeoutNow: it stood for election, could not win, and the leader
 	// answered 200 once the request's deadline passed, naming no new
@@ -81,11 +82,11 @@ func TestAReplicaThatDivergedIsFound(t *testing.T) {
 	victim.Kill()
 	victim.DataDir = t.TempDir()
 	victim.Restart()
-	waitUntil(t, "the member, caught up from an empty directory, to be a voter again", func() bool {
+	testenv.WaitFor(t, "the member, caught up from an empty directory, to be a voter again", func() bool {
 		_, _ = do(t, "POST", leader.URL()+"/v1/cluster/consistency", "")
 		return voter(t, c.WaitLeader(), victim.ID) == "true"
 	})
-	waitUntil(t, "the member to say it is ready", func() bool { status, _ := do(t, "GET", victim.URL()+"/readyz", ""); return status == 200 })
+	testenv.WaitFor(t, "the member to say it is ready", func() bool { status, _ := do(t, "GET", victim.URL()+"/readyz", ""); return status == 200 })
 }
 
 // voter is "true" or "false" as the node's /v1/cluster says of member id.

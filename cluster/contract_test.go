@@ -16,6 +16,7 @@ import (
 
 	"github.com/limitnode/limitnode/algorithms"
 	"github.com/limitnode/limitnode/cluster"
+	"github.com/limitnode/limitnode/internal/testenv"
 	"github.com/limitnode/limitnode/testcluster"
 )
 
@@ -80,7 +81,7 @@ func TestPerClientAndGlobalLimitsTogether(t *testing.T) {
 				{"key":"client:%d","limit":{"rate":5,"period":"1h"}},
 				{"key":"global","limit":{"rate":50,"period":"1h"}}]}`, client)
 			for range attempts {
-				a := post(t, url, body)
+				a := decided(t, url, body)
 				switch a.status {
 				case 200:
 					admitted[client].Add(1)
@@ -96,12 +97,12 @@ func TestPerClientAndGlobalLimitsTogether(t *testing.T) {
 	for client := range clients {
 		n := admitted[client].Load()
 		total += n
-		a := post(t, c.Nodes[client%3].URL()+"/v1/allow", fmt.Sprintf(`{"key":"client:%d","limit":{"rate":5,"period":"1h"},"cost":0}`, client))
+		a := decided(t, c.Nodes[client%3].URL()+"/v1/allow", fmt.Sprintf(`{"key":"client:%d","limit":{"rate":5,"period":"1h"},"cost":0}`, client))
 		if n > 5 || a.Remain != 5-n {
 			t.Errorf("client %d: %d admitted, %d left of 5", client, n, a.Remain)
 		}
 	}
-	a := post(t, c.Nodes[0].URL()+"/v1/allow", `{"key":"global","limit":{"rate":50,"period":"1h"},"cost":0}`)
+	a := decided(t, c.Nodes[0].URL()+"/v1/allow", `{"key":"global","limit":{"rate":50,"period":"1h"},"cost":0}`)
 	if total != 50 || a.Remain != 0 {
 		t.Fatalf("%d admitted in all, global has %d left; want 50 and 0", total, a.Remain)
 	}
@@ -118,7 +119,7 @@ func TestPolicyChangeTakesEffectOnEveryNode(t *testing.T) {
 		t.Fatalf("PUT: %d %v", status, body)
 	}
 	for i, n := range c.Nodes {
-		a := post(t, n.URL()+"/v1/allow", `{"key":"t1","policy":"tenant"}`)
+		a := decided(t, n.URL()+"/v1/allow", `{"key":"t1","policy":"tenant"}`)
 		if want := map[bool]int{true: 200, false: 429}[i < 2]; a.status != want || a.Limit != 2 {
 			t.Fatalf("under the first limit, %s answered %d limit %d", n.ID, a.status, a.Limit)
 		}
@@ -131,23 +132,17 @@ func TestPolicyChangeTakesEffectOnEveryNode(t *testing.T) {
 	}
 	for _, n := range c.Nodes {
 		// The two units used under the old limit carry over.
-		if a := post(t, n.URL()+"/v1/allow", `{"key":"t1","policy":"tenant","cost":0}`); a.status != 200 || a.Limit != 100 || a.Remain != 98 {
+		if a := decided(t, n.URL()+"/v1/allow", `{"key":"t1","policy":"tenant","cost":0}`); a.status != 200 || a.Limit != 100 || a.Remain != 98 {
 			t.Fatalf("after the change, %s answered %d limit %d remaining %d", n.ID, a.status, a.Limit, a.Remain)
 		}
 	}
 	// Every node's own copy of the policy catches up too.
 	for _, n := range c.Nodes {
-		deadline := time.Now().Add(testcluster.WaitTimeout)
-		for {
+		testenv.WaitFor(t, n.ID+" to show the new policy", func() bool {
 			_, p := do(t, "GET", n.URL()+"/v1/policies/tenant", "")
-			if limit, _ := p["limit"].(map[string]any); limit != nil && limit["rate"] == 100.0 {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s still shows %v", n.ID, p)
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
+			limit, _ := p["limit"].(map[string]any)
+			return limit != nil && limit["rate"] == 100.0
+		})
 	}
 }
 
@@ -160,7 +155,7 @@ func TestShadowModeAdmitsWhileCounting(t *testing.T) {
 		t.Fatalf("PUT: %d", status)
 	}
 	for i := range 10 {
-		if a := post(t, c.Nodes[i%3].URL()+"/v1/allow", `{"key":"k","policy":"trial"}`); a.status != 200 || !a.Allowed {
+		if a := decided(t, c.Nodes[i%3].URL()+"/v1/allow", `{"key":"k","policy":"trial"}`); a.status != 200 || !a.Allowed {
 			t.Fatalf("request %d: %d", i, a.status)
 		}
 	}
@@ -239,7 +234,7 @@ func TestBadInputOnTheContractSurfaces(t *testing.T) {
 		}
 	}
 	// The template works when the dimensions are right.
-	a := post(t, url+"/v1/allow", `{"policy":"routes","dimensions":{"api_key":"abc","route":"/export"},"cost":2}`)
+	a := decided(t, url+"/v1/allow", `{"policy":"routes","dimensions":{"api_key":"abc","route":"/export"},"cost":2}`)
 	if a.status != 200 || a.Remain != 3 {
 		t.Fatalf("a good templated request: %d remaining %d", a.status, a.Remain)
 	}
@@ -267,7 +262,7 @@ func TestKeyLimitRefusesNewKeysOnly(t *testing.T) {
 	if counts["200"] != 100 || counts["503unavailable"] != 50 {
 		t.Fatalf("answers %v, want 100 × 200 and 50 × 503 unavailable", counts)
 	}
-	if a := post(t, c.Nodes[2].URL()+"/v1/allow", `{"key":"flood:0","limit":{"rate":5,"period":"1h"}}`); a.status != 200 || a.Remain != 3 {
+	if a := decided(t, c.Nodes[2].URL()+"/v1/allow", `{"key":"flood:0","limit":{"rate":5,"period":"1h"}}`); a.status != 200 || a.Remain != 3 {
 		t.Fatalf("a live key: %d remaining %d", a.status, a.Remain)
 	}
 	if a := post(t, c.Nodes[2].URL()+"/v1/allow", `{"key":"new","limit":{"rate":5,"period":"1h"}}`); a.status != 503 || a.header.Get("Retry-After") != "1" {
@@ -317,16 +312,10 @@ func TestConcurrencyLeases(t *testing.T) {
 	if status != 429 || body["retry_after_ms"].(float64) > 300 {
 		t.Fatalf("while held: %d %v", status, body)
 	}
-	deadline := time.Now().Add(testcluster.WaitTimeout)
-	for {
-		if status, _ := do(t, "POST", c.Nodes[1].URL()+"/v1/leases", `{"key":"short","max":1,"ttl":"300ms"}`); status == 200 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the lease never expired")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	testenv.WaitFor(t, "the lease to expire", func() bool {
+		status, _ := do(t, "POST", c.Nodes[1].URL()+"/v1/leases", `{"key":"short","max":1,"ttl":"300ms"}`)
+		return status == 200
+	})
 }
 
 // TestLeaderHeaderNamesTheDecidingLeader checks X-Limitnode-Leader on
@@ -417,14 +406,14 @@ func TestHeldLeasesAreListed(t *testing.T) {
 		leases, _ := out["leases"].([]any)
 		return leases
 	}
-	waitUntil(t, "both leases of the key to be listed", func() bool { return len(list()) == 2 })
+	testenv.WaitFor(t, "both leases of the key to be listed", func() bool { return len(list()) == 2 })
 	if first := list()[0].(map[string]any); first["id"] != ids[1] || first["max"] != 2.0 {
 		t.Fatalf("the group of max 2 first: %v", list())
 	}
 	if status, _ := do(t, "DELETE", c.Nodes[0].URL()+"/v1/leases/"+ids[0], ""); status != 200 {
 		t.Fatalf("release: %d", status)
 	}
-	waitUntil(t, "the lease given back to leave the list", func() bool { return len(list()) == 1 })
+	testenv.WaitFor(t, "the lease given back to leave the list", func() bool { return len(list()) == 1 })
 }
 
 // TestOverridesByDimension: with a key template, an override may name one
@@ -452,7 +441,7 @@ func TestOverridesByDimension(t *testing.T) {
 		{"tenant-42", "/admin", 5},     // the key's own
 	}
 	for _, tt := range tests {
-		a := post(t, c.Nodes[1].URL()+"/v1/allow", `{"policy":"per-tenant-route","dimensions":{"tenant":"`+tt.tenant+`","route":"`+tt.route+`"}}`)
+		a := decided(t, c.Nodes[1].URL()+"/v1/allow", `{"policy":"per-tenant-route","dimensions":{"tenant":"`+tt.tenant+`","route":"`+tt.route+`"}}`)
 		if a.status != 200 || float64(a.Limit) != tt.wantLimit {
 			t.Errorf("%s %s: status %d limit %d, want %v", tt.tenant, tt.route, a.status, a.Limit, tt.wantLimit)
 		}

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/limitnode/limitnode/internal/testenv"
 	"github.com/limitnode/limitnode/testcluster"
 )
 
@@ -82,7 +83,7 @@ func TestARaiseIsHonouredOnEveryNodeOnceAcknowledged(t *testing.T) {
 		t.Fatalf("the first: %d", a.status)
 	}
 	for _, n := range c.Nodes {
-		waitUntil(t, n.ID+" to answer from a lease", func() bool {
+		testenv.WaitFor(t, n.ID+" to answer from a lease", func() bool {
 			a := post(t, n.URL()+"/v1/allow", req)
 			return a.status == 429 && a.header.Get("X-Limitnode-Leased") == "true"
 		})

@@ -7,6 +7,7 @@ import (
 
 	"github.com/limitnode/limitnode/algorithms"
 	"github.com/limitnode/limitnode/contract"
+	"github.com/limitnode/limitnode/internal/testenv"
 )
 
 // TestFastDenialAfterABarrier ends the log with a barrier, which
@@ -20,11 +21,7 @@ func TestFastDenialAfterABarrier(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer n.Close()
-	for deadline := time.Now().Add(10 * time.Second); !n.isLeader(); time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("no leader")
-		}
-	}
+	testenv.WaitFor(t, "the node to lead", n.isLeader)
 	ctx := context.Background()
 	req := contract.Request{Checks: []contract.Check{{Key: "k", Cost: 1,
 		Limit: algorithms.Limit{Algorithm: algorithms.TokenBucket, Rate: 1, PeriodNanos: int64(time.Hour), Burst: 1}}}}

@@ -8,6 +8,7 @@ import (
 	"github.com/limitnode/limitnode/algorithms"
 	"github.com/limitnode/limitnode/cluster"
 	"github.com/limitnode/limitnode/contract"
+	"github.com/limitnode/limitnode/internal/testenv"
 	"github.com/limitnode/limitnode/testcluster"
 )
 
@@ -130,7 +131,7 @@ func TestDeposedLeaderAnswersNoDenialFromStaleState(t *testing.T) {
 	}
 	c.Isolate(old)
 	var next *testcluster.Node
-	waitUntil(t, "a leader on the majority side", func() bool {
+	testenv.WaitFor(t, "a leader on the majority side", func() bool {
 		for _, n := range c.Nodes {
 			if n != old && n.Node().IsLeader() {
 				next = n

@@ -16,11 +16,11 @@ func TestKeysAreShownListedAndReset(t *testing.T) {
 	c := testcluster.Start(t, 3)
 	follower := c.Followers()[0]
 	spend := `{"checks":[{"key":"tenant:acme","limit":{"rate":5,"period":"1h"},"cost":3},{"key":"tenant:acme","limit":{"algorithm":"fixed_window","rate":10,"period":"1h"},"cost":3}]}`
-	if a := post(t, c.WaitLeader().URL()+"/v1/allow", spend); a.status != 200 {
+	if a := decided(t, c.WaitLeader().URL()+"/v1/allow", spend); a.status != 200 {
 		t.Fatalf("spend: %d", a.status)
 	}
 	for i := range 3 {
-		if a := post(t, c.WaitLeader().URL()+"/v1/allow", fmt.Sprintf(`{"key":"tenant:k%d","limit":{"rate":5,"period":"1h"}}`, i)); a.status != 200 {
+		if a := decided(t, c.WaitLeader().URL()+"/v1/allow", fmt.Sprintf(`{"key":"tenant:k%d","limit":{"rate":5,"period":"1h"}}`, i)); a.status != 200 {
 			t.Fatalf("spend k%d: %d", i, a.status)
 		}
 	}
@@ -37,7 +37,7 @@ func TestKeysAreShownListedAndReset(t *testing.T) {
 		}
 	}
 	// Showing consumed nothing: 2 of the bucket's 5 are left.
-	if a := post(t, follower.URL()+"/v1/allow", `{"key":"tenant:acme","limit":{"rate":5,"period":"1h"},"cost":2}`); a.status != 200 {
+	if a := decided(t, follower.URL()+"/v1/allow", `{"key":"tenant:acme","limit":{"rate":5,"period":"1h"},"cost":2}`); a.status != 200 {
 		t.Fatalf("the key after being shown: %d", a.status)
 	}
 
@@ -69,7 +69,7 @@ func TestKeysAreShownListedAndReset(t *testing.T) {
 			t.Fatalf("%s: the reset key: %d %v, want 404", n.ID, status, body)
 		}
 	}
-	if a := post(t, follower.URL()+"/v1/allow", `{"key":"tenant:acme","limit":{"rate":5,"period":"1h"},"cost":5}`); a.status != 200 {
+	if a := decided(t, follower.URL()+"/v1/allow", `{"key":"tenant:acme","limit":{"rate":5,"period":"1h"},"cost":5}`); a.status != 200 {
 		t.Fatalf("the reset key's whole burst: %d, want it admitted", a.status)
 	}
 	if status, _ := do(t, "DELETE", follower.URL()+"/v1/keys/tenant:nobody", ""); status != 404 {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/limitnode/limitnode/contract"
 	"github.com/limitnode/limitnode/internal/fsm"
+	"github.com/limitnode/limitnode/internal/testenv"
 	"github.com/limitnode/limitnode/testcluster"
 )
 
@@ -358,7 +359,7 @@ func TestLeaseListingsCountDownOnAnIdleCluster(t *testing.T) {
 	if status, body := do(t, "POST", c.WaitLeader().URL()+"/v1/leases", `{"key":"idle","max":1,"ttl":"10s"}`); status != 200 {
 		t.Fatalf("acquire: %d %v", status, body)
 	}
-	waitUntil(t, "the follower's listing to count down", func() bool {
+	testenv.WaitFor(t, "the follower's listing to count down", func() bool {
 		status, body := do(t, "GET", follower.URL()+"/v1/leases?key=idle", "")
 		leases, _ := body["leases"].([]any)
 		if status != 200 || len(leases) != 1 {

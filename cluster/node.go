@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -102,19 +103,25 @@ type Node struct {
 }
 
 // Open starts a node: it opens (or creates) the stores under DataDir, starts
-// Raft on RaftAddr and, if Bootstrap is set and there is no state yet,
+// Raft on RaftListener or RaftAddr and, if Bootstrap is set and there is no state yet,
 // bootstraps a single-node cluster. A node with state rejoins the cluster it
 // belonged to. The node serves until Close.
 func Open(cfg Config) (*Node, error) {
-	if cfg.ID == "" || cfg.RaftAddr == "" || cfg.DataDir == "" {
-		return nil, errors.New("cluster: Config.ID, RaftAddr and DataDir are required")
+	if cfg.ID == "" || (cfg.RaftAddr == "" && cfg.RaftListener == nil) || cfg.DataDir == "" {
+		if cfg.RaftListener != nil {
+			cfg.RaftListener.Close()
+		}
+		return nil, errors.New("cluster: Config.ID, RaftAddr (or RaftListener) and DataDir are required")
 	}
 	cfg = withDefaults(cfg)
 	// Listen first: a node that cannot take its port leaves no empty data
 	// directory behind.
-	ln, err := net.Listen("tcp", cfg.RaftAddr)
-	if err != nil {
-		return nil, fmt.Errorf("cluster: listen for raft on %s: %w", cfg.RaftAddr, err)
+	ln := cfg.RaftListener
+	if ln == nil {
+		var err error
+		if ln, err = net.Listen("tcp", cfg.RaftAddr); err != nil {
+			return nil, fmt.Errorf("cluster: listen for raft on %s: %w", cfg.RaftAddr, err)
+		}
 	}
 	advertise, err := advertisedRaftAddr(ln.Addr(), cfg.RaftAdvertise)
 	if err != nil {
@@ -166,21 +173,27 @@ func Open(cfg Config) (*Node, error) {
 }
 
 // advertisedRaftAddr is the Raft address the other members are told: flag
-// when set (host:port, the host a name or an IP), else the address listened
-// on, which must then name a host.
+// when set (host:port, the host a name or an IP, port 0 for the port
+// listened on), else the address listened on, which must then name a host.
 func advertisedRaftAddr(listening net.Addr, flag string) (string, error) {
+	tcpAddr, ok := listening.(*net.TCPAddr)
+	if !ok {
+		return "", fmt.Errorf("cluster: raft listens on %s, not a TCP address", listening)
+	}
 	if flag != "" {
 		host, port, err := net.SplitHostPort(flag)
-		if err != nil || host == "" || port == "" || port == "0" {
-			return "", fmt.Errorf("cluster: raft advertise address %q must be host:port with a port other than 0", flag)
+		if err != nil || host == "" || port == "" {
+			return "", fmt.Errorf("cluster: raft advertise address %q must be host:port", flag)
 		}
 		if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
 			return "", fmt.Errorf("cluster: raft advertise address %s must name a host the other members can reach, not %s", flag, host)
 		}
+		if port == "0" {
+			return net.JoinHostPort(host, strconv.Itoa(tcpAddr.Port)), nil
+		}
 		return flag, nil
 	}
-	tcpAddr, ok := listening.(*net.TCPAddr)
-	if !ok || tcpAddr.IP.IsUnspecified() {
+	if tcpAddr.IP.IsUnspecified() {
 		return "", fmt.Errorf("cluster: raft address %s listens on every interface: give the address the other members reach it at (RaftAdvertise)", listening)
 	}
 	return tcpAddr.String(), nil

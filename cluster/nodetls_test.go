@@ -12,6 +12,7 @@ import (
 	"github.com/limitnode/limitnode/algorithms"
 	"github.com/limitnode/limitnode/cluster"
 	"github.com/limitnode/limitnode/contract"
+	"github.com/limitnode/limitnode/internal/testenv"
 	"github.com/limitnode/limitnode/testcluster"
 )
 
@@ -112,9 +113,5 @@ func TestStrangersCannotTalkToATLSCluster(t *testing.T) {
 
 func waitLeads(t *testing.T, n *cluster.Node) {
 	t.Helper()
-	for deadline := time.Now().Add(testcluster.WaitTimeout); !n.IsLeader(); time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the stranger never led its own cluster")
-		}
-	}
+	testenv.WaitFor(t, "the stranger to lead its own cluster", n.IsLeader)
 }

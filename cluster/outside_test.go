@@ -10,6 +10,7 @@ import (
 
 	"github.com/limitnode/limitnode/algorithms"
 	"github.com/limitnode/limitnode/contract"
+	"github.com/limitnode/limitnode/internal/testenv"
 	"github.com/limitnode/limitnode/testcluster"
 )
 
@@ -31,7 +32,7 @@ func TestANodeOutsideItsClusterDecidesNothing(t *testing.T) {
 	stray.Kill()
 	stray.RestartWithoutData()
 	const body = `{"key":"k","limit":{"rate":5,"period":"1m","burst":5}}`
-	waitUntil(t, "the stray node to refuse decisions", func() bool {
+	testenv.WaitFor(t, "the stray node to refuse decisions", func() bool {
 		return post(t, stray.URL()+"/v1/allow", `{"key":"probe","limit":{"rate":5}}`).status == http.StatusServiceUnavailable
 	})
 	refused := []struct {

@@ -10,6 +10,7 @@ import (
 	"github.com/limitnode/limitnode/algorithms"
 
 	"github.com/limitnode/limitnode/contract"
+	"github.com/limitnode/limitnode/internal/testenv"
 	"github.com/limitnode/limitnode/internal/testhooks"
 	"github.com/limitnode/limitnode/testcluster"
 )
@@ -46,13 +47,13 @@ func TestAFollowerThatCannotAppendSaysSo(t *testing.T) {
 					t.Fatalf("the cluster stopped deciding with one follower's disk broken: %v", err)
 				}
 			}
-			waitUntil(t, "the follower to say it is not ready", func() bool {
+			testenv.WaitFor(t, "the follower to say it is not ready", func() bool {
 				status, body := do(t, "GET", f.URL()+"/readyz", "")
 				reason, _ := body["reason"].(string)
 				return status == 503 && strings.Contains(reason, tt.reason)
 			})
 			testhooks.BreakAppends(f.Node(), false, false)
-			waitUntil(t, "the follower to catch up and be ready again", func() bool {
+			testenv.WaitFor(t, "the follower to catch up and be ready again", func() bool {
 				status, _ := do(t, "GET", f.URL()+"/readyz", "")
 				return status == 200 && f.Node().Status().AppliedIndex >= leader.Node().Status().CommitIndex
 			})

@@ -92,7 +92,7 @@ func TestHoldWaitsOutTheReservation(t *testing.T) {
 	c := testcluster.Start(t, 3)
 	url := c.Followers()[0].URL() + "/v1/allow"
 	body := `{"key":"held","limit":{"algorithm":"leaky_bucket","rate":1,"period":"2s","burst":1},"max_wait":"3s","hold":true}`
-	if a := post(t, url, body); a.status != http.StatusOK {
+	if a := decided(t, url, body); a.status != http.StatusOK {
 		t.Fatalf("the first: %d", a.status)
 	}
 	start := time.Now()

@@ -2,6 +2,8 @@ package cluster_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"sync"
@@ -11,6 +13,7 @@ import (
 
 	"github.com/limitnode/limitnode/algorithms"
 	"github.com/limitnode/limitnode/contract"
+	"github.com/limitnode/limitnode/internal/testenv"
 	"github.com/limitnode/limitnode/testcluster"
 )
 
@@ -91,37 +94,52 @@ func TestSharesAdmitNoMoreThanTheLimitOnAnyNode(t *testing.T) {
 }
 
 // TestANodeThatStopsGivesItsShareBack: a follower holding a share of a key
-// stops cleanly; what it did not spend is the key's again, on the leader.
+// stops cleanly; what it did not spend is the key's again, on the leader. A
+// share lasts a second at most (contract.MaxShareTTL), and one that ended
+// before the stop is not given back but lost, by design: a round that a
+// loaded machine made that slow is run again, on a key of its own, with the
+// follower restarted.
 func TestANodeThatStopsGivesItsShareBack(t *testing.T) {
 	t.Parallel()
 	c := testcluster.Start(t, 3)
 	c.WaitConverged()
-	follower := c.Followers()[0]
-	body := `{"key":"given-back","limit":{"rate":1,"period":"1h","burst":1000,"local_shares":{"ttl":"1s"}}}`
-	admitted := int64(0)
-	for range 20 {
-		a := post(t, follower.URL()+"/v1/allow", body)
-		if a.status != 200 {
-			t.Fatalf("status %d", a.status)
+	round := 0
+	testenv.WaitFor(t, "a follower that stopped holding a share to give back what it did not spend", func() bool {
+		round++
+		key := fmt.Sprint("given-back-", round)
+		follower := c.Followers()[0]
+		body := `{"key":"` + key + `","limit":{"rate":1,"period":"1h","burst":1000,"local_shares":{"ttl":"1s"}}}`
+		admitted := int64(0)
+		for range 20 {
+			a := post(t, follower.URL()+"/v1/allow", body)
+			if a.status != 200 {
+				t.Fatalf("status %d", a.status)
+			}
+			admitted++
+		}
+		if round == 1 {
+			status, stats := do(t, "GET", c.WaitLeader().URL()+"/v1/stats", "")
+			if out, _ := stats["local_shares"].([]any); status != 200 || len(out) != 1 || out[0].(map[string]any)["policy"] != "" || out[0].(map[string]any)["units"].(float64) < 1 {
+				t.Errorf("stats show shares %v (status %d), want the inline limit's", stats["local_shares"], status)
+			}
+		}
+		if a := post(t, follower.URL()+"/v1/allow", body); a.header.Get("X-Limitnode-Shared") != "true" {
+			t.Fatalf("the follower answered from no share: %+v", a)
 		}
 		admitted++
-	}
-	if a := post(t, follower.URL()+"/v1/allow", body); a.header.Get("X-Limitnode-Shared") != "true" {
-		t.Fatalf("the follower answered from no share: %+v", a)
-	}
-	admitted++
-	status, stats := do(t, "GET", c.WaitLeader().URL()+"/v1/stats", "")
-	if out, _ := stats["local_shares"].([]any); status != 200 || len(out) != 1 || out[0].(map[string]any)["policy"] != "" || out[0].(map[string]any)["units"].(float64) < 1 {
-		t.Errorf("stats show shares %v (status %d), want the inline limit's", stats["local_shares"], status)
-	}
-	follower.Stop()
-	key, ok := c.WaitLeader().Node().Key(context.Background(), "given-back")
-	if !ok || len(key.Limits) != 1 {
-		t.Fatalf("key state %+v", key)
-	}
-	if got, want := key.Limits[0].Decision.Remaining, 1000-admitted; got != want {
-		t.Errorf("%d left once the follower stopped, want %d (1000 less the %d admitted)", got, want, admitted)
-	}
+		follower.Stop()
+		state, ok := c.WaitLeader().Node().Key(context.Background(), key)
+		if !ok || len(state.Limits) != 1 {
+			t.Fatalf("key state %+v", state)
+		}
+		got, want := state.Limits[0].Decision.Remaining, 1000-admitted
+		if got > want {
+			t.Fatalf("%d left once the follower stopped, more than %d (1000 less the %d admitted)", got, want, admitted)
+		}
+		follower.Restart()
+		c.WaitConverged()
+		return got == want
+	})
 }
 
 // TestAPolicyChangeOutlastsTheShares: a follower holds a share of a policy's
@@ -167,7 +185,10 @@ func TestAPolicyChangeOutlastsTheShares(t *testing.T) {
 
 // TestTheEmbeddedAPIAdmitsFromShares: cluster.Node.Allow, as a service
 // embedding a replica calls it, admits a hot key from the node's shares
-// and, under a budget all three replicas spend at once, never past it.
+// and, under a budget all three replicas spend at once, never past it. A
+// call the cluster could not decide (an election on a loaded machine:
+// ErrNoLeader, or ErrOutcomeUnknown, which may have consumed) admitted
+// nothing the caller knows of, so the bound holds without it.
 func TestTheEmbeddedAPIAdmitsFromShares(t *testing.T) {
 	t.Parallel()
 	c := testcluster.Start(t, 3)
@@ -181,6 +202,9 @@ func TestTheEmbeddedAPIAdmitsFromShares(t *testing.T) {
 			wg.Go(func() {
 				for range 200 {
 					d, err := n.Node().Allow(context.Background(), req)
+					if errors.Is(err, contract.ErrNoLeader) || errors.Is(err, contract.ErrOutcomeUnknown) {
+						continue
+					}
 					if err != nil {
 						t.Error(err)
 						return
@@ -311,7 +335,7 @@ func TestUnspentSharesCostTheKeyNothing(t *testing.T) {
 				}
 				return int64(limits[0].(map[string]any)["remaining"].(float64))
 			}
-			waitUntil(t, "what the shares did not spend to come back", func() bool { return remaining() >= 560 })
+			testenv.WaitFor(t, "what the shares did not spend to come back", func() bool { return remaining() >= 560 })
 			if got := remaining(); got > 561 {
 				t.Fatalf("%d remaining once the shares ended, want 560 (the 40 admitted)", got)
 			}

@@ -13,6 +13,7 @@ import (
 	"github.com/limitnode/limitnode/algorithms"
 	"github.com/limitnode/limitnode/cluster"
 	"github.com/limitnode/limitnode/contract"
+	"github.com/limitnode/limitnode/internal/testenv"
 )
 
 // TestADamagedNewestSnapshot: a byte changed in a stopped node's newest
@@ -39,7 +40,7 @@ func TestADamagedNewestSnapshot(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			waitUntil(t, "the node to lead", n.IsLeader)
+			testenv.WaitFor(t, "the node to lead", n.IsLeader)
 			limit := algorithms.Limit{Rate: 5, PeriodNanos: int64(time.Hour), Burst: 5}
 			for round := range 2 {
 				for i := range 20 {
@@ -51,7 +52,6 @@ func TestADamagedNewestSnapshot(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			cfg.RaftAddr = n.RaftAddr()
 			if err := n.Close(); err != nil {
 				t.Fatal(err)
 			}
@@ -81,8 +81,8 @@ func TestADamagedNewestSnapshot(t *testing.T) {
 				t.Fatalf("Open on a damaged snapshot the log can stand in for: %v", err)
 			}
 			defer n.Close()
-			waitUntil(t, "the node to lead again", n.IsLeader)
-			waitUntil(t, "the whole state to be back", func() bool { return n.Status().Keys == 40 })
+			testenv.WaitFor(t, "the node to lead again", n.IsLeader)
+			testenv.WaitFor(t, "the whole state to be back", func() bool { return n.Status().Keys == 40 })
 		})
 	}
 }

@@ -5,6 +5,7 @@ package examples_test
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/hmac"
 	"crypto/sha256"
@@ -18,6 +19,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -110,7 +112,7 @@ func snippetsOf(t *testing.T, page string) []string {
 // it bootstraps a node and is allowed its first request.
 func TestEmbeddedExampleDecides(t *testing.T) {
 	t.Parallel()
-	cmd := exec.Command("go", "run", ".", "-bootstrap", "-raft", testenv.FreeAddr(t), "-http", testenv.FreeAddr(t), "-data", t.TempDir())
+	cmd := exec.Command("go", "run", ".", "-bootstrap", "-raft", "127.0.0.1:0", "-http", "127.0.0.1:0", "-data", t.TempDir())
 	cmd.Dir = "embedded"
 	out, err := cmd.CombinedOutput()
 	if err != nil {
@@ -126,7 +128,7 @@ func TestEmbeddedExampleDecides(t *testing.T) {
 // says how to make one at once instead of waiting for a leader.
 func TestEmbeddedExampleWithoutAClusterSaysWhatToDo(t *testing.T) {
 	t.Parallel()
-	cmd := exec.Command("go", "run", ".", "-raft", testenv.FreeAddr(t), "-http", testenv.FreeAddr(t), "-data", t.TempDir())
+	cmd := exec.Command("go", "run", ".", "-raft", "127.0.0.1:0", "-http", "127.0.0.1:0", "-data", t.TempDir())
 	cmd.Dir = "embedded"
 	out, err := cmd.CombinedOutput()
 	if err == nil {
@@ -148,10 +150,11 @@ func containsLine(out, want string) bool {
 }
 
 // TestGuardExampleFallsBackLocally runs the client example with no cluster
-// to reach: its local limiter answers with this replica's share.
+// to reach (at a port the test holds and resets every connection to): its
+// local limiter answers with this replica's share.
 func TestGuardExampleFallsBackLocally(t *testing.T) {
 	t.Parallel()
-	cmd := exec.Command("go", "run", ".", testenv.FreeAddr(t))
+	cmd := exec.Command("go", "run", ".", testenv.HoldPort(t).Addr())
 	cmd.Dir = "guard"
 	out, err := cmd.CombinedOutput()
 	if err != nil {
@@ -170,8 +173,7 @@ func TestMiddlewareExampleLimitsPerUser(t *testing.T) {
 	t.Parallel()
 	c := testcluster.Start(t, 1)
 	skipIfSecure(t, c)
-	addr := testenv.FreeAddr(t)
-	startExample(t, "middleware", "-listen", addr, "-secret", "s3cret", c.Nodes[0].HTTPAddr)
+	addr := startExample(t, "middleware", "-secret", "s3cret", c.Nodes[0].HTTPAddr)
 
 	post := func(token string) int {
 		req, _ := http.NewRequest("POST", "http://"+addr+"/export", nil)
@@ -186,10 +188,8 @@ func TestMiddlewareExampleLimitsPerUser(t *testing.T) {
 		return resp.StatusCode
 	}
 	alice, bob := jwtHS256(t, "s3cret", "alice"), jwtHS256(t, "s3cret", "bob")
-	for deadline := time.Now().Add(30 * time.Second); post("") != http.StatusUnauthorized; time.Sleep(50 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the example did not start serving")
-		}
+	if got := post(""); got != http.StatusUnauthorized {
+		t.Fatalf("an export without a token: %d, want 401", got)
 	}
 	for i := range 10 {
 		if got := post(alice); got != http.StatusOK {
@@ -237,8 +237,7 @@ func TestGRPCExampleLimitsPerAPIKey(t *testing.T) {
 	t.Parallel()
 	c := testcluster.Start(t, 1)
 	skipIfSecure(t, c)
-	addr := testenv.FreeAddr(t)
-	startExample(t, "grpclimit", "-listen", addr, c.Nodes[0].HTTPAddr)
+	addr := startExample(t, "grpclimit", c.Nodes[0].HTTPAddr)
 	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
@@ -300,8 +299,7 @@ func TestReportsExampleQueuesAndRefuses(t *testing.T) {
 	t.Parallel()
 	c := testcluster.Start(t, 3)
 	skipIfSecure(t, c)
-	addr := testenv.FreeAddr(t)
-	startExample(t, "reports", "-listen", addr, "-build-time", "1s", c.Nodes[0].HTTPAddr, c.Nodes[1].HTTPAddr, c.Nodes[2].HTTPAddr)
+	addr := startExample(t, "reports", "-build-time", "1s", c.Nodes[0].HTTPAddr, c.Nodes[1].HTTPAddr, c.Nodes[2].HTTPAddr)
 	report := func(who string) (int, string) {
 		req, _ := http.NewRequest("GET", "http://"+addr+"/report", nil)
 		if who != "" {
@@ -314,13 +312,8 @@ func TestReportsExampleQueuesAndRefuses(t *testing.T) {
 		resp.Body.Close()
 		return resp.StatusCode, resp.Header.Get("Retry-After")
 	}
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		if status, _ := report(""); status == http.StatusUnauthorized {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the example did not start serving")
-		}
+	if status, _ := report(""); status != http.StatusUnauthorized {
+		t.Fatalf("a report without a client ID: %d, want 401", status)
 	}
 
 	// One client, four at once: its bucket holds a burst of 3.
@@ -408,15 +401,53 @@ func buildExample(t *testing.T, name string) string {
 	return bin
 }
 
-// startExample builds the example program in directory name and runs it
-// with args until the test ends.
-func startExample(t *testing.T, name string, args ...string) {
+// servingOn is the line a serving example logs, naming the address it
+// listens on.
+var servingOn = regexp.MustCompile(`serving (?:gRPC )?on (127\.0\.0\.1:\d+)`)
+
+// startExample builds the example program in directory name, runs it with
+// -listen 127.0.0.1:0 and args until the test ends, and returns the
+// address it logs it serves on (the port the OS picked).
+func startExample(t *testing.T, name string, args ...string) string {
 	t.Helper()
-	cmd := exec.Command(buildExample(t, name), args...)
+	cmd := exec.Command(buildExample(t, name), append([]string{"-listen", "127.0.0.1:0"}, args...)...)
+	var logs syncBuffer
+	cmd.Stdout, cmd.Stderr = &logs, &logs
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
+	t.Cleanup(func() { _ = cmd.Process.Kill(); <-exited })
+	var serving []string
+	testenv.WaitFor(t, "examples/"+name+" to say where it serves", func() bool {
+		select {
+		case <-exited:
+			t.Fatalf("examples/%s exited:\n%s", name, logs.String())
+		default:
+		}
+		serving = servingOn.FindStringSubmatch(logs.String())
+		return serving != nil
+	})
+	return serving[1]
+}
+
+// syncBuffer is a bytes.Buffer a process writes and a test reads at once.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
 
 // TestTokensExampleChargesWhatItStreamed runs the streaming example
@@ -426,8 +457,7 @@ func TestTokensExampleChargesWhatItStreamed(t *testing.T) {
 	t.Parallel()
 	c := testcluster.Start(t, 1)
 	skipIfSecure(t, c)
-	addr := testenv.FreeAddr(t)
-	startExample(t, "tokens", "-listen", addr, c.Nodes[0].HTTPAddr)
+	addr := startExample(t, "tokens", c.Nodes[0].HTTPAddr)
 	get := func() (int, string) {
 		req, _ := http.NewRequest("GET", "http://"+addr+"/generate?prompt=hello+there+world", nil)
 		req.Header.Set("X-Tenant", "acme")
@@ -443,32 +473,25 @@ func TestTokensExampleChargesWhatItStreamed(t *testing.T) {
 		}
 		return resp.StatusCode, body.String()
 	}
-	var status int
-	var body string
-	for deadline := time.Now().Add(30 * time.Second); status == 0; time.Sleep(50 * time.Millisecond) {
-		if status, body = get(); status == 0 && time.Now().After(deadline) {
-			t.Fatal("the example did not start serving")
-		}
-	}
-	if status != http.StatusOK || body != "hello there world done " {
+	spent := time.Now()
+	if status, body := get(); status != http.StatusOK || body != "hello there world done " {
 		t.Fatalf("the answer: %d %q", status, body)
 	}
 	keyURL := c.Nodes[0].URL() + "/v1/keys/tokens:acme"
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+	// A bucket of 10,000 a day: 256 reserved, then settled at the 4 used;
+	// a token refills every 8.64 s, which a slow settlement may find back.
+	const refill = 8640 * time.Millisecond
+	testenv.WaitFor(t, "the tenant's budget to be settled at 9,996 left (256 reserved, 4 used)", func() bool {
 		var state struct {
 			Limits []struct{ Remaining int64 } `json:"limits"`
 		}
 		resp, err := http.Get(keyURL)
-		if err == nil {
-			_ = json.NewDecoder(resp.Body).Decode(&state)
-			resp.Body.Close()
+		if err != nil {
+			return false
 		}
-		// A bucket of 10,000 a day: 4 spent (one refills in 8.64 s).
-		if len(state.Limits) == 1 && state.Limits[0].Remaining == 10_000-4 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the tenant's budget after the answer: %+v, want 9,996 left (256 reserved, 4 used)", state)
-		}
-	}
+		_ = json.NewDecoder(resp.Body).Decode(&state)
+		resp.Body.Close()
+		refilled := int64(time.Since(spent) / refill)
+		return len(state.Limits) == 1 && state.Limits[0].Remaining >= 10_000-4 && state.Limits[0].Remaining <= 10_000-4+refilled
+	})
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/limitnode/limitnode/contract"
 
 	"github.com/limitnode/limitnode/algorithms"
+	"github.com/limitnode/limitnode/internal/testenv"
 	"github.com/limitnode/limitnode/testcluster"
 )
 
@@ -15,19 +16,15 @@ import (
 // while the cluster has no leader.
 func peek(t testing.TB, node *testcluster.Node, key string, limit algorithms.Limit) contract.CheckDecision {
 	t.Helper()
-	deadline := time.Now().Add(testcluster.WaitTimeout)
-	for {
+	var d contract.Decision
+	testenv.WaitFor(t, "a peek of "+key+" on "+node.ID+" to be answered", func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		d, err := node.Node().Allow(ctx, contract.Request{Checks: []contract.Check{{Key: key, Limit: limit, Cost: 0}}})
-		cancel()
-		if err == nil {
-			return d.Checks[0]
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("peek %s on %s: %v", key, node.ID, err)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		defer cancel()
+		var err error
+		d, err = node.Node().Allow(ctx, contract.Request{Checks: []contract.Check{{Key: key, Limit: limit, Cost: 0}}})
+		return err == nil
+	})
+	return d.Checks[0]
 }
 
 func spend(t testing.TB, node *testcluster.Node, key string, limit algorithms.Limit, cost int64) contract.Decision {

@@ -13,6 +13,7 @@ import (
 	"github.com/limitnode/limitnode/api/wire"
 	"github.com/limitnode/limitnode/cluster"
 	"github.com/limitnode/limitnode/contract"
+	"github.com/limitnode/limitnode/internal/testenv"
 	"github.com/limitnode/limitnode/testcluster"
 )
 
@@ -43,11 +44,11 @@ func TestANodeOnAnotherClustersDirectoryCannotSplitTheCluster(t *testing.T) {
 	if realID == "" || foreignID == "" || realID == foreignID {
 		t.Fatalf("cluster IDs: R %q, the foreign directory's %q; want two different ones", realID, foreignID)
 	}
-	waitUntil(t, "n3 to say it is not ready because R's nodes dial it", func() bool {
+	testenv.WaitFor(t, "n3 to say it is not ready because R's nodes dial it", func() bool {
 		reason := readiness(t, n3)
 		return strings.Contains(reason, realID) && strings.Contains(reason, foreignID)
 	})
-	waitUntil(t, "R's leader to see n3 unreachable", func() bool {
+	testenv.WaitFor(t, "R's leader to see n3 unreachable", func() bool {
 		for _, nd := range clusterView(t, leader).Nodes {
 			if nd.ID == "n3" {
 				return nd.Reachable != nil && !*nd.Reachable
@@ -104,7 +105,7 @@ func oneNodeCluster(t *testing.T, c *testcluster.Cluster, id string) string {
 		t.Fatal(err)
 	}
 	defer node.Close()
-	waitUntil(t, "the foreign cluster to lead and hold its ID", func() bool { return node.IsLeader() && node.Status().ClusterID != "" })
+	testenv.WaitFor(t, "the foreign cluster to lead and hold its ID", func() bool { return node.IsLeader() && node.Status().ClusterID != "" })
 	ctx, cancel := context.WithTimeout(context.Background(), testcluster.WaitTimeout)
 	defer cancel()
 	must(t, node.PutPolicy(ctx, contract.Policy{Name: "foreign", Limit: algorithms.Limit{Rate: 100, PeriodNanos: int64(time.Second), Burst: 100}}))
@@ -146,7 +147,7 @@ func getJSON(t *testing.T, url string, v any) {
 func waitLeaderAmong(t *testing.T, nodes []*testcluster.Node) *testcluster.Node {
 	t.Helper()
 	var leader *testcluster.Node
-	waitUntil(t, "a leader among "+nodes[0].ID+".."+nodes[len(nodes)-1].ID, func() bool {
+	testenv.WaitFor(t, "a leader among "+nodes[0].ID+".."+nodes[len(nodes)-1].ID, func() bool {
 		for _, n := range nodes {
 			if n.Node().IsLeader() {
 				leader = n
@@ -163,17 +164,6 @@ func waitLeaderAmong(t *testing.T, nodes []*testcluster.Node) *testcluster.Node 
 		return true
 	})
 	return leader
-}
-
-func waitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(testcluster.WaitTimeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 func must(t *testing.T, err error) {

@@ -11,6 +11,7 @@ import (
 	"github.com/limitnode/limitnode/algorithms"
 	"github.com/limitnode/limitnode/client"
 	"github.com/limitnode/limitnode/contract"
+	"github.com/limitnode/limitnode/internal/testenv"
 	"github.com/limitnode/limitnode/internal/testhooks"
 	"github.com/limitnode/limitnode/testcluster"
 )
@@ -80,7 +81,7 @@ func TestALeaderKilledDuringARestoreLeavesOneState(t *testing.T) {
 			for _, n := range c.Nodes {
 				t.Logf("%s holds the backup's state: %v; ready: %q", n.ID, bytes.Equal(limitsDigestOf(n), file.digest[:]), readiness(t, n))
 			}
-			waitUntil(t, "every node to hold one state and say it is ready", func() bool {
+			testenv.WaitFor(t, "every node to hold one state and say it is ready", func() bool {
 				var first []byte
 				for _, n := range c.Nodes {
 					d := limitsDigestOf(n)

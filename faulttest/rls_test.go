@@ -11,6 +11,7 @@ import (
 	"github.com/anishathalye/porcupine"
 	ratelimitcommon "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"github.com/limitnode/limitnode/internal/testenv"
 	"github.com/limitnode/limitnode/rls"
 	"github.com/limitnode/limitnode/testcluster"
 	"google.golang.org/grpc"
@@ -172,14 +173,12 @@ func checkRLSRun(t *testing.T, c *testcluster.Cluster, seed uint64, history []po
 	client := ratelimitv3.NewRateLimitServiceClient(c.Nodes[0].DialGRPC())
 	for _, v := range rlsValues {
 		var out rlsOutput
-		for deadline := time.Now().Add(testcluster.WaitTimeout); !out.Known; time.Sleep(20 * time.Millisecond) {
+		testenv.WaitFor(t, "an answer to a peek of tenant "+v+" after the restart", func() bool {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer cancel()
 			out = rlsAttempt(ctx, client, v, 0)
-			cancel()
-			if time.Now().After(deadline) {
-				t.Fatalf("peek tenant %s after the restart: no answer", v)
-			}
-		}
+			return out.Known
+		})
 		if used := rlsRate - out.Remaining; used < known[v] || used > known[v]+unknown[v] {
 			t.Fatalf("tenant %s after restarting every node: %d used; acknowledged %d, unknown %d", v, used, known[v], unknown[v])
 		}

@@ -15,6 +15,7 @@ import (
 
 	ratelimitcommon "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"github.com/limitnode/limitnode/internal/testenv"
 	"github.com/limitnode/limitnode/rls"
 	"github.com/limitnode/limitnode/testcluster"
 	"google.golang.org/grpc"
@@ -113,15 +114,10 @@ descriptors:
 	// Health and reflection answer, so Envoy's health checks and grpcurl work.
 	conn := follower.DialGRPC()
 	// The health service follows the node's readiness within a second.
-	for deadline := time.Now().Add(testcluster.WaitTimeout); ; time.Sleep(20 * time.Millisecond) {
+	testenv.WaitFor(t, "the rate limit service's health to say SERVING", func() bool {
 		health, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{Service: "envoy.service.ratelimit.v3.RateLimitService"})
-		if err == nil && health.Status == healthpb.HealthCheckResponse_SERVING {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("health: %v %v", health, err)
-		}
-	}
+		return err == nil && health.Status == healthpb.HealthCheckResponse_SERVING
+	})
 	if services := listServices(t, conn); !strings.Contains(services, "envoy.service.ratelimit.v3.RateLimitService") || !strings.Contains(services, "grpc.health.v1.Health") {
 		t.Fatalf("reflection lists %s", services)
 	}

@@ -7,6 +7,7 @@ import (
 
 	ratelimitcommon "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"github.com/limitnode/limitnode/internal/testenv"
 	"github.com/limitnode/limitnode/testcluster"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
@@ -51,7 +52,7 @@ func TestEnvoyFloodsAreAnsweredFromDenyLeases(t *testing.T) {
 		t.Fatalf("%d of 50 denials came from the follower's lease; want all but the first few", leased)
 	}
 	for _, n := range c.Nodes {
-		waitFor(t, n.ID+" to answer from a lease", func() bool {
+		testenv.WaitFor(t, n.ID+" to answer from a lease", func() bool {
 			code, fromLease := call(n)
 			return code == ratelimitv3.RateLimitResponse_OVER_LIMIT && fromLease
 		})
@@ -60,15 +61,6 @@ func TestEnvoyFloodsAreAnsweredFromDenyLeases(t *testing.T) {
 	for _, n := range c.Nodes {
 		if code, fromLease := call(n); code != ratelimitv3.RateLimitResponse_OK {
 			t.Fatalf("%s after the raise was acknowledged: %v (leased %v), want OK", n.ID, code, fromLease)
-		}
-	}
-}
-
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(testcluster.WaitTimeout); !cond(); time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
 		}
 	}
 }

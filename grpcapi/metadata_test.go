@@ -12,6 +12,8 @@ import (
 	"golang.org/x/net/http2/hpack"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
+
+	"github.com/limitnode/limitnode/internal/testenv"
 )
 
 // TestMetadataIsBounded: a call's metadata (its HTTP/2 header list) is
@@ -141,17 +143,10 @@ func TestCallsUnderWayArePerClientCapped(t *testing.T) {
 	if err := stalled[0].WriteRSTStream(1, http2.ErrCodeCancel); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testenv.WaitFor(t, "a call from 127.0.0.1 to be served after a stalled one was reset", func() bool {
 		_, err := healthpb.NewHealthClient(first).Check(context.Background(), &healthpb.HealthCheckRequest{})
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("a call from 127.0.0.1 after a stalled one was reset: %v", err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return err == nil
+	})
 }
 
 // stallCall opens a connection from 127.0.0.1 and starts a health Check on

@@ -16,6 +16,7 @@ import (
 	"github.com/limitnode/limitnode/algorithms"
 	"github.com/limitnode/limitnode/auth"
 	"github.com/limitnode/limitnode/contract"
+	"github.com/limitnode/limitnode/internal/testenv"
 	"github.com/limitnode/limitnode/rls"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -293,17 +294,10 @@ func TestCallsNeedTheirRole(t *testing.T) {
 	fake.mu.Lock()
 	fake.notReady = "no leader"
 	fake.mu.Unlock()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testenv.WaitFor(t, "health to say NOT_SERVING once the node stopped being ready", func() bool {
 		resp, err := health.Check(context.Background(), &healthpb.HealthCheckRequest{})
-		if err == nil && resp.Status == healthpb.HealthCheckResponse_NOT_SERVING {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("health stayed %v %v after the node stopped being ready", resp, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return err == nil && resp.Status == healthpb.HealthCheckResponse_NOT_SERVING
+	})
 }
 
 // TestDurationUntilResetIsTheWindowsEnd: for the window algorithms, Envoy

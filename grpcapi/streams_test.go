@@ -13,6 +13,8 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
+
+	"github.com/limitnode/limitnode/internal/testenv"
 )
 
 // serveOn starts the server on 127.0.0.1 and returns its address.
@@ -95,17 +97,13 @@ func TestHealthWatchStreamsAreCapped(t *testing.T) {
 		t.Fatalf("a unary call at the cap: %v, %v", resp, err)
 	}
 	cancels[0]()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if _, err = watch(t, second); err == nil {
-			break
+	testenv.WaitFor(t, "the closed stream's place to be given back", func() bool {
+		_, err := watch(t, second)
+		if err != nil {
+			mustBeExhausted(t, err, "a stream while the closed one is let go")
 		}
-		mustBeExhausted(t, err, "a stream while the closed one is let go")
-		if time.Now().After(deadline) {
-			t.Fatal("the closed stream's place was not given back")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return err == nil
+	})
 }
 
 // TestAConnectionIsToldItsCapOnCalls reads the server's HTTP/2 SETTINGS:

@@ -1,6 +1,7 @@
 package httpapi_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -11,7 +12,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -52,27 +55,97 @@ func newProxiedCluster(t *testing.T) proxiedCluster {
 }
 
 // startProxy runs the command, in a process group of its own (nginx's
-// workers outlive a killed master), until the test ends, and waits for addr
-// to accept connections.
-func startProxy(t *testing.T, addr string, cmd *exec.Cmd) {
+// workers outlive a killed master), until the test ends, and returns what
+// it printed so far as it prints it.
+func startProxy(t *testing.T, cmd *exec.Cmd) *syncBuffer {
 	t.Helper()
-	var out strings.Builder
-	cmd.Stdout, cmd.Stderr = &out, &out
+	out := &syncBuffer{}
+	cmd.Stdout, cmd.Stderr = out, out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.WaitDelay = 5 * time.Second
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); _ = cmd.Wait() })
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		if conn, err := net.Dial("tcp", addr); err == nil {
-			conn.Close()
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s did not start:\n%s", cmd.Path, out.String())
-		}
+	return out
+}
+
+// startNginx runs nginx with the page's configuration on a port the test
+// binds and hands over (nginx takes listening sockets from the NGINX
+// variable, as in its binary upgrade, and uses the one whose address a
+// listen directive names), and returns that address once nginx serves.
+func startNginx(t *testing.T, bin string, pc proxiedCluster) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
 	}
+	defer ln.Close() // nginx holds its own descriptor of it
+	socket, err := ln.(*net.TCPListener).File()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer socket.Close()
+	dir := t.TempDir()
+	conf := filepath.Join(dir, "nginx.conf")
+	if err := os.WriteFile(conf, []byte(nginxConfig(dir, ln.Addr().String(), pc.follower, pc.upstream)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "-p", dir, "-c", conf, "-g", "daemon off;")
+	cmd.ExtraFiles = []*os.File{socket} // its descriptor 3
+	cmd.Env = append(os.Environ(), "NGINX=3;")
+	out := startProxy(t, cmd)
+	testenv.WaitFor(t, "nginx to serve on the port handed over", func() bool {
+		log, _ := os.ReadFile(filepath.Join(dir, "error.log"))
+		said := out.String() + string(log)
+		if strings.Contains(said, "[emerg]") {
+			t.Fatalf("nginx did not start:\n%s", said)
+		}
+		return strings.Contains(said, `using inherited sockets from "3;"`) && strings.Contains(said, "start worker process")
+	})
+	return ln.Addr().String()
+}
+
+// caddyListens is the line of Caddy's log that names the port it picked
+// for port 0.
+var caddyListens = regexp.MustCompile(`"msg":"port 0 listener".*"actual_address":"[^"]*:(\d+)"`)
+
+// startCaddy runs Caddy with the page's configuration on port 0 and
+// returns the address it serves on, as its log names it.
+func startCaddy(t *testing.T, bin string, pc proxiedCluster) string {
+	t.Helper()
+	dir := t.TempDir()
+	conf := filepath.Join(dir, "Caddyfile")
+	if err := os.WriteFile(conf, []byte(caddyfile("127.0.0.1:0", pc.follower, pc.upstream)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "run", "--config", conf, "--adapter", "caddyfile")
+	cmd.Env = append(os.Environ(), "HOME="+dir, "XDG_DATA_HOME="+dir, "XDG_CONFIG_HOME="+dir)
+	out := startProxy(t, cmd)
+	var port []string
+	testenv.WaitFor(t, "Caddy to name the port it serves on", func() bool {
+		port = caddyListens.FindStringSubmatch(out.String())
+		return port != nil && strings.Contains(out.String(), `"msg":"serving initial configuration"`)
+	})
+	return "127.0.0.1:" + port[1]
+}
+
+// syncBuffer is a bytes.Buffer a process writes and a test reads at once.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
 
 // checkLimitHolds sends five requests through the proxy: three reach the
@@ -130,7 +203,7 @@ func nginxConfig(dir, listen, limitnode, upstream string) string {
 	}
 	return fmt.Sprintf(`%s
 worker_processes 1;
-error_log %[2]s/error.log;
+error_log %[2]s/error.log notice;
 pid %[2]s/nginx.pid;
 events { worker_connections 64; }
 http {
@@ -202,39 +275,18 @@ http://%s {
 func TestForwardAuthThroughRealProxies(t *testing.T) {
 	t.Parallel()
 	proxies := []struct {
-		program, file string
-		config        func(dir, listen, limitnode, upstream string) string
-		command       func(bin, dir, conf string) *exec.Cmd
+		program string
+		start   func(t *testing.T, bin string, pc proxiedCluster) string
 	}{
-		{
-			program: "nginx", file: "nginx.conf", config: nginxConfig,
-			command: func(bin, dir, conf string) *exec.Cmd {
-				return exec.Command(bin, "-p", dir, "-c", conf, "-g", "daemon off;")
-			},
-		},
-		{
-			program: "caddy", file: "Caddyfile",
-			config: func(_, listen, limitnode, upstream string) string { return caddyfile(listen, limitnode, upstream) },
-			command: func(bin, dir, conf string) *exec.Cmd {
-				cmd := exec.Command(bin, "run", "--config", conf, "--adapter", "caddyfile")
-				cmd.Env = append(os.Environ(), "HOME="+dir, "XDG_DATA_HOME="+dir, "XDG_CONFIG_HOME="+dir)
-				return cmd
-			},
-		},
+		{"nginx", startNginx},
+		{"caddy", startCaddy},
 	}
 	for _, p := range proxies {
 		t.Run(p.program, func(t *testing.T) {
 			t.Parallel()
 			bin := testenv.NeedProgram(t, p.program)
 			pc := newProxiedCluster(t)
-			dir := t.TempDir()
-			listen := testenv.FreeAddr(t)
-			conf := filepath.Join(dir, p.file)
-			if err := os.WriteFile(conf, []byte(p.config(dir, listen, pc.follower, pc.upstream)), 0o644); err != nil {
-				t.Fatal(err)
-			}
-			startProxy(t, listen, p.command(bin, dir, conf))
-			checkLimitHolds(t, listen)
+			checkLimitHolds(t, p.start(t, bin, pc))
 		})
 	}
 }

@@ -1,8 +1,8 @@
 // Package testcluster starts real limitnode clusters inside one test process:
-// N nodes, each with its Raft listener and its HTTP API on 127.0.0.1 at a
-// port the OS picks, state in t.TempDir(). It can kill a node abruptly,
-// restart it from its data directory, and stop everything at the end of the
-// test.
+// N nodes, each with its Raft, HTTP and gRPC listeners on 127.0.0.1 at ports
+// the OS picks and the cluster holds to the end of the test, state in
+// t.TempDir(). It can kill a node abruptly, restart it from its data
+// directory on its ports, and stop everything at the end of the test.
 //
 // Set LIMITNODE_TEST_LOG=debug (or info, warn) to see the nodes' logs on
 // stderr.
@@ -13,17 +13,16 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/limitnode/limitnode/contract"
 	"github.com/limitnode/limitnode/grpcapi"
+	"github.com/limitnode/limitnode/internal/testenv"
 	"github.com/limitnode/limitnode/internal/testhooks"
 
 	"github.com/limitnode/limitnode/cluster"
@@ -31,9 +30,8 @@ import (
 )
 
 // WaitTimeout bounds every wait of this package (for a leader, for a node to
-// catch up). It is generous because tests run on loaded 2-core machines with
-// the race detector.
-const WaitTimeout = 30 * time.Second
+// catch up): testenv.WaitTimeout, which every test's wait shares.
+const WaitTimeout = testenv.WaitTimeout
 
 // TB is the part of testing.TB the package uses, so that a benchmark
 // program (cmd/limitbench) can start clusters too. *testing.T and
@@ -75,13 +73,17 @@ type Cluster struct {
 type Node struct {
 	ID      string
 	DataDir string
-	// RaftAddr and HTTPAddr are fixed at the first start, so that a
-	// restarted node comes back where the others expect it.
+	// RaftAddr, HTTPAddr and GRPCAddr (its gRPC API, Envoy's rate limit
+	// service) are ports the cluster holds from its start to the end of
+	// the test (testenv.HoldPort): a restarted node comes back where the
+	// others and the test's clients expect it, and no other process can
+	// take one of its ports while it is down (a connection is then reset,
+	// as at a port nothing listens on).
 	RaftAddr string
 	HTTPAddr string
-	// GRPCAddr is the node's gRPC API (Envoy's rate limit service), fixed
-	// at the first start as the others are.
 	GRPCAddr string
+
+	raftPort, httpPort, grpcPort *testenv.Port
 
 	c          *Cluster
 	mu         sync.Mutex
@@ -115,7 +117,10 @@ func Start(t TB, size int, opts ...Options) *Cluster {
 	}
 	c.opts.Secure = c.opts.Secure || secureFromEnv()
 	for i := range size {
-		c.Nodes = append(c.Nodes, &Node{ID: fmt.Sprintf("n%d", i+1), DataDir: t.TempDir(), RaftAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0", GRPCAddr: "127.0.0.1:0", c: c})
+		n := &Node{ID: fmt.Sprintf("n%d", i+1), DataDir: t.TempDir(), c: c,
+			raftPort: testenv.HoldPort(t), httpPort: testenv.HoldPort(t), grpcPort: testenv.HoldPort(t)}
+		n.RaftAddr, n.HTTPAddr, n.GRPCAddr = n.raftPort.Addr(), n.httpPort.Addr(), n.grpcPort.Addr()
+		c.Nodes = append(c.Nodes, n)
 	}
 	// Clean-ups run last registered first: the nodes must stop before
 	// their data directories are removed.
@@ -145,24 +150,30 @@ func (n *Node) start(bootstrap bool) error {
 	if n.running {
 		return errors.New("already running")
 	}
-	httpListener, err := listenRetrying(n.HTTPAddr)
+	raftListener, err := n.raftPort.Listener()
 	if err != nil {
-		return fmt.Errorf("listen for HTTP: %w", err)
+		return err
 	}
-	grpcListener, err := listenRetrying(n.GRPCAddr)
+	httpListener, err := n.httpPort.Listener()
 	if err != nil {
+		raftListener.Close()
+		return err
+	}
+	grpcListener, err := n.grpcPort.Listener()
+	if err != nil {
+		raftListener.Close()
 		httpListener.Close()
-		return fmt.Errorf("listen for gRPC: %w", err)
+		return err
 	}
 	cfg := cluster.Config{
-		ID:        n.ID,
-		RaftAddr:  n.RaftAddr,
-		HTTPAddr:  httpListener.Addr().String(),
-		DataDir:   n.DataDir,
-		Bootstrap: bootstrap,
-		Logger:    testLogger().With("test_node", n.ID),
-		Clock:     n.clock,
-		Dial:      n.c.Net.dialer(n.ID),
+		ID:           n.ID,
+		RaftListener: raftListener,
+		HTTPAddr:     n.HTTPAddr,
+		DataDir:      n.DataDir,
+		Bootstrap:    bootstrap,
+		Logger:       testLogger().With("test_node", n.ID),
+		Clock:        n.clock,
+		Dial:         n.c.Net.dialer(n.ID),
 	}
 	if lvl := os.Getenv("LIMITNODE_TEST_LOG"); lvl != "" {
 		cfg.RaftLogLevel = lvl
@@ -177,26 +188,14 @@ func (n *Node) start(bootstrap bool) error {
 	if n.c.opts.Configure != nil {
 		n.c.opts.Configure(&cfg)
 	}
-	var node *cluster.Node
-	for deadline := time.Now().Add(5 * time.Second); ; {
-		node, err = cluster.Open(cfg)
-		// The Raft port of a restarted node may linger in the kernel
-		// for a moment after the old listener closed.
-		if err == nil || !errors.Is(err, syscall.EADDRINUSE) || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	node, err := cluster.Open(cfg) // closes raftListener if it fails
 	if err != nil {
 		httpListener.Close()
 		grpcListener.Close()
 		return err
 	}
 	n.node = node
-	n.RaftAddr = node.RaftAddr()
 	n.c.Net.register(n.ID, n.RaftAddr)
-	n.HTTPAddr = httpListener.Addr().String()
-	n.GRPCAddr = grpcListener.Addr().String()
 	n.grpcServer = grpcapi.New(node, grpcOpts)
 	grpcServer := n.grpcServer
 	go func() { _ = grpcServer.Serve(grpcListener) }()
@@ -211,17 +210,6 @@ func (n *Node) start(bootstrap bool) error {
 	}
 	n.running = true
 	return nil
-}
-
-func listenRetrying(addr string) (net.Listener, error) {
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		ln, err := net.Listen("tcp", addr)
-		if err == nil || !errors.Is(err, syscall.EADDRINUSE) || time.Now().After(deadline) {
-			return ln, err
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
 }
 
 func testLogger() *slog.Logger {
@@ -297,8 +285,8 @@ func (n *Node) stop(clean bool) {
 	}
 }
 
-// Restart starts a stopped node again from its data directory, at the same
-// addresses.
+// Restart starts a stopped node again from its data directory, on its
+// ports (which the cluster held while it was down).
 func (n *Node) Restart() {
 	n.c.t.Helper()
 	if err := n.start(false); err != nil {
@@ -420,13 +408,7 @@ func (c *Cluster) Followers() []*Node {
 
 func (c *Cluster) waitFor(what string, cond func() bool) {
 	c.t.Helper()
-	deadline := time.Now().Add(WaitTimeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			c.t.Fatalf("testcluster: timed out after %s waiting for %s", WaitTimeout, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testenv.WaitFor(c.t, "testcluster: "+what, cond)
 }
 
 // RestartWithoutData starts a stopped node again at the same addresses on

@@ -21,6 +21,7 @@ type config struct {
 	advertiseHTTP string
 	raftAddr      string
 	advertiseRaft string
+	addrFile      string
 	dataDir       string
 	snapshotDir   string
 	join          string
@@ -107,8 +108,11 @@ func parseConfig(args []string, getenv func(string) string, output io.Writer) (c
 	if c.keyLimitMode != "deny" && c.keyLimitMode != "allow" {
 		return c, &usageError{fmt.Sprintf("-key-limit-mode must be deny or allow, not %q", c.keyLimitMode)}
 	}
-	if host, _, err := net.SplitHostPort(c.raftAddr); err == nil && c.advertiseRaft == "" && (host == "" || net.ParseIP(host).IsUnspecified()) {
+	if host, _, err := net.SplitHostPort(c.raftAddr); err == nil && c.advertiseRaft == "" && unspecifiedHost(host) {
 		return c, &usageError{fmt.Sprintf("-raft %s listens on every interface: give -advertise-raft, the address the other members reach it at", c.raftAddr)}
+	}
+	if host, _, err := net.SplitHostPort(c.advertiseRaft); c.advertiseRaft != "" && (err != nil || unspecifiedHost(host)) {
+		return c, &usageError{fmt.Sprintf("-advertise-raft %q is not an address the other members can dial: give host:port, the host a name or an IP that is not 0.0.0.0 or ::", c.advertiseRaft)}
 	}
 	if _, err := c.trustedProxies(); err != nil {
 		return c, &usageError{fmt.Sprintf("-trusted-proxies: %v", err)}
@@ -140,7 +144,8 @@ func (c *config) flagSet(output io.Writer) *flag.FlagSet {
 	fs.StringVar(&c.grpcAddr, "grpc", "", "gRPC listen address of Envoy's rate limit service, health and reflection (off when empty)")
 	fs.StringVar(&c.advertiseHTTP, "advertise-http", "", "the HTTP address other members and clients reach this node at (default: -http, with the host of -advertise-raft, else -raft, in place of 0.0.0.0 or ::)")
 	fs.StringVar(&c.raftAddr, "raft", "127.0.0.1:7071", "Raft listen address (also the advertised one unless -advertise-raft is given)")
-	fs.StringVar(&c.advertiseRaft, "advertise-raft", "", "the Raft address other members reach this node at, e.g. a stable DNS name (needed when -raft listens on 0.0.0.0)")
+	fs.StringVar(&c.advertiseRaft, "advertise-raft", "", "the Raft address other members reach this node at, e.g. a stable DNS name (needed when -raft listens on 0.0.0.0); port 0 stands for the port -raft listens on")
+	fs.StringVar(&c.addrFile, "addr-file", "", "write the addresses the node listens on and advertises, as JSON, to this file once every port is bound (for scripts and tests: with port 0 in -http, -raft or -grpc, the OS picks the port); removed when the node stops")
 	fs.StringVar(&c.dataDir, "data", "./limitnode-data", "data directory (Raft log, stable store, snapshots)")
 	fs.StringVar(&c.snapshotDir, "snapshot-dir", "", "keep snapshots here instead of in -data (another disk keeps their writes from delaying the log's)")
 	fs.StringVar(&c.join, "join", "", "comma-separated HTTP addresses of existing members; omit to start (or restart) on your own")
@@ -240,6 +245,12 @@ func sameListenAddr(a, b string) bool {
 	if errA != nil || errB != nil || pa != pb || pa == "0" {
 		return false
 	}
-	every := func(h string) bool { ip := net.ParseIP(h); return h == "" || (ip != nil && ip.IsUnspecified()) }
-	return ha == hb || every(ha) || every(hb)
+	return ha == hb || unspecifiedHost(ha) || unspecifiedHost(hb)
+}
+
+// unspecifiedHost reports whether host, of an address to listen on, means
+// every interface: empty, 0.0.0.0 or ::.
+func unspecifiedHost(host string) bool {
+	ip := net.ParseIP(host)
+	return host == "" || (ip != nil && ip.IsUnspecified())
 }

@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -126,10 +125,10 @@ func TestOneClientAddressCannotLockTheOthersOut(t *testing.T) {
 	writeTokenFile(t, tokens, entry)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	grpcAddr := testenv.FreeAddr(t)
-	node := startNode(t, ctx, []string{"-id", "n1", "-http", "127.0.0.1:0", "-raft", "127.0.0.1:0", "-grpc", grpcAddr,
+	node := startNode(t, ctx, []string{"-id", "n1", "-http", "127.0.0.1:0", "-raft", "127.0.0.1:0", "-grpc", "127.0.0.1:0",
 		"-data", t.TempDir(), "-auth", tokens, "-max-conns-per-client", "8"}, nil)
-	waitFor(t, "the node to be ready", func() bool { return readyAt(node.addr) })
+	grpcAddr := node.addrs.GRPC
+	testenv.WaitFor(t, "the node to be ready", func() bool { return readyAt(node.addr) })
 
 	for i := range 8 {
 		if status, err := keepAlive(t, "127.0.0.1", node.addr).get("/v1/allow", token); err != nil || status != http.StatusMethodNotAllowed {
@@ -155,7 +154,7 @@ func TestOneClientAddressCannotLockTheOthersOut(t *testing.T) {
 		t.Fatalf("HTTP from 127.0.0.2: %d, %v; want the node's 401", status, err)
 	}
 	other := healthpb.NewHealthClient(grpcFrom(t, "127.0.0.2", grpcAddr))
-	waitFor(t, "gRPC health from 127.0.0.2 to say SERVING", func() bool {
+	testenv.WaitFor(t, "gRPC health from 127.0.0.2 to say SERVING", func() bool {
 		resp, err := other.Check(ctx, &healthpb.HealthCheckRequest{})
 		if err != nil {
 			t.Fatalf("gRPC health from 127.0.0.2: %v", err)
@@ -178,9 +177,9 @@ func TestConnectionsThatProveNothingAreClosedSooner(t *testing.T) {
 	writeTokenFile(t, tokens, entry)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	grpcAddr := testenv.FreeAddr(t)
-	node := startNode(t, ctx, []string{"-id", "n1", "-http", "127.0.0.1:0", "-raft", "127.0.0.1:0", "-grpc", grpcAddr,
+	node := startNode(t, ctx, []string{"-id", "n1", "-http", "127.0.0.1:0", "-raft", "127.0.0.1:0", "-grpc", "127.0.0.1:0",
 		"-data", t.TempDir(), "-auth", tokens, "-untrusted-idle-timeout", "1s"}, nil)
+	grpcAddr := node.addrs.GRPC
 
 	proven := keepAlive(t, "127.0.0.1", node.addr)
 	if status, err := proven.get("/v1/cluster", token); err != nil || status != http.StatusOK {
@@ -206,7 +205,7 @@ func TestConnectionsThatProveNothingAreClosedSooner(t *testing.T) {
 	if _, err := healthpb.NewHealthClient(health).Check(ctx, &healthpb.HealthCheckRequest{}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the node to close the gRPC connection that only checked health", func() bool {
+	testenv.WaitFor(t, "the node to close the gRPC connection that only checked health", func() bool {
 		return health.GetState().String() != "READY"
 	})
 
@@ -235,18 +234,11 @@ func TestTheDescriptorLimitBoundsTheCaps(t *testing.T) {
 		{"given caps are kept", []string{"-max-http-conns", "5000", "-max-raft-conns", "100"}, `msg="the connection caps can need more file descriptors than RLIMIT_NOFILE allows`, false},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			ctx, cancel := context.WithCancel(context.Background())
-			defer cancel()
-			httpAddr := testenv.FreeAddr(t)
-			logs := filepath.Join(t.TempDir(), "node.log")
-			args := append([]string{"-c", "ulimit -n 2000 && exec \"$0\" \"$@\" 2>" + logs, bin, "-id", "n1", "-http", httpAddr, "-raft", testenv.FreeAddr(t),
-				"-grpc", testenv.FreeAddr(t), "-data", t.TempDir()}, tt.flags...)
-			node := exec.CommandContext(ctx, "bash", args...)
-			if err := node.Start(); err != nil {
-				t.Fatal(err)
-			}
-			defer func() { cancel(); _ = node.Wait() }()
-			waitFor(t, "the node to serve", func() bool { return readyAt(httpAddr) })
+			logs, addrFile := filepath.Join(t.TempDir(), "node.log"), newAddrFile(t)
+			args := append([]string{"-c", "ulimit -n 2000 && exec \"$0\" \"$@\" 2>" + logs, bin, "-id", "n1", "-http", "127.0.0.1:0", "-raft", "127.0.0.1:0",
+				"-grpc", "127.0.0.1:0", "-data", t.TempDir(), "-addr-file", addrFile}, tt.flags...)
+			node := startProcess(t, addrFile, "bash", args...)
+			testenv.WaitFor(t, "the node to serve", func() bool { return readyAt(node.addrs.HTTP) })
 			data, err := os.ReadFile(logs)
 			if err != nil {
 				t.Fatal(err)

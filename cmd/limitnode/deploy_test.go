@@ -82,17 +82,18 @@ type locally struct {
 }
 
 // localNodes starts the invocations on this machine: every service or pod
-// name:port (httpOf, raftOf) becomes localhost with a free port, each
-// node's own listen addresses become 127.0.0.1 with those ports, its data
-// directory a temporary one, and the files it names under one of
-// local.dirs those of the local directory. It returns the nodes and waits
-// for one cluster of all of them, asked through local.client.
+// name:port (httpOf, raftOf) becomes localhost with a port the test holds
+// (the nodes name each other before any starts), each node's own listen
+// addresses become 127.0.0.1 with those ports, its data directory a
+// temporary one, and the files it names under one of local.dirs those of
+// the local directory. It returns the nodes and waits for one cluster of
+// all of them, asked through local.client.
 func localNodes(t *testing.T, ctx context.Context, invs []invocation, httpOf, raftOf func(i int) string, local locally) []running {
 	t.Helper()
 	locals := map[string]string{}
 	localHTTP, localRaft := make([]string, len(invs)), make([]string, len(invs))
 	for i := range invs {
-		localHTTP[i], localRaft[i] = testenv.FreeAddr(t), testenv.FreeAddr(t)
+		localHTTP[i], localRaft[i] = holdAddr(t), holdAddr(t)
 		// The others know the node by a name, as in the deployment.
 		locals[httpOf(i)], locals[raftOf(i)] = "localhost:"+portOf(t, localHTTP[i]), "localhost:"+portOf(t, localRaft[i])
 	}
@@ -132,7 +133,7 @@ func localNodes(t *testing.T, ctx context.Context, invs []invocation, httpOf, ra
 	for _, n := range nodes {
 		addrs = append(addrs, n.addr)
 	}
-	waitFor(t, fmt.Sprintf("the %d nodes to form one cluster", len(invs)), func() bool {
+	testenv.WaitFor(t, fmt.Sprintf("the %d nodes to form one cluster", len(invs)), func() bool {
 		return sameClusterVia(ctx, local.client, len(invs), func(client.ClusterStatus) bool { return true }, addrs...)
 	})
 	return nodes
@@ -301,7 +302,7 @@ func TestDockerfile(t *testing.T) {
 	n := startNode(t, ctx, nil, local)
 	check := append(slices.Clone(d.healthcheck[1:]), "-addr", n.addr)
 	var stdout, stderr bytes.Buffer
-	waitFor(t, "the health check to pass", func() bool {
+	testenv.WaitFor(t, "the health check to pass", func() bool {
 		stdout.Reset()
 		stderr.Reset()
 		return dispatch(ctx, check, os.Getenv, &stdout, &stderr) == exitOK
@@ -352,15 +353,11 @@ func interpolate(t *testing.T, text string, dotenv []byte) string {
 	})
 }
 
-// buildLimitnode builds the binary of this tree into a directory of its
-// own and returns that directory, for scripts that run limitnode.
+// buildLimitnode returns a directory that holds the binary of this tree,
+// and nothing else, for scripts that run limitnode.
 func buildLimitnode(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "bin")
-	if out, err := exec.Command("go", "build", "-o", filepath.Join(bin, "limitnode"), ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
+	return filepath.Dir(buildBinary(t))
 }
 
 // TestDockerCompose: three services with identical flags but their names,

@@ -9,9 +9,8 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 	"unicode"
@@ -169,31 +168,37 @@ func (s docScript) script(t *testing.T) string {
 // of its go run, and returns what it printed; the script must succeed.
 //
 // The pages' addresses are a user's: a cluster of theirs may run on them.
-// So every 127.0.0.1 port the script names is moved to a free one (the same
-// for each mention), the defaults of a node and of the CLI (7070, 7071) are
-// moved the same way through LIMITNODE_HTTP, LIMITNODE_RAFT and
-// LIMITNODE_ADDR, and the test fails, before it starts anything, if
-// something already answers on a port it picked. Sentinel listeners on the
-// pages' own ports (docSentinels) catch a script that reaches one anyway.
+// So every 127.0.0.1 port the script names is moved to one the test picks
+// (scriptAddr; the same for each mention), the defaults of a node and of
+// the CLI (7070, 7071) are moved the same way through LIMITNODE_HTTP,
+// LIMITNODE_RAFT and LIMITNODE_ADDR. Before it starts anything the test
+// fails if the script still names a page's port in another form, and moves
+// a page's port again if something answers on the port it picked (a
+// program that picks ports the same way, but without the lock, may have
+// taken it since): the script never talks to a process the test did not
+// start.
 func runScript(t *testing.T, what, script string) string {
 	t.Helper()
 	dir := t.TempDir()
-	build := func(out, pkg string) {
-		if msg, err := exec.Command("go", "build", "-o", filepath.Join(dir, out), pkg).CombinedOutput(); err != nil {
-			t.Fatalf("go build %s: %v\n%s", pkg, err, msg)
-		}
+	copyFile(t, buildBinary(t), filepath.Join(dir, "limitnode"))
+	if err := os.Chmod(filepath.Join(dir, "limitnode"), 0o755); err != nil {
+		t.Fatal(err)
 	}
-	build("limitnode", ".")
 	for _, m := range goRunExample.FindAllStringSubmatch(script, -1) {
 		if _, err := os.Stat(filepath.Join(dir, "examples", m[1])); err != nil {
-			build(filepath.Join("examples", m[1]), "../../examples/"+m[1])
+			out := filepath.Join(dir, "examples", m[1])
+			if msg, err := exec.Command("go", "build", "-o", out, "../../examples/"+m[1]).CombinedOutput(); err != nil {
+				t.Fatalf("go build ./examples/%s: %v\n%s", m[1], err, msg)
+			}
 		}
 	}
 	script = strings.ReplaceAll(script, buildLine+"\n", "")
 	script = goRunExample.ReplaceAllString(script, "examples/$1")
 	script = strings.ReplaceAll(script, "go run ./cmd/limitnode", "./limitnode")
 	ports := portMap{t: t, moved: map[string]string{}}
+	ports.pickSilent(script)
 	script = ports.rewrite(script)
+	ports.mustNotRemain(what, script)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "bash", "-c", "trap 'set +e; kill -TERM $(jobs -p) 2>/dev/null; wait' EXIT\nset -e\n"+script)
@@ -201,7 +206,6 @@ func runScript(t *testing.T, what, script string) string {
 	cmd.Env = append(os.Environ(), "LIMITNODE_HTTP="+ports.addr("7070"), "LIMITNODE_RAFT="+ports.addr("7071"), "LIMITNODE_ADDR="+ports.addr("7070"),
 		"XDG_CONFIG_HOME="+filepath.Join(dir, ".config"), "XDG_DATA_HOME="+filepath.Join(dir, ".local"))
 	cmd.WaitDelay = 10 * time.Second
-	ports.mustBeSilent()
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("%s: %v\n%s", what, err, out)
@@ -213,18 +217,23 @@ func runScript(t *testing.T, what, script string) string {
 // localhost: in an address, or as an Envoy port_value.
 var docPort = regexp.MustCompile(`(127\.0\.0\.1:|localhost:|port_value: )(\d{2,5})\b`)
 
-// portMap moves a script's ports to free ones, the same free one for each
-// mention of a port.
+// anyPort is a port in an address written any other way: after a host
+// name or address and a colon (n1:7070, [::1]:7070), or after a lone colon
+// (:7070, every interface).
+var anyPort = regexp.MustCompile(`(?:[A-Za-z0-9.\-\]]|^|\s):(\d{2,5})\b`)
+
+// portMap moves a script's ports to ones the test picked, the same one for
+// each mention of a port.
 type portMap struct {
 	t     *testing.T
-	moved map[string]string // the page's port → free 127.0.0.1 address
+	moved map[string]string // the page's port → the picked 127.0.0.1 address
 }
 
 func (p *portMap) addr(port string) string {
 	if a, ok := p.moved[port]; ok {
 		return a
 	}
-	a := testenv.FreeAddr(p.t)
+	a := scriptAddr(p.t)
 	p.moved[port] = a
 	return a
 }
@@ -237,63 +246,82 @@ func (p *portMap) rewrite(script string) string {
 	})
 }
 
-// mustBeSilent fails the test if anything answers on a picked port: the
-// script would talk to a process the test did not start.
-func (p *portMap) mustBeSilent() {
-	for page, addr := range p.moved {
-		if conn, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
-			conn.Close()
-			p.t.Fatalf("something already answers on %s (for the page's port %s): not running the script against it", addr, page)
+// mustNotRemain fails the test if the rewritten script still names one of
+// the pages' ports in an address: a form the rewrite does not know, which
+// would reach a process the test did not start.
+func (p *portMap) mustNotRemain(what, script string) {
+	if port, line, ok := unmovedPort(script, docPagePorts(p.t)); ok {
+		p.t.Fatalf("%s names the page's port %s in a form the test cannot move (write 127.0.0.1:%s or localhost:%s): %s", what, port, port, port, line)
+	}
+}
+
+// unmovedPort finds in script an address with one of pagePorts, and
+// returns the port and the line it is on.
+func unmovedPort(script string, pagePorts map[string]bool) (port, line string, ok bool) {
+	for _, m := range anyPort.FindAllStringSubmatchIndex(script, -1) {
+		if port := script[m[2]:m[3]]; pagePorts[port] {
+			start := strings.LastIndex(script[:m[0]], "\n") + 1
+			end := m[1] + strings.IndexByte(script[m[1]:]+"\n", '\n')
+			return port, script[start:end], true
+		}
+	}
+	return "", "", false
+}
+
+// pickSilent picks a port for each of the script's page ports and the
+// defaults (7070, 7071, moved through LIMITNODE_*), and picks again one that
+// something answers on.
+func (p *portMap) pickSilent(script string) {
+	for _, port := range []string{"7070", "7071"} {
+		p.addr(port)
+	}
+	p.rewrite(script)
+	for round := 0; ; round++ {
+		busy := p.answering()
+		if len(busy) == 0 {
+			return
+		}
+		if round == 5 {
+			p.t.Fatalf("something answers on every port picked for the page's ports %v: not running the script against it", busy)
+		}
+		for _, page := range busy {
+			p.t.Logf("something answers on %s, picked for the page's port %s: picking another", p.moved[page], page)
+			p.moved[page] = scriptAddr(p.t)
 		}
 	}
 }
 
-// sentinels listen on every 127.0.0.1 port the pages name, and on the
-// defaults 7070 and 7071, where that port is free, for as long as the
-// package's tests run, and count the connections each accepts: a script
-// must never reach them. A port already taken (a user's cluster) is left
-// alone.
-var sentinels struct {
-	once     sync.Once
-	accepted map[string]*atomic.Int64
+// answering returns the page ports whose picked port something answers on.
+func (p *portMap) answering() []string {
+	var busy []string
+	for page, addr := range p.moved {
+		if conn, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
+			conn.Close()
+			busy = append(busy, page)
+		}
+	}
+	return busy
 }
 
-// watchDocPorts starts the sentinels once and returns their counts.
-func watchDocPorts(t *testing.T) map[string]*atomic.Int64 {
+// docPagePorts are the ports the pages name in their addresses, with the
+// defaults 7070 and 7071. None may be one scriptAddr could pick, so that a
+// picked port is never taken for a page's.
+func docPagePorts(t *testing.T) map[string]bool {
 	t.Helper()
-	pages := docPages(t)
-	sentinels.once.Do(func() {
-		ports := map[string]bool{"7070": true, "7071": true}
-		for _, page := range pages {
-			data, err := os.ReadFile(filepath.Join(repoRoot, page))
-			if err != nil {
-				continue
-			}
-			for _, m := range docPort.FindAllStringSubmatch(string(data), -1) {
-				ports[m[2]] = true
-			}
+	ports := map[string]bool{"7070": true, "7071": true}
+	for _, page := range docPages(t) {
+		data, err := os.ReadFile(filepath.Join(repoRoot, page))
+		if err != nil {
+			t.Fatal(err)
 		}
-		sentinels.accepted = map[string]*atomic.Int64{}
-		for port := range ports {
-			ln, err := net.Listen("tcp", "127.0.0.1:"+port)
-			if err != nil {
-				continue // taken (by a cluster of yours?): not watched
+		for _, m := range docPort.FindAllStringSubmatch(string(data), -1) {
+			if n, _ := strconv.Atoi(m[2]); n >= minScriptPort && n < ephemeralLow() {
+				t.Fatalf("%s names port %s: the pages' ports stay out of %d-%d, where the doc scripts' own are", page, m[2], minScriptPort, ephemeralLow()-1)
 			}
-			n := &atomic.Int64{}
-			sentinels.accepted[port] = n
-			go func() {
-				for {
-					conn, err := ln.Accept()
-					if err != nil {
-						return
-					}
-					n.Add(1)
-					conn.Close()
-				}
-			}()
+			ports[m[2]] = true
 		}
-	})
-	return sentinels.accepted
+	}
+	return ports
 }
 
 // docScripts are the pages whose blocks run, and what their output must
@@ -377,14 +405,8 @@ func TestDocScripts(t *testing.T) {
 		t.Run(strings.TrimSuffix(filepath.Base(s.page), ".md"), func(t *testing.T) {
 			t.Parallel()
 			testenv.NeedPrograms(t, append([]string{"bash", "curl", "go"}, s.programs...)...)
-			watched := watchDocPorts(t)
 			out := runScript(t, s.page, s.script(t))
 			t.Logf("%s printed:\n%s", s.page, out)
-			for port, accepted := range watched {
-				if n := accepted.Load(); n > 0 {
-					t.Errorf("a script connected %d times to the pages' own port %s", n, port)
-				}
-			}
 			rest := out
 			for _, want := range s.want {
 				_, after, ok := strings.Cut(rest, want)
@@ -428,7 +450,6 @@ func TestReadmeSetUpCommands(t *testing.T) {
 	if !regexp.MustCompile(`(?m)^go test -race( -\S+)* \./\.\.\.$`).Match(ci) {
 		t.Fatal(".ci/run does not run go test -race ./..., the README's test command")
 	}
-	watched := watchDocPorts(t)
 	out := runScript(t, "the README's first command", buildLine+"\n"+command(lines[0])+` &
 until curl -sf 127.0.0.1:7070/readyz >/dev/null; do kill -0 $! || exit 1; sleep 0.2; done
 curl -s -d '{"key":"k","limit":{"rate":1,"period":"1m"}}' 127.0.0.1:7070/v1/allow
@@ -436,11 +457,6 @@ test -f limitnode-data/raft.db
 `)
 	if !strings.Contains(out, `"allowed":true`) {
 		t.Fatalf("the single node did not decide:\n%s", out)
-	}
-	for port, accepted := range watched {
-		if n := accepted.Load(); n > 0 {
-			t.Errorf("a script connected %d times to the pages' own port %s", n, port)
-		}
 	}
 }
 
@@ -539,5 +555,50 @@ func TestDocLinksResolve(t *testing.T) {
 				t.Errorf("%s: the link %s names no heading of %s", page, target, path)
 			}
 		}
+	}
+}
+
+// TestAScriptNamingAPagePortAnotherWayIsCaught: after the rewrite, an
+// address with a page's port in a form the rewrite does not move is found;
+// a port the rewrite moved, or a number that is no address, is not.
+func TestAScriptNamingAPagePortAnotherWayIsCaught(t *testing.T) {
+	t.Parallel()
+	pagePorts := map[string]bool{"7001": true, "8005": true}
+	tests := []struct {
+		script string
+		want   string // the port found, or ""
+	}{
+		{"curl -s n1:7001/readyz\n", "7001"},
+		{"./limitnode -http :7001 -raft 127.0.0.1:24567\n", "7001"},
+		{"curl -s '[::1]:8005/v1/cluster'\n", "8005"},
+		{"curl -s 127.0.0.1:24567/readyz   # moved from 7001\n", ""},
+		{`curl -s -d '{"cost":8005}' 127.0.0.1:24567/v1/allow` + "\n", ""},
+		{"echo n5 still runs at 8005\n", ""},
+	}
+	for _, tt := range tests {
+		port, line, ok := unmovedPort(tt.script, pagePorts)
+		if port != tt.want || ok != (tt.want != "") || (ok && line != strings.TrimSuffix(tt.script, "\n")) {
+			t.Errorf("%q: found %q on %q (%v), want %q", tt.script, port, line, ok, tt.want)
+		}
+	}
+}
+
+// TestAPickedPortSomethingAnswersOnIsPickedAgain: a port picked for a
+// script that something answers on by the time the script would start is
+// replaced before the script runs.
+func TestAPickedPortSomethingAnswersOnIsPickedAgain(t *testing.T) {
+	t.Parallel()
+	stranger, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stranger.Close()
+	ports := portMap{t: t, moved: map[string]string{"7001": stranger.Addr().String()}}
+	ports.pickSilent("curl -s 127.0.0.1:7001/readyz\n")
+	if got := ports.moved["7001"]; got == stranger.Addr().String() || ports.answering() != nil {
+		t.Fatalf("the page's port 7001 is moved to %s, where something answers (%v)", got, ports.answering())
+	}
+	if got := ports.rewrite("curl -s 127.0.0.1:7001/readyz"); strings.Contains(got, stranger.Addr().String()) {
+		t.Fatalf("the script still goes to the stranger: %s", got)
 	}
 }

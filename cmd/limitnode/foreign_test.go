@@ -5,9 +5,9 @@ import (
 	"io"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/limitnode/limitnode/client"
+	"github.com/limitnode/limitnode/internal/testenv"
 )
 
 // TestANodeOnAnotherClustersDirectoryGivenJoinExits: a node with the data
@@ -43,11 +43,11 @@ func TestANodeOnAnotherClustersDirectoryGivenJoinExits(t *testing.T) {
 // clusterIDOf waits until the node at addr names its cluster's ID.
 func clusterIDOf(t *testing.T, ctx context.Context, addr string) string {
 	t.Helper()
-	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		if st, err := client.New(nil, addr).Cluster(ctx); err == nil && st.ClusterID != "" {
-			return st.ClusterID
-		}
-	}
-	t.Fatalf("%s named no cluster ID", addr)
-	return ""
+	id := ""
+	testenv.WaitFor(t, addr+" to name its cluster's ID", func() bool {
+		st, err := client.New(nil, addr).Cluster(ctx)
+		id = st.ClusterID
+		return err == nil && id != ""
+	})
+	return id
 }

@@ -12,7 +12,9 @@ import (
 )
 
 // expectedNodes is a set of nodes started with -bootstrap-expect: the flags
-// of each differ only in -id, -http, -raft and -data.
+// of each differ only in -id, -http, -raft and -data. Each -join names
+// every node's HTTP address before any starts, so the test holds their
+// ports (and their Raft ports, which a restarted node comes back on).
 type expectedNodes struct {
 	ids, https, rafts, dirs []string
 }
@@ -21,8 +23,8 @@ func newExpectedNodes(t *testing.T, count int) expectedNodes {
 	var e expectedNodes
 	for i := range count {
 		e.ids = append(e.ids, fmt.Sprintf("n%d", i+1))
-		e.https = append(e.https, testenv.FreeAddr(t))
-		e.rafts = append(e.rafts, testenv.FreeAddr(t))
+		e.https = append(e.https, holdAddr(t))
+		e.rafts = append(e.rafts, holdAddr(t))
 		e.dirs = append(e.dirs, t.TempDir())
 	}
 	return e
@@ -74,7 +76,7 @@ func formOnce(t *testing.T, round int) {
 	for i := range 3 {
 		nodes[i], logs[i] = startLogged(t, ctx, e.args(i))
 	}
-	waitFor(t, fmt.Sprintf("round %d: one cluster of three", round), func() bool {
+	testenv.WaitFor(t, fmt.Sprintf("round %d: one cluster of three", round), func() bool {
 		return e.oneCluster(ctx, nodes[0].addr, nodes[1].addr, nodes[2].addr)
 	})
 	for i, l := range logs {
@@ -105,7 +107,7 @@ func TestBootstrapExpectWaitsForTheLastNode(t *testing.T) {
 	n2, logs2 := startLogged(t, ctx, e.args(1))
 	ctx3, stop3 := context.WithCancel(ctx)
 	n3, logs3 := startLogged(t, ctx3, e.args(2))
-	waitFor(t, "the two nodes to find each other", func() bool {
+	testenv.WaitFor(t, "the two nodes to find each other", func() bool {
 		return strings.Contains(logs2.String(), "nodes=n2,n3") && strings.Contains(logs3.String(), "nodes=n2,n3")
 	})
 	for _, n := range []running{n2, n3} {
@@ -120,14 +122,14 @@ func TestBootstrapExpectWaitsForTheLastNode(t *testing.T) {
 
 	ctx1, stop1 := context.WithCancel(ctx)
 	n1 := startNode(t, ctx1, e.args(0), nil)
-	waitFor(t, "one cluster of three", func() bool { return e.oneCluster(ctx, n1.addr, n2.addr, n3.addr) })
+	testenv.WaitFor(t, "one cluster of three", func() bool { return e.oneCluster(ctx, n1.addr, n2.addr, n3.addr) })
 
 	stop1()
 	if err := <-n1.done; err != nil {
 		t.Fatalf("n1 stopped with %v", err)
 	}
 	n1, logs1 := startLogged(t, ctx, e.args(0))
-	waitFor(t, "the restarted node back in its cluster", func() bool {
+	testenv.WaitFor(t, "the restarted node back in its cluster", func() bool {
 		return e.oneCluster(ctx, n1.addr, n2.addr, n3.addr) && getStatus(t, "http://"+n1.addr+"/readyz") == http.StatusOK
 	})
 	if l := logs1.String(); !strings.Contains(l, "ignored: this node restarts into the cluster it belonged to") || strings.Contains(l, "formed a new cluster") {
@@ -138,9 +140,9 @@ func TestBootstrapExpectWaitsForTheLastNode(t *testing.T) {
 	if err := <-n3.done; err != nil {
 		t.Fatalf("n3 stopped with %v", err)
 	}
-	e.rafts[2], e.dirs[2] = testenv.FreeAddr(t), t.TempDir()
+	e.rafts[2], e.dirs[2] = holdAddr(t), t.TempDir()
 	n3 = startNode(t, ctx, e.args(2), nil)
-	waitFor(t, "the rebuilt node in its own place", func() bool { return e.oneCluster(ctx, n1.addr, n2.addr, n3.addr) })
+	testenv.WaitFor(t, "the rebuilt node in its own place", func() bool { return e.oneCluster(ctx, n1.addr, n2.addr, n3.addr) })
 }
 
 func getStatus(t *testing.T, url string) int {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"flag"
 	"fmt"
 	"os"
@@ -10,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/limitnode/limitnode/internal/testenv"
 )
@@ -28,25 +30,58 @@ const chartDir = "deploy/helm/limitnode"
 
 var updateGenerated = flag.Bool("update", false, "rewrite deploy/kubernetes/limitnode.yaml from the Helm chart")
 
-// helmBuilt reports why helm cannot be run (go run could not build it: no
-// module proxy, say), or nil.
-var helmBuilt = sync.OnceValue(func() error {
-	if out, err := exec.Command("go", "run", helmModule, "version").CombinedOutput(); err != nil {
-		return fmt.Errorf("%w\n%s", err, out)
-	}
-	return nil
-})
+// helmBuildReserve is what the package's time limit (go test -timeout, 10
+// minutes by default) keeps for its other tests beyond a wait for helm's
+// build.
+const helmBuildReserve = 2 * time.Minute
+
+// helmBuild is the one build of helm the package's tests wait for, and its
+// outcome.
+var helmBuild struct {
+	once sync.Once
+	err  error
+}
+
+// buildHelm builds helm once, with go run (go caches the build: the first
+// takes minutes on 2 cores, the next a second or two), and reports why
+// helm cannot be run, or nil. The build has a time budget of its own: until
+// helmBuildReserve before the package's time limit, so that the limit is
+// never what fails. A build stopped there leaves what it compiled in go's
+// cache, and the next run goes on from there.
+func buildHelm(t *testing.T) error {
+	helmBuild.once.Do(func() {
+		ctx, cancel := context.Background(), context.CancelFunc(func() {})
+		budget := "no time limit"
+		if deadline, ok := t.Deadline(); ok {
+			ctx, cancel = context.WithDeadline(ctx, deadline.Add(-helmBuildReserve))
+			budget = time.Until(deadline.Add(-helmBuildReserve)).Round(time.Second).String()
+		}
+		defer cancel()
+		start := time.Now()
+		out, err := exec.CommandContext(ctx, "go", "run", helmModule, "version").CombinedOutput()
+		switch {
+		case ctx.Err() != nil:
+			helmBuild.err = fmt.Errorf("go run %s did not build helm within its budget of %s (the package's time limit less %s for the other tests); "+
+				"what it compiled is cached: build it once with go run %s version, then test again", helmModule, budget, helmBuildReserve, helmModule)
+		case err != nil:
+			helmBuild.err = fmt.Errorf("go run %s cannot build helm: %w\n%s", helmModule, err, out)
+		default:
+			t.Logf("helm is built (go run %s version: %s)", helmModule, time.Since(start).Round(time.Millisecond))
+		}
+	})
+	return helmBuild.err
+}
 
 // helm runs helm with args in the repository's root. Without a helm to
-// run the test is skipped, except in CI, where it fails.
+// run the test is skipped, except in CI, where it fails (.ci/run builds
+// helm before the tests).
 func helm(t *testing.T, args ...string) ([]byte, error) {
 	t.Helper()
-	if err := helmBuilt(); err != nil {
-		msg := fmt.Sprintf("go run %s cannot build helm: %v", helmModule, err)
+	if err := buildHelm(t); err != nil {
 		if os.Getenv("CI") == "true" {
-			t.Fatal(msg)
+			t.Fatal(err)
 		}
-		t.Skip(msg)
+		t.Skip(err)
 	}
 	cmd := exec.Command("go", append([]string{"run", helmModule}, args...)...)
 	cmd.Dir = "../.."

@@ -11,8 +11,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -25,16 +25,6 @@ import (
 	"github.com/limitnode/limitnode/internal/testenv"
 )
 
-// buildBinary builds the command into a temporary directory.
-func buildBinary(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "limitnode")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
-}
-
 // TestAFullDescriptorTableDoesNotKillTheRaftPort runs a node with few file
 // descriptors, fills its table with HTTP connections while peers knock on
 // its Raft port, lets them go, and then needs the Raft port to serve: a
@@ -44,19 +34,14 @@ func buildBinary(t *testing.T) string {
 // to take "too many open files" for "closed" and never accept again.
 func TestAFullDescriptorTableDoesNotKillTheRaftPort(t *testing.T) {
 	testenv.NeedPrograms(t, "bash", "go")
-	bin := buildBinary(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	http1, raft1 := testenv.FreeAddr(t), testenv.FreeAddr(t)
-	n1 := exec.CommandContext(ctx, "bash", "-c", "ulimit -n 64 && exec \"$0\" \"$@\"", bin,
-		"-id", "n1", "-http", http1, "-raft", raft1, "-data", t.TempDir(),
+	ctx := context.Background()
+	addrFile := newAddrFile(t)
+	n1 := startProcess(t, addrFile, "bash", "-c", "ulimit -n 64 && exec \"$0\" \"$@\"", buildBinary(t),
+		"-id", "n1", "-http", "127.0.0.1:0", "-raft", "127.0.0.1:0", "-data", t.TempDir(), "-addr-file", addrFile,
 		"-max-http-conns", "10000", "-max-raft-conns", "1024", "-max-conns-per-client", "0")
-	if err := n1.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { cancel(); _ = n1.Wait() }()
+	http1, raft1 := n1.addrs.HTTP, n1.addrs.Raft
 	c1 := client.New(nil, http1)
-	waitFor(t, "n1 to lead", func() bool { st, err := c1.Cluster(ctx); return err == nil && st.Leader == "n1" })
+	testenv.WaitFor(t, "n1 to lead", func() bool { st, err := c1.Cluster(ctx); return err == nil && st.Leader == "n1" })
 
 	// Fill the descriptor table, knocking on the Raft port meanwhile.
 	var held []net.Conn
@@ -78,18 +63,20 @@ func TestAFullDescriptorTableDoesNotKillTheRaftPort(t *testing.T) {
 	}
 	held = nil
 
-	http2 := testenv.FreeAddr(t)
-	n2 := exec.CommandContext(ctx, bin, "-id", "n2", "-http", http2, "-raft", testenv.FreeAddr(t), "-data", t.TempDir(), "-join", http1)
-	if err := n2.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { cancel(); _ = n2.Wait() }()
-	c2 := client.New(nil, http2)
-	waitFor(t, "n2 to join", func() bool { st, err := c2.Cluster(ctx); return err == nil && st.Leader == "n1" && len(st.Nodes) == 2 })
-	d, err := c2.Allow(ctx, client.AllowRequest{Key: "after-the-flood", Limit: &client.Limit{Rate: 5, Period: "1m"}})
-	if err != nil || !d.Allowed || d.Leader != "n1" {
-		t.Fatalf("a request forwarded to n1's Raft port: %+v, %v", d, err)
-	}
+	n2 := startBinary(t, "-id", "n2", "-http", "127.0.0.1:0", "-raft", "127.0.0.1:0", "-data", t.TempDir(), "-join", http1)
+	c2 := client.New(nil, n2.addrs.HTTP)
+	testenv.WaitFor(t, "n2 to join", func() bool { st, err := c2.Cluster(ctx); return err == nil && st.Leader != "" && len(st.Nodes) == 2 })
+	// The request must go to n1's Raft port, so n1 must lead: an election
+	// on a loaded machine may have given n2 the lead, which goes back.
+	attempt := 0
+	testenv.WaitFor(t, "a request through n2 to be decided by n1, forwarded to its Raft port", func() bool {
+		if st, err := c2.Cluster(ctx); err == nil && st.Leader == "n2" {
+			_, _ = c2.TransferLeadership(ctx, "n1")
+		}
+		attempt++
+		d, err := c2.Allow(ctx, client.AllowRequest{Key: fmt.Sprint("after-the-flood-", attempt), Limit: &client.Limit{Rate: 5, Period: "1m"}})
+		return err == nil && d.Allowed && d.Leader == "n1"
+	})
 }
 
 // TestAForgedEntryOnDiskCannotStopTheCluster writes, into a stopped node's
@@ -103,7 +90,6 @@ func TestAFullDescriptorTableDoesNotKillTheRaftPort(t *testing.T) {
 // there as well.
 func TestAForgedEntryOnDiskCannotStopTheCluster(t *testing.T) {
 	testenv.NeedPrograms(t, "go")
-	bin := buildBinary(t)
 	limit := algorithms.Limit{Rate: 5, PeriodNanos: int64(time.Hour), Burst: 5}
 	tests := []struct {
 		name string
@@ -123,20 +109,14 @@ func TestAForgedEntryOnDiskCannotStopTheCluster(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			dir := t.TempDir()
-			httpAddr, raftAddr := testenv.FreeAddr(t), testenv.FreeAddr(t)
-			start := func() (*exec.Cmd, *client.Client) {
-				cmd := exec.Command(bin, "-id", "n1", "-http", httpAddr, "-raft", raftAddr, "-data", dir)
-				if err := cmd.Start(); err != nil {
-					t.Fatal(err)
-				}
-				c := client.New(nil, httpAddr)
-				waitFor(t, "the node to lead", func() bool { st, err := c.Cluster(context.Background()); return err == nil && st.Leader == "n1" })
-				return cmd, c
+			// A node of one: it may come back on other ports.
+			start := func() (*process, *client.Client) {
+				node := startBinary(t, "-id", "n1", "-http", "127.0.0.1:0", "-raft", "127.0.0.1:0", "-data", dir)
+				c := client.New(nil, node.addrs.HTTP)
+				testenv.WaitFor(t, "the node to lead", func() bool { st, err := c.Cluster(context.Background()); return err == nil && st.Leader == "n1" })
+				return node, c
 			}
-			stop := func(cmd *exec.Cmd) {
-				_ = cmd.Process.Signal(syscall.SIGTERM)
-				_ = cmd.Wait()
-			}
+			stop := func(node *process) { node.stop() }
 			spent := client.AllowRequest{Key: "victim", Limit: &client.Limit{Rate: 5, Period: "1h"}}
 			cost := int64(5)
 			node, c := start()
@@ -223,21 +203,16 @@ func TestADamagedLogStopsTheNodeWithOneLine(t *testing.T) {
 	for _, tt := range damages {
 		t.Run(tt.name, func(t *testing.T) {
 			dir := t.TempDir()
-			httpAddr := testenv.FreeAddr(t)
-			node := exec.Command(bin, "-id", "n1", "-http", httpAddr, "-raft", testenv.FreeAddr(t), "-data", dir)
-			if err := node.Start(); err != nil {
-				t.Fatal(err)
-			}
-			c := client.New(nil, httpAddr)
-			waitFor(t, "the node to lead", func() bool { st, err := c.Cluster(context.Background()); return err == nil && st.Leader == "n1" })
+			node := startBinary(t, "-id", "n1", "-http", "127.0.0.1:0", "-raft", "127.0.0.1:0", "-data", dir)
+			c := client.New(nil, node.addrs.HTTP)
+			testenv.WaitFor(t, "the node to lead", func() bool { st, err := c.Cluster(context.Background()); return err == nil && st.Leader == "n1" })
 			for i := range 50 {
 				_, _ = c.Allow(context.Background(), client.AllowRequest{Key: fmt.Sprint("k", i), Limit: &client.Limit{Rate: 5, Period: "1h"}})
 			}
-			_ = node.Process.Signal(syscall.SIGTERM)
-			_ = node.Wait()
+			node.stop()
 			tt.damage(t, filepath.Join(dir, "raft.db"))
 
-			restart := exec.Command(bin, "-id", "n1", "-http", testenv.FreeAddr(t), "-raft", testenv.FreeAddr(t), "-data", dir)
+			restart := exec.Command(bin, "-id", "n1", "-http", "127.0.0.1:0", "-raft", "127.0.0.1:0", "-data", dir)
 			out, err := restart.CombinedOutput()
 			var exit *exec.ExitError
 			lines := strings.Split(strings.TrimSpace(string(out)), "\n")
@@ -256,24 +231,18 @@ func TestADamagedLogStopsTheNodeWithOneLine(t *testing.T) {
 // a damaged entry.
 func TestAChangedByteInTheLogIsDetected(t *testing.T) {
 	testenv.NeedPrograms(t, "go")
-	bin := buildBinary(t)
 	dir := t.TempDir()
-	httpAddr := testenv.FreeAddr(t)
-	start := func() *exec.Cmd {
-		cmd := exec.Command(bin, "-id", "n1", "-http", httpAddr, "-raft", testenv.FreeAddr(t), "-data", dir)
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		return cmd
+	// A node of one: it may come back on other ports.
+	start := func() *process {
+		return startBinary(t, "-id", "n1", "-http", "127.0.0.1:0", "-raft", "127.0.0.1:0", "-data", dir)
 	}
-	c := client.New(nil, httpAddr)
 	node := start()
-	waitFor(t, "the node to lead", func() bool { st, err := c.Cluster(context.Background()); return err == nil && st.Leader == "n1" })
+	c := client.New(nil, node.addrs.HTTP)
+	testenv.WaitFor(t, "the node to lead", func() bool { st, err := c.Cluster(context.Background()); return err == nil && st.Leader == "n1" })
 	if _, err := c.Allow(context.Background(), client.AllowRequest{Key: "the-victim-key", Limit: &client.Limit{Rate: 5, Period: "1h"}}); err != nil {
 		t.Fatal(err)
 	}
-	_ = node.Process.Signal(syscall.SIGTERM)
-	_ = node.Wait()
+	node.stop()
 
 	store, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(dir, "raft.db")})
 	if err != nil {
@@ -300,9 +269,9 @@ func TestAChangedByteInTheLogIsDetected(t *testing.T) {
 		t.Fatal("no entry holds the key")
 	}
 	node = start()
-	defer func() { _ = node.Process.Signal(syscall.SIGTERM); _ = node.Wait() }()
-	waitFor(t, "the node to say its log is damaged", func() bool {
-		resp, err := http.Get("http://" + httpAddr + "/readyz")
+	defer node.stop()
+	testenv.WaitFor(t, "the node to say its log is damaged", func() bool {
+		resp, err := http.Get("http://" + node.addrs.HTTP + "/readyz")
 		if err != nil {
 			return false
 		}
@@ -317,61 +286,51 @@ func TestAChangedByteInTheLogIsDetected(t *testing.T) {
 // recover names it the only member, it leads again with the key still spent.
 func TestRecoverFromALostQuorum(t *testing.T) {
 	testenv.NeedPrograms(t, "go")
-	bin := buildBinary(t)
-	type node struct {
-		id, http, raft, data string
-		cmd                  *exec.Cmd
-		logs                 syncBuffer
-	}
-	nodes := make([]*node, 3)
-	for i := range nodes {
-		nodes[i] = &node{id: fmt.Sprint("n", i+1), http: testenv.FreeAddr(t), raft: testenv.FreeAddr(t), data: t.TempDir()}
-	}
-	start := func(n *node, extra ...string) {
-		n.cmd = exec.Command(bin, append([]string{"-id", n.id, "-http", n.http, "-raft", n.raft, "-data", n.data}, extra...)...)
-		n.cmd.Stderr = &n.logs
-		if err := n.cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
+	nodes := make([]*process, 3)
+	ids := []string{"n1", "n2", "n3"}
+	start := func(i int, extra ...string) {
+		nodes[i] = startBinary(t, append([]string{"-id", ids[i], "-http", "127.0.0.1:0", "-raft", "127.0.0.1:0", "-data", t.TempDir()}, extra...)...)
 	}
 	t.Cleanup(func() {
 		if t.Failed() {
-			for _, n := range nodes {
-				t.Logf("%s's log:\n%s", n.id, n.logs.String())
+			for i, n := range nodes {
+				t.Logf("%s's log:\n%s", ids[i], n.out.String())
 			}
 		}
 	})
-	kill := func(n *node) { _ = n.cmd.Process.Kill(); _ = n.cmd.Wait() }
-	start(nodes[0])
-	c := client.New(nil, nodes[0].http)
-	waitFor(t, "n1 to lead", func() bool { st, err := c.Cluster(context.Background()); return err == nil && st.Leader == "n1" })
-	start(nodes[1], "-join", nodes[0].http)
-	start(nodes[2], "-join", nodes[0].http)
-	waitFor(t, "three members", func() bool { st, err := c.Cluster(context.Background()); return err == nil && len(st.Nodes) == 3 })
+	start(0)
+	n1 := nodes[0]
+	data1 := n1.cmd.Args[slices.Index(n1.cmd.Args, "-data")+1]
+	c := client.New(nil, n1.addrs.HTTP)
+	testenv.WaitFor(t, "n1 to lead", func() bool { st, err := c.Cluster(context.Background()); return err == nil && st.Leader == "n1" })
+	start(1, "-join", n1.addrs.HTTP)
+	start(2, "-join", n1.addrs.HTTP)
+	testenv.WaitFor(t, "three members", func() bool { st, err := c.Cluster(context.Background()); return err == nil && len(st.Nodes) == 3 })
 	cost := int64(5)
 	if d, err := c.Allow(context.Background(), client.AllowRequest{Key: "spent", Limit: &client.Limit{Rate: 5, Period: "1h"}, Cost: &cost}); err != nil || !d.Allowed {
 		t.Fatalf("spend: %+v, %v", d, err)
 	}
 	for _, misuse := range []struct{ name, data, want string }{
-		{"on a running node's directory", nodes[0].data, "a node is running on " + nodes[0].data + ": stop it first"},
+		{"on a running node's directory", data1, "a node is running on " + data1 + ": stop it first"},
 		{"on a directory without state", filepath.Join(t.TempDir(), "nowhere"), "holds no raft.db: give the stopped node's data directory"},
 	} {
 		var stderr bytes.Buffer
-		code := dispatch(context.Background(), []string{"recover", "-data", misuse.data, "-members", "n1=" + nodes[0].raft}, env(nil), io.Discard, &stderr)
+		code := dispatch(context.Background(), []string{"recover", "-data", misuse.data, "-members", "n1=" + n1.addrs.Raft}, env(nil), io.Discard, &stderr)
 		if code != exitError || !strings.Contains(stderr.String(), misuse.want) {
 			t.Errorf("recover %s: exit %d, %q; want exit %d saying %q", misuse.name, code, stderr.String(), exitError, misuse.want)
 		}
 	}
 	for _, n := range nodes {
-		kill(n)
+		n.kill()
 	}
 	var stderr bytes.Buffer
-	if code := dispatch(context.Background(), []string{"recover", "-data", nodes[0].data, "-members", "n1=" + nodes[0].raft}, env(nil), io.Discard, &stderr); code != exitOK {
+	if code := dispatch(context.Background(), []string{"recover", "-data", data1, "-members", "n1=" + n1.addrs.Raft}, env(nil), io.Discard, &stderr); code != exitOK {
 		t.Fatalf("recover: exit %d: %s", code, stderr.String())
 	}
-	start(nodes[0])
-	defer kill(nodes[0])
-	waitFor(t, "n1 to lead alone", func() bool {
+	// n1 comes back where the recovered membership names it.
+	nodes[0] = n1.restartOn("-id", "n1", "-data", data1)
+	c = client.New(nil, nodes[0].addrs.HTTP)
+	testenv.WaitFor(t, "n1 to lead alone", func() bool {
 		st, err := c.Cluster(context.Background())
 		return err == nil && st.Leader == "n1" && len(st.Nodes) == 1
 	})

@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"testing"
 	"time"
+
+	"github.com/limitnode/limitnode/internal/testenv"
 )
 
 // TestIdleConnectionsCannotLockAClientOut starts a node without tokens with
@@ -22,7 +24,7 @@ func TestIdleConnectionsCannotLockAClientOut(t *testing.T) {
 	defer cancel()
 	node := startNode(t, ctx, []string{"-id", "n1", "-http", "127.0.0.1:0", "-raft", "127.0.0.1:0", "-data", t.TempDir(),
 		"-max-http-conns", "12", "-max-conns-per-client", "4"}, nil)
-	waitFor(t, "the node to be ready", func() bool { return readyAt(node.addr) })
+	testenv.WaitFor(t, "the node to be ready", func() bool { return readyAt(node.addr) })
 
 	var idle []*keptAlive
 	for a := 2; a <= 4; a++ {

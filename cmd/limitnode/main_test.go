@@ -74,6 +74,13 @@ func TestParseConfig(t *testing.T) {
 		{name: "-join naming more nodes than -bootstrap-expect is an error", args: []string{"-bootstrap-expect", "2", "-join", "a:7070,b:7070,c:7070"}, wantErr: true},
 		{name: "a negative -bootstrap-expect is an error", args: []string{"-bootstrap-expect", "-1", "-join", "a:7070"}, wantErr: true},
 		{name: "raft on every interface without -advertise-raft is an error", args: []string{"-raft", ":7071"}, wantErr: true},
+		{name: "an advertised Raft address on every interface is an error", args: []string{"-advertise-raft", "0.0.0.0:7071"}, wantErr: true},
+		{name: "an advertised Raft address without a host is an error", args: []string{"-advertise-raft", ":7071"}, wantErr: true},
+		{
+			name: "an advertised Raft address may take the port listened on",
+			args: []string{"-raft", "0.0.0.0:0", "-advertise-raft", "my-host:0", "-addr-file", "addrs.json"},
+			want: defaultConfig(func(c *config) { c.raftAddr, c.advertiseRaft, c.addrFile = "0.0.0.0:0", "my-host:0", "addrs.json" }),
+		},
 		{name: "a bad variable is an error", env: map[string]string{"LIMITNODE_JOIN_TIMEOUT": "forever"}, wantErr: true},
 		{name: "an unknown key limit mode is an error", args: []string{"-key-limit-mode", "maybe"}, wantErr: true},
 		{name: "an unknown flag is an error", args: []string{"-color"}, wantErr: true},
@@ -93,33 +100,6 @@ func TestParseConfig(t *testing.T) {
 	}
 }
 
-type running struct {
-	addr string
-	done chan error
-}
-
-func startNode(t *testing.T, ctx context.Context, args []string, vars map[string]string) running {
-	t.Helper()
-	return startLoggingTo(t, ctx, args, vars, io.Discard)
-}
-
-// startLoggingTo starts a node that logs to logs, and returns once it
-// serves.
-func startLoggingTo(t *testing.T, ctx context.Context, args []string, vars map[string]string, logs io.Writer) running {
-	t.Helper()
-	ready := make(chan string, 1)
-	r := running{done: make(chan error, 1)}
-	go func() { r.done <- run(ctx, args, env(vars), logs, ready) }()
-	select {
-	case r.addr = <-ready:
-	case err := <-r.done:
-		t.Fatalf("node exited early: %v", err)
-	case <-time.After(30 * time.Second):
-		t.Fatal("node did not become ready")
-	}
-	return r
-}
-
 // TestThreeNodesFromTheCommandLine starts three nodes as the README's cluster
 // starts (here the second configured through environment variables, the third
 // joining through a follower), checks that they form one cluster that
@@ -136,17 +116,10 @@ func TestThreeNodesFromTheCommandLine(t *testing.T) {
 	})
 	n3 := startNode(t, ctx, []string{"-id", "n3", "-http", "127.0.0.1:0", "-raft", "127.0.0.1:0", "-data", t.TempDir(), "-join", "127.0.0.1:1," + n2.addr}, nil)
 
-	var st client.ClusterStatus
-	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		var err error
-		st, err = client.New(nil, n3.addr).Cluster(ctx)
-		if err == nil && len(st.Nodes) == 3 && st.Leader != "" && allHaveHTTPAddrs(st) {
-			break
-		}
-	}
-	if len(st.Nodes) != 3 || st.Leader != "n1" || !allHaveHTTPAddrs(st) {
-		t.Fatalf("cluster as n3 sees it: %+v", st)
-	}
+	testenv.WaitFor(t, "n3 to see three members, each with its HTTP address, and a leader", func() bool {
+		st, err := client.New(nil, n3.addr).Cluster(ctx)
+		return err == nil && len(st.Nodes) == 3 && st.Leader != "" && allHaveHTTPAddrs(st)
+	})
 
 	limit := &client.Limit{Rate: 2, Period: "1h"}
 	var allowed int
@@ -172,7 +145,7 @@ func TestThreeNodesFromTheCommandLine(t *testing.T) {
 			if err != nil {
 				t.Fatalf("node %s stopped with %v", n.addr, err)
 			}
-		case <-time.After(30 * time.Second):
+		case <-time.After(testenv.WaitTimeout):
 			t.Fatalf("node %s did not stop", n.addr)
 		}
 	}
@@ -259,7 +232,8 @@ func TestExitStatuses(t *testing.T) {
 // TestRoughEdgesOfTheBinary: a node on every interface advertises an address
 // others can dial, not [::]; a second node on a data directory in use says
 // so; a Raft port on every interface needs -advertise-raft, which then names
-// the node in the cluster and lends its host to the HTTP address.
+// the node in the cluster (with the port listened on, given port 0) and
+// lends its host to the HTTP address.
 func TestRoughEdgesOfTheBinary(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -268,13 +242,12 @@ func TestRoughEdgesOfTheBinary(t *testing.T) {
 	n := startNode(t, ctx, []string{"-http", "0.0.0.0:0", "-raft", "127.0.0.1:0", "-data", dir}, nil)
 	_, port, _ := net.SplitHostPort(n.addr)
 	var st client.ClusterStatus
-	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		if s, err := client.New(nil, "127.0.0.1:"+port).Cluster(ctx); err == nil && len(s.Nodes) == 1 && s.Nodes[0].HTTPAddr != "" {
-			st = s
-			break
-		}
-	}
-	if len(st.Nodes) != 1 || st.Nodes[0].HTTPAddr != "127.0.0.1:"+port {
+	testenv.WaitFor(t, "the node to record its HTTP address", func() bool {
+		var err error
+		st, err = client.New(nil, "127.0.0.1:"+port).Cluster(ctx)
+		return err == nil && len(st.Nodes) == 1 && st.Nodes[0].HTTPAddr != ""
+	})
+	if st.Nodes[0].HTTPAddr != "127.0.0.1:"+port {
 		t.Errorf("a node listening on 0.0.0.0 advertises %+v, want 127.0.0.1:%s", st.Nodes, port)
 	}
 	err := run(ctx, []string{"-http", "127.0.0.1:0", "-raft", "127.0.0.1:0", "-data", dir}, env(nil), io.Discard, nil)
@@ -286,11 +259,13 @@ func TestRoughEdgesOfTheBinary(t *testing.T) {
 		t.Errorf("a Raft port on every interface without -advertise-raft: %v", err)
 	}
 
-	raftAddr := testenv.FreeAddr(t)
-	_, raftPort, _ := net.SplitHostPort(raftAddr)
-	wide := startNode(t, ctx, []string{"-id", "wide", "-http", "0.0.0.0:0", "-raft", "0.0.0.0:" + raftPort, "-advertise-raft", "localhost:" + raftPort, "-data", t.TempDir()}, nil)
+	wide := startNode(t, ctx, []string{"-id", "wide", "-http", "0.0.0.0:0", "-raft", "0.0.0.0:0", "-advertise-raft", "localhost:0", "-data", t.TempDir()}, nil)
 	_, httpPort, _ := net.SplitHostPort(wide.addr)
-	waitFor(t, "the node on every interface to lead", func() bool {
+	_, raftPort, _ := net.SplitHostPort(wide.addrs.Raft)
+	if wide.addrs.AdvertisedRaft != "localhost:"+raftPort || wide.addrs.AdvertisedHTTP != "localhost:"+httpPort {
+		t.Errorf("a node on every interface with -advertise-raft localhost:0 advertises %+v, want localhost with the ports it listens on", wide.addrs)
+	}
+	testenv.WaitFor(t, "the node on every interface to lead", func() bool {
 		s, err := client.New(nil, "127.0.0.1:"+httpPort).Cluster(ctx)
 		return err == nil && s.SelfRaftAddr == "localhost:"+raftPort && len(s.Nodes) == 1 &&
 			s.Nodes[0].RaftAddr == "localhost:"+raftPort && s.Nodes[0].HTTPAddr == "localhost:"+httpPort && s.Leader == "wide"

@@ -38,7 +38,7 @@ func TestANodeStartedWithARunningMembersIDIsRefused(t *testing.T) {
 	defer cancel()
 	n1 := startNode(t, ctx, []string{"-id", "n1", "-http", "127.0.0.1:0", "-raft", "127.0.0.1:0", "-data", t.TempDir()}, nil)
 	n2 := startNode(t, ctx, []string{"-id", "n2", "-http", "127.0.0.1:0", "-raft", "127.0.0.1:0", "-data", t.TempDir(), "-join", n1.addr}, nil)
-	waitFor(t, "n2 to be a member", func() bool { return len(memberIDs(t, ctx, n1.addr)) == 2 })
+	testenv.WaitFor(t, "n2 to be a member", func() bool { return len(memberIDs(t, ctx, n1.addr)) == 2 })
 	before := memberIDs(t, ctx, n1.addr)
 
 	args := []string{"-id", "n2", "-http", "127.0.0.1:0", "-raft", "127.0.0.1:0", "-data", t.TempDir(), "-join", n1.addr, "-join-timeout", "20s"}
@@ -57,7 +57,7 @@ func TestANodeStartedWithARunningMembersIDIsRefused(t *testing.T) {
 	}
 
 	replacement := startNode(t, ctx, append(args, "-replace"), nil)
-	waitFor(t, "the replacement to be ready", func() bool {
+	testenv.WaitFor(t, "the replacement to be ready", func() bool {
 		st, err := client.New(nil, replacement.addr).Ready(ctx)
 		return err == nil && st.Ready
 	})
@@ -83,10 +83,10 @@ func TestADataDirectoryKeepsItsNodeID(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			dir := t.TempDir()
-			raftAddr := testenv.FreeAddr(t)
+			raftAddr := holdAddr(t) // n5 must come where n1 was
 			ctx, cancel := context.WithCancel(context.Background())
 			n := startNode(t, ctx, []string{"-id", "n1", "-http", "127.0.0.1:0", "-raft", raftAddr, "-data", dir}, nil)
-			waitFor(t, "n1 to lead", func() bool {
+			testenv.WaitFor(t, "n1 to lead", func() bool {
 				st, err := client.New(nil, n.addr).Ready(ctx)
 				return err == nil && st.Ready
 			})

@@ -4,13 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"math"
 	"net/http"
 	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -67,11 +67,12 @@ func startPrometheus(t *testing.T, targets []string, scheme, token string) *prom
 	if err := os.WriteFile(configFile, config, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	addr := testenv.FreeAddr(t)
-	var logs strings.Builder
+	logs := &syncBuffer{}
+	// Prometheus listens on a port it is given, or on one the OS picks for
+	// port 0, which its log names (at info).
 	cmd := exec.Command(bin, "--config.file="+configFile, "--storage.tsdb.path="+filepath.Join(dir, "data"),
-		"--web.listen-address="+addr, "--log.level=warn")
-	cmd.Stdout, cmd.Stderr = &syncWriter{w: &logs}, &syncWriter{w: &logs}
+		"--web.listen-address=127.0.0.1:0", "--log.level=info")
+	cmd.Stdout, cmd.Stderr = logs, logs
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start prometheus: %v", err)
 	}
@@ -84,13 +85,18 @@ func startPrometheus(t *testing.T, targets []string, scheme, token string) *prom
 			t.Logf("prometheus said:\n%s", logs.String())
 		}
 	})
-	p := &prometheusServer{base: "http://" + addr}
-	waitFor(t, "Prometheus to be ready", func() bool {
+	var addr []string
+	testenv.WaitFor(t, "Prometheus to say where it listens", func() bool {
 		select {
 		case <-exited:
 			t.Fatalf("prometheus exited: %s", logs.String())
 		default:
 		}
+		addr = prometheusListens.FindStringSubmatch(logs.String())
+		return addr != nil
+	})
+	p := &prometheusServer{base: "http://" + addr[1]}
+	testenv.WaitFor(t, "Prometheus to be ready", func() bool {
 		resp, err := http.Get(p.base + "/-/ready")
 		if err != nil {
 			return false
@@ -101,17 +107,9 @@ func startPrometheus(t *testing.T, targets []string, scheme, token string) *prom
 	return p
 }
 
-// syncWriter lets the process's two output pipes share one buffer.
-type syncWriter struct {
-	mu sync.Mutex
-	w  io.Writer
-}
-
-func (s *syncWriter) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.w.Write(p)
-}
+// prometheusListens is the line of Prometheus's log that names the address
+// it listens on.
+var prometheusListens = regexp.MustCompile(`msg="Listening on" address=(127\.0\.0\.1:\d+)`)
 
 // get calls one endpoint of Prometheus's HTTP API and decodes its data.
 func (p *prometheusServer) get(t *testing.T, path string, query url.Values, data any) {
@@ -237,7 +235,7 @@ func TestDashboardAndAlertsOnARealPrometheus(t *testing.T) {
 		scheme, token = "https", testcluster.Token(auth.RoleRead)
 	}
 	prom := startPrometheus(t, targets, scheme, token)
-	waitFor(t, "Prometheus to scrape every node", func() bool {
+	testenv.WaitFor(t, "Prometheus to scrape every node", func() bool {
 		up := prom.query(t, "up == 1")
 		return len(up) == len(targets)
 	})
@@ -299,7 +297,7 @@ func checkRulesHealthy(t *testing.T, prom *prometheusServer, exprs map[string]st
 			}
 		}
 	}
-	waitFor(t, "every rule to be evaluated", func() bool {
+	testenv.WaitFor(t, "every rule to be evaluated", func() bool {
 		prom.get(t, "/api/v1/rules", url.Values{}, &data)
 		for _, g := range data.Groups {
 			for _, r := range g.Rules {

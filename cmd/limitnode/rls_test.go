@@ -11,7 +11,6 @@ import (
 
 	ratelimitcommon "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
-	"github.com/limitnode/limitnode/internal/testenv"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
@@ -43,12 +42,12 @@ func TestRLSConfigAndGRPCFromTheCommandLine(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	grpcAddr := testenv.FreeAddr(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	n := startNode(t, ctx, []string{"-http", "127.0.0.1:0", "-raft", "127.0.0.1:0", "-data", filepath.Join(dir, "data"),
-		"-grpc", grpcAddr, "-rls-config", configs, "-auth", tokens,
+		"-grpc", "127.0.0.1:0", "-rls-config", configs, "-auth", tokens,
 		"-tls-cert", filepath.Join(dir, "n1.pem"), "-tls-key", filepath.Join(dir, "n1-key.pem")}, nil)
+	grpcAddr := n.addrs.GRPC
 
 	trust := &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: caPool(t, filepath.Join(dir, "ca.pem"))}
 	conn, err := grpc.NewClient(grpcAddr, grpc.WithTransportCredentials(credentials.NewTLS(trust)))

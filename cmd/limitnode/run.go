@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"strings"
 	"sync"
 	"time"
@@ -44,26 +45,38 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	if err != nil {
 		return err
 	}
-	c.fitDescriptors(descriptorLimit(), logger)
-	rawHTTP, err := net.Listen("tcp", c.httpAddr)
+	ls, err := c.bind()
 	if err != nil {
-		return fmt.Errorf("listen for HTTP: %w", err)
+		return err
 	}
-	httpListener := c.guard(rawHTTP, logger)
+	bound := ls.addrs()
+	bound.log(logger)
+	c.fitDescriptors(descriptorLimit(), logger)
+	httpListener := c.guard(ls.http, logger)
 	defer httpListener.Close()
-	advertised, err := advertiseHTTP(httpListener.Addr().String(), cmp.Or(c.advertiseRaft, c.raftAddr), c.advertiseHTTP)
+	advertised, err := advertiseHTTP(bound.HTTP, cmp.Or(c.advertiseRaft, c.raftAddr), c.advertiseHTTP)
 	if err != nil {
+		ls.close()
 		return err
 	}
 	joinAddrs := splitAddrs(c.join)
-	node, err := cluster.Open(nodeConfig(c, sec, logger, advertised, len(joinAddrs) == 0 && c.expect == 0))
+	node, err := cluster.Open(nodeConfig(c, sec, logger, advertised, len(joinAddrs) == 0 && c.expect == 0, ls.raft))
 	if err != nil {
+		ls.close()
 		return err
 	}
-	srv, err := serve(c, sec, logger, node, httpListener)
+	srv, err := serve(c, sec, logger, node, httpListener, ls.grpc)
 	if err != nil {
 		_ = node.Close()
 		return err
+	}
+	bound.AdvertisedHTTP, bound.AdvertisedRaft = advertised, node.RaftAddr()
+	if c.addrFile != "" {
+		if err := writeAddrFile(c.addrFile, bound); err != nil {
+			_ = srv.shutdown(logger, node)
+			return err
+		}
+		defer os.Remove(c.addrFile)
 	}
 	logger.Info("limitnode serving", "version", buildinfo.Version(), "id", c.id, "http", srv.httpAddr, "advertised_http", advertised, "raft", node.RaftAddr(), "data", c.dataDir,
 		"https", sec.httpTLS != nil, "raft_tls", sec.nodeTLS != nil, "tokens", sec.authz != nil)
@@ -113,11 +126,13 @@ func splitAddrs(list string) []string {
 	return out
 }
 
-// nodeConfig is the cluster.Config of the command's configuration.
-func nodeConfig(c config, sec secured, logger *slog.Logger, advertisedHTTP string, bootstrap bool) cluster.Config {
+// nodeConfig is the cluster.Config of the command's configuration, Raft
+// on raftListener.
+func nodeConfig(c config, sec secured, logger *slog.Logger, advertisedHTTP string, bootstrap bool, raftListener net.Listener) cluster.Config {
 	return cluster.Config{
 		ID:                     c.id,
 		RaftAddr:               c.raftAddr,
+		RaftListener:           raftListener,
 		RaftAdvertise:          c.advertiseRaft,
 		HTTPAddr:               advertisedHTTP,
 		DataDir:                c.dataDir,
@@ -168,11 +183,15 @@ func admitter(l *guard.Listener) func(*http.Request) (func(), bool) {
 	}
 }
 
-// serve starts the HTTP API on httpListener and, with -grpc, the gRPC API.
-// A call that proves its caller marks its connection trusted in the guard.
-func serve(c config, sec secured, logger *slog.Logger, node *cluster.Node, httpListener *guard.Listener) (*servers, error) {
+// serve starts the HTTP API on httpListener and, with -grpc, the gRPC API on
+// grpcRaw. A call that proves its caller marks its connection trusted in
+// the guard.
+func serve(c config, sec secured, logger *slog.Logger, node *cluster.Node, httpListener *guard.Listener, grpcRaw net.Listener) (*servers, error) {
 	trusted, err := c.trustedProxies()
 	if err != nil {
+		if grpcRaw != nil {
+			grpcRaw.Close()
+		}
 		return nil, err
 	}
 	apiOpts := httpapi.Options{Logger: logger, TrustedProxies: trusted, Collectors: node.Collectors(),
@@ -182,12 +201,8 @@ func serve(c config, sec secured, logger *slog.Logger, node *cluster.Node, httpL
 		apiOpts.Authorizer, grpcOpts.Authorizer = sec.authz, sec.authz
 	}
 	s := &servers{httpAddr: httpListener.Addr().String(), errs: make(chan error, 2)}
-	if c.grpcAddr != "" {
-		ln, err := net.Listen("tcp", c.grpcAddr)
-		if err != nil {
-			return nil, fmt.Errorf("listen for gRPC: %w", err)
-		}
-		grpcListener := c.guard(ln, logger)
+	if grpcRaw != nil {
+		grpcListener := c.guard(grpcRaw, logger)
 		grpcOpts.Proven = func(ctx context.Context) {
 			if p, ok := peer.FromContext(ctx); ok {
 				grpcListener.Trust(p.Addr.String())

@@ -22,6 +22,7 @@ import (
 	"github.com/limitnode/limitnode/auth"
 	"github.com/limitnode/limitnode/client"
 	"github.com/limitnode/limitnode/cluster"
+	"github.com/limitnode/limitnode/internal/testenv"
 )
 
 // cli runs a subcommand as the binary would and returns its output.
@@ -195,25 +196,25 @@ func TestRotationWhileRequestsFlow(t *testing.T) {
 		return conn.ConnectionState().PeerCertificates[0].Raw
 	}
 	before := served()
-	waitFor(t, "calls to flow", func() bool { return calls.Load() > 20 })
+	testenv.WaitFor(t, "calls to flow", func() bool { return calls.Load() > 20 })
 
 	// A new certificate from the same CA, written over the old files.
 	cli(t, "certs", "-dir", dir, "-nodes", "n1")
-	waitFor(t, "new connections to get the new certificate", func() bool { return !bytes.Equal(served(), before) })
+	testenv.WaitFor(t, "new connections to get the new certificate", func() bool { return !bytes.Equal(served(), before) })
 
 	// Add the new token, move the clients to it, then remove the old one.
 	writeTokenFile(t, tokens, oldEntry, newEntry)
-	waitFor(t, "the new token to work", func() bool { return allowWith(ctx, n.addr, trust, newTok) == nil })
+	testenv.WaitFor(t, "the new token to work", func() bool { return allowWith(ctx, n.addr, trust, newTok) == nil })
 	tokenMu.Lock()
 	current = newTok
 	tokenMu.Unlock()
 	writeTokenFile(t, tokens, newEntry)
-	waitFor(t, "the removed token to stop working", func() bool {
+	testenv.WaitFor(t, "the removed token to stop working", func() bool {
 		var apiErr *client.Error
 		return errors.As(allowWith(ctx, n.addr, trust, oldToken), &apiErr) && apiErr.StatusCode == 401
 	})
 	mark := calls.Load()
-	waitFor(t, "calls to go on with the new token", func() bool { return calls.Load() > mark+20 })
+	testenv.WaitFor(t, "calls to go on with the new token", func() bool { return calls.Load() > mark+20 })
 	close(stop)
 	wg.Wait()
 	if failures.Load() > 0 {
@@ -228,15 +229,6 @@ func TestRotationWhileRequestsFlow(t *testing.T) {
 func allowWith(ctx context.Context, addr string, trust *tls.Config, token string) error {
 	_, err := client.NewWithOptions(client.Options{TLS: trust, Token: token}, addr).Allow(ctx, client.AllowRequest{Key: "probe", Limit: &client.Limit{Rate: 1000, Period: "1s"}})
 	return err
-}
-
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(30 * time.Second); !cond(); time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-	}
 }
 
 // TestBadSecurityFilesStopTheNode: a missing or malformed certificate, key

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/limitnode/limitnode/internal/testenv"
 )
 
 // h2From is an HTTPS client whose connections come from the local address
@@ -72,7 +74,7 @@ func TestOneClientAddressCannotHoldMoreRequestsOverHTTP2(t *testing.T) {
 			_, _ = do(waiting, first, "POST", "/v1/leases", `{"key":"slot","max":1,"ttl":"10m","max_wait":"10m","max_queue":100}`)
 		})
 	}
-	waitFor(t, "8 requests from 127.0.0.1 to wait in the lease queue", func() bool {
+	testenv.WaitFor(t, "8 requests from 127.0.0.1 to wait in the lease queue", func() bool {
 		req, _ := http.NewRequest("GET", base+"/v1/leases?key=slot", nil)
 		resp, err := second.Do(req)
 		if err != nil {
@@ -90,7 +92,7 @@ func TestOneClientAddressCannotHoldMoreRequestsOverHTTP2(t *testing.T) {
 	}
 	stopWaiting()
 	waiters.Wait()
-	waitFor(t, "127.0.0.1 to be served again once its requests ended", func() bool {
+	testenv.WaitFor(t, "127.0.0.1 to be served again once its requests ended", func() bool {
 		status, err := do(ctx, first, "GET", "/v1/cluster", "")
 		return err == nil && status == http.StatusOK
 	})

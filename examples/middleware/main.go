@@ -16,6 +16,7 @@ import (
 	"flag"
 	"fmt"
 	"log"
+	"net"
 	"net/http"
 	"strings"
 	"time"
@@ -57,8 +58,12 @@ func main() {
 	mux.HandleFunc("POST /export", func(w http.ResponseWriter, r *http.Request) { fmt.Fprintln(w, "export started") })
 	mux.HandleFunc("GET /reports/{id}", func(w http.ResponseWriter, r *http.Request) { fmt.Fprintln(w, "report", r.PathValue("id")) })
 
-	log.Printf("serving on %s", *listen)
-	log.Fatal(http.ListenAndServe(*listen, authenticate([]byte(*secret), limiter.Wrap(mux))))
+	ln, err := net.Listen("tcp", *listen) // with port 0, one the OS picks, named below
+	if err != nil {
+		log.Fatal(err)
+	}
+	log.Printf("serving on %s", ln.Addr())
+	log.Fatal(http.Serve(ln, authenticate([]byte(*secret), limiter.Wrap(mux))))
 }
 
 // authenticate puts the subject of a valid "Authorization: Bearer <JWT>"

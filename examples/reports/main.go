@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"log"
 	"math"
+	"net"
 	"net/http"
 	"strconv"
 	"time"
@@ -66,8 +67,12 @@ func main() {
 			http.Error(w, "the report was not built", http.StatusServiceUnavailable)
 		}
 	})
-	log.Printf("serving on %s", *listen)
-	log.Fatal(http.ListenAndServe(*listen, nil))
+	ln, err := net.Listen("tcp", *listen) // with port 0, one the OS picks, named below
+	if err != nil {
+		log.Fatal(err)
+	}
+	log.Printf("serving on %s", ln.Addr())
+	log.Fatal(http.Serve(ln, nil))
 }
 
 // refuse answers status with a Retry-After of at least a second.

@@ -13,6 +13,7 @@ import (
 	"flag"
 	"fmt"
 	"log"
+	"net"
 	"net/http"
 	"strings"
 	"time"
@@ -57,8 +58,12 @@ func main() {
 			log.Printf("tenant %s: reserved %d tokens, sent %d, %d given back", tenant, s.Reserved, sent, s.Refunded)
 		}
 	})
-	log.Printf("serving on %s", *listen)
-	log.Fatal(http.ListenAndServe(*listen, nil))
+	ln, err := net.Listen("tcp", *listen) // with port 0, one the OS picks, named below
+	if err != nil {
+		log.Fatal(err)
+	}
+	log.Printf("serving on %s", ln.Addr())
+	log.Fatal(http.Serve(ln, nil))
 }
 
 // stream writes the stand-in model's tokens, each flushed as it comes: the

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/limitnode/limitnode/certs"
+	"github.com/limitnode/limitnode/internal/testenv"
 )
 
 // lockedBuffer is a log sink the mux's goroutines write to while a test
@@ -89,7 +90,7 @@ func TestNodesOfDifferentClustersRefuseEachOther(t *testing.T) {
 			if !errors.As(err, &foreign) || !errors.Is(err, ErrForeignCluster) || foreign.Local != tt.dialer || foreign.Remote != tt.listen {
 				t.Fatalf("err = %v, want a ForeignClusterError naming %s and %s", err, tt.dialer, tt.listen)
 			}
-			eventually(t, "the listener to log the refusal", func() bool {
+			testenv.WaitFor(t, "the listener to log the refusal", func() bool {
 				out := logs.String()
 				return strings.Contains(out, "another cluster") && strings.Contains(out, tt.dialer) && strings.Contains(out, tt.listen)
 			})
@@ -118,7 +119,7 @@ func TestRefusalsAreLoggedOncePerPeerAndInterval(t *testing.T) {
 			c.Close()
 		}
 	}
-	eventually(t, "every kind of refusal to be logged", func() bool {
+	testenv.WaitFor(t, "every kind of refusal to be logged", func() bool {
 		out := logs.String()
 		return strings.Contains(out, "another cluster") && strings.Contains(out, "no hello") && strings.Contains(out, "names no protocol")
 	})
@@ -175,7 +176,7 @@ func TestFailedTLSHandshakesAreLoggedOncePerPeerAndInterval(t *testing.T) {
 			t.Fatal("a certificate of another CA was accepted")
 		}
 	}
-	eventually(t, "the refusals to be logged", func() bool { return strings.Contains(logs.String(), "TLS handshake failed") })
+	testenv.WaitFor(t, "the refusals to be logged", func() bool { return strings.Contains(logs.String(), "TLS handshake failed") })
 	lines := strings.Split(strings.TrimSpace(logs.String()), "\n")
 	if len(lines) != 1 || len(lines[0]) > 600 {
 		t.Fatalf("%d log lines for 200 failed handshakes from one peer, want one short one:\n%s", len(lines), logs.String())

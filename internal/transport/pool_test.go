@@ -10,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/limitnode/limitnode/internal/testenv"
 )
 
 // tcpPair returns both ends of a loopback TCP connection.
@@ -41,18 +43,6 @@ func tcpPair(t *testing.T) (client, server net.Conn) {
 	return client, server
 }
 
-// eventually polls cond until it holds or a generous deadline passes: a
-// peer's close reaches this side asynchronously.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(5 * time.Second); !cond(); {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: still false after 5s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
-
 func TestPeerClosed(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
@@ -71,7 +61,7 @@ func TestPeerClosed(t *testing.T) {
 			client, server := tcpPair(t)
 			tt.peer(server)
 			if tt.wantClosed {
-				eventually(t, "peerClosed", func() bool { return peerClosed(client) })
+				testenv.WaitFor(t, "peerClosed", func() bool { return peerClosed(client) })
 				return
 			}
 			if peerClosed(client) {
@@ -183,7 +173,7 @@ func TestPoolRedialsWhenThePeerClosedAPooledConnection(t *testing.T) {
 		t.Fatalf("%d pooled connections after one forward, want 1", len(pooled))
 	}
 	leader.dropAll()
-	eventually(t, "the pooled connection sees the close", func() bool { return peerClosed(pooled[0].conn) })
+	testenv.WaitFor(t, "the pooled connection sees the close", func() bool { return peerClosed(pooled[0].conn) })
 	for i := range 3 {
 		var resp echoResponse
 		if err := p.Exchange(context.Background(), addr, msg, &resp); err != nil {
