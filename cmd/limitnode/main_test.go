@@ -23,7 +23,7 @@ func env(vars map[string]string) func(string) string {
 // defaultConfig is the configuration of no flags, changed by change.
 func defaultConfig(change func(*config)) config {
 	c := config{id: "node1", httpAddr: "127.0.0.1:7070", raftAddr: "127.0.0.1:7071", dataDir: "./limitnode-data", logLevel: "info", raftLogLevel: "warn",
-		joinTimeout: time.Minute, maxKeys: 5_000_000, keyLimitMode: "deny", maxWaitPerCaller: time.Minute, maxLeasesPerCaller: 100_000, denyLeaseCap: time.Second, maxRaftConns: connCap{n: 1024}, raftIdle: 2 * time.Minute,
+		joinTimeout: time.Minute, maxKeys: 5_000_000, keyLimitMode: "deny", maxWaitPerCaller: time.Minute, maxLeasesPerCaller: 100_000, maxRequestIDsPerCaller: 262_144, denyLeaseCap: time.Second, maxRaftConns: connCap{n: 1024}, raftIdle: 2 * time.Minute,
 		maxHTTPConns: connCap{n: 10000}, maxConnsPerClient: connCap{n: 256}, untrustedIdle: 10 * time.Second, trusted: "127.0.0.0/8,::1"}
 	if change != nil {
 		change(&c)

@@ -1,5 +1,7 @@
 """Which requests carry a request_id, against a real three-node cluster
-whose callers may hold only 20 IDs at once (-max-request-ids-per-caller):
+with API tokens whose callers may hold only 20 IDs at once
+(-max-request-ids-per-caller; without tokens every caller is one, bound by
+the cluster's million):
 plain decisions carry none, so they never spend that memory and their
 denials may be answered from deny leases; reservations carry one of the
 Limiter's own, and past the bound a new one is refused."""
@@ -21,14 +23,14 @@ class RequestIDsTest(unittest.TestCase):
 
     @classmethod
     def setUpClass(cls) -> None:
-        cls.cluster = Cluster.start(flags=["-max-request-ids-per-caller", str(MAX_IDS)])
+        cls.cluster = Cluster.start(flags=["-max-request-ids-per-caller", str(MAX_IDS)], tokens={"service": ["decide"]})
 
     @classmethod
     def tearDownClass(cls) -> None:
         cls.cluster.stop()
 
     def limiter(self, nodes: List[str], **kwargs: Any) -> Limiter:
-        limiter = Limiter(nodes, on_failure="raise", **kwargs)
+        limiter = Limiter(nodes, on_failure="raise", token=self.cluster.token("service"), **kwargs)
         self.addCleanup(limiter.close)
         return limiter
 

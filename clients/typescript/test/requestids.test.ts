@@ -1,5 +1,5 @@
 // Which requests carry a request_id, against a real three-node cluster
-// whose callers may hold only 20 IDs at once (-max-request-ids-per-caller):
+// with API tokens whose callers may hold only 20 IDs at once (-max-request-ids-per-caller):
 // plain decisions carry none, so they never spend that memory and their
 // denials may be answered from deny leases; reservations carry one of the
 // Limiter's own, and past the bound a new one is refused.
@@ -16,7 +16,8 @@ describe("request IDs against a cluster that remembers 20 per caller", () => {
   let cluster: Cluster;
 
   before(async () => {
-    cluster = await Cluster.start({ flags: ["-max-request-ids-per-caller", String(maxIDs)] });
+    // With tokens: without them every caller is one, bound by the cluster's million.
+    cluster = await Cluster.start({ flags: ["-max-request-ids-per-caller", String(maxIDs)], tokens: { service: ["decide"] } });
   });
 
   after(async () => {
@@ -24,7 +25,7 @@ describe("request IDs against a cluster that remembers 20 per caller", () => {
   });
 
   it("decides plain requests past the bound: they carry no request_id", async () => {
-    const limiter = new Limiter({ nodes: cluster.addresses(), onFailure: "throw" });
+    const limiter = new Limiter({ nodes: cluster.addresses(), onFailure: "throw", token: cluster.token("service") });
     const limit = { rate: 1000, period: "1h" };
     for (let i = 0; i < 3 * maxIDs; i++) {
       const d = await limiter.allow({ key: "plain", limit });
@@ -37,7 +38,7 @@ describe("request IDs against a cluster that remembers 20 per caller", () => {
 
   it("answers repeated denials of a plain request from a deny lease where they arrive", async () => {
     const [follower] = await cluster.followers();
-    const limiter = new Limiter({ nodes: [follower.http], onFailure: "throw" });
+    const limiter = new Limiter({ nodes: [follower.http], onFailure: "throw", token: cluster.token("service") });
     const limit = { rate: 1, period: "1h" };
     assert.equal((await limiter.allow({ key: "spent", limit })).allowed, true);
     const denials = [];
@@ -50,7 +51,7 @@ describe("request IDs against a cluster that remembers 20 per caller", () => {
   });
 
   it("gives reservations a request_id of their own, which the bound counts", async () => {
-    const limiter = new Limiter({ nodes: cluster.addresses(), onFailure: "throw", timeoutMs: 500 });
+    const limiter = new Limiter({ nodes: cluster.addresses(), onFailure: "throw", timeoutMs: 500, token: cluster.token("service") });
     const paced = { key: "paced", limit: { algorithm: "gcra" as const, rate: 1000, period: "1s", burst: 1000 } };
     const ids = new Set<string>();
     for (let i = 0; i < maxIDs; i++) {
