@@ -87,10 +87,10 @@ type Table[K, T any] struct {
 	// when one ends (Close waits for them).
 	givingBack int
 	givenBack  *sync.Cond
-	byKey     map[string]*entry[K, T]
-	seed      maphash.Seed
-	seen      []sighting // direct-mapped by the key's hash
-	lastSweep time.Time
+	byKey      map[string]*entry[K, T]
+	seed       maphash.Seed
+	seen       []sighting // direct-mapped by the key's hash
+	lastSweep  time.Time
 }
 
 // sighting is what the table remembers of a key without an entry: its
