@@ -25,7 +25,8 @@ const (
 	minForwardsInFlight = 2
 	// DefaultMaxKeys caps the live (key, limit) pairs: about half a
 	// gigabyte of state at the ~105 bytes of heap a live key costs
-	// (fsm.BenchmarkStateBytesPerKey).
+	// (fsm.BenchmarkStateBytesPerKey), and 1-1.7 GB of a node's memory at
+	// the 200-340 bytes a key costs the process (docs/algorithms.md).
 	DefaultMaxKeys = 5_000_000
 	// DefaultMaxWaitPerCaller is Config.MaxWaitPerCaller's default: long
 	// enough to smooth bursts, short next to the hour a request may
