@@ -349,7 +349,7 @@ var docScripts = []docScript{
 			`limitnode_decisions_total{outcome="allowed"}`},
 	},
 	{
-		page: "docs/proxies.md", onReadmeCluster: true, programs: []string{"caddy"},
+		page: "docs/proxies.md", onReadmeCluster: true, programs: []string{"caddy", "nginx"},
 		want: []string{`"key_template":"ip:{ip}"`, "200 \n200 \n200 \n429 "},
 	},
 	{
