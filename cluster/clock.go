@@ -138,13 +138,15 @@ func (c *clusterClock) idleFor() (d time.Duration, ok bool) {
 const timeTickEvery = 10 * time.Minute
 
 // watchTime appends a tick, on the leader, whenever no stamped entry has
-// been applied for timeTickEvery, or none since this process started: after
-// a restart of every node, the first leader's tick brings every node's
-// reading of cluster time (estimate) to now within a second, instead of
-// the last stamp before the restart.
+// been applied for timeTickEvery, or none since this process restarted on
+// a log: after a restart of every node, the first leader's tick brings
+// every node's reading of cluster time (estimate) to now within a second,
+// instead of the last stamp before the restart.
 func (n *Node) watchTime() {
 	n.onEachTick(time.Second, func() {
-		if idle, seen := n.clock.idleFor(); !n.isLeader() || (seen && idle < timeTickEvery) {
+		idle, seen := n.clock.idleFor()
+		restarted := n.clock.startupIndex > 0
+		if !n.isLeader() || (seen && idle < timeTickEvery) || (!seen && !restarted) {
 			return
 		}
 		stamp, err := n.leaderStamp()
