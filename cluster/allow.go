@@ -4,7 +4,7 @@ import (
 	"context"
 
 	"github.com/limitnode/limitnode/contract"
-	"github.com/limitnode/limitnode/internal/fsm"
+	"github.com/limitnode/limitnode/fsm"
 )
 
 // ReturnShare gives back what a caller did not spend of a share it took

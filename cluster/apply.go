@@ -6,7 +6,7 @@ import (
 
 	"github.com/hashicorp/raft"
 	"github.com/limitnode/limitnode/contract"
-	"github.com/limitnode/limitnode/internal/fsm"
+	"github.com/limitnode/limitnode/fsm"
 )
 
 // applyCommand appends one command that only the leader writes (not an

@@ -4,7 +4,7 @@ import (
 	"context"
 
 	"github.com/limitnode/limitnode/contract"
-	"github.com/limitnode/limitnode/internal/fsm"
+	"github.com/limitnode/limitnode/fsm"
 )
 
 // The audit trail, as a node reads and writes it. An operator's command

@@ -16,7 +16,7 @@ import (
 
 	"github.com/hashicorp/raft"
 	"github.com/limitnode/limitnode/contract"
-	"github.com/limitnode/limitnode/internal/fsm"
+	"github.com/limitnode/limitnode/fsm"
 )
 
 // A backup file is the state of the limits at one applied index, checked

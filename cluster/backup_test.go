@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/limitnode/limitnode/client"
-	"github.com/limitnode/limitnode/internal/fsm"
+	"github.com/limitnode/limitnode/fsm"
 	"github.com/limitnode/limitnode/internal/testenv"
 	"github.com/limitnode/limitnode/internal/testhooks"
 	"github.com/limitnode/limitnode/testcluster"

@@ -11,7 +11,7 @@ import (
 
 	"github.com/limitnode/limitnode/contract"
 
-	"github.com/limitnode/limitnode/internal/fsm"
+	"github.com/limitnode/limitnode/fsm"
 )
 
 // recordingFlush answers each request with a result naming it (its

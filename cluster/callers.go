@@ -2,7 +2,7 @@ package cluster
 
 import (
 	"github.com/limitnode/limitnode/contract"
-	"github.com/limitnode/limitnode/internal/fsm"
+	"github.com/limitnode/limitnode/fsm"
 )
 
 // Bounds per caller: a caller is an API token (contract.Request.Scope for a

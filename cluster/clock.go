@@ -4,7 +4,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/limitnode/limitnode/internal/fsm"
+	"github.com/limitnode/limitnode/fsm"
 )
 
 // DefaultMaxClockStep is how far, by default, a leader's stamp may stray

@@ -10,7 +10,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/limitnode/limitnode/contract"
-	"github.com/limitnode/limitnode/internal/fsm"
+	"github.com/limitnode/limitnode/fsm"
 )
 
 // Replicas that apply the same log hold the same state; a bad disk, a bug

@@ -13,7 +13,7 @@ import (
 	"github.com/limitnode/limitnode/algorithms"
 	"github.com/limitnode/limitnode/cluster"
 	"github.com/limitnode/limitnode/contract"
-	"github.com/limitnode/limitnode/internal/fsm"
+	"github.com/limitnode/limitnode/fsm"
 	"github.com/limitnode/limitnode/internal/testenv"
 	"github.com/limitnode/limitnode/testcluster"
 )

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/limitnode/limitnode/algorithms"
-	"github.com/limitnode/limitnode/internal/fsm"
+	"github.com/limitnode/limitnode/fsm"
 	"github.com/limitnode/limitnode/internal/holdtime"
 )
 

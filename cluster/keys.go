@@ -4,7 +4,7 @@ import (
 	"context"
 
 	"github.com/limitnode/limitnode/contract"
-	"github.com/limitnode/limitnode/internal/fsm"
+	"github.com/limitnode/limitnode/fsm"
 )
 
 // ResetKey deletes the key's state under every limit and policy through the

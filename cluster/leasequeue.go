@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/limitnode/limitnode/contract"
-	"github.com/limitnode/limitnode/internal/fsm"
+	"github.com/limitnode/limitnode/fsm"
 )
 
 // How a node serves the lease queues (fsm/leasequeue.go): the requests

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/limitnode/limitnode/contract"
-	"github.com/limitnode/limitnode/internal/fsm"
+	"github.com/limitnode/limitnode/fsm"
 	"github.com/limitnode/limitnode/internal/testenv"
 	"github.com/limitnode/limitnode/testcluster"
 )

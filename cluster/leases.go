@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/limitnode/limitnode/contract"
-	"github.com/limitnode/limitnode/internal/fsm"
+	"github.com/limitnode/limitnode/fsm"
 )
 
 // AcquireLease takes one of req.Max concurrent slots of req.Key for at most

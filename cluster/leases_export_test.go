@@ -4,7 +4,7 @@ import (
 	"context"
 
 	"github.com/limitnode/limitnode/contract"
-	"github.com/limitnode/limitnode/internal/fsm"
+	"github.com/limitnode/limitnode/fsm"
 )
 
 // AcquireLeaseWithID is AcquireLease with the ID of an earlier attempt, as

@@ -1,6 +1,6 @@
 package cluster
 
-import "github.com/limitnode/limitnode/internal/fsm"
+import "github.com/limitnode/limitnode/fsm"
 
 // load is what requests weigh for a flush: how many there are, how many
 // checks they hold (what applying them costs), and about how many bytes

@@ -12,7 +12,7 @@ import (
 
 	"github.com/hashicorp/raft"
 	"github.com/limitnode/limitnode/contract"
-	"github.com/limitnode/limitnode/internal/fsm"
+	"github.com/limitnode/limitnode/fsm"
 	"github.com/limitnode/limitnode/internal/transport"
 )
 

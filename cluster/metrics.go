@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
-	"github.com/limitnode/limitnode/internal/fsm"
+	"github.com/limitnode/limitnode/fsm"
 	"github.com/prometheus/client_golang/prometheus"
 )
 

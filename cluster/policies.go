@@ -5,7 +5,7 @@ import (
 	"slices"
 
 	"github.com/limitnode/limitnode/contract"
-	"github.com/limitnode/limitnode/internal/fsm"
+	"github.com/limitnode/limitnode/fsm"
 )
 
 // PutPolicy creates or replaces a policy (its overrides may come in any

@@ -5,7 +5,7 @@ import (
 	"fmt"
 
 	"github.com/limitnode/limitnode/contract"
-	"github.com/limitnode/limitnode/internal/fsm"
+	"github.com/limitnode/limitnode/fsm"
 	"github.com/limitnode/limitnode/rls"
 )
 

@@ -6,7 +6,7 @@ import (
 
 	"github.com/limitnode/limitnode/algorithms"
 	"github.com/limitnode/limitnode/contract"
-	"github.com/limitnode/limitnode/internal/fsm"
+	"github.com/limitnode/limitnode/fsm"
 	"github.com/limitnode/limitnode/internal/holdtime"
 	"github.com/limitnode/limitnode/internal/sharetable"
 )

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/limitnode/limitnode/contract"
-	"github.com/limitnode/limitnode/internal/fsm"
+	"github.com/limitnode/limitnode/fsm"
 	"github.com/limitnode/limitnode/internal/topk"
 	"github.com/prometheus/client_golang/prometheus"
 )

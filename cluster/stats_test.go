@@ -9,7 +9,7 @@ import (
 
 	"github.com/limitnode/limitnode/algorithms"
 	"github.com/limitnode/limitnode/contract"
-	"github.com/limitnode/limitnode/internal/fsm"
+	"github.com/limitnode/limitnode/fsm"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 

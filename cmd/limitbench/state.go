@@ -10,7 +10,7 @@ import (
 
 	"github.com/limitnode/limitnode/algorithms"
 	"github.com/limitnode/limitnode/contract"
-	"github.com/limitnode/limitnode/internal/fsm"
+	"github.com/limitnode/limitnode/fsm"
 )
 
 // stateResult is the cost of the replicated state: heap per live key, and

@@ -21,7 +21,7 @@ import (
 	"github.com/limitnode/limitnode/algorithms"
 	"github.com/limitnode/limitnode/client"
 	"github.com/limitnode/limitnode/contract"
-	"github.com/limitnode/limitnode/internal/fsm"
+	"github.com/limitnode/limitnode/fsm"
 	"github.com/limitnode/limitnode/internal/testenv"
 )
 
