@@ -105,12 +105,13 @@ func TestADeniedRequestIDKeepsItsAnswer(t *testing.T) {
 // its leadership), and the majority side admits.
 func TestDeposedLeaderAnswersNoDenialFromStaleState(t *testing.T) {
 	t.Parallel()
-	// n1, the first leader, keeps believing it leads for 3 s without a
-	// quorum (as a paused or slow leader would); the others elect a new
-	// leader after 500 ms.
+	// n1, the first leader, keeps believing it leads for 15 s without a
+	// quorum (as a paused or slow leader would), long enough for the
+	// others to elect a new leader and raise the limit on a loaded
+	// machine.
 	c := testcluster.Start(t, 3, testcluster.Options{Configure: func(cfg *cluster.Config) {
 		if cfg.ID == "n1" {
-			cfg.HeartbeatTimeout, cfg.ElectionTimeout, cfg.LeaderLeaseTimeout = 3*time.Second, 3*time.Second, 3*time.Second
+			cfg.HeartbeatTimeout, cfg.ElectionTimeout, cfg.LeaderLeaseTimeout = 15*time.Second, 15*time.Second, 15*time.Second
 		}
 	}})
 	old := c.WaitLeader()

@@ -178,8 +178,22 @@ func (e *environment) preloadHTTP(url string) error {
 			fmt.Fprintf(&b, `{"key":"preload-%d","limit":{"rate":1,"period":"24h","burst":1}}`, i)
 		}
 		b.WriteString(`]}`)
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		req, err := http.NewRequestWithContext(ctx, http.MethodPost, url+"/v1/allow/batch", strings.NewReader(b.String()))
+		if err := e.preloadBatch(url, b.String()); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// preloadBatch sends one batch of preload keys, again while the cluster
+// answers 503 (an election on a loaded machine), for at most a minute:
+// preloading fills state, so a batch sent twice only spends its keys'
+// one unit again.
+func (e *environment) preloadBatch(url, body string) error {
+	deadline := time.Now().Add(time.Minute)
+	for {
+		ctx, cancel := context.WithDeadline(context.Background(), deadline)
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, url+"/v1/allow/batch", strings.NewReader(body))
 		if err != nil {
 			cancel()
 			return err
@@ -190,9 +204,12 @@ func (e *environment) preloadHTTP(url string) error {
 			return fmt.Errorf("preload: %w", err)
 		}
 		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
+		switch {
+		case resp.StatusCode == http.StatusOK:
+			return nil
+		case resp.StatusCode != http.StatusServiceUnavailable || time.Now().After(deadline):
 			return fmt.Errorf("preload: status %d", resp.StatusCode)
 		}
+		time.Sleep(100 * time.Millisecond)
 	}
-	return nil
 }
