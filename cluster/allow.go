@@ -2,40 +2,11 @@ package cluster
 
 import (
 	"context"
+	"time"
 
 	"github.com/limitnode/limitnode/contract"
 	"github.com/limitnode/limitnode/fsm"
 )
-
-// ReturnShare gives back what a caller did not spend of a share it took
-// with contract.Request.Share, and returns the units given back: 0 when the
-// share has ended or was given back, or the key holds no state. A return
-// by another holder than the one that asked, or with another secret, is
-// refused (contract.CodePermissionDenied), as is one of more units than the
-// share holds.
-func (n *Node) ReturnShare(ctx context.Context, ret contract.ShareReturn) (int64, error) {
-	if err := ret.Validate(); err != nil {
-		return 0, err
-	}
-	return n.returnShare(ctx, fsm.CheckOf(ret.Check), ret.Token, ret.Unspent, ret.Holder, ret.Background)
-}
-
-// returnShare gives back unspent units of the share token names, a share
-// of check's key held by holder, through the log; in the background, the
-// leader does not wait out the deny leases before it answers (see
-// fsm.ReturnShareCommand).
-func (n *Node) returnShare(ctx context.Context, check fsm.Check, token contract.ShareToken, unspent int64, holder string, background bool) (int64, error) {
-	check.Cost = 0
-	cmd := fsm.ReturnShareCommand{Check: check, ShareID: token.ID, Unspent: unspent, Holder: holder, Proof: fsm.ShareProof(token.Secret), Background: background}
-	if err := cmd.Validate(); err != nil {
-		return 0, err
-	}
-	r, err := commandOnLeader[fsm.ShareReturn](ctx, n, fsm.CommandReturnShare, &cmd)
-	if err != nil {
-		return 0, err
-	}
-	return r.Units, nil
-}
 
 // Allow decides req. It returns a *contract.Error for a request refused as
 // it stands, contract.ErrNoLeader when no leader answered in time, contract.ErrOutcomeUnknown
@@ -89,6 +60,109 @@ func (n *Node) AllowBatch(ctx context.Context, reqs []contract.Request) ([]contr
 		out[index[j]].Decision, out[index[j]].Err = n.decisionOf(r, leader, valid[j].Share)
 	}
 	return out, nil
+}
+
+// decide answers reqs, a stage at a time, each stage asked only about what
+// the ones before it left:
+//
+//  1. the deny leases (leaseStage): a denial the leader gave a request of
+//     the same kind, repeated while it holds;
+//  2. the node's shares (shareStage): an admission from units this node
+//     holds of a hot key's limit;
+//  3. the leader (decideOnLeader), for everything else: one message, one
+//     group-commit entry, with a share ask where a key is hot.
+//
+// Each local stage then learns from the leader's answer to what it did
+// not answer (settle): a denial that says how long it holds becomes a
+// lease, a share granted is held. inline, when not nil, has the
+// local_shares of each request's inline check. The leader named is ""
+// when no request asked it.
+func (n *Node) decide(ctx context.Context, reqs []fsm.Request, inline []*contract.LocalShares) ([]fsm.Result, string, error) {
+	if err := n.refuseOutsideCluster(); err != nil {
+		return nil, "", err
+	}
+	stages := [...]localStage{n.leaseStage(), n.shareStage()}
+	out := make([]fsm.Result, len(reqs))
+	var asked []*pending
+	var answered []int // by a local stage
+	var byStage [len(stages)]int
+stage:
+	for i := range reqs {
+		p := &pending{index: i, req: reqs[i], inline: inlineSharesAt(inline, i)}
+		for s, st := range stages {
+			if res, ok := st.answer(ctx, p); ok {
+				out[i] = res
+				byStage[s]++
+				answered = append(answered, i)
+				continue stage
+			}
+		}
+		asked = append(asked, p)
+	}
+	for s, st := range stages {
+		st.count(byStage[s])
+	}
+	if !n.cfg.NoStats {
+		n.noteAnsweredHere(reqs, out, answered)
+	}
+	if len(asked) == 0 {
+		return out, "", nil
+	}
+	ask := make([]fsm.Request, len(asked))
+	for j, p := range asked {
+		ask[j] = p.req
+	}
+	sentAt := time.Now()
+	results, leader, err := n.decideOnLeader(ctx, ask)
+	if err == nil && !n.isLeader() {
+		n.denied.note(ask, results) // the leader noted them itself
+	}
+	for j, p := range asked {
+		var res *fsm.Result // nil: the leader did not answer
+		if err == nil {
+			res = &results[j]
+		}
+		for s := len(stages) - 1; s >= 0; s-- { // the shares' first: the caller's answer drops the node's share
+			stages[s].settle(p, sentAt, res)
+		}
+		if res != nil {
+			out[p.index] = *res
+		}
+	}
+	return out, leader, err
+}
+
+// pending is one request of a call to decide on its way through the
+// stages: what the stages learned of it while they could not answer it.
+type pending struct {
+	index  int         // in the call's requests
+	req    fsm.Request // as the leader is asked it (with a share ask, shareStage adds it)
+	inline *contract.LocalShares
+
+	kind     string // denylease.KindOf(req), once a lease was looked up
+	probing  bool   // it asks the leader on behalf of its kind's waiters
+	shareKey string // the key of the share it asks for; "" when it asks for none
+}
+
+// localStage is a stage of decide that answers on this node, without the
+// leader.
+type localStage interface {
+	// answer returns p's answer when the stage has one (ok), noting in p
+	// what it learned otherwise.
+	answer(ctx context.Context, p *pending) (res fsm.Result, ok bool)
+	// settle takes the leader's answer to p (nil: the leader did not
+	// answer); it may change what the caller is answered.
+	settle(p *pending, sentAt time.Time, res *fsm.Result)
+	// count records how many requests of a call the stage answered.
+	count(answered int)
+}
+
+// inlineSharesAt is the i-th of inline, or nil.
+func inlineSharesAt(inline []*contract.LocalShares, i int) *contract.LocalShares {
+	if i < len(inline) {
+		return inline[i]
+	}
+	return nil
 }
 
 // decisionOf is the caller's decision of result r, decided by leader, of a

@@ -23,6 +23,9 @@ const (
 	// request waits for the previous forward's round trip and then its
 	// own; two cut that wait (docs/BENCHMARKS.md has the figures).
 	minForwardsInFlight = 2
+	// DefaultDenyLeaseCap bounds a deny lease, and so how long a command
+	// that gives capacity back waits before it is acknowledged.
+	DefaultDenyLeaseCap = time.Second
 	// DefaultMaxKeys caps the live (key, limit) pairs: about half a
 	// gigabyte of state at the ~105 bytes of heap a live key costs
 	// (fsm.BenchmarkStateBytesPerKey), and 1-1.7 GB of a node's memory at
@@ -165,7 +168,7 @@ type Config struct {
 	// leases, which time cluster time on monotonic clocks, then get
 	// shorter by as much).
 	MaxClockRate float64
-	// DenyLeaseCap bounds a deny lease (denylease.go): how long a node
+	// DenyLeaseCap bounds a deny lease (package cluster/internal/denylease): how long a node
 	// answers a request the leader denied with the same denial, without
 	// asking, and so how long a command that gives capacity back (a policy
 	// change, a key reset, a restore) waits before it is acknowledged.

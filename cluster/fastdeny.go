@@ -2,7 +2,6 @@ package cluster
 
 import (
 	"context"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -59,7 +58,7 @@ func (n *Node) denyFast(ctx context.Context, reqs []fsm.Request) (results []fsm.
 		return nil, false
 	}
 	n.metrics.fastDenials.Add(float64(len(results)))
-	n.leaseGrants.note(results, term)
+	n.leaseGrants.Note(results, term)
 	n.denied.note(reqs, results)
 	if !n.cfg.NoStats {
 		n.stats.record(&fsm.AllowCommand{NowNanos: results[0].AtNanos, Requests: reqs}, &fsm.Response{Results: results})
@@ -145,7 +144,7 @@ func (r *recentDenials) note(reqs []fsm.Request, results []fsm.Result) {
 	var now time.Time
 	for i := range results {
 		res := &results[i]
-		if res.Rejection != nil || i >= len(reqs) || (res.Allowed && !tookTheLast(res)) {
+		if res.Rejection != nil || i >= len(reqs) || (res.Allowed && !res.TookTheLast()) {
 			continue
 		}
 		if now.IsZero() {
@@ -214,7 +213,7 @@ func requestParts(r *fsm.Request) []string {
 		return out
 	}
 	for _, c := range r.Checks {
-		out = append(out, checkKey(&c))
+		out = append(out, c.CountsOn())
 	}
 	return out
 }
@@ -246,7 +245,7 @@ func (q *queuedKeys) add(reqs []fsm.Request, delta int) {
 		q.n = make(map[string]int)
 	}
 	for i := range reqs {
-		k := requestKey(&reqs[i])
+		k := reqs[i].CountsOn()
 		if q.n[k] += delta; q.n[k] <= 0 {
 			delete(q.n, k)
 		}
@@ -256,41 +255,7 @@ func (q *queuedKeys) add(reqs []fsm.Request, delta int) {
 func (q *queuedKeys) has(r *fsm.Request) bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	return q.n[requestKey(r)] > 0
-}
-
-// requestKey names what a request counts on, for queuedKeys: its checks'
-// policies, keys, inline limits and dimensions, or its query's domain and
-// descriptors.
-func requestKey(r *fsm.Request) string {
-	var b strings.Builder
-	if q := r.RLS; q != nil {
-		b.WriteString("rls\x00" + q.Domain)
-		for _, d := range q.Descriptors {
-			for _, e := range d.Entries {
-				b.WriteString("\x00" + e.Key + "=" + e.Value)
-			}
-			b.WriteString("\x01")
-		}
-		return b.String()
-	}
-	for _, c := range r.Checks {
-		b.WriteString(checkKey(&c))
-		b.WriteString("\x01")
-	}
-	return b.String()
-}
-
-// checkKey names what one check counts on: its policy, key, inline limit
-// and dimensions.
-func checkKey(c *fsm.Check) string {
-	var b strings.Builder
-	b.WriteString(c.Policy + "\x00" + c.Key + "\x00" + strconv.FormatInt(c.Rate, 10) + "/" + strconv.FormatInt(c.Period, 10) +
-		"/" + strconv.FormatInt(c.Burst, 10) + "/" + c.Algorithm.String())
-	for _, d := range c.Dimensions {
-		b.WriteString("\x00" + d.Name + "=" + d.Value)
-	}
-	return b.String()
+	return q.n[r.CountsOn()] > 0
 }
 
 // confirmer shares rounds of leadership confirmation among the requests

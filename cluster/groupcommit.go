@@ -74,7 +74,7 @@ func (n *Node) applyBatch(calls []*call) {
 	since(n.metrics.commit, start)
 	switch resp := future.Response().(type) {
 	case *fsm.Response:
-		n.leaseGrants.note(resp.Results, n.raft.CurrentTerm())
+		n.leaseGrants.Note(resp.Results, n.raft.CurrentTerm())
 		n.denied.note(reqs, resp.Results)
 		distribute(calls, resp.Results, n.cfg.ID)
 	case error:

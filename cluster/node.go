@@ -15,6 +15,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+	"github.com/limitnode/limitnode/cluster/internal/denylease"
 	"github.com/limitnode/limitnode/contract"
 	"github.com/limitnode/limitnode/fsm"
 	"github.com/limitnode/limitnode/internal/guard"
@@ -76,8 +77,8 @@ type Node struct {
 	// when they are off; leaseGrants is what, as leader, it knows of the
 	// leases it granted, and skipRaiseWait (tests only) breaks the rule
 	// that keeps them exact (denylease.go).
-	denyLeases    *denyLeases
-	leaseGrants   leaseGrants
+	denyLeases    *denylease.Table
+	leaseGrants   denylease.Grants
 	skipRaiseWait atomic.Bool
 	shares        *shareTable   // the shares of keys' budgets this node holds (shares.go)
 	toLog         queuedKeys    // requests on their way to the log, by key (fastdeny.go)
@@ -144,7 +145,7 @@ func Open(cfg Config) (*Node, error) {
 		stats:          newRecorder(),
 		answeredHere:   newRecorder(),
 		waiters:        newLeaseWaiters(),
-		denyLeases:     newDenyLeases(cfg.DenyLeaseCap, cfg.MaxClockRate, time.Now),
+		denyLeases:     denylease.New(cfg.DenyLeaseCap, cfg.MaxClockRate, time.Now),
 		leaseQueueKick: make(chan struct{}, 1),
 	}
 	n.shares = n.newShareTable()
@@ -344,7 +345,7 @@ func (n *Node) newFSM() *fsm.FSM {
 	f.OnCheckpoint(n.onCheckpoint)
 	f.OnLeaseEvents(n.waiters.deliver, n.waiters.signalRestored)
 	if n.denyLeases != nil {
-		f.OnRaise(n.denyLeases.clear)
+		f.OnRaise(n.denyLeases.Clear)
 	}
 	if !n.cfg.NoStats {
 		f.OnAllowApplied(n.stats.record)

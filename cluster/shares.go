@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/limitnode/limitnode/algorithms"
+	"github.com/limitnode/limitnode/cluster/internal/denylease"
 	"github.com/limitnode/limitnode/contract"
 	"github.com/limitnode/limitnode/fsm"
 	"github.com/limitnode/limitnode/internal/holdtime"
@@ -39,7 +40,8 @@ import (
 // renewTimeout bounds a background ask for the next share.
 const renewTimeout = 5 * time.Second
 
-// shareTable is a node's shares: by requestKey of the one-check request,
+// shareTable is a node's shares: by what the one-check request counts on
+// (fsm.Request.CountsOn),
 // named to the log by the check (cost 0), answering from the grant's
 // result.
 type shareTable = sharetable.Table[fsm.Check, fsm.Result]
@@ -57,12 +59,53 @@ func (n *Node) newShareTable() *shareTable {
 	return t
 }
 
+// shareStage is decide's second stage: an admission from units this node
+// holds of a hot key's limit, and the share ask that brings the next ones.
+type shareStage struct{ n *Node }
+
+func (n *Node) shareStage() shareStage { return shareStage{n: n} }
+
+func (s shareStage) answer(ctx context.Context, p *pending) (fsm.Result, bool) {
+	if p.probing { // it asks on behalf of its kind's waiters, as it is
+		return fsm.Result{}, false
+	}
+	cfg := s.n.sharesOf(&p.req, p.inline)
+	if cfg == nil {
+		return fsm.Result{}, false
+	}
+	key := p.req.CountsOn()
+	res, answered, ask := s.n.takeShare(ctx, key, &p.req, cfg)
+	if answered {
+		return res, true
+	}
+	if ask != nil {
+		p.req.Share, p.shareKey = ask, key
+	}
+	return fsm.Result{}, false
+}
+
+func (s shareStage) settle(p *pending, sentAt time.Time, res *fsm.Result) {
+	if p.shareKey == "" {
+		return
+	}
+	s.n.settleShare(p.shareKey, sentAt, p.req.Share, res)
+	if res != nil {
+		res.Share = nil // the node's own, not the caller's
+	}
+}
+
+func (s shareStage) count(answered int) {
+	if answered > 0 {
+		s.n.metrics.shareAnswers.Add(float64(answered))
+	}
+}
+
 // sharesOf returns the local_shares that let r be answered from a share,
 // nil when it may not be: r must be leasable, of one check, and its policy
 // (as this node applied it) or its inline limit (inline) must have
 // local_shares.
 func (n *Node) sharesOf(r *fsm.Request, inline *contract.LocalShares) *contract.LocalShares {
-	if !leasable(r) || r.RLS != nil || len(r.Checks) != 1 || r.Share != nil || r.Settle != nil {
+	if !denylease.Leasable(r) || r.RLS != nil || len(r.Checks) != 1 || r.Share != nil || r.Settle != nil {
 		return nil
 	}
 	if p := r.Checks[0].Policy; p != "" {
@@ -72,8 +115,8 @@ func (n *Node) sharesOf(r *fsm.Request, inline *contract.LocalShares) *contract.
 }
 
 // takeShare answers r from a share this node holds (answered), or returns
-// the share ask to send it with (nil: send it as it is). key is r's
-// requestKey.
+// the share ask to send it with (nil: send it as it is). key is what r
+// counts on (fsm.Request.CountsOn).
 func (n *Node) takeShare(ctx context.Context, key string, r *fsm.Request, cfg *contract.LocalShares) (res fsm.Result, answered bool, ask *fsm.ShareAsk) {
 	check := r.Checks[0]
 	most := int64(algorithms.MaxBurst) // a policy key's limit is known where it is applied, which bounds the grant
@@ -131,12 +174,11 @@ func spendFor(res *fsm.Result, rate float64) time.Duration {
 // the key had left for others when the share was granted plus what this
 // node holds (left), and its waits shorter by since.
 func sharedAnswer(grant fsm.Result, since time.Duration, left int64, rate float64) fsm.Result {
-	out := grant
-	out.Checks = []fsm.CheckResult{grant.Checks[0]}
+	grant.Checks = grant.Checks[:1]
+	out := grant.WaitsShortenedBy(since)
 	d := &out.Checks[0].Decision
 	d.Allowed, d.RetryAfterNanos, d.WaitNanos = true, 0, 0
 	d.Remaining = min(d.Remaining+left, d.Limit)
-	d.ResetAfterNanos, d.RefillAfterNanos = holdtime.Shorten(d.ResetAfterNanos, since), holdtime.Shorten(d.RefillAfterNanos, since)
 	out.AtNanos = holdtime.LatestClusterTime(grant.AtNanos, since, rate)
 	out.Share, out.Shared, out.DenyAtNanos, out.DenyForNanos = nil, true, 0, 0
 	return out
@@ -185,4 +227,34 @@ func (n *Node) giveBack(ctx context.Context, returns []sharetable.Return[fsm.Che
 			n.logger.Debug("could not give a share back; its units are lost until it ends", "units", ret.Unspent, "err", err)
 		}
 	}
+}
+
+// ReturnShare gives back what a caller did not spend of a share it took
+// with contract.Request.Share, and returns the units given back: 0 when the
+// share has ended or was given back, or the key holds no state. A return
+// by another holder than the one that asked, or with another secret, is
+// refused (contract.CodePermissionDenied), as is one of more units than the
+// share holds.
+func (n *Node) ReturnShare(ctx context.Context, ret contract.ShareReturn) (int64, error) {
+	if err := ret.Validate(); err != nil {
+		return 0, err
+	}
+	return n.returnShare(ctx, fsm.CheckOf(ret.Check), ret.Token, ret.Unspent, ret.Holder, ret.Background)
+}
+
+// returnShare gives back unspent units of the share token names, a share
+// of check's key held by holder, through the log; in the background, the
+// leader does not wait out the deny leases before it answers (see
+// fsm.ReturnShareCommand).
+func (n *Node) returnShare(ctx context.Context, check fsm.Check, token contract.ShareToken, unspent int64, holder string, background bool) (int64, error) {
+	check.Cost = 0
+	cmd := fsm.ReturnShareCommand{Check: check, ShareID: token.ID, Unspent: unspent, Holder: holder, Proof: fsm.ShareProof(token.Secret), Background: background}
+	if err := cmd.Validate(); err != nil {
+		return 0, err
+	}
+	r, err := commandOnLeader[fsm.ShareReturn](ctx, n, fsm.CommandReturnShare, &cmd)
+	if err != nil {
+		return 0, err
+	}
+	return r.Units, nil
 }

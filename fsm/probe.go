@@ -2,8 +2,6 @@ package fsm
 
 import (
 	"time"
-
-	"github.com/limitnode/limitnode/internal/holdtime"
 )
 
 // QueuedStaleness bounds how old the applied state may be for DenyNow's
@@ -65,14 +63,7 @@ func (f *FSM) DenyNow(req *Request, clockNanos int64, queued func() bool) (Resul
 		}
 		res.DenyAtNanos, res.DenyForNanos = clock, denyFor(req, res.Checks)
 	case clock-at <= int64(QueuedStaleness) && queued():
-		elapsed := time.Duration(clock - at)
-		for i := range res.Checks {
-			d := &res.Checks[i].Decision
-			d.ResetAfterNanos, d.RefillAfterNanos = holdtime.Shorten(d.ResetAfterNanos, elapsed), holdtime.Shorten(d.RefillAfterNanos, elapsed)
-			if !d.Allowed {
-				d.RetryAfterNanos = holdtime.RetryAfter(d.RetryAfterNanos, elapsed)
-			}
-		}
+		res = res.WaitsShortenedBy(time.Duration(clock - at))
 	default:
 		return Result{}, false
 	}

@@ -1,4 +1,4 @@
-package cluster
+package denylease
 
 import (
 	"context"
@@ -30,7 +30,7 @@ func denial(denyFor time.Duration) fsm.Result {
 
 func TestDenyLeaseLengths(t *testing.T) {
 	t.Parallel()
-	table := newDenyLeases(time.Second, 0.01, time.Now)
+	table := New(time.Second, 0.01, time.Now)
 	tests := []struct {
 		name   string
 		result fsm.Result
@@ -46,7 +46,7 @@ func TestDenyLeaseLengths(t *testing.T) {
 			t.Errorf("%s: %v, want %v", tt.name, got, tt.want)
 		}
 	}
-	if newDenyLeases(-1, 0.01, time.Now) != nil {
+	if New(-1, 0.01, time.Now) != nil {
 		t.Error("a negative cap still made a table")
 	}
 }
@@ -58,27 +58,27 @@ func TestDenyLeaseLengths(t *testing.T) {
 func TestDenyLeasesAnswerThenOneAsksForAll(t *testing.T) {
 	t.Parallel()
 	clock := &fakeNow{t: time.Unix(1000, 0)}
-	table := newDenyLeases(time.Second, 0.01, clock.now)
+	table := New(time.Second, 0.01, clock.now)
 	ctx := context.Background()
-	if _, ok, probing := table.answer(ctx, "k"); ok || probing {
+	if _, ok, probing := table.Answer(ctx, "k"); ok || probing {
 		t.Fatal("an empty table answered, or made a probe")
 	}
 	sent := clock.now()
-	if !table.settle("k", nil, sent, ptr(denial(time.Hour))) {
+	if !table.Settle("k", nil, sent, ptr(denial(time.Hour))) {
 		t.Fatal("a denial of an hour took no lease")
 	}
 	clock.add(300 * time.Millisecond)
-	res, ok, _ := table.answer(ctx, "k")
+	res, ok, _ := table.Answer(ctx, "k")
 	if !ok || !res.Leased || res.Checks[0].Decision.RetryAfterNanos != int64(time.Hour-300*time.Millisecond) {
 		t.Fatalf("the lease answered %+v, %v; want the denial, 300ms on", res, ok)
 	}
 	clock.add(time.Second)
-	if _, ok, probing := table.answer(ctx, "k"); ok || !probing {
+	if _, ok, probing := table.Answer(ctx, "k"); ok || !probing {
 		t.Fatalf("after its end the lease answered=%v probing=%v; want the request to ask for its kind", ok, probing)
 	}
 	answered := make(chan bool)
 	go func() {
-		_, ok, _ := table.answer(ctx, "k")
+		_, ok, _ := table.Answer(ctx, "k")
 		answered <- ok
 	}()
 	select {
@@ -86,12 +86,12 @@ func TestDenyLeasesAnswerThenOneAsksForAll(t *testing.T) {
 		t.Fatal("a request of the kind did not wait for the one asking")
 	case <-time.After(50 * time.Millisecond):
 	}
-	table.settle("k", nil, clock.now(), ptr(denial(time.Hour)))
+	table.Settle("k", nil, clock.now(), ptr(denial(time.Hour)))
 	if !<-answered {
 		t.Fatal("the waiting request was not answered from the new lease")
 	}
-	table.clear("")
-	if _, ok, probing := table.answer(ctx, "k"); ok || probing {
+	table.Clear("")
+	if _, ok, probing := table.Answer(ctx, "k"); ok || probing {
 		t.Fatal("a cleared table answered")
 	}
 }
@@ -99,7 +99,7 @@ func TestDenyLeasesAnswerThenOneAsksForAll(t *testing.T) {
 func ptr[T any](v T) *T { return &v }
 
 // waitForWaiters polls until n requests wait for the probe of kind key.
-func waitForWaiters(table *denyLeases, key string, n int) {
+func waitForWaiters(table *Table, key string, n int) {
 	for {
 		table.mu.Lock()
 		waiting := table.byKind[key].waiting
@@ -132,21 +132,21 @@ func TestAnAdmissionThatTookTheLastHandsTheAskingOver(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			clock := &fakeNow{t: time.Unix(1000, 0)}
-			table := newDenyLeases(time.Second, 0.01, clock.now)
+			table := New(time.Second, 0.01, clock.now)
 			ctx := context.Background()
-			table.settle("k", nil, clock.now(), ptr(denial(10*time.Millisecond)))
+			table.Settle("k", nil, clock.now(), ptr(denial(10*time.Millisecond)))
 			clock.add(time.Second)
-			if _, _, probing := table.answer(ctx, "k"); !probing {
+			if _, _, probing := table.Answer(ctx, "k"); !probing {
 				t.Fatal("the first request after the lease did not ask for its kind")
 			}
 			got := make(chan bool)
 			go func() {
-				_, _, probing := table.answer(ctx, "k")
+				_, _, probing := table.Answer(ctx, "k")
 				got <- probing
 			}()
 			waitForWaiters(table, "k", 1)
 			admitted := fsm.Result{Allowed: true, Checks: []fsm.CheckResult{{Decision: algorithms.Decision{Allowed: true, Remaining: tt.remaining, RefillAfterNanos: int64(tt.refill)}}}}
-			table.settle("k", nil, clock.now().Add(-tt.trip), &admitted)
+			table.Settle("k", nil, clock.now().Add(-tt.trip), &admitted)
 			if probing := <-got; probing != tt.wantProbing {
 				t.Fatalf("the waiting request asks for its kind: %v, want %v", probing, tt.wantProbing)
 			}
@@ -172,11 +172,11 @@ func TestAProbesDenialAnswersThoseWaitingBeforeItWasSent(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			clock := &fakeNow{t: time.Unix(1000, 0)}
-			table := newDenyLeases(time.Second, 0.01, clock.now)
+			table := New(time.Second, 0.01, clock.now)
 			ctx := context.Background()
-			table.settle("k", nil, clock.now(), ptr(denial(time.Hour)))
+			table.Settle("k", nil, clock.now(), ptr(denial(time.Hour)))
 			clock.add(2 * time.Second)
-			if _, _, probing := table.answer(ctx, "k"); !probing {
+			if _, _, probing := table.Answer(ctx, "k"); !probing {
 				t.Fatal("the first request after the lease did not ask for its kind")
 			}
 			sentAt := clock.now().Add(time.Millisecond)
@@ -189,13 +189,13 @@ func TestAProbesDenialAnswersThoseWaitingBeforeItWasSent(t *testing.T) {
 			}
 			got := make(chan answer)
 			go func() {
-				res, ok, probing := table.answer(ctx, "k")
+				res, ok, probing := table.Answer(ctx, "k")
 				got <- answer{res, ok, probing}
 			}()
 			waitForWaiters(table, "k", 1)
 			short := denial(time.Millisecond) // too short for a lease
 			short.AtNanos = 42
-			if table.settle("k", nil, sentAt, &short) {
+			if table.Settle("k", nil, sentAt, &short) {
 				t.Fatal("a denial of a millisecond became a lease")
 			}
 			a := <-got

@@ -1,0 +1,39 @@
+package fsm
+
+import (
+	"time"
+
+	"github.com/limitnode/limitnode/internal/holdtime"
+)
+
+// WaitsShortenedBy is r as it reads elapsed later: its checks' waits
+// shorter by elapsed, and a denied check's retry at least a millisecond
+// away (holdtime), on a copy of its checks.
+func (r Result) WaitsShortenedBy(elapsed time.Duration) Result {
+	out := r
+	out.Checks = make([]CheckResult, len(r.Checks))
+	copy(out.Checks, r.Checks)
+	for i := range out.Checks {
+		d := &out.Checks[i].Decision
+		d.ResetAfterNanos, d.RefillAfterNanos = holdtime.Shorten(d.ResetAfterNanos, elapsed), holdtime.Shorten(d.RefillAfterNanos, elapsed)
+		if !d.Allowed {
+			d.RetryAfterNanos = holdtime.RetryAfter(d.RetryAfterNanos, elapsed)
+		}
+	}
+	return out
+}
+
+// TookTheLast reports whether r admitted its request with nothing left
+// under one of its checks: the next request of its kind will likely be
+// denied.
+func (r *Result) TookTheLast() bool {
+	if !r.Allowed {
+		return false
+	}
+	for i := range r.Checks {
+		if r.Checks[i].Decision.Remaining == 0 {
+			return true
+		}
+	}
+	return false
+}
