@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -239,4 +240,38 @@ func craftedBackup(t *testing.T, nowNanos int64) []byte {
 	sum := sha256.Sum256(out.Bytes())
 	out.Write(sum[:])
 	return out.Bytes()
+}
+
+// TestABackupOfTheFirstFormatStillRestores restores testdata/backup-v1, a
+// backup an earlier release wrote (its state in snapshot format version
+// 1: a policy "plan" and a key spent under it), into a new three-node
+// cluster: every node holds the limits digest the backup recorded, and
+// the policy is there.
+func TestABackupOfTheFirstFormatStillRestores(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	file, err := os.ReadFile("testdata/backup-v1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	digest, err := os.ReadFile("testdata/backup-v1.digest")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := strings.TrimSpace(string(digest))
+	dst := testcluster.Start(t, 3)
+	dstClient := client.NewWithOptions(client.Options{HTTPClient: httpClient}, dst.Nodes[0].URL())
+	res, err := dstClient.Restore(ctx, bytes.NewReader(file), int64(len(file)))
+	if err != nil || res.LimitsDigest != want {
+		t.Fatalf("restore: %+v, %v; want the limits digest %s", res, err, want)
+	}
+	for _, n := range dst.Nodes {
+		testenv.WaitFor(t, n.ID+" to hold the backup's state", func() bool {
+			_, got := testhooks.NodeLimitsDigest(n.Node())
+			return hex.EncodeToString(got[:]) == want
+		})
+	}
+	if p, err := dstClient.GetPolicy(ctx, "plan"); err != nil || p.Limit == nil || p.Limit.Rate != 5 {
+		t.Fatalf("the backup's policy: %+v, %v", p, err)
+	}
 }

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"runtime"
 	"slices"
 	"strings"
 
@@ -19,19 +18,15 @@ import (
 	"github.com/limitnode/limitnode/rls"
 )
 
-// snapshotVersion is the first field of every snapshot; Restore refuses any
-// other.
-const snapshotVersion = 1
-
 // ErrCorruptSnapshot is returned by Restore for a snapshot it cannot read.
 // The FSM keeps the state it had.
 var ErrCorruptSnapshot = errors.New("fsm: corrupt snapshot")
 
-// The snapshot is a msgpack stream: a header, then the buckets (in the
-// store's order; sorted by key and limit in the canonical form Digest
-// hashes), then the request IDs oldest first, then the nodes, policies,
-// leases and RLS domain configurations, each sorted by name or ID, then the
-// lease queues' waiters, by group and in queue order.
+// snapshotHeader opens a snapshot (snapshot_sections.go): its version, and
+// the state that is not records. The counts of records (Buckets to
+// ShareHolders) are version 1's; version 2 tags each section instead and
+// writes them 0. Fields are appended, never reordered: a header written
+// before a field restores with its zero value.
 type snapshotHeader struct {
 	Version    int
 	NowNanos   int64
@@ -156,15 +151,13 @@ func (s *snapshot) digest() [sha256.Size]byte {
 func (s *snapshot) withoutMembers() *snapshot {
 	out := *s
 	out.nodes = nil
-	out.header.Nodes = 0
 	// Waiters are callers connected to this cluster: in another, nobody
 	// would be told of their grants, and the slots would idle until the
 	// leases expired.
 	out.waiters = nil
-	out.header.Waiters = 0
 	// The audit trail is the cluster's own: a restore keeps it.
 	out.audit = nil
-	out.header.Audit, out.header.AuditDropped = 0, 0
+	out.header.AuditDropped = 0
 	// The cluster's ID names the members' cluster, not the limits: a
 	// restored cluster keeps its own (identity.go).
 	out.header.ClusterID = ""
@@ -200,7 +193,7 @@ func (f *FSM) Backup() (uint64, *BackupState) {
 	// The audit trail is the cluster's own: a restore keeps the one it
 	// has (applyRestoreCommit).
 	snap.audit = nil
-	snap.header.Audit, snap.header.AuditDropped = 0, 0
+	snap.header.AuditDropped = 0
 	return f.lastIndex, &BackupState{snap: snap}
 }
 
@@ -258,12 +251,8 @@ func (f *FSM) copyState() *snapshot {
 	}
 	s.settleOpen, s.settled = f.settles.records()
 	s.holders = f.shares.holders()
-	s.header = snapshotHeader{Version: snapshotVersion, NowNanos: f.nowNanos,
-		Buckets: frozen.count, RequestIDs: len(s.requestIDs), Nodes: len(s.nodes), Policies: len(s.policies), Leases: len(s.leases),
-		RLSDomains: len(s.rlsConfigs), Waiters: len(s.waiters), ClusterID: f.clusterID,
-		ReachedNanos: f.reachedNanos, StepTerm: f.stepTerm, Blocks: len(s.blocks), RLSVersions: len(s.rlsVersions),
-		Audit: len(s.audit), AuditDropped: f.audit.dropped, Penalties: len(s.penalties),
-		OpenSettlements: len(s.settleOpen), Settled: len(s.settled), ShareHolders: len(s.holders), RestoreLeadNanos: f.restoreLeadNanos}
+	s.header = snapshotHeader{NowNanos: f.nowNanos, ClusterID: f.clusterID, ReachedNanos: f.reachedNanos, StepTerm: f.stepTerm,
+		AuditDropped: f.audit.dropped, RestoreLeadNanos: f.restoreLeadNanos}
 	return s
 }
 
@@ -276,9 +265,10 @@ func (s *snapshot) Persist(sink raft.SnapshotSink) error {
 	return sink.Close()
 }
 
-// writeTo writes the snapshot. Canonical puts the buckets in key order, so
-// that the bytes are a function of the state alone (Digest, and tests that
-// compare states); otherwise they go in the order of the store's slabs,
+// writeTo writes the snapshot. Canonical is what digests hash: version 1's
+// layout, the buckets in key order, so that the bytes are a function of
+// the state alone (Digest, and tests that compare states). Otherwise it is
+// version 2, the buckets in the order of the store's slabs,
 // which is how Raft's snapshots are written: sorting a million keys cost
 // five times the rest of the snapshot on two cores, and restore reads either.
 func (s *snapshot) writeTo(w io.Writer, canonical bool) error {
@@ -295,77 +285,11 @@ func (s *snapshot) writeTo(w io.Writer, canonical bool) error {
 	})
 
 	bw := bufio.NewWriterSize(w, 64<<10)
-	enc := codec.NewEncoder(bw, msgpack.Handle)
-	if err := enc.Encode(&s.header); err != nil {
-		return err
-	}
-	// Bucket records, nearly all of a snapshot, are written without the
-	// codec's reflection (the same bytes, several times cheaper); and every
-	// few thousand the writer yields, so that on a small machine a snapshot
-	// of millions of keys does not hold a core for the scheduler's whole
-	// 10 ms slice while requests wait.
-	var rec []byte
-	written := 0
-	each := s.frozen.each
+	version := snapshotVersion
 	if canonical {
-		each = s.frozen.eachSorted
+		version = snapshotVersion1
 	}
-	err := each(func(id bucketKey, l algorithms.Limit, st algorithms.State) error {
-		rec = appendBucketRecord(rec[:0], &bucketRecord{
-			Key: id.key, Policy: id.policy, Algorithm: l.Algorithm, Rate: l.Rate, Period: l.PeriodNanos, Burst: l.Burst,
-			At: st.At, Frac: st.Frac, Count: st.Count, Previous: st.Previous, Log: st.Log, Shares: st.Shares,
-		})
-		if _, err := bw.Write(rec); err != nil {
-			return err
-		}
-		if written++; written%snapshotYieldEvery == 0 {
-			runtime.Gosched()
-		}
-		return nil
-	})
-	if err != nil {
-		return err
-	}
-	if err := writeRecords(enc, s.requestIDs); err != nil {
-		return err
-	}
-	if err := writeRecords(enc, s.nodes); err != nil {
-		return err
-	}
-	if err := writeRecords(enc, s.policies); err != nil {
-		return err
-	}
-	if err := writeRecords(enc, s.leases); err != nil {
-		return err
-	}
-	if err := writeRecords(enc, s.rlsConfigs); err != nil {
-		return err
-	}
-	if err := writeRecords(enc, s.waiters); err != nil {
-		return err
-	}
-	if err := writeRecords(enc, s.blocks); err != nil {
-		return err
-	}
-	if err := writeRecords(enc, s.rlsVersions); err != nil {
-		return err
-	}
-	if err := writeRecords(enc, s.penalties); err != nil {
-		return err
-	}
-	if err := writeRecords(enc, s.settleOpen); err != nil {
-		return err
-	}
-	if err := writeRecords(enc, s.settled); err != nil {
-		return err
-	}
-	if err := writeRecords(enc, s.holders); err != nil {
-		return err
-	}
-	if err := writeAuditRecords(enc, s.audit); err != nil {
-		return err
-	}
-	return bw.Flush()
+	return s.writeSections(&sectionWriter{enc: codec.NewEncoder(bw, msgpack.Handle), bw: bw, canonical: canonical}, version)
 }
 
 func (r *bucketRecord) limit() algorithms.Limit {
@@ -429,61 +353,11 @@ func (f *FSM) readSnapshot(r io.Reader) error {
 	f.nowNanos = h.NowNanos
 	f.clusterID = h.ClusterID
 	f.reachedNanos, f.stepTerm, f.restoreLeadNanos = h.ReachedNanos, h.StepTerm, h.RestoreLeadNanos
-	if err := readRecords(dec, h.Buckets, "bucket", f.restoreBucket); err != nil {
-		return err
-	}
-	f.buckets.initHeap()
-	if err := readRecords(dec, h.RequestIDs, "request ID", f.restoreRequestID); err != nil {
-		return err
-	}
-	if err := readRecords(dec, h.Nodes, "node", f.restoreNode); err != nil {
-		return err
-	}
-	if err := readRecords(dec, h.Policies, "policy", f.restorePolicy); err != nil {
-		return err
-	}
-	if err := readRecords(dec, h.Leases, "lease", func(rec *leaseRecord) error { return f.leases.restore(*rec) }); err != nil {
-		return err
-	}
-	if err := readRecords(dec, h.RLSDomains, "RLS domain", f.restoreRLSDomain); err != nil {
-		return err
-	}
-	if err := readRecords(dec, h.Waiters, "waiter", func(rec *waiterRecord) error { return f.leases.restoreWaiter(*rec) }); err != nil {
-		return err
-	}
-	if err := readRecords(dec, h.Blocks, "block", f.restoreBlock); err != nil {
-		return err
-	}
-	if err := readRecords(dec, h.RLSVersions, "RLS domain version", f.restoreRLSVersion); err != nil {
-		return err
-	}
-	if err := readRecords(dec, h.Penalties, "penalty count", f.restorePenalty); err != nil {
-		return err
-	}
-	if err := readRecords(dec, h.OpenSettlements, "open reservation", f.restoreOpenSettlement); err != nil {
-		return err
-	}
-	if err := readRecords(dec, h.Settled, "settlement", f.restoreSettled); err != nil {
-		return err
-	}
-	if err := readRecords(dec, h.ShareHolders, "share holder", f.restoreShareHolder); err != nil {
-		return err
-	}
-	if h.RequestIDs > MaxDedupEntries {
-		return fmt.Errorf("%d request IDs, more than the %d a state holds", h.RequestIDs, MaxDedupEntries)
-	}
-	if h.Audit > contract.MaxAuditEntries || h.AuditDropped < 0 {
-		return fmt.Errorf("an audit trail of %d entries, %d dropped", h.Audit, h.AuditDropped)
-	}
-	if err := readRecords(dec, h.Audit, "audit entry", f.restoreAuditEntry); err != nil {
-		return err
+	if h.AuditDropped < 0 {
+		return fmt.Errorf("an audit trail that dropped %d entries", h.AuditDropped)
 	}
 	f.audit.dropped = h.AuditDropped
-	var extra any
-	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
-		return errors.New("trailing data after the last record")
-	}
-	return nil
+	return f.readSections(dec, &h)
 }
 
 // readHeader reads and checks a snapshot's header.
@@ -492,8 +366,8 @@ func readHeader(dec *codec.Decoder) (snapshotHeader, error) {
 	if err := dec.Decode(&h); err != nil {
 		return h, fmt.Errorf("header: %w", err)
 	}
-	if h.Version != snapshotVersion {
-		return h, fmt.Errorf("version %d, want %d", h.Version, snapshotVersion)
+	if h.Version != snapshotVersion && h.Version != snapshotVersion1 {
+		return h, fmt.Errorf("version %d, want %d or %d", h.Version, snapshotVersion1, snapshotVersion)
 	}
 	if err := checkStamp(h.NowNanos); err != nil {
 		return h, err
@@ -509,36 +383,7 @@ func readHeader(dec *codec.Decoder) (snapshotHeader, error) {
 			return h, err
 		}
 	}
-	if h.Buckets < 0 || h.RequestIDs < 0 || h.Nodes < 0 || h.Policies < 0 || h.Leases < 0 || h.RLSDomains < 0 || h.Waiters < 0 || h.Blocks < 0 || h.RLSVersions < 0 || h.Audit < 0 || h.Penalties < 0 || h.OpenSettlements < 0 || h.Settled < 0 || h.ShareHolders < 0 {
-		return h, fmt.Errorf("negative count in header")
-	}
 	return h, nil
-}
-
-// writeRecords encodes records of one kind, in order: what readRecords
-// reads back.
-func writeRecords[T any](enc *codec.Encoder, records []T) error {
-	for i := range records {
-		if err := enc.Encode(&records[i]); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// readRecords decodes count records of one kind and hands each to restore,
-// naming the record at fault in an error.
-func readRecords[T any](dec *codec.Decoder, count int, kind string, restore func(*T) error) error {
-	for i := range count {
-		var rec T
-		if err := dec.Decode(&rec); err != nil {
-			return fmt.Errorf("%s %d: %w", kind, i, err)
-		}
-		if err := restore(&rec); err != nil {
-			return fmt.Errorf("%s %d: %w", kind, i, err)
-		}
-	}
-	return nil
 }
 
 func (f *FSM) restoreBucket(rec *bucketRecord) error {
@@ -646,15 +491,5 @@ func (f *FSM) restoreAuditEntry(rec *contract.AuditEntry) error {
 		return errors.New("entries out of order")
 	}
 	f.audit.add(*rec)
-	return nil
-}
-
-// writeAuditRecords writes the audit trail's entries.
-func writeAuditRecords(enc *codec.Encoder, entries []contract.AuditEntry) error {
-	for i := range entries {
-		if err := enc.Encode(&entries[i]); err != nil {
-			return err
-		}
-	}
 	return nil
 }
