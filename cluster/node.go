@@ -16,6 +16,7 @@ import (
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	"github.com/limitnode/limitnode/cluster/internal/denylease"
+	"github.com/limitnode/limitnode/cluster/internal/raftstore"
 	"github.com/limitnode/limitnode/contract"
 	"github.com/limitnode/limitnode/fsm"
 	"github.com/limitnode/limitnode/internal/guard"
@@ -67,7 +68,7 @@ type Node struct {
 	divergedAt   atomic.Uint64 // a checkpoint at which the leader found this node's state different, or 0
 	diskMu       sync.Mutex
 	diskErrV     error          // the last disk probe's failure, or nil
-	appends      *appendWatch   // the log store, watched for failed appends (appendwatch.go)
+	appends      *raftstore.AppendWatch // the log store, watched for failed appends
 	progress     leaderProgress // the leader's applied index as its pings said (lag.go)
 	// removed is set while this node, once a member, is not in the
 	// configuration it knows; watchLeadership keeps it.
@@ -228,7 +229,7 @@ func (n *Node) startRaft() error {
 	n.clock = &clusterClock{wall: n.cfg.Clock, step: n.cfg.MaxClockStep, rate: n.cfg.MaxClockRate, startupIndex: startupIndex}
 	n.fsm = n.newFSM()
 	n.clock.ceiling = n.fsm.StampCeiling
-	n.appends = &appendWatch{LogStore: logStore}
+	n.appends = &raftstore.AppendWatch{LogStore: logStore}
 	network := &gatedTransport{NetworkTransport: raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
 		Stream:  &raftStream{Listener: n.mux.Listener(protocolRaft), advertise: advertisedAddr(n.advertise), dialer: n.dialer()},
 		MaxPool: 5,
@@ -286,7 +287,7 @@ func boltOptions() *bbolt.Options {
 func (n *Node) openStores(hlog hclog.Logger) (*raftboltdb.BoltStore, raft.SnapshotStore, bool, error) {
 	path := filepath.Join(n.cfg.DataDir, "raft.db")
 	inUse := fmt.Errorf("cluster: data directory %s is in use by another process (a node already runs on it)", n.cfg.DataDir)
-	if err := checkStore(path); err != nil {
+	if err := raftstore.CheckLog(path); err != nil {
 		if errors.Is(err, bolterrors.ErrTimeout) {
 			return nil, nil, false, inUse
 		}
@@ -304,8 +305,11 @@ func (n *Node) openStores(hlog hclog.Logger) (*raftboltdb.BoltStore, raft.Snapsh
 		logStore.Close()
 		return nil, nil, false, fmt.Errorf("cluster: open snapshot store in %s: %w", n.cfg.SnapshotDir, err)
 	}
-	snapshots := newPacedSnapshotStore(n.cfg.SnapshotDir, fileSnapshots, n.metrics)
-	if err := checkSnapshots(snapshots, logStore, n.cfg.SnapshotDir, n.logger); err != nil {
+	snapshots := raftstore.NewPacedSnapshotStore(n.cfg.SnapshotDir, fileSnapshots, func(took time.Duration, bytes int64) {
+		n.metrics.snapshot.Observe(took.Seconds())
+		n.metrics.snapshotBytes.Set(float64(bytes))
+	})
+	if err := raftstore.CheckSnapshots(snapshots, logStore, n.cfg.SnapshotDir, n.logger); err != nil {
 		logStore.Close()
 		return nil, nil, false, err
 	}

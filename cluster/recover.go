@@ -3,6 +3,7 @@ package cluster
 import (
 	"errors"
 	"fmt"
+	"github.com/limitnode/limitnode/cluster/internal/raftstore"
 	"io"
 	"log/slog"
 	"os"
@@ -45,7 +46,7 @@ func Recover(dataDir, snapshotDir string, members []contract.Member, logger *slo
 	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("cluster: recover: %s holds no raft.db: give the stopped node's data directory (its -data)", dataDir)
 	}
-	if err := checkStore(path); err != nil {
+	if err := raftstore.CheckLog(path); err != nil {
 		if errors.Is(err, bolterrors.ErrTimeout) {
 			return fmt.Errorf("cluster: recover: a node is running on %s: stop it first (recover rewrites a stopped node's membership)", dataDir)
 		}

@@ -16,7 +16,7 @@ func init() {
 	testhooks.NodeDigest = func(node io.Closer) (uint64, [32]byte) { return node.(*Node).fsm.Digest() }
 	testhooks.NodeLimitsDigest = func(node io.Closer) (uint64, [32]byte) { return node.(*Node).fsm.LimitsDigest() }
 	testhooks.SkipRaiseWait = func(node io.Closer) { node.(*Node).skipRaiseWait.Store(true) }
-	testhooks.BreakAppends = func(node io.Closer, fail, stall bool) { node.(*Node).appends.breakAppends(fail, stall) }
+	testhooks.BreakAppends = func(node io.Closer, fail, stall bool) { node.(*Node).appends.BreakAppends(fail, stall) }
 }
 
 // giveBackTimeout bounds how long a node that stops cleanly spends giving
@@ -46,7 +46,7 @@ func (n *Node) shutdown(transfer bool) error {
 			n.transferLeadership()
 		}
 		close(n.stopCh)
-		n.appends.breakAppends(false, false) // an append a test holds would hold Raft's shutdown
+		n.appends.BreakAppends(false, false) // an append a test holds would hold Raft's shutdown
 		n.leaderBatch.stop()
 		n.followerBatch.stop()
 		n.followerDenials.stop()

@@ -68,8 +68,8 @@ func (n *Node) Ready() string {
 		return n.foreignDialer()
 	case n.diskErr() != nil:
 		return "cannot write to the data directory: " + n.diskErr().Error()
-	case n.appends.failing() != "":
-		return n.appends.failing()
+	case n.appends.Failing() != "":
+		return n.appends.Failing()
 	case leaderID == "":
 		return n.noLeaderReason()
 	case n.raft.AppliedIndex() < n.raft.CommitIndex():

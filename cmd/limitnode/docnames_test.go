@@ -22,6 +22,7 @@ import (
 //   - a Go name qualified by one of the module's packages (`fsm.EffectOf`,
 //     `cluster.Config.DenyLeaseCap`, `denylease.Grants`) must be declared in
 //     that package: a function, type, method, field, constant or variable;
+//   - a relative link ([text](../cluster/allow.go)) must reach a file;
 //   - the names in parentheses right after a Go file (`cluster/allow.go`
 //     (`decide`, `pending`)) must be declared in that file.
 func TestDocsNameWhatExists(t *testing.T) {
@@ -42,6 +43,12 @@ func TestDocsNameWhatExists(t *testing.T) {
 		t.Run(rel, func(t *testing.T) {
 			for _, bad := range tree.missingIn(string(data)) {
 				t.Errorf("%s names %s", rel, bad)
+			}
+			for _, link := range relativeLink.FindAllStringSubmatch(withoutCodeBlocks(string(data)), -1) {
+				target := filepath.Join(filepath.Dir(page), filepath.FromSlash(link[1]))
+				if _, err := os.Stat(target); err != nil {
+					t.Errorf("%s links to %s, which does not exist", rel, link[1])
+				}
 			}
 		})
 	}
@@ -180,6 +187,9 @@ var (
 	// qualifiedName is pkg.Name or pkg.Type.Member, nothing else in the span.
 	// The name is exported: an unexported one is named beside its file.
 	qualifiedName = regexp.MustCompile(`^([a-z][a-z0-9]*)\.([A-Z][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)?)(?:\(\))?$`)
+	// relativeLink is the target of a Markdown link that is neither a URL
+	// nor an anchor on the same page, without its own anchor.
+	relativeLink = regexp.MustCompile(`\]\(([^)#:\s]+)(?:#[^)]*)?\)`)
 	// goName is a Go name, or Type.Member, as prose writes one (JSON's
 	// snake_case fields are not).
 	goName = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9]*(?:\.[A-Za-z][A-Za-z0-9]*)?$`)

@@ -1,4 +1,4 @@
-package cluster
+package raftstore
 
 import (
 	"os"
@@ -12,23 +12,26 @@ import (
 // synced to disk.
 const snapshotSyncEvery = 4 << 20
 
-// pacedSnapshotStore is Raft's file snapshot store, with snapshots synced
+// PacedSnapshotStore is Raft's file snapshot store, with snapshots synced
 // to disk every snapshotSyncEvery bytes as they are written instead of all
 // at once when they close. The log's appends share the disk: one fsync of a
 // 40 MB file held them up for tens of milliseconds, several small ones
 // leave room between them.
-type pacedSnapshotStore struct {
+type PacedSnapshotStore struct {
 	*raft.FileSnapshotStore
 	dir     string // where the store keeps its snapshots
-	metrics *nodeMetrics
+	written func(took time.Duration, bytes int64)
 }
 
-func newPacedSnapshotStore(dataDir string, store *raft.FileSnapshotStore, metrics *nodeMetrics) *pacedSnapshotStore {
-	return &pacedSnapshotStore{FileSnapshotStore: store, dir: filepath.Join(dataDir, "snapshots"), metrics: metrics}
+// NewPacedSnapshotStore paces store, which keeps its snapshots under
+// dataDir; written, when not nil, is told how long each snapshot took to
+// write and how large it is.
+func NewPacedSnapshotStore(dataDir string, store *raft.FileSnapshotStore, written func(took time.Duration, bytes int64)) *PacedSnapshotStore {
+	return &PacedSnapshotStore{FileSnapshotStore: store, dir: filepath.Join(dataDir, "snapshots"), written: written}
 }
 
 // Create starts a snapshot; see raft.FileSnapshotStore.Create.
-func (s *pacedSnapshotStore) Create(version raft.SnapshotVersion, index, term uint64, configuration raft.Configuration,
+func (s *PacedSnapshotStore) Create(version raft.SnapshotVersion, index, term uint64, configuration raft.Configuration,
 	configurationIndex uint64, trans raft.Transport) (raft.SnapshotSink, error) {
 	sink, err := s.FileSnapshotStore.Create(version, index, term, configuration, configurationIndex, trans)
 	if err != nil {
@@ -37,7 +40,7 @@ func (s *pacedSnapshotStore) Create(version raft.SnapshotVersion, index, term ui
 	// The file store writes a snapshot to <id>.tmp/state.bin and renames
 	// the directory when it closes; if that ever changes, the file is not
 	// found and the snapshot is synced only at the end, as before.
-	return &pacedSink{SnapshotSink: sink, path: filepath.Join(s.dir, sink.ID()+".tmp", "state.bin"), metrics: s.metrics, start: time.Now()}, nil
+	return &pacedSink{SnapshotSink: sink, path: filepath.Join(s.dir, sink.ID()+".tmp", "state.bin"), done: s.written, start: time.Now()}, nil
 }
 
 // pacedSink syncs the file under a snapshot sink as it grows.
@@ -46,7 +49,7 @@ type pacedSink struct {
 	path            string
 	file            *os.File // a second descriptor of the sink's file, for syncing
 	written, synced int64
-	metrics         *nodeMetrics
+	done            func(took time.Duration, bytes int64) // the store's written
 	start           time.Time
 }
 
@@ -85,9 +88,8 @@ func (p *pacedSink) release() {
 func (p *pacedSink) Close() error {
 	p.release()
 	err := p.SnapshotSink.Close()
-	if err == nil {
-		since(p.metrics.snapshot, p.start)
-		p.metrics.snapshotBytes.Set(float64(p.written))
+	if err == nil && p.done != nil {
+		p.done(time.Since(p.start), p.written)
 	}
 	return err
 }

@@ -1,4 +1,4 @@
-package cluster
+package raftstore
 
 import (
 	"errors"
@@ -11,7 +11,7 @@ import (
 	"go.etcd.io/bbolt"
 )
 
-// checkStore opens the Raft log's bbolt file read-only and checks every page
+// CheckLog opens the Raft log's bbolt file read-only and checks every page
 // before Raft opens it, so that a damaged file (truncated, zeroed pages)
 // stops the node with one line naming it instead of a segmentation fault or
 // a panic deep inside bbolt. A fault reading the mapped file becomes a panic
@@ -19,7 +19,7 @@ import (
 // this goroutine only, and bbolt's Tx.Check runs on one of its own: so every
 // page the buckets reach is read here first (touchAll), and Check, which
 // then reads nothing that faults, runs after.
-func checkStore(path string) (err error) {
+func CheckLog(path string) (err error) {
 	if _, statErr := os.Stat(path); errors.Is(statErr, os.ErrNotExist) {
 		return nil // a new node: nothing to check
 	}

@@ -1,4 +1,4 @@
-package cluster
+package raftstore
 
 import (
 	"errors"
@@ -15,12 +15,12 @@ import (
 // committed, so it would say it is ready and serve stale reads. The log
 // store is watched instead: a failed append makes the node say, in Ready,
 // that it cannot append, until an append succeeds again. (The disk probe,
-// diskprobe.go, finds the same from outside Raft, between appends.)
+// cluster/diskprobe.go, finds the same from outside Raft, between appends.)
 
-// appendWatch is the log store as Raft sees it: it remembers whether the
+// AppendWatch is the log store as Raft sees it: it remembers whether the
 // latest append failed. Tests can make appends fail or hang through
 // internal/testhooks (BreakAppends), as a full or a stuck disk would.
-type appendWatch struct {
+type AppendWatch struct {
 	raft.LogStore
 
 	mu       sync.Mutex
@@ -32,11 +32,11 @@ type appendWatch struct {
 	stalled chan struct{}
 }
 
-func (w *appendWatch) StoreLog(l *raft.Log) error {
+func (w *AppendWatch) StoreLog(l *raft.Log) error {
 	return w.StoreLogs([]*raft.Log{l})
 }
 
-func (w *appendWatch) StoreLogs(logs []*raft.Log) error {
+func (w *AppendWatch) StoreLogs(logs []*raft.Log) error {
 	w.mu.Lock()
 	stalled, broken := w.stalled, w.broken
 	w.mu.Unlock()
@@ -51,7 +51,7 @@ func (w *appendWatch) StoreLogs(logs []*raft.Log) error {
 	return err
 }
 
-func (w *appendWatch) note(err error) {
+func (w *AppendWatch) note(err error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if err != nil && w.failure == nil {
@@ -60,8 +60,8 @@ func (w *appendWatch) note(err error) {
 	w.failure = err
 }
 
-// failing says why the latest append failed, or "" when it did not.
-func (w *appendWatch) failing() string {
+// Failing says why the latest append failed, or "" when it did not.
+func (w *AppendWatch) Failing() string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.failure == nil {
@@ -73,9 +73,9 @@ func (w *appendWatch) failing() string {
 // errBrokenByTest is the error of appends a test broke.
 var errBrokenByTest = errors.New("no space left on device (a test broke this node's appends)")
 
-// breakAppends makes every append fail (fail), hang (stall), or, with
+// BreakAppends makes every append fail (fail), hang (stall), or, with
 // neither, work again; it is testhooks.BreakAppends.
-func (w *appendWatch) breakAppends(fail, stall bool) {
+func (w *AppendWatch) BreakAppends(fail, stall bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.broken = nil

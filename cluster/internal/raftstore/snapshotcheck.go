@@ -1,4 +1,4 @@
-package cluster
+package raftstore
 
 import (
 	"fmt"
@@ -8,14 +8,14 @@ import (
 	"github.com/hashicorp/raft"
 )
 
-// checkSnapshots looks, before Raft opens the stores, at what Raft will
+// CheckSnapshots looks, before Raft opens the stores, at what Raft will
 // start from: the newest snapshot that reads back whole (its checksum
 // matches), then the log after it. Raft skips a damaged snapshot and takes
 // the one before, but if the log no longer holds the entries after that
 // one (they were compacted into the damaged snapshot), it panics, on every
 // start. So a damaged snapshot is logged, and when what is left cannot
 // make up the state, the node stops with one error naming it instead.
-func checkSnapshots(snapshots raft.SnapshotStore, logs raft.LogStore, dir string, logger *slog.Logger) error {
+func CheckSnapshots(snapshots raft.SnapshotStore, logs raft.LogStore, dir string, logger *slog.Logger) error {
 	metas, err := snapshots.List()
 	if err != nil {
 		return fmt.Errorf("cluster: list the snapshots in %s: %w", dir, err)
