@@ -67,9 +67,9 @@ type Node struct {
 	checkpoints  checkpoints
 	divergedAt   atomic.Uint64 // a checkpoint at which the leader found this node's state different, or 0
 	diskMu       sync.Mutex
-	diskErrV     error          // the last disk probe's failure, or nil
+	diskErrV     error                  // the last disk probe's failure, or nil
 	appends      *raftstore.AppendWatch // the log store, watched for failed appends
-	progress     leaderProgress // the leader's applied index as its pings said (lag.go)
+	progress     leaderProgress         // the leader's applied index as its pings said (lag.go)
 	// removed is set while this node, once a member, is not in the
 	// configuration it knows; watchLeadership keeps it.
 	removed atomic.Bool
