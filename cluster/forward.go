@@ -327,7 +327,7 @@ type forwarder struct {
 }
 
 func newForwarder(d transport.Dialer, dialTimeout time.Duration) *forwarder {
-	return &forwarder{pool: transport.NewPool(d, protocolForward, dialTimeout), dialer: d}
+	return &forwarder{pool: transport.NewPool(d, transport.ProtocolForward, dialTimeout), dialer: d}
 }
 
 // send delivers one message and returns the reply. An error wrapping

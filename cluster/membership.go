@@ -347,7 +347,7 @@ func (n *Node) answersAs(addr, id string) bool {
 // identify asks the node at addr, over the forwarding protocol (and its
 // mutual TLS), for its ID.
 func (n *Node) identify(addr string) (string, error) {
-	conn, err := n.fwd.dialer.Open(addr, protocolForward, pingTimeout)
+	conn, err := n.fwd.dialer.Open(addr, transport.ProtocolForward, pingTimeout)
 	if err != nil {
 		return "", err
 	}

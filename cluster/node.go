@@ -16,6 +16,7 @@ import (
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	"github.com/limitnode/limitnode/cluster/internal/denylease"
+	"github.com/limitnode/limitnode/cluster/internal/raftlog"
 	"github.com/limitnode/limitnode/cluster/internal/raftstore"
 	"github.com/limitnode/limitnode/contract"
 	"github.com/limitnode/limitnode/fsm"
@@ -36,7 +37,7 @@ type Node struct {
 	raft      *raft.Raft
 	fsm       *fsm.FSM
 	logStore  *raftboltdb.BoltStore
-	transport *gatedTransport
+	transport *transport.GatedTransport
 	mux       *transport.Mux
 	advertise string
 	hadState  bool
@@ -151,7 +152,7 @@ func Open(cfg Config) (*Node, error) {
 	}
 	n.shares = n.newShareTable()
 	n.fwd = newForwarder(n.dialer(), cfg.RequestTimeout)
-	n.mux = transport.NewMux(guard.Wrap(ln, cfg.MaxRaftConns, cfg.RaftIdleTimeout, n.logger), cfg.NodeTLS, n.ClusterID, n.logger, protocolRaft, protocolForward)
+	n.mux = transport.NewMux(guard.Wrap(ln, cfg.MaxRaftConns, cfg.RaftIdleTimeout, n.logger), cfg.NodeTLS, n.ClusterID, n.logger, transport.ProtocolRaft, transport.ProtocolForward)
 	if err := n.startRaft(); err != nil {
 		n.mux.Close()
 		n.stats.close()
@@ -164,7 +165,7 @@ func Open(cfg Config) (*Node, error) {
 	n.leaderBatch = newBatcher(n.applyBatch, limit, cfg.MaxEntriesInFlight, gatherYields, waits.WithLabelValues("leader"))
 	n.followerBatch = newBatcher(n.forwardBatch, limit, max(cfg.MaxEntriesInFlight, minForwardsInFlight), gatherYields, waits.WithLabelValues("follower"))
 	n.followerDenials = newBatcher(n.forwardBatch, limit, max(cfg.MaxEntriesInFlight, minForwardsInFlight), gatherYields, waits.WithLabelValues("follower-denials"))
-	n.wg.Go(func() { n.serveForwarding(n.mux.Listener(protocolForward)) })
+	n.wg.Go(func() { n.serveForwarding(n.mux.Listener(transport.ProtocolForward)) })
 	n.wg.Go(n.watchLeadership)
 	n.wg.Go(n.watchHealth)
 	n.wg.Go(n.watchDisk)
@@ -202,7 +203,7 @@ func advertisedRaftAddr(listening net.Addr, flag string) (string, error) {
 }
 
 func (n *Node) startRaft() error {
-	hlog := newRaftLogger(n.logger, n.cfg.RaftLogLevel)
+	hlog := raftlog.New(n.logger, n.cfg.RaftLogLevel)
 	logStore, snapshots, hasState, err := n.openStores(hlog)
 	if err != nil {
 		return err
@@ -230,8 +231,8 @@ func (n *Node) startRaft() error {
 	n.fsm = n.newFSM()
 	n.clock.ceiling = n.fsm.StampCeiling
 	n.appends = &raftstore.AppendWatch{LogStore: logStore}
-	network := &gatedTransport{NetworkTransport: raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
-		Stream:  &raftStream{Listener: n.mux.Listener(protocolRaft), advertise: advertisedAddr(n.advertise), dialer: n.dialer()},
+	network := &transport.GatedTransport{NetworkTransport: raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
+		Stream:  &transport.RaftStream{Listener: n.mux.Listener(transport.ProtocolRaft), Advertise: n.advertise, Dialer: n.dialer()},
 		MaxPool: 5,
 		Timeout: 10 * time.Second,
 		Logger:  hlog,
@@ -260,6 +261,10 @@ func (n *Node) startRaft() error {
 	}
 	return nil
 }
+
+// DialFunc opens a TCP connection to another node's Raft address
+// (Config.Dial; tests put a network that can fail in between).
+type DialFunc = transport.DialFunc
 
 // dialer opens this node's connections to the others' Raft ports, as a
 // member of its cluster.

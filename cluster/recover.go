@@ -3,6 +3,7 @@ package cluster
 import (
 	"errors"
 	"fmt"
+	"github.com/limitnode/limitnode/cluster/internal/raftlog"
 	"github.com/limitnode/limitnode/cluster/internal/raftstore"
 	"io"
 	"log/slog"
@@ -60,7 +61,7 @@ func Recover(dataDir, snapshotDir string, members []contract.Member, logger *slo
 		return fmt.Errorf("cluster: recover: open %s: %w", path, err)
 	}
 	defer logStore.Close()
-	snapshots, err := raft.NewFileSnapshotStoreWithLogger(snapshotDir, 2, newRaftLogger(logger, "warn"))
+	snapshots, err := raft.NewFileSnapshotStoreWithLogger(snapshotDir, 2, raftlog.New(logger, "warn"))
 	if err != nil {
 		return fmt.Errorf("cluster: recover: open snapshots in %s: %w", snapshotDir, err)
 	}
@@ -73,7 +74,7 @@ func Recover(dataDir, snapshotDir string, members []contract.Member, logger *slo
 	}
 	rc := raft.DefaultConfig()
 	rc.LocalID = conf.Servers[0].ID
-	rc.Logger = newRaftLogger(logger, "warn")
+	rc.Logger = raftlog.New(logger, "warn")
 	rc.LogOutput = io.Discard
 	_, transport := raft.NewInmemTransport("")
 	if err := raft.RecoverCluster(rc, fsm.New(logger), logStore, logStore, snapshots, transport, conf); err != nil {

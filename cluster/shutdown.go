@@ -54,7 +54,7 @@ func (n *Node) shutdown(transfer bool) error {
 		// before the stores close: past this point only Raft's own
 		// goroutines touch the stores, and raft.Shutdown waits for those
 		// (raftgate.go).
-		n.transport.closeGate()
+		n.transport.CloseGate()
 		var errs []error
 		if err := n.raft.Shutdown().Error(); err != nil {
 			errs = append(errs, fmt.Errorf("raft shutdown: %w", err))

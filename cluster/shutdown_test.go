@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+	"github.com/limitnode/limitnode/internal/transport"
 )
 
 // TestClosingWhileHeartbeatsArriveDoesNotPanic closes nodes while a peer
@@ -68,6 +69,6 @@ func heartbeatPeer(t *testing.T, n *Node, conns int) *raft.NetworkTransport {
 	if err != nil {
 		t.Fatal(err)
 	}
-	stream := &raftStream{Listener: ln, advertise: advertisedAddr(ln.Addr().String()), dialer: n.dialer()}
+	stream := &transport.RaftStream{Listener: ln, Advertise: ln.Addr().String(), Dialer: n.dialer()}
 	return raft.NewNetworkTransport(stream, conns, time.Second, io.Discard)
 }

@@ -1,4 +1,4 @@
-package cluster
+package transport
 
 import (
 	"errors"
@@ -14,26 +14,26 @@ import (
 // returns would write to stores the node then closes, and Raft panics on
 // that write ("failed to save current term: database not open"): the
 // leader a stopping node just handed over to sends it exactly such
-// heartbeats. gatedTransport lets heartbeats reach Raft only through a gate
+// heartbeats. GatedTransport lets heartbeats reach Raft only through a gate
 // that shutdown closes, and closing waits for those under way, so the
 // stores close only once no goroutine but Raft's own can reach them.
 
 // errNodeClosing answers a heartbeat that arrives once the node closes.
-var errNodeClosing = errors.New("cluster: the node is shutting down")
+var errNodeClosing = errors.New("transport: the node is shutting down")
 
-// gatedTransport is the Raft transport of a node: NetworkTransport, with
+// GatedTransport is the Raft transport of a node: NetworkTransport, with
 // its heartbeat handler behind a gate.
-type gatedTransport struct {
+type GatedTransport struct {
 	*raft.NetworkTransport
 
 	mu     sync.RWMutex // held for reading by each heartbeat under way
 	closed bool
 }
 
-var _ raft.Transport = (*gatedTransport)(nil)
+var _ raft.Transport = (*GatedTransport)(nil)
 
 // SetHeartbeatHandler installs Raft's handler behind the gate.
-func (t *gatedTransport) SetHeartbeatHandler(handle func(rpc raft.RPC)) {
+func (t *GatedTransport) SetHeartbeatHandler(handle func(rpc raft.RPC)) {
 	if handle == nil {
 		t.NetworkTransport.SetHeartbeatHandler(nil)
 		return
@@ -49,9 +49,9 @@ func (t *gatedTransport) SetHeartbeatHandler(handle func(rpc raft.RPC)) {
 	})
 }
 
-// closeGate stops heartbeats from reaching Raft, once those under way
+// CloseGate stops heartbeats from reaching Raft, once those under way
 // have been handled.
-func (t *gatedTransport) closeGate() {
+func (t *GatedTransport) CloseGate() {
 	t.mu.Lock()
 	t.closed = true
 	t.mu.Unlock()

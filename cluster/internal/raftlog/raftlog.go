@@ -1,4 +1,6 @@
-package cluster
+// Package raftlog passes hashicorp/raft's log records into log/slog, at the
+// levels an operator of a healthy cluster expects.
+package raftlog
 
 import (
 	"context"
@@ -12,14 +14,14 @@ import (
 	"github.com/hashicorp/go-hclog"
 )
 
-// newRaftLogger routes hashicorp/raft's hclog output into slog, keeping only
+// New routes hashicorp/raft's hclog output into slog, keeping only
 // records at level and above ("warn" when empty: Raft's debug and info
 // records are many and rarely useful to an operator). Raft's records of
 // what a healthy cluster does (elections at start, a follower catching up)
 // are passed at info or debug, not as the warnings Raft files them as, and
 // its complaints about an unreachable peer, which it repeats several times a
 // second, are passed once per peer per peerErrorEvery, with a count.
-func newRaftLogger(logger *slog.Logger, level string) hclog.Logger {
+func New(logger *slog.Logger, level string) hclog.Logger {
 	lvl := hclog.LevelFromString(level)
 	if lvl == hclog.NoLevel {
 		lvl = hclog.Warn

@@ -1,0 +1,43 @@
+package transport
+
+import (
+	"net"
+	"time"
+
+	"github.com/hashicorp/raft"
+)
+
+// The Raft address carries two protocols, told apart by the first byte a
+// dialer sends (Mux): Raft's own RPCs, and limitnode's forwarding of
+// requests from followers to the leader. One listening address per node
+// keeps the operator's configuration to the two addresses of the contract.
+const (
+	ProtocolRaft    Protocol = 'R'
+	ProtocolForward Protocol = 'F'
+)
+
+// RaftStream is the raft.StreamLayer of a node: it accepts on the mux's
+// Raft sub-listener, dials others' Raft protocol through Dialer, and gives
+// its address as Advertise, the address the others dial (which may be a
+// DNS name rather than the IP listened on).
+type RaftStream struct {
+	net.Listener
+	Advertise string
+	Dialer    Dialer
+}
+
+var _ raft.StreamLayer = (*RaftStream)(nil)
+
+// Dial opens a Raft connection to addr.
+func (s *RaftStream) Dial(addr raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
+	return s.Dialer.Open(string(addr), ProtocolRaft, timeout)
+}
+
+// Addr is the address the others dial.
+func (s *RaftStream) Addr() net.Addr { return advertisedAddr(s.Advertise) }
+
+// advertisedAddr is an address as the others dial it.
+type advertisedAddr string
+
+func (a advertisedAddr) Network() string { return "tcp" }
+func (a advertisedAddr) String() string  { return string(a) }
