@@ -230,7 +230,10 @@ func TestLeaseQueueMovesWithTimeAlone(t *testing.T) {
 		t.Fatalf("holder: %d %v", status, body)
 	}
 	a, err := postLease(t.Context(), f.URL(), `{"key":"expiring","max":1,"ttl":"1m","max_wait":"1m","max_queue":1}`)
-	if err != nil || a.status != 200 || a.WaitedMS < 1 || a.WaitedMS > 300 {
+	// Granted at the tick that finds the lease expired: about 300ms
+	// after it was taken, later on a loaded machine, long before the
+	// waiter's minute runs out.
+	if err != nil || a.status != 200 || a.WaitedMS < 1 || a.WaitedMS > 30_000 {
 		t.Fatalf("the waiter for an expiring lease: %+v %v", a, err)
 	}
 	// Now the slot is held for a minute: a waiter with 300ms leaves

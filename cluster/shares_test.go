@@ -123,10 +123,14 @@ func TestANodeThatStopsGivesItsShareBack(t *testing.T) {
 				t.Errorf("stats show shares %v (status %d), want the inline limit's", stats["local_shares"], status)
 			}
 		}
-		if a := post(t, follower.URL()+"/v1/allow", body); a.header.Get("X-Limitnode-Shared") != "true" {
-			t.Fatalf("the follower answered from no share: %+v", a)
-		}
+		a := post(t, follower.URL()+"/v1/allow", body)
 		admitted++
+		if a.header.Get("X-Limitnode-Shared") != "true" {
+			// A loaded machine kept the share's grant from arriving
+			// in time, or it ended already: another round.
+			t.Logf("round %d: the follower answered from no share: %+v", round, a)
+			return false
+		}
 		follower.Stop()
 		state, ok := c.WaitLeader().Node().Key(context.Background(), key)
 		if !ok || len(state.Limits) != 1 {
