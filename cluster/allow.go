@@ -212,3 +212,43 @@ func requestOf(req contract.Request) (fsm.Request, error) {
 	}
 	return fr, nil
 }
+
+// Settle settles a reservation that an admission with SettleTTLNanos
+// answered with (contract.Decision.SettlementID), through the log: what it
+// did not use of the cost it reserved is given back, what it used beyond is
+// charged, up to its policy's MaxDebt beyond empty. Settling again with the
+// same cost answers the first settlement (Duplicate) and changes nothing,
+// so an unknown outcome is tried again, charged once; another cost is a
+// *contract.Error with CodeConflict; an unknown or ended reservation, one
+// with CodeNotFound. A settlement that gave units back gives capacity back:
+// it is acknowledged once the deny leases that could contradict it have
+// ended, as a policy change is.
+func (n *Node) Settle(ctx context.Context, req contract.SettleRequest) (contract.Settlement, error) {
+	if err := req.Validate(); err != nil {
+		return contract.Settlement{}, err
+	}
+	r, err := commandOnLeader[fsm.SettleResult](ctx, n, fsm.CommandSettle, &fsm.SettleCommand{ID: req.ID, Scope: req.Scope, Cost: req.Cost})
+	if err != nil {
+		return contract.Settlement{}, err
+	}
+	return r.Settlement, nil
+}
+
+// Bounds per caller: a caller is an API token (contract.Request.Scope for a
+// decision, contract.Caller for a lease), and what one caller may hold of
+// the cluster is bounded so that it cannot shut the others out. A
+// reservation holds a key in debt for up to its max_wait, so max_wait is
+// bounded (Config.MaxWaitPerCaller); leases are counted per caller in the
+// replicated state (Config.MaxLeasesPerCaller, fsm's lease.go). New keys are
+// not counted per caller: the cluster's cap (MaxKeys) bounds them, and a
+// caller's keys are whatever keys its checks name, which a policy's key
+// template may make from any dimension.
+
+// requestOf is the package's requestOf, with this node's bounds per
+// caller.
+func (n *Node) requestOf(req contract.Request) (fsm.Request, error) {
+	if req.MaxWaitNanos > int64(n.cfg.MaxWaitPerCaller) {
+		return fsm.Request{}, contract.Invalid("max_wait", "max_wait is at most %s on this cluster: a reservation holds its key in debt for up to its wait, shutting other callers out of it for that long", n.cfg.MaxWaitPerCaller)
+	}
+	return requestOf(req)
+}
