@@ -20,7 +20,7 @@ import (
 func TestEveryRouteNeedsItsRole(t *testing.T) {
 	t.Parallel()
 	tokens, authorizer := mustTokens(t)
-	h := New(newFake().backend(), Options{Logger: slog.New(slog.DiscardHandler), Authorizer: authorizer})
+	h := New(newFake(), Options{Logger: slog.New(slog.DiscardHandler), Authorizer: authorizer})
 
 	spec := openAPI(t)
 	for _, path := range slices.Sorted(maps.Keys(spec.doc.Paths.Map())) {

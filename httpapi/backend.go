@@ -2,20 +2,23 @@ package httpapi
 
 import (
 	"context"
-	"fmt"
 	"io"
-	"reflect"
+	"net/http"
 	"time"
 
 	"github.com/limitnode/limitnode/contract"
 	"github.com/limitnode/limitnode/rls"
 )
 
-// Backend is what the HTTP API needs from a cluster node, one interface per
-// job, so that each handler depends on the few methods it calls and a test
-// fakes only those. *cluster.Node implements every one; an embedding
-// program passes it for each field.
-type Backend struct {
+// The HTTP API serves one backend: a value that decides (Decider) and
+// does any of the other jobs below, one interface each, so that each
+// handler depends on the few methods it calls and a test fakes only
+// those. *cluster.Node does every job. A route of a job the backend does
+// not do answers 501 (code not_implemented), naming the interface.
+
+// roles are the jobs of one backend, found by type assertion; nil where it
+// does not do one.
+type roles struct {
 	Decider    Decider
 	Policies   PolicyStore
 	RLS        RLSStore
@@ -29,15 +32,47 @@ type Backend struct {
 	Settler    Settler
 }
 
-// mustBeComplete panics, naming the field, when a job is missing: a
-// programming error of the embedding program, found when it builds the API.
-func (b Backend) mustBeComplete() {
-	v := reflect.ValueOf(b)
-	for i := range v.NumField() {
-		if v.Field(i).IsNil() {
-			panic(fmt.Sprintf("httpapi: Backend.%s is nil", v.Type().Field(i).Name))
+// rolesOf finds the jobs backend does.
+func rolesOf(backend Decider) roles {
+	r := roles{Decider: backend}
+	r.Policies, _ = backend.(PolicyStore)
+	r.RLS, _ = backend.(RLSStore)
+	r.Leases, _ = backend.(LeaseKeeper)
+	r.Membership, _ = backend.(Membership)
+	r.Backups, _ = backend.(Backups)
+	r.Observer, _ = backend.(Observer)
+	r.Keys, _ = backend.(KeyStore)
+	r.Blocks, _ = backend.(BlockList)
+	r.Audit, _ = backend.(AuditLog)
+	r.Settler, _ = backend.(Settler)
+	return r
+}
+
+// needs is handler when every job in jobs is done (each a role, nil when
+// the backend does not do it, and the interface's name), and otherwise a
+// handler that answers 501 naming the first job missing.
+func needs(handler http.HandlerFunc, jobs ...job) http.HandlerFunc {
+	for _, j := range jobs {
+		if j.missing {
+			name := j.name
+			return func(w http.ResponseWriter, r *http.Request) {
+				writeError(w, &apiError{status: http.StatusNotImplemented, code: codeNotImplemented,
+					message: r.Method + " " + r.URL.Path + " is not served here: this server's backend does not implement httpapi." + name})
+			}
 		}
 	}
+	return handler
+}
+
+// job is one of the backend's jobs as needs reads it.
+type job struct {
+	name    string
+	missing bool
+}
+
+// jobOf is the job named name, missing when role is nil.
+func jobOf[T any](role T, name string) job {
+	return job{name: name, missing: any(role) == nil}
 }
 
 // Decider decides requests; see cluster.Node.Allow for its errors.

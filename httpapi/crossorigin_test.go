@@ -131,7 +131,7 @@ func TestWithoutTokensNoPageReadsAnAnswer(t *testing.T) {
 	t.Parallel()
 	tokens, authorizer := mustTokens(t)
 	withoutTokens := newTestAPI(newFake())
-	withTokens := New(newFake().backend(), Options{Logger: slog.New(slog.DiscardHandler), Authorizer: authorizer})
+	withTokens := New(newFake(), Options{Logger: slog.New(slog.DiscardHandler), Authorizer: authorizer})
 	pages := []struct {
 		name, host, wantPrefix string
 		header                 map[string]string

@@ -4,11 +4,13 @@
 // contract's requests, asks the node, and turns decisions into status codes,
 // JSON bodies and the RateLimit and Retry-After headers.
 //
-// It knows HTTP and nothing of Raft. It depends on a Backend: one small
-// interface per job (Decider, PolicyStore, RLSStore, LeaseKeeper,
-// Membership, Backups, Observer), each of which *cluster.Node implements,
-// so a handler sees the few methods it calls and tests fake only those; it
-// does not import package cluster. What a valid request is lives in
+// It knows HTTP and nothing of Raft. It serves one backend, a Decider, and
+// depends on one small interface per job (PolicyStore, RLSStore,
+// LeaseKeeper, Membership, Backups, Observer, KeyStore, BlockList,
+// AuditLog, Settler), found by type assertion: *cluster.Node implements
+// every one, a route of a job the backend lacks answers 501, a handler sees
+// the few methods it calls and tests fake only those; it does not import
+// package cluster. What a valid request is lives in
 // package contract; this package checks only what JSON alone can get wrong
 // (a missing field, a malformed body, a name in the wrong case). Every size
 // limit is explicit (MaxBodyBytes, contract.MaxKeyBytes, ...) and every

@@ -15,7 +15,10 @@ import (
 const (
 	codePayloadTooLarge  = "payload_too_large"
 	codeMethodNotAllowed = "method_not_allowed"
-	codeUnavailable      = "unavailable"
+	// codeNotImplemented is a 501: the backend does not do the route's
+	// job (see needs).
+	codeNotImplemented = "not_implemented"
+	codeUnavailable    = "unavailable"
 	// codeOutcomeUnknown is a 503 after which the request may or may not
 	// have been decided: retry with the same request_id, not afresh.
 	codeOutcomeUnknown = "outcome_unknown"

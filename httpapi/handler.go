@@ -55,16 +55,16 @@ type Options struct {
 // API is limitnode's HTTP API over one node.
 type API struct {
 	routes  []string // the paths registered, in order
-	backend Backend
+	backend roles
 	opts    Options
 	mux     *http.ServeMux
 	metrics *metrics
 }
 
-// New returns the HTTP API of the node behind b, every one of whose jobs
-// must be set.
-func New(b Backend, opts Options) *API {
-	b.mustBeComplete()
+// New returns the HTTP API over backend: every route of the jobs it does
+// (see roles), and a 501 for the others. Pass a *cluster.Node for all of
+// them.
+func New(backend Decider, opts Options) *API {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
@@ -74,44 +74,48 @@ func New(b Backend, opts Options) *API {
 	if opts.Jitter == nil {
 		opts.Jitter = func(n int64) int64 { return rand.Int64N(n + 1) }
 	}
+	b := rolesOf(backend)
 	a := &API{backend: b, opts: opts, mux: http.NewServeMux(), metrics: newMetrics(b.Observer, opts.Collectors)}
 	decide, read, admin := auth.RoleDecide, auth.RoleRead, auth.RoleAdmin
+	policies, domains, leases := jobOf(b.Policies, "PolicyStore"), jobOf(b.RLS, "RLSStore"), jobOf(b.Leases, "LeaseKeeper")
+	members, backups, observer := jobOf(b.Membership, "Membership"), jobOf(b.Backups, "Backups"), jobOf(b.Observer, "Observer")
+	keys, blocks, audit, settler := jobOf(b.Keys, "KeyStore"), jobOf(b.Blocks, "BlockList"), jobOf(b.Audit, "AuditLog"), jobOf(b.Settler, "Settler")
 	a.route("/v1/allow", map[string]endpoint{http.MethodPost: {decide, a.allow}})
 	a.route("/v1/allow/batch", map[string]endpoint{http.MethodPost: {decide, a.allowBatch}})
-	a.route("/v1/settle", map[string]endpoint{http.MethodPost: {decide, a.settle}})
+	a.route("/v1/settle", map[string]endpoint{http.MethodPost: {decide, needs(a.settle, settler)}})
 	a.route("/v1/shares/return", map[string]endpoint{http.MethodPost: {decide, a.returnShare}})
 	forwardAuth := map[string]endpoint{}
 	for _, m := range forwardAuthMethods {
 		forwardAuth[m] = endpoint{decide, a.forwardAuth}
 	}
 	a.route(forwardAuthRoute, forwardAuth)
-	a.route("/v1/policies", map[string]endpoint{http.MethodGet: {read, a.listPolicies}})
+	a.route("/v1/policies", map[string]endpoint{http.MethodGet: {read, needs(a.listPolicies, policies)}})
 	a.route("/v1/policies/{name}", map[string]endpoint{
-		http.MethodGet: {read, a.getPolicy}, http.MethodPut: {admin, a.putPolicy}, http.MethodDelete: {admin, a.deletePolicy},
+		http.MethodGet: {read, needs(a.getPolicy, policies)}, http.MethodPut: {admin, needs(a.putPolicy, policies)}, http.MethodDelete: {admin, needs(a.deletePolicy, policies)},
 	})
-	a.route("/v1/rls/domains", map[string]endpoint{http.MethodGet: {read, a.listRLSDomains}})
+	a.route("/v1/rls/domains", map[string]endpoint{http.MethodGet: {read, needs(a.listRLSDomains, domains)}})
 	a.route("/v1/rls/domains/{domain}", map[string]endpoint{
-		http.MethodGet: {read, a.getRLSDomain}, http.MethodPut: {admin, a.putRLSDomain}, http.MethodDelete: {admin, a.deleteRLSDomain},
+		http.MethodGet: {read, needs(a.getRLSDomain, domains)}, http.MethodPut: {admin, needs(a.putRLSDomain, domains)}, http.MethodDelete: {admin, needs(a.deleteRLSDomain, domains)},
 	})
-	a.route("/v1/leases", map[string]endpoint{http.MethodPost: {decide, a.acquireLease}, http.MethodGet: {read, a.listLeases}})
-	a.route("/v1/leases/{id}", map[string]endpoint{http.MethodDelete: {decide, a.releaseLease}})
-	a.route("/v1/leases/{id}/renew", map[string]endpoint{http.MethodPost: {decide, a.renewLease}})
-	a.route("/v1/keys", map[string]endpoint{http.MethodGet: {read, a.listKeys}})
-	a.route("/v1/keys/{key}", map[string]endpoint{http.MethodGet: {read, a.getKey}, http.MethodDelete: {admin, a.resetKey}})
-	a.route("/v1/blocks", map[string]endpoint{http.MethodGet: {read, a.listBlocks}})
-	a.route("/v1/blocks/{key}", map[string]endpoint{http.MethodPut: {admin, a.putBlock}, http.MethodDelete: {admin, a.deleteBlock}})
-	a.route("/v1/audit", map[string]endpoint{http.MethodGet: {read, a.listAudit}})
-	a.route("/v1/cluster", map[string]endpoint{http.MethodGet: {read, a.clusterStatus}})
-	a.route("/v1/cluster/join", map[string]endpoint{http.MethodPost: {admin, a.join}})
-	a.route("/v1/cluster/nodes/{id}", map[string]endpoint{http.MethodDelete: {admin, a.removeNode}})
-	a.route("/v1/cluster/transfer-leadership", map[string]endpoint{http.MethodPost: {admin, a.transferLeadership}})
-	a.route("/v1/cluster/consistency", map[string]endpoint{http.MethodPost: {admin, a.checkConsistency}})
-	a.route("/v1/snapshot", map[string]endpoint{http.MethodGet: {admin, a.backup}, http.MethodPost: {admin, a.restore}})
+	a.route("/v1/leases", map[string]endpoint{http.MethodPost: {decide, needs(a.acquireLease, leases)}, http.MethodGet: {read, needs(a.listLeases, leases)}})
+	a.route("/v1/leases/{id}", map[string]endpoint{http.MethodDelete: {decide, needs(a.releaseLease, leases)}})
+	a.route("/v1/leases/{id}/renew", map[string]endpoint{http.MethodPost: {decide, needs(a.renewLease, leases)}})
+	a.route("/v1/keys", map[string]endpoint{http.MethodGet: {read, needs(a.listKeys, keys)}})
+	a.route("/v1/keys/{key}", map[string]endpoint{http.MethodGet: {read, needs(a.getKey, keys)}, http.MethodDelete: {admin, needs(a.resetKey, keys)}})
+	a.route("/v1/blocks", map[string]endpoint{http.MethodGet: {read, needs(a.listBlocks, blocks)}})
+	a.route("/v1/blocks/{key}", map[string]endpoint{http.MethodPut: {admin, needs(a.putBlock, blocks)}, http.MethodDelete: {admin, needs(a.deleteBlock, blocks)}})
+	a.route("/v1/audit", map[string]endpoint{http.MethodGet: {read, needs(a.listAudit, audit)}})
+	a.route("/v1/cluster", map[string]endpoint{http.MethodGet: {read, needs(a.clusterStatus, observer)}})
+	a.route("/v1/cluster/join", map[string]endpoint{http.MethodPost: {admin, needs(a.join, members)}})
+	a.route("/v1/cluster/nodes/{id}", map[string]endpoint{http.MethodDelete: {admin, needs(a.removeNode, members)}})
+	a.route("/v1/cluster/transfer-leadership", map[string]endpoint{http.MethodPost: {admin, needs(a.transferLeadership, members)}})
+	a.route("/v1/cluster/consistency", map[string]endpoint{http.MethodPost: {admin, needs(a.checkConsistency, members)}})
+	a.route("/v1/snapshot", map[string]endpoint{http.MethodGet: {admin, needs(a.backup, backups, observer)}, http.MethodPost: {admin, needs(a.restore, backups)}})
 	a.route("/v1/openapi.json", map[string]endpoint{http.MethodGet: {read, serveOpenAPI}})
-	a.route("/v1/stats", map[string]endpoint{http.MethodGet: {read, a.stats}})
-	a.route("/", map[string]endpoint{http.MethodGet: {read, a.statusPage}})
+	a.route("/v1/stats", map[string]endpoint{http.MethodGet: {read, needs(a.stats, observer, policies, blocks, audit)}})
+	a.route("/", map[string]endpoint{http.MethodGet: {read, needs(a.statusPage, observer, policies, blocks, audit)}})
 	a.route("/healthz", map[string]endpoint{http.MethodGet: {open, a.healthz}})
-	a.route("/readyz", map[string]endpoint{http.MethodGet: {open, a.readyz}})
+	a.route("/readyz", map[string]endpoint{http.MethodGet: {open, needs(a.readyz, observer)}})
 	a.route("/metrics", map[string]endpoint{http.MethodGet: {read, a.metrics.handler().ServeHTTP}})
 	a.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, notFound("", "no such endpoint: %s", r.URL.Path))

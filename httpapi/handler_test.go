@@ -82,11 +82,6 @@ type fakeBucket struct {
 	limit algorithms.Limit
 }
 
-// backend is the fake in every job of a Backend.
-func (f *fakeLimiter) backend() Backend {
-	return Backend{Decider: f, Policies: f, RLS: f, Leases: f, Membership: f, Backups: f, Observer: f, Keys: f, Blocks: f, Audit: f, Settler: f}
-}
-
 func newFake() *fakeLimiter {
 	return &fakeLimiter{now: 1e18, states: make(map[string]algorithms.State), policies: make(map[string]contract.Policy), domains: make(map[string]rls.Config), buckets: make(map[string]fakeBucket), blocks: make(map[string]contract.Block), settles: make(map[string]*fakeSettlement), ready: true}
 }
@@ -496,7 +491,7 @@ func (f *fakeLimiter) Ready() string {
 }
 
 func newTestAPI(f *fakeLimiter) *API {
-	return New(f.backend(), Options{Logger: slog.New(slog.DiscardHandler), Jitter: func(n int64) int64 { return n }})
+	return New(f, Options{Logger: slog.New(slog.DiscardHandler), Jitter: func(n int64) int64 { return n }})
 }
 
 // do serves one request and checks the exchange against api/openapi.yaml,

@@ -36,8 +36,11 @@ func newMetrics(observer Observer, more []prometheus.Collector) *metrics {
 			Help: "Allow requests decided through this node, by outcome (allowed, denied).",
 		}, []string{"outcome"}),
 	}
-	m.registry.MustRegister(m.requests, m.latency, m.decisions, &clusterCollector{observer: observer},
+	m.registry.MustRegister(m.requests, m.latency, m.decisions,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if observer != nil { // the cluster's gauges, from a backend that reports them
+		m.registry.MustRegister(&clusterCollector{observer: observer})
+	}
 	m.registry.MustRegister(more...)
 	return m
 }

@@ -235,7 +235,7 @@ func TestOpenAPIDocumentListsEveryRoute(t *testing.T) {
 	if !spec.doc.IsOpenAPI31OrLater() {
 		t.Fatalf("the document is OpenAPI %s, want 3.1", spec.doc.OpenAPI)
 	}
-	h := New(newFake().backend(), Options{Logger: slog.New(slog.DiscardHandler)})
+	h := New(newFake(), Options{Logger: slog.New(slog.DiscardHandler)})
 	for _, path := range h.routes {
 		if spec.doc.Paths.Value(path) == nil {
 			t.Errorf("the server serves %s, which api/openapi.yaml does not document", path)

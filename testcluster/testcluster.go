@@ -200,7 +200,7 @@ func (n *Node) start(bootstrap bool) error {
 	grpcServer := n.grpcServer
 	go func() { _ = grpcServer.Serve(grpcListener) }()
 	apiOpts.Collectors = append(grpcServer.Collectors(), node.Collectors()...)
-	n.server = httpapi.NewServer(n.HTTPAddr, httpapi.New(httpapi.Backend{Decider: node, Policies: node, RLS: node, Leases: node, Membership: node, Backups: node, Observer: node, Keys: node, Blocks: node, Audit: node, Settler: node}, apiOpts))
+	n.server = httpapi.NewServer(n.HTTPAddr, httpapi.New(node, apiOpts))
 	server := n.server
 	if n.c.opts.Secure {
 		server.TLSConfig = testMaterial().serverTLS(n.ID)

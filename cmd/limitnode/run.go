@@ -219,7 +219,7 @@ func serve(c config, sec secured, logger *slog.Logger, node *cluster.Node, httpL
 		go func() { s.errs <- fmt.Errorf("gRPC server: %w", s.grpc.Serve(grpcListener)) }()
 		logger.Info("serving gRPC", "grpc", grpcListener.Addr().String())
 	}
-	s.http = httpapi.NewServer(s.httpAddr, httpapi.New(httpBackend(node), apiOpts))
+	s.http = httpapi.NewServer(s.httpAddr, httpapi.New(node, apiOpts))
 	s.http.ErrorLog = httpapi.ErrorLog(logger)
 	s.http.ConnState = httpListener.ConnState
 	if sec.httpTLS != nil {
@@ -390,9 +390,4 @@ func advertiseHTTP(listening, raftAddr, flagValue string) (string, error) {
 		return "", &usageError{fmt.Sprintf("-http %s listens on every interface: give -advertise-http, the address others reach it at", listening)}
 	}
 	return net.JoinHostPort(raftHost, port), nil
-}
-
-// httpBackend is the node in every job of the HTTP API.
-func httpBackend(node *cluster.Node) httpapi.Backend {
-	return httpapi.Backend{Decider: node, Policies: node, RLS: node, Leases: node, Membership: node, Backups: node, Observer: node, Keys: node, Blocks: node, Audit: node, Settler: node}
 }

@@ -44,7 +44,7 @@ func main() {
 	defer node.Close() // hands leadership over first
 
 	// Optional: serve the HTTP API too (followers forward to the leader either way).
-	server := httpapi.NewServer(*httpAddr, httpapi.New(httpapi.Backend{Decider: node, Policies: node, RLS: node, Leases: node, Membership: node, Backups: node, Observer: node, Keys: node, Blocks: node, Audit: node, Settler: node}, httpapi.Options{}))
+	server := httpapi.NewServer(*httpAddr, httpapi.New(node, httpapi.Options{}))
 	go func() {
 		if err := server.ListenAndServe(); !errors.Is(err, http.ErrServerClosed) {
 			log.Print(err)

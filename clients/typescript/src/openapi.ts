@@ -923,7 +923,7 @@ export interface components {
              * @description What went wrong, for programs.
              * @enum {string}
              */
-            code: "invalid_argument" | "not_found" | "payload_too_large" | "method_not_allowed" | "unavailable" | "outcome_unknown" | "internal" | "unauthenticated" | "permission_denied" | "conflict" | "cross_origin" | "unsupported_media_type";
+            code: "invalid_argument" | "not_found" | "payload_too_large" | "method_not_allowed" | "unavailable" | "outcome_unknown" | "internal" | "not_implemented" | "unauthenticated" | "permission_denied" | "conflict" | "cross_origin" | "unsupported_media_type";
             /** @description The JSON path of the field at fault, when one is. */
             field?: string;
         };
