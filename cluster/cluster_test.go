@@ -39,6 +39,7 @@ type allowAnswer struct {
 	Retry   int64  `json:"retry_after_ms"`
 	Code    string `json:"code"`
 	Field   string `json:"field"`
+	Error   string `json:"error"`
 }
 
 func post(t testing.TB, url, body string) allowAnswer {
