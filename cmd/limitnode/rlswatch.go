@@ -161,6 +161,9 @@ func (w *rlsWatch) apply(ctx context.Context) {
 			continue
 		}
 		err := w.cluster.PutRLSConfig(contract.WithActor(ctx, rlsConfigActor), c)
+		if err != nil && ctx.Err() != nil {
+			return // the node stops, or the round took too long: the next read tries again
+		}
 		if err != nil {
 			w.metrics.applied.WithLabelValues("error").Inc()
 			if w.putErrors[c.Domain] != err.Error() {

@@ -76,6 +76,7 @@ func TestTheRLSWatch(t *testing.T) {
 		// then one read.
 		steps     []string
 		leading   bool
+		leadsFrom int               // the step from which the node leads, when not leading from the start (0: never)
 		cluster   map[string]string // the cluster's domains at the start
 		failPuts  error
 		wantPuts  []string
@@ -95,6 +96,13 @@ func TestTheRLSWatch(t *testing.T) {
 		steps:     []string{edgeConfig(2), edgeConfig(3), ""},
 		cluster:   map[string]string{"edge": edgeConfig(1)},
 		wantLimit: 1,
+	}, {
+		name:      "a follower that comes to lead puts its file's configuration",
+		steps:     []string{edgeConfig(2), edgeConfig(3), "", "", ""},
+		leadsFrom: 4,
+		cluster:   map[string]string{"edge": edgeConfig(2)},
+		wantPuts:  []string{"edge@rls-config"},
+		wantLimit: 3,
 	}, {
 		name:      "the leader puts nothing while the cluster holds the file's configuration",
 		steps:     []string{edgeConfig(2), "", ""},
@@ -151,7 +159,15 @@ func TestTheRLSWatch(t *testing.T) {
 			}
 			var logs syncBuffer
 			w := newRLSWatch(file, cluster, slog.New(slog.NewTextHandler(&logs, nil)))
-			for _, content := range tc.steps {
+			for step, content := range tc.steps {
+				if step+1 == tc.leadsFrom {
+					cluster.mu.Lock()
+					cluster.leading = true
+					cluster.mu.Unlock()
+				}
+				if step+1 < tc.leadsFrom && len(cluster.puts) > 0 {
+					t.Fatalf("a follower put %q", cluster.puts)
+				}
 				if content != "" {
 					writeFile(t, file, content)
 				}
