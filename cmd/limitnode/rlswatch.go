@@ -35,16 +35,18 @@ type rlsCluster interface {
 	PutRLSConfig(ctx context.Context, c rls.Config) error
 }
 
-// rlsWatch keeps the cluster's Envoy domains as -rls-config says. Every
-// node reads the file (or directory) every rlsPollInterval, and reports a
-// changed one that is invalid (its log, its metrics) without changing
-// anything; the node that leads puts each domain the file names through
-// the log whenever the cluster's configuration of it differs from the
-// file's: after the file changed, after leadership moved to it, after the
-// domain was put or deleted through the API, after a restore. Domains the
-// file does not name are left to the API. The file is the source, as
-// envoyproxy/ratelimit's runtime directory is; the log makes every replica
-// switch at one index.
+// rlsWatch applies -rls-config as it changes. Every node reads the file
+// (or directory) every rlsPollInterval and reports a changed one that is
+// invalid (its log, its metrics) without changing anything. The node that
+// leads puts through the log each domain of the file whose configuration
+// in the cluster differs from the file's, when the file has changed (a
+// valid change taken while it leads) and when it comes to lead (a new
+// leader reads its own file): the log makes every replica switch at one
+// index. A change made through the API (limitnode rls put, rls delete)
+// holds until one of those: the file is the source, as
+// envoyproxy/ratelimit's runtime directory is, and the API the way to
+// change a domain for the moment. Domains the file does not name are left
+// to the API.
 type rlsWatch struct {
 	path    string
 	cluster rlsCluster
@@ -57,6 +59,8 @@ type rlsWatch struct {
 	pending   [32]byte     // a new digest, taken if the next read finds it again
 	configs   []rls.Config // the last valid configuration read, in file order
 	encoded   [][]byte     // configs, each as sameRLSConfig compares it
+	leading   bool         // this node led at the last read
+	due       bool         // configs are to be applied, once this node leads
 	putErrors map[string]string
 }
 
@@ -110,18 +114,25 @@ func (w *rlsWatch) poll(ctx context.Context) {
 		w.pending = digest // changed: taken if the next read finds the same
 	default:
 		w.read, w.current = true, digest
-		w.take(files, readErr)
+		if w.take(files, readErr) {
+			w.due = true
+		}
 	}
-	if w.cluster.IsLeader() {
+	leading := w.cluster.IsLeader()
+	if leading && !w.leading {
+		w.due = true // a new leader applies its own file
+	}
+	w.leading = leading
+	if leading && w.due {
 		ctx, cancel := context.WithTimeout(ctx, rlsApplyTimeout)
 		defer cancel()
-		w.apply(ctx)
+		w.due = !w.apply(ctx)
 	}
 }
 
-// take makes what was read the configuration to apply, if it is valid, and
-// reports it either way.
-func (w *rlsWatch) take(files []rlsFile, readErr error) {
+// take makes what was read the configuration to apply if it is valid,
+// reports it either way, and says whether it was.
+func (w *rlsWatch) take(files []rlsFile, readErr error) bool {
 	var parsed []rls.Config
 	err := readErr
 	if err == nil {
@@ -131,7 +142,7 @@ func (w *rlsWatch) take(files []rlsFile, readErr error) {
 		w.metrics.reloads.WithLabelValues("invalid").Inc()
 		w.metrics.successful.Set(0)
 		w.logger.Error("-rls-config is invalid: nothing changes, the cluster keeps deciding with the configuration it has", "err", err)
-		return
+		return false
 	}
 	encoded := make([][]byte, len(parsed))
 	for i := range parsed {
@@ -147,11 +158,14 @@ func (w *rlsWatch) take(files []rlsFile, readErr error) {
 	w.metrics.reloads.WithLabelValues("valid").Inc()
 	w.metrics.successful.Set(1)
 	w.logger.Info("read -rls-config", "domains", domainsOf(parsed))
+	return true
 }
 
 // apply puts each domain of the file whose configuration in the cluster
-// differs, once the leader's caught-up state confirms the difference.
-func (w *rlsWatch) apply(ctx context.Context) {
+// differs, once the leader's caught-up state confirms the difference, and
+// reports whether the cluster then holds every one as the file says.
+func (w *rlsWatch) apply(ctx context.Context) bool {
+	done := true
 	for i, c := range w.configs {
 		if have, ok := w.cluster.AppliedRLSConfig(c.Domain); ok && sameRLSConfig(have, w.encoded[i]) {
 			continue
@@ -162,9 +176,10 @@ func (w *rlsWatch) apply(ctx context.Context) {
 		}
 		err := w.cluster.PutRLSConfig(contract.WithActor(ctx, rlsConfigActor), c)
 		if err != nil && ctx.Err() != nil {
-			return // the node stops, or the round took too long: the next read tries again
+			return false // the node stops, or the round took too long: the next read tries again
 		}
 		if err != nil {
+			done = false
 			w.metrics.applied.WithLabelValues("error").Inc()
 			if w.putErrors[c.Domain] != err.Error() {
 				w.putErrors[c.Domain] = err.Error()
@@ -176,6 +191,7 @@ func (w *rlsWatch) apply(ctx context.Context) {
 		w.metrics.applied.WithLabelValues("ok").Inc()
 		w.logger.Info("put a domain of -rls-config through the log: the cluster's configuration of it differed from the file's", "domain", c.Domain, "had_one", had)
 	}
+	return done
 }
 
 // rlsDigest identifies what a read found: each file's path and content, or

@@ -66,14 +66,23 @@ func mustParse(t *testing.T, text string) rls.Config {
 	return c
 }
 
+// apiPut marks a step of TestTheRLSWatch that puts a configuration through
+// the API.
+const apiPut = "api put:"
+
+// stepDown is a step of TestTheRLSWatch after which the node no longer
+// leads.
+const stepDown = "step down"
+
 // TestTheRLSWatch drives the watch one read at a time, over a file
 // written in place, against a cluster that leads or follows.
 func TestTheRLSWatch(t *testing.T) {
 	const loginConfig = "domain: login\ndescriptors:\n  - key: user\n    rate_limit: {unit: minute, requests_per_unit: 5}\n"
 	cases := []struct {
 		name string
-		// steps are run in order: a content to write ("" writes nothing),
-		// then one read.
+		// steps are run in order: a content to write ("" writes nothing;
+		// apiPut and a content puts it in the cluster, as limitnode rls put
+		// does), then one read.
 		steps     []string
 		leading   bool
 		leadsFrom int               // the step from which the node leads, when not leading from the start (0: never)
@@ -104,6 +113,14 @@ func TestTheRLSWatch(t *testing.T) {
 		wantPuts:  []string{"edge@rls-config"},
 		wantLimit: 3,
 	}, {
+		name:      "a leader that steps down and comes to lead again puts what was changed meanwhile",
+		steps:     []string{edgeConfig(2), stepDown, apiPut + edgeConfig(7), "", "", ""},
+		leading:   true,
+		leadsFrom: 5,
+		cluster:   map[string]string{"edge": edgeConfig(1)},
+		wantPuts:  []string{"edge@rls-config", "edge@api", "edge@rls-config"},
+		wantLimit: 2,
+	}, {
 		name:      "the leader puts nothing while the cluster holds the file's configuration",
 		steps:     []string{edgeConfig(2), "", ""},
 		leading:   true,
@@ -126,7 +143,14 @@ func TestTheRLSWatch(t *testing.T) {
 		wantLogs:  []string{`level=ERROR msg="-rls-config is invalid: nothing changes`, `descriptors[0].rate_limit.unit: line 5: unknown unit \"fortnight\"`},
 		invalid:   1,
 	}, {
-		name:      "an invalid file keeps the last valid one in force against a change through the API",
+		name:      "a change through the API holds until the file changes",
+		steps:     []string{edgeConfig(2), apiPut + edgeConfig(7), "", "", edgeConfig(3), ""},
+		leading:   true,
+		cluster:   map[string]string{"edge": edgeConfig(2)},
+		wantPuts:  []string{"edge@api", "edge@rls-config"},
+		wantLimit: 3,
+	}, {
+		name:      "a node that leads from its start puts what differs from its file, and keeps it through an invalid file",
 		steps:     []string{edgeConfig(2), brokenEdgeConfig, ""},
 		leading:   true,
 		cluster:   map[string]string{"edge": edgeConfig(7)},
@@ -165,10 +189,16 @@ func TestTheRLSWatch(t *testing.T) {
 					cluster.leading = true
 					cluster.mu.Unlock()
 				}
-				if step+1 < tc.leadsFrom && len(cluster.puts) > 0 {
-					t.Fatalf("a follower put %q", cluster.puts)
-				}
-				if content != "" {
+				switch api, ok := strings.CutPrefix(content, apiPut); {
+				case content == stepDown:
+					cluster.mu.Lock()
+					cluster.leading = false
+					cluster.mu.Unlock()
+				case ok:
+					if err := cluster.PutRLSConfig(contract.WithActor(context.Background(), "api"), mustParse(t, api)); err != nil {
+						t.Fatal(err)
+					}
+				case content != "":
 					writeFile(t, file, content)
 				}
 				w.poll(context.Background())
