@@ -37,8 +37,15 @@ func newConfigMapMount(t *testing.T, key, content string) *configMapMount {
 	return m
 }
 
-// update makes key hold content, as a changed ConfigMap does.
+// update makes key hold content, as a changed ConfigMap of one key does.
 func (m *configMapMount) update(key, content string) {
+	m.t.Helper()
+	m.write(map[string]string{key: content})
+}
+
+// write makes the mount hold files, key by key, as a changed ConfigMap
+// does.
+func (m *configMapMount) write(files map[string]string) {
 	t := m.t
 	t.Helper()
 	m.version++
@@ -46,8 +53,10 @@ func (m *configMapMount) update(key, content string) {
 	if err := os.Mkdir(filepath.Join(m.dir, version), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(m.dir, version, key), []byte(content), 0o644); err != nil {
-		t.Fatal(err)
+	for key, content := range files {
+		if err := os.WriteFile(filepath.Join(m.dir, version, key), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 	old, _ := os.Readlink(filepath.Join(m.dir, "..data"))
 	tmp := filepath.Join(m.dir, "..data_tmp")
@@ -57,9 +66,11 @@ func (m *configMapMount) update(key, content string) {
 	if err := os.Rename(tmp, filepath.Join(m.dir, "..data")); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := os.Lstat(filepath.Join(m.dir, key)); os.IsNotExist(err) {
-		if err := os.Symlink(filepath.Join("..data", key), filepath.Join(m.dir, key)); err != nil {
-			t.Fatal(err)
+	for key := range files {
+		if _, err := os.Lstat(filepath.Join(m.dir, key)); os.IsNotExist(err) {
+			if err := os.Symlink(filepath.Join("..data", key), filepath.Join(m.dir, key)); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
 	if old != "" {
