@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -40,8 +41,8 @@ type rlsCluster interface {
 // invalid (its log, its metrics) without changing anything. The node that
 // leads puts through the log each domain of the file whose configuration
 // in the cluster differs from the file's, when the file has changed (a
-// valid change taken while it leads) and when it comes to lead (a new
-// leader reads its own file): the log makes every replica switch at one
+// valid change it took) and when it comes to lead (a new leader reads its
+// own file): the log makes every replica switch at one
 // index. A change made through the API (limitnode rls put, rls delete)
 // holds until one of those: the file is the source, as
 // envoyproxy/ratelimit's runtime directory is, and the API the way to
@@ -163,7 +164,11 @@ func (w *rlsWatch) take(files []rlsFile, readErr error) bool {
 
 // apply puts each domain of the file whose configuration in the cluster
 // differs, once the leader's caught-up state confirms the difference, and
-// reports whether the cluster then holds every one as the file says.
+// reports whether it is done: false when a put failed in a way that may
+// pass (no quorum, an outcome unknown), to be tried again at the next read.
+// A put the cluster refuses (too many domains) is not tried again until
+// the file changes or another node comes to lead: each try would be a log
+// entry.
 func (w *rlsWatch) apply(ctx context.Context) bool {
 	done := true
 	for i, c := range w.configs {
@@ -178,7 +183,13 @@ func (w *rlsWatch) apply(ctx context.Context) bool {
 		if err != nil && ctx.Err() != nil {
 			return false // the node stops, or the round took too long: the next read tries again
 		}
-		if err != nil {
+		var refused *contract.Error
+		switch {
+		case errors.As(err, &refused) && refused.Code == contract.CodeInvalidArgument:
+			w.metrics.applied.WithLabelValues("error").Inc()
+			w.logger.Error("the cluster refused a domain of -rls-config; it is tried again when the file changes or another node comes to lead", "domain", c.Domain, "err", err)
+			continue
+		case err != nil:
 			done = false
 			w.metrics.applied.WithLabelValues("error").Inc()
 			if w.putErrors[c.Domain] != err.Error() {

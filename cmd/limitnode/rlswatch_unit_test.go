@@ -88,6 +88,7 @@ func TestTheRLSWatch(t *testing.T) {
 		leadsFrom int               // the step from which the node leads, when not leading from the start (0: never)
 		cluster   map[string]string // the cluster's domains at the start
 		failPuts  error
+		wantTries int // failed puts, when failPuts is set
 		wantPuts  []string
 		wantLimit uint32 // edge's requests_per_unit in the cluster at the end; 0 for none
 		wantLogs  []string
@@ -163,7 +164,14 @@ func TestTheRLSWatch(t *testing.T) {
 		leading:   true,
 		failPuts:  contract.ErrNoLeader,
 		wantLogs:  []string{`msg="putting a domain of -rls-config through the log failed; trying again" rls_config=`},
-		wantLimit: 0,
+		wantTries: 3,
+	}, {
+		name:      "a put the cluster refuses is not tried again until the file changes",
+		steps:     []string{edgeConfig(2), "", "", edgeConfig(3), "", ""},
+		leading:   true,
+		failPuts:  contract.Invalid("domain", "the cluster holds at most 1000 rate limit service domains"),
+		wantLogs:  []string{`level=ERROR msg="the cluster refused a domain of -rls-config; it is tried again when the file changes or another node comes to lead"`},
+		wantTries: 2,
 	}, {
 		name:      "a domain gone from the file stays in the cluster, with a warning",
 		steps:     []string{edgeConfig(2), loginConfig, ""},
@@ -224,8 +232,11 @@ func TestTheRLSWatch(t *testing.T) {
 					t.Errorf("the log holds %q:\n%s", not, out)
 				}
 			}
-			if tc.failPuts != nil && strings.Count(out, "failed; trying again") != 1 {
-				t.Errorf("a put failing alike %d times logged %d times, want once:\n%s", len(tc.steps), strings.Count(out, "failed; trying again"), out)
+			if tc.failPuts == contract.ErrNoLeader && strings.Count(out, "failed; trying again") != 1 {
+				t.Errorf("a put failing alike %d times logged %d times, want once:\n%s", tc.wantTries, strings.Count(out, "failed; trying again"), out)
+			}
+			if n := testutil.ToFloat64(w.metrics.applied.WithLabelValues("error")); n != float64(tc.wantTries) {
+				t.Errorf("%v failed puts, want %d", n, tc.wantTries)
 			}
 			if n := testutil.ToFloat64(w.metrics.reloads.WithLabelValues("invalid")); n != tc.invalid {
 				t.Errorf("%v invalid reloads counted, want %v", n, tc.invalid)
