@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -185,6 +187,7 @@ func TestRLSConfigFollowsItsFile(t *testing.T) {
 	}
 	const slowest = 10 * time.Second // "within a few seconds", on a loaded machine
 	inForce(2, 2)
+	firstTerm := raftTerm(t, nodes[2].addrs.HTTP)
 	decides(1, 2, "192.0.2.1")
 
 	// A changed ConfigMap, on every pod.
@@ -259,9 +262,32 @@ func TestRLSConfigFollowsItsFile(t *testing.T) {
 			puts++
 		}
 	}
-	if puts != 3 { // 4 an hour; again once the file was mended; 6 an hour
+	// 4 an hour; again once the file was mended; 6 an hour. A leader
+	// elected besides the one the test made (a loaded machine) puts its
+	// file's configuration again if it differs, so the count is exact only
+	// with one change of term.
+	switch terms := raftTerm(t, nodes[follower].addrs.HTTP) - firstTerm; {
+	case terms == 1 && puts != 3:
 		t.Errorf("%d puts of edge by %s in the audit trail, want 3: %+v", puts, rlsConfigActor, page.Entries)
+	case puts < 3:
+		t.Errorf("%d puts of edge by %s in the audit trail, want at least 3: %+v", puts, rlsConfigActor, page.Entries)
+	case terms != 1:
+		t.Logf("%d terms besides the first, %d puts by %s", terms, puts, rlsConfigActor)
 	}
+}
+
+// raftTerm is the Raft term addr's node is in, from its /metrics.
+func raftTerm(t *testing.T, addr string) int {
+	t.Helper()
+	m := regexp.MustCompile(`(?m)^limitnode_raft_term (\d+)$`).FindStringSubmatch(scrapeText(t, addr))
+	if m == nil {
+		t.Fatalf("%s's /metrics has no limitnode_raft_term", addr)
+	}
+	term, err := strconv.Atoi(m[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return term
 }
 
 // scrapeText is addr's /metrics.
