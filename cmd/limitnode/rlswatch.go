@@ -75,7 +75,7 @@ func newRLSWatch(path string, cluster rlsCluster, logger *slog.Logger) *rlsWatch
 	return &rlsWatch{path: path, cluster: cluster, logger: logger.With("rls_config", path), putErrors: map[string]string{},
 		metrics: rlsWatchMetrics{
 			reloads: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "limitnode_rls_config_reloads_total",
-				Help: "Changes of -rls-config this node read, by result: valid, or invalid (nothing changed)."}, []string{"result"}),
+				Help: "Contents of -rls-config this node took (the first, then each change), by result: valid, or invalid (nothing changed)."}, []string{"result"}),
 			successful: prometheus.NewGauge(prometheus.GaugeOpts{Name: "limitnode_rls_config_last_reload_successful",
 				Help: "1 when -rls-config as this node last read it is valid, 0 when it is not (the cluster keeps the configuration it has)."}),
 			applied: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "limitnode_rls_config_applied_total",
