@@ -42,7 +42,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	if err != nil {
 		return err
 	}
-	seed, err := readSeed(c)
+	seed, err := readSeed(c, logger)
 	if err != nil {
 		return err
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/limitnode/limitnode/cluster"
@@ -30,8 +31,13 @@ const seedActor = "seed"
 const seedIgnored = "-policies NOT applied: it is stored only when a node bootstraps a new cluster, and this node restarted into or joined one, so the cluster keeps the policies it has; to change them, run limitnode policy put NAME FILE (through the log, to every node)"
 
 // readSeed reads and validates the files of -policies and -rls-config, so
-// that a mistake stops the node before it starts.
-func readSeed(c config) (seed, error) {
+// that a mistake stops the node before it starts. A broken -rls-config
+// stops only a node that may form a new cluster (rlsConfigNeeded): one
+// that restarts into its cluster or joins one starts without it, the
+// cluster keeping the domains it has, and its watch (rlsWatch) says what
+// is wrong until the file is mended, as it does for a file broken while
+// the node runs.
+func readSeed(c config, logger *slog.Logger) (seed, error) {
 	var s seed
 	if c.policiesFile != "" {
 		f, err := os.Open(c.policiesFile)
@@ -46,10 +52,23 @@ func readSeed(c config) (seed, error) {
 	if c.rlsConfig != "" {
 		var err error
 		if s.domains, err = readRLSConfigs(c.rlsConfig); err != nil {
-			return s, fmt.Errorf("-rls-config: %w", err)
+			if rlsConfigNeeded(c) {
+				return s, fmt.Errorf("-rls-config: %w", err)
+			}
+			logger.Error("-rls-config is invalid: this node restarts into or joins a cluster, which keeps the domains it has; the file is applied once mended", "err", err)
 		}
 	}
 	return s, nil
+}
+
+// rlsConfigNeeded reports whether this node may form a new cluster, whose
+// domains are -rls-config's: its data directory holds no Raft log
+// (raft.db), and it does not only join (-join without -bootstrap-expect).
+func rlsConfigNeeded(c config) bool {
+	if _, err := os.Stat(filepath.Join(c.dataDir, "raft.db")); err == nil {
+		return false
+	}
+	return len(splitAddrs(c.join)) == 0 || c.expect > 0
 }
 
 func (s seed) empty() bool { return len(s.policies) == 0 && len(s.domains) == 0 }
