@@ -78,6 +78,14 @@ func (n *Node) RLSConfig(ctx context.Context, domain string) (rls.Config, bool) 
 	return n.fsm.RLSConfig(domain)
 }
 
+// AppliedRLSConfig returns a domain's configuration as this node has
+// applied it, without catching up with the leader (RLSConfig does, at the
+// cost of a Raft barrier on the leader): for a caller that compares often
+// and confirms a difference with RLSConfig before acting on it.
+func (n *Node) AppliedRLSConfig(domain string) (rls.Config, bool) {
+	return n.fsm.RLSConfig(domain)
+}
+
 // RLSDomains returns the names of the configured domains, sorted, after
 // catching up with the leader as Policies does.
 func (n *Node) RLSDomains(ctx context.Context) []string {

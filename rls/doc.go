@@ -21,7 +21,8 @@
 //     value. The reference matches "key_value" strings, so that key "a" with
 //     value "b_c" and key "a_b" with value "c" are one descriptor to it; they
 //     are two here, and '*' in a key is refused rather than matched.
-//   - quota_mode, value_to_metric and metadata are refused (see Parse), as
+//   - quota_mode and value_to_metric are refused unless false, metadata
+//     unless empty (see Parse), as
 //     are keys in the wrong place and numbers with a fraction, which the
 //     reference ignores or truncates, a unit of any spelling beside
 //     unlimited (the reference refuses only a valid one), more than one

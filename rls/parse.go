@@ -27,8 +27,9 @@ import (
 //     line the YAML library gives);
 //   - an unknown key, a key in the wrong place (the reference ignores those
 //     it knows), a key given twice, a key that is not a string;
-//   - quota_mode, value_to_metric and metadata, which limitnode does not
-//     implement;
+//   - quota_mode and value_to_metric but false, and metadata but an empty
+//     one, which limitnode does not implement (the message says why;
+//     what is accepted changes nothing);
 //   - a value of the wrong type: a string, list or mapping where a number
 //     goes, a list or mapping where a string goes, and so on; a number
 //     that is negative, beyond 4294967295 or not whole (the reference
@@ -184,11 +185,33 @@ var (
 	replaceKeys    = keySet{"a replaces entry", []string{"name"}}
 )
 
-// unsupported are keys the reference knows and limitnode refuses, with why.
+// unsupported are keys of a descriptor that the reference knows and
+// limitnode refuses unless they ask for nothing (false, or an empty
+// metadata), with why.
 var unsupported = map[string]string{
-	"quota_mode":      "quota_mode changes admission (a request is refused only when all its quota descriptors are over) in a way limitnode does not implement",
-	"value_to_metric": "value_to_metric puts request values into metric names, whose number would then be unbounded",
-	"metadata":        "metadata is only returned as dynamic metadata, which limitnode does not return",
+	"quota_mode": "envoyproxy/ratelimit then refuses a request only when every quota_mode descriptor of it is over its limit, and admits it, reporting the others over, while one has room; " +
+		"limitnode decides the descriptors of a request all or nothing and does not implement that rule. To report a limit without enforcing it, use shadow_mode: true",
+	"value_to_metric": "it puts request values into metric names, whose number a client could then grow without bound; detailed_metric: true meters a limit under its configured name or path",
+	"metadata":        "limitnode keeps no metadata of a descriptor and adds none to the answer's dynamic_metadata, which carries its own denied_by",
+}
+
+// refusedUse names what limitnode refuses of an unsupported key.
+func refusedUse(name string) string {
+	if name == "metadata" {
+		return "metadata (an empty one is accepted)"
+	}
+	return name + ": true (false is accepted)"
+}
+
+// asksForNothing reports whether the value of an unsupported key is its
+// default, which changes nothing: false, null or an empty mapping.
+func asksForNothing(v *yaml.Node) bool {
+	v = resolve(v)
+	if v.Kind == yaml.MappingNode {
+		return len(v.Content) == 0
+	}
+	b, _, err := boolean(v, "")
+	return err == nil && !b
 }
 
 func (s keySet) has(k string) bool {
@@ -260,10 +283,12 @@ func (p *parser) collect(n *yaml.Node, field string, keys keySet, pairs *[]pair,
 		}
 		name := k.Value
 		kfield := join(field, name)
-		if why, ok := unsupported[name]; ok {
-			return invalid(k.Line, kfield, "limitnode does not support %s: %s", name, why)
-		}
-		if !keys.has(name) {
+		why, refused := unsupported[name]
+		inDescriptor := keys.what == descriptorKeys.what
+		switch {
+		case refused && inDescriptor && !asksForNothing(v):
+			return invalid(k.Line, kfield, "limitnode does not support %s: %s", refusedUse(name), why)
+		case refused && !inDescriptor, !refused && !keys.has(name):
 			return invalid(k.Line, kfield, "unknown key %q in %s; the keys are %s", name, keys.what, strings.Join(keys.keys, ", "))
 		}
 		dup := false

@@ -43,9 +43,14 @@ func TestParseErrorsNameFieldAndLine(t *testing.T) {
 		{"a key twice", head + "  - key: k\n    key: j\n", "descriptors[0].key", 4, `key "key" is given twice in a descriptor (also on line 3)`},
 		{"a key that is a number", "domain: d\n1: x\n", "", 2, "must be a string, not the number 1"},
 		{"a key that is a list", "domain: d\n? [a]\n: x\n", "", 2, "must be a string, not a list"},
-		{"quota_mode", head + "  - key: k\n    quota_mode: true\n", "descriptors[0].quota_mode", 4, "limitnode does not support quota_mode"},
-		{"value_to_metric", head + "  - key: k\n    descriptors:\n      - key: j\n        value_to_metric: false\n", "descriptors[0].descriptors[0].value_to_metric", 6, "metric names"},
-		{"metadata", head + "  - key: k\n    metadata:\n      a: b\n", "descriptors[0].metadata", 4, "dynamic metadata"},
+		{"quota_mode", head + "  - key: k\n    quota_mode: true\n", "descriptors[0].quota_mode", 4, "limitnode does not support quota_mode: true (false is accepted): envoyproxy/ratelimit then refuses a request only when every quota_mode descriptor"},
+		{"quota_mode spelled yes", head + "  - key: k\n    quota_mode: yes\n", "descriptors[0].quota_mode", 4, "use shadow_mode: true"},
+		{"quota_mode not a boolean", head + "  - key: k\n    quota_mode: 0\n", "descriptors[0].quota_mode", 4, "limitnode does not support quota_mode"},
+		{"quota_mode in a rate_limit", head + "  - key: k\n    rate_limit:\n      unit: second\n      quota_mode: false\n", "descriptors[0].rate_limit.quota_mode", 6, `unknown key "quota_mode" in a rate_limit`},
+		{"quota_mode false twice", head + "  - key: k\n    quota_mode: false\n    quota_mode: false\n", "descriptors[0].quota_mode", 5, "given twice"},
+		{"value_to_metric", head + "  - key: k\n    descriptors:\n      - key: j\n        value_to_metric: true\n", "descriptors[0].descriptors[0].value_to_metric", 6, "limitnode does not support value_to_metric: true (false is accepted): it puts request values into metric names"},
+		{"metadata", head + "  - key: k\n    metadata:\n      a: b\n", "descriptors[0].metadata", 4, "limitnode does not support metadata (an empty one is accepted): limitnode keeps no metadata of a descriptor"},
+		{"metadata a list", head + "  - key: k\n    metadata: []\n", "descriptors[0].metadata", 4, "does not support metadata"},
 
 		// Types.
 		{"domain is a list", "domain: [a]\n", "domain", 1, "must be a string, not a list"},
@@ -255,6 +260,19 @@ descriptors:
 			{Key: "e", Value: "v"},
 			{Key: "f", Descriptors: []Descriptor{{Key: "e", Value: "v"}}},
 		}}},
+		{"quota_mode and value_to_metric false, metadata empty: defaults that change nothing", `
+domain: d
+descriptors:
+  - key: k
+    quota_mode: false
+    value_to_metric: no
+    metadata: {}
+    descriptors:
+      - key: j
+        quota_mode: null
+        metadata:
+        rate_limit: {unit: second, requests_per_unit: 1}
+`, Config{Domain: "d", Descriptors: []Descriptor{{Key: "k", Descriptors: []Descriptor{{Key: "j", RateLimit: &RateLimit{Unit: "SECOND", RequestsPerUnit: 1}}}}}}},
 		{"JSON", `{"domain": "d", "descriptors": [{"key": "k", "value": "v", "rate_limit": {"unit": "second", "requests_per_unit": 3}}]}`,
 			Config{Domain: "d", Descriptors: []Descriptor{{Key: "k", Value: "v", RateLimit: &RateLimit{Unit: "SECOND", RequestsPerUnit: 3}}}}},
 	}

@@ -168,7 +168,7 @@ func (c *config) flagSet(output io.Writer) *flag.FlagSet {
 	fs.DurationVar(&c.untrustedIdle, "untrusted-idle-timeout", 10*time.Second, "close a connection on the HTTP or gRPC port that is silent this long before it has made a call (with -auth: a call with a valid token); after one, the ports' own idle timeouts apply")
 	fs.StringVar(&c.trusted, "trusted-proxies", "127.0.0.0/8,::1", "comma-separated CIDRs of the proxies whose X-Forwarded-For /v1/forward-auth believes for client_ip; none for no proxy")
 	fs.StringVar(&c.policiesFile, "policies", "", "JSON file of named policies to store when this node bootstraps a new cluster")
-	fs.StringVar(&c.rlsConfig, "rls-config", "", "envoyproxy/ratelimit YAML file, or a directory of them, to store when this node bootstraps a new cluster")
+	fs.StringVar(&c.rlsConfig, "rls-config", "", "envoyproxy/ratelimit YAML file, or a directory of them (a mounted ConfigMap), one domain each: stored when this node bootstraps a new cluster, then read every 0.5s by every node, the leader putting a changed valid file through the log")
 	fs.StringVar(&c.tlsCert, "tls-cert", "", "PEM certificate of the HTTP and gRPC APIs: serve HTTPS (with -tls-key; re-read when it changes)")
 	fs.StringVar(&c.tlsKey, "tls-key", "", "PEM private key of -tls-cert")
 	fs.StringVar(&c.tlsClientCA, "tls-client-ca", "", "PEM CA: also require HTTPS clients to present a certificate it signed")

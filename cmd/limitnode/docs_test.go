@@ -382,6 +382,15 @@ var docScripts = []docScript{
 			if ok, over := strings.Count(out, `"overallCode": "OK"`), strings.Count(out, `"overallCode": "OVER_LIMIT"`); ok != 3 || over != 1 {
 				t.Fatalf("%d OK and %d OVER_LIMIT, want 3 and 1:\n%s", ok, over, out)
 			}
+			// The changed file, put by the leader; the broken one, logged
+			// with its line, changing nothing.
+			for _, want := range []*regexp.Regexp{regexp.MustCompile(`rls-config +rls\.put +edge`),
+				regexp.MustCompile(`level=ERROR msg="-rls-config is invalid: .*edge\.yaml: descriptors\[0\]\.rate_limit\.unit: line 4: unknown unit`),
+				regexp.MustCompile(`(?m)^2$`)} {
+				if !want.MatchString(out) {
+					t.Fatalf("the output does not match %s:\n%s", want, out)
+				}
+			}
 		},
 	},
 }

@@ -328,7 +328,7 @@ func TestASeedFileNotAppliedIsAWarning(t *testing.T) {
 	if err := <-again.done; err != nil {
 		t.Fatal(err)
 	}
-	if l := logs.String(); !strings.Contains(l, `level=WARN msg="-policies and -rls-config NOT applied`) || !strings.Contains(l, "limitnode policy put NAME FILE") {
+	if l := logs.String(); !strings.Contains(l, `level=WARN msg="-policies NOT applied`) || !strings.Contains(l, "limitnode policy put NAME FILE") {
 		t.Fatalf("the restarted node did not warn that its seed files are not applied:\n%s", l)
 	}
 }

@@ -11,6 +11,8 @@ import (
 
 	ratelimitcommon "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"github.com/limitnode/limitnode/client"
+	"github.com/limitnode/limitnode/internal/testenv"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
@@ -106,5 +108,69 @@ func TestBadRLSConfigStopsTheNode(t *testing.T) {
 	err := run(context.Background(), []string{"-http", "127.0.0.1:0", "-raft", "127.0.0.1:0", "-data", filepath.Join(dir, "data"), "-rls-config", file}, env(nil), io.Discard, nil)
 	if err == nil || !strings.Contains(err.Error(), "descriptors[0].rate_limit.unit") || !strings.Contains(err.Error(), "line 5") {
 		t.Fatalf("run = %v, want an error naming the field and line 5", err)
+	}
+}
+
+// TestABrokenRLSConfigDoesNotStopARestart: a node that restarts into its
+// cluster with a broken -rls-config starts, says what is wrong with the
+// line, keeps the domain the cluster has, and applies the file once it is
+// mended.
+func TestABrokenRLSConfigDoesNotStopARestart(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	file := filepath.Join(dir, "edge.yaml")
+	writeFile(t, file, edgeConfig(2))
+	args := []string{"-http", "127.0.0.1:0", "-raft", "127.0.0.1:0", "-data", filepath.Join(dir, "data"), "-rls-config", file}
+	ctx, cancel := context.WithCancel(context.Background())
+	first := startNode(t, ctx, args, nil)
+	cancel()
+	if err := <-first.done; err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, file, brokenEdgeConfig)
+	ctx, cancel = context.WithCancel(context.Background())
+	defer cancel()
+	var logs syncBuffer
+	again := startLoggingTo(t, ctx, args, nil, &logs)
+	c := client.New(nil, again.addr)
+	limit := func() uint32 {
+		cfg, err := c.GetRLSConfig(ctx, "edge")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cfg.Descriptors[0].RateLimit.RequestsPerUnit
+	}
+	if got := limit(); got != 2 {
+		t.Fatalf("edge at %d an hour after the restart, want the cluster's 2", got)
+	}
+	if l := logs.String(); !strings.Contains(l, "-rls-config is invalid") || !strings.Contains(l, "descriptors[0].rate_limit.unit: line 5") {
+		t.Fatalf("the restarted node did not say what is wrong with -rls-config:\n%s", l)
+	}
+	writeFile(t, file, edgeConfig(3))
+	testenv.WaitFor(t, "the mended file to be in force", func() bool { return limit() == 3 })
+	cancel()
+	if err := <-again.done; err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestRLSConfigIsNeededByANodeThatMayFormACluster(t *testing.T) {
+	t.Parallel()
+	withState := t.TempDir()
+	writeFile(t, filepath.Join(withState, "raft.db"), "")
+	for _, tc := range []struct {
+		name string
+		c    config
+		want bool
+	}{
+		{"a node alone on an empty directory bootstraps", config{dataDir: t.TempDir()}, true},
+		{"a node on an empty directory with -bootstrap-expect may form", config{dataDir: t.TempDir(), join: "a:7070,b:7070", expect: 2}, true},
+		{"a node on an empty directory with -join only joins", config{dataDir: t.TempDir(), join: "a:7070"}, false},
+		{"a node with a Raft log restarts", config{dataDir: withState}, false},
+		{"a node with a Raft log and -bootstrap-expect restarts", config{dataDir: withState, join: "a:7070,b:7070", expect: 2}, false},
+	} {
+		if got := rlsConfigNeeded(tc.c); got != tc.want {
+			t.Errorf("%s: rlsConfigNeeded = %v, want %v", tc.name, got, tc.want)
+		}
 	}
 }

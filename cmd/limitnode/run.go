@@ -20,6 +20,7 @@ import (
 	"github.com/limitnode/limitnode/httpapi"
 	"github.com/limitnode/limitnode/internal/buildinfo"
 	"github.com/limitnode/limitnode/internal/guard"
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc/peer"
 )
 
@@ -41,7 +42,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	if err != nil {
 		return err
 	}
-	seed, err := readSeed(c)
+	seed, err := readSeed(c, logger)
 	if err != nil {
 		return err
 	}
@@ -65,7 +66,13 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		ls.close()
 		return err
 	}
-	srv, err := serve(c, sec, logger, node, httpListener, ls.grpc)
+	var watch *rlsWatch
+	var watchMetrics []prometheus.Collector
+	if c.rlsConfig != "" {
+		watch = newRLSWatch(c.rlsConfig, node, logger)
+		watchMetrics = watch.collectors()
+	}
+	srv, err := serve(c, sec, logger, node, httpListener, ls.grpc, watchMetrics)
 	if err != nil {
 		_ = node.Close()
 		return err
@@ -91,6 +98,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	if err := enterCluster(ctx, formCtx, &forming, c, logger, node, seed, joinAddrs, joinOpts, self); err != nil {
 		srv.shutdown(logger, node)
 		return err
+	}
+	if watch != nil {
+		forming.Go(func() { watch.run(formCtx) }) // ends with the node, as forming does
 	}
 	if ready != nil {
 		ready <- srv.httpAddr
@@ -184,9 +194,9 @@ func admitter(l *guard.Listener) func(*http.Request) (func(), bool) {
 }
 
 // serve starts the HTTP API on httpListener and, with -grpc, the gRPC API on
-// grpcRaw. A call that proves its caller marks its connection trusted in
-// the guard.
-func serve(c config, sec secured, logger *slog.Logger, node *cluster.Node, httpListener *guard.Listener, grpcRaw net.Listener) (*servers, error) {
+// grpcRaw; /metrics adds extraMetrics to the node's. A call that proves
+// its caller marks its connection trusted in the guard.
+func serve(c config, sec secured, logger *slog.Logger, node *cluster.Node, httpListener *guard.Listener, grpcRaw net.Listener, extraMetrics []prometheus.Collector) (*servers, error) {
 	trusted, err := c.trustedProxies()
 	if err != nil {
 		if grpcRaw != nil {
@@ -194,7 +204,7 @@ func serve(c config, sec secured, logger *slog.Logger, node *cluster.Node, httpL
 		}
 		return nil, err
 	}
-	apiOpts := httpapi.Options{Logger: logger, TrustedProxies: trusted, Collectors: node.Collectors(),
+	apiOpts := httpapi.Options{Logger: logger, TrustedProxies: trusted, Collectors: append(node.Collectors(), extraMetrics...),
 		Proven: func(r *http.Request) { httpListener.Trust(r.RemoteAddr) }, Admit: admitter(httpListener)}
 	grpcOpts := grpcapi.Options{Logger: logger, TLS: sec.httpTLS}
 	if sec.authz != nil {
@@ -244,7 +254,7 @@ func enterCluster(ctx, formCtx context.Context, forming *sync.WaitGroup, c confi
 			}
 			logger.Info("-join and -bootstrap-expect ignored: this node restarts into the cluster it belonged to")
 		}
-		if !seed.empty() {
+		if len(seed.policies) > 0 {
 			logger.Warn(seedIgnored)
 		}
 	case c.expect > 0:
@@ -260,7 +270,7 @@ func enterCluster(ctx, formCtx context.Context, forming *sync.WaitGroup, c confi
 		if err := joinCluster(ctx, logger, joinAddrs, joinOpts, self, client.MemberChange{Replace: c.replace}, c.joinTimeout); err != nil {
 			return err
 		}
-		if !seed.empty() {
+		if len(seed.policies) > 0 {
 			logger.Warn(seedIgnored)
 		}
 	case !seed.empty():

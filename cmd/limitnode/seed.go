@@ -16,8 +16,10 @@ import (
 
 // seed is what a node stores when it bootstraps a new cluster: the
 // policies of -policies and the rate limit service domains of -rls-config.
-// A node that restarts or joins ignores both: the cluster already holds
-// its state, changed through the API since.
+// A node that restarts or joins ignores -policies: the cluster already
+// holds its policies, changed through the API since. -rls-config is
+// watched after that on every node (rlsWatch), so a domain is in force
+// once the node that bootstraps is ready.
 type seed struct {
 	policies []contract.Policy
 	domains  []rls.Config
@@ -26,11 +28,16 @@ type seed struct {
 // seedActor is who the audit trail says stored the seed.
 const seedActor = "seed"
 
-const seedIgnored = "-policies and -rls-config NOT applied: they are stored only when a node bootstraps a new cluster, and this node restarted into or joined one, so the cluster keeps the policies and domains it has; to change them, run limitnode policy put NAME FILE and limitnode rls put FILE (through the log, to every node)"
+const seedIgnored = "-policies NOT applied: it is stored only when a node bootstraps a new cluster, and this node restarted into or joined one, so the cluster keeps the policies it has; to change them, run limitnode policy put NAME FILE (through the log, to every node)"
 
 // readSeed reads and validates the files of -policies and -rls-config, so
-// that a mistake stops the node before it starts.
-func readSeed(c config) (seed, error) {
+// that a mistake stops the node before it starts. A broken -rls-config
+// stops only a node that may form a new cluster (rlsConfigNeeded): one
+// that restarts into its cluster or joins one starts without it, the
+// cluster keeping the domains it has, and its watch (rlsWatch) says what
+// is wrong until the file is mended, as it does for a file broken while
+// the node runs.
+func readSeed(c config, logger *slog.Logger) (seed, error) {
 	var s seed
 	if c.policiesFile != "" {
 		f, err := os.Open(c.policiesFile)
@@ -45,63 +52,23 @@ func readSeed(c config) (seed, error) {
 	if c.rlsConfig != "" {
 		var err error
 		if s.domains, err = readRLSConfigs(c.rlsConfig); err != nil {
-			return s, fmt.Errorf("-rls-config: %w", err)
+			if rlsConfigNeeded(c) {
+				return s, fmt.Errorf("-rls-config: %w", err)
+			}
+			logger.Error("-rls-config is invalid: this node restarts into or joins a cluster, which keeps the domains it has; the file is applied once mended", "err", err)
 		}
 	}
 	return s, nil
 }
 
-// readRLSConfigs reads one configuration file, or every regular file of a
-// directory in name order; two files of one domain are an error (as in
-// envoyproxy/ratelimit without merging).
-func readRLSConfigs(path string) ([]rls.Config, error) {
-	info, err := os.Stat(path)
-	if err != nil {
-		return nil, err
+// rlsConfigNeeded reports whether this node may form a new cluster, whose
+// domains are -rls-config's: its data directory holds no Raft log
+// (raft.db), and it does not only join (-join without -bootstrap-expect).
+func rlsConfigNeeded(c config) bool {
+	if _, err := os.Stat(filepath.Join(c.dataDir, "raft.db")); err == nil {
+		return false
 	}
-	files := []string{path}
-	if info.IsDir() {
-		entries, err := os.ReadDir(path)
-		if err != nil {
-			return nil, err
-		}
-		files = files[:0]
-		for _, e := range entries {
-			if e.Type().IsRegular() {
-				files = append(files, filepath.Join(path, e.Name()))
-			}
-		}
-	}
-	var out []rls.Config
-	seen := map[string]string{}
-	for _, file := range files {
-		data, err := readBounded(file, rls.MaxConfigBytes)
-		if err != nil {
-			return nil, err
-		}
-		c, perr := rls.Parse(data)
-		if perr != nil {
-			return nil, fmt.Errorf("%s: %w", file, perr)
-		}
-		if other, ok := seen[c.Domain]; ok {
-			return nil, fmt.Errorf("%s: domain %q is configured in %s too", file, c.Domain, other)
-		}
-		seen[c.Domain] = file
-		out = append(out, c)
-	}
-	return out, nil
-}
-
-// readBounded reads a file of at most maxBytes.
-func readBounded(path string, maxBytes int64) ([]byte, error) {
-	info, err := os.Stat(path)
-	if err != nil {
-		return nil, err
-	}
-	if info.Size() > maxBytes {
-		return nil, fmt.Errorf("%s: %d bytes, more than the %d a configuration may have", path, info.Size(), maxBytes)
-	}
-	return os.ReadFile(path)
+	return len(splitAddrs(c.join)) == 0 || c.expect > 0
 }
 
 func (s seed) empty() bool { return len(s.policies) == 0 && len(s.domains) == 0 }
