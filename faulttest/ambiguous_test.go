@@ -95,7 +95,7 @@ func TestAnotherCallersFloodOfIDsNeverChargesARetryTwice(t *testing.T) {
 	t.Parallel()
 	const perCaller = 50
 	c := testcluster.Start(t, 3, testcluster.Options{Configure: func(cfg *cluster.Config) { cfg.MaxRequestIDsPerCaller = perCaller }})
-	limit := algorithms.Limit{Rate: 1000, PeriodNanos: int64(time.Hour), Burst: 1000}
+	limit := algorithms.Limit{Algorithm: algorithms.SlidingWindowLog, Rate: 1000, PeriodNanos: int64(time.Hour)} // nothing comes back while the test runs
 	stop := make(chan struct{})
 	var refused, sent atomic.Int64
 	var wg sync.WaitGroup

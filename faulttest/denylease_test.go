@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/anishathalye/porcupine"
+	"github.com/limitnode/limitnode/cluster"
 	"github.com/limitnode/limitnode/internal/testhooks"
 	"github.com/limitnode/limitnode/testcluster"
 )
@@ -44,7 +45,9 @@ func TestARaiseOutlastsTheDenyLeases(t *testing.T) {
 // and returns its history.
 func raceARaiseWithALease(t *testing.T, broken bool) []porcupine.Operation {
 	t.Helper()
-	c := testcluster.Start(t, 3)
+	// Leases of up to 5 s: long enough that, broken, the follower still
+	// holds its lease when a loaded machine has acknowledged the reset.
+	c := testcluster.Start(t, 3, testcluster.Options{Configure: func(cfg *cluster.Config) { cfg.DenyLeaseCap = 5 * time.Second }})
 	leader := c.WaitLeader()
 	if broken {
 		for _, n := range c.Nodes {
@@ -52,7 +55,7 @@ func raceARaiseWithALease(t *testing.T, broken bool) []porcupine.Operation {
 		}
 	}
 	follower := c.Followers()[0]
-	const key = "tb-1" // 3 at once, 5 a second: spent by three requests of cost 1
+	const key = "slow-0" // 3 an hour: spent by three requests of cost 1, and denied for the whole test
 	start := time.Now()
 	var history []porcupine.Operation
 	ask := func(n *testcluster.Node) allowOutput {

@@ -39,6 +39,9 @@ var runLimits = map[string]algorithms.Limit{
 	"tb-1": {Algorithm: algorithms.TokenBucket, Rate: 5, PeriodNanos: int64(time.Second), Burst: 3},
 	"fw-0": {Algorithm: algorithms.FixedWindow, Rate: 15, PeriodNanos: int64(time.Second)},
 	"fw-1": {Algorithm: algorithms.FixedWindow, Rate: 40, PeriodNanos: int64(3 * time.Second)},
+	// slow-0 is not in the runs: spent, it stays spent for as long as a
+	// test lasts, however loaded the machine.
+	"slow-0": {Algorithm: algorithms.TokenBucket, Rate: 3, PeriodNanos: int64(time.Hour), Burst: 3},
 }
 
 type allowInput struct {

@@ -3,10 +3,12 @@ package main
 import (
 	"cmp"
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"slices"
 	"strconv"
+	"time"
 
 	"github.com/limitnode/limitnode/client"
 )
@@ -94,7 +96,20 @@ var joinCommand = remoteCommand("join", "join -id ID -raft RAFT_ADDR [-http HTTP
 			return &usageError{"join needs -id and -raft"}
 		}
 		change := client.MemberChange{Replace: *replace, Force: *force}
-		if err := r.client.JoinWith(ctx, client.Member{ID: *id, RaftAddr: *raftAddr, HTTPAddr: *httpAddr}, change); err != nil {
+		member := client.Member{ID: *id, RaftAddr: *raftAddr, HTTPAddr: *httpAddr}
+		// A join repeated is harmless (the cluster answers a member it
+		// has as joined), so one whose outcome the cluster could not tell
+		// (a leader change, a loaded machine) is asked again while the
+		// command has time.
+		err := r.client.JoinWith(ctx, member, change)
+		for errors.Is(err, client.ErrOutcomeUnknown) && ctx.Err() == nil {
+			select {
+			case <-ctx.Done():
+			case <-time.After(200 * time.Millisecond):
+				err = r.client.JoinWith(ctx, member, change)
+			}
+		}
+		if err != nil {
 			return err
 		}
 		fmt.Fprintf(r.stdout, "joined %s (%s)\n", *id, *raftAddr)
