@@ -5,7 +5,6 @@ package examples_test
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"crypto/hmac"
 	"crypto/sha256"
@@ -19,7 +18,6 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -411,7 +409,7 @@ var servingOn = regexp.MustCompile(`serving (?:gRPC )?on (127\.0\.0\.1:\d+)`)
 func startExample(t *testing.T, name string, args ...string) string {
 	t.Helper()
 	cmd := exec.Command(buildExample(t, name), append([]string{"-listen", "127.0.0.1:0"}, args...)...)
-	var logs syncBuffer
+	var logs testenv.SyncBuffer
 	cmd.Stdout, cmd.Stderr = &logs, &logs
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -430,24 +428,6 @@ func startExample(t *testing.T, name string, args ...string) string {
 		return serving != nil
 	})
 	return serving[1]
-}
-
-// syncBuffer is a bytes.Buffer a process writes and a test reads at once.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // TestTokensExampleChargesWhatItStreamed runs the streaming example

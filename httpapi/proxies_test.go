@@ -1,7 +1,6 @@
 package httpapi_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -14,7 +13,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -57,9 +55,9 @@ func newProxiedCluster(t *testing.T) proxiedCluster {
 // startProxy runs the command, in a process group of its own (nginx's
 // workers outlive a killed master), until the test ends, and returns what
 // it printed so far as it prints it.
-func startProxy(t *testing.T, cmd *exec.Cmd) *syncBuffer {
+func startProxy(t *testing.T, cmd *exec.Cmd) *testenv.SyncBuffer {
 	t.Helper()
-	out := &syncBuffer{}
+	out := &testenv.SyncBuffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.WaitDelay = 5 * time.Second
@@ -128,24 +126,6 @@ func startCaddy(t *testing.T, bin string, pc proxiedCluster) string {
 		return port != nil && strings.Contains(out.String(), `"msg":"serving initial configuration"`)
 	})
 	return "127.0.0.1:" + port[1]
-}
-
-// syncBuffer is a bytes.Buffer a process writes and a test reads at once.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // checkLimitHolds sends five requests through the proxy: three reach the

@@ -72,7 +72,7 @@ func formOnce(t *testing.T, round int) {
 	// A node serves (and says it is ready to) before its cluster forms, so
 	// these start within milliseconds of each other.
 	nodes := make([]running, 3)
-	logs := make([]*syncBuffer, 3)
+	logs := make([]*testenv.SyncBuffer, 3)
 	for i := range 3 {
 		nodes[i], logs[i] = startLogged(t, ctx, e.args(i))
 	}

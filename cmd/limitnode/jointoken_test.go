@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/limitnode/limitnode/client"
+	"github.com/limitnode/limitnode/internal/testenv"
 )
 
 // TestTheJoinTokenStaysOffTheCommandLine starts a cluster with tokens and
@@ -45,7 +46,7 @@ func TestTheJoinTokenStaysOffTheCommandLine(t *testing.T) {
 		{"n3", []string{"-join", n1.addr}, map[string]string{"LIMITNODE_JOIN_TOKEN": token}},
 	}
 	for _, j := range joiners {
-		logs := &syncBuffer{}
+		logs := &testenv.SyncBuffer{}
 		startLoggingTo(t, ctx, node(j.id, j.args...), j.vars, logs)
 		if strings.Contains(logs.String(), token) {
 			t.Errorf("%s logged the token", j.id)

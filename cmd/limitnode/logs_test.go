@@ -11,9 +11,9 @@ import (
 )
 
 // startLogged starts a node whose log goes to the returned buffer.
-func startLogged(t *testing.T, ctx context.Context, args []string) (running, *syncBuffer) {
+func startLogged(t *testing.T, ctx context.Context, args []string) (running, *testenv.SyncBuffer) {
 	t.Helper()
-	logs := &syncBuffer{}
+	logs := &testenv.SyncBuffer{}
 	return startLoggingTo(t, ctx, args, nil, logs), logs
 }
 
@@ -54,7 +54,7 @@ func TestLogsDoNotAlarmOnAHealthyCluster(t *testing.T) {
 	if _, err := client.New(nil, n2.addr).Allow(ctx, client.AllowRequest{Key: "k", Limit: &client.Limit{Rate: 5, Period: "1m"}}); err != nil {
 		t.Fatal(err)
 	}
-	for _, l := range []*syncBuffer{logs1, logs2, logs3} {
+	for _, l := range []*testenv.SyncBuffer{logs1, logs2, logs3} {
 		if a := alarms(l.String()); len(a) > 0 {
 			t.Errorf("a healthy start logged warnings:\n%s", strings.Join(a, "\n"))
 		}

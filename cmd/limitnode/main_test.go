@@ -322,7 +322,7 @@ func TestASeedFileNotAppliedIsAWarning(t *testing.T) {
 	}
 	ctx, cancel = context.WithCancel(context.Background())
 	defer cancel()
-	var logs syncBuffer
+	var logs testenv.SyncBuffer
 	again := startLoggingTo(t, ctx, args, nil, &logs)
 	cancel()
 	if err := <-again.done; err != nil {

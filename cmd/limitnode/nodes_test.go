@@ -149,7 +149,7 @@ func TestMain(m *testing.M) {
 type process struct {
 	t        *testing.T
 	cmd      *exec.Cmd
-	out      syncBuffer // what it printed, stdout and stderr
+	out      testenv.SyncBuffer // what it printed, stdout and stderr
 	addrFile string
 	addrs    boundAddrs // what it wrote to its -addr-file
 	exited   chan struct{}

@@ -67,7 +67,7 @@ func startPrometheus(t *testing.T, targets []string, scheme, token string) *prom
 	if err := os.WriteFile(configFile, config, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	logs := &syncBuffer{}
+	logs := &testenv.SyncBuffer{}
 	// Prometheus listens on a port it is given, or on one the OS picks for
 	// port 0, which its log names (at info).
 	cmd := exec.Command(bin, "--config.file="+configFile, "--storage.tsdb.path="+filepath.Join(dir, "data"),

@@ -130,7 +130,7 @@ func TestABrokenRLSConfigDoesNotStopARestart(t *testing.T) {
 	writeFile(t, file, brokenEdgeConfig)
 	ctx, cancel = context.WithCancel(context.Background())
 	defer cancel()
-	var logs syncBuffer
+	var logs testenv.SyncBuffer
 	again := startLoggingTo(t, ctx, args, nil, &logs)
 	c := client.New(nil, again.addr)
 	limit := func() uint32 {

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/limitnode/limitnode/contract"
+	"github.com/limitnode/limitnode/internal/testenv"
 	"github.com/limitnode/limitnode/rls"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 )
@@ -189,7 +190,7 @@ func TestTheRLSWatch(t *testing.T) {
 			for domain, text := range tc.cluster {
 				cluster.domains[domain] = mustParse(t, text)
 			}
-			var logs syncBuffer
+			var logs testenv.SyncBuffer
 			w := newRLSWatch(file, cluster, slog.New(slog.NewTextHandler(&logs, nil)))
 			for step, content := range tc.steps {
 				if step+1 == tc.leadsFrom {

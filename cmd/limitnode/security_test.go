@@ -279,7 +279,7 @@ func TestLogsHoldNoSecret(t *testing.T) {
 	token, entry := newToken(t, "ops", "admin")
 	tokens := filepath.Join(dir, "tokens.json")
 	writeTokenFile(t, tokens, entry)
-	var logs syncBuffer
+	var logs testenv.SyncBuffer
 	ctx, cancel := context.WithCancel(context.Background())
 	ready := make(chan string, 1)
 	done := make(chan error, 1)
@@ -299,19 +299,6 @@ func TestLogsHoldNoSecret(t *testing.T) {
 		}
 	}
 }
-
-// syncBuffer is a bytes.Buffer safe for a logger and a reader.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-func (b *syncBuffer) String() string { b.mu.Lock(); defer b.mu.Unlock(); return b.buf.String() }
 
 // TestAnExposedPortIsAWarning: each client port (HTTP, gRPC) that listens
 // beyond loopback without tokens or without TLS is a warning naming its
