@@ -3,6 +3,7 @@ package cluster_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -34,9 +35,20 @@ func TestANodeOutsideItsClusterDecidesNothing(t *testing.T) {
 	const body = `{"key":"k","limit":{"rate":5,"period":"1m","burst":5}}`
 	// Until its old cluster's nodes dial it, the stray is its own
 	// cluster's leader (or still electing itself: a 503 for that reason).
-	testenv.WaitFor(t, "the stray node to refuse decisions as outside its cluster", func() bool {
+	// They dial a member they failed to reach with a backoff that doubles
+	// up to 40 s (hashicorp/raft's), which a loaded machine's slow restart
+	// lets grow.
+	seen := ""
+	testenv.WaitForWithin(t, 2*time.Minute, "the stray node to refuse decisions as outside its cluster", func() bool {
 		a := post(t, stray.URL()+"/v1/allow", `{"key":"probe","limit":{"rate":5}}`)
-		return a.status == http.StatusServiceUnavailable && strings.Contains(a.Error, "outside its cluster")
+		if a.status == http.StatusServiceUnavailable && strings.Contains(a.Error, "outside its cluster") {
+			return true
+		}
+		if now := fmt.Sprintf("%d %q", a.status, a.Error); now != seen {
+			seen = now
+			t.Logf("meanwhile the stray answers %s", now)
+		}
+		return false
 	})
 	refused := []struct {
 		name, method, path, body string

@@ -27,9 +27,16 @@ const pollInterval = 20 * time.Millisecond
 // guess it takes.
 func WaitFor(t TB, what string, cond func() bool) {
 	t.Helper()
-	for deadline := time.Now().Add(WaitTimeout); !cond(); time.Sleep(pollInterval) {
+	WaitForWithin(t, WaitTimeout, what, cond)
+}
+
+// WaitForWithin is WaitFor for something whose time is not the servers'
+// own but another's they wait on (a peer's backoff, say), given as within.
+func WaitForWithin(t TB, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(within); !cond(); time.Sleep(pollInterval) {
 		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", WaitTimeout, what)
+			t.Fatalf("timed out after %s waiting for %s", within, what)
 		}
 	}
 }
