@@ -72,7 +72,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		watch = newRLSWatch(c.rlsConfig, node, logger)
 		watchMetrics = watch.collectors()
 	}
-	srv, err := serve(c, sec, logger, node, httpListener, ls.grpc, watchMetrics)
+	served := &seedingNode{Node: node}
+	served.storing.Store(!node.HadState() && c.expect == 0 && len(joinAddrs) == 0 && !seed.empty()) // enterCluster stores it before it returns
+	srv, err := serve(c, sec, logger, served, httpListener, ls.grpc, watchMetrics)
 	if err != nil {
 		_ = node.Close()
 		return err
@@ -99,6 +101,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		srv.shutdown(logger, node)
 		return err
 	}
+	served.storing.Store(false)
 	if watch != nil {
 		forming.Go(func() { watch.run(formCtx) }) // ends with the node, as forming does
 	}
@@ -196,7 +199,7 @@ func admitter(l *guard.Listener) func(*http.Request) (func(), bool) {
 // serve starts the HTTP API on httpListener and, with -grpc, the gRPC API on
 // grpcRaw; /metrics adds extraMetrics to the node's. A call that proves
 // its caller marks its connection trusted in the guard.
-func serve(c config, sec secured, logger *slog.Logger, node *cluster.Node, httpListener *guard.Listener, grpcRaw net.Listener, extraMetrics []prometheus.Collector) (*servers, error) {
+func serve(c config, sec secured, logger *slog.Logger, node *seedingNode, httpListener *guard.Listener, grpcRaw net.Listener, extraMetrics []prometheus.Collector) (*servers, error) {
 	trusted, err := c.trustedProxies()
 	if err != nil {
 		if grpcRaw != nil {
