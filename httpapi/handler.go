@@ -77,6 +77,8 @@ func New(b Backend, opts Options) *API {
 	a := &API{backend: b, opts: opts, mux: http.NewServeMux(), metrics: newMetrics(b.Observer, opts.Collectors)}
 	decide, read, admin := auth.RoleDecide, auth.RoleRead, auth.RoleAdmin
 	a.route("/v1/allow", map[string]endpoint{http.MethodPost: {decide, a.allow}})
+	// The design's path for services, answered by the same endpoint.
+	a.route("/allow", map[string]endpoint{http.MethodPost: {decide, a.allow}})
 	a.route("/v1/allow/batch", map[string]endpoint{http.MethodPost: {decide, a.allowBatch}})
 	a.route("/v1/settle", map[string]endpoint{http.MethodPost: {decide, a.settle}})
 	a.route("/v1/shares/return", map[string]endpoint{http.MethodPost: {decide, a.returnShare}})

@@ -334,7 +334,7 @@ var docScripts = []docScript{
 	},
 	{
 		page: "docs/http-api.md", onReadmeCluster: true,
-		want: []string{`"field":"limit.rate"`, `did you mean \"cost\"`, "HTTP/1.1 200 OK", "429 Retry-After: ",
+		want: []string{`"field":"limit.rate"`, `did you mean \"cost\"`, "HTTP/1.1 200 OK", `{"allowed":true,"limit":100,"remaining":98,`, "429 Retry-After: ",
 			`Limitnode-Denied-By: "default";check=0;cause=limit;algorithm=token_bucket;rate=2;period_ms=60000;burst=2`, `"denied_by":{"check":0,"limit":{"algorithm":"token_bucket","rate":2,"period":"1m0s","burst":2},"cause":"limit"}}`,
 			"200 shared: \n200 shared: \n200 shared: true\n200 shared: true", `"wait_ms":`, `"held_ms":`,
 			`"reserved":4000,"cost":1234,"refunded":2766,"charged":0}`, `"refunded":2766,"charged":0,"duplicate":true}`, `"code":"conflict","field":"settlement_id"}`,
