@@ -280,7 +280,7 @@ func (n *Node) watchLeadership() {
 		n.fwd.dropExcept(string(addr))
 		member := n.isMember()
 		if !member && n.identified.Load() && !n.removed.Swap(true) {
-			n.logger.Warn("this node was removed from the cluster: it decides nothing and /readyz answers 503 until an operator joins it again")
+			n.logger.Warn("this node was removed from the cluster: it decides nothing and /readyz answers 503 until an operator joins it again; ")
 		}
 		if member {
 			n.removed.Store(false)
