@@ -82,8 +82,8 @@ var allowCommand = remoteCommand("allow", "allow -key K -rate N [-period 1m] [-a
 	}
 })
 
-// policyCommand dispatches policy put|get|list|delete.
-var policyCommand = verbCommand("policy", map[string]subcommand{"put": policyPut, "get": policyGet, "list": policyList, "delete": policyDelete})
+// policyVerbs are the verbs of limitnode policy.
+var policyVerbs = map[string]subcommand{"put": policyPut, "get": policyGet, "list": policyList, "delete": policyDelete}
 
 // verbCommand makes a command that dispatches to one of verbs by its first
 // argument: "limitnode policy put ...".

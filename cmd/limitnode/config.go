@@ -180,7 +180,9 @@ func (c *config) flagSet(output io.Writer) *flag.FlagSet {
 	fs.StringVar(&c.joinTokenFile, "join-token-file", "", "file whose first line is the -join-token (the file limitnode token writes, as it is)")
 	fs.StringVar(&c.joinCA, "join-ca", "", "PEM CA to trust for the members' HTTPS API when joining (default -node-ca)")
 	fs.Usage = func() {
-		fmt.Fprintf(output, "Usage: limitnode [flags]            run a node\n       limitnode COMMAND [flags]    status, members, join, remove, transfer-leadership, allow,\n                                    policy put|get|list|delete, rls put|get|list|delete, keys list|get|reset,\n                                    backup, restore, health,\n                                    token, certs, recover, version (limitnode COMMAND -h for each)\n\n")
+		fmt.Fprintf(output, "Usage: limitnode [flags]            run a node (the flags are below)\n       limitnode COMMAND [flags]    run a command (limitnode COMMAND -h for its flags):\n\n")
+		printCommands(output)
+		fmt.Fprintln(output)
 		fmt.Fprintf(output, "Every flag can also be set as LIMITNODE_<NAME> (dashes as underscores, e.g. LIMITNODE_LOG_LEVEL);\na flag on the command line wins over its variable.\n\nFlags:\n")
 		fs.PrintDefaults()
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"regexp"
 	"strings"
 	"testing"
 
@@ -63,4 +64,29 @@ func TestARemovedNodeSaysItWasRemoved(t *testing.T) {
 	removed.Stop()
 	removed.Restart()
 	says("restarted on its data")
+}
+
+// TestHelpListsEveryCommand: limitnode -h names every command the binary
+// dispatches, and every verb of those that take one, each on its own line
+// with what it does.
+func TestHelpListsEveryCommand(t *testing.T) {
+	t.Parallel()
+	testenv.NeedPrograms(t, "go")
+	bin := buildBinary(t)
+	_, help, status := limitnodeCLI(t, bin, "-h")
+	if status != exitOK {
+		t.Fatalf("limitnode -h: exit %d: %s", status, help)
+	}
+	for name := range subcommands {
+		line := regexp.MustCompile(`(?m)^  ` + regexp.QuoteMeta(name) + `( [a-z|]+)?  +\S`).FindString(help)
+		if line == "" {
+			t.Errorf("limitnode -h does not list %q with what it does:\n%s", name, help)
+			continue
+		}
+		// A command with verbs says which when given none; -h lists the same.
+		_, usage, _ := limitnodeCLI(t, bin, name, "-h")
+		if verbs := regexp.MustCompile(`^Usage: limitnode `+regexp.QuoteMeta(name)+` ([a-z]+(\|[a-z]+)+) `).FindStringSubmatch(usage); verbs != nil && !strings.Contains(line, " "+verbs[1]+" ") {
+			t.Errorf("limitnode %s takes %s, but -h lists %q", name, verbs[1], line)
+		}
+	}
 }
