@@ -92,11 +92,8 @@ func parseConfig(args []string, getenv func(string) string, output io.Writer) (c
 	if envErr != nil {
 		return c, envErr
 	}
-	if err := fs.Parse(args); err != nil {
-		if err == flag.ErrHelp {
-			return c, err
-		}
-		return c, &usageError{} // the flag package has printed it, with the usage
+	if err := parseFlags(fs, args); err != nil {
+		return c, err
 	}
 	fs.Visit(func(f *flag.Flag) { c.joinTokenArg = c.joinTokenArg || f.Name == "join-token" })
 	if c.joinTokenArg {

@@ -189,8 +189,8 @@ func takesValue(arg string) bool {
 	return true
 }
 
-// usageError is a mistake in the command line. A flag package error has
-// been printed already, with the usage; msg is what is left to say.
+// usageError is a mistake in the command line; msg, when not empty, is
+// what is left to say about it.
 type usageError struct{ msg string }
 
 func (e *usageError) Error() string { return e.msg }

@@ -90,3 +90,54 @@ func TestHelpListsEveryCommand(t *testing.T) {
 		}
 	}
 }
+
+// TestAFlagTypoIsOneLineWithTheNearestFlag: a mistyped flag, of a node or
+// of a command, is one line on stderr naming the flags nearest to it and
+// the command that lists them all, with exit status 2; no usage dump.
+func TestAFlagTypoIsOneLineWithTheNearestFlag(t *testing.T) {
+	t.Parallel()
+	testenv.NeedPrograms(t, "go")
+	bin := buildBinary(t)
+	tests := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-jion", "127.0.0.1:7001"}, "flag provided but not defined: -jion; did you mean -join? (limitnode -h lists the flags)"},
+		{[]string{"-id", "n1", "-log-levle", "debug"}, "did you mean -log-level? (limitnode -h lists the flags)"},
+		{[]string{"-raft-idle", "1m"}, "did you mean -raft-idle-timeout?"},
+		{[]string{"status", "-adr", "127.0.0.1:7001"}, "flag provided but not defined: -adr; did you mean -addr? (limitnode status -h lists the flags)"},
+		{[]string{"policy", "put", "-jsn"}, "did you mean -json? (limitnode policy put -h lists the flags)"},
+		{[]string{"token", "-role", "admin"}, "did you mean -roles? (limitnode token -h lists the flags)"},
+		{[]string{"-xyzzy"}, "flag provided but not defined: -xyzzy (limitnode -h lists the flags)"},
+		{[]string{"-join-timeout", "forever"}, `invalid value "forever" for flag -join-timeout`},
+	}
+	for _, tt := range tests {
+		_, stderr, status := limitnodeCLI(t, bin, tt.args...)
+		if status != exitUsage || !strings.Contains(stderr, tt.want) || strings.Count(stderr, "\n") != 1 || strings.Contains(stderr, "Usage") {
+			t.Errorf("limitnode %s: exit %d, stderr %q; want exit 2 and one line with %q", strings.Join(tt.args, " "), status, stderr, tt.want)
+		}
+	}
+}
+
+func TestEditDistance(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		a, b string
+		want int
+	}{
+		{"join", "join", 0},
+		{"jion", "join", 1},
+		{"joi", "join", 1},
+		{"joins", "join", 1},
+		{"jxin", "join", 1},
+		{"adr", "addr", 1},
+		{"", "id", 2},
+		{"log-levle", "log-level", 1},
+		{"xyzzy", "id", 5},
+	}
+	for _, tt := range tests {
+		if got := editDistance(tt.a, tt.b); got != tt.want {
+			t.Errorf("editDistance(%q, %q) = %d, want %d", tt.a, tt.b, got, tt.want)
+		}
+	}
+}
