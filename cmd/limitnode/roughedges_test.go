@@ -85,7 +85,7 @@ func TestHelpListsEveryCommand(t *testing.T) {
 		}
 		// A command with verbs says which when given none; -h lists the same.
 		_, usage, _ := limitnodeCLI(t, bin, name, "-h")
-		if verbs := regexp.MustCompile(`^Usage: limitnode `+regexp.QuoteMeta(name)+` ([a-z]+(\|[a-z]+)+) `).FindStringSubmatch(usage); verbs != nil && !strings.Contains(line, " "+verbs[1]+" ") {
+		if verbs := regexp.MustCompile(`^Usage: limitnode ` + regexp.QuoteMeta(name) + ` ([a-z]+(\|[a-z]+)+) `).FindStringSubmatch(usage); verbs != nil && !strings.Contains(line, " "+verbs[1]+" ") {
 			t.Errorf("limitnode %s takes %s, but -h lists %q", name, verbs[1], line)
 		}
 	}
