@@ -116,6 +116,9 @@ func timedCommand(name, usage string, timeout time.Duration, build func(fs *flag
 		if err != nil {
 			return err
 		}
+		for _, u := range unknownVariables(environ(), knownVariables()) {
+			fmt.Fprintf(stderr, "limitnode: warning: ignored %s, which nothing reads%s\n", u.name, u.didYouMean())
+		}
 		r, err := rf.remote(stdout)
 		if err != nil {
 			return err

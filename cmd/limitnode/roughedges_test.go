@@ -1,6 +1,9 @@
 package main
 
 import (
+	"os"
+	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -139,5 +142,43 @@ func TestEditDistance(t *testing.T) {
 		if got := editDistance(tt.a, tt.b); got != tt.want {
 			t.Errorf("editDistance(%q, %q) = %d, want %d", tt.a, tt.b, got, tt.want)
 		}
+	}
+}
+
+// TestAMistypedVariableIsAWarning: a LIMITNODE_ variable that nothing
+// reads is named in a warning, with the known name nearest to it, by a
+// node (in its log) and by a command (on stderr); its value is never
+// repeated.
+func TestAMistypedVariableIsAWarning(t *testing.T) {
+	t.Parallel()
+	testenv.NeedPrograms(t, "go")
+	bin := buildBinary(t)
+	dir := t.TempDir()
+	addrFile := filepath.Join(dir, "addrs.json")
+	node := exec.Command(bin, "-id", "n1", "-http", "127.0.0.1:0", "-raft", "127.0.0.1:0", "-data", filepath.Join(dir, "data"), "-addr-file", addrFile)
+	node.Env = []string{"PATH=" + os.Getenv("PATH"), "LIMITNODE_LOG_LEVLE=debug-value", "LIMITNODE_COLOUR=blue-value"}
+	var logs syncBuffer
+	node.Stdout, node.Stderr = &logs, &logs
+	if err := node.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = node.Process.Kill(); _ = node.Wait() })
+	var addrs boundAddrs
+	testenv.WaitFor(t, "the node to serve", func() bool {
+		var ok bool
+		addrs, ok = readAddrFile(t, addrFile)
+		return ok
+	})
+	l := logs.String()
+	if !strings.Contains(l, "level=WARN") || !strings.Contains(l, "variable=LIMITNODE_LOG_LEVLE did_you_mean=LIMITNODE_LOG_LEVEL") ||
+		!strings.Contains(l, "variable=LIMITNODE_COLOUR") || strings.Contains(l, "-value") {
+		t.Errorf("the node's log does not name the mistyped variables (or repeats a value):\n%s", l)
+	}
+
+	cmd := exec.Command(bin, "status", "-addr", addrs.HTTP)
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "LIMITNODE_TOKNE=ln_secret-value"}
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "limitnode: warning: ignored LIMITNODE_TOKNE, which nothing reads; did you mean LIMITNODE_TOKEN?") || strings.Contains(string(out), "secret-value") {
+		t.Errorf("limitnode status with LIMITNODE_TOKNE set: %v\n%s", err, out)
 	}
 }

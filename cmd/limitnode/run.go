@@ -37,6 +37,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	if err != nil {
 		return err
 	}
+	warnUnknownVariables(logger)
 	sec, err := loadSecurity(c.security, logger)
 	if err != nil {
 		return err
