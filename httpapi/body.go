@@ -10,6 +10,8 @@ import (
 	"reflect"
 	"strings"
 	"time"
+
+	"github.com/limitnode/limitnode/internal/jsonpos"
 )
 
 // Size limits of request bodies, documented in the README.
@@ -40,6 +42,9 @@ func decodeJSON(w http.ResponseWriter, r *http.Request, maxBytes int64, v any) *
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
+		if pos, ok := jsonpos.OfError(body, err); ok && errors.As(err, new(*json.SyntaxError)) {
+			return invalid("", "malformed JSON at %s: %v", pos, err)
+		}
 		return decodeError(err, maxBytes)
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {

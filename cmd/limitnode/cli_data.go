@@ -3,7 +3,6 @@ package main
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/limitnode/limitnode/api/wire"
 	"github.com/limitnode/limitnode/client"
+	"github.com/limitnode/limitnode/httpapi"
 )
 
 var allowCommand = remoteCommand("allow", "allow -key K -rate N [-period 1m] [-algorithm A] [-burst N] [-cost N] | -key K -policy P [flags]", func(fs *flag.FlagSet) runRemote {
@@ -111,16 +111,9 @@ var policyPut = remoteCommand("policy put", "policy put NAME FILE ('-': standard
 	if err := wantArgs(args, 2, "NAME FILE"); err != nil {
 		return err
 	}
-	in, err := openInput(args[1])
-	if err != nil {
-		return err
-	}
-	defer in.Close()
 	var p client.Policy
-	dec := json.NewDecoder(in)
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&p); err != nil {
-		return fmt.Errorf("%s: not a policy: %w", args[1], err)
+	if err := readJSONFile(args[1], "a policy", httpapi.MaxBatchBodyBytes, &p); err != nil {
+		return err
 	}
 	out, err := r.client.PutPolicy(ctx, args[0], p)
 	if err != nil {

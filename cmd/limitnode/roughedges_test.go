@@ -182,3 +182,37 @@ func TestAMistypedVariableIsAWarning(t *testing.T) {
 		t.Errorf("limitnode status with LIMITNODE_TOKNE set: %v\n%s", err, out)
 	}
 }
+
+// TestPolicyPutSaysWhereTheJSONBreaks: limitnode policy put with a file
+// that is not JSON says the line, column and byte of the mistake, and
+// sends nothing.
+func TestPolicyPutSaysWhereTheJSONBreaks(t *testing.T) {
+	t.Parallel()
+	testenv.NeedPrograms(t, "go")
+	bin := buildBinary(t)
+	c := testcluster.Start(t, 1)
+	addr := c.WaitLeader().HTTPAddr
+	dir := t.TempDir()
+	tests := []struct {
+		name, file, want string
+	}{
+		{"a missing comma", "{\n  \"limit\": {\"rate\": 10, \"period\": \"1m\"}\n  \"key_template\": \"{tenant}\"\n}\n", "missing.json: line 3, column 3 (byte 44): not a policy: invalid character '\"' after object key:value pair"},
+		{"a value of the wrong type", "{\"limit\": {\"rate\": \"ten\"}}", "wrong.json: line 1, column 25 (byte 24): not a policy:"},
+		{"a file that ends early", "{\"limit\": {\"rate\": 10}\n", "early.json: line 2, column 1 (byte 23): not a policy: unexpected EOF"},
+		{"something after the policy", "{\"limit\": {\"rate\": 10}}\n}", "after.json: line 2, column 1 (byte 24): the file must hold a policy, one JSON value, and nothing after it"},
+	}
+	for _, tt := range tests {
+		name := strings.Fields(tt.want)[0]
+		file := filepath.Join(dir, strings.TrimSuffix(name, ":"))
+		if err := os.WriteFile(file, []byte(tt.file), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		_, stderr, status := limitnodeCLI(t, bin, "policy", "put", "p", file, "-addr", addr)
+		if status != exitError || !strings.Contains(stderr, tt.want) {
+			t.Errorf("%s: exit %d, %q; want exit 1 with %q", tt.name, status, stderr, tt.want)
+		}
+	}
+	if stdout, _, _ := limitnodeCLI(t, bin, "policy", "list", "-addr", addr); strings.Contains(stdout, "\np ") {
+		t.Errorf("a broken file stored a policy:\n%s", stdout)
+	}
+}
