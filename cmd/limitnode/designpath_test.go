@@ -119,3 +119,28 @@ func ask(t *testing.T, ctx context.Context, method, url, body, token string, hea
 }
 
 var timings = regexp.MustCompile(`"(reset_after_ms|retry_after_ms)":\d+`)
+
+// TestAFieldIsNamedByItsPath: a field unknown or of the wrong type, inside
+// nested objects and arrays, is named by its whole JSON path (limit.unit,
+// checks[1].limit.unit), in the message and in "field", over HTTP.
+func TestAFieldIsNamedByItsPath(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	n := startNode(t, ctx, []string{"-id", "n1", "-http", "127.0.0.1:0", "-raft", "127.0.0.1:0", "-data", t.TempDir()}, nil)
+	tests := []struct {
+		method, path, body, want string
+	}{
+		{"POST", "/v1/allow", `{"key":"a","limit":{"rate":10,"period":"1m","unit":"minute"}}`, `{"error":"unknown field \"limit.unit\"","code":"invalid_argument","field":"limit.unit"}`},
+		{"POST", "/v1/allow", `{"checks":[{"key":"a","limit":{"rate":10}},{"key":"b","limit":{"rate":10,"unit":"minute"}}]}`, `"field":"checks[1].limit.unit"`},
+		{"POST", "/v1/allow", `{"checks":[{"key":"a","limit":{"rate":10}},{"key":"b","limit":{"rate":"10"}}]}`, `{"error":"checks[1].limit.rate must be an integer, not a JSON string","code":"invalid_argument","field":"checks[1].limit.rate"}`},
+		{"POST", "/v1/allow/batch", `{"requests":[{"key":"a","limit":{"rate":10,"local_shares":{"ttl":"1s","units":3}}}]}`, `"field":"requests[0].limit.local_shares.units"`},
+		{"PUT", "/v1/policies/p", `{"limit":{"rate":10},"overrides":{"vip":{"rate":100,"unit":"minute"}}}`, `"field":"overrides.vip.unit"`},
+	}
+	for _, tt := range tests {
+		a := ask(t, ctx, tt.method, "http://"+n.addr+tt.path, tt.body, "", nil)
+		if a.status != http.StatusBadRequest || !strings.Contains(a.body, tt.want) {
+			t.Errorf("%s %s %s: %d %s; want 400 with %s", tt.method, tt.path, tt.body, a.status, a.body, tt.want)
+		}
+	}
+}
