@@ -151,6 +151,9 @@ func hint(err error) string {
 	}
 	switch apiErr.StatusCode {
 	case http.StatusUnauthorized:
+		if errors.As(err, new(*tokenRefused)) {
+			return " (the token given with -token or LIMITNODE_TOKEN is not one of the cluster's)"
+		}
 		return " (give an API token with -token or LIMITNODE_TOKEN)"
 	case http.StatusForbidden:
 		return " (the token lacks the role this command needs)"

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"context"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -214,5 +216,51 @@ func TestPolicyPutSaysWhereTheJSONBreaks(t *testing.T) {
 	}
 	if stdout, _, _ := limitnodeCLI(t, bin, "policy", "list", "-addr", addr); strings.Contains(stdout, "\np ") {
 		t.Errorf("a broken file stored a policy:\n%s", stdout)
+	}
+}
+
+// TestAWrongTokenIsNotAMissingOne: a node with tokens tells a call with no
+// token, one with an Authorization header that is not a bearer token, and
+// one with a token it does not know apart, over HTTP and through the
+// commands, without repeating any of the token.
+func TestAWrongTokenIsNotAMissingOne(t *testing.T) {
+	t.Parallel()
+	testenv.NeedPrograms(t, "go")
+	bin := buildBinary(t)
+	dir := t.TempDir()
+	_, entry := newToken(t, "ops", "admin")
+	tokens := filepath.Join(dir, "tokens.json")
+	writeTokenFile(t, tokens, entry)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	n := startNode(t, ctx, []string{"-id", "n1", "-http", "127.0.0.1:0", "-raft", "127.0.0.1:0", "-data", filepath.Join(dir, "data"), "-auth", tokens}, nil)
+
+	const wrong = "ln_wrongtokenXYZ"
+	tests := []struct {
+		name, authorization, wantMessage, wantChallenge string
+	}{
+		{"no token", "", "this call needs a bearer token: Authorization: Bearer <token>", `Bearer realm="limitnode"`},
+		{"not a bearer token", "Basic b3BzOnNlY3JldA==", "the Authorization header holds no bearer token", `Bearer realm="limitnode"`},
+		{"an unknown token", "Bearer " + wrong, "the bearer token given matches none of this cluster's tokens", `Bearer realm="limitnode", error="invalid_token"`},
+	}
+	for _, tt := range tests {
+		header := map[string]string{}
+		if tt.authorization != "" {
+			header["Authorization"] = tt.authorization
+		}
+		a := ask(t, ctx, http.MethodGet, "http://"+n.addr+"/v1/cluster", "", "", header)
+		if a.status != http.StatusUnauthorized || !strings.Contains(a.body, tt.wantMessage) || a.header.Get("WWW-Authenticate") != tt.wantChallenge ||
+			strings.Contains(a.body, "XYZ") || strings.Contains(a.body, "b3Bz") {
+			t.Errorf("%s: %d %s (WWW-Authenticate %q); want 401 saying %q, challenge %q", tt.name, a.status, a.body, a.header.Get("WWW-Authenticate"), tt.wantMessage, tt.wantChallenge)
+		}
+	}
+
+	_, stderr, status := limitnodeCLI(t, bin, "status", "-addr", n.addr)
+	if status != exitError || !strings.Contains(stderr, "this call needs a bearer token") || !strings.Contains(stderr, "(give an API token with -token or LIMITNODE_TOKEN)") {
+		t.Errorf("limitnode status without a token: exit %d, %q", status, stderr)
+	}
+	_, stderr, status = limitnodeCLI(t, bin, "status", "-addr", n.addr, "-token", wrong)
+	if status != exitError || !strings.Contains(stderr, "matches none of this cluster's tokens") || !strings.Contains(stderr, "(the token given with -token or LIMITNODE_TOKEN is not one of the cluster's)") || strings.Contains(stderr, "XYZ") {
+		t.Errorf("limitnode status with an unknown token: exit %d, %q", status, stderr)
 	}
 }
