@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/limitnode/limitnode/internal/testenv"
 	"github.com/limitnode/limitnode/testcluster"
@@ -262,5 +263,40 @@ func TestAWrongTokenIsNotAMissingOne(t *testing.T) {
 	_, stderr, status = limitnodeCLI(t, bin, "status", "-addr", n.addr, "-token", wrong)
 	if status != exitError || !strings.Contains(stderr, "matches none of this cluster's tokens") || !strings.Contains(stderr, "(the token given with -token or LIMITNODE_TOKEN is not one of the cluster's)") || strings.Contains(stderr, "XYZ") {
 		t.Errorf("limitnode status with an unknown token: exit %d, %q", status, stderr)
+	}
+}
+
+// TestJoinGivenARaftAddressSaysSo: a node started with -join naming a
+// member's Raft address, as a joiner or to form a cluster, stops at once
+// saying that it is a Raft port and that -join takes HTTP addresses; a
+// command given it with -addr says the same. The member's Raft port
+// answers the HTTP request in HTTP rather than resetting it.
+func TestJoinGivenARaftAddressSaysSo(t *testing.T) {
+	t.Parallel()
+	testenv.NeedPrograms(t, "go")
+	bin := buildBinary(t)
+	member := startBinary(t, "-id", "n1", "-http", "127.0.0.1:0", "-raft", "127.0.0.1:0", "-data", t.TempDir())
+	raft := member.addrs.Raft
+	const want = "this is the Raft port of a limitnode node, not its HTTP API: give the node's HTTP address (its -http)"
+	for _, args := range [][]string{
+		{"-id", "n2", "-http", "127.0.0.1:0", "-raft", "127.0.0.1:0", "-data", t.TempDir(), "-join", raft, "-join-timeout", "20s"},
+		{"-id", "n2", "-http", "127.0.0.1:0", "-raft", "127.0.0.1:0", "-data", t.TempDir(), "-join", raft + ",127.0.0.1:1", "-bootstrap-expect", "2"},
+	} {
+		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		cmd := exec.CommandContext(ctx, bin, args...)
+		cmd.Env = []string{"PATH=" + os.Getenv("PATH")}
+		out, err := cmd.CombinedOutput()
+		timedOut := ctx.Err()
+		cancel()
+		if timedOut != nil || cmd.ProcessState.ExitCode() != exitUsage || !strings.Contains(string(out), "limitnode: -join "+raft+": "+want) || strings.Contains(string(out), "connection reset") {
+			t.Errorf("limitnode %s: %v (after 15 s: %v); want exit 2 at once, saying %q:\n%s", strings.Join(args, " "), err, timedOut, want, out)
+		}
+	}
+	_, stderr, status := limitnodeCLI(t, bin, "status", "-addr", raft)
+	if status != exitError || !strings.Contains(stderr, "421 wrong_port: "+want) {
+		t.Errorf("limitnode status -addr %s: exit %d, %q", raft, status, stderr)
+	}
+	if !strings.Contains(member.out.String(), "answered an HTTP request on the raft port") {
+		t.Errorf("the member did not log the HTTP requests on its Raft port:\n%s", member.out.String())
 	}
 }
