@@ -265,3 +265,18 @@ func chartSecrets(t *testing.T) map[string]map[string][]byte {
 	}
 	return secrets
 }
+
+// TestTheDocsSayHowToGetHelm: the pages that use helm say where to get it,
+// or how to run the very helm the tests build, with Go alone.
+func TestTheDocsSayHowToGetHelm(t *testing.T) {
+	t.Parallel()
+	for _, page := range []string{"docs/operations.md", chartDir + "/README.md"} {
+		data, err := os.ReadFile(filepath.Join(repoRoot, page))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(data), "go run "+helmModule) || !strings.Contains(string(data), "https://helm.sh/docs/intro/install/") {
+			t.Errorf("%s uses helm without saying how to get it (go run %s, or helm.sh's releases)", page, helmModule)
+		}
+	}
+}
