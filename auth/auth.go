@@ -31,17 +31,24 @@ const (
 	RoleAdmin Role = "admin"
 )
 
-// Errors of Authorize. Neither says anything about the token presented.
+// Errors of Authorize. None says anything of the token presented but
+// whether there was one.
 var (
-	// ErrUnauthenticated: no token, or one the file does not list.
+	// ErrUnauthenticated: no token, or one the file does not list. Each
+	// of ErrNoToken and ErrUnknownToken is one (errors.Is).
 	ErrUnauthenticated = errors.New("a valid bearer token is required")
+	// ErrNoToken: the call carries no token.
+	ErrNoToken = fmt.Errorf("%w: the call carries none", ErrUnauthenticated)
+	// ErrUnknownToken: the call carries a token that matches none of
+	// the file's.
+	ErrUnknownToken = fmt.Errorf("%w: the token given matches none of the cluster's", ErrUnauthenticated)
 	// ErrPermissionDenied: a known token without the role the call needs.
 	ErrPermissionDenied = errors.New("the token lacks the role this call needs")
 )
 
 // Authorizer says whether a bearer token may make a call that needs role,
-// returning the token's name: ErrUnauthenticated or ErrPermissionDenied
-// when it may not. *File and *Tokens implement it.
+// returning the token's name: ErrNoToken, ErrUnknownToken or
+// ErrPermissionDenied when it may not. *File and *Tokens implement it.
 type Authorizer interface {
 	Authorize(token string, role Role) (name string, err error)
 }
@@ -113,7 +120,7 @@ func Parse(r io.Reader) (*Tokens, error) {
 // with every entry, each in constant time.
 func (t *Tokens) Authorize(token string, role Role) (string, error) {
 	if token == "" {
-		return "", ErrUnauthenticated
+		return "", ErrNoToken
 	}
 	sum := sha256.Sum256([]byte(token))
 	found := -1
@@ -123,7 +130,7 @@ func (t *Tokens) Authorize(token string, role Role) (string, error) {
 		}
 	}
 	if found < 0 {
-		return "", ErrUnauthenticated
+		return "", ErrUnknownToken
 	}
 	e := &t.entries[found]
 	if e.roles[RoleAdmin] || e.roles[role] {

@@ -38,15 +38,15 @@ func TestAuthorizeByRole(t *testing.T) {
 		wantName string
 		wantErr  error
 	}{
-		{"no token", "", RoleDecide, "", ErrUnauthenticated},
-		{"an unknown token", "ln_nope", RoleRead, "", ErrUnauthenticated},
+		{"no token", "", RoleDecide, "", ErrNoToken},
+		{"an unknown token", "ln_nope", RoleRead, "", ErrUnknownToken},
 		{"a decide token decides", decideToken, RoleDecide, "checkout", nil},
 		{"a decide token cannot read", decideToken, RoleRead, "checkout", ErrPermissionDenied},
 		{"a read token reads", readToken, RoleRead, "dashboards", nil},
 		{"a read token cannot administer", readToken, RoleAdmin, "dashboards", ErrPermissionDenied},
 		{"admin implies decide", adminToken, RoleDecide, "ops", nil},
 		{"admin implies read", adminToken, RoleRead, "ops", nil},
-		{"a token's hash is not a token", decideHash, RoleDecide, "", ErrUnauthenticated},
+		{"a token's hash is not a token", decideHash, RoleDecide, "", ErrUnknownToken},
 	}
 	for _, tt := range tests {
 		name, err := tokens.Authorize(tt.token, tt.role)

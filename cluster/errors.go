@@ -17,6 +17,11 @@ var (
 	errNotLeader = errors.New("cluster: not the leader")
 )
 
+// removedAdvice is what an operator can do about a node that was removed
+// from its cluster.
+const removedAdvice = "to make it a member again, join it through a member (limitnode join -id ID -raft RAFT_ADDR -addr MEMBER); to retire it, stop it"
+
 // errRemoved: this node was removed from the cluster, so it decides
-// nothing until it is joined again.
-var errRemoved = fmt.Errorf("%w: this node was removed from the cluster", contract.ErrNoLeader)
+// nothing until it is joined again. It is an ErrNotMember: the caller asks
+// another node.
+var errRemoved = fmt.Errorf("%w: it was removed from the cluster and decides nothing; %s", contract.ErrNotMember, removedAdvice)

@@ -108,11 +108,11 @@ func (n *Node) applyJoin(m contract.Member, servers, stale []raft.Server, change
 	joined := append(slices.Clone(remaining), raft.Server{Suffrage: raft.Voter, ID: raft.ServerID(m.ID), Address: raft.ServerAddress(m.RaftAddr)})
 	if !change.Force {
 		if len(stale) > 0 {
-			if err := n.checkQuorum(remaining, fmt.Sprintf("replacing the entry of %s", describeServers(stale))); err != nil {
+			if err := n.checkQuorum(remaining, fmt.Sprintf("replacing the entry of %s", describeServers(stale)), joinForce(m)); err != nil {
 				return err
 			}
 		}
-		if err := n.checkQuorum(joined, fmt.Sprintf("adding %q", m.ID)); err != nil {
+		if err := n.checkQuorum(joined, fmt.Sprintf("adding %q", m.ID), joinForce(m)); err != nil {
 			return err
 		}
 	}
@@ -154,7 +154,7 @@ func (n *Node) removeAsLeader(ctx context.Context, id string, change contract.Me
 		return contract.NotFound("id", "no member %q", id)
 	}
 	if !change.Force {
-		if err := n.checkQuorum(slices.Delete(slices.Clone(servers), i, i+1), fmt.Sprintf("removing %q", id)); err != nil {
+		if err := n.checkQuorum(slices.Delete(slices.Clone(servers), i, i+1), fmt.Sprintf("removing %q", id), "limitnode remove -force "+id); err != nil {
 			return err
 		}
 	}
@@ -187,8 +187,9 @@ func (n *Node) servers() ([]raft.Server, error) {
 // checkQuorum refuses a change (what) that would leave servers with fewer
 // voters answering now than a quorum of them: the cluster could then decide
 // nothing until the others came back. This node counts as answering; every
-// other voter is pinged.
-func (n *Node) checkQuorum(servers []raft.Server, what string) error {
+// other voter is pinged. The refusal names forceCommand, the command line
+// that makes the change anyway.
+func (n *Node) checkQuorum(servers []raft.Server, what, forceCommand string) error {
 	var voters []raft.Server
 	for _, s := range servers {
 		if s.Suffrage == raft.Voter {
@@ -204,8 +205,13 @@ func (n *Node) checkQuorum(servers []raft.Server, what string) error {
 	if len(silent) > 0 {
 		detail = " (not answering: " + describeServers(silent) + ")"
 	}
-	return contract.Conflict("id", "%s would leave %d of %d voters answering, fewer than a quorum of %d%s: the cluster would decide nothing until they are back; bring them back first, or force the change (\"force\": true; limitnode -force)",
-		what, len(voters)-len(silent), len(voters), quorum, detail)
+	return contract.Conflict("id", "%s would leave %d of %d voters answering, fewer than a quorum of %d%s: the cluster would decide nothing until they are back; bring them back first, or force the change (\"force\": true; %s)",
+		what, len(voters)-len(silent), len(voters), quorum, detail, forceCommand)
+}
+
+// joinForce is the command line that forces m's join.
+func joinForce(m contract.Member) string {
+	return fmt.Sprintf("limitnode join -force -id %s -raft %s", m.ID, m.RaftAddr)
 }
 
 // silentMembers pings every server but this node at once and returns those
@@ -274,7 +280,7 @@ func (n *Node) watchLeadership() {
 		n.fwd.dropExcept(string(addr))
 		member := n.isMember()
 		if !member && n.identified.Load() && !n.removed.Swap(true) {
-			n.logger.Warn("this node was removed from the cluster: it decides nothing and /readyz answers 503 until an operator joins it again")
+			n.logger.Warn("this node was removed from the cluster: it decides nothing and /readyz answers 503 until an operator joins it again; ")
 		}
 		if member {
 			n.removed.Store(false)

@@ -55,7 +55,7 @@ func (n *Node) Ready() string {
 	case n.raft.State() == raft.Shutdown:
 		return "raft is stopped"
 	case n.removed.Load():
-		return "this node was removed: it is not a member of the cluster until it is joined again"
+		return fmt.Sprintf("this node was removed from the cluster: %s at %s is not a member until it is joined again; %s", n.cfg.ID, n.advertise, removedAdvice)
 	case !n.isMember():
 		return "this node is not a member of the cluster (not joined yet)"
 	case n.divergedAt.Load() != 0:
@@ -100,11 +100,15 @@ func (n *Node) leaderHTTPAddr() string {
 }
 
 // refuseOutsideCluster returns contract.ErrNotMember, with the reason,
-// while this node runs as a cluster of its own that other nodes count as
-// theirs (foreignDialer): every path that decides or appends asks it
+// while this node was removed from its cluster (errRemoved) or runs as a
+// cluster of its own that other nodes count as theirs (foreignDialer):
+// every path that decides or appends asks it
 // first, so that such a node answers nothing its real cluster would have
 // to agree to. It costs an atomic load when nothing dials it.
 func (n *Node) refuseOutsideCluster() error {
+	if n.removed.Load() {
+		return errRemoved
+	}
 	if reason := n.foreignDialer(); reason != "" {
 		return fmt.Errorf("%w: %s", contract.ErrNotMember, reason)
 	}

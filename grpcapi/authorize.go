@@ -51,8 +51,12 @@ func (s *Server) authorizeCall(ctx context.Context, fullMethod string) error {
 		return nil
 	case errors.Is(err, auth.ErrPermissionDenied):
 		return status.Errorf(codes.PermissionDenied, "this token lacks the %s role that %s needs", role, fullMethod)
+	case errors.Is(err, auth.ErrUnknownToken):
+		return status.Error(codes.Unauthenticated, "the bearer token given matches none of this cluster's tokens: check it (the -auth file lists the SHA-256 of each)")
+	case header != "":
+		return status.Error(codes.Unauthenticated, `the authorization metadata holds no bearer token: write it "authorization: Bearer <token>"`)
 	default:
-		return status.Error(codes.Unauthenticated, `a valid bearer token is required: metadata "authorization: Bearer <token>"`)
+		return status.Error(codes.Unauthenticated, `this call needs a bearer token: metadata "authorization: Bearer <token>"`)
 	}
 }
 

@@ -45,9 +45,25 @@ func (a *API) authorize(w http.ResponseWriter, r *http.Request, role auth.Role) 
 		writeError(w, &apiError{status: http.StatusForbidden, code: codePermissionDenied,
 			message: "this token lacks the " + string(role) + " role that " + r.Method + " " + r.URL.Path + " needs"})
 	default:
-		w.Header().Set("WWW-Authenticate", `Bearer realm="limitnode"`)
-		writeError(w, &apiError{status: http.StatusUnauthorized, code: codeUnauthenticated,
-			message: "a valid bearer token is required: Authorization: Bearer <token>"})
+		writeUnauthenticated(w, r, err)
 	}
 	return nil
+}
+
+// writeUnauthenticated answers 401 for a call that authorize refused with
+// err, an auth.ErrUnauthenticated, saying which of three it is: no
+// Authorization header, one that holds no bearer token, or a token that
+// matches none of the cluster's (RFC 6750's invalid_token). Nothing of what
+// the call carried is repeated.
+func writeUnauthenticated(w http.ResponseWriter, r *http.Request, err error) {
+	challenge, message := `Bearer realm="limitnode"`, "this call needs a bearer token: Authorization: Bearer <token>"
+	switch {
+	case errors.Is(err, auth.ErrUnknownToken):
+		challenge += `, error="invalid_token"`
+		message = "the bearer token given matches none of this cluster's tokens: check it (the -auth file lists the SHA-256 of each)"
+	case r.Header.Get("Authorization") != "":
+		message = "the Authorization header holds no bearer token: write it Authorization: Bearer <token>"
+	}
+	w.Header().Set("WWW-Authenticate", challenge)
+	writeError(w, &apiError{status: http.StatusUnauthorized, code: codeUnauthenticated, message: message})
 }

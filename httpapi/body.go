@@ -10,6 +10,8 @@ import (
 	"reflect"
 	"strings"
 	"time"
+
+	"github.com/limitnode/limitnode/internal/jsonpos"
 )
 
 // Size limits of request bodies, documented in the README.
@@ -40,6 +42,14 @@ func decodeJSON(w http.ResponseWriter, r *http.Request, maxBytes int64, v any) *
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
+		if pos, ok := jsonpos.OfError(body, err); ok && errors.As(err, new(*json.SyntaxError)) {
+			return invalid("", "malformed JSON at %s: %v", pos, err)
+		}
+		if typeErr := new(*json.UnmarshalTypeError); errors.As(err, typeErr) {
+			if field, ok := fieldAt(body, (*typeErr).Offset); ok {
+				(*typeErr).Field = field
+			}
+		}
 		return decodeError(err, maxBytes)
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
@@ -64,8 +74,13 @@ func decodeError(err error, maxBytes int64) *apiError {
 			message: fmt.Sprintf("the body is larger than %d bytes", maxBytes)}
 	case errors.As(err, &typeErr):
 		want := typeErr.Type.String()
-		if strings.HasPrefix(want, "int") || strings.HasPrefix(want, "*int") {
+		switch indirectKind := indirect(typeErr.Type).Kind(); {
+		case strings.HasPrefix(want, "int") || strings.HasPrefix(want, "*int"):
 			want = "an integer"
+		case indirectKind == reflect.Struct || indirectKind == reflect.Map:
+			want = "a JSON object"
+		case indirectKind == reflect.Slice || indirectKind == reflect.Array:
+			want = "a JSON array"
 		}
 		return invalid(typeErr.Field, "%s must be %s, not a JSON %s", fieldName(typeErr.Field), want, typeErr.Value)
 	case errors.As(err, &syntaxErr):

@@ -81,6 +81,8 @@ func New(backend Decider, opts Options) *API {
 	members, backups, observer := jobOf(b.Membership, "Membership"), jobOf(b.Backups, "Backups"), jobOf(b.Observer, "Observer")
 	keys, blocks, audit, settler := jobOf(b.Keys, "KeyStore"), jobOf(b.Blocks, "BlockList"), jobOf(b.Audit, "AuditLog"), jobOf(b.Settler, "Settler")
 	a.route("/v1/allow", map[string]endpoint{http.MethodPost: {decide, a.allow}})
+	// The design's path for services, answered by the same endpoint.
+	a.route("/allow", map[string]endpoint{http.MethodPost: {decide, a.allow}})
 	a.route("/v1/allow/batch", map[string]endpoint{http.MethodPost: {decide, a.allowBatch}})
 	a.route("/v1/settle", map[string]endpoint{http.MethodPost: {decide, needs(a.settle, settler)}})
 	a.route("/v1/shares/return", map[string]endpoint{http.MethodPost: {decide, a.returnShare}})

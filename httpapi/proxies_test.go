@@ -171,6 +171,12 @@ func checkLimitHolds(t *testing.T, proxy string) {
 		if s.want == 429 && resp.Header.Get("Retry-After") == "" {
 			t.Fatalf("step %d: 429 without Retry-After: %v", i, resp.Header)
 		}
+		// The client learns when to come back, not what denied it.
+		for name := range resp.Header {
+			if strings.HasPrefix(strings.ToLower(name), "x-limitnode-") || http.CanonicalHeaderKey(name) == "Limitnode-Denied-By" {
+				t.Fatalf("step %d: the proxy's client got limitnode's %s: %v", i, name, resp.Header)
+			}
+		}
 	}
 }
 
@@ -244,6 +250,7 @@ http://%s {
 	forward_auth %s {
 		uri /v1/forward-auth?policy=per-ip&dim.ip=client_ip
 		header_up Host {upstream_hostport}
+		header_down -Limitnode-Denied-By
 	}
 	reverse_proxy %s
 }

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"bytes"
+	"encoding"
 	"encoding/json"
 	"reflect"
 	"strconv"
@@ -14,7 +15,11 @@ import (
 // twice (the last wins), a name in another case ("Key", even "\u212aey",
 // for "key"), and strings that are not valid UTF-8 (read as U+FFFD, so that
 // two different invalid keys would share one counter). checkStrict refuses
-// all three, naming the field, before the body is decoded.
+// all three, naming the field, before the body is decoded. It refuses
+// unknown fields too: the decoder names one without the objects it is in
+// ("unit" for "limit.unit"), and a value of the wrong type by its Go
+// fields, without the index of the array element ("checks.limit.rate" for
+// "checks[1].limit.rate"), which fieldAt finds.
 
 // checkStrict walks body's JSON alongside the Go type it will be decoded
 // into. It answers only what the decoder itself would accept wrongly;
@@ -44,15 +49,16 @@ func walkStrict(dec *json.Decoder, t reflect.Type, path string) *apiError {
 		return checkString(tok, path)
 	case json.Delim:
 		switch {
-		case tok == '{' && t.Kind() == reflect.Struct:
+		case tok == '{' && t.Kind() == reflect.Struct && !decodesItself(t):
 			return walkObject(dec, path, func(name string) (reflect.Type, *apiError) {
 				if f, ok := fieldNamed(t, name); ok {
 					return f, nil
 				}
+				field := joinField(path, name)
 				if exact, ok := foldedField(t, name); ok {
-					return nil, invalid(joinField(path, name), "unknown field %q: field names are case-sensitive (did you mean %q?)", name, exact)
+					return nil, invalid(field, "unknown field %q: field names are case-sensitive (did you mean %q?)", name, exact)
 				}
-				return nil, nil // unknown: the decoder says so
+				return nil, invalid(field, "unknown field %q", field)
 			})
 		case tok == '{':
 			elem := anyType
@@ -79,6 +85,81 @@ func walkStrict(dec *json.Decoder, t reflect.Type, path string) *apiError {
 }
 
 var anyType = reflect.TypeFor[any]()
+
+// decodesItself reports whether t reads its own JSON (json.Unmarshaler or
+// encoding.TextUnmarshaler), whose fields are then its own business.
+func decodesItself(t reflect.Type) bool {
+	p := reflect.PointerTo(t)
+	return p.Implements(reflect.TypeFor[json.Unmarshaler]()) || p.Implements(reflect.TypeFor[encoding.TextUnmarshaler]())
+}
+
+// jsonContainer is an object or array fieldAt is reading: its path, and
+// the path of its next value.
+type jsonContainer struct {
+	path, next string
+	array      bool
+	index      int
+	wantName   bool
+}
+
+// valueRead moves c past a value: to the next element of an array, to the
+// next name of an object.
+func (c *jsonContainer) valueRead() {
+	if c.array {
+		c.index++
+		c.next = c.path + "[" + strconv.Itoa(c.index) + "]"
+		return
+	}
+	c.wantName = true
+}
+
+// fieldAt returns the path (as joinField and walkStrict write it, with
+// array indexes) of the value of body's JSON that ends at offset, where
+// the decoder reports a value of the wrong type; false when no value ends
+// there.
+func fieldAt(body []byte, offset int64) (string, bool) {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	var open []*jsonContainer
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			return "", false
+		}
+		var in *jsonContainer
+		if len(open) > 0 {
+			in = open[len(open)-1]
+		}
+		if name, ok := tok.(string); ok && in != nil && in.wantName {
+			in.next, in.wantName = joinField(in.path, name), false
+			continue
+		}
+		if d, ok := tok.(json.Delim); ok && (d == '}' || d == ']') {
+			open = open[:len(open)-1]
+			if len(open) > 0 {
+				open[len(open)-1].valueRead()
+			}
+			continue
+		}
+		path := ""
+		if in != nil {
+			path = in.next
+		}
+		if dec.InputOffset() == offset {
+			return path, true
+		}
+		switch tok {
+		case json.Delim('{'):
+			open = append(open, &jsonContainer{path: path, wantName: true})
+		case json.Delim('['):
+			open = append(open, &jsonContainer{path: path, array: true, next: path + "[0]"})
+		default:
+			if in != nil {
+				in.valueRead()
+			}
+		}
+	}
+}
 
 // walkObject walks an object's members: each name once, valid UTF-8, and
 // a name that differs from a known field only in case is refused.

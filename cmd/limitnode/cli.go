@@ -6,9 +6,11 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"strings"
 	"text/tabwriter"
@@ -116,6 +118,9 @@ func timedCommand(name, usage string, timeout time.Duration, build func(fs *flag
 		if err != nil {
 			return err
 		}
+		for _, u := range unknownVariables(environ(), knownVariables()) {
+			fmt.Fprintf(stderr, "limitnode: warning: ignored %s, which nothing reads%s\n", u.name, u.didYouMean())
+		}
 		r, err := rf.remote(stdout)
 		if err != nil {
 			return err
@@ -125,9 +130,19 @@ func timedCommand(name, usage string, timeout time.Duration, build func(fs *flag
 			ctx, cancel = context.WithTimeout(ctx, r.timeout)
 			defer cancel()
 		}
-		return run(ctx, r, positional)
+		err = run(ctx, r, positional)
+		if apiErr := (*client.Error)(nil); rf.token != "" && errors.As(err, &apiErr) && apiErr.StatusCode == http.StatusUnauthorized {
+			return &tokenRefused{err}
+		}
+		return err
 	}
 }
+
+// tokenRefused is a 401 answered to a command that gave a token: the
+// cluster knows no such token.
+type tokenRefused struct{ error }
+
+func (e *tokenRefused) Unwrap() error { return e.error }
 
 // parseInterspersed parses flags wherever they stand among the positional
 // arguments ("policy get NAME -addr X" as well as "policy get -addr X
@@ -135,11 +150,8 @@ func timedCommand(name, usage string, timeout time.Duration, build func(fs *flag
 func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
 	var positional []string
 	for {
-		if err := fs.Parse(args); err != nil {
-			if err == flag.ErrHelp {
-				return nil, err
-			}
-			return nil, &usageError{}
+		if err := parseFlags(fs, args); err != nil {
+			return nil, err
 		}
 		rest := fs.Args()
 		if len(rest) == 0 {

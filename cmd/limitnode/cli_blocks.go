@@ -9,9 +9,9 @@ import (
 	"github.com/limitnode/limitnode/client"
 )
 
-// blocksCommand dispatches blocks put|list|delete: keys denied outright for
+// blocksVerbs are the verbs of limitnode blocks (put|list|delete): keys denied outright for
 // a while.
-var blocksCommand = verbCommand("blocks", map[string]subcommand{"put": blocksPut, "list": blocksList, "delete": blocksDelete})
+var blocksVerbs = map[string]subcommand{"put": blocksPut, "list": blocksList, "delete": blocksDelete}
 
 var blocksPut = remoteCommand("blocks put", "blocks put KEY -ttl D [-reason TEXT] [flags]", func(fs *flag.FlagSet) runRemote {
 	ttl := fs.Duration("ttl", 0, "how long the key is blocked (1s to 8784h)")

@@ -3,7 +3,6 @@ package main
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/limitnode/limitnode/api/wire"
 	"github.com/limitnode/limitnode/client"
+	"github.com/limitnode/limitnode/httpapi"
 )
 
 var allowCommand = remoteCommand("allow", "allow -key K -rate N [-period 1m] [-algorithm A] [-burst N] [-cost N] | -key K -policy P [flags]", func(fs *flag.FlagSet) runRemote {
@@ -82,8 +82,8 @@ var allowCommand = remoteCommand("allow", "allow -key K -rate N [-period 1m] [-a
 	}
 })
 
-// policyCommand dispatches policy put|get|list|delete.
-var policyCommand = verbCommand("policy", map[string]subcommand{"put": policyPut, "get": policyGet, "list": policyList, "delete": policyDelete})
+// policyVerbs are the verbs of limitnode policy.
+var policyVerbs = map[string]subcommand{"put": policyPut, "get": policyGet, "list": policyList, "delete": policyDelete}
 
 // verbCommand makes a command that dispatches to one of verbs by its first
 // argument: "limitnode policy put ...".
@@ -111,16 +111,9 @@ var policyPut = remoteCommand("policy put", "policy put NAME FILE ('-': standard
 	if err := wantArgs(args, 2, "NAME FILE"); err != nil {
 		return err
 	}
-	in, err := openInput(args[1])
-	if err != nil {
-		return err
-	}
-	defer in.Close()
 	var p client.Policy
-	dec := json.NewDecoder(in)
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&p); err != nil {
-		return fmt.Errorf("%s: not a policy: %w", args[1], err)
+	if err := readJSONFile(args[1], "a policy", httpapi.MaxBatchBodyBytes, &p); err != nil {
+		return err
 	}
 	out, err := r.client.PutPolicy(ctx, args[0], p)
 	if err != nil {

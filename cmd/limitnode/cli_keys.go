@@ -9,9 +9,9 @@ import (
 	"github.com/limitnode/limitnode/client"
 )
 
-// keysCommand dispatches keys list|get|reset: what the cluster holds of
+// keysVerbs are the verbs of limitnode keys (list|get|reset): what the cluster holds of
 // each key, and resetting one (to unblock a customer).
-var keysCommand = verbCommand("keys", map[string]subcommand{"list": keysList, "get": keysGet, "reset": keysReset})
+var keysVerbs = map[string]subcommand{"list": keysList, "get": keysGet, "reset": keysReset}
 
 var keysList = remoteCommand("keys list", "keys list [-prefix P] [-limit N] [flags]", func(fs *flag.FlagSet) runRemote {
 	prefix := fs.String("prefix", "", "only keys that start with this")

@@ -9,9 +9,9 @@ import (
 	"go.yaml.in/yaml/v3"
 )
 
-// rlsCommand dispatches rls put|get|list|delete: the configurations of the
+// rlsVerbs are the verbs of limitnode rls (put|get|list|delete): the configurations of the
 // Envoy rate limit service, one per domain, in envoyproxy/ratelimit's YAML.
-var rlsCommand = verbCommand("rls", map[string]subcommand{"put": rlsPut, "get": rlsGet, "list": rlsList, "delete": rlsDelete})
+var rlsVerbs = map[string]subcommand{"put": rlsPut, "get": rlsGet, "list": rlsList, "delete": rlsDelete}
 
 var rlsPut = remoteCommand("rls put", "rls put FILE ('-': standard input; envoyproxy/ratelimit's YAML of one domain) [flags]", noFlags(func(ctx context.Context, r *remote, args []string) error {
 	if err := wantArgs(args, 1, "FILE"); err != nil {

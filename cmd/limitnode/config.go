@@ -80,6 +80,7 @@ func envName(flagName string) string {
 func parseConfig(args []string, getenv func(string) string, output io.Writer) (config, error) {
 	var c config
 	fs := c.flagSet(output)
+	fs.Usage = func() { printUsage(fs, output) }
 	var envErr error
 	fs.VisitAll(func(f *flag.Flag) {
 		name := envName(f.Name)
@@ -92,11 +93,8 @@ func parseConfig(args []string, getenv func(string) string, output io.Writer) (c
 	if envErr != nil {
 		return c, envErr
 	}
-	if err := fs.Parse(args); err != nil {
-		if err == flag.ErrHelp {
-			return c, err
-		}
-		return c, &usageError{} // the flag package has printed it, with the usage
+	if err := parseFlags(fs, args); err != nil {
+		return c, err
 	}
 	fs.Visit(func(f *flag.Flag) { c.joinTokenArg = c.joinTokenArg || f.Name == "join-token" })
 	if c.joinTokenArg {
@@ -179,12 +177,17 @@ func (c *config) flagSet(output io.Writer) *flag.FlagSet {
 	fs.StringVar(&c.joinToken, "join-token", "", "token (role admin) sent with -join to a cluster that has -auth, given only in LIMITNODE_JOIN_TOKEN (on the command line, where every local user can read it, it is refused) or with -join-token-file")
 	fs.StringVar(&c.joinTokenFile, "join-token-file", "", "file whose first line is the -join-token (the file limitnode token writes, as it is)")
 	fs.StringVar(&c.joinCA, "join-ca", "", "PEM CA to trust for the members' HTTPS API when joining (default -node-ca)")
-	fs.Usage = func() {
-		fmt.Fprintf(output, "Usage: limitnode [flags]            run a node\n       limitnode COMMAND [flags]    status, members, join, remove, transfer-leadership, allow,\n                                    policy put|get|list|delete, rls put|get|list|delete, keys list|get|reset,\n                                    backup, restore, health,\n                                    token, certs, recover, version (limitnode COMMAND -h for each)\n\n")
-		fmt.Fprintf(output, "Every flag can also be set as LIMITNODE_<NAME> (dashes as underscores, e.g. LIMITNODE_LOG_LEVEL);\na flag on the command line wins over its variable.\n\nFlags:\n")
-		fs.PrintDefaults()
-	}
 	return fs
+}
+
+// printUsage writes limitnode -h: how to run a node or a command, the
+// commands, and fs's flags (the node's).
+func printUsage(fs *flag.FlagSet, output io.Writer) {
+	fmt.Fprintf(output, "Usage: limitnode [flags]            run a node (the flags are below)\n       limitnode COMMAND [flags]    run a command (limitnode COMMAND -h for its flags):\n\n")
+	printCommands(output)
+	fmt.Fprintln(output)
+	fmt.Fprintf(output, "Every flag can also be set as LIMITNODE_<NAME> (dashes as underscores, e.g. LIMITNODE_LOG_LEVEL);\na flag on the command line wins over its variable.\n\nFlags:\n")
+	fs.PrintDefaults()
 }
 
 // check refuses an incomplete set of TLS flags, and two join tokens.

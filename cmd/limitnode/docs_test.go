@@ -210,7 +210,39 @@ func runScript(t *testing.T, what, script string) string {
 	if err != nil {
 		t.Fatalf("%s: %v\n%s", what, err, out)
 	}
+	mustBeIgnored(t, what, dir)
 	return string(out)
+}
+
+// mustBeIgnored fails the test when a page's script, run in dir as a
+// reader runs it in a clone's root, left there something the clone's
+// .gitignore does not cover: one git add -A would commit it, keys and
+// tokens among them. What the test itself put there is left out: the
+// binary, the examples it built and the XDG directories it named.
+func mustBeIgnored(t *testing.T, what, dir string) {
+	t.Helper()
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Log("git is not installed: what the script left is not checked against .gitignore")
+		return
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		name := e.Name()
+		if slices.Contains([]string{"limitnode", "examples", ".config", ".local"}, name) {
+			continue
+		}
+		if e.IsDir() {
+			name += "/"
+		}
+		check := exec.Command("git", "check-ignore", "--no-index", "-q", name)
+		check.Dir = repoRoot
+		if err := check.Run(); err != nil {
+			t.Errorf("%s leaves %s in the directory it runs in, which .gitignore does not cover (git check-ignore: %v): write it into a scratch directory, or ignore it", what, name, err)
+		}
+	}
 }
 
 // docPort is a port as the pages' scripts write it: after 127.0.0.1: or
@@ -334,7 +366,7 @@ var docScripts = []docScript{
 	},
 	{
 		page: "docs/http-api.md", onReadmeCluster: true,
-		want: []string{`"field":"limit.rate"`, `did you mean \"cost\"`, "HTTP/1.1 200 OK", "429 Retry-After: ",
+		want: []string{`"field":"limit.rate"`, `did you mean \"cost\"`, "HTTP/1.1 200 OK", `{"allowed":true,"limit":100,"remaining":98,`, "429 Retry-After: ",
 			`Limitnode-Denied-By: "default";check=0;cause=limit;algorithm=token_bucket;rate=2;period_ms=60000;burst=2`, `"denied_by":{"check":0,"limit":{"algorithm":"token_bucket","rate":2,"period":"1m0s","burst":2},"cause":"limit"}}`,
 			"200 shared: \n200 shared: \n200 shared: true\n200 shared: true", `"wait_ms":`, `"held_ms":`,
 			`"reserved":4000,"cost":1234,"refunded":2766,"charged":0}`, `"refunded":2766,"charged":0,"duplicate":true}`, `"code":"conflict","field":"settlement_id"}`,

@@ -175,6 +175,10 @@ func (f *formation) askPeers(ctx context.Context) []peerView {
 		askCtx, cancel := context.WithTimeout(ctx, formAskTimeout)
 		st, err := client.NewWithOptions(f.opts, addr).Cluster(askCtx)
 		cancel()
+		if wrong := raftPortGiven(addr, err); wrong != nil {
+			f.say(slog.LevelError, "a -join address is a Raft port: the cluster cannot form until -join names HTTP addresses", "err", wrong)
+			continue
+		}
 		if err != nil {
 			f.logger.Debug("no answer yet", "addr", addr, "err", err)
 			continue

@@ -235,10 +235,10 @@ func chartSecrets(t *testing.T) map[string]map[string][]byte {
   [ "$1" = -n ] && shift 2
   [ "$1 $2 $3" = "create secret generic" ] || { echo "kubectl $*: not a Secret" >&2; return 1; }
   local name=$4 kv; shift 4
-  mkdir -p "secrets/$name"
+  mkdir -p "$SECRETS_MADE/$name"
   for a in "$@"; do
     case $a in
-      --from-file=*=*) kv=${a#--from-file=}; cp "${kv#*=}" "secrets/$name/${kv%%=*}" ;;
+      --from-file=*=*) kv=${a#--from-file=}; cp "${kv#*=}" "$SECRETS_MADE/$name/${kv%%=*}" ;;
       *) echo "kubectl: $a is not a --from-file=KEY=FILE" >&2; return 1 ;;
     esac
   done
@@ -246,7 +246,7 @@ func chartSecrets(t *testing.T) map[string]map[string][]byte {
 `
 	cmd := exec.Command("bash", "-c", "set -euo pipefail\n"+kubectl+script)
 	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"))
+	cmd.Env = append(os.Environ(), "PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"), "SECRETS_MADE="+filepath.Join(dir, "secrets"))
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("the chart's README's Secrets: %v\n%s", err, out)
 	}
@@ -264,4 +264,19 @@ func chartSecrets(t *testing.T) map[string]map[string][]byte {
 		}
 	}
 	return secrets
+}
+
+// TestTheDocsSayHowToGetHelm: the pages that use helm say where to get it,
+// or how to run the very helm the tests build, with Go alone.
+func TestTheDocsSayHowToGetHelm(t *testing.T) {
+	t.Parallel()
+	for _, page := range []string{"docs/operations.md", chartDir + "/README.md"} {
+		data, err := os.ReadFile(filepath.Join(repoRoot, page))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(data), "go run "+helmModule) || !strings.Contains(string(data), "https://helm.sh/docs/intro/install/") {
+			t.Errorf("%s uses helm without saying how to get it (go run %s, or helm.sh's releases)", page, helmModule)
+		}
+	}
 }

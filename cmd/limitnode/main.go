@@ -25,6 +25,7 @@ import (
 	"slices"
 	"strings"
 	"syscall"
+	"text/tabwriter"
 
 	"github.com/limitnode/limitnode/client"
 )
@@ -39,27 +40,64 @@ const (
 // subcommand runs one subcommand with its arguments.
 type subcommand func(ctx context.Context, args []string, stdout, stderr io.Writer) error
 
-// subcommands are the commands besides running a node.
-var subcommands = map[string]subcommand{
-	"status":              statusCommand,
-	"members":             membersCommand,
-	"join":                joinCommand,
-	"remove":              removeCommand,
-	"transfer-leadership": transferCommand,
-	"allow":               allowCommand,
-	"settle":              settleCommand,
-	"policy":              policyCommand,
-	"keys":                keysCommand,
-	"blocks":              blocksCommand,
-	"audit":               auditCommand,
-	"rls":                 rlsCommand,
-	"backup":              backupCommand,
-	"restore":             restoreCommand,
-	"health":              healthCommand,
-	"token":               tokenCommand,
-	"certs":               certsCommand,
-	"recover":             recoverCommand,
-	"version":             versionCommand,
+// command is one command of the binary besides running a node: the word
+// that names it, what it does (for -h), and either its run or the verbs
+// it dispatches to by its next word ("limitnode policy put ...").
+type command struct {
+	name    string
+	summary string
+	run     subcommand
+	verbs   map[string]subcommand
+}
+
+// commands are the commands besides running a node, in the order -h lists
+// them: the one table that dispatch, subcommandFirst and the usage read.
+var commands = []command{
+	{name: "status", summary: "the cluster as one node sees it", run: statusCommand},
+	{name: "members", summary: "the members, their roles, reachability and lag", run: membersCommand},
+	{name: "join", summary: "add a running node to the cluster", run: joinCommand},
+	{name: "remove", summary: "remove a member", run: removeCommand},
+	{name: "transfer-leadership", summary: "hand leadership to another voter", run: transferCommand},
+	{name: "allow", summary: "decide one request (exit 3 when denied)", run: allowCommand},
+	{name: "settle", summary: "settle a reservation with what it cost", run: settleCommand},
+	{name: "policy", summary: "stored policies", verbs: policyVerbs},
+	{name: "keys", summary: "the state of keys, and resetting one", verbs: keysVerbs},
+	{name: "blocks", summary: "blocked keys", verbs: blocksVerbs},
+	{name: "audit", summary: "the operators' changes: who, what, when", run: auditCommand},
+	{name: "rls", summary: "domains of Envoy's rate limit service", verbs: rlsVerbs},
+	{name: "backup", summary: "write a backup of the cluster's state", run: backupCommand},
+	{name: "restore", summary: "replace the cluster's state with a backup", run: restoreCommand},
+	{name: "health", summary: "exit 0 when the node is ready, else say why", run: healthCommand},
+	{name: "token", summary: "make an API token and its entry for the -auth file", run: tokenCommand},
+	{name: "certs", summary: "make a development CA and node certificates", run: certsCommand},
+	{name: "recover", summary: "rewrite a stopped node's membership after its cluster lost its quorum for good", run: recoverCommand},
+	{name: "version", summary: "print the build of this binary", run: versionCommand},
+}
+
+// subcommands are the commands by name, each ready to run.
+var subcommands = func() map[string]subcommand {
+	byName := make(map[string]subcommand, len(commands))
+	for _, c := range commands {
+		byName[c.name] = c.run
+		if c.verbs != nil {
+			byName[c.name] = verbCommand(c.name, c.verbs)
+		}
+	}
+	return byName
+}()
+
+// printCommands writes the commands' table for -h: each name (with its
+// verbs) and summary.
+func printCommands(w io.Writer) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	for _, c := range commands {
+		name := c.name
+		if c.verbs != nil {
+			name += " " + strings.Join(slices.Sorted(maps.Keys(c.verbs)), "|")
+		}
+		fmt.Fprintf(tw, "  %s\t%s\n", name, c.summary)
+	}
+	_ = tw.Flush()
 }
 
 func main() {
@@ -113,6 +151,9 @@ func hint(err error) string {
 	}
 	switch apiErr.StatusCode {
 	case http.StatusUnauthorized:
+		if errors.As(err, new(*tokenRefused)) {
+			return " (the token given with -token or LIMITNODE_TOKEN is not one of the cluster's)"
+		}
 		return " (give an API token with -token or LIMITNODE_TOKEN)"
 	case http.StatusForbidden:
 		return " (the token lacks the role this command needs)"
@@ -151,8 +192,8 @@ func takesValue(arg string) bool {
 	return true
 }
 
-// usageError is a mistake in the command line. A flag package error has
-// been printed already, with the usage; msg is what is left to say.
+// usageError is a mistake in the command line; msg, when not empty, is
+// what is left to say about it.
 type usageError struct{ msg string }
 
 func (e *usageError) Error() string { return e.msg }

@@ -20,6 +20,7 @@ import (
 	"github.com/limitnode/limitnode/httpapi"
 	"github.com/limitnode/limitnode/internal/buildinfo"
 	"github.com/limitnode/limitnode/internal/guard"
+	"github.com/limitnode/limitnode/internal/transport"
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc/peer"
 )
@@ -38,6 +39,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	if err != nil {
 		return err
 	}
+	warnUnknownVariables(logger)
 	sec, err := loadSecurity(c.security, logger)
 	if err != nil {
 		return err
@@ -261,6 +263,9 @@ func enterCluster(ctx, formCtx context.Context, forming *sync.WaitGroup, c confi
 			logger.Warn(seedIgnored)
 		}
 	case c.expect > 0:
+		if err := refuseRaftPorts(ctx, joinAddrs, joinOpts); err != nil {
+			return err
+		}
 		// The node serves (its view answers the others) while the cluster
 		// forms; /readyz says 503 until it has.
 		forming.Go(func() {
@@ -326,6 +331,31 @@ func storeSeedUntilItHolds(ctx context.Context, seed seed, node *cluster.Node, l
 	}
 }
 
+// raftPortGiven is the error for -join naming addr when err, its answer,
+// says addr is a node's Raft port (it answers HTTP with 421 wrong_port):
+// no retry can change it. It is nil for any other err.
+func raftPortGiven(addr string, err error) error {
+	if apiErr := (*client.Error)(nil); errors.As(err, &apiErr) && apiErr.Code == transport.WrongPortCode {
+		return &usageError{fmt.Sprintf("-join %s: %s", addr, apiErr.Message)}
+	}
+	return nil
+}
+
+// refuseRaftPorts asks each address once for its view of the cluster and
+// returns raftPortGiven's error for the first that answers as a Raft port;
+// one that does not answer yet (its node may be starting) passes.
+func refuseRaftPorts(ctx context.Context, addrs []string, opts client.Options) error {
+	for _, addr := range addrs {
+		askCtx, cancel := context.WithTimeout(ctx, formAskTimeout)
+		_, err := client.NewWithOptions(opts, addr).Cluster(askCtx)
+		cancel()
+		if err := raftPortGiven(addr, err); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // joinCluster asks each address in turn to add this node, until one accepts
 // or the timeout passes; the members may still be starting. A refusal that
 // no retry can change (the cluster answers that this join would evict a
@@ -344,6 +374,9 @@ func joinCluster(ctx context.Context, logger *slog.Logger, addrs []string, opts 
 			}
 			if apiErr := (*client.Error)(nil); errors.As(err, &apiErr) && (apiErr.StatusCode == http.StatusConflict || apiErr.Field == "id") {
 				return fmt.Errorf("join via %s refused: %w", addr, err)
+			}
+			if err := raftPortGiven(addr, err); err != nil {
+				return err
 			}
 			lastErr = err
 			logger.Warn("join attempt failed", "via", addr, "err", err)

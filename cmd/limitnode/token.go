@@ -50,11 +50,8 @@ func tokenCommand(_ context.Context, args []string, stdout, stderr io.Writer) er
 
 // parseSubcommand parses a subcommand's flags; a mistake is a *usageError.
 func parseSubcommand(fs *flag.FlagSet, args []string) error {
-	if err := fs.Parse(args); err != nil {
-		if err == flag.ErrHelp {
-			return err
-		}
-		return &usageError{}
+	if err := parseFlags(fs, args); err != nil {
+		return err
 	}
 	if fs.NArg() > 0 {
 		return &usageError{fmt.Sprintf("unexpected arguments: %q", fs.Args())}

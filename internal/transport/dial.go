@@ -43,6 +43,7 @@ func (d Dialer) Open(addr string, protocol Protocol, timeout time.Duration) (net
 	if d.TLS != nil {
 		tc := tls.Client(conn, d.TLS.clientConfig(addr))
 		if err := handshake(tc, timeout); err != nil {
+			conn.Close() // closed already, unless the peer answered without TLS
 			return nil, err
 		}
 		conn = tc

@@ -2,6 +2,7 @@ package transport
 
 import (
 	"crypto/tls"
+	"errors"
 	"io"
 	"log/slog"
 	"net"
@@ -88,6 +89,18 @@ func (m *Mux) route(conn net.Conn) {
 	if m.tls != nil {
 		tc := tls.Server(conn, m.tls.serverConfig())
 		if err := handshake(tc, headerTimeout); err != nil {
+			// No TLS at all: tls hands the connection back, having read
+			// what the peer sent (of which the record header is kept), so
+			// an HTTP request is answered on its first bytes.
+			var plain tls.RecordHeaderError
+			if errors.As(err, &plain) && plain.Conn != nil {
+				if startsWithMethod(plain.RecordHeader[:]) {
+					wrongPort(plain.Conn)
+					m.refusals.warn("http", conn.RemoteAddr(), wrongPortLog)
+					return
+				}
+				plain.Conn.Close()
+			}
 			m.refusals.warn("tls", conn.RemoteAddr(), "transport: refused a connection on the raft port: its TLS handshake failed", "err", shortError(err))
 			return
 		}
@@ -101,6 +114,10 @@ func (m *Mux) route(conn net.Conn) {
 	}
 	sub := m.subs[Protocol(header[0])]
 	if sub == nil {
+		if startsWithMethod(header[:]) && answerHTTP(conn, header[:]) {
+			m.refusals.warn("http", conn.RemoteAddr(), wrongPortLog)
+			return
+		}
 		m.refusals.warn("protocol", conn.RemoteAddr(), "transport: refused a connection on the raft port: it names no protocol of this node", "byte", header[0])
 		conn.Close()
 		return

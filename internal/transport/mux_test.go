@@ -169,7 +169,7 @@ func TestFailedTLSHandshakesAreLoggedOncePerPeerAndInterval(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, _ = c.Write(bytes.Repeat([]byte("GET / HTTP/1.1\r\n"), 100))
+		_, _ = c.Write(bytes.Repeat([]byte("\x00 not a TLS record\r\n"), 100))
 		_, _ = c.Read(make([]byte, 16))
 		c.Close()
 		if _, err := foreign.Open(ln.Addr().String(), testProtocol, time.Second); err == nil {

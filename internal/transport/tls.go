@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
 	"fmt"
 	"net"
 	"time"
@@ -50,12 +51,16 @@ func (t *TLS) clientConfig(addr string) *tls.Config {
 }
 
 // handshake runs a TLS handshake on conn within timeout, closing conn if it
-// fails.
+// fails, but for a peer that sent no TLS at all: then the error is a
+// tls.RecordHeaderError whose Conn, still open, is the caller's to answer
+// or close.
 func handshake(conn *tls.Conn, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	if err := conn.HandshakeContext(ctx); err != nil {
-		conn.Close()
+		if plain := (tls.RecordHeaderError{}); !errors.As(err, &plain) || plain.Conn == nil {
+			conn.Close()
+		}
 		return fmt.Errorf("TLS handshake with %s: %w", conn.RemoteAddr(), err)
 	}
 	return nil

@@ -28,6 +28,27 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/allow": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * The same as POST /v1/allow, at the path the design gives services.
+         * @description Answered by the same handler as `POST /v1/allow`: the same body,
+         *     answers, role, bounds and cross-origin rule.
+         */
+        post: operations["allowAtDesignPath"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/forward-auth": {
         parameters: {
             query?: never;
@@ -1679,6 +1700,50 @@ export interface components {
         };
     };
     responses: {
+        /** @description Allowed. The cost was consumed. */
+        Allowed: {
+            headers: {
+                "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                "X-Limitnode-Decided-At": components["headers"]["X-Limitnode-Decided-At"];
+                "X-Limitnode-Leader": components["headers"]["X-Limitnode-Leader"];
+                "X-Limitnode-Shared": components["headers"]["X-Limitnode-Shared"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["AllowResponse"] & {
+                    /** @constant */
+                    allowed?: true;
+                    /** @constant */
+                    retry_after_ms?: 0;
+                };
+            };
+        };
+        /** @description Denied. Nothing was consumed. */
+        Denied: {
+            headers: {
+                "Retry-After": components["headers"]["Retry-After"];
+                "Limitnode-Denied-By": components["headers"]["Limitnode-Denied-By"];
+                "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                "X-Limitnode-Decided-At": components["headers"]["X-Limitnode-Decided-At"];
+                "X-Limitnode-Leader": components["headers"]["X-Limitnode-Leader"];
+                "X-Limitnode-Leased": components["headers"]["X-Limitnode-Leased"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["AllowResponse"] & {
+                    /** @constant */
+                    allowed?: false;
+                };
+            };
+        };
         /** @description Allowed; the proxy passes the request on. The cost was consumed. */
         ForwardAuthAllowed: {
             headers: {
@@ -1995,28 +2060,7 @@ export interface operations {
             };
         };
         responses: {
-            /** @description Allowed. The cost was consumed. */
-            200: {
-                headers: {
-                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
-                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
-                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
-                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
-                    RateLimit: components["headers"]["RateLimit"];
-                    "X-Limitnode-Decided-At": components["headers"]["X-Limitnode-Decided-At"];
-                    "X-Limitnode-Leader": components["headers"]["X-Limitnode-Leader"];
-                    "X-Limitnode-Shared": components["headers"]["X-Limitnode-Shared"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["AllowResponse"] & {
-                        /** @constant */
-                        allowed?: true;
-                        /** @constant */
-                        retry_after_ms?: 0;
-                    };
-                };
-            };
+            200: components["responses"]["Allowed"];
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthenticated"];
             403: components["responses"]["Forbidden"];
@@ -2025,28 +2069,34 @@ export interface operations {
             409: components["responses"]["Conflict"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
-            /** @description Denied. Nothing was consumed. */
-            429: {
-                headers: {
-                    "Retry-After": components["headers"]["Retry-After"];
-                    "Limitnode-Denied-By": components["headers"]["Limitnode-Denied-By"];
-                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
-                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
-                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
-                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
-                    RateLimit: components["headers"]["RateLimit"];
-                    "X-Limitnode-Decided-At": components["headers"]["X-Limitnode-Decided-At"];
-                    "X-Limitnode-Leader": components["headers"]["X-Limitnode-Leader"];
-                    "X-Limitnode-Leased": components["headers"]["X-Limitnode-Leased"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["AllowResponse"] & {
-                        /** @constant */
-                        allowed?: false;
-                    };
-                };
+            429: components["responses"]["Denied"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    allowAtDesignPath: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["AllowRequest"];
             };
+        };
+        responses: {
+            200: components["responses"]["Allowed"];
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["Denied"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];
         };
