@@ -28,23 +28,7 @@ import (
 // run starts the node and serves until ctx ends, then shuts down cleanly.
 // ready, if not nil, receives the HTTP address once the node serves.
 func run(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer, ready chan<- string) error {
-	c, err := parseConfig(args, getenv, stderr)
-	if err != nil {
-		return err
-	}
-	if err := c.checkPorts(); err != nil {
-		return err
-	}
-	logger, err := newLogger(c.logLevel, stderr)
-	if err != nil {
-		return err
-	}
-	warnUnknownVariables(logger)
-	sec, err := loadSecurity(c.security, logger)
-	if err != nil {
-		return err
-	}
-	seed, err := readSeed(c, logger)
+	c, logger, sec, seed, err := prepare(args, getenv, stderr)
 	if err != nil {
 		return err
 	}
@@ -119,6 +103,26 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	stopForming()
 	forming.Wait()
 	return srv.shutdown(logger, node)
+}
+
+// prepare reads what a node starts from, before it opens anything: its
+// flags and environment, its logger, its security files and its seed.
+func prepare(args []string, getenv func(string) string, stderr io.Writer) (c config, logger *slog.Logger, sec secured, s seed, err error) {
+	if c, err = parseConfig(args, getenv, stderr); err != nil {
+		return
+	}
+	if err = c.checkPorts(); err != nil {
+		return
+	}
+	if logger, err = newLogger(c.logLevel, stderr); err != nil {
+		return
+	}
+	warnUnknownVariables(logger)
+	if sec, err = loadSecurity(c.security, logger); err != nil {
+		return
+	}
+	s, err = readSeed(c, logger)
+	return
 }
 
 // newLogger is the node's logger at -log-level.
