@@ -45,8 +45,10 @@ type batcher struct {
 	// maxYields bounds how often the loop yields, after a busy flush, for
 	// the callers it answered to come back (see loop); 0 never yields.
 	maxYields int
-	// waited observes how long each call waited for its flush, when set.
-	waited prometheus.Observer
+	// waited observes how long each call waited for its flush, and
+	// flushing counts the flushes under way, when set.
+	waited   prometheus.Observer
+	flushing prometheus.Gauge
 
 	submitCh chan *call
 	doneCh   chan flushed
@@ -68,13 +70,20 @@ const gatherYields = 16
 // flushed reports a finished flush: how many calls and requests it answered.
 type flushed struct{ calls, requests int }
 
-func newBatcher(flush func([]*call), limit load, maxInFlight, maxYields int, waited prometheus.Observer) *batcher {
+// batcherMetrics are what a batcher reports; either may be nil.
+type batcherMetrics struct {
+	waited   prometheus.Observer
+	flushing prometheus.Gauge
+}
+
+func newBatcher(flush func([]*call), limit load, maxInFlight, maxYields int, m batcherMetrics) *batcher {
 	b := &batcher{
 		flush:       flush,
 		limit:       limit,
 		maxInFlight: maxInFlight,
 		maxYields:   maxYields,
-		waited:      waited,
+		waited:      m.waited,
+		flushing:    m.flushing,
 		submitCh:    make(chan *call, 1024),
 		doneCh:      make(chan flushed, maxInFlight),
 		stopCh:      make(chan struct{}),
@@ -138,6 +147,9 @@ func (b *batcher) loop() {
 			}
 			pendingRequests -= size
 			inFlight++
+			if b.flushing != nil {
+				b.flushing.Set(float64(inFlight))
+			}
 			if b.waited != nil {
 				now := time.Now()
 				for _, c := range batch {
@@ -160,6 +172,9 @@ func (b *batcher) loop() {
 			take()
 		case f := <-b.doneCh:
 			inFlight--
+			if b.flushing != nil {
+				b.flushing.Set(float64(inFlight))
+			}
 			// Under load (the flush answered several callers, or others
 			// waited for it), callers that just got their answers often ask
 			// again at once: an embedding service's workers, say. Letting

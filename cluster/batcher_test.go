@@ -97,7 +97,7 @@ func TestBatcherAnswersEveryCallWithItsOwnResults(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			var rec recordingFlush
-			b := newBatcher(rec.flush, load{requests: tt.maxRequests, checks: 1 << 30, bytes: 1 << 30}, tt.maxInFlight, tt.yields, nil)
+			b := newBatcher(rec.flush, load{requests: tt.maxRequests, checks: 1 << 30, bytes: 1 << 30}, tt.maxInFlight, tt.yields, batcherMetrics{})
 			defer b.stop()
 			closedLoop(t, b, tt.callers, tt.rounds, tt.size)
 			if got, want := rec.requests.Load(), int64(tt.callers*tt.rounds*tt.size); got != want {
@@ -123,7 +123,7 @@ func TestBatcherFailsPendingCallsOnStop(t *testing.T) {
 		started <- struct{}{}
 		<-release
 		failAll(calls, errors.New("flushed"))
-	}, load{requests: 4096, checks: 8192, bytes: maxFlushBytes}, 1, gatherYields, nil)
+	}, load{requests: 4096, checks: 8192, bytes: maxFlushBytes}, 1, gatherYields, batcherMetrics{})
 	first := make(chan error, 1)
 	go func() {
 		_, _, err := b.submit(context.Background(), []fsm.Request{{}})
@@ -167,7 +167,7 @@ func BenchmarkBatcherClosedLoop(b *testing.B) {
 					spin(20_000) // a stand-in round trip, a few tens of µs
 					rec.flush(calls)
 				}
-				bat := newBatcher(flush, load{requests: 4096, checks: 8192, bytes: maxFlushBytes}, 1, yields, nil)
+				bat := newBatcher(flush, load{requests: 4096, checks: 8192, bytes: maxFlushBytes}, 1, yields, batcherMetrics{})
 				defer bat.stop()
 				rounds := max(b.N/callers, 1)
 				b.ResetTimer()

@@ -19,10 +19,15 @@ const (
 	// maxFlushBytes bounds the estimated size of one Raft entry or
 	// forwarded message, under the frame limit of the forwarding protocol.
 	maxFlushBytes = transport.MaxFrameBytes / 2
-	// minForwardsInFlight: with one forward at a time, a follower's
-	// request waits for the previous forward's round trip and then its
-	// own; two cut that wait (docs/BENCHMARKS.md has the figures).
-	minForwardsInFlight = 2
+	// defaultMaxEntriesInFlight and defaultMaxForwardsInFlight make the
+	// allow path a pipeline: with one entry (or forward) at a time, a
+	// request that arrives during a flush waits for that flush's whole
+	// commit (or round trip) and then its own. With several, it goes out
+	// at once while the pipeline has room; hashicorp/raft still writes
+	// the entries that reach its leader loop together in one append, so
+	// more entries in flight do not mean more fsyncs per decision.
+	defaultMaxEntriesInFlight  = 4
+	defaultMaxForwardsInFlight = 4
 	// DefaultMaxKeys caps the live (key, limit) pairs: about half a
 	// gigabyte of state at the ~105 bytes of heap a live key costs
 	// (fsm.BenchmarkStateBytesPerKey), and 1-1.7 GB of a node's memory at
@@ -135,14 +140,18 @@ type Config struct {
 	// nothing for this long. Default 2m.
 	RaftIdleTimeout time.Duration
 	// MaxEntriesInFlight is how many group-commit entries may be under way
-	// at once on the leader. Default 1: send at once when idle, gather
-	// while one is in flight. A follower forwards up to
-	// max(MaxEntriesInFlight, 2) batches at once, so its requests reach the
-	// leader's next entry instead of waiting for the previous forward's
-	// whole round trip. With MaxBatchRequests 1 and a large value here,
-	// every request is its own Raft Apply, which is the "bare Raft"
-	// baseline of cmd/limitbench.
+	// at once on the leader (appended and not yet applied). Default 4: a
+	// request goes into an entry of its own at once while fewer are under
+	// way, and requests gather into one entry only while all are. With
+	// MaxBatchRequests 1 and a large value here, every request is its own
+	// Raft Apply, which is the "bare Raft" baseline of cmd/limitbench.
 	MaxEntriesInFlight int
+	// MaxForwardsInFlight is how many forwarded batches a follower has
+	// under way to the leader at once, each on a connection of its own, in
+	// each of its two forwarding batchers (requests to decide, and those
+	// its replica denies). Default 4; as for MaxEntriesInFlight, requests
+	// gather only while all are under way.
+	MaxForwardsInFlight int
 	// NoSync skips the fsync of the Raft log on every append (bbolt's
 	// NoSync). Decisions are then acknowledged once a quorum holds them in
 	// memory and in the OS page cache: a crash of the limitnode processes
@@ -281,7 +290,10 @@ func withDefaults(cfg Config) Config {
 		cfg.RaftIdleTimeout = 2 * time.Minute
 	}
 	if cfg.MaxEntriesInFlight <= 0 {
-		cfg.MaxEntriesInFlight = 1
+		cfg.MaxEntriesInFlight = defaultMaxEntriesInFlight
+	}
+	if cfg.MaxForwardsInFlight <= 0 {
+		cfg.MaxForwardsInFlight = defaultMaxForwardsInFlight
 	}
 	if cfg.HeartbeatTimeout <= 0 {
 		cfg.HeartbeatTimeout = defaultHeartbeatTimeout

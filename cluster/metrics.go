@@ -28,6 +28,7 @@ type nodeMetrics struct {
 	shareUnits    *prometheus.CounterVec
 	// Where a decision's time goes, stage by stage (see batchWait, apply).
 	batchWait *prometheus.HistogramVec
+	flushing  *prometheus.GaugeVec
 	apply     prometheus.Histogram
 }
 
@@ -67,12 +68,19 @@ func newNodeMetrics() *nodeMetrics {
 		batchWait: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "limitnode_batch_wait_seconds",
 			Help:    "How long a call waited in a group-commit batcher before its flush began: leader (for a Raft entry), follower (for a forward), follower-denials (a forward of what this replica denies).",
 			Buckets: latencyBuckets}, []string{"batcher"}),
+		flushing: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "limitnode_batch_flushes_in_flight",
+			Help: "Flushes a group-commit batcher has under way: Raft entries appended and not yet applied (leader), forwards awaiting the leader's answer (follower, follower-denials). Requests gather into one flush only while this is at its bound (cluster.Config.MaxEntriesInFlight, MaxForwardsInFlight)."}, []string{"batcher"}),
 		apply: hist("limitnode_fsm_apply_seconds", "Applying one batch of committed log entries to the state machine (every node).", latencyBuckets),
 	}
 }
 
 func (m *nodeMetrics) collectors() []prometheus.Collector {
-	return []prometheus.Collector{m.commit, m.store, m.forward, m.snapshot, m.snapshotBytes, m.restore, m.leaderChanges, m.fastDenials, m.leaseDenials, m.leasesTaken, m.raiseWaits, m.shareAnswers, m.shareUnits, m.batchWait, m.apply}
+	return []prometheus.Collector{m.commit, m.store, m.forward, m.snapshot, m.snapshotBytes, m.restore, m.leaderChanges, m.fastDenials, m.leaseDenials, m.leasesTaken, m.raiseWaits, m.shareAnswers, m.shareUnits, m.batchWait, m.flushing, m.apply}
+}
+
+// batcher returns the metrics of the named batcher.
+func (m *nodeMetrics) batcher(name string) batcherMetrics {
+	return batcherMetrics{waited: m.batchWait.WithLabelValues(name), flushing: m.flushing.WithLabelValues(name)}
 }
 
 // since observes the time since start, in seconds.

@@ -158,10 +158,9 @@ func Open(cfg Config) (*Node, error) {
 	}
 	limit := load{requests: cfg.MaxBatchRequests, checks: cfg.MaxBatchChecks, bytes: maxFlushBytes}
 	n.confirm = &confirmer{verify: func() error { return n.raft.VerifyLeader().Error() }}
-	waits := n.metrics.batchWait
-	n.leaderBatch = newBatcher(n.applyBatch, limit, cfg.MaxEntriesInFlight, gatherYields, waits.WithLabelValues("leader"))
-	n.followerBatch = newBatcher(n.forwardBatch, limit, max(cfg.MaxEntriesInFlight, minForwardsInFlight), gatherYields, waits.WithLabelValues("follower"))
-	n.followerDenials = newBatcher(n.forwardBatch, limit, max(cfg.MaxEntriesInFlight, minForwardsInFlight), gatherYields, waits.WithLabelValues("follower-denials"))
+	n.leaderBatch = newBatcher(n.applyBatch, limit, cfg.MaxEntriesInFlight, gatherYields, n.metrics.batcher("leader"))
+	n.followerBatch = newBatcher(n.forwardBatch, limit, cfg.MaxForwardsInFlight, gatherYields, n.metrics.batcher("follower"))
+	n.followerDenials = newBatcher(n.forwardBatch, limit, cfg.MaxForwardsInFlight, gatherYields, n.metrics.batcher("follower-denials"))
 	n.wg.Go(func() { n.serveForwarding(n.mux.Listener(protocolForward)) })
 	n.wg.Go(n.watchLeadership)
 	n.wg.Go(n.watchHealth)
