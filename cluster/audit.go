@@ -34,9 +34,11 @@ func (n *Node) recordAudit(ctx context.Context, action, subject, detail string) 
 // Audit returns up to limit entries of the audit trail recorded after log
 // index since, oldest first, as this node has applied them after catching
 // up with the leader (as Policies does).
-func (n *Node) Audit(ctx context.Context, since uint64, limit int) contract.AuditPage {
-	_ = n.catchUp(ctx)
-	return n.fsm.AuditPage(since, limit)
+func (n *Node) Audit(ctx context.Context, since uint64, limit int) (contract.AuditPage, error) {
+	if err := n.catchUp(ctx); err != nil {
+		return contract.AuditPage{}, err
+	}
+	return n.fsm.AuditPage(since, limit), nil
 }
 
 // RecentAudit returns the last n entries of the audit trail this node has

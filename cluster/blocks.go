@@ -52,9 +52,11 @@ func (n *Node) BlockSummary(latest int) contract.BlockSummary {
 // blocks, and the key to continue after ("" at the end), as this node has
 // applied them after catching up with the leader (as Policies does), at its
 // reading of cluster time now, which it returns too.
-func (n *Node) Blocks(ctx context.Context, after string, limit int) (nowNanos int64, page []contract.Block, next string) {
-	_ = n.catchUp(ctx)
+func (n *Node) Blocks(ctx context.Context, after string, limit int) (nowNanos int64, page []contract.Block, next string, err error) {
+	if err := n.catchUp(ctx); err != nil {
+		return 0, nil, "", err
+	}
 	now := max(n.clock.estimate(), n.fsm.Now())
 	page, next = n.fsm.Blocks(after, limit, now)
-	return now, page, next
+	return now, page, next, nil
 }

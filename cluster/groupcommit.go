@@ -90,16 +90,28 @@ func (n *Node) applyBatch(calls []*call) {
 // Its errors mean nothing was appended: errNotLeader or contract.ErrShutdown.
 func (n *Node) leaderStamp() (int64, error) {
 	term := n.raft.CurrentTerm()
-	if n.barrierTerm.Load() != term {
-		if err := n.raft.Barrier(n.requestTimeout).Error(); err != nil {
-			if errors.Is(err, raft.ErrRaftShutdown) {
-				return 0, contract.ErrShutdown
-			}
-			return 0, errNotLeader
-		}
-		n.barrierTerm.Store(term)
+	if err := n.termBarrier(term); err != nil {
+		return 0, err
 	}
 	return n.stampIn(term), nil
+}
+
+// termBarrier returns once this leader has applied an entry of term, its
+// own: everything earlier leaders committed is then applied here, and its
+// commit index is the cluster's (a Raft barrier, once per term). Its errors
+// mean nothing was appended: errNotLeader or contract.ErrShutdown.
+func (n *Node) termBarrier(term uint64) error {
+	if n.barrierTerm.Load() == term {
+		return nil
+	}
+	if err := n.raft.Barrier(n.requestTimeout).Error(); err != nil {
+		if errors.Is(err, raft.ErrRaftShutdown) {
+			return contract.ErrShutdown
+		}
+		return errNotLeader
+	}
+	n.barrierTerm.Store(term)
+	return nil
 }
 
 // stampIn is the time this leader stamps now in term: its clock's, within

@@ -25,15 +25,21 @@ func (n *Node) ResetKey(ctx context.Context, key string) (int, error) {
 // Key returns the key's state under each limit, as this node has applied it
 // after catching up with the leader (as Policies does), at its reading of
 // cluster time now; false when it holds none.
-func (n *Node) Key(ctx context.Context, key string) (contract.KeyState, bool) {
-	_ = n.catchUp(ctx)
-	return n.fsm.KeyState(key, n.clock.estimate())
+func (n *Node) Key(ctx context.Context, key string) (contract.KeyState, bool, error) {
+	if err := n.catchUp(ctx); err != nil {
+		return contract.KeyState{}, false, err
+	}
+	ks, ok := n.fsm.KeyState(key, n.clock.estimate())
+	return ks, ok, nil
 }
 
 // Keys returns up to limit live keys that start with prefix and sort after
 // after, each with its state, and the key to continue after ("" at the
 // end), read as Key reads.
-func (n *Node) Keys(ctx context.Context, prefix, after string, limit int) (page []contract.KeyState, next string) {
-	_ = n.catchUp(ctx)
-	return n.fsm.KeysPage(prefix, after, limit, n.clock.estimate())
+func (n *Node) Keys(ctx context.Context, prefix, after string, limit int) (page []contract.KeyState, next string, err error) {
+	if err := n.catchUp(ctx); err != nil {
+		return nil, "", err
+	}
+	page, next = n.fsm.KeysPage(prefix, after, limit, n.clock.estimate())
+	return page, next, nil
 }

@@ -16,6 +16,8 @@ type nodeMetrics struct {
 	commit        prometheus.Histogram
 	store         prometheus.Histogram
 	forward       prometheus.Histogram
+	forwardServe  prometheus.Histogram
+	readIndex     prometheus.Histogram
 	snapshot      prometheus.Histogram
 	snapshotBytes prometheus.Gauge
 	restore       prometheus.Gauge
@@ -46,6 +48,10 @@ func newNodeMetrics() *nodeMetrics {
 			"Writing log entries to the log store, fsync included (every append on every node).", latencyBuckets),
 		forward: hist("limitnode_forward_seconds",
 			"On a follower: one forwarded batch's round trip to the leader.", latencyBuckets),
+		forwardServe: hist("limitnode_forward_serve_seconds",
+			"On the leader: answering one forwarded batch, from its decoded message to its answer (the leader's batch wait and commit included).", latencyBuckets),
+		readIndex: hist("limitnode_read_index_seconds",
+			"A read of the replicated state catching up: learning the leader's read index and applying through it.", latencyBuckets),
 		snapshot: hist("limitnode_snapshot_seconds",
 			"Writing one snapshot, from its creation to its close.", []float64{.01, .05, .1, .5, 1, 5, 10, 30, 60, 300}),
 		snapshotBytes: prometheus.NewGauge(prometheus.GaugeOpts{Name: "limitnode_snapshot_bytes",
@@ -75,7 +81,7 @@ func newNodeMetrics() *nodeMetrics {
 }
 
 func (m *nodeMetrics) collectors() []prometheus.Collector {
-	return []prometheus.Collector{m.commit, m.store, m.forward, m.snapshot, m.snapshotBytes, m.restore, m.leaderChanges, m.fastDenials, m.leaseDenials, m.leasesTaken, m.raiseWaits, m.shareAnswers, m.shareUnits, m.batchWait, m.flushing, m.apply}
+	return []prometheus.Collector{m.commit, m.store, m.forward, m.forwardServe, m.readIndex, m.snapshot, m.snapshotBytes, m.restore, m.leaderChanges, m.fastDenials, m.leaseDenials, m.leasesTaken, m.raiseWaits, m.shareAnswers, m.shareUnits, m.batchWait, m.flushing, m.apply}
 }
 
 // batcher returns the metrics of the named batcher.

@@ -34,15 +34,22 @@ func (n *Node) DeletePolicy(ctx context.Context, name string) error {
 // Policies returns up to limit policies named after after, sorted by name
 // and holding at most maxOverrides overrides (at least one policy); next is
 // the name to continue after, or "" at the end. The node first catches up
-// with what the leader had applied (so a read after a write sees it); with
-// no leader to ask, it answers from what it has.
-func (n *Node) Policies(ctx context.Context, after string, limit, maxOverrides int) (page []contract.PolicyStatus, next string) {
-	_ = n.catchUp(ctx)
-	return n.fsm.PoliciesPage(after, limit, maxOverrides)
+// with every write acknowledged before the call, by the leader's read index
+// (readindex.go), so a read after a write sees it on any node; when no
+// leader can give one, the error wraps contract.ErrNoLeader.
+func (n *Node) Policies(ctx context.Context, after string, limit, maxOverrides int) (page []contract.PolicyStatus, next string, err error) {
+	if err := n.catchUp(ctx); err != nil {
+		return nil, "", err
+	}
+	page, next = n.fsm.PoliciesPage(after, limit, maxOverrides)
+	return page, next, nil
 }
 
 // Policy returns the named policy, after catching up as Policies does.
-func (n *Node) Policy(ctx context.Context, name string) (contract.PolicyStatus, bool) {
-	_ = n.catchUp(ctx)
-	return n.fsm.Policy(name)
+func (n *Node) Policy(ctx context.Context, name string) (contract.PolicyStatus, bool, error) {
+	if err := n.catchUp(ctx); err != nil {
+		return contract.PolicyStatus{}, false, err
+	}
+	p, ok := n.fsm.Policy(name)
+	return p, ok, nil
 }
