@@ -252,6 +252,7 @@ func run(args []string, out io.Writer) error {
 	addRatios(results)
 	printTable(out, results)
 	printCPU(out, results)
+	printStages(out, results)
 	safe := envoySafeRates(results)
 	printEnvoySafe(out, safe)
 

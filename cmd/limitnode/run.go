@@ -195,7 +195,7 @@ func serve(c config, sec secured, logger *slog.Logger, node *cluster.Node, httpL
 		return nil, err
 	}
 	apiOpts := httpapi.Options{Logger: logger, TrustedProxies: trusted, Collectors: node.Collectors(),
-		Proven: func(r *http.Request) { httpListener.Trust(r.RemoteAddr) }, Admit: admitter(httpListener)}
+		Proven: func(r *http.Request) { httpListener.Trust(r.RemoteAddr) }, Admit: admitter(httpListener), Profiling: c.pprof}
 	grpcOpts := grpcapi.Options{Logger: logger, TLS: sec.httpTLS}
 	if sec.authz != nil {
 		apiOpts.Authorizer, grpcOpts.Authorizer = sec.authz, sec.authz
