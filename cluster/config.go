@@ -20,13 +20,16 @@ const (
 	// forwarded message, under the frame limit of the forwarding protocol.
 	maxFlushBytes = transport.MaxFrameBytes / 2
 	// defaultMaxEntriesInFlight and defaultMaxForwardsInFlight make the
-	// allow path a pipeline: with one entry (or forward) at a time, a
-	// request that arrives during a flush waits for that flush's whole
-	// commit (or round trip) and then its own. With several, it goes out
-	// at once while the pipeline has room; hashicorp/raft still writes
-	// the entries that reach its leader loop together in one append, so
-	// more entries in flight do not mean more fsyncs per decision.
-	defaultMaxEntriesInFlight  = 4
+	// allow path a pipeline. An entry holds the leader's pipeline only
+	// until it is in the leader's own log: the next is appended while it
+	// replicates, so the leader's fsync of one entry overlaps a
+	// follower's of the one before. More entries waiting for the
+	// leader's append at once only split what one append would carry:
+	// hashicorp/raft appends them one after the other, and a follower
+	// fsyncs each AppendEntries it receives, so two small entries cost a
+	// commit more than one entry of both (docs/BENCHMARKS.md has the
+	// figures). A forward costs no fsync: a follower keeps four under way.
+	defaultMaxEntriesInFlight  = 1
 	defaultMaxForwardsInFlight = 4
 	// DefaultMaxKeys caps the live (key, limit) pairs: about half a
 	// gigabyte of state at the ~105 bytes of heap a live key costs
@@ -139,12 +142,14 @@ type Config struct {
 	// RaftIdleTimeout closes a connection on the Raft port that has sent
 	// nothing for this long. Default 2m.
 	RaftIdleTimeout time.Duration
-	// MaxEntriesInFlight is how many group-commit entries may be under way
-	// at once on the leader (appended and not yet applied). Default 4: a
-	// request goes into an entry of its own at once while fewer are under
-	// way, and requests gather into one entry only while all are. With
-	// MaxBatchRequests 1 and a large value here, every request is its own
-	// Raft Apply, which is the "bare Raft" baseline of cmd/limitbench.
+	// MaxEntriesInFlight is how many group-commit entries may wait at once
+	// for their append to the leader's own log. An entry stops counting
+	// once appended, while it replicates and commits, so entries are
+	// pipelined: with the default, 1, the next entry is appended while the
+	// previous one is written by the followers, and requests gather into
+	// one entry while another is being appended. With MaxBatchRequests 1
+	// and a large value here, every request is its own Raft Apply, which is
+	// the "bare Raft" baseline of cmd/limitbench.
 	MaxEntriesInFlight int
 	// MaxForwardsInFlight is how many forwarded batches a follower has
 	// under way to the leader at once, each on a connection of its own, in

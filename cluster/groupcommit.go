@@ -45,8 +45,11 @@ func (n *Node) decideOnLeader(ctx context.Context, reqs []fsm.Request) ([]fsm.Re
 	return d.results, d.leader, err
 }
 
-// applyBatch is the leader's flush: one Raft entry for all the calls.
-func (n *Node) applyBatch(calls []*call) {
+// applyBatch is the leader's flush: one Raft entry for all the calls. It
+// releases the pipeline once the entry is in the leader's own log (or its
+// outcome is known), so that the next entry is appended while this one
+// replicates.
+func (n *Node) applyBatch(calls []*call, release func()) {
 	reqs := concatRequests(calls)
 	stamp, err := n.leaderStamp()
 	if err != nil {
@@ -62,8 +65,20 @@ func (n *Node) applyBatch(calls []*call) {
 		return
 	}
 	start := time.Now()
+	appended, forget := n.appendedEntries.expect(data)
+	outcome := make(chan struct{})
+	go func() {
+		select {
+		case <-appended:
+		case <-outcome:
+		}
+		release()
+	}()
 	future := n.raft.Apply(data, n.requestTimeout)
-	if err := n.awaitApplied(future); err != nil {
+	err = n.awaitApplied(future)
+	forget()
+	close(outcome)
+	if err != nil {
 		if notApplied(err) {
 			failAll(calls, errNotLeader)
 		} else {
@@ -123,7 +138,7 @@ func (n *Node) stampIn(term uint64) int64 {
 
 // forwardBatch is a follower's flush: one message to the leader for all the
 // calls.
-func (n *Node) forwardBatch(calls []*call) {
+func (n *Node) forwardBatch(calls []*call, _ func()) {
 	addr, id := n.raft.LeaderWithID()
 	if addr == "" || string(id) == n.cfg.ID {
 		failAll(calls, errNotLeader)

@@ -99,20 +99,26 @@ func (n *Node) Collectors() []prometheus.Collector {
 	return append(append(n.metrics.collectors(), n.stats.collectors()...), sharesCollector{n.fsm})
 }
 
-// timedLogStore times the log store's writes (an fsync each).
+// timedLogStore times the log store's writes (an fsync each), and tells
+// the group commit which of its entries each write appended.
 type timedLogStore struct {
 	raft.LogStore
-	hist prometheus.Histogram
+	hist     prometheus.Histogram
+	appended *appendedSignals
 }
 
 func (s *timedLogStore) StoreLog(l *raft.Log) error {
-	defer since(s.hist, time.Now())
-	return s.LogStore.StoreLog(l)
+	return s.StoreLogs([]*raft.Log{l})
 }
 
 func (s *timedLogStore) StoreLogs(logs []*raft.Log) error {
-	defer since(s.hist, time.Now())
-	return s.LogStore.StoreLogs(logs)
+	start := time.Now()
+	err := s.LogStore.StoreLogs(logs)
+	since(s.hist, start)
+	if err == nil {
+		s.appended.appended(logs)
+	}
+	return err
 }
 
 // timedFSM times applies and restores from a snapshot.

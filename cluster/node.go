@@ -65,9 +65,12 @@ type Node struct {
 	checkpoints  checkpoints
 	divergedAt   atomic.Uint64 // a checkpoint at which the leader found this node's state different, or 0
 	diskMu       sync.Mutex
-	diskErrV     error          // the last disk probe's failure, or nil
-	appends      *appendWatch   // the log store, watched for failed appends (appendwatch.go)
-	progress     leaderProgress // the leader's applied index as its pings said (lag.go)
+	diskErrV     error        // the last disk probe's failure, or nil
+	appends      *appendWatch // the log store, watched for failed appends (appendwatch.go)
+	// appendedEntries says when the group commit's entries reach the
+	// leader's own log (appended.go).
+	appendedEntries appendedSignals
+	progress        leaderProgress // the leader's applied index as its pings said (lag.go)
 	// removed is set while this node, once a member, is not in the
 	// configuration it knows; watchLeadership keeps it.
 	removed atomic.Bool
@@ -233,7 +236,7 @@ func (n *Node) startRaft() error {
 		Timeout: 10 * time.Second,
 		Logger:  hlog,
 	})}
-	r, err := raft.NewRaft(n.raftConfig(hlog), &configWatch{timedFSM: &timedFSM{FSM: n.fsm, restore: n.metrics.restore, apply: n.metrics.apply}, node: n}, &timedLogStore{LogStore: n.appends, hist: n.metrics.store}, logStore, snapshots, network)
+	r, err := raft.NewRaft(n.raftConfig(hlog), &configWatch{timedFSM: &timedFSM{FSM: n.fsm, restore: n.metrics.restore, apply: n.metrics.apply}, node: n}, &timedLogStore{LogStore: n.appends, hist: n.metrics.store, appended: &n.appendedEntries}, logStore, snapshots, network)
 	if err != nil {
 		network.Close()
 		logStore.Close()

@@ -65,11 +65,11 @@ func TestADeposedLeaderRefusesReads(t *testing.T) {
 		t.Fatalf("the first leader is %s, not n1", old.ID)
 	}
 	ctx := context.Background()
-	p := contract.Policy{Name: "plan", Limit: algorithms.Limit{Rate: 1, PeriodNanos: int64(time.Hour), Burst: 1}}
+	p := contract.Policy{Name: "plan", Limit: algorithms.Limit{Rate: 100, PeriodNanos: int64(time.Hour), Burst: 100}}
 	if err := old.Node().PutPolicy(ctx, p); err != nil {
 		t.Fatal(err)
 	}
-	if got, _, err := old.Node().Policy(ctx, "plan"); err != nil || got.Limit.Rate != 1 {
+	if got, _, err := old.Node().Policy(ctx, "plan"); err != nil || got.Limit.Rate != 100 {
 		t.Fatalf("a read on the leader before the cut: %+v %v", got.Limit, err)
 	}
 	c.Isolate(old)
@@ -83,7 +83,9 @@ func TestADeposedLeaderRefusesReads(t *testing.T) {
 		}
 		return false
 	})
-	p.Limit.Rate, p.Limit.Burst = 100, 100
+	// A lower limit: a raise would wait out the deny leases first, and the
+	// old leader's belief that it leads lasts only 3 s.
+	p.Limit.Rate, p.Limit.Burst = 1, 1
 	if err := next.Node().PutPolicy(ctx, p); err != nil {
 		t.Fatal(err)
 	}
@@ -96,8 +98,8 @@ func TestADeposedLeaderRefusesReads(t *testing.T) {
 	}{
 		{"a policy", func(ctx context.Context, n *cluster.Node) error {
 			got, _, err := n.Policy(ctx, "plan")
-			if err == nil && got.Limit.Rate != 100 {
-				t.Errorf("the policy read %d/h, from before the change to 100/h", got.Limit.Rate)
+			if err == nil && got.Limit.Rate != 1 {
+				t.Errorf("the policy read %d/h, from before the change to 1/h", got.Limit.Rate)
 			}
 			return err
 		}},
@@ -121,7 +123,7 @@ func TestADeposedLeaderRefusesReads(t *testing.T) {
 			t.Errorf("%s on the cut-off leader: %v, want an error wrapping ErrNoLeader", r.name, err)
 		}
 	}
-	if got, _, err := next.Node().Policy(ctx, "plan"); err != nil || got.Limit.Rate != 100 {
+	if got, _, err := next.Node().Policy(ctx, "plan"); err != nil || got.Limit.Rate != 1 {
 		t.Fatalf("the new leader's read: %+v %v", got.Limit, err)
 	}
 	c.Net.HealAll()
