@@ -60,11 +60,15 @@ type result struct {
 	CPUError string       `json:"cpu_error,omitempty"`
 	// Stages are the limitnode nodes' stage histograms over the measured
 	// window (stages.go).
-	Stages     []stageMean `json:"stages,omitempty"`
-	VsTrivial  float64     `json:"vs_trivial,omitempty"`
-	VsRedis    float64     `json:"vs_redis,omitempty"`
-	VsRedisAOF float64     `json:"vs_redis_aof,omitempty"`
-	VsRaft     float64     `json:"vs_raft,omitempty"`
+	Stages []stageMean `json:"stages,omitempty"`
+	// Profiles are the files of the nodes' CPU profiles over the
+	// window (-node-profiles); ProfileError why one is missing.
+	Profiles     []string `json:"profiles,omitempty"`
+	ProfileError string   `json:"profile_error,omitempty"`
+	VsTrivial    float64  `json:"vs_trivial,omitempty"`
+	VsRedis      float64  `json:"vs_redis,omitempty"`
+	VsRedisAOF   float64  `json:"vs_redis_aof,omitempty"`
+	VsRaft       float64  `json:"vs_raft,omitempty"`
 	// VsERL is against envoyproxy/ratelimit under the same load
 	// (erlBaseline), VsERLCache against it with its local cache.
 	VsERL      float64 `json:"vs_erl,omitempty"`
@@ -105,6 +109,7 @@ func measure(ctx context.Context, tgt target, p loadPoint, o options) result {
 	fractions := watchOutcomes(tgt, w.from)
 	cpu := watchServers(tgt, w.from)
 	stages := watchStages(tgt, w.from)
+	profiles := watchProfiles(tgt, p, w, o.nodeProfiles)
 	var sched *schedule
 	if p.rate > 0 {
 		sched = &schedule{start: start, rate: p.rate}
@@ -125,6 +130,7 @@ func measure(ctx context.Context, tgt target, p loadPoint, o options) result {
 	fractions(&r)
 	cpu(&r)
 	stages(&r)
+	profiles(&r)
 	return r
 }
 

@@ -36,3 +36,20 @@ go_gc_duration_seconds_sum 1
 		t.Fatal("a sum that is not a number was read")
 	}
 }
+
+func TestProfileNamesAreFileNames(t *testing.T) {
+	tests := []struct {
+		target string
+		p      loadPoint
+		node   string
+		want   string
+	}{
+		{"grpc", loadPoint{callers: 64}, "n1 (leader)", "grpc-closed-64-n1__leader_.pprof"},
+		{"grpc-flood", loadPoint{callers: 256, rate: 500}, "n2", "grpc-flood-open_500_s-256-n2.pprof"},
+	}
+	for _, tt := range tests {
+		if got := profileName(tt.target, tt.p, tt.node); got != tt.want {
+			t.Errorf("profileName(%q, %v, %q) = %q, want %q", tt.target, tt.p, tt.node, got, tt.want)
+		}
+	}
+}
