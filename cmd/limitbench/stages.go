@@ -39,6 +39,9 @@ type staged interface{ metricsNodes() []metricsNode }
 
 // metricsNodesOf names c's members as servers() does, with their /metrics.
 func metricsNodesOf(c netCluster) []metricsNode {
+	if c == nil { // a target of another service (the reference's)
+		return nil
+	}
 	members := c.members()
 	names := c.servers()
 	if len(names) != len(members) {
@@ -121,6 +124,9 @@ func stagesBetween(nodes []metricsNode, before, after []histogramTotals) []stage
 			continue
 		}
 		for stage, a := range after[i] {
+			if strings.Contains(stage, `route="/metrics"`) || strings.Contains(stage, `route="/debug/pprof/"`) {
+				continue // limitbench's own reads of the node
+			}
 			b := before[i][stage]
 			count := int64(a[0] - b[0])
 			if count <= 0 {

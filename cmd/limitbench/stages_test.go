@@ -14,6 +14,8 @@ limitnode_forward_seconds_count ` + count + `
 limitnode_batch_wait_seconds_sum{batcher="leader"} 0.5
 limitnode_batch_wait_seconds_count{batcher="leader"} 100
 limitnode_fast_denials_total 7
+limitnode_http_request_duration_seconds_sum{route="/metrics"} ` + sum + `
+limitnode_http_request_duration_seconds_count{route="/metrics"} ` + count + `
 go_gc_duration_seconds_sum 1
 `
 	}
@@ -27,13 +29,19 @@ go_gc_duration_seconds_sum 1
 	}
 	got := stagesBetween([]metricsNode{{name: "n1"}}, []histogramTotals{before}, []histogramTotals{after})
 	if len(got) != 1 {
-		t.Fatalf("stages %+v: want only the forward, the one stage the window observed", got)
+		t.Fatalf("stages %+v: want only the forward, the one stage of a decision the window observed", got)
 	}
 	if s := got[0]; s.Stage != "forward" || s.Count != 20 || s.MeanMS < 2.999 || s.MeanMS > 3.001 {
 		t.Fatalf("stage %+v: want forward, 20 observations of 3 ms on average", s)
 	}
 	if _, err := readHistograms(strings.NewReader("limitnode_forward_seconds_sum x\n")); err == nil {
 		t.Fatal("a sum that is not a number was read")
+	}
+}
+
+func TestATargetOfAnotherServiceHasNoNodes(t *testing.T) {
+	if nodes := metricsNodesOf(nil); nodes != nil {
+		t.Fatalf("the reference's target has nodes %v", nodes)
 	}
 }
 
