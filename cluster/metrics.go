@@ -75,7 +75,7 @@ func newNodeMetrics() *nodeMetrics {
 			Help:    "How long a call waited in a group-commit batcher before its flush began: leader (for a Raft entry), follower (for a forward), follower-denials (a forward of what this replica denies).",
 			Buckets: latencyBuckets}, []string{"batcher"}),
 		flushing: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "limitnode_batch_flushes_in_flight",
-			Help: "Flushes a group-commit batcher has under way: Raft entries appended and not yet applied (leader), forwards awaiting the leader's answer (follower, follower-denials). Requests gather into one flush only while this is at its bound (cluster.Config.MaxEntriesInFlight, MaxForwardsInFlight)."}, []string{"batcher"}),
+			Help: "Flushes a group-commit batcher has under way: Raft entries not yet applied (leader), forwards awaiting the leader's answer (follower, follower-denials). An entry holds the leader's pipeline only until it is in the leader's log, a forward until its answer: requests gather into one flush while the pipeline is held (cluster.Config.MaxEntriesInFlight, MaxForwardsInFlight)."}, []string{"batcher"}),
 		apply: hist("limitnode_fsm_apply_seconds", "Applying one batch of committed log entries to the state machine (every node).", latencyBuckets),
 	}
 }
