@@ -216,7 +216,7 @@ export interface paths {
         };
         /**
          * List the policies.
-         * @description As this node has applied them; a follower may trail the leader by a few entries.
+         * @description As this node has applied them, once it holds every write acknowledged before the request (the leader's read index); 503 when no leader can give one.
          */
         get: operations["listPolicies"];
         put?: never;
@@ -2349,6 +2349,7 @@ export interface operations {
             401: components["responses"]["Unauthenticated"];
             403: components["responses"]["Forbidden"];
             405: components["responses"]["MethodNotAllowed"];
+            503: components["responses"]["Unavailable"];
         };
     };
     getPolicy: {
@@ -2377,6 +2378,7 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             405: components["responses"]["MethodNotAllowed"];
+            503: components["responses"]["Unavailable"];
         };
     };
     putPolicy: {
@@ -2467,6 +2469,7 @@ export interface operations {
             401: components["responses"]["Unauthenticated"];
             403: components["responses"]["Forbidden"];
             405: components["responses"]["MethodNotAllowed"];
+            503: components["responses"]["Unavailable"];
         };
     };
     getRLSDomain: {
@@ -2496,6 +2499,7 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             405: components["responses"]["MethodNotAllowed"];
+            503: components["responses"]["Unavailable"];
         };
     };
     putRLSDomain: {
@@ -2759,6 +2763,7 @@ export interface operations {
             401: components["responses"]["Unauthenticated"];
             403: components["responses"]["Forbidden"];
             405: components["responses"]["MethodNotAllowed"];
+            503: components["responses"]["Unavailable"];
         };
     };
     getKey: {
@@ -2787,6 +2792,7 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             405: components["responses"]["MethodNotAllowed"];
+            503: components["responses"]["Unavailable"];
         };
     };
     resetKey: {
@@ -2846,6 +2852,7 @@ export interface operations {
             401: components["responses"]["Unauthenticated"];
             403: components["responses"]["Forbidden"];
             405: components["responses"]["MethodNotAllowed"];
+            503: components["responses"]["Unavailable"];
         };
     };
     putBlock: {
@@ -2949,6 +2956,7 @@ export interface operations {
             401: components["responses"]["Unauthenticated"];
             403: components["responses"]["Forbidden"];
             405: components["responses"]["MethodNotAllowed"];
+            503: components["responses"]["Unavailable"];
         };
     };
     clusterStatus: {
