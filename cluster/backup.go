@@ -11,7 +11,6 @@ import (
 	"hash"
 	"io"
 	"os"
-	"strconv"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -59,9 +58,6 @@ func headerBytesOf(v uint32) int64 {
 // MaxBackupBytes bounds a backup file a node will restore.
 const MaxBackupBytes = fsm.MaxRestoreBytes
 
-// catchUpTimeout bounds how long a read waits to catch up with the leader.
-const catchUpTimeout = 2 * time.Second
-
 // backup is the state frozen for a backup file (contract.Backup).
 type backup struct {
 	info  contract.BackupInfo
@@ -78,57 +74,6 @@ func (n *Node) Backup(ctx context.Context) (contract.Backup, error) {
 	}
 	index, state := n.fsm.Backup()
 	return &backup{info: contract.BackupInfo{Index: index, LimitsDigest: state.LimitsDigest(), ClusterID: n.ClusterID()}, state: state}, nil
-}
-
-// catchUp waits until this node has applied everything the leader had
-// applied when it was called: on the leader, a Raft barrier; on a follower,
-// the leader's applied index, asked over the Raft port.
-func (n *Node) catchUp(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, min(n.requestTimeout, catchUpTimeout))
-	defer cancel()
-	target, err := onLeader(ctx, n, true, func(ctx context.Context) (uint64, error) {
-		if n.isLeader() {
-			if err := n.raft.Barrier(n.requestTimeout).Error(); err != nil {
-				return 0, translate(err)
-			}
-			return n.raft.AppliedIndex(), nil
-		}
-		resp, err := n.forwardToLeader(ctx, &forwardRequest{Op: opPing})
-		if err != nil {
-			return 0, err
-		}
-		return resp.AppliedIndex, nil
-	})
-	if err != nil {
-		return err
-	}
-	for n.raft.AppliedIndex() < target || !n.fsmCaughtUp(target) {
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("%w: this node did not catch up with the leader in time", contract.ErrNoLeader)
-		case <-time.After(5 * time.Millisecond):
-		}
-	}
-	return nil
-}
-
-// fsmCaughtUp reports whether the FSM has applied every entry up to index
-// that Raft hands it (commands and configurations; it never sees barriers
-// and no-ops). Raft's AppliedIndex counts an entry once it is handed over,
-// before the FSM has applied it, so a read that waited for AppliedIndex
-// alone could still see the state before the entry.
-func (n *Node) fsmCaughtUp(index uint64) bool {
-	snapshot, _ := strconv.ParseUint(n.raft.Stats()["last_snapshot_index"], 10, 64)
-	for i := max(n.fsm.LastIndex(), snapshot) + 1; i <= index; i++ {
-		var l raft.Log
-		if err := n.logStore.GetLog(i, &l); err != nil {
-			return false
-		}
-		if l.Type == raft.LogCommand || l.Type == raft.LogConfiguration {
-			return false
-		}
-	}
-	return true
 }
 
 func (b *backup) Info() contract.BackupInfo { return b.info }

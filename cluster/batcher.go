@@ -26,18 +26,25 @@ type call struct {
 // batcher is limitnode's group commit. Callers submit requests; a single
 // loop sends them on through flush, many at a time:
 //
-//   - when fewer than maxInFlight flushes are running, what is pending is sent
-//     at once, so an idle node adds no latency (no linger timer);
-//   - while flushes are running, new requests gather and go out together as
-//     soon as one finishes, so under load one Raft entry (or one forwarded
-//     message) carries as many requests as arrived during one round trip;
+//   - when fewer than maxInFlight flushes hold the pipeline, what is pending
+//     is sent at once, so an idle node adds no latency (no linger timer);
+//   - a flush holds the pipeline until it releases it: a forward when its
+//     answer comes, the leader's Raft entry once it is in the leader's own
+//     log (while it replicates, the next entry may be appended: the two
+//     fsyncs of a commit, the leader's and a follower's, overlap for
+//     consecutive entries instead of adding up);
+//   - while the pipeline is full, new requests gather and go out together
+//     as soon as a flush releases it, so under load one Raft entry (or one
+//     forwarded message) carries as many requests as arrived meanwhile;
 //   - when a flush that answered several callers finishes, the loop yields
 //     the processor a few times before the next flush, so callers that ask
 //     again at once join it (see loop).
 //
-// flush must set results (one per request) or err on every call it is given.
+// flush must set results (one per request) or err on every call it is
+// given; it may call release (once or more) when the next flush may begin,
+// and the batcher releases for it when it returns.
 type batcher struct {
-	flush func(calls []*call)
+	flush func(calls []*call, release func())
 	// limit bounds one flush: a Raft entry, or a forwarded message. A call
 	// over it goes alone.
 	limit       load
@@ -45,13 +52,18 @@ type batcher struct {
 	// maxYields bounds how often the loop yields, after a busy flush, for
 	// the callers it answered to come back (see loop); 0 never yields.
 	maxYields int
-	// waited observes how long each call waited for its flush, when set.
-	waited prometheus.Observer
+	// waited observes how long each call waited for its flush, and
+	// flushing counts the flushes under way, when set.
+	waited   prometheus.Observer
+	flushing prometheus.Gauge
 
 	submitCh chan *call
-	doneCh   chan flushed
-	stopCh   chan struct{}
-	wg       sync.WaitGroup
+	// releasedCh says a flush released the pipeline; doneCh that one
+	// finished.
+	releasedCh chan struct{}
+	doneCh     chan flushed
+	stopCh     chan struct{}
+	wg         sync.WaitGroup
 
 	// mu guards stopped: once it is set nothing more enters submitCh, so
 	// stop can fail every call left there.
@@ -68,16 +80,26 @@ const gatherYields = 16
 // flushed reports a finished flush: how many calls and requests it answered.
 type flushed struct{ calls, requests int }
 
-func newBatcher(flush func([]*call), limit load, maxInFlight, maxYields int, waited prometheus.Observer) *batcher {
+// batcherMetrics are what a batcher reports; either may be nil.
+type batcherMetrics struct {
+	waited   prometheus.Observer
+	flushing prometheus.Gauge
+}
+
+func newBatcher(flush func(calls []*call, release func()), limit load, maxInFlight, maxYields int, m batcherMetrics) *batcher {
 	b := &batcher{
 		flush:       flush,
 		limit:       limit,
 		maxInFlight: maxInFlight,
 		maxYields:   maxYields,
-		waited:      waited,
+		waited:      m.waited,
+		flushing:    m.flushing,
 		submitCh:    make(chan *call, 1024),
-		doneCh:      make(chan flushed, maxInFlight),
-		stopCh:      make(chan struct{}),
+		// At most maxInFlight flushes hold the pipeline, and each releases
+		// it once: the sends never block, even after the loop stopped.
+		releasedCh: make(chan struct{}, maxInFlight),
+		doneCh:     make(chan flushed),
+		stopCh:     make(chan struct{}),
 	}
 	b.wg.Go(b.loop)
 	return b
@@ -111,7 +133,9 @@ func (b *batcher) submit(ctx context.Context, requests []fsm.Request) ([]fsm.Res
 func (b *batcher) loop() {
 	var pending []*call
 	pendingRequests := 0
-	inFlight := 0
+	// inFlight counts the flushes holding the pipeline; running, those
+	// not finished.
+	inFlight, running := 0, 0
 	// take moves what is already queued into pending, without blocking,
 	// and reports whether it found anything.
 	take := func() bool {
@@ -138,6 +162,10 @@ func (b *batcher) loop() {
 			}
 			pendingRequests -= size
 			inFlight++
+			running++
+			if b.flushing != nil {
+				b.flushing.Set(float64(running))
+			}
 			if b.waited != nil {
 				now := time.Now()
 				for _, c := range batch {
@@ -145,7 +173,10 @@ func (b *batcher) loop() {
 				}
 			}
 			b.wg.Go(func() {
-				b.flush(batch)
+				var once sync.Once
+				release := func() { once.Do(func() { b.releasedCh <- struct{}{} }) }
+				b.flush(batch, release)
+				release()
 				for _, c := range batch {
 					close(c.done)
 				}
@@ -158,8 +189,13 @@ func (b *batcher) loop() {
 			pending = append(pending, c)
 			pendingRequests += len(c.requests)
 			take()
-		case f := <-b.doneCh:
+		case <-b.releasedCh:
 			inFlight--
+		case f := <-b.doneCh:
+			running--
+			if b.flushing != nil {
+				b.flushing.Set(float64(running))
+			}
 			// Under load (the flush answered several callers, or others
 			// waited for it), callers that just got their answers often ask
 			// again at once: an embedding service's workers, say. Letting
@@ -181,7 +217,7 @@ func (b *batcher) loop() {
 				c.err = contract.ErrShutdown
 				close(c.done)
 			}
-			for ; inFlight > 0; inFlight-- {
+			for ; running > 0; running-- {
 				<-b.doneCh
 			}
 			return

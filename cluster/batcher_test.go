@@ -8,9 +8,10 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
+	"github.com/hashicorp/raft"
 	"github.com/limitnode/limitnode/contract"
-
 	"github.com/limitnode/limitnode/fsm"
 )
 
@@ -23,7 +24,7 @@ type recordingFlush struct {
 	largest           atomic.Int64
 }
 
-func (r *recordingFlush) flush(calls []*call) {
+func (r *recordingFlush) flush(calls []*call, _ func()) {
 	now := r.running.Add(1)
 	defer r.running.Add(-1)
 	for seen := r.maxSeen.Load(); now > seen && !r.maxSeen.CompareAndSwap(seen, now); seen = r.maxSeen.Load() {
@@ -97,7 +98,7 @@ func TestBatcherAnswersEveryCallWithItsOwnResults(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			var rec recordingFlush
-			b := newBatcher(rec.flush, load{requests: tt.maxRequests, checks: 1 << 30, bytes: 1 << 30}, tt.maxInFlight, tt.yields, nil)
+			b := newBatcher(rec.flush, load{requests: tt.maxRequests, checks: 1 << 30, bytes: 1 << 30}, tt.maxInFlight, tt.yields, batcherMetrics{})
 			defer b.stop()
 			closedLoop(t, b, tt.callers, tt.rounds, tt.size)
 			if got, want := rec.requests.Load(), int64(tt.callers*tt.rounds*tt.size); got != want {
@@ -119,11 +120,11 @@ func TestBatcherFailsPendingCallsOnStop(t *testing.T) {
 	t.Parallel()
 	release := make(chan struct{})
 	started := make(chan struct{}, 1)
-	b := newBatcher(func(calls []*call) {
+	b := newBatcher(func(calls []*call, _ func()) {
 		started <- struct{}{}
 		<-release
 		failAll(calls, errors.New("flushed"))
-	}, load{requests: 4096, checks: 8192, bytes: maxFlushBytes}, 1, gatherYields, nil)
+	}, load{requests: 4096, checks: 8192, bytes: maxFlushBytes}, 1, gatherYields, batcherMetrics{})
 	first := make(chan error, 1)
 	go func() {
 		_, _, err := b.submit(context.Background(), []fsm.Request{{}})
@@ -163,11 +164,11 @@ func BenchmarkBatcherClosedLoop(b *testing.B) {
 		for _, callers := range []int{16, 64, 256} {
 			b.Run(fmt.Sprintf("yields=%d/callers=%d", yields, callers), func(b *testing.B) {
 				var rec recordingFlush
-				flush := func(calls []*call) {
+				flush := func(calls []*call, release func()) {
 					spin(20_000) // a stand-in round trip, a few tens of µs
-					rec.flush(calls)
+					rec.flush(calls, release)
 				}
-				bat := newBatcher(flush, load{requests: 4096, checks: 8192, bytes: maxFlushBytes}, 1, yields, nil)
+				bat := newBatcher(flush, load{requests: 4096, checks: 8192, bytes: maxFlushBytes}, 1, yields, batcherMetrics{})
 				defer bat.stop()
 				rounds := max(b.N/callers, 1)
 				b.ResetTimer()
@@ -222,5 +223,83 @@ func TestNextFlushPutsSingleCallsFirstAndKeepsToTheLimit(t *testing.T) {
 		if !slices.Equal(batch, tt.wantBatch) || !slices.Equal(rest, tt.wantRest) {
 			t.Errorf("%s: batch of %d, rest of %d calls; want %d and %d", tt.name, len(batch), len(rest), len(tt.wantBatch), len(tt.wantRest))
 		}
+	}
+}
+
+// TestTheNextFlushStartsOnceTheLastReleasesThePipeline: with room for one
+// flush, a flush that releases the pipeline early (as the leader's entry
+// does once it is in the leader's log) lets the next begin while it is
+// still running, and a flush that has not released holds the next back.
+func TestTheNextFlushStartsOnceTheLastReleasesThePipeline(t *testing.T) {
+	t.Parallel()
+	started := make(chan int, 2)
+	releaseFirst, finishFirst := make(chan struct{}), make(chan struct{})
+	var flushes atomic.Int64
+	b := newBatcher(func(calls []*call, release func()) {
+		n := int(flushes.Add(1))
+		started <- n
+		if n == 1 {
+			<-releaseFirst
+			release()
+			<-finishFirst
+		}
+		for _, c := range calls {
+			c.results = make([]fsm.Result, len(c.requests))
+		}
+	}, load{requests: 4096, checks: 8192, bytes: maxFlushBytes}, 1, 0, batcherMetrics{})
+	defer b.stop()
+	errs := make(chan error, 2)
+	submit := func() {
+		_, _, err := b.submit(context.Background(), []fsm.Request{{}})
+		errs <- err
+	}
+	go submit()
+	if n := <-started; n != 1 {
+		t.Fatalf("flush %d started first", n)
+	}
+	go submit()
+	select {
+	case n := <-started:
+		t.Fatalf("flush %d started while the first held the pipeline", n)
+	case <-time.After(50 * time.Millisecond):
+	}
+	close(releaseFirst)
+	if n := <-started; n != 2 {
+		t.Fatalf("flush %d started after the first released", n)
+	}
+	if err := <-errs; err != nil {
+		t.Fatalf("the second call: %v", err)
+	}
+	close(finishFirst)
+	if err := <-errs; err != nil {
+		t.Fatalf("the first call: %v", err)
+	}
+}
+
+// TestAppendedSignalsNameTheEntriesAppended: a signal fires when the log
+// store appends the very data it was asked for, not other data, and
+// forgetting one leaves nothing behind.
+func TestAppendedSignalsNameTheEntriesAppended(t *testing.T) {
+	t.Parallel()
+	var s appendedSignals
+	mine, other := []byte("entry"), []byte("entry")
+	appended, forget := s.expect(mine)
+	s.appended([]*raft.Log{{Data: other}, {Data: nil}})
+	select {
+	case <-appended:
+		t.Fatal("signalled for another entry with equal bytes")
+	default:
+	}
+	s.appended([]*raft.Log{{Data: other}, {Data: mine}})
+	select {
+	case <-appended:
+	default:
+		t.Fatal("not signalled once the entry was appended")
+	}
+	forget()
+	_, forget = s.expect(other)
+	forget()
+	if s.waiting.Load() != 0 || len(s.byData) != 0 {
+		t.Fatalf("%d signals left after forgetting every one", len(s.byData))
 	}
 }

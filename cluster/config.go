@@ -19,13 +19,21 @@ const (
 	// maxFlushBytes bounds the estimated size of one Raft entry or
 	// forwarded message, under the frame limit of the forwarding protocol.
 	maxFlushBytes = transport.MaxFrameBytes / 2
-	// minForwardsInFlight: with one forward at a time, a follower's
-	// request waits for the previous forward's round trip and then its
-	// own; two cut that wait (docs/BENCHMARKS.md has the figures).
-	minForwardsInFlight = 2
 	// DefaultDenyLeaseCap bounds a deny lease, and so how long a command
 	// that gives capacity back waits before it is acknowledged.
 	DefaultDenyLeaseCap = time.Second
+	// defaultMaxEntriesInFlight and defaultMaxForwardsInFlight make the
+	// allow path a pipeline. An entry holds the leader's pipeline only
+	// until it is in the leader's own log: the next is appended while it
+	// replicates, so the leader's fsync of one entry overlaps a
+	// follower's of the one before. More entries waiting for the
+	// leader's append at once only split what one append would carry:
+	// hashicorp/raft appends them one after the other, and a follower
+	// fsyncs each AppendEntries it receives, so two small entries cost a
+	// commit more than one entry of both (docs/BENCHMARKS.md has the
+	// figures). A forward costs no fsync: a follower keeps four under way.
+	defaultMaxEntriesInFlight  = 1
+	defaultMaxForwardsInFlight = 4
 	// DefaultMaxKeys caps the live (key, limit) pairs: about half a
 	// gigabyte of state at the ~105 bytes of heap a live key costs
 	// (fsm.BenchmarkStateBytesPerKey), and 1-1.7 GB of a node's memory at
@@ -137,15 +145,21 @@ type Config struct {
 	// RaftIdleTimeout closes a connection on the Raft port that has sent
 	// nothing for this long. Default 2m.
 	RaftIdleTimeout time.Duration
-	// MaxEntriesInFlight is how many group-commit entries may be under way
-	// at once on the leader. Default 1: send at once when idle, gather
-	// while one is in flight. A follower forwards up to
-	// max(MaxEntriesInFlight, 2) batches at once, so its requests reach the
-	// leader's next entry instead of waiting for the previous forward's
-	// whole round trip. With MaxBatchRequests 1 and a large value here,
-	// every request is its own Raft Apply, which is the "bare Raft"
-	// baseline of cmd/limitbench.
+	// MaxEntriesInFlight is how many group-commit entries may wait at once
+	// for their append to the leader's own log. An entry stops counting
+	// once appended, while it replicates and commits, so entries are
+	// pipelined: with the default, 1, the next entry is appended while the
+	// previous one is written by the followers, and requests gather into
+	// one entry while another is being appended. With MaxBatchRequests 1
+	// and a large value here, every request is its own Raft Apply, which is
+	// the "bare Raft" baseline of cmd/limitbench.
 	MaxEntriesInFlight int
+	// MaxForwardsInFlight is how many forwarded batches a follower has
+	// under way to the leader at once, each on a connection of its own, in
+	// each of its two forwarding batchers (requests to decide, and those
+	// its replica denies). Default 4; as for MaxEntriesInFlight, requests
+	// gather only while all are under way.
+	MaxForwardsInFlight int
 	// NoSync skips the fsync of the Raft log on every append (bbolt's
 	// NoSync). Decisions are then acknowledged once a quorum holds them in
 	// memory and in the OS page cache: a crash of the limitnode processes
@@ -284,7 +298,10 @@ func withDefaults(cfg Config) Config {
 		cfg.RaftIdleTimeout = 2 * time.Minute
 	}
 	if cfg.MaxEntriesInFlight <= 0 {
-		cfg.MaxEntriesInFlight = 1
+		cfg.MaxEntriesInFlight = defaultMaxEntriesInFlight
+	}
+	if cfg.MaxForwardsInFlight <= 0 {
+		cfg.MaxForwardsInFlight = defaultMaxForwardsInFlight
 	}
 	if cfg.HeartbeatTimeout <= 0 {
 		cfg.HeartbeatTimeout = defaultHeartbeatTimeout

@@ -68,6 +68,10 @@ const (
 	// what it answered on its own (deny leases, shares; Top: how many
 	// heavy hitters).
 	opLocalStats forwardOp = 17
+	// opReadIndex asks the leader for a read index (readindex.go): its
+	// commit index, once a round of heartbeats confirmed it leads; the
+	// answer's AppliedIndex carries it.
+	opReadIndex forwardOp = 18
 )
 
 type forwardRequest struct {
@@ -114,7 +118,7 @@ type forwardResponse struct {
 	// command answers with one (a lease command's fsm.LeaseResult).
 	Result       []byte
 	NodeID       string                      // for opPing: the answering node's ID
-	AppliedIndex uint64                      // for opPing: the answering node's applied index
+	AppliedIndex uint64                      // for opPing: the answering node's applied index; for opReadIndex: the read index
 	Checkpoint   checkpoint                  // for opPing: the answering node's latest digest
 	Consistency  *contract.ConsistencyReport // for opConsistency
 	Stats        *contract.Stats             // for opStats
@@ -155,6 +159,7 @@ func (n *Node) handleForward(req *forwardRequest) *forwardResponse {
 	defer cancel()
 	switch req.Op {
 	case opAllow:
+		defer since(n.metrics.forwardServe, time.Now())
 		if !n.isLeader() {
 			return &forwardResponse{Status: statusNotLeader}
 		}
@@ -221,6 +226,11 @@ func (n *Node) handleForward(req *forwardRequest) *forwardResponse {
 	case opLocalStats:
 		st := n.answeredHere.snapshot(min(max(req.Top, 0), contract.StatsTopCounters))
 		return &forwardResponse{Stats: &st}
+	case opReadIndex:
+		index, err := n.leaderReadIndex(ctx)
+		resp := replyTo(err)
+		resp.AppliedIndex = index
+		return resp
 	case opRegister:
 		if !n.isLeader() {
 			return &forwardResponse{Status: statusNotLeader}

@@ -45,8 +45,11 @@ func (n *Node) decideOnLeader(ctx context.Context, reqs []fsm.Request) ([]fsm.Re
 	return d.results, d.leader, err
 }
 
-// applyBatch is the leader's flush: one Raft entry for all the calls.
-func (n *Node) applyBatch(calls []*call) {
+// applyBatch is the leader's flush: one Raft entry for all the calls. It
+// releases the pipeline once the entry is in the leader's own log (or its
+// outcome is known), so that the next entry is appended while this one
+// replicates.
+func (n *Node) applyBatch(calls []*call, release func()) {
 	reqs := concatRequests(calls)
 	stamp, err := n.leaderStamp()
 	if err != nil {
@@ -62,8 +65,20 @@ func (n *Node) applyBatch(calls []*call) {
 		return
 	}
 	start := time.Now()
+	appended, forget := n.appendedEntries.expect(data)
+	outcome := make(chan struct{})
+	go func() {
+		select {
+		case <-appended:
+		case <-outcome:
+		}
+		release()
+	}()
 	future := n.raft.Apply(data, n.requestTimeout)
-	if err := n.awaitApplied(future); err != nil {
+	err = n.awaitApplied(future)
+	forget()
+	close(outcome)
+	if err != nil {
 		if notApplied(err) {
 			failAll(calls, errNotLeader)
 		} else {
@@ -90,16 +105,28 @@ func (n *Node) applyBatch(calls []*call) {
 // Its errors mean nothing was appended: errNotLeader or contract.ErrShutdown.
 func (n *Node) leaderStamp() (int64, error) {
 	term := n.raft.CurrentTerm()
-	if n.barrierTerm.Load() != term {
-		if err := n.raft.Barrier(n.requestTimeout).Error(); err != nil {
-			if errors.Is(err, raft.ErrRaftShutdown) {
-				return 0, contract.ErrShutdown
-			}
-			return 0, errNotLeader
-		}
-		n.barrierTerm.Store(term)
+	if err := n.termBarrier(term); err != nil {
+		return 0, err
 	}
 	return n.stampIn(term), nil
+}
+
+// termBarrier returns once this leader has applied an entry of term, its
+// own: everything earlier leaders committed is then applied here, and its
+// commit index is the cluster's (a Raft barrier, once per term). Its errors
+// mean nothing was appended: errNotLeader or contract.ErrShutdown.
+func (n *Node) termBarrier(term uint64) error {
+	if n.barrierTerm.Load() == term {
+		return nil
+	}
+	if err := n.raft.Barrier(n.requestTimeout).Error(); err != nil {
+		if errors.Is(err, raft.ErrRaftShutdown) {
+			return contract.ErrShutdown
+		}
+		return errNotLeader
+	}
+	n.barrierTerm.Store(term)
+	return nil
 }
 
 // stampIn is the time this leader stamps now in term: its clock's, within
@@ -111,7 +138,7 @@ func (n *Node) stampIn(term uint64) int64 {
 
 // forwardBatch is a follower's flush: one message to the leader for all the
 // calls.
-func (n *Node) forwardBatch(calls []*call) {
+func (n *Node) forwardBatch(calls []*call, _ func()) {
 	addr, id := n.raft.LeaderWithID()
 	if addr == "" || string(id) == n.cfg.ID {
 		failAll(calls, errNotLeader)

@@ -16,6 +16,8 @@ type nodeMetrics struct {
 	commit        prometheus.Histogram
 	store         prometheus.Histogram
 	forward       prometheus.Histogram
+	forwardServe  prometheus.Histogram
+	readIndex     prometheus.Histogram
 	snapshot      prometheus.Histogram
 	snapshotBytes prometheus.Gauge
 	restore       prometheus.Gauge
@@ -28,6 +30,7 @@ type nodeMetrics struct {
 	shareUnits    *prometheus.CounterVec
 	// Where a decision's time goes, stage by stage (see batchWait, apply).
 	batchWait *prometheus.HistogramVec
+	flushing  *prometheus.GaugeVec
 	apply     prometheus.Histogram
 }
 
@@ -45,6 +48,10 @@ func newNodeMetrics() *nodeMetrics {
 			"Writing log entries to the log store, fsync included (every append on every node).", latencyBuckets),
 		forward: hist("limitnode_forward_seconds",
 			"On a follower: one forwarded batch's round trip to the leader.", latencyBuckets),
+		forwardServe: hist("limitnode_forward_serve_seconds",
+			"On the leader: answering one forwarded batch, from its decoded message to its answer (the leader's batch wait and commit included).", latencyBuckets),
+		readIndex: hist("limitnode_read_index_seconds",
+			"A read of the replicated state catching up: learning the leader's read index and applying through it.", latencyBuckets),
 		snapshot: hist("limitnode_snapshot_seconds",
 			"Writing one snapshot, from its creation to its close.", []float64{.01, .05, .1, .5, 1, 5, 10, 30, 60, 300}),
 		snapshotBytes: prometheus.NewGauge(prometheus.GaugeOpts{Name: "limitnode_snapshot_bytes",
@@ -67,12 +74,19 @@ func newNodeMetrics() *nodeMetrics {
 		batchWait: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "limitnode_batch_wait_seconds",
 			Help:    "How long a call waited in a group-commit batcher before its flush began: leader (for a Raft entry), follower (for a forward), follower-denials (a forward of what this replica denies).",
 			Buckets: latencyBuckets}, []string{"batcher"}),
+		flushing: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "limitnode_batch_flushes_in_flight",
+			Help: "Flushes a group-commit batcher has under way: Raft entries not yet applied (leader), forwards awaiting the leader's answer (follower, follower-denials). An entry holds the leader's pipeline only until it is in the leader's log, a forward until its answer: requests gather into one flush while the pipeline is held (cluster.Config.MaxEntriesInFlight, MaxForwardsInFlight)."}, []string{"batcher"}),
 		apply: hist("limitnode_fsm_apply_seconds", "Applying one batch of committed log entries to the state machine (every node).", latencyBuckets),
 	}
 }
 
 func (m *nodeMetrics) collectors() []prometheus.Collector {
-	return []prometheus.Collector{m.commit, m.store, m.forward, m.snapshot, m.snapshotBytes, m.restore, m.leaderChanges, m.fastDenials, m.leaseDenials, m.leasesTaken, m.raiseWaits, m.shareAnswers, m.shareUnits, m.batchWait, m.apply}
+	return []prometheus.Collector{m.commit, m.store, m.forward, m.forwardServe, m.readIndex, m.snapshot, m.snapshotBytes, m.restore, m.leaderChanges, m.fastDenials, m.leaseDenials, m.leasesTaken, m.raiseWaits, m.shareAnswers, m.shareUnits, m.batchWait, m.flushing, m.apply}
+}
+
+// batcher returns the metrics of the named batcher.
+func (m *nodeMetrics) batcher(name string) batcherMetrics {
+	return batcherMetrics{waited: m.batchWait.WithLabelValues(name), flushing: m.flushing.WithLabelValues(name)}
 }
 
 // since observes the time since start, in seconds.
@@ -85,20 +99,26 @@ func (n *Node) Collectors() []prometheus.Collector {
 	return append(append(n.metrics.collectors(), n.stats.collectors()...), sharesCollector{n.fsm})
 }
 
-// timedLogStore times the log store's writes (an fsync each).
+// timedLogStore times the log store's writes (an fsync each), and tells
+// the group commit which of its entries each write appended.
 type timedLogStore struct {
 	raft.LogStore
-	hist prometheus.Histogram
+	hist     prometheus.Histogram
+	appended *appendedSignals
 }
 
 func (s *timedLogStore) StoreLog(l *raft.Log) error {
-	defer since(s.hist, time.Now())
-	return s.LogStore.StoreLog(l)
+	return s.StoreLogs([]*raft.Log{l})
 }
 
 func (s *timedLogStore) StoreLogs(logs []*raft.Log) error {
-	defer since(s.hist, time.Now())
-	return s.LogStore.StoreLogs(logs)
+	start := time.Now()
+	err := s.LogStore.StoreLogs(logs)
+	since(s.hist, start)
+	if err == nil {
+		s.appended.appended(logs)
+	}
+	return err
 }
 
 // timedFSM times applies and restores from a snapshot.

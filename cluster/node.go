@@ -70,7 +70,10 @@ type Node struct {
 	diskMu       sync.Mutex
 	diskErrV     error                  // the last disk probe's failure, or nil
 	appends      *raftstore.AppendWatch // the log store, watched for failed appends
-	progress     leaderProgress         // the leader's applied index as its pings said (lag.go)
+	// appendedEntries says when the group commit's entries reach the
+	// leader's own log (appended.go).
+	appendedEntries appendedSignals
+	progress        leaderProgress // the leader's applied index as its pings said (lag.go)
 	// removed is set while this node, once a member, is not in the
 	// configuration it knows; watchLeadership keeps it.
 	removed atomic.Bool
@@ -161,10 +164,9 @@ func Open(cfg Config) (*Node, error) {
 	}
 	limit := load{requests: cfg.MaxBatchRequests, checks: cfg.MaxBatchChecks, bytes: maxFlushBytes}
 	n.confirm = &confirmer{verify: func() error { return n.raft.VerifyLeader().Error() }}
-	waits := n.metrics.batchWait
-	n.leaderBatch = newBatcher(n.applyBatch, limit, cfg.MaxEntriesInFlight, gatherYields, waits.WithLabelValues("leader"))
-	n.followerBatch = newBatcher(n.forwardBatch, limit, max(cfg.MaxEntriesInFlight, minForwardsInFlight), gatherYields, waits.WithLabelValues("follower"))
-	n.followerDenials = newBatcher(n.forwardBatch, limit, max(cfg.MaxEntriesInFlight, minForwardsInFlight), gatherYields, waits.WithLabelValues("follower-denials"))
+	n.leaderBatch = newBatcher(n.applyBatch, limit, cfg.MaxEntriesInFlight, gatherYields, n.metrics.batcher("leader"))
+	n.followerBatch = newBatcher(n.forwardBatch, limit, cfg.MaxForwardsInFlight, gatherYields, n.metrics.batcher("follower"))
+	n.followerDenials = newBatcher(n.forwardBatch, limit, cfg.MaxForwardsInFlight, gatherYields, n.metrics.batcher("follower-denials"))
 	n.wg.Go(func() { n.serveForwarding(n.mux.Listener(transport.ProtocolForward)) })
 	n.wg.Go(n.watchLeadership)
 	n.wg.Go(n.watchHealth)
@@ -237,7 +239,7 @@ func (n *Node) startRaft() error {
 		Timeout: 10 * time.Second,
 		Logger:  hlog,
 	})}
-	r, err := raft.NewRaft(n.raftConfig(hlog), &configWatch{timedFSM: &timedFSM{FSM: n.fsm, restore: n.metrics.restore, apply: n.metrics.apply}, node: n}, &timedLogStore{LogStore: n.appends, hist: n.metrics.store}, logStore, snapshots, network)
+	r, err := raft.NewRaft(n.raftConfig(hlog), &configWatch{timedFSM: &timedFSM{FSM: n.fsm, restore: n.metrics.restore, apply: n.metrics.apply}, node: n}, &timedLogStore{LogStore: n.appends, hist: n.metrics.store, appended: &n.appendedEntries}, logStore, snapshots, network)
 	if err != nil {
 		network.Close()
 		logStore.Close()

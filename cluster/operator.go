@@ -11,7 +11,8 @@ import (
 // The operator's Go API: policies, blocks, keys and the audit trail. Each
 // change is a command through the log (commandOnLeader), validated as the
 // HTTP API validates it; each read answers from this node's state once it
-// has caught up with what the leader had applied (catchUp).
+// holds every write acknowledged before the call (catchUp, the read index),
+// or an error when no leader can say what that is.
 
 // PutPolicy creates or replaces a policy (its overrides may come in any
 // order). Keys limited by an earlier version keep their usage, converted to
@@ -39,17 +40,24 @@ func (n *Node) DeletePolicy(ctx context.Context, name string) error {
 // Policies returns up to limit policies named after after, sorted by name
 // and holding at most maxOverrides overrides (at least one policy); next is
 // the name to continue after, or "" at the end. The node first catches up
-// with what the leader had applied (so a read after a write sees it); with
-// no leader to ask, it answers from what it has.
-func (n *Node) Policies(ctx context.Context, after string, limit, maxOverrides int) (page []contract.PolicyStatus, next string) {
-	_ = n.catchUp(ctx)
-	return n.fsm.PoliciesPage(after, limit, maxOverrides)
+// with every write acknowledged before the call, by the leader's read index
+// (readindex.go), so a read after a write sees it on any node; when no
+// leader can give one, the error wraps contract.ErrNoLeader.
+func (n *Node) Policies(ctx context.Context, after string, limit, maxOverrides int) (page []contract.PolicyStatus, next string, err error) {
+	if err := n.catchUp(ctx); err != nil {
+		return nil, "", err
+	}
+	page, next = n.fsm.PoliciesPage(after, limit, maxOverrides)
+	return page, next, nil
 }
 
 // Policy returns the named policy, after catching up as Policies does.
-func (n *Node) Policy(ctx context.Context, name string) (contract.PolicyStatus, bool) {
-	_ = n.catchUp(ctx)
-	return n.fsm.Policy(name)
+func (n *Node) Policy(ctx context.Context, name string) (contract.PolicyStatus, bool, error) {
+	if err := n.catchUp(ctx); err != nil {
+		return contract.PolicyStatus{}, false, err
+	}
+	p, ok := n.fsm.Policy(name)
+	return p, ok, nil
 }
 
 // PutBlock blocks req.Key for req.TTL of cluster time, through the log:
@@ -97,11 +105,13 @@ func (n *Node) BlockSummary(latest int) contract.BlockSummary {
 // blocks, and the key to continue after ("" at the end), as this node has
 // applied them after catching up with the leader (as Policies does), at its
 // reading of cluster time now, which it returns too.
-func (n *Node) Blocks(ctx context.Context, after string, limit int) (nowNanos int64, page []contract.Block, next string) {
-	_ = n.catchUp(ctx)
+func (n *Node) Blocks(ctx context.Context, after string, limit int) (nowNanos int64, page []contract.Block, next string, err error) {
+	if err := n.catchUp(ctx); err != nil {
+		return 0, nil, "", err
+	}
 	now := max(n.clock.estimate(), n.fsm.Now())
 	page, next = n.fsm.Blocks(after, limit, now)
-	return now, page, next
+	return now, page, next, nil
 }
 
 // ResetKey deletes the key's state under every limit and policy through the
@@ -122,17 +132,23 @@ func (n *Node) ResetKey(ctx context.Context, key string) (int, error) {
 // Key returns the key's state under each limit, as this node has applied it
 // after catching up with the leader (as Policies does), at its reading of
 // cluster time now; false when it holds none.
-func (n *Node) Key(ctx context.Context, key string) (contract.KeyState, bool) {
-	_ = n.catchUp(ctx)
-	return n.fsm.KeyState(key, n.clock.estimate())
+func (n *Node) Key(ctx context.Context, key string) (contract.KeyState, bool, error) {
+	if err := n.catchUp(ctx); err != nil {
+		return contract.KeyState{}, false, err
+	}
+	ks, ok := n.fsm.KeyState(key, n.clock.estimate())
+	return ks, ok, nil
 }
 
 // Keys returns up to limit live keys that start with prefix and sort after
 // after, each with its state, and the key to continue after ("" at the
 // end), read as Key reads.
-func (n *Node) Keys(ctx context.Context, prefix, after string, limit int) (page []contract.KeyState, next string) {
-	_ = n.catchUp(ctx)
-	return n.fsm.KeysPage(prefix, after, limit, n.clock.estimate())
+func (n *Node) Keys(ctx context.Context, prefix, after string, limit int) (page []contract.KeyState, next string, err error) {
+	if err := n.catchUp(ctx); err != nil {
+		return nil, "", err
+	}
+	page, next = n.fsm.KeysPage(prefix, after, limit, n.clock.estimate())
+	return page, next, nil
 }
 
 // The audit trail, as a node reads and writes it. An operator's command
@@ -162,9 +178,11 @@ func (n *Node) recordAudit(ctx context.Context, action, subject, detail string) 
 // Audit returns up to limit entries of the audit trail recorded after log
 // index since, oldest first, as this node has applied them after catching
 // up with the leader (as Policies does).
-func (n *Node) Audit(ctx context.Context, since uint64, limit int) contract.AuditPage {
-	_ = n.catchUp(ctx)
-	return n.fsm.AuditPage(since, limit)
+func (n *Node) Audit(ctx context.Context, since uint64, limit int) (contract.AuditPage, error) {
+	if err := n.catchUp(ctx); err != nil {
+		return contract.AuditPage{}, err
+	}
+	return n.fsm.AuditPage(since, limit), nil
 }
 
 // RecentAudit returns the last n entries of the audit trail this node has

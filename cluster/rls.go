@@ -73,9 +73,12 @@ func (n *Node) DeleteRLSConfig(ctx context.Context, domain string) error {
 
 // RLSConfig returns a domain's configuration, after catching up with the
 // leader as Policies does.
-func (n *Node) RLSConfig(ctx context.Context, domain string) (rls.Config, bool) {
-	_ = n.catchUp(ctx)
-	return n.fsm.RLSConfig(domain)
+func (n *Node) RLSConfig(ctx context.Context, domain string) (rls.Config, bool, error) {
+	if err := n.catchUp(ctx); err != nil {
+		return rls.Config{}, false, err
+	}
+	c, ok := n.fsm.RLSConfig(domain)
+	return c, ok, nil
 }
 
 // AppliedRLSConfig returns a domain's configuration as this node has
@@ -88,7 +91,9 @@ func (n *Node) AppliedRLSConfig(domain string) (rls.Config, bool) {
 
 // RLSDomains returns the names of the configured domains, sorted, after
 // catching up with the leader as Policies does.
-func (n *Node) RLSDomains(ctx context.Context) []string {
-	_ = n.catchUp(ctx)
-	return n.fsm.RLSDomains()
+func (n *Node) RLSDomains(ctx context.Context) ([]string, error) {
+	if err := n.catchUp(ctx); err != nil {
+		return nil, err
+	}
+	return n.fsm.RLSDomains(), nil
 }

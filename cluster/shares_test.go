@@ -132,9 +132,9 @@ func TestANodeThatStopsGivesItsShareBack(t *testing.T) {
 			return false
 		}
 		follower.Stop()
-		state, ok := c.WaitLeader().Node().Key(context.Background(), key)
-		if !ok || len(state.Limits) != 1 {
-			t.Fatalf("key state %+v", state)
+		state, ok, err := c.WaitLeader().Node().Key(context.Background(), key)
+		if err != nil || !ok || len(state.Limits) != 1 {
+			t.Fatalf("key state %+v %v", state, err)
 		}
 		got, want := state.Limits[0].Decision.Remaining, 1000-admitted
 		if got > want {

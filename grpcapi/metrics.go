@@ -19,6 +19,9 @@ type metrics struct {
 	nearLimit   *prometheus.CounterVec
 	withinLimit *prometheus.CounterVec
 	shadowMode  *prometheus.CounterVec
+	// duration times ShouldRateLimit from its decoded request to its
+	// response, the cluster's decision included.
+	duration prometheus.Histogram
 }
 
 // descriptorLabels label the per-descriptor counters.
@@ -41,11 +44,14 @@ func newMetrics() *metrics {
 			"Hits admitted and consumed by a metered descriptor's limit.", descriptorLabels),
 		shadowMode: counter("limitnode_rls_shadow_mode_total",
 			"Hits a metered descriptor's limit in shadow mode would have denied.", descriptorLabels),
+		duration: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "limitnode_rls_request_duration_seconds",
+			Help:    "Time to answer a ShouldRateLimit call, from its decoded request to its response (the decision included).",
+			Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 10}}),
 	}
 }
 
 func (m *metrics) collectors() []prometheus.Collector {
-	return []prometheus.Collector{m.calls, m.hits, m.overLimit, m.nearLimit, m.withinLimit, m.shadowMode}
+	return []prometheus.Collector{m.calls, m.hits, m.overLimit, m.nearLimit, m.withinLimit, m.shadowMode, m.duration}
 }
 
 // answered counts one call by its answer.

@@ -33,6 +33,7 @@ type rateLimitService struct {
 // ShouldRateLimit decides every descriptor of the request at once.
 func (r *rateLimitService) ShouldRateLimit(ctx context.Context, req *ratelimitv3.RateLimitRequest) (*ratelimitv3.RateLimitResponse, error) {
 	s := r.server
+	defer func(start time.Time) { s.metrics.duration.Observe(time.Since(start).Seconds()) }(time.Now())
 	q, err := queryOf(req)
 	if err != nil {
 		s.metrics.answered("invalid")

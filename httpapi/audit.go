@@ -35,7 +35,11 @@ func (a *API) listAudit(w http.ResponseWriter, r *http.Request) {
 		writeError(w, apiErr)
 		return
 	}
-	page := a.backend.Audit.Audit(r.Context(), since, limit)
+	page, err := a.backend.Audit.Audit(r.Context(), since, limit)
+	if err != nil {
+		a.writeClusterError(w, r, err)
+		return
+	}
 	out := wire.AuditPage{Entries: make([]wire.AuditEntry, len(page.Entries)), Next: page.Next, Dropped: page.Dropped}
 	for i, e := range page.Entries {
 		out.Entries[i] = auditToJSON(e)

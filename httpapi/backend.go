@@ -92,12 +92,15 @@ type PolicyStore interface {
 	PutPolicy(ctx context.Context, p contract.Policy) error
 	// DeletePolicy deletes a named policy.
 	DeletePolicy(ctx context.Context, name string) error
-	// Policies lists a page of the policies as this node has applied them:
-	// up to limit named after after, holding at most maxOverrides
-	// overrides (at least one policy), and the name to continue after.
-	Policies(ctx context.Context, after string, limit, maxOverrides int) (page []contract.PolicyStatus, next string)
-	// Policy returns one policy as this node has applied it.
-	Policy(ctx context.Context, name string) (contract.PolicyStatus, bool)
+	// Policies lists a page of the policies as this node has applied them,
+	// once it holds every write acknowledged before the call: up to limit
+	// named after after, holding at most maxOverrides overrides (at least
+	// one policy), and the name to continue after. Every read of this
+	// package's stores fails (contract.ErrNoLeader) rather than answer
+	// from a state that may miss an acknowledged write.
+	Policies(ctx context.Context, after string, limit, maxOverrides int) (page []contract.PolicyStatus, next string, err error)
+	// Policy returns one policy, read as Policies reads.
+	Policy(ctx context.Context, name string) (contract.PolicyStatus, bool, error)
 }
 
 // RLSStore keeps the rate limit service's domain configurations.
@@ -106,11 +109,12 @@ type RLSStore interface {
 	PutRLSConfig(ctx context.Context, c rls.Config) error
 	// DeleteRLSConfig deletes a domain's configuration.
 	DeleteRLSConfig(ctx context.Context, domain string) error
-	// RLSConfig returns a domain's configuration as this node has applied
-	// it.
-	RLSConfig(ctx context.Context, domain string) (rls.Config, bool)
-	// RLSDomains returns the configured domains, sorted.
-	RLSDomains(ctx context.Context) []string
+	// RLSConfig returns a domain's configuration, read as
+	// PolicyStore.Policies reads.
+	RLSConfig(ctx context.Context, domain string) (rls.Config, bool, error)
+	// RLSDomains returns the configured domains, sorted, read as
+	// PolicyStore.Policies reads.
+	RLSDomains(ctx context.Context) ([]string, error)
 }
 
 // LeaseKeeper hands out concurrency leases.
@@ -148,11 +152,11 @@ type KeyStore interface {
 	// ResetKey deletes a key's state under every limit through the log,
 	// returning how many limits it held state under.
 	ResetKey(ctx context.Context, key string) (int, error)
-	// Key returns a key's state as this node has applied it.
-	Key(ctx context.Context, key string) (contract.KeyState, bool)
+	// Key returns a key's state, read as PolicyStore.Policies reads.
+	Key(ctx context.Context, key string) (contract.KeyState, bool, error)
 	// Keys returns a page of live keys with a prefix, after after, and the
-	// key to continue after.
-	Keys(ctx context.Context, prefix, after string, limit int) (page []contract.KeyState, next string)
+	// key to continue after, read as PolicyStore.Policies reads.
+	Keys(ctx context.Context, prefix, after string, limit int) (page []contract.KeyState, next string, err error)
 }
 
 // BlockList keeps the keys that are denied outright.
@@ -161,10 +165,10 @@ type BlockList interface {
 	PutBlock(ctx context.Context, req contract.BlockRequest) (contract.Block, error)
 	// DeleteBlock lifts a key's block, returning it.
 	DeleteBlock(ctx context.Context, key string) (contract.Block, error)
-	// Blocks returns a page of the blocked keys after after as this node
-	// has applied them, the cluster time of that reading, and the key to
-	// continue after.
-	Blocks(ctx context.Context, after string, limit int) (nowNanos int64, page []contract.Block, next string)
+	// Blocks returns a page of the blocked keys after after, read as
+	// PolicyStore.Policies reads, the cluster time of that reading, and
+	// the key to continue after.
+	Blocks(ctx context.Context, after string, limit int) (nowNanos int64, page []contract.Block, next string, err error)
 	// BlockSummary counts the blocked keys as this node has applied them,
 	// with up to latest of the blocks that began last.
 	BlockSummary(latest int) contract.BlockSummary
@@ -180,8 +184,8 @@ type Settler interface {
 // AuditLog reads the audit trail of the changes operators made.
 type AuditLog interface {
 	// Audit returns a page of the changes recorded after log index since,
-	// oldest first, as this node has applied them.
-	Audit(ctx context.Context, since uint64, limit int) contract.AuditPage
+	// oldest first, read as PolicyStore.Policies reads.
+	Audit(ctx context.Context, since uint64, limit int) (contract.AuditPage, error)
 	// RecentAudit returns the last n changes this node has applied,
 	// newest first.
 	RecentAudit(n int) []contract.AuditEntry

@@ -37,7 +37,7 @@ func (a *API) putBlock(w http.ResponseWriter, r *http.Request) {
 	}
 	req := contract.BlockRequest{Key: r.PathValue("key"), Reason: body.Reason, TTL: ttl}
 	if err := req.Validate(); err != nil {
-		writeError(w, fromContract(err))
+		a.writeClusterError(w, r, err)
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), a.opts.RequestTimeout)
@@ -56,7 +56,7 @@ func (a *API) putBlock(w http.ResponseWriter, r *http.Request) {
 func (a *API) deleteBlock(w http.ResponseWriter, r *http.Request) {
 	key := r.PathValue("key")
 	if err := contract.ValidateKey(key); err != nil {
-		writeError(w, fromContract(err))
+		a.writeClusterError(w, r, err)
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), a.opts.RequestTimeout)
@@ -78,7 +78,11 @@ func (a *API) listBlocks(w http.ResponseWriter, r *http.Request) {
 		writeError(w, apiErr)
 		return
 	}
-	now, page, next := a.backend.Blocks.Blocks(r.Context(), q.Get("after"), limit)
+	now, page, next, err := a.backend.Blocks.Blocks(r.Context(), q.Get("after"), limit)
+	if err != nil {
+		a.writeClusterError(w, r, err)
+		return
+	}
 	out := wire.BlockPage{Blocks: make([]wire.Block, len(page)), Next: next}
 	for i, b := range page {
 		out.Blocks[i] = blockToJSON(b, now)

@@ -50,6 +50,9 @@ type Options struct {
 	// back. The node uses it to cap the requests under way from one client
 	// address, which one HTTP/2 connection can carry hundreds of.
 	Admit func(*http.Request) (done func(), ok bool)
+	// Profiling serves Go's profiles (net/http/pprof) under
+	// /debug/pprof/ for the admin role; off by default.
+	Profiling bool
 }
 
 // API is limitnode's HTTP API over one node.
@@ -119,6 +122,9 @@ func New(backend Decider, opts Options) *API {
 	a.route("/healthz", map[string]endpoint{http.MethodGet: {open, a.healthz}})
 	a.route("/readyz", map[string]endpoint{http.MethodGet: {open, needs(a.readyz, observer)}})
 	a.route("/metrics", map[string]endpoint{http.MethodGet: {read, a.metrics.handler().ServeHTTP}})
+	if opts.Profiling {
+		a.route(pprofRoute, map[string]endpoint{http.MethodGet: {admin, a.serveProfile}, http.MethodPost: {admin, a.serveProfile}})
+	}
 	a.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, notFound("", "no such endpoint: %s", r.URL.Path))
 	})

@@ -42,6 +42,9 @@ type fakeLimiter struct {
 	blocks    map[string]contract.Block
 	audit     []contract.AuditEntry
 	settles   map[string]*fakeSettlement
+	// readErr, when set, is what every read of the stores returns, as a
+	// node that cannot get a read index does.
+	readErr error
 }
 
 // fakeSettlement is a reservation of the fake: the cost reserved, and the
@@ -185,15 +188,22 @@ func (f *fakeLimiter) keyState(key string) (contract.KeyState, bool) {
 	return out, len(out.Limits) > 0
 }
 
-func (f *fakeLimiter) Key(_ context.Context, key string) (contract.KeyState, bool) {
+func (f *fakeLimiter) Key(_ context.Context, key string) (contract.KeyState, bool, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.keyState(key)
+	if f.readErr != nil {
+		return contract.KeyState{}, false, f.readErr
+	}
+	ks, ok := f.keyState(key)
+	return ks, ok, nil
 }
 
-func (f *fakeLimiter) Keys(_ context.Context, prefix, after string, limit int) ([]contract.KeyState, string) {
+func (f *fakeLimiter) Keys(_ context.Context, prefix, after string, limit int) ([]contract.KeyState, string, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.readErr != nil {
+		return nil, "", f.readErr
+	}
 	var keys []string
 	for _, b := range f.buckets {
 		if strings.HasPrefix(b.key, prefix) && b.key > after && !slices.Contains(keys, b.key) {
@@ -210,7 +220,7 @@ func (f *fakeLimiter) Keys(_ context.Context, prefix, after string, limit int) (
 		ks, _ := f.keyState(k)
 		page = append(page, ks)
 	}
-	return page, next
+	return page, next, nil
 }
 
 func (f *fakeLimiter) ResetKey(_ context.Context, key string) (int, error) {
@@ -253,9 +263,12 @@ func (f *fakeLimiter) DeleteBlock(_ context.Context, key string) (contract.Block
 	return b, nil
 }
 
-func (f *fakeLimiter) Blocks(_ context.Context, after string, limit int) (int64, []contract.Block, string) {
+func (f *fakeLimiter) Blocks(_ context.Context, after string, limit int) (int64, []contract.Block, string, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.readErr != nil {
+		return 0, nil, "", f.readErr
+	}
 	var page []contract.Block
 	for _, k := range slices.Sorted(maps.Keys(f.blocks)) {
 		if k > after {
@@ -266,7 +279,7 @@ func (f *fakeLimiter) Blocks(_ context.Context, after string, limit int) (int64,
 	if len(page) > limit {
 		page, next = page[:limit], page[limit-1].Key
 	}
-	return f.now, page, next
+	return f.now, page, next, nil
 }
 
 func (f *fakeLimiter) BlockSummary(latest int) contract.BlockSummary {
@@ -319,9 +332,12 @@ func (f *fakeLimiter) record(ctx context.Context, action, subject string) {
 	f.audit = append(f.audit, contract.AuditEntry{Index: uint64(len(f.audit) + 1), AtNanos: f.now, Actor: contract.ActorOf(ctx), Action: action, Subject: subject})
 }
 
-func (f *fakeLimiter) Audit(_ context.Context, since uint64, limit int) contract.AuditPage {
+func (f *fakeLimiter) Audit(_ context.Context, since uint64, limit int) (contract.AuditPage, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.readErr != nil {
+		return contract.AuditPage{}, f.readErr
+	}
 	var page contract.AuditPage
 	for _, e := range f.audit {
 		if e.Index > since && len(page.Entries) < limit {
@@ -331,7 +347,7 @@ func (f *fakeLimiter) Audit(_ context.Context, since uint64, limit int) contract
 	if n := len(page.Entries); n > 0 && page.Entries[n-1].Index < uint64(len(f.audit)) {
 		page.Next = page.Entries[n-1].Index
 	}
-	return page
+	return page, nil
 }
 
 func (f *fakeLimiter) RecentAudit(n int) []contract.AuditEntry {
@@ -352,9 +368,12 @@ func (f *fakeLimiter) DeletePolicy(_ context.Context, name string) error {
 	return nil
 }
 
-func (f *fakeLimiter) Policies(_ context.Context, after string, limit, _ int) ([]contract.PolicyStatus, string) {
+func (f *fakeLimiter) Policies(_ context.Context, after string, limit, _ int) ([]contract.PolicyStatus, string, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.readErr != nil {
+		return nil, "", f.readErr
+	}
 	names := slices.Sorted(maps.Keys(f.policies))
 	var out []contract.PolicyStatus
 	for i, name := range names {
@@ -362,18 +381,21 @@ func (f *fakeLimiter) Policies(_ context.Context, after string, limit, _ int) ([
 			continue
 		}
 		if len(out) == limit {
-			return out, names[i-1]
+			return out, names[i-1], nil
 		}
 		out = append(out, contract.PolicyStatus{Policy: f.policies[name]})
 	}
-	return out, ""
+	return out, "", nil
 }
 
-func (f *fakeLimiter) Policy(_ context.Context, name string) (contract.PolicyStatus, bool) {
+func (f *fakeLimiter) Policy(_ context.Context, name string) (contract.PolicyStatus, bool, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.readErr != nil {
+		return contract.PolicyStatus{}, false, f.readErr
+	}
 	p, ok := f.policies[name]
-	return contract.PolicyStatus{Policy: p}, ok
+	return contract.PolicyStatus{Policy: p}, ok, nil
 }
 
 func (f *fakeLimiter) PutRLSConfig(_ context.Context, c rls.Config) error {
@@ -393,17 +415,23 @@ func (f *fakeLimiter) DeleteRLSConfig(_ context.Context, domain string) error {
 	return nil
 }
 
-func (f *fakeLimiter) RLSConfig(_ context.Context, domain string) (rls.Config, bool) {
+func (f *fakeLimiter) RLSConfig(_ context.Context, domain string) (rls.Config, bool, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.readErr != nil {
+		return rls.Config{}, false, f.readErr
+	}
 	c, ok := f.domains[domain]
-	return c, ok
+	return c, ok, nil
 }
 
-func (f *fakeLimiter) RLSDomains(context.Context) []string {
+func (f *fakeLimiter) RLSDomains(context.Context) ([]string, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return slices.Sorted(maps.Keys(f.domains))
+	if f.readErr != nil {
+		return nil, f.readErr
+	}
+	return slices.Sorted(maps.Keys(f.domains)), nil
 }
 
 func (f *fakeLimiter) Join(_ context.Context, m contract.Member, _ contract.MemberChange) error {

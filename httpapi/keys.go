@@ -25,10 +25,14 @@ func keyToJSON(k contract.KeyState) wire.KeyState {
 func (a *API) getKey(w http.ResponseWriter, r *http.Request) {
 	key := r.PathValue("key")
 	if err := contract.ValidateKey(key); err != nil {
-		writeError(w, fromContract(err))
+		a.writeClusterError(w, r, err)
 		return
 	}
-	ks, ok := a.backend.Keys.Key(r.Context(), key)
+	ks, ok, err := a.backend.Keys.Key(r.Context(), key)
+	if err != nil {
+		a.writeClusterError(w, r, err)
+		return
+	}
 	if !ok {
 		writeError(w, notFound("key", "the key %q holds no state", key))
 		return
@@ -45,7 +49,11 @@ func (a *API) listKeys(w http.ResponseWriter, r *http.Request) {
 		writeError(w, apiErr)
 		return
 	}
-	page, next := a.backend.Keys.Keys(r.Context(), q.Get("prefix"), q.Get("after"), limit)
+	page, next, err := a.backend.Keys.Keys(r.Context(), q.Get("prefix"), q.Get("after"), limit)
+	if err != nil {
+		a.writeClusterError(w, r, err)
+		return
+	}
 	out := wire.KeyPage{Keys: make([]wire.KeyState, len(page)), Next: next}
 	for i, k := range page {
 		out.Keys[i] = keyToJSON(k)

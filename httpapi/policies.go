@@ -109,7 +109,11 @@ func (a *API) listPolicies(w http.ResponseWriter, r *http.Request) {
 		}
 		limit = n
 	}
-	page, next := a.backend.Policies.Policies(r.Context(), q.Get("after"), limit, contract.MaxOverrides)
+	page, next, err := a.backend.Policies.Policies(r.Context(), q.Get("after"), limit, contract.MaxOverrides)
+	if err != nil {
+		a.writeClusterError(w, r, err)
+		return
+	}
 	out := wire.PolicyPage{Policies: []wire.Policy{}, Next: next}
 	for _, p := range page {
 		out.Policies = append(out.Policies, policyToJSON(p))
@@ -119,7 +123,11 @@ func (a *API) listPolicies(w http.ResponseWriter, r *http.Request) {
 
 func (a *API) getPolicy(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
-	p, ok := a.backend.Policies.Policy(r.Context(), name)
+	p, ok, err := a.backend.Policies.Policy(r.Context(), name)
+	if err != nil {
+		a.writeClusterError(w, r, err)
+		return
+	}
 	if !ok {
 		writeError(w, notFound("name", "no policy %q", name))
 		return

@@ -20,7 +20,11 @@ import (
 const yamlContentType = "application/yaml"
 
 func (a *API) listRLSDomains(w http.ResponseWriter, r *http.Request) {
-	domains := a.backend.RLS.RLSDomains(r.Context())
+	domains, err := a.backend.RLS.RLSDomains(r.Context())
+	if err != nil {
+		a.writeClusterError(w, r, err)
+		return
+	}
 	if domains == nil {
 		domains = []string{}
 	}
@@ -29,7 +33,11 @@ func (a *API) listRLSDomains(w http.ResponseWriter, r *http.Request) {
 
 func (a *API) getRLSDomain(w http.ResponseWriter, r *http.Request) {
 	domain := r.PathValue("domain")
-	c, ok := a.backend.RLS.RLSConfig(r.Context(), domain)
+	c, ok, err := a.backend.RLS.RLSConfig(r.Context(), domain)
+	if err != nil {
+		a.writeClusterError(w, r, err)
+		return
+	}
 	if !ok {
 		writeError(w, notFound("domain", "no rate limit service domain %q", domain))
 		return

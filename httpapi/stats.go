@@ -47,7 +47,9 @@ func (a *API) statsOf(r *http.Request, top int) wire.Stats {
 	for i, s := range st.Seconds {
 		out.Seconds[i] = wire.Second{UnixSecond: s.UnixSecond, Allowed: s.Allowed, Denied: s.Denied}
 	}
-	page, _ := a.backend.Policies.Policies(r.Context(), "", MaxPolicyPage, contract.MaxOverrides)
+	// The shadow policies, when the policies can be read: statistics are
+	// this node's view, and stay available without a leader.
+	page, _, _ := a.backend.Policies.Policies(r.Context(), "", MaxPolicyPage, contract.MaxOverrides)
 	for _, p := range page {
 		if (p.Shadow || p.ShadowDenied > 0) && len(out.Policies) < maxShadowPolicies {
 			out.Policies = append(out.Policies, wire.ShadowPolicy{Name: p.Name, Shadow: p.Shadow, ShadowDenied: p.ShadowDenied})

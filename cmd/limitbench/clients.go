@@ -37,6 +37,8 @@ func (t *clientTarget) name() string { return t.label }
 
 func (t *clientTarget) servers() []serverProcess { return t.cluster.servers() }
 
+func (t *clientTarget) metricsNodes() []metricsNode { return metricsNodesOf(t.cluster) }
+
 func (t *clientTarget) where() string { return t.cluster.where() }
 
 func (t *clientTarget) do(ctx context.Context, caller, seq int) (int, error) {

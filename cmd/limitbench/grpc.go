@@ -51,6 +51,8 @@ func (t *grpcTarget) name() string { return t.label }
 
 func (t *grpcTarget) servers() []serverProcess { return t.cluster.servers() }
 
+func (t *grpcTarget) metricsNodes() []metricsNode { return metricsNodesOf(t.cluster) }
+
 func (t *grpcTarget) where() string { return t.cluster.where() }
 
 // errOverLimit is a denial where the load never goes over its limits.

@@ -110,11 +110,14 @@ type options struct {
 	inFlight    int
 	failover    int
 	cpuProfile  string
-	preload     int
-	via         string
-	stateKeys   int
-	rounds      int
-	erlBinary   string
+	// nodeProfiles, when set, is a directory for a CPU profile of every
+	// limitnode process over each measured window (its -pprof).
+	nodeProfiles string
+	preload      int
+	via          string
+	stateKeys    int
+	rounds       int
+	erlBinary    string
 	// redisServer is the redis-server binary for the redis and erl targets.
 	redisServer string
 	// inProcess runs the network targets' clusters inside limitbench;
@@ -143,10 +146,11 @@ func parse(args []string) (options, error) {
 	fs.IntVar(&o.batch, "batch", 100, "requests per call for http-batch")
 	fs.StringVar(&o.jsonPath, "json", "", "also write the results as JSON to this file")
 	fs.BoolVar(&o.noSync, "no-sync", false, "run the limitnode clusters without fsync (cluster.Config.NoSync)")
-	fs.IntVar(&o.inFlight, "in-flight", 0, "group-commit entries in flight per node for the in-process clusters (cluster.Config.MaxEntriesInFlight; 0: its default)")
+	fs.IntVar(&o.inFlight, "in-flight", 0, "group-commit entries that may wait for the leader's append at once, for the in-process clusters (cluster.Config.MaxEntriesInFlight; 0: its default)")
 	fs.StringVar(&o.via, "via", "all", "which nodes the http and embedded callers use: all (spread), leader or follower")
 	fs.IntVar(&o.stateKeys, "state-keys", 0, "also measure the replicated state with this many live keys: heap per key, snapshot and restore time")
 	fs.IntVar(&o.preload, "preload", 0, "put this many keys into the limitnode cluster before measuring (state for snapshots to carry)")
+	fs.StringVar(&o.nodeProfiles, "node-profiles", "", "start the limitnode processes with -pprof and write a CPU profile of each over every measured window into this directory (TARGET-LOAD-NODE.pprof)")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of limitbench's process to this file (the load, and with -in-process the nodes too)")
 	fs.IntVar(&o.failover, "failover", 0, "also measure failover this many times on an in-process cluster: kill the leader, time the next successful decision")
 	withTLS := fs.Bool("tls", false, "also measure https: POST /v1/allow over HTTPS with keep-alive and a token, on a cluster with mutual TLS between its nodes")
@@ -232,6 +236,11 @@ func run(args []string, out io.Writer) error {
 	}
 	env := newEnvironment(o)
 	defer env.close()
+	if o.nodeProfiles != "" {
+		if err := os.MkdirAll(o.nodeProfiles, 0o755); err != nil {
+			return err
+		}
+	}
 	if o.cpuProfile != "" {
 		f, err := os.Create(o.cpuProfile)
 		if err != nil {
@@ -252,6 +261,7 @@ func run(args []string, out io.Writer) error {
 	addRatios(results)
 	printTable(out, results)
 	printCPU(out, results)
+	printStages(out, results)
 	safe := envoySafeRates(results)
 	printEnvoySafe(out, safe)
 

@@ -56,12 +56,19 @@ type result struct {
 	Samples int `json:"samples"`
 	// CPU is what each server process, and limitbench itself, spent over
 	// the measured window; CPUError why it could not be read.
-	CPU        []processCPU `json:"cpu,omitempty"`
-	CPUError   string       `json:"cpu_error,omitempty"`
-	VsTrivial  float64      `json:"vs_trivial,omitempty"`
-	VsRedis    float64      `json:"vs_redis,omitempty"`
-	VsRedisAOF float64      `json:"vs_redis_aof,omitempty"`
-	VsRaft     float64      `json:"vs_raft,omitempty"`
+	CPU      []processCPU `json:"cpu,omitempty"`
+	CPUError string       `json:"cpu_error,omitempty"`
+	// Stages are the limitnode nodes' stage histograms over the measured
+	// window (stages.go).
+	Stages []stageMean `json:"stages,omitempty"`
+	// Profiles are the files of the nodes' CPU profiles over the
+	// window (-node-profiles); ProfileError why one is missing.
+	Profiles     []string `json:"profiles,omitempty"`
+	ProfileError string   `json:"profile_error,omitempty"`
+	VsTrivial    float64  `json:"vs_trivial,omitempty"`
+	VsRedis      float64  `json:"vs_redis,omitempty"`
+	VsRedisAOF   float64  `json:"vs_redis_aof,omitempty"`
+	VsRaft       float64  `json:"vs_raft,omitempty"`
 	// VsERL is against envoyproxy/ratelimit under the same load
 	// (erlBaseline), VsERLCache against it with its local cache.
 	VsERL      float64 `json:"vs_erl,omitempty"`
@@ -101,6 +108,8 @@ func measure(ctx context.Context, tgt target, p loadPoint, o options) result {
 	w.drain = w.end.Add(o.duration)
 	fractions := watchOutcomes(tgt, w.from)
 	cpu := watchServers(tgt, w.from)
+	stages := watchStages(tgt, w.from)
+	profiles := watchProfiles(tgt, p, w, o.nodeProfiles)
 	var sched *schedule
 	if p.rate > 0 {
 		sched = &schedule{start: start, rate: p.rate}
@@ -120,6 +129,8 @@ func measure(ctx context.Context, tgt target, p loadPoint, o options) result {
 	r.Where = whereOf(tgt)
 	fractions(&r)
 	cpu(&r)
+	stages(&r)
+	profiles(&r)
 	return r
 }
 

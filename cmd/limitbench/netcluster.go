@@ -125,7 +125,7 @@ func (e *environment) netCluster(kind string) (netCluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	c, err := startProcessCluster(binary, e.opts.noSync, e.http)
+	c, err := startProcessCluster(binary, nodeFlags{noSync: e.opts.noSync, pprof: e.opts.nodeProfiles != ""}, e.http)
 	if err != nil {
 		return nil, err
 	}

@@ -106,14 +106,23 @@ func (n *processNode) DialGRPC() *grpc.ClientConn {
 	return conn
 }
 
-// args are the node's flags: README.md's, with -grpc (and -no-sync when
+// nodeFlags are the flags limitbench adds to README.md's when asked.
+type nodeFlags struct {
+	noSync bool // -no-sync
+	pprof  bool // -pprof, for -node-profiles
+}
+
+// args are the node's flags: README.md's, with -grpc (and those of flags
 // asked for); -data is relative to the cluster's directory, as d1 d2 d3
 // are to the README's.
-func (n *processNode) args(peers []string, dataDir string, noSync bool) []string {
+func (n *processNode) args(peers []string, dataDir string, flags nodeFlags) []string {
 	args := []string{"-id", n.id, "-http", n.httpAddr, "-raft", n.raftAddr, "-grpc", n.grpcAddr,
 		"-data", dataDir, "-bootstrap-expect", "3", "-join", strings.Join(peers, ",")}
-	if noSync {
+	if flags.noSync {
 		args = append(args, "-no-sync")
+	}
+	if flags.pprof {
+		args = append(args, "-pprof")
 	}
 	return args
 }
@@ -146,9 +155,9 @@ var errPortTaken = errors.New("a port was taken")
 // startProcessCluster starts binary as a three-node cluster in a
 // temporary directory, and returns once every node is ready and all agree
 // on a leader.
-func startProcessCluster(binary string, noSync bool, client *http.Client) (*processCluster, error) {
+func startProcessCluster(binary string, flags nodeFlags, client *http.Client) (*processCluster, error) {
 	for attempt := 1; ; attempt++ {
-		c, err := tryProcessCluster(binary, noSync, client)
+		c, err := tryProcessCluster(binary, flags, client)
 		if err == nil {
 			return c, nil
 		}
@@ -158,7 +167,7 @@ func startProcessCluster(binary string, noSync bool, client *http.Client) (*proc
 	}
 }
 
-func tryProcessCluster(binary string, noSync bool, client *http.Client) (*processCluster, error) {
+func tryProcessCluster(binary string, flags nodeFlags, client *http.Client) (*processCluster, error) {
 	dir, err := os.MkdirTemp("", "limitbench-cluster-")
 	if err != nil {
 		return nil, err
@@ -177,7 +186,7 @@ func tryProcessCluster(binary string, noSync bool, client *http.Client) (*proces
 		peers = append(peers, addrs[3*i])
 	}
 	for i, n := range c.nodes {
-		if err := c.startNode(binary, n, n.args(peers, "d"+strconv.Itoa(i+1), noSync)); err != nil {
+		if err := c.startNode(binary, n, n.args(peers, "d"+strconv.Itoa(i+1), flags)); err != nil {
 			c.stop()
 			return nil, err
 		}

@@ -359,6 +359,14 @@ func (t *httpTarget) servers() []serverProcess {
 	return t.cluster.servers()
 }
 
+// metricsNodes are the cluster's nodes; trivial has none.
+func (t *httpTarget) metricsNodes() []metricsNode {
+	if t.cluster == nil {
+		return nil
+	}
+	return metricsNodesOf(t.cluster)
+}
+
 func (t *httpTarget) where() string {
 	if t.cluster == nil {
 		return whereInProcess

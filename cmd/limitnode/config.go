@@ -42,6 +42,7 @@ type config struct {
 	// remembered at once.
 	maxRequestIDsPerCaller int64
 	noSync                 bool
+	pprof                  bool // serve /debug/pprof/ for the admin role
 	denyLeaseCap           time.Duration
 	maxRaftConns           connCap
 	raftIdle               time.Duration
@@ -152,6 +153,7 @@ func (c *config) flagSet(output io.Writer) *flag.FlagSet {
 	fs.StringVar(&c.logLevel, "log-level", "info", "least level logged: debug, info, warn or error")
 	fs.StringVar(&c.raftLogLevel, "raft-log-level", "warn", "least level of Raft's own logs: debug, info, warn or error")
 	fs.DurationVar(&c.joinTimeout, "join-timeout", time.Minute, "how long to keep trying the -join addresses")
+	fs.BoolVar(&c.pprof, "pprof", false, "serve Go's profiles (net/http/pprof) at /debug/pprof/ on the HTTP port, to the admin role")
 	fs.BoolVar(&c.noSync, "no-sync", false, "do not fsync the Raft log on each append: faster, but a simultaneous power loss of a majority can lose the last decisions")
 	fs.DurationVar(&c.denyLeaseCap, "deny-lease-cap", cluster.DefaultDenyLeaseCap, "the longest a node repeats a denial of the leader's without asking it (a deny lease), and so how long a policy change, key reset or restore waits before it is acknowledged; negative: no deny leases")
 	fs.Int64Var(&c.maxKeys, "max-keys", cluster.DefaultMaxKeys, "most live (key, limit) pairs the cluster keeps; -1 for no cap")

@@ -397,6 +397,8 @@ var docScripts = []docScript{
 	{
 		page: "docs/operations.md", onReadmeCluster: true,
 		want: []string{"n1    n1", "allowed   2      1", "api   token_bucket 100/1m", "user:42  api", "REFUNDED", "380", "user:13  operator", "card testing", "policy.put", "api", "block.put", "RESTORED AT", "ready", "leader is now n2",
+			// where a decision's time goes
+			`limitnode_batch_wait_seconds_count{batcher="leader"}`, "404\n",
 			// membership
 			"removed n5", "not a member of the cluster", "joined n5", "does not answer as a limitnode node", `409 conflict (id): member "n5" is running at`,
 			"removed n5", `409 conflict (id): removing "n2" would leave 2 of 4 voters answering`, `d6 belongs to node "n6", not "n9"`, "removed n6", "removed n7",

@@ -186,7 +186,7 @@ func takesValue(arg string) bool {
 		return false
 	}
 	switch strings.TrimLeft(arg, "-") {
-	case "json", "no-sync", "replace", "force", "h", "help":
+	case "json", "no-sync", "pprof", "replace", "force", "h", "help":
 		return false
 	}
 	return true

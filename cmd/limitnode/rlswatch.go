@@ -32,7 +32,7 @@ const rlsApplyTimeout = 10 * time.Second
 type rlsCluster interface {
 	IsLeader() bool
 	AppliedRLSConfig(domain string) (rls.Config, bool)
-	RLSConfig(ctx context.Context, domain string) (rls.Config, bool)
+	RLSConfig(ctx context.Context, domain string) (rls.Config, bool, error)
 	PutRLSConfig(ctx context.Context, c rls.Config) error
 }
 
@@ -175,11 +175,15 @@ func (w *rlsWatch) apply(ctx context.Context) bool {
 		if have, ok := w.cluster.AppliedRLSConfig(c.Domain); ok && sameRLSConfig(have, w.encoded[i]) {
 			continue
 		}
-		have, had := w.cluster.RLSConfig(ctx, c.Domain)
+		have, had, err := w.cluster.RLSConfig(ctx, c.Domain)
+		if err != nil {
+			done = false // no read index to be had now (no leader): the next read tries again
+			continue
+		}
 		if had && sameRLSConfig(have, w.encoded[i]) {
 			continue
 		}
-		err := w.cluster.PutRLSConfig(contract.WithActor(ctx, rlsConfigActor), c)
+		err = w.cluster.PutRLSConfig(contract.WithActor(ctx, rlsConfigActor), c)
 		if err != nil && ctx.Err() != nil {
 			return false // the node stops, or the round took too long: the next read tries again
 		}

@@ -35,8 +35,9 @@ func (f *fakeRLSCluster) AppliedRLSConfig(domain string) (rls.Config, bool) {
 	return c, ok
 }
 
-func (f *fakeRLSCluster) RLSConfig(_ context.Context, domain string) (rls.Config, bool) {
-	return f.AppliedRLSConfig(domain)
+func (f *fakeRLSCluster) RLSConfig(_ context.Context, domain string) (rls.Config, bool, error) {
+	c, ok := f.AppliedRLSConfig(domain)
+	return c, ok, nil
 }
 
 func (f *fakeRLSCluster) PutRLSConfig(ctx context.Context, c rls.Config) error {

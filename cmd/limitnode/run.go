@@ -214,7 +214,7 @@ func serve(c config, sec secured, logger *slog.Logger, node *seedingNode, httpLi
 		return nil, err
 	}
 	apiOpts := httpapi.Options{Logger: logger, TrustedProxies: trusted, Collectors: append(node.Collectors(), extraMetrics...),
-		Proven: func(r *http.Request) { httpListener.Trust(r.RemoteAddr) }, Admit: admitter(httpListener)}
+		Proven: func(r *http.Request) { httpListener.Trust(r.RemoteAddr) }, Admit: admitter(httpListener), Profiling: c.pprof}
 	grpcOpts := grpcapi.Options{Logger: logger, TLS: sec.httpTLS}
 	if sec.authz != nil {
 		apiOpts.Authorizer, grpcOpts.Authorizer = sec.authz, sec.authz

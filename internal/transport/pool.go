@@ -12,8 +12,11 @@ import (
 // the receiver cannot have acted on it, so the message may be sent again.
 var ErrNotSent = errors.New("transport: message not sent")
 
-// maxIdleConns bounds the idle connections a pool keeps to one address.
-const maxIdleConns = 4
+// maxIdleConns bounds the idle connections a pool keeps to one address: a
+// follower keeps several forwards under way in each of its two forwarding
+// batchers (cluster.Config.MaxForwardsInFlight), each on a connection of its
+// own, and one dialled afresh for each would cost a handshake per forward.
+const maxIdleConns = 16
 
 // defaultTimeout bounds an exchange whose context has no deadline.
 const defaultTimeout = 5 * time.Second

@@ -237,7 +237,7 @@ export interface paths {
         };
         /**
          * List the policies.
-         * @description As this node has applied them; a follower may trail the leader by a few entries.
+         * @description As this node has applied them, once it holds every write acknowledged before the request (the leader's read index); 503 when no leader can give one.
          */
         get: operations["listPolicies"];
         put?: never;
@@ -2399,6 +2399,7 @@ export interface operations {
             401: components["responses"]["Unauthenticated"];
             403: components["responses"]["Forbidden"];
             405: components["responses"]["MethodNotAllowed"];
+            503: components["responses"]["Unavailable"];
         };
     };
     getPolicy: {
@@ -2427,6 +2428,7 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             405: components["responses"]["MethodNotAllowed"];
+            503: components["responses"]["Unavailable"];
         };
     };
     putPolicy: {
@@ -2517,6 +2519,7 @@ export interface operations {
             401: components["responses"]["Unauthenticated"];
             403: components["responses"]["Forbidden"];
             405: components["responses"]["MethodNotAllowed"];
+            503: components["responses"]["Unavailable"];
         };
     };
     getRLSDomain: {
@@ -2546,6 +2549,7 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             405: components["responses"]["MethodNotAllowed"];
+            503: components["responses"]["Unavailable"];
         };
     };
     putRLSDomain: {
@@ -2809,6 +2813,7 @@ export interface operations {
             401: components["responses"]["Unauthenticated"];
             403: components["responses"]["Forbidden"];
             405: components["responses"]["MethodNotAllowed"];
+            503: components["responses"]["Unavailable"];
         };
     };
     getKey: {
@@ -2837,6 +2842,7 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             405: components["responses"]["MethodNotAllowed"];
+            503: components["responses"]["Unavailable"];
         };
     };
     resetKey: {
@@ -2896,6 +2902,7 @@ export interface operations {
             401: components["responses"]["Unauthenticated"];
             403: components["responses"]["Forbidden"];
             405: components["responses"]["MethodNotAllowed"];
+            503: components["responses"]["Unavailable"];
         };
     };
     putBlock: {
@@ -2999,6 +3006,7 @@ export interface operations {
             401: components["responses"]["Unauthenticated"];
             403: components["responses"]["Forbidden"];
             405: components["responses"]["MethodNotAllowed"];
+            503: components["responses"]["Unavailable"];
         };
     };
     clusterStatus: {

@@ -1,0 +1,63 @@
+package main
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestStageMeansAreTheWindowsObservations(t *testing.T) {
+	page := func(count, sum string) string {
+		return `# HELP limitnode_forward_seconds x
+limitnode_forward_seconds_bucket{le="0.001"} 3
+limitnode_forward_seconds_sum ` + sum + `
+limitnode_forward_seconds_count ` + count + `
+limitnode_batch_wait_seconds_sum{batcher="leader"} 0.5
+limitnode_batch_wait_seconds_count{batcher="leader"} 100
+limitnode_fast_denials_total 7
+limitnode_http_request_duration_seconds_sum{route="/metrics"} ` + sum + `
+limitnode_http_request_duration_seconds_count{route="/metrics"} ` + count + `
+go_gc_duration_seconds_sum 1
+`
+	}
+	before, err := readHistograms(strings.NewReader(page("10", "0.02")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	after, err := readHistograms(strings.NewReader(page("30", "0.08")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := stagesBetween([]metricsNode{{name: "n1"}}, []histogramTotals{before}, []histogramTotals{after})
+	if len(got) != 1 {
+		t.Fatalf("stages %+v: want only the forward, the one stage of a decision the window observed", got)
+	}
+	if s := got[0]; s.Stage != "forward" || s.Count != 20 || s.MeanMS < 2.999 || s.MeanMS > 3.001 {
+		t.Fatalf("stage %+v: want forward, 20 observations of 3 ms on average", s)
+	}
+	if _, err := readHistograms(strings.NewReader("limitnode_forward_seconds_sum x\n")); err == nil {
+		t.Fatal("a sum that is not a number was read")
+	}
+}
+
+func TestATargetOfAnotherServiceHasNoNodes(t *testing.T) {
+	if nodes := metricsNodesOf(nil); nodes != nil {
+		t.Fatalf("the reference's target has nodes %v", nodes)
+	}
+}
+
+func TestProfileNamesAreFileNames(t *testing.T) {
+	tests := []struct {
+		target string
+		p      loadPoint
+		node   string
+		want   string
+	}{
+		{"grpc", loadPoint{callers: 64}, "n1 (leader)", "grpc-closed-64-n1__leader_.pprof"},
+		{"grpc-flood", loadPoint{callers: 256, rate: 500}, "n2", "grpc-flood-open_500_s-256-n2.pprof"},
+	}
+	for _, tt := range tests {
+		if got := profileName(tt.target, tt.p, tt.node); got != tt.want {
+			t.Errorf("profileName(%q, %v, %q) = %q, want %q", tt.target, tt.p, tt.node, got, tt.want)
+		}
+	}
+}
