@@ -46,8 +46,11 @@ func TestReserveThenSettleOnACluster(t *testing.T) {
 	if err != nil || !res.Allowed || res.SettlementID == "" {
 		t.Fatalf("the reservation: %+v %v", res, err)
 	}
+	// Duplicate may be true even here: a loaded machine can make the
+	// client send the settlement again, and the repeat is answered with
+	// the first answer, charged once.
 	s, err := res.Settle(ctx, 120)
-	if err != nil || s.Refunded != 380 || s.Charged != 0 || s.Duplicate {
+	if err != nil || s.Refunded != 380 || s.Charged != 0 {
 		t.Fatalf("settled with 120 of 500: %+v %v", s, err)
 	}
 	for _, n := range c.Nodes {
