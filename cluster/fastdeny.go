@@ -45,6 +45,11 @@ func (n *Node) denyFast(ctx context.Context, reqs []fsm.Request) (results []fsm.
 	if _, ok := n.deniedNow(reqs, n.stampIn(term)); !ok {
 		return nil, false
 	}
+	// From before its reading of the state to when it notes what it
+	// granted, the decision counts for a raise as granting now.
+	n.leaseGrants.Deciding()
+	decided := []fsm.Result(nil)
+	defer func() { n.leaseGrants.Decided(decided, term) }()
 	readIndex := n.raft.CommitIndex()
 	if err := n.confirm.leadership(ctx); err != nil || n.raft.CurrentTerm() != term {
 		return nil, false
@@ -58,7 +63,7 @@ func (n *Node) denyFast(ctx context.Context, reqs []fsm.Request) (results []fsm.
 		return nil, false
 	}
 	n.metrics.fastDenials.Add(float64(len(results)))
-	n.leaseGrants.Note(results, term)
+	decided = results
 	n.denied.note(reqs, results)
 	if !n.cfg.NoStats {
 		n.stats.record(&fsm.AllowCommand{NowNanos: results[0].AtNanos, Requests: reqs}, &fsm.Response{Results: results})

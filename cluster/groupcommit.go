@@ -89,7 +89,6 @@ func (n *Node) applyBatch(calls []*call, release func()) {
 	since(n.metrics.commit, start)
 	switch resp := future.Response().(type) {
 	case *fsm.Response:
-		n.leaseGrants.Note(resp.Results, n.raft.CurrentTerm())
 		n.denied.note(reqs, resp.Results)
 		distribute(calls, resp.Results, n.cfg.ID)
 	case error:

@@ -358,6 +358,7 @@ func (n *Node) newFSM() *fsm.FSM {
 	if n.denyLeases != nil {
 		f.OnRaise(n.denyLeases.Clear)
 	}
+	f.OnLocalAnswers(n.leaseGrants.Granted)
 	if !n.cfg.NoStats {
 		f.OnAllowApplied(n.stats.record)
 	}

@@ -3,6 +3,7 @@ package fsm
 import (
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/hashicorp/raft"
 	"github.com/limitnode/limitnode/contract"
@@ -76,6 +77,9 @@ var applyCommands = map[CommandType]func(f *FSM, body []byte) (any, error){
 			return nil, err
 		}
 		resp := f.applyAllow(&cmd)
+		if f.onLocalAnswers != nil && slices.ContainsFunc(resp.Results, func(r Result) bool { return r.GrantsLocalAnswers() }) {
+			f.onLocalAnswers(f.applyingTerm)
+		}
 		if f.onAllow != nil {
 			f.onAllow(&cmd, resp)
 		}

@@ -48,3 +48,34 @@ func TestDenialsSayHowLongTheyHold(t *testing.T) {
 		t.Fatalf("from the applied state: ok=%v deny for %v at %d; want 50s at %d", ok, time.Duration(r.DenyForNanos), r.DenyAtNanos, clock)
 	}
 }
+
+// TestAnEntryThatLetsANodeAnswerIsToldAsItIsApplied: OnLocalAnswers hears,
+// on the applying goroutine and with the entry's term, of each allow entry
+// whose results let a node answer on its own (a denial that says how long
+// it holds, a share granted), and of no other, so that the leader times a
+// later raise from it before the entry's callers could take a lease.
+func TestAnEntryThatLetsANodeAnswerIsToldAsItIsApplied(t *testing.T) {
+	t.Parallel()
+	a := newApplier(t)
+	a.term = 7
+	var told []uint64
+	a.fsm.OnLocalAnswers(func(term uint64) { told = append(told, term) })
+	hourly2 := algorithms.Limit{Rate: 2, PeriodNanos: int64(time.Hour), Burst: 2}
+	tests := []struct {
+		name string
+		req  Request
+		told bool
+	}{
+		{"an admission", one("k", hourly2, 1), false},
+		{"the last unit", one("k", hourly2, 1), false},
+		{"a denial that holds for a while", one("k", hourly2, 1), true},
+		{"an admission with a share granted", askFor(one("s", hundredBurst, 1), 10, time.Second), true},
+	}
+	for _, tt := range tests {
+		told = nil
+		a.allow(t0, tt.req)
+		if got := len(told) == 1 && told[0] == 7; got != tt.told || len(told) > 1 {
+			t.Fatalf("%s: told %v, want told once of term 7: %v", tt.name, told, tt.told)
+		}
+	}
+}

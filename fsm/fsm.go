@@ -162,6 +162,9 @@ type FSM struct {
 	// onAllow, if set, is given every applied allow entry and its
 	// response (see OnAllowApplied).
 	onAllow func(cmd *AllowCommand, resp *Response)
+	// onLocalAnswers, if set, is told the term of every applied allow
+	// entry that lets a node answer on its own (see OnLocalAnswers).
+	onLocalAnswers func(term uint64)
 	// onLeaseEvent and onRestore, if set, are told of waiters leaving
 	// their queues and of restored snapshots (see OnLeaseEvents).
 	onLeaseEvent func(LeaseEvent)
@@ -197,6 +200,14 @@ func (f *FSM) OnStampApplied(fn func(index uint64, nowNanos int64)) { f.onStamp 
 // copy-on-write, so fn may call digest later, on any goroutine, while
 // applies go on. Set it before the FSM is given to Raft.
 func (f *FSM) OnCheckpoint(fn func(index uint64, digest func() [32]byte)) { f.onCheckpoint = fn }
+
+// OnLocalAnswers registers fn to be called, on the applying goroutine,
+// with the term of each applied allow entry one of whose results lets a
+// node answer on its own later (Result.GrantsLocalAnswers: a deny lease, a
+// share): before the entry's callers hear of it, and before any later
+// entry is applied, so that a command that gives capacity back, applied
+// after it, waits its leases out. Set it before the FSM is given to Raft.
+func (f *FSM) OnLocalAnswers(fn func(term uint64)) { f.onLocalAnswers = fn }
 
 // OnAllowApplied registers fn to be called, on the applying goroutine, with
 // each applied allow entry and its response, for statistics. fn must not

@@ -23,6 +23,11 @@ func (r Result) WaitsShortenedBy(elapsed time.Duration) Result {
 	return out
 }
 
+// GrantsLocalAnswers reports whether r lets a node answer on its own
+// later: a denial that says how long it holds (a deny lease), or a share
+// granted.
+func (r *Result) GrantsLocalAnswers() bool { return r.DenyForNanos > 0 || r.Share != nil }
+
 // TookTheLast reports whether r admitted its request with nothing left
 // under one of its checks: the next request of its kind will likely be
 // denied.
