@@ -156,32 +156,9 @@ func (b *batcher) loop() {
 		if inFlight < b.maxInFlight && len(pending) > 0 {
 			var batch []*call
 			batch, pending = b.next(pending)
-			size := 0
-			for _, c := range batch {
-				size += len(c.requests)
-			}
-			pendingRequests -= size
 			inFlight++
 			running++
-			if b.flushing != nil {
-				b.flushing.Set(float64(running))
-			}
-			if b.waited != nil {
-				now := time.Now()
-				for _, c := range batch {
-					b.waited.Observe(now.Sub(c.submitted).Seconds())
-				}
-			}
-			b.wg.Go(func() {
-				var once sync.Once
-				release := func() { once.Do(func() { b.releasedCh <- struct{}{} }) }
-				b.flush(batch, release)
-				release()
-				for _, c := range batch {
-					close(c.done)
-				}
-				b.doneCh <- flushed{calls: len(batch), requests: size}
-			})
+			pendingRequests -= b.startFlush(batch, running)
 			continue
 		}
 		select {
@@ -213,15 +190,52 @@ func (b *batcher) loop() {
 				}
 			}
 		case <-b.stopCh:
-			for _, c := range pending {
-				c.err = contract.ErrShutdown
-				close(c.done)
-			}
-			for ; running > 0; running-- {
-				<-b.doneCh
-			}
+			b.shutDown(pending, running)
 			return
 		}
+	}
+}
+
+// startFlush flushes batch on a goroutine of its own, running being how
+// many flushes run with it, and returns how many requests batch holds.
+// The flush releases the pipeline (releasedCh) when its flush function
+// says so, or when it ends, and then reports it ended (doneCh).
+func (b *batcher) startFlush(batch []*call, running int) int {
+	size := 0
+	for _, c := range batch {
+		size += len(c.requests)
+	}
+	if b.flushing != nil {
+		b.flushing.Set(float64(running))
+	}
+	if b.waited != nil {
+		now := time.Now()
+		for _, c := range batch {
+			b.waited.Observe(now.Sub(c.submitted).Seconds())
+		}
+	}
+	b.wg.Go(func() {
+		var once sync.Once
+		release := func() { once.Do(func() { b.releasedCh <- struct{}{} }) }
+		b.flush(batch, release)
+		release()
+		for _, c := range batch {
+			close(c.done)
+		}
+		b.doneCh <- flushed{calls: len(batch), requests: size}
+	})
+	return size
+}
+
+// shutDown answers every call still pending with ErrShutdown and waits
+// for the running flushes to end.
+func (b *batcher) shutDown(pending []*call, running int) {
+	for _, c := range pending {
+		c.err = contract.ErrShutdown
+		close(c.done)
+	}
+	for ; running > 0; running-- {
+		<-b.doneCh
 	}
 }
 

@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"cmp"
 	"log/slog"
 	"net"
 	"time"
@@ -249,79 +250,43 @@ func withDefaults(cfg Config) Config {
 	if cfg.Dial == nil {
 		cfg.Dial = transport.DialTCP
 	}
-	if cfg.MaxKeys == 0 {
-		cfg.MaxKeys = DefaultMaxKeys
-	}
-	if cfg.MaxWaitPerCaller == 0 {
-		cfg.MaxWaitPerCaller = DefaultMaxWaitPerCaller
-	}
+	// Zero is the default where a negative value means none.
+	cfg.MaxKeys = cmp.Or(cfg.MaxKeys, DefaultMaxKeys)
+	cfg.MaxWaitPerCaller = cmp.Or(cfg.MaxWaitPerCaller, DefaultMaxWaitPerCaller)
 	if cfg.MaxWaitPerCaller < 0 || cfg.MaxWaitPerCaller > algorithms.MaxWait {
 		cfg.MaxWaitPerCaller = algorithms.MaxWait
 	}
-	if cfg.MaxLeasesPerCaller == 0 {
-		cfg.MaxLeasesPerCaller = DefaultMaxLeasesPerCaller
-	}
-	if cfg.MaxRequestIDsPerCaller == 0 {
-		cfg.MaxRequestIDsPerCaller = DefaultMaxRequestIDsPerCaller
-	}
-	if cfg.MaxClockStep <= 0 {
-		cfg.MaxClockStep = DefaultMaxClockStep
-	}
-	if cfg.RequestTimeout <= 0 {
-		cfg.RequestTimeout = defaultRequestTimeout
-	}
-	if cfg.TransferTimeout <= 0 {
-		cfg.TransferTimeout = defaultTransferTimeout
-	}
-	if cfg.SnapshotDir == "" {
-		cfg.SnapshotDir = cfg.DataDir
-	}
-	if cfg.MaxBatchRequests <= 0 {
-		cfg.MaxBatchRequests = defaultMaxBatchRequests
-	}
-	if cfg.MaxBatchChecks <= 0 {
-		cfg.MaxBatchChecks = defaultMaxBatchChecks
-	}
-	if cfg.MaxClockRate <= 0 {
-		cfg.MaxClockRate = DefaultMaxClockRate
-	}
-	if cfg.DenyLeaseCap == 0 {
-		cfg.DenyLeaseCap = DefaultDenyLeaseCap
-	}
-	if cfg.ConsistencyCheckEvery == 0 {
-		cfg.ConsistencyCheckEvery = 5 * time.Minute
-	}
-	if cfg.MaxRaftConns <= 0 {
-		cfg.MaxRaftConns = 1024
-	}
-	if cfg.RaftIdleTimeout <= 0 {
-		cfg.RaftIdleTimeout = 2 * time.Minute
-	}
-	if cfg.MaxEntriesInFlight <= 0 {
-		cfg.MaxEntriesInFlight = defaultMaxEntriesInFlight
-	}
-	if cfg.MaxForwardsInFlight <= 0 {
-		cfg.MaxForwardsInFlight = defaultMaxForwardsInFlight
-	}
-	if cfg.HeartbeatTimeout <= 0 {
-		cfg.HeartbeatTimeout = defaultHeartbeatTimeout
-	}
-	if cfg.ElectionTimeout <= 0 {
-		cfg.ElectionTimeout = defaultElectionTimeout
-	}
-	if cfg.LeaderLeaseTimeout <= 0 {
-		cfg.LeaderLeaseTimeout = min(defaultLeaderLease, cfg.HeartbeatTimeout)
-	}
-	if cfg.SnapshotThreshold == 0 {
-		cfg.SnapshotThreshold = 8192
-	}
-	if cfg.SnapshotInterval <= 0 {
-		cfg.SnapshotInterval = 30 * time.Second
-	}
-	if cfg.TrailingLogs == 0 {
-		// The FSM's snapshot is small next to the log; keeping fewer
-		// trailing entries than Raft's 10240 keeps raft.db smaller.
-		cfg.TrailingLogs = 4096
-	}
+	cfg.MaxLeasesPerCaller = cmp.Or(cfg.MaxLeasesPerCaller, DefaultMaxLeasesPerCaller)
+	cfg.MaxRequestIDsPerCaller = cmp.Or(cfg.MaxRequestIDsPerCaller, DefaultMaxRequestIDsPerCaller)
+	cfg.DenyLeaseCap = cmp.Or(cfg.DenyLeaseCap, DefaultDenyLeaseCap)
+	cfg.ConsistencyCheckEvery = cmp.Or(cfg.ConsistencyCheckEvery, 5*time.Minute)
+	cfg.SnapshotThreshold = cmp.Or(cfg.SnapshotThreshold, 8192)
+	// The FSM's snapshot is small next to the log; keeping fewer trailing
+	// entries than Raft's 10240 keeps raft.db smaller.
+	cfg.TrailingLogs = cmp.Or(cfg.TrailingLogs, 4096)
+	cfg.SnapshotDir = cmp.Or(cfg.SnapshotDir, cfg.DataDir)
+	// Anything not positive is the default.
+	cfg.MaxClockStep = positiveOr(cfg.MaxClockStep, DefaultMaxClockStep)
+	cfg.RequestTimeout = positiveOr(cfg.RequestTimeout, defaultRequestTimeout)
+	cfg.TransferTimeout = positiveOr(cfg.TransferTimeout, defaultTransferTimeout)
+	cfg.MaxBatchRequests = positiveOr(cfg.MaxBatchRequests, defaultMaxBatchRequests)
+	cfg.MaxBatchChecks = positiveOr(cfg.MaxBatchChecks, defaultMaxBatchChecks)
+	cfg.MaxClockRate = positiveOr(cfg.MaxClockRate, DefaultMaxClockRate)
+	cfg.MaxRaftConns = positiveOr(cfg.MaxRaftConns, 1024)
+	cfg.RaftIdleTimeout = positiveOr(cfg.RaftIdleTimeout, 2*time.Minute)
+	cfg.MaxEntriesInFlight = positiveOr(cfg.MaxEntriesInFlight, defaultMaxEntriesInFlight)
+	cfg.MaxForwardsInFlight = positiveOr(cfg.MaxForwardsInFlight, defaultMaxForwardsInFlight)
+	cfg.HeartbeatTimeout = positiveOr(cfg.HeartbeatTimeout, defaultHeartbeatTimeout)
+	cfg.ElectionTimeout = positiveOr(cfg.ElectionTimeout, defaultElectionTimeout)
+	cfg.LeaderLeaseTimeout = positiveOr(cfg.LeaderLeaseTimeout, min(defaultLeaderLease, cfg.HeartbeatTimeout))
+	cfg.SnapshotInterval = positiveOr(cfg.SnapshotInterval, 30*time.Second)
 	return cfg
+}
+
+// positiveOr is v when it is positive, else def.
+func positiveOr[T ~int | ~int64 | ~float64](v, def T) T {
+	if v > 0 {
+		return v
+	}
+	return def
 }

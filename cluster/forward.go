@@ -159,31 +159,7 @@ func (n *Node) handleForward(req *forwardRequest) *forwardResponse {
 	defer cancel()
 	switch req.Op {
 	case opAllow:
-		defer since(n.metrics.forwardServe, time.Now())
-		if !n.isLeader() {
-			return &forwardResponse{Status: statusNotLeader}
-		}
-		if l := loadOf(req.Requests); !l.within(n.forwardedLimit()) {
-			return replyTo(contract.Invalid("requests", "a forwarded message of %d requests and %d checks is over this leader's limit", l.requests, l.checks))
-		}
-		refused, valid, index := refuseInvalid(req.Requests)
-		if len(valid) == 0 {
-			return &forwardResponse{Results: refused}
-		}
-		decided, ok := n.denyFast(ctx, valid)
-		if !ok {
-			var err error
-			if decided, _, err = n.submitToLog(ctx, valid); err != nil {
-				return replyTo(err)
-			}
-		}
-		if refused == nil {
-			return &forwardResponse{Results: decided}
-		}
-		for j, i := range index {
-			refused[i] = decided[j]
-		}
-		return &forwardResponse{Results: refused}
+		return n.handleForwardedAllow(ctx, req.Requests)
 	case opJoin:
 		return replyTo(n.Join(contract.WithActor(ctx, req.Actor), req.Member, req.Change))
 	case opRemove:
@@ -239,6 +215,37 @@ func (n *Node) handleForward(req *forwardRequest) *forwardResponse {
 	default:
 		return &forwardResponse{Status: statusFailed, Error: fmt.Sprintf("unknown forwarding operation %d", req.Op)}
 	}
+}
+
+// handleForwardedAllow decides the requests a follower forwarded, on the
+// leader: a fast denial, or through the log; a request that is invalid as
+// it stands is refused on its own.
+func (n *Node) handleForwardedAllow(ctx context.Context, reqs []fsm.Request) *forwardResponse {
+	defer since(n.metrics.forwardServe, time.Now())
+	if !n.isLeader() {
+		return &forwardResponse{Status: statusNotLeader}
+	}
+	if l := loadOf(reqs); !l.within(n.forwardedLimit()) {
+		return replyTo(contract.Invalid("requests", "a forwarded message of %d requests and %d checks is over this leader's limit", l.requests, l.checks))
+	}
+	refused, valid, index := refuseInvalid(reqs)
+	if len(valid) == 0 {
+		return &forwardResponse{Results: refused}
+	}
+	decided, ok := n.denyFast(ctx, valid)
+	if !ok {
+		var err error
+		if decided, _, err = n.submitToLog(ctx, valid); err != nil {
+			return replyTo(err)
+		}
+	}
+	if refused == nil {
+		return &forwardResponse{Results: decided}
+	}
+	for j, i := range index {
+		refused[i] = decided[j]
+	}
+	return &forwardResponse{Results: refused}
 }
 
 // refuseInvalid checks forwarded requests before any reaches the log, as
