@@ -18,6 +18,7 @@ import (
 	"github.com/limitnode/limitnode/cluster/internal/denylease"
 	"github.com/limitnode/limitnode/cluster/internal/raftlog"
 	"github.com/limitnode/limitnode/cluster/internal/raftstore"
+	"github.com/limitnode/limitnode/cluster/internal/rafttransport"
 	"github.com/limitnode/limitnode/contract"
 	"github.com/limitnode/limitnode/fsm"
 	"github.com/limitnode/limitnode/internal/guard"
@@ -37,7 +38,7 @@ type Node struct {
 	raft      *raft.Raft
 	fsm       *fsm.FSM
 	logStore  *raftboltdb.BoltStore
-	transport *transport.GatedTransport
+	transport *rafttransport.GatedTransport
 	mux       *transport.Mux
 	advertise string
 	hadState  bool
@@ -233,8 +234,8 @@ func (n *Node) startRaft() error {
 	n.fsm = n.newFSM()
 	n.clock.ceiling = n.fsm.StampCeiling
 	n.appends = &raftstore.AppendWatch{LogStore: logStore}
-	network := &transport.GatedTransport{NetworkTransport: raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
-		Stream:  &transport.RaftStream{Listener: n.mux.Listener(transport.ProtocolRaft), Advertise: n.advertise, Dialer: n.dialer()},
+	network := &rafttransport.GatedTransport{NetworkTransport: raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
+		Stream:  &rafttransport.RaftStream{Listener: n.mux.Listener(transport.ProtocolRaft), Advertise: n.advertise, Dialer: n.dialer()},
 		MaxPool: 5,
 		Timeout: 10 * time.Second,
 		Logger:  hlog,

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
-	"github.com/limitnode/limitnode/internal/transport"
+	"github.com/limitnode/limitnode/cluster/internal/rafttransport"
 )
 
 // TestClosingWhileHeartbeatsArriveDoesNotPanic closes nodes while a peer
@@ -69,6 +69,6 @@ func heartbeatPeer(t *testing.T, n *Node, conns int) *raft.NetworkTransport {
 	if err != nil {
 		t.Fatal(err)
 	}
-	stream := &transport.RaftStream{Listener: ln, Advertise: ln.Addr().String(), Dialer: n.dialer()}
+	stream := &rafttransport.RaftStream{Listener: ln, Advertise: ln.Addr().String(), Dialer: n.dialer()}
 	return raft.NewNetworkTransport(stream, conns, time.Second, io.Discard)
 }

@@ -1,19 +1,11 @@
-package transport
+package rafttransport
 
 import (
 	"net"
 	"time"
 
 	"github.com/hashicorp/raft"
-)
-
-// The Raft address carries two protocols, told apart by the first byte a
-// dialer sends (Mux): Raft's own RPCs, and limitnode's forwarding of
-// requests from followers to the leader. One listening address per node
-// keeps the operator's configuration to the two addresses of the contract.
-const (
-	ProtocolRaft    Protocol = 'R'
-	ProtocolForward Protocol = 'F'
+	"github.com/limitnode/limitnode/internal/transport"
 )
 
 // RaftStream is the raft.StreamLayer of a node: it accepts on the mux's
@@ -23,14 +15,14 @@ const (
 type RaftStream struct {
 	net.Listener
 	Advertise string
-	Dialer    Dialer
+	Dialer    transport.Dialer
 }
 
 var _ raft.StreamLayer = (*RaftStream)(nil)
 
 // Dial opens a Raft connection to addr.
 func (s *RaftStream) Dial(addr raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
-	return s.Dialer.Open(string(addr), ProtocolRaft, timeout)
+	return s.Dialer.Open(string(addr), transport.ProtocolRaft, timeout)
 }
 
 // Addr is the address the others dial.
