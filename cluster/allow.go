@@ -83,12 +83,15 @@ func (n *Node) decide(ctx context.Context, reqs []fsm.Request, inline []*contrac
 	}
 	stages := [...]localStage{n.leaseStage(), n.shareStage()}
 	out := make([]fsm.Result, len(reqs))
+	each := make([]pending, len(reqs)) // one allocation for the call, not one a request
 	var asked []*pending
 	var answered []int // by a local stage
 	var byStage [len(stages)]int
+	changed := false // a stage added a share ask to a request it asks
 stage:
 	for i := range reqs {
-		p := &pending{index: i, req: reqs[i], inline: inlineSharesAt(inline, i)}
+		p := &each[i]
+		*p = pending{index: i, req: reqs[i], inline: inlineSharesAt(inline, i)}
 		for s, st := range stages {
 			if res, ok := st.answer(ctx, p); ok {
 				out[i] = res
@@ -98,6 +101,7 @@ stage:
 			}
 		}
 		asked = append(asked, p)
+		changed = changed || p.shareKey != ""
 	}
 	for s, st := range stages {
 		st.count(byStage[s])
@@ -108,9 +112,12 @@ stage:
 	if len(asked) == 0 {
 		return out, "", nil
 	}
-	ask := make([]fsm.Request, len(asked))
-	for j, p := range asked {
-		ask[j] = p.req
+	ask := reqs // every request asked as it came: no copy
+	if len(asked) < len(reqs) || changed {
+		ask = make([]fsm.Request, len(asked))
+		for j, p := range asked {
+			ask[j] = p.req
+		}
 	}
 	sentAt := time.Now()
 	results, leader, err := n.decideOnLeader(ctx, ask)
