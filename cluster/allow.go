@@ -121,8 +121,8 @@ stage:
 	}
 	sentAt := time.Now()
 	results, leader, err := n.decideOnLeader(ctx, ask)
-	if err == nil && !n.isLeader() {
-		n.denied.note(ask, results) // the leader noted them itself
+	if err == nil && !n.IsLeader() {
+		n.commit.denied.note(ask, results) // the leader noted them itself
 	}
 	for j, p := range asked {
 		var res *fsm.Result // nil: the leader did not answer

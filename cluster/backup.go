@@ -127,7 +127,7 @@ func (c *countingWriter) Write(p []byte) (int, error) {
 // leaves every node on the state before. It runs on the leader; elsewhere it
 // returns a *contract.NotLeaderError.
 func (n *Node) Restore(ctx context.Context, r io.Reader) (backup contract.BackupInfo, restoredIndex uint64, err error) {
-	if !n.isLeader() {
+	if !n.IsLeader() {
 		return contract.BackupInfo{}, 0, &contract.NotLeaderError{LeaderHTTPAddr: n.leaderHTTPAddr()}
 	}
 	n.restoreMu.Lock()
@@ -149,7 +149,7 @@ func (n *Node) Restore(ctx context.Context, r io.Reader) (backup contract.Backup
 	}
 	// The commit checks the backup's time again, at its own; this says so
 	// before anything is staged.
-	now, err := n.leaderStamp()
+	now, err := n.replica.leaderStamp()
 	if err != nil {
 		return contract.BackupInfo{}, 0, err
 	}
@@ -191,14 +191,14 @@ const restoreChunksInFlight = 4
 // stageRestore appends a restore's begin and its state's chunks, each
 // applied before the restore goes on past restoreChunksInFlight more.
 func (n *Node) stageRestore(ctx context.Context, begin fsm.RestoreBeginCommand, state io.Reader) error {
-	if err := n.applyCommand(fsm.CommandRestoreBegin, &begin); err != nil {
+	if err := n.replica.applyCommand(fsm.CommandRestoreBegin, &begin); err != nil {
 		return err
 	}
 	var inFlight []raft.ApplyFuture
 	wait := func() error {
 		future := inFlight[0]
 		inFlight = inFlight[1:]
-		if err := n.awaitApplied(future); err != nil {
+		if err := n.replica.awaitApplied(future); err != nil {
 			return translate(err)
 		}
 		if rej, ok := future.Response().(*contract.Error); ok {
@@ -241,7 +241,7 @@ func (n *Node) stageRestore(ctx context.Context, begin fsm.RestoreBeginCommand, 
 // commitRestore appends a staged restore's commit, stamped with the
 // leader's time, and returns the index at which it took effect.
 func (n *Node) commitRestore(id string) (uint64, error) {
-	stamp, err := n.leaderStamp()
+	stamp, err := n.replica.leaderStamp()
 	if err != nil {
 		return 0, err
 	}
@@ -250,7 +250,7 @@ func (n *Node) commitRestore(id string) (uint64, error) {
 		return 0, err
 	}
 	future := n.raft.Apply(data, n.requestTimeout)
-	if err := n.awaitApplied(future); err != nil {
+	if err := n.replica.awaitApplied(future); err != nil {
 		return 0, translate(err)
 	}
 	switch resp := future.Response().(type) {
@@ -269,7 +269,7 @@ func (n *Node) commitRestore(id string) (uint64, error) {
 // abortRestore drops a restore this leader staged and could not finish;
 // if it cannot, the next leader does (abandonedRestore).
 func (n *Node) abortRestore(id string) {
-	if err := n.applyCommand(fsm.CommandRestoreAbort, &fsm.RestoreEndCommand{ID: id}); err != nil {
+	if err := n.replica.applyCommand(fsm.CommandRestoreAbort, &fsm.RestoreEndCommand{ID: id}); err != nil {
 		n.logger.Debug("aborting a restore", "err", err)
 	}
 }
@@ -278,7 +278,7 @@ func (n *Node) abortRestore(id string) {
 // leader that died before committing it: nobody will send the rest.
 func (n *Node) abandonRestore() {
 	staged := n.fsm.StagedRestore()
-	if mine := n.restoring.Load(); staged == "" || !n.isLeader() || (mine != nil && *mine == staged) {
+	if mine := n.restoring.Load(); staged == "" || !n.IsLeader() || (mine != nil && *mine == staged) {
 		return
 	}
 	n.logger.Warn("aborting a restore that an earlier leader began and did not commit; the state stays as it was", "restore", staged)

@@ -146,12 +146,12 @@ func (n *Node) watchTime() {
 	n.onEachTick(time.Second, func() {
 		idle, seen := n.clock.idleFor()
 		restarted := n.clock.startupIndex > 0
-		if !n.isLeader() || (seen && idle < timeTickEvery) || (!seen && !restarted) {
+		if !n.IsLeader() || (seen && idle < timeTickEvery) || (!seen && !restarted) {
 			return
 		}
-		stamp, err := n.leaderStamp()
+		stamp, err := n.replica.leaderStamp()
 		if err == nil {
-			err = n.applyCommand(fsm.CommandLeaseTick, &fsm.LeaseTickCommand{NowNanos: stamp})
+			err = n.replica.applyCommand(fsm.CommandLeaseTick, &fsm.LeaseTickCommand{NowNanos: stamp})
 		}
 		if err != nil {
 			n.logger.Debug("a time tick not applied", "err", err)

@@ -32,7 +32,7 @@ func commandOnLeader[R any](ctx context.Context, n *Node, t fsm.CommandType, bod
 		return nil, err
 	}
 	return onLeader(ctx, n, true, func(ctx context.Context) (*R, error) {
-		if n.isLeader() {
+		if n.IsLeader() {
 			result, err := n.applyRequested(data)
 			if err != nil {
 				return nil, err
@@ -62,7 +62,7 @@ func (n *Node) applyRequested(data []byte) (any, error) {
 		return nil, err
 	}
 	if req.Stamped() {
-		stamp, err := n.leaderStamp()
+		stamp, err := n.replica.leaderStamp()
 		if err != nil {
 			return nil, err
 		}
@@ -71,7 +71,7 @@ func (n *Node) applyRequested(data []byte) (any, error) {
 	if data, err = req.Encode(); err != nil {
 		return nil, err
 	}
-	result, err := n.appendEntry(data)
+	result, err := n.replica.appendEntry(data)
 	if err == nil && fsm.EffectOf(req.Type, result).Waits() {
 		n.waitOutLeases()
 	}

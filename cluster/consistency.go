@@ -80,7 +80,7 @@ func (n *Node) watchConsistency() {
 		return
 	}
 	n.onEachTick(n.cfg.ConsistencyCheckEvery, func() {
-		if n.isLeader() {
+		if n.IsLeader() {
 			if _, err := n.appendCheckpoint(); err != nil {
 				n.logger.Debug("appending a consistency checkpoint", "err", err)
 			}
@@ -95,7 +95,7 @@ func (n *Node) appendCheckpoint() (uint64, error) {
 		return 0, err
 	}
 	future := n.raft.Apply(data, n.requestTimeout)
-	if err := n.awaitApplied(future); err != nil {
+	if err := n.replica.awaitApplied(future); err != nil {
 		return 0, translate(err)
 	}
 	return future.Index(), nil
@@ -185,7 +185,7 @@ func (n *Node) enforceAgreement(servers []raft.Server, view []memberHealth) {
 // answer in time is listed with Agrees nil.
 func (n *Node) CheckConsistency(ctx context.Context) (contract.ConsistencyReport, error) {
 	return onLeader(ctx, n, false, func(ctx context.Context) (contract.ConsistencyReport, error) {
-		if n.isLeader() {
+		if n.IsLeader() {
 			return n.checkConsistencyAsLeader(ctx)
 		}
 		resp, err := n.forwardToLeader(ctx, &forwardRequest{Op: opConsistency})

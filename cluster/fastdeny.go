@@ -6,7 +6,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/hashicorp/raft"
 	"github.com/limitnode/limitnode/fsm"
 )
 
@@ -34,86 +33,62 @@ const fastDenyWait = 100 * time.Millisecond
 // every one of them, linearizably; ok is false when the requests must go
 // through the log (one is admitted, this node cannot confirm it leads, or
 // the fast path is off).
-func (n *Node) denyFast(ctx context.Context, reqs []fsm.Request) (results []fsm.Result, ok bool) {
-	term := n.raft.CurrentTerm()
+func (g *groupCommit) denyFast(ctx context.Context, reqs []fsm.Request) (results []fsm.Result, ok bool) {
+	r := g.replica
+	term := r.raft.CurrentTerm()
 	// Until this leader has applied an entry of its own term (leaderStamp's
 	// barrier), its commit index may trail what earlier leaders committed.
-	if n.cfg.NoFastDenials || n.barrierTerm.Load() != term || !n.isLeader() || !n.denied.anyRecent(reqs) {
+	if !g.fastDenials || r.barrierTerm.Load() != term || !r.isLeader() || !g.denied.anyRecent(reqs) {
 		return nil, false
 	}
 	// A first look, before any round trip: most requests are admitted.
-	if _, ok := n.deniedNow(reqs, n.stampIn(term)); !ok {
+	if _, ok := g.deniedNow(reqs, r.stampIn(term)); !ok {
 		return nil, false
 	}
 	// From before its reading of the state to when it notes what it
 	// granted, the decision counts for a raise as granting now.
-	n.leaseGrants.Deciding()
+	g.leaseGrants.Deciding()
 	decided := []fsm.Result(nil)
-	defer func() { n.leaseGrants.Decided(decided, term) }()
-	readIndex := n.raft.CommitIndex()
-	if err := n.confirm.leadership(ctx); err != nil || n.raft.CurrentTerm() != term {
+	defer func() { g.leaseGrants.Decided(decided, term) }()
+	readIndex := r.raft.CommitIndex()
+	if err := r.confirm.leadership(ctx); err != nil || r.raft.CurrentTerm() != term {
 		return nil, false
 	}
-	for deadline := time.Now().Add(fastDenyWait); !n.appliedThrough(readIndex); time.Sleep(20 * time.Microsecond) {
+	for deadline := time.Now().Add(fastDenyWait); !r.hasApplied(readIndex); time.Sleep(20 * time.Microsecond) {
 		if time.Now().After(deadline) {
 			return nil, false
 		}
 	}
-	if results, ok = n.deniedNow(reqs, n.stampIn(term)); !ok {
+	if results, ok = g.deniedNow(reqs, r.stampIn(term)); !ok {
 		return nil, false
 	}
-	n.metrics.fastDenials.Add(float64(len(results)))
+	g.metrics.fastDenials.Add(float64(len(results)))
 	decided = results
-	n.denied.note(reqs, results)
-	if !n.cfg.NoStats {
-		n.stats.record(&fsm.AllowCommand{NowNanos: results[0].AtNanos, Requests: reqs}, &fsm.Response{Results: results})
+	g.denied.note(reqs, results)
+	if g.stats != nil {
+		g.stats.record(&fsm.AllowCommand{NowNanos: results[0].AtNanos, Requests: reqs}, &fsm.Response{Results: results})
 	}
 	return results, true
-}
-
-// maxGapToInspect bounds how many log entries appliedThrough reads.
-const maxGapToInspect = 8
-
-// appliedThrough reports whether the FSM's state holds every entry up to
-// index. The FSM sees only commands and configurations (hashicorp/raft
-// keeps its barriers and no-ops from a BatchingFSM), so when the last
-// entries are of those kinds the FSM's own index stays below the commit
-// index; a short gap is read from the log store to tell.
-func (n *Node) appliedThrough(index uint64) bool {
-	last := n.fsm.LastIndex()
-	if last >= index {
-		return true
-	}
-	if index-last > maxGapToInspect {
-		return false
-	}
-	for i := last + 1; i <= index; i++ {
-		var l raft.Log
-		if err := n.logStore.GetLog(i, &l); err != nil || l.Type == raft.LogCommand || l.Type == raft.LogConfiguration {
-			return false
-		}
-	}
-	return true
 }
 
 // likelyDenied reports whether this node's replica denies every request of
 // reqs now: on a follower, a guess that sends them to the leader apart from
 // requests that will need an entry.
-func (n *Node) likelyDenied(reqs []fsm.Request) bool {
-	if n.cfg.NoFastDenials || !n.denied.anyRecent(reqs) {
+func (g *groupCommit) likelyDenied(reqs []fsm.Request) bool {
+	if !g.fastDenials || !g.denied.anyRecent(reqs) {
 		return false
 	}
-	_, ok := n.deniedNow(reqs, time.Now().UnixNano())
+	_, ok := g.deniedNow(reqs, time.Now().UnixNano())
 	return ok
 }
 
 // deniedNow returns the denials of reqs when every one is denied on the
 // applied state (see fsm.DenyNow; queued is whether requests on the same
 // keys are on their way to this leader's log).
-func (n *Node) deniedNow(reqs []fsm.Request, now int64) ([]fsm.Result, bool) {
+func (g *groupCommit) deniedNow(reqs []fsm.Request, now int64) ([]fsm.Result, bool) {
 	var results []fsm.Result // most first looks find an admission: allocate after a denial
 	for i := range reqs {
-		r, ok := n.fsm.DenyNow(&reqs[i], now, func() bool { return n.toLog.has(&reqs[i]) })
+		r, ok := g.replica.fsm.DenyNow(&reqs[i], now, func() bool { return g.toLog.has(&reqs[i]) })
 		if !ok {
 			return nil, false
 		}
@@ -225,12 +200,12 @@ func requestParts(r *fsm.Request) []string {
 
 // submitToLog sends requests the fast path did not deny to the leader's
 // group commit, counting their keys as queued meanwhile.
-func (n *Node) submitToLog(ctx context.Context, reqs []fsm.Request) ([]fsm.Result, string, error) {
-	if !n.cfg.NoFastDenials { // only the fast path reads the count
-		n.toLog.add(reqs, 1)
-		defer n.toLog.add(reqs, -1)
+func (g *groupCommit) submitToLog(ctx context.Context, reqs []fsm.Request) ([]fsm.Result, string, error) {
+	if g.fastDenials { // only the fast path reads the count
+		g.toLog.add(reqs, 1)
+		defer g.toLog.add(reqs, -1)
 	}
-	return n.leaderBatch.submit(ctx, reqs)
+	return g.leaderBatch.Submit(ctx, reqs)
 }
 
 // queuedKeys counts the requests on their way to the log by key. When a

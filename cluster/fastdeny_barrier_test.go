@@ -13,7 +13,7 @@ import (
 // TestFastDenialAfterABarrier ends the log with a barrier, which
 // hashicorp/raft never hands to a BatchingFSM, so the FSM's index stays
 // below the commit index: a denial is still answered from the state, with
-// no entry appended (appliedThrough reads the gap from the log store).
+// no entry appended (replica.hasApplied reads the gap from the log store).
 func TestFastDenialAfterABarrier(t *testing.T) {
 	t.Parallel()
 	n, err := Open(Config{ID: "n1", RaftAddr: "127.0.0.1:0", DataDir: t.TempDir(), Bootstrap: true})
@@ -21,7 +21,7 @@ func TestFastDenialAfterABarrier(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer n.Close()
-	testenv.WaitFor(t, "the node to lead", n.isLeader)
+	testenv.WaitFor(t, "the node to lead", n.IsLeader)
 	ctx := context.Background()
 	req := contract.Request{Checks: []contract.Check{{Key: "k", Cost: 1,
 		Limit: algorithms.Limit{Algorithm: algorithms.TokenBucket, Rate: 1, PeriodNanos: int64(time.Hour), Burst: 1}}}}

@@ -159,13 +159,13 @@ func (n *Node) handleForward(req *forwardRequest) *forwardResponse {
 	defer cancel()
 	switch req.Op {
 	case opAllow:
-		return n.handleForwardedAllow(ctx, req.Requests)
+		return n.commit.decideForwarded(ctx, req.Requests)
 	case opJoin:
 		return replyTo(n.Join(contract.WithActor(ctx, req.Actor), req.Member, req.Change))
 	case opRemove:
 		return replyTo(n.RemoveMember(contract.WithActor(ctx, req.Actor), req.Member.ID, req.Change))
 	case opCommand:
-		if !n.isLeader() {
+		if !n.IsLeader() {
 			return &forwardResponse{Status: statusNotLeader}
 		}
 		result, err := n.applyRequested(req.Command)
@@ -177,14 +177,14 @@ func (n *Node) handleForward(req *forwardRequest) *forwardResponse {
 		}
 		return resp
 	case opPing:
-		if len(req.Health) > 0 && !n.isLeader() {
+		if len(req.Health) > 0 && !n.IsLeader() {
 			n.health.set(req.Health, time.Now())
 			n.noteDivergence(req.Health)
 			n.progress.note(req.LeaderApplied, time.Now())
 		}
 		return &forwardResponse{NodeID: n.cfg.ID, AppliedIndex: n.raft.AppliedIndex(), Checkpoint: n.checkpoints.latest()}
 	case opConsistency:
-		if !n.isLeader() {
+		if !n.IsLeader() {
 			return &forwardResponse{Status: statusNotLeader}
 		}
 		report, err := n.checkConsistencyAsLeader(ctx)
@@ -194,7 +194,7 @@ func (n *Node) handleForward(req *forwardRequest) *forwardResponse {
 	case opTransfer:
 		return replyTo(n.TransferLeadership(contract.WithActor(ctx, req.Actor), req.Member.ID))
 	case opStats:
-		if !n.isLeader() {
+		if !n.IsLeader() {
 			return &forwardResponse{Status: statusNotLeader}
 		}
 		st := n.clusterStats(context.Background(), min(max(req.Top, 0), contract.StatsTopCounters))
@@ -203,49 +203,18 @@ func (n *Node) handleForward(req *forwardRequest) *forwardResponse {
 		st := n.answeredHere.snapshot(min(max(req.Top, 0), contract.StatsTopCounters))
 		return &forwardResponse{Stats: &st}
 	case opReadIndex:
-		index, err := n.leaderReadIndex(ctx)
+		index, err := n.replica.leaderReadIndex(ctx)
 		resp := replyTo(err)
 		resp.AppliedIndex = index
 		return resp
 	case opRegister:
-		if !n.isLeader() {
+		if !n.IsLeader() {
 			return &forwardResponse{Status: statusNotLeader}
 		}
 		return replyTo(n.registerAsLeader(req.Member))
 	default:
 		return &forwardResponse{Status: statusFailed, Error: fmt.Sprintf("unknown forwarding operation %d", req.Op)}
 	}
-}
-
-// handleForwardedAllow decides the requests a follower forwarded, on the
-// leader: a fast denial, or through the log; a request that is invalid as
-// it stands is refused on its own.
-func (n *Node) handleForwardedAllow(ctx context.Context, reqs []fsm.Request) *forwardResponse {
-	defer since(n.metrics.forwardServe, time.Now())
-	if !n.isLeader() {
-		return &forwardResponse{Status: statusNotLeader}
-	}
-	if l := loadOf(reqs); !l.within(n.forwardedLimit()) {
-		return replyTo(contract.Invalid("requests", "a forwarded message of %d requests and %d checks is over this leader's limit", l.requests, l.checks))
-	}
-	refused, valid, index := refuseInvalid(reqs)
-	if len(valid) == 0 {
-		return &forwardResponse{Results: refused}
-	}
-	decided, ok := n.denyFast(ctx, valid)
-	if !ok {
-		var err error
-		if decided, _, err = n.submitToLog(ctx, valid); err != nil {
-			return replyTo(err)
-		}
-	}
-	if refused == nil {
-		return &forwardResponse{Results: decided}
-	}
-	for j, i := range index {
-		refused[i] = decided[j]
-	}
-	return &forwardResponse{Results: refused}
 }
 
 // refuseInvalid checks forwarded requests before any reaches the log, as
@@ -326,14 +295,6 @@ func (n *Node) trackConn(c net.Conn, add bool) {
 	} else {
 		delete(n.conns, c)
 	}
-}
-
-// forwardedLimit bounds what the leader accepts in one forwarded message:
-// generous, so that a follower configured with larger entries is still
-// served, and bounded, so that one message cannot become an entry that
-// stalls the cluster.
-func (n *Node) forwardedLimit() load {
-	return load{requests: 4 * n.cfg.MaxBatchRequests, checks: 4 * n.cfg.MaxBatchChecks, bytes: transport.MaxFrameBytes}
 }
 
 // forwarder sends forwarding messages to other nodes over pooled

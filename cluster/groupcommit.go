@@ -6,16 +6,74 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/hashicorp/raft"
+	"github.com/limitnode/limitnode/cluster/internal/denylease"
+	"github.com/limitnode/limitnode/cluster/internal/groupcommit"
+	"github.com/limitnode/limitnode/cluster/internal/raftstore"
 	"github.com/limitnode/limitnode/contract"
 	"github.com/limitnode/limitnode/fsm"
 	"github.com/limitnode/limitnode/internal/transport"
 )
 
-// The allow path: a request goes to the leader's group commit (batcher.go),
-// here if this node leads, by forwarding otherwise. Each batcher's flush is
-// below: the leader's appends one Raft entry, a follower's sends one
-// forwarding message.
+// groupCommit is this node's way to the leader's log for decisions: the
+// leader's group commit (one Raft entry for the requests that arrive
+// while the pipeline is full), a follower's forwarding (one message to the
+// leader for the same), and the denials the leader answers from its
+// applied state without an entry (fastdeny.go). It needs the node's
+// replica and forwarder, nothing else of the node.
+type groupCommit struct {
+	id       string // this node's ID, named as the leader that decided
+	replica  *replica
+	fwd      *forwarder
+	appended *raftstore.AppendedSignals // when an entry is in the leader's own log
+	// bounds are the per-entry bounds the leader writes into each allow
+	// entry, so that every replica applies the same ones.
+	bounds fsm.AllowCommand
+	// leaderBatch gathers the leader's entries; followerBatch a
+	// follower's forwards, and followerDenials what this follower's
+	// replica denies, so that those do not wait behind requests that need
+	// an entry.
+	leaderBatch, followerBatch, followerDenials *groupcommit.Batcher
+	// forwardedLimit bounds what the leader accepts in one forwarded
+	// message: generous, so that a follower configured with larger entries
+	// is still served, and bounded, so that one message cannot become an
+	// entry that stalls the cluster.
+	forwardedLimit groupcommit.Load
+
+	fastDenials bool              // Config.NoFastDenials unset
+	confirm     *confirmer        // shared rounds of leadership confirmation
+	leaseGrants *denylease.Grants // what the leader knows of the leases it granted
+	denied      recentDenials     // the kinds of request denied lately
+	toLog       queuedKeys        // requests on their way to the log, by key
+	stats       *recorder         // the decisions' statistics, nil when off
+	metrics     *nodeMetrics
+}
+
+// newGroupCommit starts the batchers of a node whose configuration is cfg
+// (with its defaults).
+func newGroupCommit(cfg Config, r *replica, fwd *forwarder, appended *raftstore.AppendedSignals, leaseGrants *denylease.Grants, stats *recorder, metrics *nodeMetrics) *groupCommit {
+	g := &groupCommit{
+		id: cfg.ID, replica: r, fwd: fwd, appended: appended, leaseGrants: leaseGrants, metrics: metrics,
+		bounds: fsm.AllowCommand{MaxKeys: max(cfg.MaxKeys, 0), KeyLimitFailOpen: cfg.KeyLimitFailOpen,
+			MaxIDsPerCaller: max(cfg.MaxRequestIDsPerCaller, 0)},
+		forwardedLimit: groupcommit.Load{Requests: 4 * cfg.MaxBatchRequests, Checks: 4 * cfg.MaxBatchChecks, Bytes: transport.MaxFrameBytes},
+		fastDenials:    !cfg.NoFastDenials,
+	}
+	if !cfg.NoStats {
+		g.stats = stats
+	}
+	limit := groupcommit.Load{Requests: cfg.MaxBatchRequests, Checks: cfg.MaxBatchChecks, Bytes: maxFlushBytes}
+	g.leaderBatch = groupcommit.New(g.applyBatch, limit, cfg.MaxEntriesInFlight, groupcommit.GatherYields, metrics.batcher("leader"))
+	g.followerBatch = groupcommit.New(g.forwardBatch, limit, cfg.MaxForwardsInFlight, groupcommit.GatherYields, metrics.batcher("follower"))
+	g.followerDenials = groupcommit.New(g.forwardBatch, limit, cfg.MaxForwardsInFlight, groupcommit.GatherYields, metrics.batcher("follower-denials"))
+	return g
+}
+
+// stop fails what waits in the batchers and waits for their flushes.
+func (g *groupCommit) stop() {
+	g.leaderBatch.Stop()
+	g.followerBatch.Stop()
+	g.followerDenials.Stop()
+}
 
 // decideOnLeader sends requests through the leader's group commit, locally
 // or by forwarding, and retries only where nothing can have been applied.
@@ -28,44 +86,48 @@ func (n *Node) decideOnLeader(ctx context.Context, reqs []fsm.Request) ([]fsm.Re
 		return nil, "", errRemoved
 	}
 	d, err := onLeader(ctx, n, false, func(ctx context.Context) (decided, error) {
-		if n.isLeader() {
-			if results, ok := n.denyFast(ctx, reqs); ok {
-				return decided{results, n.cfg.ID}, nil
-			}
-			results, leader, err := n.submitToLog(ctx, reqs)
-			return decided{results, leader}, err
-		}
-		b := n.followerBatch
-		if n.likelyDenied(reqs) {
-			b = n.followerDenials
-		}
-		results, leader, err := b.submit(ctx, reqs)
+		results, leader, err := n.commit.attempt(ctx, reqs)
 		return decided{results, leader}, err
 	})
 	return d.results, d.leader, err
+}
+
+// attempt sends requests once: to this node's fast denials and group
+// commit when it leads, else to the leader.
+func (g *groupCommit) attempt(ctx context.Context, reqs []fsm.Request) ([]fsm.Result, string, error) {
+	if g.replica.isLeader() {
+		if results, ok := g.denyFast(ctx, reqs); ok {
+			return results, g.id, nil
+		}
+		return g.submitToLog(ctx, reqs)
+	}
+	b := g.followerBatch
+	if g.likelyDenied(reqs) {
+		b = g.followerDenials
+	}
+	return b.Submit(ctx, reqs)
 }
 
 // applyBatch is the leader's flush: one Raft entry for all the calls. It
 // releases the pipeline once the entry is in the leader's own log (or its
 // outcome is known), so that the next entry is appended while this one
 // replicates.
-func (n *Node) applyBatch(calls []*call, release func()) {
-	reqs := concatRequests(calls)
-	stamp, err := n.leaderStamp()
+func (g *groupCommit) applyBatch(calls []*groupcommit.Call, release func()) {
+	reqs := groupcommit.Requests(calls)
+	stamp, err := g.replica.leaderStamp()
 	if err != nil {
-		failAll(calls, err) // nothing of the batch was appended
+		groupcommit.FailAll(calls, err) // nothing of the batch was appended
 		return
 	}
-	data, err := fsm.Encode(fsm.CommandAllow, &fsm.AllowCommand{
-		NowNanos: stamp, Requests: reqs, MaxKeys: max(n.cfg.MaxKeys, 0), KeyLimitFailOpen: n.cfg.KeyLimitFailOpen,
-		MaxIDsPerCaller: max(n.cfg.MaxRequestIDsPerCaller, 0),
-	})
+	entry := g.bounds
+	entry.NowNanos, entry.Requests = stamp, reqs
+	data, err := fsm.Encode(fsm.CommandAllow, &entry)
 	if err != nil {
-		failAll(calls, err)
+		groupcommit.FailAll(calls, err)
 		return
 	}
 	start := time.Now()
-	appended, forget := n.appendedEntries.expect(data)
+	appended, forget := g.appended.Expect(data)
 	outcome := make(chan struct{})
 	go func() {
 		select {
@@ -74,142 +136,96 @@ func (n *Node) applyBatch(calls []*call, release func()) {
 		}
 		release()
 	}()
-	future := n.raft.Apply(data, n.requestTimeout)
-	err = n.awaitApplied(future)
+	future := g.replica.raft.Apply(data, g.replica.timeout)
+	err = g.replica.awaitApplied(future)
 	forget()
 	close(outcome)
 	if err != nil {
 		if notApplied(err) {
-			failAll(calls, errNotLeader)
+			groupcommit.FailAll(calls, errNotLeader)
 		} else {
 			failAmbiguous(calls, err)
 		}
 		return
 	}
-	since(n.metrics.commit, start)
+	since(g.metrics.commit, start)
 	switch resp := future.Response().(type) {
 	case *fsm.Response:
-		n.denied.note(reqs, resp.Results)
-		distribute(calls, resp.Results, n.cfg.ID)
+		g.denied.note(reqs, resp.Results)
+		groupcommit.Distribute(calls, resp.Results, g.id)
 	case error:
-		failAll(calls, fmt.Errorf("cluster: apply: %w", resp))
+		groupcommit.FailAll(calls, fmt.Errorf("cluster: apply: %w", resp))
 	default:
-		failAll(calls, fmt.Errorf("cluster: apply returned %T", resp))
+		groupcommit.FailAll(calls, fmt.Errorf("cluster: apply returned %T", resp))
 	}
-}
-
-// leaderStamp returns the time to stamp on an entry this leader appends.
-// A new leader first applies everything earlier leaders committed (a
-// barrier), so its clock starts from the latest cluster time (clock.go).
-// Its errors mean nothing was appended: errNotLeader or contract.ErrShutdown.
-func (n *Node) leaderStamp() (int64, error) {
-	term := n.raft.CurrentTerm()
-	if err := n.termBarrier(term); err != nil {
-		return 0, err
-	}
-	return n.stampIn(term), nil
-}
-
-// termBarrier returns once this leader has applied an entry of term, its
-// own: everything earlier leaders committed is then applied here, and its
-// commit index is the cluster's (a Raft barrier, once per term). Its errors
-// mean nothing was appended: errNotLeader or contract.ErrShutdown.
-func (n *Node) termBarrier(term uint64) error {
-	if n.barrierTerm.Load() == term {
-		return nil
-	}
-	if err := n.raft.Barrier(n.requestTimeout).Error(); err != nil {
-		if errors.Is(err, raft.ErrRaftShutdown) {
-			return contract.ErrShutdown
-		}
-		return errNotLeader
-	}
-	n.barrierTerm.Store(term)
-	return nil
-}
-
-// stampIn is the time this leader stamps now in term: its clock's, within
-// what the state machine accepts after the latest time it applied.
-func (n *Node) stampIn(term uint64) int64 {
-	last := n.fsm.Now()
-	return fsm.ClampStamp(n.clock.stamp(term, last), last)
 }
 
 // forwardBatch is a follower's flush: one message to the leader for all the
 // calls.
-func (n *Node) forwardBatch(calls []*call, _ func()) {
-	addr, id := n.raft.LeaderWithID()
-	if addr == "" || string(id) == n.cfg.ID {
-		failAll(calls, errNotLeader)
+func (g *groupCommit) forwardBatch(calls []*groupcommit.Call, _ func()) {
+	addr, id := g.replica.raft.LeaderWithID()
+	if addr == "" || string(id) == g.id {
+		groupcommit.FailAll(calls, errNotLeader)
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), n.requestTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), g.replica.timeout)
 	defer cancel()
 	start := time.Now()
-	resp, err := n.fwd.send(ctx, string(addr), &forwardRequest{Op: opAllow, Requests: concatRequests(calls)})
-	since(n.metrics.forward, start)
+	resp, err := g.fwd.send(ctx, string(addr), &forwardRequest{Op: opAllow, Requests: groupcommit.Requests(calls)})
+	since(g.metrics.forward, start)
 	switch {
 	case errors.Is(err, transport.ErrNotSent):
-		failAll(calls, errNotLeader)
+		groupcommit.FailAll(calls, errNotLeader)
 	case err != nil:
 		failAmbiguous(calls, err)
 	case resp.Status == statusUnknown:
 		failAmbiguous(calls, errorFor(resp))
 	case resp.Status != statusOK:
-		failAll(calls, errorFor(resp))
+		groupcommit.FailAll(calls, errorFor(resp))
 	default:
-		distribute(calls, resp.Results, string(id))
+		groupcommit.Distribute(calls, resp.Results, string(id))
 	}
 }
 
-// notApplied reports whether a Raft apply error guarantees that the entry
-// was never appended, so the request may go to another leader.
-func notApplied(err error) bool {
-	return errors.Is(err, raft.ErrNotLeader) ||
-		errors.Is(err, raft.ErrLeadershipTransferInProgress) ||
-		errors.Is(err, raft.ErrEnqueueTimeout)
-}
-
-func concatRequests(calls []*call) []fsm.Request {
-	if len(calls) == 1 {
-		return calls[0].requests
+// decideForwarded decides the requests a follower forwarded, on the
+// leader: a fast denial, or through the log; a request that is invalid as
+// it stands is refused on its own.
+func (g *groupCommit) decideForwarded(ctx context.Context, reqs []fsm.Request) *forwardResponse {
+	defer since(g.metrics.forwardServe, time.Now())
+	if !g.replica.isLeader() {
+		return &forwardResponse{Status: statusNotLeader}
 	}
-	size := 0
-	for _, c := range calls {
-		size += len(c.requests)
+	if l := groupcommit.LoadOf(reqs); !l.Within(g.forwardedLimit) {
+		return replyTo(contract.Invalid("requests", "a forwarded message of %d requests and %d checks is over this leader's limit", l.Requests, l.Checks))
 	}
-	reqs := make([]fsm.Request, 0, size)
-	for _, c := range calls {
-		reqs = append(reqs, c.requests...)
+	refused, valid, index := refuseInvalid(reqs)
+	if len(valid) == 0 {
+		return &forwardResponse{Results: refused}
 	}
-	return reqs
-}
-
-func distribute(calls []*call, results []fsm.Result, leader string) {
-	if len(results) != len(concatRequests(calls)) {
-		failAll(calls, fmt.Errorf("cluster: %d results for %d requests", len(results), len(concatRequests(calls))))
-		return
+	decided, ok := g.denyFast(ctx, valid)
+	if !ok {
+		var err error
+		if decided, _, err = g.submitToLog(ctx, valid); err != nil {
+			return replyTo(err)
+		}
 	}
-	for _, c := range calls {
-		c.results, results = results[:len(c.requests):len(c.requests)], results[len(c.requests):]
-		c.leader = leader
+	if refused == nil {
+		return &forwardResponse{Results: decided}
 	}
-}
-
-func failAll(calls []*call, err error) {
-	for _, c := range calls {
-		c.err = err
+	for j, i := range index {
+		refused[i] = decided[j]
 	}
+	return &forwardResponse{Results: refused}
 }
 
 // failAmbiguous answers calls whose outcome is unknown. A call whose every
 // request carries an ID is safe to send again, since the FSM answers a
 // repeated ID with its first result; the others get contract.ErrOutcomeUnknown.
-func failAmbiguous(calls []*call, cause error) {
+func failAmbiguous(calls []*groupcommit.Call, cause error) {
 	for _, c := range calls {
-		c.err = fmt.Errorf("%w: %w", contract.ErrOutcomeUnknown, cause)
-		if allHaveIDs(c.requests) {
-			c.err = errNotLeader
+		c.Err = fmt.Errorf("%w: %w", contract.ErrOutcomeUnknown, cause)
+		if allHaveIDs(c.Requests) {
+			c.Err = errNotLeader
 		}
 	}
 }

@@ -89,7 +89,7 @@ func (n *Node) watchHealth() {
 	defer pinger.close()
 	n.onEachTick(healthEvery, func() {
 		switch {
-		case n.isLeader():
+		case n.IsLeader():
 			n.progress.clear()
 			n.pingMembers(pinger)
 		case !n.knowsLeader():

@@ -175,14 +175,14 @@ func (n *Node) adoptClusterID(id string) {
 // two IDs. It is tried once per term.
 func (n *Node) ensureClusterID() {
 	term := n.raft.CurrentTerm()
-	if !n.isLeader() || n.fsm.ClusterID() != "" || n.clusterIDTerm.Load() == term {
+	if !n.IsLeader() || n.fsm.ClusterID() != "" || n.clusterIDTerm.Load() == term {
 		return
 	}
 	id := n.ClusterID()
 	if id == "" {
 		id = newClusterID()
 	}
-	if err := n.applyCommand(fsm.CommandSetClusterID, &fsm.ClusterIDCommand{ID: id}); err != nil {
+	if err := n.replica.applyCommand(fsm.CommandSetClusterID, &fsm.ClusterIDCommand{ID: id}); err != nil {
 		n.logger.Debug("appending the cluster's ID", "err", err)
 		return
 	}

@@ -62,7 +62,7 @@ func (p *leaderProgress) owed(within time.Duration) (progressSample, bool) {
 // trailing says how this member trails the leader, or "" when it keeps up
 // (or has not known the leader for maxReadyLag yet).
 func (n *Node) trailing() string {
-	if n.isLeader() {
+	if n.IsLeader() {
 		return ""
 	}
 	owed, ok := n.progress.owed(maxReadyLag)

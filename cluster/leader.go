@@ -65,7 +65,7 @@ func onLeader[T any](ctx context.Context, n *Node, idempotent bool, attempt func
 // the leader: local() if this node leads, else the forward message.
 func (n *Node) leaderOp(ctx context.Context, forward *forwardRequest, local func() error) error {
 	_, err := onLeader(ctx, n, true, func(ctx context.Context) (struct{}, error) {
-		if n.isLeader() {
+		if n.IsLeader() {
 			return struct{}{}, local()
 		}
 		_, err := n.forwardToLeader(ctx, forward)

@@ -214,12 +214,12 @@ func (n *Node) watchLeaseQueues() {
 	defer timer.Stop()
 	for {
 		wait := leaseQueueIdleCheck
-		if !n.isLeader() {
+		if !n.IsLeader() {
 			// Followers never tick; the lease table is not looked at.
 		} else if due, ok := n.fsm.NextLeaseDue(); ok {
-			if stamp, err := n.leaderStamp(); err == nil {
+			if stamp, err := n.replica.leaderStamp(); err == nil {
 				if stamp >= due {
-					err := n.applyCommand(fsm.CommandLeaseTick, &fsm.LeaseTickCommand{NowNanos: stamp})
+					err := n.replica.applyCommand(fsm.CommandLeaseTick, &fsm.LeaseTickCommand{NowNanos: stamp})
 					if err == nil {
 						continue
 					}

@@ -83,7 +83,7 @@ func (n *Node) joinAsLeader(ctx context.Context, m contract.Member, change contr
 	if n.fsm.NodeHTTPAddr(m.ID) == m.HTTPAddr {
 		return nil
 	}
-	return n.applyCommand(fsm.CommandSetNode, &fsm.NodeCommand{ID: m.ID, HTTPAddr: m.HTTPAddr})
+	return n.replica.applyCommand(fsm.CommandSetNode, &fsm.NodeCommand{ID: m.ID, HTTPAddr: m.HTTPAddr})
 }
 
 // checkReplacement refuses a join that would evict a running member: one
@@ -165,7 +165,7 @@ func (n *Node) removeAsLeader(ctx context.Context, id string, change contract.Me
 		detail = "force"
 	}
 	n.recordAudit(ctx, contract.AuditMemberRemove, id, detail)
-	if err := n.applyCommand(fsm.CommandRemoveNode, &fsm.NodeCommand{ID: id}); err != nil {
+	if err := n.replica.applyCommand(fsm.CommandRemoveNode, &fsm.NodeCommand{ID: id}); err != nil {
 		return err
 	}
 	if err := n.raft.RemoveServer(raft.ServerID(id), 0, 0).Error(); err != nil {
@@ -383,7 +383,7 @@ func (n *Node) registerAsLeader(m contract.Member) error {
 			if n.fsm.NodeHTTPAddr(m.ID) == m.HTTPAddr {
 				return nil
 			}
-			return n.applyCommand(fsm.CommandSetNode, &fsm.NodeCommand{ID: m.ID, HTTPAddr: m.HTTPAddr})
+			return n.replica.applyCommand(fsm.CommandSetNode, &fsm.NodeCommand{ID: m.ID, HTTPAddr: m.HTTPAddr})
 		}
 	}
 	return contract.NotFound("id", "%q at %s is not a member; join it first", m.ID, m.RaftAddr)

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+	"github.com/limitnode/limitnode/cluster/internal/groupcommit"
+	"github.com/limitnode/limitnode/cluster/internal/raftstore"
 	"github.com/limitnode/limitnode/fsm"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -85,8 +87,8 @@ func (m *nodeMetrics) collectors() []prometheus.Collector {
 }
 
 // batcher returns the metrics of the named batcher.
-func (m *nodeMetrics) batcher(name string) batcherMetrics {
-	return batcherMetrics{waited: m.batchWait.WithLabelValues(name), flushing: m.flushing.WithLabelValues(name)}
+func (m *nodeMetrics) batcher(name string) groupcommit.Metrics {
+	return groupcommit.Metrics{Waited: m.batchWait.WithLabelValues(name), Flushing: m.flushing.WithLabelValues(name)}
 }
 
 // since observes the time since start, in seconds.
@@ -104,7 +106,7 @@ func (n *Node) Collectors() []prometheus.Collector {
 type timedLogStore struct {
 	raft.LogStore
 	hist     prometheus.Histogram
-	appended *appendedSignals
+	appended *raftstore.AppendedSignals
 }
 
 func (s *timedLogStore) StoreLog(l *raft.Log) error {
@@ -116,7 +118,7 @@ func (s *timedLogStore) StoreLogs(logs []*raft.Log) error {
 	err := s.LogStore.StoreLogs(logs)
 	since(s.hist, start)
 	if err == nil {
-		s.appended.appended(logs)
+		s.appended.Appended(logs)
 	}
 	return err
 }

@@ -63,7 +63,6 @@ type Node struct {
 	// answeredHere records what this node answered on its own, from deny
 	// leases and shares, which no entry carries (stats.go).
 	answeredHere *recorder
-	barrierTerm  atomic.Uint64 // the term in which this node last ran a barrier as leader
 	health       healthView
 	quorumWait   atomic.Pointer[quorumWait] // what a node without a leader waits for (health.go)
 	checkpoints  checkpoints
@@ -72,13 +71,16 @@ type Node struct {
 	diskErrV     error                  // the last disk probe's failure, or nil
 	appends      *raftstore.AppendWatch // the log store, watched for failed appends
 	// appendedEntries says when the group commit's entries reach the
-	// leader's own log (appended.go).
-	appendedEntries appendedSignals
+	// leader's own log.
+	appendedEntries raftstore.AppendedSignals
 	progress        leaderProgress // the leader's applied index as its pings said (lag.go)
 	// removed is set while this node, once a member, is not in the
 	// configuration it knows; watchLeadership keeps it.
 	removed atomic.Bool
-	confirm *confirmer // shared rounds of leadership confirmation (fastdeny.go)
+	// replica is the node's Raft and state machine as the decision path
+	// and the reads use them, and commit its way to the leader's log.
+	replica *replica
+	commit  *groupCommit
 	// denyLeases are the denials this node answers without asking, nil
 	// when they are off; leaseGrants is what, as leader, it knows of the
 	// leases it granted, and skipRaiseWait (tests only) breaks the rule
@@ -86,15 +88,8 @@ type Node struct {
 	denyLeases    *denylease.Table
 	leaseGrants   denylease.Grants
 	skipRaiseWait atomic.Bool
-	shares        *shareTable   // the shares of keys' budgets this node holds (shares.go)
-	toLog         queuedKeys    // requests on their way to the log, by key (fastdeny.go)
-	denied        recentDenials // the kinds of request denied lately (fastdeny.go)
-	leaderBatch   *batcher
-	followerBatch *batcher
-	// followerDenials forwards what this follower's replica denies, so
-	// that it does not wait behind requests that need an entry.
-	followerDenials *batcher
-	fwd             *forwarder
+	shares        *shareTable // the shares of keys' budgets this node holds (shares.go)
+	fwd           *forwarder
 	// waiters are the lease requests queued on this node's behalf, and
 	// leaseQueueKick wakes the leader's tick loop (leasequeue.go).
 	waiters        *leaseWaiters
@@ -163,11 +158,9 @@ func Open(cfg Config) (*Node, error) {
 		n.answeredHere.close()
 		return nil, err
 	}
-	limit := load{requests: cfg.MaxBatchRequests, checks: cfg.MaxBatchChecks, bytes: maxFlushBytes}
-	n.confirm = &confirmer{verify: func() error { return n.raft.VerifyLeader().Error() }}
-	n.leaderBatch = newBatcher(n.applyBatch, limit, cfg.MaxEntriesInFlight, gatherYields, n.metrics.batcher("leader"))
-	n.followerBatch = newBatcher(n.forwardBatch, limit, cfg.MaxForwardsInFlight, gatherYields, n.metrics.batcher("follower"))
-	n.followerDenials = newBatcher(n.forwardBatch, limit, cfg.MaxForwardsInFlight, gatherYields, n.metrics.batcher("follower-denials"))
+	n.replica = &replica{raft: n.raft, fsm: n.fsm, logStore: n.logStore, clock: n.clock, timeout: cfg.RequestTimeout, stop: n.stopCh,
+		confirm: &confirmer{verify: func() error { return n.raft.VerifyLeader().Error() }}}
+	n.commit = newGroupCommit(cfg, n.replica, n.fwd, &n.appendedEntries, &n.leaseGrants, n.stats, n.metrics)
 	n.wg.Go(func() { n.serveForwarding(n.mux.Listener(transport.ProtocolForward)) })
 	n.wg.Go(n.watchLeadership)
 	n.wg.Go(n.watchHealth)
@@ -389,10 +382,8 @@ func (n *Node) HadState() bool { return n.hadState }
 // ID returns the node's ID.
 func (n *Node) ID() string { return n.cfg.ID }
 
-func (n *Node) isLeader() bool { return n.raft.State() == raft.Leader }
-
 // IsLeader reports whether this node currently believes it is the leader.
-func (n *Node) IsLeader() bool { return n.isLeader() }
+func (n *Node) IsLeader() bool { return n.raft.State() == raft.Leader }
 
 // onEachTick calls fn every interval until the node stops. It is the loop
 // of the node's background watchers.

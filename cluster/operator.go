@@ -163,12 +163,12 @@ func (n *Node) Keys(ctx context.Context, prefix, after string, limit int) (page 
 func (n *Node) recordAudit(ctx context.Context, action, subject, detail string) {
 	cmd := &fsm.AuditCommand{Actor: contract.ActorOf(ctx), Action: action, Subject: subject, Detail: detail}
 	err := func() error {
-		stamp, err := n.leaderStamp()
+		stamp, err := n.replica.leaderStamp()
 		if err != nil {
 			return err
 		}
 		cmd.NowNanos = stamp
-		return n.applyCommand(fsm.CommandAudit, cmd)
+		return n.replica.applyCommand(fsm.CommandAudit, cmd)
 	}()
 	if err != nil {
 		n.logger.Warn("the audit trail could not record a change", "action", action, "subject", subject, "actor", cmd.Actor, "err", err)

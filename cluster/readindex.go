@@ -2,11 +2,8 @@ package cluster
 
 import (
 	"context"
-	"fmt"
-	"strconv"
 	"time"
 
-	"github.com/hashicorp/raft"
 	"github.com/limitnode/limitnode/contract"
 )
 
@@ -40,15 +37,15 @@ func (n *Node) catchUp(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	return n.waitApplied(ctx, index)
+	return n.replica.waitApplied(ctx, index)
 }
 
 // readIndex returns the leader's read index, from the leader itself or by
 // asking it, retrying while the leader changes.
 func (n *Node) readIndex(ctx context.Context) (uint64, error) {
 	return onLeader(ctx, n, true, func(ctx context.Context) (uint64, error) {
-		if n.isLeader() {
-			return n.leaderReadIndex(ctx)
+		if n.IsLeader() {
+			return n.replica.leaderReadIndex(ctx)
 		}
 		resp, err := n.forwardToLeader(ctx, &forwardRequest{Op: opReadIndex})
 		if err != nil {
@@ -62,74 +59,25 @@ func (n *Node) readIndex(ctx context.Context) (uint64, error) {
 // begun after the call confirmed that it still leads. Its errors are
 // errNotLeader (it does not lead, or could not confirm it) and
 // contract.ErrShutdown.
-func (n *Node) leaderReadIndex(ctx context.Context) (uint64, error) {
-	term := n.raft.CurrentTerm()
-	if !n.isLeader() {
+func (r *replica) leaderReadIndex(ctx context.Context) (uint64, error) {
+	term := r.raft.CurrentTerm()
+	if !r.isLeader() {
 		return 0, errNotLeader
 	}
 	// Until a leader has applied an entry of its own term, its commit
 	// index may trail what earlier leaders committed.
-	if err := n.termBarrier(term); err != nil {
+	if err := r.termBarrier(term); err != nil {
 		return 0, err
 	}
-	index := n.raft.CommitIndex()
-	if err := n.confirm.leadership(ctx); err != nil {
-		if n.stopped() {
+	index := r.raft.CommitIndex()
+	if err := r.confirm.leadership(ctx); err != nil {
+		if r.stopped() {
 			return 0, contract.ErrShutdown
 		}
 		return 0, errNotLeader
 	}
-	if n.raft.CurrentTerm() != term {
+	if r.raft.CurrentTerm() != term {
 		return 0, errNotLeader
 	}
 	return index, nil
-}
-
-// stopped reports whether the node is closing.
-func (n *Node) stopped() bool {
-	select {
-	case <-n.stopCh:
-		return true
-	default:
-		return false
-	}
-}
-
-// waitApplied returns once this node's state machine holds every entry up
-// to index, or an error wrapping contract.ErrNoLeader when ctx ends first.
-// It polls from 50 µs up to 5 ms: a read arriving on a busy node usually
-// finds its index applied within an entry's apply.
-func (n *Node) waitApplied(ctx context.Context, index uint64) error {
-	for wait := 50 * time.Microsecond; n.raft.AppliedIndex() < index || !n.fsmCaughtUp(index); wait = min(2*wait, 5*time.Millisecond) {
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("%w: this node did not apply the leader's read index %d in time", contract.ErrNoLeader, index)
-		case <-n.stopCh:
-			return contract.ErrShutdown
-		case <-time.After(wait):
-		}
-	}
-	return nil
-}
-
-// fsmCaughtUp reports whether the FSM has applied every entry up to index
-// that Raft hands it (commands and configurations; it never sees barriers
-// and no-ops). Raft's AppliedIndex counts an entry once it is handed over,
-// before the FSM has applied it, so a read that waited for AppliedIndex
-// alone could still see the state before the entry.
-func (n *Node) fsmCaughtUp(index uint64) bool {
-	if n.fsm.LastIndex() >= index {
-		return true
-	}
-	snapshot, _ := strconv.ParseUint(n.raft.Stats()["last_snapshot_index"], 10, 64)
-	for i := max(n.fsm.LastIndex(), snapshot) + 1; i <= index; i++ {
-		var l raft.Log
-		if err := n.logStore.GetLog(i, &l); err != nil {
-			return false
-		}
-		if l.Type == raft.LogCommand || l.Type == raft.LogConfiguration {
-			return false
-		}
-	}
-	return true
 }

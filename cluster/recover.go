@@ -3,12 +3,13 @@ package cluster
 import (
 	"errors"
 	"fmt"
-	"github.com/limitnode/limitnode/cluster/internal/raftlog"
-	"github.com/limitnode/limitnode/cluster/internal/raftstore"
 	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
+
+	"github.com/limitnode/limitnode/cluster/internal/raftlog"
+	"github.com/limitnode/limitnode/cluster/internal/raftstore"
 
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"

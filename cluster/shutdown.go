@@ -42,14 +42,12 @@ func (n *Node) shutdown(transfer bool) error {
 			n.giveBackShares(ctx)
 			cancel()
 		}
-		if transfer && n.isLeader() && n.otherVoters() > 0 {
+		if transfer && n.IsLeader() && n.otherVoters() > 0 {
 			n.transferLeadership()
 		}
 		close(n.stopCh)
 		n.appends.BreakAppends(false, false) // an append a test holds would hold Raft's shutdown
-		n.leaderBatch.stop()
-		n.followerBatch.stop()
-		n.followerDenials.stop()
+		n.commit.stop()
 		// Heartbeats stop reaching Raft before it stops, and Raft stops
 		// before the stores close: past this point only Raft's own
 		// goroutines touch the stores, and raft.Shutdown waits for those

@@ -250,7 +250,7 @@ func (n *Node) Stats(ctx context.Context, top int) contract.Stats {
 // gathers them (clusterStats), or this node's when the leader does not
 // answer.
 func (n *Node) decisionStats(ctx context.Context, top int) contract.Stats {
-	if !n.isLeader() {
+	if !n.IsLeader() {
 		if resp, err := n.forwardToLeader(ctx, &forwardRequest{Op: opStats, Top: top}); err == nil && resp.Stats != nil {
 			return *resp.Stats
 		}

@@ -1,4 +1,4 @@
-package cluster
+package groupcommit
 
 import (
 	"context"
@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hashicorp/raft"
 	"github.com/limitnode/limitnode/contract"
 	"github.com/limitnode/limitnode/fsm"
 )
@@ -24,7 +23,7 @@ type recordingFlush struct {
 	largest           atomic.Int64
 }
 
-func (r *recordingFlush) flush(calls []*call, _ func()) {
+func (r *recordingFlush) flush(calls []*Call, _ func()) {
 	now := r.running.Add(1)
 	defer r.running.Add(-1)
 	for seen := r.maxSeen.Load(); now > seen && !r.maxSeen.CompareAndSwap(seen, now); seen = r.maxSeen.Load() {
@@ -32,11 +31,11 @@ func (r *recordingFlush) flush(calls []*call, _ func()) {
 	r.flushes.Add(1)
 	size := int64(0)
 	for _, c := range calls {
-		c.results = make([]fsm.Result, len(c.requests))
-		for i, req := range c.requests {
-			c.results[i] = fsm.Result{Rejection: &contract.Error{Field: req.RequestID}}
+		c.Results = make([]fsm.Result, len(c.Requests))
+		for i, req := range c.Requests {
+			c.Results[i] = fsm.Result{Rejection: &contract.Error{Field: req.RequestID}}
 		}
-		size += int64(len(c.requests))
+		size += int64(len(c.Requests))
 	}
 	r.requests.Add(size)
 	for big := r.largest.Load(); size > big && !r.largest.CompareAndSwap(big, size); big = r.largest.Load() {
@@ -45,7 +44,7 @@ func (r *recordingFlush) flush(calls []*call, _ func()) {
 
 // closedLoop runs callers that each submit rounds calls of perCall
 // requests, one after another, and checks every answer is its own.
-func closedLoop(t testing.TB, b *batcher, callers, rounds, perCall int) {
+func closedLoop(t testing.TB, b *Batcher, callers, rounds, perCall int) {
 	var wg sync.WaitGroup
 	errs := make(chan error, callers)
 	for c := range callers {
@@ -55,7 +54,7 @@ func closedLoop(t testing.TB, b *batcher, callers, rounds, perCall int) {
 				for i := range reqs {
 					reqs[i].RequestID = fmt.Sprintf("%d/%d/%d", c, round, i)
 				}
-				results, _, err := b.submit(context.Background(), reqs)
+				results, _, err := b.Submit(context.Background(), reqs)
 				if err != nil {
 					errs <- err
 					return
@@ -87,19 +86,19 @@ func TestBatcherAnswersEveryCallWithItsOwnResults(t *testing.T) {
 		maxRequests, maxInFlight      int
 		yields, callers, rounds, size int
 	}{
-		{"one caller", 4096, 1, gatherYields, 1, 50, 1},
-		{"many callers", 4096, 1, gatherYields, 32, 50, 1},
+		{"one caller", 4096, 1, GatherYields, 1, 50, 1},
+		{"many callers", 4096, 1, GatherYields, 32, 50, 1},
 		{"without yielding", 4096, 1, 0, 32, 50, 1},
-		{"several in flight", 4096, 4, gatherYields, 32, 50, 1},
-		{"entries capped small", 8, 1, gatherYields, 32, 50, 3},
-		{"a call larger than the cap", 4, 2, gatherYields, 8, 20, 10},
+		{"several in flight", 4096, 4, GatherYields, 32, 50, 1},
+		{"entries capped small", 8, 1, GatherYields, 32, 50, 3},
+		{"a call larger than the cap", 4, 2, GatherYields, 8, 20, 10},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			var rec recordingFlush
-			b := newBatcher(rec.flush, load{requests: tt.maxRequests, checks: 1 << 30, bytes: 1 << 30}, tt.maxInFlight, tt.yields, batcherMetrics{})
-			defer b.stop()
+			b := New(rec.flush, Load{Requests: tt.maxRequests, Checks: 1 << 30, Bytes: 1 << 30}, tt.maxInFlight, tt.yields, Metrics{})
+			defer b.Stop()
 			closedLoop(t, b, tt.callers, tt.rounds, tt.size)
 			if got, want := rec.requests.Load(), int64(tt.callers*tt.rounds*tt.size); got != want {
 				t.Errorf("flushed %d requests, want %d", got, want)
@@ -120,25 +119,25 @@ func TestBatcherFailsPendingCallsOnStop(t *testing.T) {
 	t.Parallel()
 	release := make(chan struct{})
 	started := make(chan struct{}, 1)
-	b := newBatcher(func(calls []*call, _ func()) {
+	b := New(func(calls []*Call, _ func()) {
 		started <- struct{}{}
 		<-release
-		failAll(calls, errors.New("flushed"))
-	}, load{requests: 4096, checks: 8192, bytes: maxFlushBytes}, 1, gatherYields, batcherMetrics{})
+		FailAll(calls, errors.New("flushed"))
+	}, Load{Requests: 4096, Checks: 8192, Bytes: 1 << 20}, 1, GatherYields, Metrics{})
 	first := make(chan error, 1)
 	go func() {
-		_, _, err := b.submit(context.Background(), []fsm.Request{{}})
+		_, _, err := b.Submit(context.Background(), []fsm.Request{{}})
 		first <- err
 	}()
 	<-started // the first call is in flight; the next one must wait
 	second := make(chan error, 1)
 	go func() {
-		_, _, err := b.submit(context.Background(), []fsm.Request{{}})
+		_, _, err := b.Submit(context.Background(), []fsm.Request{{}})
 		second <- err
 	}()
 	stopped := make(chan struct{})
 	go func() {
-		b.stop()
+		b.Stop()
 		close(stopped)
 	}()
 	close(release)
@@ -149,7 +148,7 @@ func TestBatcherFailsPendingCallsOnStop(t *testing.T) {
 	if err := <-second; err != nil && !errors.Is(err, contract.ErrShutdown) && err.Error() != "flushed" {
 		t.Errorf("pending call: %v, want contract.ErrShutdown or a flush", err)
 	}
-	if _, _, err := b.submit(context.Background(), []fsm.Request{{}}); !errors.Is(err, contract.ErrShutdown) {
+	if _, _, err := b.Submit(context.Background(), []fsm.Request{{}}); !errors.Is(err, contract.ErrShutdown) {
 		t.Errorf("after stop: %v, want contract.ErrShutdown", err)
 	}
 }
@@ -160,16 +159,16 @@ func TestBatcherFailsPendingCallsOnStop(t *testing.T) {
 // the next callers gather. Without yields the entries alternate between two
 // halves of the callers; the requests/flush metric shows it.
 func BenchmarkBatcherClosedLoop(b *testing.B) {
-	for _, yields := range []int{0, gatherYields} {
+	for _, yields := range []int{0, GatherYields} {
 		for _, callers := range []int{16, 64, 256} {
 			b.Run(fmt.Sprintf("yields=%d/callers=%d", yields, callers), func(b *testing.B) {
 				var rec recordingFlush
-				flush := func(calls []*call, release func()) {
+				flush := func(calls []*Call, release func()) {
 					spin(20_000) // a stand-in round trip, a few tens of µs
 					rec.flush(calls, release)
 				}
-				bat := newBatcher(flush, load{requests: 4096, checks: 8192, bytes: maxFlushBytes}, 1, yields, batcherMetrics{})
-				defer bat.stop()
+				bat := New(flush, Load{Requests: 4096, Checks: 8192, Bytes: 1 << 20}, 1, yields, Metrics{})
+				defer bat.Stop()
 				rounds := max(b.N/callers, 1)
 				b.ResetTimer()
 				closedLoop(b, bat, callers, rounds, 1)
@@ -197,28 +196,28 @@ func spin(n int) {
 // and a flush holds no more checks than the limit (but at least one call).
 func TestNextFlushPutsSingleCallsFirstAndKeepsToTheLimit(t *testing.T) {
 	t.Parallel()
-	batchOf := func(requests, checksEach int) *call {
+	batchOf := func(requests, checksEach int) *Call {
 		reqs := make([]fsm.Request, requests)
 		for i := range reqs {
 			reqs[i].Checks = make([]fsm.Check, checksEach)
 		}
-		return &call{requests: reqs, load: loadOf(reqs)}
+		return &Call{Requests: reqs, load: LoadOf(reqs)}
 	}
 	big1, big2, big3 := batchOf(100, 32), batchOf(100, 32), batchOf(100, 32)
 	single := batchOf(1, 1)
 	tests := []struct {
 		name      string
-		limit     load
-		pending   []*call
-		wantBatch []*call
-		wantRest  []*call
+		limit     Load
+		pending   []*Call
+		wantBatch []*Call
+		wantRest  []*Call
 	}{
-		{"the single goes first, batches fill up to the check limit", load{requests: 4096, checks: 6500, bytes: maxFlushBytes}, []*call{big1, big2, big3, single}, []*call{single, big1, big2}, []*call{big3}},
-		{"one call over the limit goes alone", load{requests: 4096, checks: 100, bytes: maxFlushBytes}, []*call{big1, big2}, []*call{big1}, []*call{big2}},
-		{"everything fits", load{requests: 4096, checks: 1 << 20, bytes: maxFlushBytes}, []*call{big1, single}, []*call{single, big1}, nil},
+		{"the single goes first, batches fill up to the check limit", Load{Requests: 4096, Checks: 6500, Bytes: 1 << 20}, []*Call{big1, big2, big3, single}, []*Call{single, big1, big2}, []*Call{big3}},
+		{"one call over the limit goes alone", Load{Requests: 4096, Checks: 100, Bytes: 1 << 20}, []*Call{big1, big2}, []*Call{big1}, []*Call{big2}},
+		{"everything fits", Load{Requests: 4096, Checks: 1 << 20, Bytes: 1 << 20}, []*Call{big1, single}, []*Call{single, big1}, nil},
 	}
 	for _, tt := range tests {
-		b := &batcher{limit: tt.limit}
+		b := &Batcher{limit: tt.limit}
 		batch, rest := b.next(tt.pending)
 		if !slices.Equal(batch, tt.wantBatch) || !slices.Equal(rest, tt.wantRest) {
 			t.Errorf("%s: batch of %d, rest of %d calls; want %d and %d", tt.name, len(batch), len(rest), len(tt.wantBatch), len(tt.wantRest))
@@ -235,7 +234,7 @@ func TestTheNextFlushStartsOnceTheLastReleasesThePipeline(t *testing.T) {
 	started := make(chan int, 2)
 	releaseFirst, finishFirst := make(chan struct{}), make(chan struct{})
 	var flushes atomic.Int64
-	b := newBatcher(func(calls []*call, release func()) {
+	b := New(func(calls []*Call, release func()) {
 		n := int(flushes.Add(1))
 		started <- n
 		if n == 1 {
@@ -244,13 +243,13 @@ func TestTheNextFlushStartsOnceTheLastReleasesThePipeline(t *testing.T) {
 			<-finishFirst
 		}
 		for _, c := range calls {
-			c.results = make([]fsm.Result, len(c.requests))
+			c.Results = make([]fsm.Result, len(c.Requests))
 		}
-	}, load{requests: 4096, checks: 8192, bytes: maxFlushBytes}, 1, 0, batcherMetrics{})
-	defer b.stop()
+	}, Load{Requests: 4096, Checks: 8192, Bytes: 1 << 20}, 1, 0, Metrics{})
+	defer b.Stop()
 	errs := make(chan error, 2)
 	submit := func() {
-		_, _, err := b.submit(context.Background(), []fsm.Request{{}})
+		_, _, err := b.Submit(context.Background(), []fsm.Request{{}})
 		errs <- err
 	}
 	go submit()
@@ -279,27 +278,3 @@ func TestTheNextFlushStartsOnceTheLastReleasesThePipeline(t *testing.T) {
 // TestAppendedSignalsNameTheEntriesAppended: a signal fires when the log
 // store appends the very data it was asked for, not other data, and
 // forgetting one leaves nothing behind.
-func TestAppendedSignalsNameTheEntriesAppended(t *testing.T) {
-	t.Parallel()
-	var s appendedSignals
-	mine, other := []byte("entry"), []byte("entry")
-	appended, forget := s.expect(mine)
-	s.appended([]*raft.Log{{Data: other}, {Data: nil}})
-	select {
-	case <-appended:
-		t.Fatal("signalled for another entry with equal bytes")
-	default:
-	}
-	s.appended([]*raft.Log{{Data: other}, {Data: mine}})
-	select {
-	case <-appended:
-	default:
-		t.Fatal("not signalled once the entry was appended")
-	}
-	forget()
-	_, forget = s.expect(other)
-	forget()
-	if s.waiting.Load() != 0 || len(s.byData) != 0 {
-		t.Fatalf("%d signals left after forgetting every one", len(s.byData))
-	}
-}

@@ -1,4 +1,8 @@
-package cluster
+// Package groupcommit is limitnode's group commit: a Batcher gathers the
+// requests of many callers into one flush (one Raft entry on the leader,
+// one forwarded message on a follower) and answers each call with its own
+// results.
+package groupcommit
 
 import (
 	"context"
@@ -13,13 +17,13 @@ import (
 
 // call is one submission to a batcher: requests that travel together and
 // are answered together (one caller's request, or one forwarded batch).
-type call struct {
-	requests  []fsm.Request
-	load      load      // what the requests weigh
+type Call struct {
+	Requests  []fsm.Request
+	load      Load      // what the requests weigh
 	submitted time.Time // when it reached the batcher
-	results   []fsm.Result
-	leader    string // ID of the leader whose entry decided, with results
-	err       error
+	Results   []fsm.Result
+	Leader    string // ID of the leader whose entry decided, with results
+	Err       error
 	done      chan struct{}
 }
 
@@ -43,11 +47,11 @@ type call struct {
 // flush must set results (one per request) or err on every call it is
 // given; it may call release (once or more) when the next flush may begin,
 // and the batcher releases for it when it returns.
-type batcher struct {
-	flush func(calls []*call, release func())
+type Batcher struct {
+	flush func(calls []*Call, release func())
 	// limit bounds one flush: a Raft entry, or a forwarded message. A call
 	// over it goes alone.
-	limit       load
+	limit       Load
 	maxInFlight int
 	// maxYields bounds how often the loop yields, after a busy flush, for
 	// the callers it answered to come back (see loop); 0 never yields.
@@ -57,7 +61,7 @@ type batcher struct {
 	waited   prometheus.Observer
 	flushing prometheus.Gauge
 
-	submitCh chan *call
+	submitCh chan *Call
 	// releasedCh says a flush released the pipeline; doneCh that one
 	// finished.
 	releasedCh chan struct{}
@@ -71,30 +75,30 @@ type batcher struct {
 	stopped bool
 }
 
-// gatherYields is how often a batcher yields, at most, after a busy flush.
+// GatherYields is how often a batcher yields, at most, after a busy flush.
 // Each yield lets the goroutines that flush just answered run; the loop stops
 // early once they are all back or a yield brings nothing new. 16 covers a
 // burst of hundreds of callers on two cores; see BenchmarkBatcherClosedLoop.
-const gatherYields = 16
+const GatherYields = 16
 
 // flushed reports a finished flush: how many calls and requests it answered.
 type flushed struct{ calls, requests int }
 
-// batcherMetrics are what a batcher reports; either may be nil.
-type batcherMetrics struct {
-	waited   prometheus.Observer
-	flushing prometheus.Gauge
+// Metrics are what a batcher reports; either may be nil.
+type Metrics struct {
+	Waited   prometheus.Observer
+	Flushing prometheus.Gauge
 }
 
-func newBatcher(flush func(calls []*call, release func()), limit load, maxInFlight, maxYields int, m batcherMetrics) *batcher {
-	b := &batcher{
+func New(flush func(calls []*Call, release func()), limit Load, maxInFlight, maxYields int, m Metrics) *Batcher {
+	b := &Batcher{
 		flush:       flush,
 		limit:       limit,
 		maxInFlight: maxInFlight,
 		maxYields:   maxYields,
-		waited:      m.waited,
-		flushing:    m.flushing,
-		submitCh:    make(chan *call, 1024),
+		waited:      m.Waited,
+		flushing:    m.Flushing,
+		submitCh:    make(chan *Call, 1024),
 		// At most maxInFlight flushes hold the pipeline, and each releases
 		// it once: the sends never block, even after the loop stopped.
 		releasedCh: make(chan struct{}, maxInFlight),
@@ -108,8 +112,8 @@ func newBatcher(flush func(calls []*call, release func()), limit load, maxInFlig
 // submit hands requests to the batcher and waits for their results and the
 // ID of the leader that decided them. If ctx ends first, the requests may
 // still be decided: the error then says the outcome is unknown.
-func (b *batcher) submit(ctx context.Context, requests []fsm.Request) ([]fsm.Result, string, error) {
-	c := &call{requests: requests, load: loadOf(requests), submitted: time.Now(), done: make(chan struct{})}
+func (b *Batcher) Submit(ctx context.Context, requests []fsm.Request) ([]fsm.Result, string, error) {
+	c := &Call{Requests: requests, load: LoadOf(requests), submitted: time.Now(), done: make(chan struct{})}
 	b.mu.RLock()
 	if b.stopped {
 		b.mu.RUnlock()
@@ -124,14 +128,14 @@ func (b *batcher) submit(ctx context.Context, requests []fsm.Request) ([]fsm.Res
 	}
 	select {
 	case <-c.done:
-		return c.results, c.leader, c.err
+		return c.Results, c.Leader, c.Err
 	case <-ctx.Done():
 		return nil, "", contract.ErrOutcomeUnknown
 	}
 }
 
-func (b *batcher) loop() {
-	var pending []*call
+func (b *Batcher) loop() {
+	var pending []*Call
 	pendingRequests := 0
 	// inFlight counts the flushes holding the pipeline; running, those
 	// not finished.
@@ -140,11 +144,11 @@ func (b *batcher) loop() {
 	// and reports whether it found anything.
 	take := func() bool {
 		found := false
-		for pendingRequests < b.limit.requests {
+		for pendingRequests < b.limit.Requests {
 			select {
 			case c := <-b.submitCh:
 				pending = append(pending, c)
-				pendingRequests += len(c.requests)
+				pendingRequests += len(c.Requests)
 				found = true
 			default:
 				return found
@@ -154,7 +158,7 @@ func (b *batcher) loop() {
 	}
 	for {
 		if inFlight < b.maxInFlight && len(pending) > 0 {
-			var batch []*call
+			var batch []*Call
 			batch, pending = b.next(pending)
 			inFlight++
 			running++
@@ -164,7 +168,7 @@ func (b *batcher) loop() {
 		select {
 		case c := <-b.submitCh:
 			pending = append(pending, c)
-			pendingRequests += len(c.requests)
+			pendingRequests += len(c.Requests)
 			take()
 		case <-b.releasedCh:
 			inFlight--
@@ -200,10 +204,10 @@ func (b *batcher) loop() {
 // many flushes run with it, and returns how many requests batch holds.
 // The flush releases the pipeline (releasedCh) when its flush function
 // says so, or when it ends, and then reports it ended (doneCh).
-func (b *batcher) startFlush(batch []*call, running int) int {
+func (b *Batcher) startFlush(batch []*Call, running int) int {
 	size := 0
 	for _, c := range batch {
-		size += len(c.requests)
+		size += len(c.Requests)
 	}
 	if b.flushing != nil {
 		b.flushing.Set(float64(running))
@@ -229,9 +233,9 @@ func (b *batcher) startFlush(batch []*call, running int) int {
 
 // shutDown answers every call still pending with ErrShutdown and waits
 // for the running flushes to end.
-func (b *batcher) shutDown(pending []*call, running int) {
+func (b *Batcher) shutDown(pending []*Call, running int) {
 	for _, c := range pending {
-		c.err = contract.ErrShutdown
+		c.Err = contract.ErrShutdown
 		close(c.done)
 	}
 	for ; running > 0; running-- {
@@ -244,19 +248,19 @@ func (b *batcher) shutDown(pending []*call, running int) {
 // the limit, and at least one however large. Single requests go first, in
 // the order they came, then larger calls: a flood of batches cannot make a
 // single caller wait behind it for more than one flush.
-func (b *batcher) next(pending []*call) (batch, rest []*call) {
-	var taken load
+func (b *Batcher) next(pending []*Call) (batch, rest []*Call) {
+	var taken Load
 	chosen := make([]bool, len(pending))
 	for _, single := range []bool{true, false} {
 		for i, c := range pending {
-			if (len(c.requests) == 1) != single || chosen[i] {
+			if (len(c.Requests) == 1) != single || chosen[i] {
 				continue
 			}
-			if len(batch) > 0 && !taken.plus(c.load).within(b.limit) {
+			if len(batch) > 0 && !taken.Plus(c.load).Within(b.limit) {
 				continue
 			}
 			batch = append(batch, c)
-			taken = taken.plus(c.load)
+			taken = taken.Plus(c.load)
 			chosen[i] = true
 		}
 	}
@@ -270,7 +274,7 @@ func (b *batcher) next(pending []*call) (batch, rest []*call) {
 
 // stop fails pending calls with ErrShutdown, waits for running flushes and
 // ends the loop. Calls submitted concurrently with stop also fail.
-func (b *batcher) stop() {
+func (b *Batcher) Stop() {
 	b.mu.Lock()
 	if b.stopped {
 		b.mu.Unlock()
@@ -284,7 +288,7 @@ func (b *batcher) stop() {
 	for {
 		select {
 		case c := <-b.submitCh:
-			c.err = contract.ErrShutdown
+			c.Err = contract.ErrShutdown
 			close(c.done)
 		default:
 			return

@@ -1,4 +1,4 @@
-package cluster
+package raftstore
 
 import (
 	"sync"
@@ -7,7 +7,7 @@ import (
 	"github.com/hashicorp/raft"
 )
 
-// appendedSignals tells the leader's group commit when one of its entries
+// AppendedSignals tells the leader's group commit when one of its entries
 // is in the leader's own log. hashicorp/raft appends an entry to the
 // leader's log before it replicates it, and appends what reached it
 // meanwhile together: so the next entry need not wait for the previous
@@ -15,16 +15,16 @@ import (
 // (a follower's fsync), the next is appended (the leader's), and the two
 // fsyncs of consecutive entries overlap. An entry is known by its data:
 // raft stores the very slice given to Apply.
-type appendedSignals struct {
+type AppendedSignals struct {
 	waiting atomic.Int64 // len(byData), read without the lock by every append
 	mu      sync.Mutex
 	byData  map[*byte]chan struct{}
 }
 
-// expect returns a channel closed once data is appended to the log, and a
+// Expect returns a channel closed once data is appended to the log, and a
 // function that forgets it (call it when the entry's outcome is known,
 // whether or not it was appended). data must not be empty.
-func (s *appendedSignals) expect(data []byte) (appended <-chan struct{}, forget func()) {
+func (s *AppendedSignals) Expect(data []byte) (appended <-chan struct{}, forget func()) {
 	ch := make(chan struct{})
 	key := &data[0]
 	s.mu.Lock()
@@ -44,9 +44,9 @@ func (s *appendedSignals) expect(data []byte) (appended <-chan struct{}, forget 
 	}
 }
 
-// appended signals the entries of logs that someone expects; the log
+// Appended signals the entries of logs that someone expects; the log
 // store calls it after each successful append.
-func (s *appendedSignals) appended(logs []*raft.Log) {
+func (s *AppendedSignals) Appended(logs []*raft.Log) {
 	if s.waiting.Load() == 0 {
 		return
 	}
