@@ -107,7 +107,7 @@ stage:
 		st.count(byStage[s])
 	}
 	if !n.cfg.NoStats {
-		n.noteAnsweredHere(reqs, out, answered)
+		n.answeredHere.recordAnswered(reqs, out, answered)
 	}
 	if len(asked) == 0 {
 		return out, "", nil
@@ -234,7 +234,7 @@ func (n *Node) Settle(ctx context.Context, req contract.SettleRequest) (contract
 	if err := req.Validate(); err != nil {
 		return contract.Settlement{}, err
 	}
-	r, err := commandOnLeader[fsm.SettleResult](ctx, n, fsm.CommandSettle, &fsm.SettleCommand{ID: req.ID, Scope: req.Scope, Cost: req.Cost})
+	r, err := commandOnLeader[fsm.SettleResult](ctx, n.route, fsm.CommandSettle, &fsm.SettleCommand{ID: req.ID, Scope: req.Scope, Cost: req.Cost})
 	if err != nil {
 		return contract.Settlement{}, err
 	}

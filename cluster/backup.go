@@ -69,7 +69,7 @@ type backup struct {
 // the leader had applied when Backup was called, so a backup taken after a
 // decision holds it, whichever node serves it.
 func (n *Node) Backup(ctx context.Context) (contract.Backup, error) {
-	if err := n.catchUp(ctx); err != nil {
+	if err := n.route.catchUp(ctx); err != nil {
 		return nil, err
 	}
 	index, state := n.fsm.Backup()

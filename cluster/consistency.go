@@ -184,11 +184,11 @@ func (n *Node) enforceAgreement(servers []raft.Server, view []memberHealth) {
 // ctx ends), then says which agree with the leader's. A member that did not
 // answer in time is listed with Agrees nil.
 func (n *Node) CheckConsistency(ctx context.Context) (contract.ConsistencyReport, error) {
-	return onLeader(ctx, n, false, func(ctx context.Context) (contract.ConsistencyReport, error) {
+	return onLeader(ctx, n.route, false, func(ctx context.Context) (contract.ConsistencyReport, error) {
 		if n.IsLeader() {
 			return n.checkConsistencyAsLeader(ctx)
 		}
-		resp, err := n.forwardToLeader(ctx, &forwardRequest{Op: opConsistency})
+		resp, err := n.route.forward(ctx, &forwardRequest{Op: opConsistency})
 		if err != nil {
 			return contract.ConsistencyReport{}, err
 		}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"sync"
 	"time"
@@ -124,8 +125,18 @@ type forwardResponse struct {
 	Stats        *contract.Stats             // for opStats
 }
 
-// serveForwarding answers forwarded messages on ln until it is closed.
-func (n *Node) serveForwarding(ln net.Listener) {
+// forwardServer answers the forwarding messages that reach this node,
+// one connection at a time per goroutine, and closes the connections it
+// serves when the node stops.
+type forwardServer struct {
+	handle func(*forwardRequest) *forwardResponse
+	logger *slog.Logger
+	mu     sync.Mutex
+	conns  map[net.Conn]struct{}
+}
+
+// serve answers forwarded messages on ln until it is closed.
+func (s *forwardServer) serve(ln net.Listener) {
 	var conns sync.WaitGroup
 	defer conns.Wait()
 	for {
@@ -133,20 +144,20 @@ func (n *Node) serveForwarding(ln net.Listener) {
 		if err != nil {
 			return
 		}
-		n.trackConn(conn, true)
+		s.track(conn, true)
 		conns.Go(func() {
-			defer n.trackConn(conn, false)
+			defer s.track(conn, false)
 			defer conn.Close()
 			fc := transport.NewConn(conn)
 			for {
 				var req forwardRequest
 				if err := fc.Read(&req); err != nil {
 					if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
-						n.logger.Debug("cluster: closing a forwarding connection", "remote", conn.RemoteAddr().String(), "err", err)
+						s.logger.Debug("cluster: closing a forwarding connection", "remote", conn.RemoteAddr().String(), "err", err)
 					}
 					return
 				}
-				if err := fc.Write(n.handleForward(&req)); err != nil {
+				if err := fc.Write(s.handle(&req)); err != nil {
 					return
 				}
 			}
@@ -154,6 +165,29 @@ func (n *Node) serveForwarding(ln net.Listener) {
 	}
 }
 
+func (s *forwardServer) track(c net.Conn, add bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.conns == nil {
+		s.conns = make(map[net.Conn]struct{})
+	}
+	if add {
+		s.conns[c] = struct{}{}
+	} else {
+		delete(s.conns, c)
+	}
+}
+
+// closeConns closes every connection being served.
+func (s *forwardServer) closeConns() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for c := range s.conns {
+		c.Close()
+	}
+}
+
+// handleForward answers one forwarded message.
 func (n *Node) handleForward(req *forwardRequest) *forwardResponse {
 	ctx, cancel := context.WithTimeout(context.Background(), n.requestTimeout)
 	defer cancel()
@@ -168,7 +202,7 @@ func (n *Node) handleForward(req *forwardRequest) *forwardResponse {
 		if !n.IsLeader() {
 			return &forwardResponse{Status: statusNotLeader}
 		}
-		result, err := n.applyRequested(req.Command)
+		result, err := n.route.applyRequested(req.Command)
 		resp := replyTo(err)
 		if err == nil && result != nil {
 			if resp.Result, err = encodeResult(result); err != nil {
@@ -284,16 +318,6 @@ func errorFor(resp *forwardResponse) error {
 		return resp.Rejection
 	default:
 		return fmt.Errorf("leader: %s", resp.Error)
-	}
-}
-
-func (n *Node) trackConn(c net.Conn, add bool) {
-	n.connsMu.Lock()
-	defer n.connsMu.Unlock()
-	if add {
-		n.conns[c] = struct{}{}
-	} else {
-		delete(n.conns, c)
 	}
 }
 

@@ -85,7 +85,7 @@ func (n *Node) decideOnLeader(ctx context.Context, reqs []fsm.Request) ([]fsm.Re
 	if n.removed.Load() {
 		return nil, "", errRemoved
 	}
-	d, err := onLeader(ctx, n, false, func(ctx context.Context) (decided, error) {
+	d, err := onLeader(ctx, n.route, false, func(ctx context.Context) (decided, error) {
 		results, leader, err := n.commit.attempt(ctx, reqs)
 		return decided{results, leader}, err
 	})

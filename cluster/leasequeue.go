@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -23,6 +24,21 @@ const (
 	// waiting, or before looking again after leadership changes.
 	leaseQueueIdleCheck = 250 * time.Millisecond
 )
+
+// leaseQueues is this node's side of the lease queues: the requests
+// waiting on it for their verdict, and, while it leads, the tick that
+// applies a queue's change by time alone.
+type leaseQueues struct {
+	route        *leaderRoute
+	waiters      *leaseWaiters
+	kicks        chan struct{} // wakes the tick loop (kick)
+	logger       *slog.Logger
+	maxPerCaller int64 // Config.MaxLeasesPerCaller
+}
+
+func newLeaseQueues(route *leaderRoute, waiters *leaseWaiters, logger *slog.Logger, maxPerCaller int64) *leaseQueues {
+	return &leaseQueues{route: route, waiters: waiters, kicks: make(chan struct{}, 1), logger: logger, maxPerCaller: maxPerCaller}
+}
 
 // leaseWaiters are the lease requests waiting on this node for their
 // queue's verdict, by ID.
@@ -91,14 +107,14 @@ func (w *leaseWaiters) restoredSignal() <-chan struct{} {
 	return w.restored
 }
 
-// awaitLease waits for the verdict on a request the leader queued: granted,
+// await waits for the verdict on a request the leader queued: granted,
 // or out of the queue without a slot. restored is the restore signal of
 // the moment the request was registered. A caller that goes away (ctx
 // ends), or a node that shuts down, takes the request out of the queue and
 // gives back a slot granted meanwhile. A verdict that has not come a
 // leaseVerdictGrace past the deadline is asked of the leader: a slot
 // granted meanwhile is the answer, else the request is taken out.
-func (n *Node) awaitLease(ctx context.Context, id string, queued *fsm.LeaseResult, verdict <-chan fsm.LeaseResult, restored <-chan struct{}) (*fsm.LeaseResult, error) {
+func (q *leaseQueues) await(ctx context.Context, id string, queued *fsm.LeaseResult, verdict <-chan fsm.LeaseResult, restored <-chan struct{}) (*fsm.LeaseResult, error) {
 	late := time.NewTimer(time.Duration(queued.DeadlineNanos-queued.AtNanos) + leaseVerdictGrace)
 	defer late.Stop()
 	joined := queued.AtNanos - queued.WaitedNanos
@@ -113,17 +129,17 @@ func (n *Node) awaitLease(ctx context.Context, id string, queued *fsm.LeaseResul
 			}
 			return &r, nil
 		case <-restored:
-			restored = n.waiters.restoredSignal()
-			if r := n.fsm.LeaseOf(id); r.Granted {
+			restored = q.waiters.restoredSignal()
+			if r := q.route.replica.fsm.LeaseOf(id); r.Granted {
 				return &r, nil
 			}
 		case <-late.C:
-			if r := n.fsm.LeaseOf(id); r.Granted {
+			if r := q.route.replica.fsm.LeaseOf(id); r.Granted {
 				return &r, nil
 			}
 			// The caller still waits: a slot granted to it meanwhile (an
 			// event this node has not applied yet) is its answer.
-			r, err := n.withdrawLease(ctx, id, true)
+			r, err := q.withdraw(ctx, id, true)
 			if err != nil || r.Granted {
 				return r, err
 			}
@@ -134,30 +150,30 @@ func (n *Node) awaitLease(ctx context.Context, id string, queued *fsm.LeaseResul
 			r.WaitedNanos = r.AtNanos - joined
 			return r, nil
 		case <-ctx.Done():
-			n.withdrawOrWarn(ctx, id, "its caller went away")
+			q.withdrawOrWarn(ctx, id, "its caller went away")
 			return nil, ctx.Err()
-		case <-n.stopCh:
-			n.withdrawOrWarn(ctx, id, "its node is shutting down")
+		case <-q.route.replica.stop:
+			q.withdrawOrWarn(ctx, id, "its node is shutting down")
 			return nil, contract.ErrShutdown
 		}
 	}
 }
 
-// claimLease claims a lease granted to a waiter, which lasts only
+// claim claims a lease granted to a waiter, which lasts only
 // fsm.LeaseClaimWindow until then: the claim extends it to the request's
 // TTL from its grant. A lease the window ran out on (this node heard of
 // the grant too late) is answered as no slot; one this node cannot claim
 // for now keeps its short expiry, and the caller learns it from the answer
 // (its holder renews it, as WithLease does).
-func (n *Node) claimLease(ctx context.Context, id string, ttl time.Duration, granted *fsm.LeaseResult) (*fsm.LeaseResult, error) {
-	claimed, err := n.leaseOnLeader(ctx, fsm.CommandRenewLease, fsm.LeaseCommand{ID: id, TTLNanos: int64(ttl), AnyOwner: true, Claim: true})
+func (q *leaseQueues) claim(ctx context.Context, id string, ttl time.Duration, granted *fsm.LeaseResult) (*fsm.LeaseResult, error) {
+	claimed, err := q.command(ctx, fsm.CommandRenewLease, fsm.LeaseCommand{ID: id, TTLNanos: int64(ttl), AnyOwner: true, Claim: true})
 	var gone *contract.Error
 	switch {
 	case errors.As(err, &gone) && gone.Code == contract.CodeNotFound:
 		return &fsm.LeaseResult{Active: granted.Active, Waiting: granted.Waiting, WaitedNanos: granted.WaitedNanos, AtNanos: granted.AtNanos,
 			RetryAfterNanos: 1}, nil
 	case err != nil:
-		n.logger.Warn("a lease granted to a waiter could not be claimed; it lasts its claim window unless renewed", "err", err)
+		q.logger.Warn("a lease granted to a waiter could not be claimed; it lasts its claim window unless renewed", "err", err)
 		return granted, nil
 	}
 	// The grant's time stays the decision's: the slot was held from then.
@@ -169,25 +185,25 @@ func (n *Node) claimLease(ctx context.Context, id string, ttl time.Duration, gra
 // withdrawOrWarn withdraws a request nobody will wait for any more, and
 // logs when it cannot: the request then stays queued until its deadline,
 // and a slot granted to it idles until its TTL.
-func (n *Node) withdrawOrWarn(ctx context.Context, id, why string) {
-	if _, err := n.withdrawLease(ctx, id, false); err != nil {
-		n.logger.Warn("a lease request stays queued until its deadline: "+why+", and withdrawing it failed", "err", err)
+func (q *leaseQueues) withdrawOrWarn(ctx context.Context, id, why string) {
+	if _, err := q.withdraw(ctx, id, false); err != nil {
+		q.logger.Warn("a lease request stays queued until its deadline: "+why+", and withdrawing it failed", "err", err)
 	}
 }
 
-// withdrawLease takes id out of its queue, even when ctx has ended (its
+// withdraw takes id out of its queue, even when ctx has ended (its
 // caller went away), and answers as a request that got no slot. A lease
 // granted to id meanwhile is given back, or, with waiterOnly (for a caller
 // that still waits), kept and answered as held.
-func (n *Node) withdrawLease(ctx context.Context, id string, waiterOnly bool) (*fsm.LeaseResult, error) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), n.requestTimeout)
+func (q *leaseQueues) withdraw(ctx context.Context, id string, waiterOnly bool) (*fsm.LeaseResult, error) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), q.route.replica.timeout)
 	defer cancel()
-	r, err := n.leaseOnLeader(ctx, fsm.CommandReleaseLease, fsm.LeaseCommand{ID: id, AnyOwner: true, WaiterOnly: waiterOnly})
+	r, err := q.command(ctx, fsm.CommandReleaseLease, fsm.LeaseCommand{ID: id, AnyOwner: true, WaiterOnly: waiterOnly})
 	var notHeld *contract.Error
 	switch {
 	case errors.As(err, &notHeld) && notHeld.Code == contract.CodeNotFound:
 		// It left by itself (its deadline passed) before the withdrawal.
-		r = &fsm.LeaseResult{AtNanos: n.fsm.Now()}
+		r = &fsm.LeaseResult{AtNanos: q.route.replica.fsm.Now()}
 	case err != nil:
 		return nil, err
 	case r.Granted:
@@ -196,34 +212,34 @@ func (n *Node) withdrawLease(ctx context.Context, id string, waiterOnly bool) (*
 	return &fsm.LeaseResult{Active: r.Active, Waiting: r.Waiting, RetryAfterNanos: r.RetryAfterNanos, WaitedNanos: r.WaitedNanos, AtNanos: r.AtNanos}, nil
 }
 
-// kickLeaseQueues tells the tick loop that a queue may have become due
+// kick tells the tick loop that a queue may have become due
 // sooner.
-func (n *Node) kickLeaseQueues() {
+func (q *leaseQueues) kick() {
 	select {
-	case n.leaseQueueKick <- struct{}{}:
+	case q.kicks <- struct{}{}:
 	default:
 	}
 }
 
-// watchLeaseQueues runs while the node does: on the leader, it appends a
+// watch runs while the node does: on the leader, it appends a
 // CommandLeaseTick when a queue is due to change by time alone (a waiter's
 // deadline, or a lease expiry that frees a slot for a waiter), so that the
 // change is applied then although nothing else is appended.
-func (n *Node) watchLeaseQueues() {
+func (q *leaseQueues) watch() {
 	timer := time.NewTimer(leaseQueueIdleCheck)
 	defer timer.Stop()
 	for {
 		wait := leaseQueueIdleCheck
-		if !n.IsLeader() {
+		if !q.route.replica.isLeader() {
 			// Followers never tick; the lease table is not looked at.
-		} else if due, ok := n.fsm.NextLeaseDue(); ok {
-			if stamp, err := n.replica.leaderStamp(); err == nil {
+		} else if due, ok := q.route.replica.fsm.NextLeaseDue(); ok {
+			if stamp, err := q.route.replica.leaderStamp(); err == nil {
 				if stamp >= due {
-					err := n.replica.applyCommand(fsm.CommandLeaseTick, &fsm.LeaseTickCommand{NowNanos: stamp})
+					err := q.route.replica.applyCommand(fsm.CommandLeaseTick, &fsm.LeaseTickCommand{NowNanos: stamp})
 					if err == nil {
 						continue
 					}
-					n.logger.Debug("lease queue tick not applied", "err", err)
+					q.logger.Debug("lease queue tick not applied", "err", err)
 				} else {
 					wait = min(wait, time.Duration(due-stamp))
 				}
@@ -231,9 +247,9 @@ func (n *Node) watchLeaseQueues() {
 		}
 		timer.Reset(wait)
 		select {
-		case <-n.stopCh:
+		case <-q.route.replica.stop:
 			return
-		case <-n.leaseQueueKick:
+		case <-q.kicks:
 		case <-timer.C:
 		}
 	}

@@ -24,34 +24,34 @@ import (
 func (n *Node) AcquireLease(ctx context.Context, req contract.LeaseRequest) (contract.Lease, error) {
 	var raw [16]byte
 	_, _ = rand.Read(raw[:]) // crypto/rand.Read never fails
-	return n.acquireLease(ctx, hex.EncodeToString(raw[:]), req)
+	return n.leases.acquire(ctx, hex.EncodeToString(raw[:]), req)
 }
 
 // acquireLease is AcquireLease with the lease's ID.
-func (n *Node) acquireLease(ctx context.Context, id string, req contract.LeaseRequest) (contract.Lease, error) {
+func (q *leaseQueues) acquire(ctx context.Context, id string, req contract.LeaseRequest) (contract.Lease, error) {
 	if err := req.Validate(); err != nil {
 		return contract.Lease{}, err
 	}
 	caller, _ := contract.CallerOf(ctx)
 	cmd := fsm.LeaseCommand{ID: id, Key: req.Key, Max: req.Max, TTLNanos: int64(req.TTL),
-		MaxWaitNanos: int64(req.MaxWait), MaxQueue: req.MaxQueue, Owner: caller.Name, MaxOwnerLeases: max(n.cfg.MaxLeasesPerCaller, 0)}
+		MaxWaitNanos: int64(req.MaxWait), MaxQueue: req.MaxQueue, Owner: caller.Name, MaxOwnerLeases: max(q.maxPerCaller, 0)}
 	var verdict <-chan fsm.LeaseResult
 	var restored <-chan struct{}
 	if req.MaxWait > 0 {
-		verdict, restored = n.waiters.add(cmd.ID)
-		defer n.waiters.remove(cmd.ID)
+		verdict, restored = q.waiters.add(cmd.ID)
+		defer q.waiters.remove(cmd.ID)
 	}
-	r, err := n.leaseOnLeader(ctx, fsm.CommandAcquireLease, cmd)
+	r, err := q.command(ctx, fsm.CommandAcquireLease, cmd)
 	if err != nil {
 		var refused *contract.Error
 		if req.MaxWait > 0 && !errors.As(err, &refused) {
 			// An attempt whose outcome is unknown may have queued it.
-			n.withdrawOrWarn(ctx, cmd.ID, "its acquire failed")
+			q.withdrawOrWarn(ctx, cmd.ID, "its acquire failed")
 		}
 		return contract.Lease{}, err
 	}
 	if r.Queued {
-		if r, err = n.awaitLease(ctx, cmd.ID, r, verdict, restored); err != nil {
+		if r, err = q.await(ctx, cmd.ID, r, verdict, restored); err != nil {
 			return contract.Lease{}, err
 		}
 	}
@@ -63,7 +63,7 @@ func (n *Node) acquireLease(ctx context.Context, id string, req contract.LeaseRe
 	// A grant from the queue lasts its claim window until claimed: after
 	// a wait, or when a retried acquire finds its ID granted meanwhile.
 	if r.Granted && req.MaxWait > 0 && r.ExpiresAtNanos-r.AtNanos < int64(req.TTL) {
-		if r, err = n.claimLease(ctx, cmd.ID, req.TTL, r); err != nil {
+		if r, err = q.claim(ctx, cmd.ID, req.TTL, r); err != nil {
 			return contract.Lease{}, err
 		}
 	}
@@ -81,7 +81,7 @@ func (n *Node) ReleaseLease(ctx context.Context, id string) (atNanos int64, err 
 	if err := contract.ValidateLeaseID(id); err != nil {
 		return 0, err
 	}
-	r, err := n.leaseOnLeader(ctx, fsm.CommandReleaseLease, asCaller(ctx, fsm.LeaseCommand{ID: id}))
+	r, err := n.leases.command(ctx, fsm.CommandReleaseLease, asCaller(ctx, fsm.LeaseCommand{ID: id}))
 	if err != nil {
 		return 0, err
 	}
@@ -99,7 +99,7 @@ func (n *Node) RenewLease(ctx context.Context, id string, ttl time.Duration) (co
 	if err := contract.ValidateLeaseTTL(ttl); err != nil {
 		return contract.Lease{}, err
 	}
-	r, err := n.leaseOnLeader(ctx, fsm.CommandRenewLease, asCaller(ctx, fsm.LeaseCommand{ID: id, TTLNanos: int64(ttl)}))
+	r, err := n.leases.command(ctx, fsm.CommandRenewLease, asCaller(ctx, fsm.LeaseCommand{ID: id, TTLNanos: int64(ttl)}))
 	if err != nil {
 		return contract.Lease{}, err
 	}
@@ -121,8 +121,8 @@ func asCaller(ctx context.Context, cmd fsm.LeaseCommand) fsm.LeaseCommand {
 // forwarding. Each is idempotent: an acquire carries its ID, a renewal sets
 // the same expiry from a later time, and a release of a lease already
 // released finds nothing.
-func (n *Node) leaseOnLeader(ctx context.Context, t fsm.CommandType, cmd fsm.LeaseCommand) (*fsm.LeaseResult, error) {
-	return commandOnLeader[fsm.LeaseResult](ctx, n, t, &cmd)
+func (q *leaseQueues) command(ctx context.Context, t fsm.CommandType, cmd fsm.LeaseCommand) (*fsm.LeaseResult, error) {
+	return commandOnLeader[fsm.LeaseResult](ctx, q.route, t, &cmd)
 }
 
 // Leases returns the leases held on key and the requests waiting for one, as

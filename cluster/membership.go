@@ -37,7 +37,7 @@ func (n *Node) Join(ctx context.Context, m contract.Member, change contract.Memb
 	if err := m.Validate(); err != nil {
 		return err
 	}
-	return n.leaderOp(ctx, &forwardRequest{Op: opJoin, Member: m, Change: change, Actor: contract.ActorOf(ctx)}, func() error { return n.joinAsLeader(ctx, m, change) })
+	return n.route.op(ctx, &forwardRequest{Op: opJoin, Member: m, Change: change, Actor: contract.ActorOf(ctx)}, func() error { return n.joinAsLeader(ctx, m, change) })
 }
 
 // RemoveMember removes the member with the given ID from the cluster.
@@ -49,7 +49,7 @@ func (n *Node) RemoveMember(ctx context.Context, id string, change contract.Memb
 	if err := contract.ValidateNodeID(id); err != nil {
 		return err
 	}
-	return n.leaderOp(ctx, &forwardRequest{Op: opRemove, Member: contract.Member{ID: id}, Change: change, Actor: contract.ActorOf(ctx)}, func() error { return n.removeAsLeader(ctx, id, change) })
+	return n.route.op(ctx, &forwardRequest{Op: opRemove, Member: contract.Member{ID: id}, Change: change, Actor: contract.ActorOf(ctx)}, func() error { return n.removeAsLeader(ctx, id, change) })
 }
 
 func (n *Node) joinAsLeader(ctx context.Context, m contract.Member, change contract.MemberChange) error {
@@ -291,7 +291,7 @@ func (n *Node) watchLeadership() {
 		if addr != "" && n.cfg.HTTPAddr != "" && n.fsm.NodeHTTPAddr(n.cfg.ID) != n.cfg.HTTPAddr && member {
 			ctx, cancel := context.WithTimeout(context.Background(), n.requestTimeout)
 			self := contract.Member{ID: n.cfg.ID, RaftAddr: n.advertise, HTTPAddr: n.cfg.HTTPAddr}
-			if err := n.leaderOp(ctx, &forwardRequest{Op: opRegister, Member: self}, func() error { return n.registerAsLeader(self) }); err != nil {
+			if err := n.route.op(ctx, &forwardRequest{Op: opRegister, Member: self}, func() error { return n.registerAsLeader(self) }); err != nil {
 				n.logger.Debug("recording this node's HTTP address", "err", err)
 			}
 			cancel()
@@ -419,12 +419,12 @@ func (n *Node) TransferLeadership(ctx context.Context, to string) error {
 		}
 	}
 	_, before := n.raft.LeaderWithID()
-	if err := n.leaderOp(ctx, &forwardRequest{Op: opTransfer, Member: contract.Member{ID: to}, Actor: contract.ActorOf(ctx)}, func() error { return n.transferAsLeader(ctx, to) }); err != nil {
+	if err := n.route.op(ctx, &forwardRequest{Op: opTransfer, Member: contract.Member{ID: to}, Actor: contract.ActorOf(ctx)}, func() error { return n.transferAsLeader(ctx, to) }); err != nil {
 		return err
 	}
 	// Answer once this node knows the new leader, so the caller's next
 	// question finds it.
-	ctx, cancel := n.withDeadline(ctx)
+	ctx, cancel := n.route.withDeadline(ctx)
 	defer cancel()
 	for {
 		_, id := n.raft.LeaderWithID()

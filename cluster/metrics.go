@@ -92,7 +92,7 @@ func (m *nodeMetrics) batcher(name string) groupcommit.Metrics {
 }
 
 // since observes the time since start, in seconds.
-func since(h prometheus.Histogram, start time.Time) { h.Observe(time.Since(start).Seconds()) }
+func since(h prometheus.Observer, start time.Time) { h.Observe(time.Since(start).Seconds()) }
 
 // Collectors are the node's Prometheus metrics, for the HTTP API's
 // /metrics: Raft latencies, snapshots, leader changes, and the decisions

@@ -80,6 +80,7 @@ type Node struct {
 	// replica is the node's Raft and state machine as the decision path
 	// and the reads use them, and commit its way to the leader's log.
 	replica *replica
+	route   *leaderRoute
 	commit  *groupCommit
 	// denyLeases are the denials this node answers without asking, nil
 	// when they are off; leaseGrants is what, as leader, it knows of the
@@ -90,13 +91,12 @@ type Node struct {
 	skipRaiseWait atomic.Bool
 	shares        *shareTable // the shares of keys' budgets this node holds (shares.go)
 	fwd           *forwarder
-	// waiters are the lease requests queued on this node's behalf, and
-	// leaseQueueKick wakes the leader's tick loop (leasequeue.go).
-	waiters        *leaseWaiters
-	leaseQueueKick chan struct{}
+	// waiters are the lease requests queued on this node's behalf, which
+	// leases serves (leasequeue.go).
+	waiters *leaseWaiters
+	leases  *leaseQueues
 
-	connsMu sync.Mutex
-	conns   map[net.Conn]struct{}
+	forwarding *forwardServer
 
 	stopCh    chan struct{}
 	wg        sync.WaitGroup
@@ -140,14 +140,12 @@ func Open(cfg Config) (*Node, error) {
 		logger:         cfg.Logger.With("node", cfg.ID),
 		requestTimeout: cfg.RequestTimeout,
 		advertise:      advertise,
-		conns:          make(map[net.Conn]struct{}),
 		stopCh:         make(chan struct{}),
 		metrics:        newNodeMetrics(),
 		stats:          newRecorder(),
 		answeredHere:   newRecorder(),
 		waiters:        newLeaseWaiters(),
 		denyLeases:     denylease.New(cfg.DenyLeaseCap, cfg.MaxClockRate, time.Now),
-		leaseQueueKick: make(chan struct{}, 1),
 	}
 	n.shares = n.newShareTable()
 	n.fwd = newForwarder(n.dialer(), cfg.RequestTimeout)
@@ -160,13 +158,26 @@ func Open(cfg Config) (*Node, error) {
 	}
 	n.replica = &replica{raft: n.raft, fsm: n.fsm, logStore: n.logStore, clock: n.clock, timeout: cfg.RequestTimeout, stop: n.stopCh,
 		confirm: &confirmer{verify: func() error { return n.raft.VerifyLeader().Error() }}}
+	n.route = &leaderRoute{self: cfg.ID, replica: n.replica, fwd: n.fwd, refuse: n.refuseOutsideCluster, readWait: n.metrics.readIndex,
+		applied: func(t fsm.CommandType, result any) {
+			if fsm.EffectOf(t, result).Waits() {
+				n.waitOutLeases() // the raise rule (denylease.go)
+			}
+			if lease, ok := result.(*fsm.LeaseResult); ok && (lease.Queued || lease.Waiting > 0) {
+				// A queue may now be due sooner: a waiter joined, or a
+				// renewal brought forward an expiry a waiter waits for.
+				n.leases.kick()
+			}
+		}}
+	n.leases = newLeaseQueues(n.route, n.waiters, n.logger, cfg.MaxLeasesPerCaller)
 	n.commit = newGroupCommit(cfg, n.replica, n.fwd, &n.appendedEntries, &n.leaseGrants, n.stats, n.metrics)
-	n.wg.Go(func() { n.serveForwarding(n.mux.Listener(transport.ProtocolForward)) })
+	n.forwarding = &forwardServer{handle: n.handleForward, logger: n.logger}
+	n.wg.Go(func() { n.forwarding.serve(n.mux.Listener(transport.ProtocolForward)) })
 	n.wg.Go(n.watchLeadership)
 	n.wg.Go(n.watchHealth)
 	n.wg.Go(n.watchDisk)
 	n.wg.Go(n.watchConsistency)
-	n.wg.Go(n.watchLeaseQueues)
+	n.wg.Go(n.leases.watch)
 	n.wg.Go(n.watchTime)
 	return n, nil
 }

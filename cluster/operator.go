@@ -23,7 +23,7 @@ func (n *Node) PutPolicy(ctx context.Context, p contract.Policy) error {
 	if err := p.Validate(); err != nil {
 		return err
 	}
-	_, err := commandOnLeader[struct{}](ctx, n, fsm.CommandPutPolicy, &p)
+	_, err := commandOnLeader[struct{}](ctx, n.route, fsm.CommandPutPolicy, &p)
 	return err
 }
 
@@ -33,7 +33,7 @@ func (n *Node) DeletePolicy(ctx context.Context, name string) error {
 	if err := contract.ValidatePolicyName(name); err != nil {
 		return err
 	}
-	_, err := commandOnLeader[struct{}](ctx, n, fsm.CommandDeletePolicy, &fsm.NamedDeleteCommand{Name: name})
+	_, err := commandOnLeader[struct{}](ctx, n.route, fsm.CommandDeletePolicy, &fsm.NamedDeleteCommand{Name: name})
 	return err
 }
 
@@ -44,7 +44,7 @@ func (n *Node) DeletePolicy(ctx context.Context, name string) error {
 // (readindex.go), so a read after a write sees it on any node; when no
 // leader can give one, the error wraps contract.ErrNoLeader.
 func (n *Node) Policies(ctx context.Context, after string, limit, maxOverrides int) (page []contract.PolicyStatus, next string, err error) {
-	if err := n.catchUp(ctx); err != nil {
+	if err := n.route.catchUp(ctx); err != nil {
 		return nil, "", err
 	}
 	page, next = n.fsm.PoliciesPage(after, limit, maxOverrides)
@@ -53,7 +53,7 @@ func (n *Node) Policies(ctx context.Context, after string, limit, maxOverrides i
 
 // Policy returns the named policy, after catching up as Policies does.
 func (n *Node) Policy(ctx context.Context, name string) (contract.PolicyStatus, bool, error) {
-	if err := n.catchUp(ctx); err != nil {
+	if err := n.route.catchUp(ctx); err != nil {
 		return contract.PolicyStatus{}, false, err
 	}
 	p, ok := n.fsm.Policy(name)
@@ -72,7 +72,7 @@ func (n *Node) PutBlock(ctx context.Context, req contract.BlockRequest) (contrac
 	if err := req.Validate(); err != nil {
 		return contract.Block{}, err
 	}
-	r, err := commandOnLeader[fsm.BlockResult](ctx, n, fsm.CommandPutBlock, &fsm.BlockCommand{Key: req.Key, Reason: req.Reason, TTLNanos: int64(req.TTL)})
+	r, err := commandOnLeader[fsm.BlockResult](ctx, n.route, fsm.CommandPutBlock, &fsm.BlockCommand{Key: req.Key, Reason: req.Reason, TTLNanos: int64(req.TTL)})
 	if err != nil {
 		return contract.Block{}, err
 	}
@@ -87,7 +87,7 @@ func (n *Node) DeleteBlock(ctx context.Context, key string) (contract.Block, err
 	if err := contract.ValidateKey(key); err != nil {
 		return contract.Block{}, err
 	}
-	r, err := commandOnLeader[fsm.BlockResult](ctx, n, fsm.CommandDeleteBlock, &fsm.BlockCommand{Key: key})
+	r, err := commandOnLeader[fsm.BlockResult](ctx, n.route, fsm.CommandDeleteBlock, &fsm.BlockCommand{Key: key})
 	if err != nil {
 		return contract.Block{}, err
 	}
@@ -106,7 +106,7 @@ func (n *Node) BlockSummary(latest int) contract.BlockSummary {
 // applied them after catching up with the leader (as Policies does), at its
 // reading of cluster time now, which it returns too.
 func (n *Node) Blocks(ctx context.Context, after string, limit int) (nowNanos int64, page []contract.Block, next string, err error) {
-	if err := n.catchUp(ctx); err != nil {
+	if err := n.route.catchUp(ctx); err != nil {
 		return 0, nil, "", err
 	}
 	now := max(n.clock.estimate(), n.fsm.Now())
@@ -122,7 +122,7 @@ func (n *Node) ResetKey(ctx context.Context, key string) (int, error) {
 	if err := contract.ValidateKey(key); err != nil {
 		return 0, err
 	}
-	r, err := commandOnLeader[fsm.ResetResult](ctx, n, fsm.CommandResetKey, &fsm.NamedDeleteCommand{Name: key})
+	r, err := commandOnLeader[fsm.ResetResult](ctx, n.route, fsm.CommandResetKey, &fsm.NamedDeleteCommand{Name: key})
 	if err != nil {
 		return 0, err
 	}
@@ -133,7 +133,7 @@ func (n *Node) ResetKey(ctx context.Context, key string) (int, error) {
 // after catching up with the leader (as Policies does), at its reading of
 // cluster time now; false when it holds none.
 func (n *Node) Key(ctx context.Context, key string) (contract.KeyState, bool, error) {
-	if err := n.catchUp(ctx); err != nil {
+	if err := n.route.catchUp(ctx); err != nil {
 		return contract.KeyState{}, false, err
 	}
 	ks, ok := n.fsm.KeyState(key, n.clock.estimate())
@@ -144,7 +144,7 @@ func (n *Node) Key(ctx context.Context, key string) (contract.KeyState, bool, er
 // after, each with its state, and the key to continue after ("" at the
 // end), read as Key reads.
 func (n *Node) Keys(ctx context.Context, prefix, after string, limit int) (page []contract.KeyState, next string, err error) {
-	if err := n.catchUp(ctx); err != nil {
+	if err := n.route.catchUp(ctx); err != nil {
 		return nil, "", err
 	}
 	page, next = n.fsm.KeysPage(prefix, after, limit, n.clock.estimate())
@@ -179,7 +179,7 @@ func (n *Node) recordAudit(ctx context.Context, action, subject, detail string) 
 // index since, oldest first, as this node has applied them after catching
 // up with the leader (as Policies does).
 func (n *Node) Audit(ctx context.Context, since uint64, limit int) (contract.AuditPage, error) {
-	if err := n.catchUp(ctx); err != nil {
+	if err := n.route.catchUp(ctx); err != nil {
 		return contract.AuditPage{}, err
 	}
 	return n.fsm.AuditPage(since, limit), nil

@@ -29,25 +29,25 @@ const readTimeout = 2 * time.Second
 // before it was called. Its errors wrap contract.ErrNoLeader (no leader
 // could confirm an index in time, or this node did not reach it) or are
 // contract.ErrShutdown.
-func (n *Node) catchUp(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, min(n.requestTimeout, readTimeout))
+func (rt *leaderRoute) catchUp(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, min(rt.replica.timeout, readTimeout))
 	defer cancel()
-	defer since(n.metrics.readIndex, time.Now())
-	index, err := n.readIndex(ctx)
+	defer since(rt.readWait, time.Now())
+	index, err := rt.readIndex(ctx)
 	if err != nil {
 		return err
 	}
-	return n.replica.waitApplied(ctx, index)
+	return rt.replica.waitApplied(ctx, index)
 }
 
 // readIndex returns the leader's read index, from the leader itself or by
 // asking it, retrying while the leader changes.
-func (n *Node) readIndex(ctx context.Context) (uint64, error) {
-	return onLeader(ctx, n, true, func(ctx context.Context) (uint64, error) {
-		if n.IsLeader() {
-			return n.replica.leaderReadIndex(ctx)
+func (rt *leaderRoute) readIndex(ctx context.Context) (uint64, error) {
+	return onLeader(ctx, rt, true, func(ctx context.Context) (uint64, error) {
+		if rt.replica.isLeader() {
+			return rt.replica.leaderReadIndex(ctx)
 		}
-		resp, err := n.forwardToLeader(ctx, &forwardRequest{Op: opReadIndex})
+		resp, err := rt.forward(ctx, &forwardRequest{Op: opReadIndex})
 		if err != nil {
 			return 0, err
 		}

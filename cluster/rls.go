@@ -57,7 +57,7 @@ func (n *Node) PutRLSConfig(ctx context.Context, c rls.Config) error {
 	if err := c.Validate(); err != nil {
 		return err
 	}
-	_, err := commandOnLeader[struct{}](ctx, n, fsm.CommandPutRLSConfig, &c)
+	_, err := commandOnLeader[struct{}](ctx, n.route, fsm.CommandPutRLSConfig, &c)
 	return err
 }
 
@@ -67,14 +67,14 @@ func (n *Node) DeleteRLSConfig(ctx context.Context, domain string) error {
 	if err := rls.ValidateDomain(domain); err != nil {
 		return err
 	}
-	_, err := commandOnLeader[struct{}](ctx, n, fsm.CommandDeleteRLSConfig, &fsm.NamedDeleteCommand{Name: domain})
+	_, err := commandOnLeader[struct{}](ctx, n.route, fsm.CommandDeleteRLSConfig, &fsm.NamedDeleteCommand{Name: domain})
 	return err
 }
 
 // RLSConfig returns a domain's configuration, after catching up with the
 // leader as Policies does.
 func (n *Node) RLSConfig(ctx context.Context, domain string) (rls.Config, bool, error) {
-	if err := n.catchUp(ctx); err != nil {
+	if err := n.route.catchUp(ctx); err != nil {
 		return rls.Config{}, false, err
 	}
 	c, ok := n.fsm.RLSConfig(domain)
@@ -92,7 +92,7 @@ func (n *Node) AppliedRLSConfig(domain string) (rls.Config, bool) {
 // RLSDomains returns the names of the configured domains, sorted, after
 // catching up with the leader as Policies does.
 func (n *Node) RLSDomains(ctx context.Context) ([]string, error) {
-	if err := n.catchUp(ctx); err != nil {
+	if err := n.route.catchUp(ctx); err != nil {
 		return nil, err
 	}
 	return n.fsm.RLSDomains(), nil

@@ -252,7 +252,7 @@ func (n *Node) returnShare(ctx context.Context, check fsm.Check, token contract.
 	if err := cmd.Validate(); err != nil {
 		return 0, err
 	}
-	r, err := commandOnLeader[fsm.ShareReturn](ctx, n, fsm.CommandReturnShare, &cmd)
+	r, err := commandOnLeader[fsm.ShareReturn](ctx, n.route, fsm.CommandReturnShare, &cmd)
 	if err != nil {
 		return 0, err
 	}

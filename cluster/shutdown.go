@@ -58,11 +58,7 @@ func (n *Node) shutdown(transfer bool) error {
 			errs = append(errs, fmt.Errorf("raft shutdown: %w", err))
 		}
 		n.mux.Close()
-		n.connsMu.Lock()
-		for c := range n.conns {
-			c.Close()
-		}
-		n.connsMu.Unlock()
+		n.forwarding.closeConns()
 		n.fwd.close()
 		n.wg.Wait()
 		n.stats.close()

@@ -251,7 +251,7 @@ func (n *Node) Stats(ctx context.Context, top int) contract.Stats {
 // answer.
 func (n *Node) decisionStats(ctx context.Context, top int) contract.Stats {
 	if !n.IsLeader() {
-		if resp, err := n.forwardToLeader(ctx, &forwardRequest{Op: opStats, Top: top}); err == nil && resp.Stats != nil {
+		if resp, err := n.route.forward(ctx, &forwardRequest{Op: opStats, Top: top}); err == nil && resp.Stats != nil {
 			return *resp.Stats
 		}
 	}
@@ -343,10 +343,10 @@ func sortedTop(counts map[string]contract.TopCount, n int) []contract.TopCount {
 	return out[:min(len(out), max(n, 0))]
 }
 
-// noteAnsweredHere records the answers this node gave reqs on its own
+// recordAnswered records the answers this node gave reqs on its own
 // (from deny leases and shares: answered), for the cluster's statistics.
-func (n *Node) noteAnsweredHere(reqs []fsm.Request, out []fsm.Result, answered []int) {
-	if len(answered) == 0 || n.answeredHere == nil {
+func (r *recorder) recordAnswered(reqs []fsm.Request, out []fsm.Result, answered []int) {
+	if len(answered) == 0 || r == nil {
 		return
 	}
 	cmd := &fsm.AllowCommand{Requests: make([]fsm.Request, len(answered))}
@@ -355,5 +355,5 @@ func (n *Node) noteAnsweredHere(reqs []fsm.Request, out []fsm.Result, answered [
 		cmd.Requests[j], resp.Results[j] = reqs[i], out[i]
 		cmd.NowNanos = max(cmd.NowNanos, out[i].AtNanos)
 	}
-	n.answeredHere.record(cmd, resp)
+	r.record(cmd, resp)
 }
