@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"maps"
 	"net/http"
@@ -139,7 +140,11 @@ func (a *API) forwardedValue(r *http.Request, source string) (string, error) {
 		p, _, _ := strings.Cut(uri, "?")
 		return path.Clean("/" + p), nil
 	case strings.HasPrefix(source, "header:") && len(source) > len("header:"):
-		return r.Header.Get(strings.TrimPrefix(source, "header:")), nil
+		name := strings.TrimPrefix(source, "header:")
+		if strings.EqualFold(name, "Host") { // Go's server keeps Host out of the headers
+			return "", errors.New("source header:Host: give host (X-Forwarded-Host, else Host)")
+		}
+		return r.Header.Get(name), nil
 	}
 	return "", fmt.Errorf("unknown source %q: give client_ip, method, host, uri, path or header:<Name>", source)
 }
