@@ -177,7 +177,7 @@ func (n *Node) Restore(ctx context.Context, r io.Reader) (backup contract.Backup
 	if err != nil {
 		return contract.BackupInfo{}, 0, err
 	}
-	n.recordAudit(ctx, contract.AuditRestore, fmt.Sprintf("backup at index %d", frame.info.Index), fmt.Sprintf("limits digest %x, restored at index %d", frame.info.LimitsDigest[:8], restoredIndex))
+	n.route.recordAudit(ctx, contract.AuditRestore, fmt.Sprintf("backup at index %d", frame.info.Index), fmt.Sprintf("limits digest %x, restored at index %d", frame.info.LimitsDigest[:8], restoredIndex))
 	n.logger.Info("restored a backup", "backup_index", frame.info.Index, "restored_at", restoredIndex, "bytes", frame.bytes, "took", time.Since(started),
 		"backup_cluster_id", frame.info.ClusterID, "cluster_id", n.ClusterID())
 	return frame.info, restoredIndex, ctx.Err()

@@ -231,7 +231,7 @@ func (n *Node) handleForward(req *forwardRequest) *forwardResponse {
 		if !n.IsLeader() {
 			return &forwardResponse{Status: statusNotLeader}
 		}
-		st := n.clusterStats(context.Background(), min(max(req.Top, 0), contract.StatsTopCounters))
+		st := n.statistics.cluster(context.Background(), min(max(req.Top, 0), contract.StatsTopCounters))
 		return &forwardResponse{Stats: &st}
 	case opLocalStats:
 		st := n.answeredHere.snapshot(min(max(req.Top, 0), contract.StatsTopCounters))

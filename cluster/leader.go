@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/hashicorp/go-msgpack/v2/codec"
@@ -37,6 +38,7 @@ type leaderRoute struct {
 	applied func(t fsm.CommandType, result any)
 	// readWait observes how long each catchUp took.
 	readWait prometheus.Observer
+	logger   *slog.Logger
 }
 
 // withDeadline gives ctx the route's timeout unless it has a deadline.

@@ -78,7 +78,7 @@ func (n *Node) joinAsLeader(ctx context.Context, m contract.Member, change contr
 		if err := n.applyJoin(m, servers, stale, change); err != nil {
 			return err
 		}
-		n.recordAudit(ctx, contract.AuditMemberJoin, m.ID, joinDetail(m, change))
+		n.route.recordAudit(ctx, contract.AuditMemberJoin, m.ID, joinDetail(m, change))
 	}
 	if n.fsm.NodeHTTPAddr(m.ID) == m.HTTPAddr {
 		return nil
@@ -164,7 +164,7 @@ func (n *Node) removeAsLeader(ctx context.Context, id string, change contract.Me
 	if change.Force {
 		detail = "force"
 	}
-	n.recordAudit(ctx, contract.AuditMemberRemove, id, detail)
+	n.route.recordAudit(ctx, contract.AuditMemberRemove, id, detail)
 	if err := n.replica.applyCommand(fsm.CommandRemoveNode, &fsm.NodeCommand{ID: id}); err != nil {
 		return err
 	}
@@ -452,7 +452,7 @@ func (n *Node) transferAsLeader(ctx context.Context, to string) error {
 		if n.otherVoters() == 0 {
 			return contract.Invalid("to", "there is no other voter to hand leadership to")
 		}
-		n.recordAudit(ctx, contract.AuditLeadershipTransfer, "", "from "+n.cfg.ID+" to any other voter")
+		n.route.recordAudit(ctx, contract.AuditLeadershipTransfer, "", "from "+n.cfg.ID+" to any other voter")
 		return n.transferRefused(to, n.raft.LeadershipTransfer().Error())
 	}
 	future := n.raft.GetConfiguration()
@@ -468,7 +468,7 @@ func (n *Node) transferAsLeader(ctx context.Context, to string) error {
 			// election, cannot win, and its term unseats this leader.
 			return contract.Invalid("to", "%q is not a voter, so it cannot lead (a member whose state differed from the leader's at a checkpoint is a non-voter until one agrees)", to)
 		}
-		n.recordAudit(ctx, contract.AuditLeadershipTransfer, to, "from "+n.cfg.ID)
+		n.route.recordAudit(ctx, contract.AuditLeadershipTransfer, to, "from "+n.cfg.ID)
 		return n.transferRefused(to, n.raft.LeadershipTransferToServer(s.ID, s.Address).Error())
 	}
 	return contract.NotFound("to", "no member %q", to)

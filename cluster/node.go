@@ -95,6 +95,8 @@ type Node struct {
 	// leases serves (leasequeue.go).
 	waiters *leaseWaiters
 	leases  *leaseQueues
+	// statistics gathers the decision statistics (stats.go).
+	statistics *statistics
 
 	forwarding *forwardServer
 
@@ -158,7 +160,7 @@ func Open(cfg Config) (*Node, error) {
 	}
 	n.replica = &replica{raft: n.raft, fsm: n.fsm, logStore: n.logStore, clock: n.clock, timeout: cfg.RequestTimeout, stop: n.stopCh,
 		confirm: &confirmer{verify: func() error { return n.raft.VerifyLeader().Error() }}}
-	n.route = &leaderRoute{self: cfg.ID, replica: n.replica, fwd: n.fwd, refuse: n.refuseOutsideCluster, readWait: n.metrics.readIndex,
+	n.route = &leaderRoute{self: cfg.ID, replica: n.replica, fwd: n.fwd, refuse: n.refuseOutsideCluster, readWait: n.metrics.readIndex, logger: n.logger,
 		applied: func(t fsm.CommandType, result any) {
 			if fsm.EffectOf(t, result).Waits() {
 				n.waitOutLeases() // the raise rule (denylease.go)
@@ -169,6 +171,7 @@ func Open(cfg Config) (*Node, error) {
 				n.leases.kick()
 			}
 		}}
+	n.statistics = &statistics{route: n.route, stats: n.stats, answeredHere: n.answeredHere}
 	n.leases = newLeaseQueues(n.route, n.waiters, n.logger, cfg.MaxLeasesPerCaller)
 	n.commit = newGroupCommit(cfg, n.replica, n.fwd, &n.appendedEntries, &n.leaseGrants, n.stats, n.metrics)
 	n.forwarding = &forwardServer{handle: n.handleForward, logger: n.logger}

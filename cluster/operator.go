@@ -160,18 +160,18 @@ func (n *Node) Keys(ctx context.Context, prefix, after string, limit int) (page 
 // recordAudit appends, on the leader, the record of a change made outside
 // the FSM. The change is made already: a record that cannot be appended
 // is logged, not returned.
-func (n *Node) recordAudit(ctx context.Context, action, subject, detail string) {
+func (rt *leaderRoute) recordAudit(ctx context.Context, action, subject, detail string) {
 	cmd := &fsm.AuditCommand{Actor: contract.ActorOf(ctx), Action: action, Subject: subject, Detail: detail}
 	err := func() error {
-		stamp, err := n.replica.leaderStamp()
+		stamp, err := rt.replica.leaderStamp()
 		if err != nil {
 			return err
 		}
 		cmd.NowNanos = stamp
-		return n.replica.applyCommand(fsm.CommandAudit, cmd)
+		return rt.replica.applyCommand(fsm.CommandAudit, cmd)
 	}()
 	if err != nil {
-		n.logger.Warn("the audit trail could not record a change", "action", action, "subject", subject, "actor", cmd.Actor, "err", err)
+		rt.logger.Warn("the audit trail could not record a change", "action", action, "subject", subject, "actor", cmd.Actor, "err", err)
 	}
 }
 

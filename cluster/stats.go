@@ -241,46 +241,55 @@ func (r *recorder) collectors() []prometheus.Collector {
 // leader, and answers with its own when no leader answers. The shares
 // outstanding are those of the state this node applied.
 func (n *Node) Stats(ctx context.Context, top int) contract.Stats {
-	st := n.decisionStats(ctx, top)
+	st := n.statistics.decisions(ctx, top)
 	st.Shares = n.fsm.OutstandingShares()
 	return st
 }
 
-// decisionStats is the cluster's decision statistics as the leader
-// gathers them (clusterStats), or this node's when the leader does not
-// answer.
-func (n *Node) decisionStats(ctx context.Context, top int) contract.Stats {
-	if !n.IsLeader() {
-		if resp, err := n.route.forward(ctx, &forwardRequest{Op: opStats, Top: top}); err == nil && resp.Stats != nil {
+// statistics gathers the cluster's decision statistics: what this node's
+// log decided (stats) and what it answered on its own (answeredHere), and,
+// on the leader, what every other member answered on its own.
+type statistics struct {
+	route        *leaderRoute
+	stats        *recorder
+	answeredHere *recorder
+}
+
+// decisions is the cluster's decision statistics as the leader gathers
+// them (cluster), or this node's when the leader does not answer.
+func (st *statistics) decisions(ctx context.Context, top int) contract.Stats {
+	if !st.route.replica.isLeader() {
+		if resp, err := st.route.forward(ctx, &forwardRequest{Op: opStats, Top: top}); err == nil && resp.Stats != nil {
 			return *resp.Stats
 		}
 	}
-	return n.clusterStats(ctx, top)
+	return st.cluster(ctx, top)
 }
 
 // localStatsTimeout bounds the leader's wait for a member's answers given
 // on its own.
 const localStatsTimeout = time.Second
 
-// clusterStats is what the leader's log decided, with what every member
+// cluster is what the leader's log decided, with what every member
 // answered on its own (its answeredHere, asked with opLocalStats); a member
 // that does not answer in time is left out.
-func (n *Node) clusterStats(ctx context.Context, top int) contract.Stats {
+func (st *statistics) cluster(ctx context.Context, top int) contract.Stats {
+	r := st.route.replica
 	// The empty part is now: the seconds end at this node's reading of
 	// cluster time, not at the last decision.
-	parts := []contract.Stats{n.stats.snapshot(contract.StatsTopCounters), n.answeredHere.snapshot(contract.StatsTopCounters), {NowNanos: n.clock.estimate()}}
-	future := n.raft.GetConfiguration()
+	parts := []contract.Stats{st.stats.snapshot(contract.StatsTopCounters), st.answeredHere.snapshot(contract.StatsTopCounters), {NowNanos: r.clock.estimate()}}
+	future := r.raft.GetConfiguration()
 	if future.Error() == nil {
 		ctx, cancel := context.WithTimeout(ctx, localStatsTimeout)
 		defer cancel()
 		var mu sync.Mutex
 		var wg sync.WaitGroup
 		for _, s := range future.Configuration().Servers {
-			if string(s.ID) == n.cfg.ID {
+			if string(s.ID) == st.route.self {
 				continue
 			}
 			wg.Go(func() {
-				resp, err := n.fwd.send(ctx, string(s.Address), &forwardRequest{Op: opLocalStats, Top: contract.StatsTopCounters})
+				resp, err := st.route.fwd.send(ctx, string(s.Address), &forwardRequest{Op: opLocalStats, Top: contract.StatsTopCounters})
 				if err == nil && resp.Stats != nil {
 					mu.Lock()
 					parts = append(parts, *resp.Stats)
