@@ -122,7 +122,7 @@ stage:
 	sentAt := time.Now()
 	results, leader, err := n.decideOnLeader(ctx, ask)
 	if err == nil && !n.IsLeader() {
-		n.commit.denied.note(ask, results) // the leader noted them itself
+		n.commit.denied.Note(ask, results) // the leader noted them itself
 	}
 	for j, p := range asked {
 		var res *fsm.Result // nil: the leader did not answer

@@ -174,7 +174,7 @@ type Config struct {
 	NoStats bool
 	// NoFastDenials makes the leader append every request to the log, the
 	// denied ones too, instead of answering a denial from its applied
-	// state after confirming its leadership (fastdeny.go); for comparison.
+	// state after confirming its leadership (groupCommit.denyFast); for comparison.
 	NoFastDenials bool
 	// MaxClockRate is how much faster than real time cluster time may run
 	// (clock.go): a leader whose clock is ahead catches up at this rate.

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/limitnode/limitnode/cluster/internal/denylease"
+	"github.com/limitnode/limitnode/cluster/internal/fastdeny"
 	"github.com/limitnode/limitnode/cluster/internal/groupcommit"
 	"github.com/limitnode/limitnode/cluster/internal/raftstore"
 	"github.com/limitnode/limitnode/contract"
@@ -18,7 +19,7 @@ import (
 // leader's group commit (one Raft entry for the requests that arrive
 // while the pipeline is full), a follower's forwarding (one message to the
 // leader for the same), and the denials the leader answers from its
-// applied state without an entry (fastdeny.go). It needs the node's
+// applied state without an entry (denyFast, below). It needs the node's
 // replica and forwarder, nothing else of the node.
 type groupCommit struct {
 	id       string // this node's ID, named as the leader that decided
@@ -40,10 +41,9 @@ type groupCommit struct {
 	forwardedLimit groupcommit.Load
 
 	fastDenials bool              // Config.NoFastDenials unset
-	confirm     *confirmer        // shared rounds of leadership confirmation
 	leaseGrants *denylease.Grants // what the leader knows of the leases it granted
-	denied      recentDenials     // the kinds of request denied lately
-	toLog       queuedKeys        // requests on their way to the log, by key
+	denied      fastdeny.Recent   // the kinds of request denied lately
+	toLog       fastdeny.Queued   // requests on their way to the log, by key
 	stats       *recorder         // the decisions' statistics, nil when off
 	metrics     *nodeMetrics
 }
@@ -151,7 +151,7 @@ func (g *groupCommit) applyBatch(calls []*groupcommit.Call, release func()) {
 	since(g.metrics.commit, start)
 	switch resp := future.Response().(type) {
 	case *fsm.Response:
-		g.denied.note(reqs, resp.Results)
+		g.denied.Note(reqs, resp.Results)
 		groupcommit.Distribute(calls, resp.Results, g.id)
 	case error:
 		groupcommit.FailAll(calls, fmt.Errorf("cluster: apply: %w", resp))
@@ -237,4 +237,105 @@ func allHaveIDs(reqs []fsm.Request) bool {
 		}
 	}
 	return true
+}
+
+// Denials without consensus. A denial consumes nothing, so the leader may
+// answer it from its applied state instead of appending an entry, provided
+// the answer is linearizable: the state it reads must hold every entry
+// committed before the request arrived, and the node must still have been
+// the leader after the request arrived (else a newer leader may have
+// admitted what this state does not show). That is Raft's ReadIndex: note
+// the commit index, confirm leadership with a round of heartbeats
+// (VerifyLeader: no fsync, no entry), wait until the index is applied, then
+// read. The requests that arrive while one confirmation is under way share
+// the next (confirmer), as requests share an entry in group commit.
+//
+// This runs beside group commit, not in it: a denial does not wait for the
+// fsync of an entry that admits others. Followers forward the requests
+// their own replica denies through a batcher of their own
+// (followerDenials), for the same reason; the leader decides either way.
+
+// fastDenyWait bounds how long a request waits for the applied index to
+// reach its read index before it goes through the log instead.
+const fastDenyWait = 100 * time.Millisecond
+
+// denyFast answers reqs with denials when the leader's applied state denies
+// every one of them, linearizably; ok is false when the requests must go
+// through the log (one is admitted, this node cannot confirm it leads, or
+// the fast path is off).
+func (g *groupCommit) denyFast(ctx context.Context, reqs []fsm.Request) (results []fsm.Result, ok bool) {
+	r := g.replica
+	term := r.raft.CurrentTerm()
+	// Until this leader has applied an entry of its own term (leaderStamp's
+	// barrier), its commit index may trail what earlier leaders committed.
+	if !g.fastDenials || r.barrierTerm.Load() != term || !r.isLeader() || !g.denied.AnyRecent(reqs) {
+		return nil, false
+	}
+	// A first look, before any round trip: most requests are admitted.
+	if _, ok := g.deniedNow(reqs, r.stampIn(term)); !ok {
+		return nil, false
+	}
+	// From before its reading of the state to when it notes what it
+	// granted, the decision counts for a raise as granting now.
+	g.leaseGrants.Deciding()
+	decided := []fsm.Result(nil)
+	defer func() { g.leaseGrants.Decided(decided, term) }()
+	readIndex := r.raft.CommitIndex()
+	if err := r.confirm.leadership(ctx); err != nil || r.raft.CurrentTerm() != term {
+		return nil, false
+	}
+	for deadline := time.Now().Add(fastDenyWait); !r.hasApplied(readIndex); time.Sleep(20 * time.Microsecond) {
+		if time.Now().After(deadline) {
+			return nil, false
+		}
+	}
+	if results, ok = g.deniedNow(reqs, r.stampIn(term)); !ok {
+		return nil, false
+	}
+	g.metrics.fastDenials.Add(float64(len(results)))
+	decided = results
+	g.denied.Note(reqs, results)
+	if g.stats != nil {
+		g.stats.record(&fsm.AllowCommand{NowNanos: results[0].AtNanos, Requests: reqs}, &fsm.Response{Results: results})
+	}
+	return results, true
+}
+
+// likelyDenied reports whether this node's replica denies every request of
+// reqs now: on a follower, a guess that sends them to the leader apart from
+// requests that will need an entry.
+func (g *groupCommit) likelyDenied(reqs []fsm.Request) bool {
+	if !g.fastDenials || !g.denied.AnyRecent(reqs) {
+		return false
+	}
+	_, ok := g.deniedNow(reqs, time.Now().UnixNano())
+	return ok
+}
+
+// deniedNow returns the denials of reqs when every one is denied on the
+// applied state (see fsm.DenyNow; queued is whether requests on the same
+// keys are on their way to this leader's log).
+func (g *groupCommit) deniedNow(reqs []fsm.Request, now int64) ([]fsm.Result, bool) {
+	var results []fsm.Result // most first looks find an admission: allocate after a denial
+	for i := range reqs {
+		r, ok := g.replica.fsm.DenyNow(&reqs[i], now, func() bool { return g.toLog.Has(&reqs[i]) })
+		if !ok {
+			return nil, false
+		}
+		if results == nil {
+			results = make([]fsm.Result, len(reqs))
+		}
+		results[i] = r
+	}
+	return results, true
+}
+
+// submitToLog sends requests the fast path did not deny to the leader's
+// group commit, counting their keys as queued meanwhile.
+func (g *groupCommit) submitToLog(ctx context.Context, reqs []fsm.Request) ([]fsm.Result, string, error) {
+	if g.fastDenials { // only the fast path reads the count
+		g.toLog.Add(reqs, 1)
+		defer g.toLog.Add(reqs, -1)
+	}
+	return g.leaderBatch.Submit(ctx, reqs)
 }

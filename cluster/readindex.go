@@ -11,7 +11,7 @@ import (
 // keys, blocks, the audit trail, RLS domains, a backup) must see every
 // write acknowledged before it began, on whichever node it arrives. That
 // is Raft's ReadIndex (section 6.4 of Ongaro's thesis), as the fast
-// denials use it (fastdeny.go): the leader notes its commit index, confirms
+// denials use it (groupCommit.denyFast): the leader notes its commit index, confirms
 // with a round of heartbeats that it still leads (VerifyLeader: no entry,
 // no fsync; the reads waiting meanwhile share the next round), and the
 // reading node waits until it has applied that index. A follower asks the

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -200,5 +201,55 @@ func translate(err error) error {
 		return fmt.Errorf("%w: %w", contract.ErrOutcomeUnknown, err)
 	default:
 		return fmt.Errorf("cluster: raft: %w", err)
+	}
+}
+
+// confirmer shares rounds of leadership confirmation among the requests
+// that wait for one: a request waits for a round that starts after it
+// asked, so the leadership it confirms is leadership after the request
+// arrived.
+type confirmer struct {
+	verify  func() error
+	mu      sync.Mutex
+	waiting []chan error
+	running bool
+}
+
+// leadership returns nil once a round started after the call has
+// confirmed that this node leads.
+func (c *confirmer) leadership(ctx context.Context) error {
+	done := make(chan error, 1)
+	c.mu.Lock()
+	c.waiting = append(c.waiting, done)
+	if !c.running {
+		c.running = true
+		go c.rounds()
+	}
+	c.mu.Unlock()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// rounds confirms for everyone waiting, round after round, until no one
+// is.
+func (c *confirmer) rounds() {
+	for {
+		c.mu.Lock()
+		round := c.waiting
+		c.waiting = nil
+		if len(round) == 0 {
+			c.running = false
+			c.mu.Unlock()
+			return
+		}
+		c.mu.Unlock()
+		err := c.verify()
+		for _, done := range round {
+			done <- err
+		}
 	}
 }

@@ -235,7 +235,7 @@ func (r *recorder) collectors() []prometheus.Collector {
 // Stats returns the decisions of the cluster lately, with up to top heavy
 // hitters each (see contract.Stats); empty with Config.NoStats. They are
 // the leader's (it applies every entry, as every node does, and it alone
-// knows the denials it answered without an entry: fastdeny.go) together
+// knows the denials it answered without an entry: groupCommit.denyFast) together
 // with what every member answered on its own, from deny leases and shares
 // (answeredHere), which the leader asks each for. A follower asks the
 // leader, and answers with its own when no leader answers. The shares
