@@ -16,6 +16,7 @@ import (
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	"github.com/limitnode/limitnode/cluster/internal/denylease"
+	"github.com/limitnode/limitnode/cluster/internal/leasewait"
 	"github.com/limitnode/limitnode/cluster/internal/raftlog"
 	"github.com/limitnode/limitnode/cluster/internal/raftstore"
 	"github.com/limitnode/limitnode/cluster/internal/rafttransport"
@@ -92,8 +93,8 @@ type Node struct {
 	shares        *shareTable // the shares of keys' budgets this node holds (shares.go)
 	fwd           *forwarder
 	// waiters are the lease requests queued on this node's behalf, which
-	// leases serves (leasequeue.go).
-	waiters *leaseWaiters
+	// leases serves (leases.go).
+	waiters *leasewait.Waiters
 	leases  *leaseQueues
 	// statistics gathers the decision statistics (stats.go).
 	statistics *statistics
@@ -146,7 +147,7 @@ func Open(cfg Config) (*Node, error) {
 		metrics:        newNodeMetrics(),
 		stats:          newRecorder(),
 		answeredHere:   newRecorder(),
-		waiters:        newLeaseWaiters(),
+		waiters:        leasewait.New(),
 		denyLeases:     denylease.New(cfg.DenyLeaseCap, cfg.MaxClockRate, time.Now),
 	}
 	n.shares = n.newShareTable()
@@ -362,7 +363,7 @@ func (n *Node) newFSM() *fsm.FSM {
 	f.OnStampApplied(n.clock.observe)
 	f.OnClusterID(n.adoptClusterID)
 	f.OnCheckpoint(n.onCheckpoint)
-	f.OnLeaseEvents(n.waiters.deliver, n.waiters.signalRestored)
+	f.OnLeaseEvents(n.waiters.Deliver, n.waiters.SignalRestored)
 	if n.denyLeases != nil {
 		f.OnRaise(n.denyLeases.Clear)
 	}
