@@ -53,11 +53,11 @@ func TestReadsSeeTheLatestWriteWithoutALogEntry(t *testing.T) {
 // only reach it) is an error, never the state from before the change.
 func TestADeposedLeaderRefusesReads(t *testing.T) {
 	t.Parallel()
-	// n1, the first leader, keeps believing it leads for 3 s without a
+	// n1, the first leader, keeps believing it leads for 5 s without a
 	// quorum; the others elect a new leader after 500 ms.
 	c := testcluster.Start(t, 3, testcluster.Options{Configure: func(cfg *cluster.Config) {
 		if cfg.ID == "n1" {
-			cfg.HeartbeatTimeout, cfg.ElectionTimeout, cfg.LeaderLeaseTimeout = 3*time.Second, 3*time.Second, 3*time.Second
+			cfg.HeartbeatTimeout, cfg.ElectionTimeout, cfg.LeaderLeaseTimeout = 5*time.Second, 5*time.Second, 5*time.Second
 		}
 	}})
 	old := c.WaitLeader()
@@ -84,7 +84,7 @@ func TestADeposedLeaderRefusesReads(t *testing.T) {
 		return false
 	})
 	// A lower limit: a raise would wait out the deny leases first, and the
-	// old leader's belief that it leads lasts only 3 s.
+	// old leader's belief that it leads lasts only 5 s.
 	p.Limit.Rate, p.Limit.Burst = 1, 1
 	if err := next.Node().PutPolicy(ctx, p); err != nil {
 		t.Fatal(err)

@@ -285,7 +285,7 @@ func TestOpenAPIValidatesRealTraffic(t *testing.T) {
 			}
 			rec := serveValidated(t, h, st.method, fill(st.path), fill(st.body))
 			if rec.Code != st.want {
-				t.Fatalf("%s %s answered %d, want %d: %.300s", st.method, st.path, rec.Code, st.want, rec.Body)
+				t.Fatalf("%s %s answered %d, want %d: %.300s\nn1's view: %+v", st.method, st.path, rec.Code, st.want, rec.Body, c.n1.Status())
 			}
 			if capture := capturedFrom[st.name]; capture != nil {
 				name, value := capture(rec.Body.Bytes())
