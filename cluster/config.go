@@ -11,6 +11,17 @@ import (
 	"github.com/limitnode/limitnode/internal/transport"
 )
 
+// DefaultMaxClockStep is how far, by default, a leader's stamp may stray
+// from the cluster time that elapsed real time predicts. See cluster/internal/clusterclock.
+const DefaultMaxClockStep = time.Second
+
+// DefaultMaxClockRate is how much faster than real time cluster time may
+// run by default (Config.MaxClockRate): a leader whose clock is ahead of the
+// cluster's catches up at a hundredth of real time, never jumping ahead, so
+// a node that times something in cluster time on its own monotonic clock is
+// off by at most that fraction.
+const DefaultMaxClockRate = 0.01
+
 // Defaults for Config's zero values.
 const (
 	defaultRequestTimeout   = 5 * time.Second

@@ -79,7 +79,7 @@ func (n *Node) watchConsistency() {
 	if n.cfg.ConsistencyCheckEvery < 0 {
 		return
 	}
-	n.onEachTick(n.cfg.ConsistencyCheckEvery, func() {
+	onEachTick(n.stopCh, n.cfg.ConsistencyCheckEvery, func() {
 		if n.isLeader() {
 			if _, err := n.appendCheckpoint(); err != nil {
 				n.logger.Debug("appending a consistency checkpoint", "err", err)

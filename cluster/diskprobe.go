@@ -28,7 +28,7 @@ const diskProbeBytes = 64 << 10
 func (n *Node) watchDisk() {
 	probe := func() { n.setDiskErr(probeDisk(n.cfg.DataDir)) }
 	probe()
-	n.onEachTick(diskProbeEvery, probe)
+	onEachTick(n.stopCh, diskProbeEvery, probe)
 }
 
 // probeDisk writes a new probe file beside the last one, syncs it and

@@ -132,7 +132,7 @@ func (n *Node) termBarrier(term uint64) error {
 // what the state machine accepts after the latest time it applied.
 func (n *Node) stampIn(term uint64) int64 {
 	last := n.fsm.Now()
-	return fsm.ClampStamp(n.clock.stamp(term, last), last)
+	return fsm.ClampStamp(n.clock.Stamp(term, last), last)
 }
 
 // forwardBatch is a follower's flush: one message to the leader for all the

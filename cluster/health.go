@@ -87,7 +87,7 @@ func (v *healthView) get(id string) (memberHealth, bool) {
 func (n *Node) watchHealth() {
 	pinger := newForwarder(n.fwd.dialer, healthEvery)
 	defer pinger.close()
-	n.onEachTick(healthEvery, func() {
+	onEachTick(n.stopCh, healthEvery, func() {
 		switch {
 		case n.isLeader():
 			n.progress.clear()

@@ -131,5 +131,5 @@ func (n *Node) leaseOnLeader(ctx context.Context, t fsm.CommandType, cmd fsm.Lea
 // stamp it applied plus the real time since), which it returns too: on an
 // idle cluster the last entry may be long past.
 func (n *Node) Leases(key string) (nowNanos int64, leases []contract.HeldLease, queued []contract.QueuedLease) {
-	return n.fsm.Leases(key, n.clock.estimate())
+	return n.fsm.Leases(key, n.clock.Estimate())
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+	"github.com/limitnode/limitnode/cluster/internal/clusterclock"
 	"github.com/limitnode/limitnode/cluster/internal/denylease"
 	"github.com/limitnode/limitnode/cluster/internal/raftlog"
 	"github.com/limitnode/limitnode/cluster/internal/raftstore"
@@ -57,7 +58,7 @@ type Node struct {
 	restoreMu sync.Mutex
 	restoring atomic.Pointer[string]
 
-	clock   *clusterClock
+	clock   *clusterclock.Clock
 	metrics *nodeMetrics
 	stats   *recorder
 	// answeredHere records what this node answered on its own, from deny
@@ -168,13 +169,7 @@ func Open(cfg Config) (*Node, error) {
 	n.leaderBatch = newBatcher(n.applyBatch, limit, cfg.MaxEntriesInFlight, gatherYields, n.metrics.batcher("leader"))
 	n.followerBatch = newBatcher(n.forwardBatch, limit, cfg.MaxForwardsInFlight, gatherYields, n.metrics.batcher("follower"))
 	n.followerDenials = newBatcher(n.forwardBatch, limit, cfg.MaxForwardsInFlight, gatherYields, n.metrics.batcher("follower-denials"))
-	n.wg.Go(func() { n.serveForwarding(n.mux.Listener(transport.ProtocolForward)) })
-	n.wg.Go(n.watchLeadership)
-	n.wg.Go(n.watchHealth)
-	n.wg.Go(n.watchDisk)
-	n.wg.Go(n.watchConsistency)
-	n.wg.Go(n.watchLeaseQueues)
-	n.wg.Go(n.watchTime)
+	n.startWatchers()
 	return n, nil
 }
 
@@ -230,9 +225,9 @@ func (n *Node) startRaft() error {
 		logStore.Close()
 		return fmt.Errorf("cluster: read the log's last index: %w", err)
 	}
-	n.clock = &clusterClock{wall: n.cfg.Clock, step: n.cfg.MaxClockStep, rate: n.cfg.MaxClockRate, startupIndex: startupIndex}
 	n.fsm = n.newFSM()
-	n.clock.ceiling = n.fsm.StampCeiling
+	n.clock = clusterclock.New(n.cfg.Clock, n.cfg.MaxClockStep, n.cfg.MaxClockRate, startupIndex, n.fsm.StampCeiling)
+	n.fsm.OnStampApplied(n.clock.Observe)
 	n.appends = &raftstore.AppendWatch{LogStore: logStore}
 	network := &rafttransport.GatedTransport{NetworkTransport: raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
 		Stream:  &rafttransport.RaftStream{Listener: n.mux.Listener(transport.ProtocolRaft), Advertise: n.advertise, Dialer: n.dialer()},
@@ -352,7 +347,6 @@ func (n *Node) raftConfig(hlog hclog.Logger) *raft.Config {
 // consistency checks, lease waiters and statistics.
 func (n *Node) newFSM() *fsm.FSM {
 	f := fsm.New(n.logger)
-	f.OnStampApplied(n.clock.observe)
 	f.OnClusterID(n.adoptClusterID)
 	f.OnCheckpoint(n.onCheckpoint)
 	f.OnLeaseEvents(n.waiters.deliver, n.waiters.signalRestored)
@@ -394,14 +388,41 @@ func (n *Node) isLeader() bool { return n.raft.State() == raft.Leader }
 // IsLeader reports whether this node currently believes it is the leader.
 func (n *Node) IsLeader() bool { return n.isLeader() }
 
-// onEachTick calls fn every interval until the node stops. It is the loop
-// of the node's background watchers.
-func (n *Node) onEachTick(every time.Duration, fn func()) {
+// startWatchers starts the node's background loops, each given what it
+// needs.
+func (n *Node) startWatchers() {
+	n.wg.Go(func() { n.serveForwarding(n.mux.Listener(transport.ProtocolForward)) })
+	n.wg.Go(n.watchLeadership)
+	n.wg.Go(n.watchHealth)
+	n.wg.Go(n.watchDisk)
+	n.wg.Go(n.watchConsistency)
+	n.wg.Go(n.watchLeaseQueues)
+	// The leader appends a tick when cluster time has not moved for long
+	// (clusterclock.Clock.TickDue).
+	n.wg.Go(func() {
+		onEachTick(n.stopCh, time.Second, func() {
+			if !n.isLeader() || !n.clock.TickDue() {
+				return
+			}
+			stamp, err := n.leaderStamp()
+			if err == nil {
+				err = n.applyCommand(fsm.CommandLeaseTick, &fsm.LeaseTickCommand{NowNanos: stamp})
+			}
+			if err != nil {
+				n.logger.Debug("a time tick not applied", "err", err)
+			}
+		})
+	})
+}
+
+// onEachTick calls fn every interval until stop closes. It is the loop of
+// the node's background watchers.
+func onEachTick(stop <-chan struct{}, every time.Duration, fn func()) {
 	ticker := time.NewTicker(every)
 	defer ticker.Stop()
 	for {
 		select {
-		case <-n.stopCh:
+		case <-stop:
 			return
 		case <-ticker.C:
 		}

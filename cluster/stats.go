@@ -268,7 +268,7 @@ const localStatsTimeout = time.Second
 func (n *Node) clusterStats(ctx context.Context, top int) contract.Stats {
 	// The empty part is now: the seconds end at this node's reading of
 	// cluster time, not at the last decision.
-	parts := []contract.Stats{n.stats.snapshot(contract.StatsTopCounters), n.answeredHere.snapshot(contract.StatsTopCounters), {NowNanos: n.clock.estimate()}}
+	parts := []contract.Stats{n.stats.snapshot(contract.StatsTopCounters), n.answeredHere.snapshot(contract.StatsTopCounters), {NowNanos: n.clock.Estimate()}}
 	future := n.raft.GetConfiguration()
 	if future.Error() == nil {
 		ctx, cancel := context.WithTimeout(ctx, localStatsTimeout)

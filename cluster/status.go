@@ -27,7 +27,7 @@ func (n *Node) Status() contract.Status {
 		Leases:       state.Leases,
 		LeaseWaiters: state.LeaseWaiters,
 	}
-	st.Blocked, st.BlockedByPenalty = n.fsm.BlockCount(n.clock.estimate())
+	st.Blocked, st.BlockedByPenalty = n.fsm.BlockCount(n.clock.Estimate())
 	st.LastSnapshotIndex, _ = strconv.ParseUint(n.raft.Stats()["last_snapshot_index"], 10, 64)
 	future := n.raft.GetConfiguration()
 	if future.Error() == nil {
