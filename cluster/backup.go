@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+	"github.com/limitnode/limitnode/cluster/internal/identity"
 	"github.com/limitnode/limitnode/contract"
 	"github.com/limitnode/limitnode/fsm"
 )
@@ -156,7 +157,7 @@ func (n *Node) Restore(ctx context.Context, r io.Reader) (backup contract.Backup
 	if err := n.fsm.CheckRestoreTime(scratch.Now(), now); err != nil {
 		return contract.BackupInfo{}, 0, err
 	}
-	begin := fsm.RestoreBeginCommand{ID: newClusterID(), Bytes: frame.bytes}
+	begin := fsm.RestoreBeginCommand{ID: identity.NewClusterID(), Bytes: frame.bytes}
 	sum := sha256.New()
 	if _, err := io.Copy(sum, state()); err != nil {
 		return contract.BackupInfo{}, 0, fmt.Errorf("cluster: restore: %w", err)

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/hashicorp/raft"
+	"github.com/limitnode/limitnode/cluster/internal/identity"
 	"github.com/limitnode/limitnode/contract"
 )
 
@@ -47,7 +48,7 @@ func (n *Node) FormCluster(members []contract.Member) error {
 	if err != nil {
 		return fmt.Errorf("cluster: form a cluster: %w", err)
 	}
-	if err := n.setClusterID(newClusterID()); err != nil {
+	if err := n.identity.SetClusterID(identity.NewClusterID()); err != nil {
 		n.logger.Error("recording the new cluster's ID", "err", err)
 	}
 	n.logger.Info("formed a new cluster", "members", len(members), "cluster_id", n.ClusterID())

@@ -248,7 +248,7 @@ func describeServers(servers []raft.Server) string {
 // watchLeadership reacts to changes of leader and of membership, at once
 // and then on each: it drops pooled forwarding connections to the old
 // leader, marks this node removed while a configuration it once belonged to
-// (its data directory records its ID, see identified) lacks it, and makes
+// (its data directory records its ID: identity.Records.IsRecordedMember) lacks it, and makes
 // sure the replicated state knows this node's HTTP address. It records the
 // address only, never adds the node: a member that was removed stays out
 // until an operator joins it.
@@ -279,14 +279,18 @@ func (n *Node) watchLeadership() {
 		}
 		n.fwd.dropExcept(string(addr))
 		member := n.isMember()
-		if !member && n.identified.Load() && !n.removed.Swap(true) {
+		if !member && n.identity.IsRecordedMember() && !n.removed.Swap(true) {
 			n.logger.Warn("this node was removed from the cluster: it decides nothing and /readyz answers 503 until an operator joins it again; ")
 		}
 		if member {
 			n.removed.Store(false)
-			n.recordIdentity()
+			n.identity.RecordMember()
 		}
-		n.ensureClusterID()
+		if n.isLeader() {
+			n.identity.EnsureAppended(n.raft.CurrentTerm(), n.fsm.ClusterID(), func(id string) error {
+				return n.applyCommand(fsm.CommandSetClusterID, &fsm.ClusterIDCommand{ID: id})
+			})
+		}
 		n.abandonRestore()
 		if addr != "" && n.cfg.HTTPAddr != "" && n.fsm.NodeHTTPAddr(n.cfg.ID) != n.cfg.HTTPAddr && member {
 			ctx, cancel := context.WithTimeout(context.Background(), n.requestTimeout)
@@ -301,7 +305,7 @@ func (n *Node) watchLeadership() {
 
 // configWatch is the state machine as Raft sees it, telling the node of
 // each configuration entry it applies that names the node: its data
-// directory then records that it is a member (recordIdentity), before any
+// directory then records that it is a member (identity.Records.RecordMember), before any
 // later entry can remove it, so that a node removed within a watcher's tick
 // of joining says it was removed, not that it has yet to join.
 type configWatch struct {
@@ -316,7 +320,7 @@ func (w *configWatch) ApplyBatch(logs []*raft.Log) []any {
 		}
 		for _, s := range raft.DecodeConfiguration(l.Data).Servers {
 			if string(s.ID) == w.node.cfg.ID {
-				w.node.recordIdentity()
+				w.node.identity.RecordMember()
 			}
 		}
 	}

@@ -17,6 +17,7 @@ import (
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	"github.com/limitnode/limitnode/cluster/internal/clusterclock"
 	"github.com/limitnode/limitnode/cluster/internal/denylease"
+	"github.com/limitnode/limitnode/cluster/internal/identity"
 	"github.com/limitnode/limitnode/cluster/internal/raftlog"
 	"github.com/limitnode/limitnode/cluster/internal/raftstore"
 	"github.com/limitnode/limitnode/cluster/internal/rafttransport"
@@ -43,16 +44,9 @@ type Node struct {
 	mux       *transport.Mux
 	advertise string
 	hadState  bool
-	// identified is set once the data directory records this node's ID.
-	identified atomic.Bool
-	// clusterID (a string) is the cluster this node belongs to, or unset
-	// while it knows none (identity.go); clusterIDMu orders its recording,
-	// clusterIDTerm is the term in which this node, leading, appended it,
-	// and foreignLogged is set once a foreign ID in the state was logged.
-	clusterID     atomic.Value
-	clusterIDMu   sync.Mutex
-	clusterIDTerm atomic.Uint64
-	foreignLogged atomic.Bool
+	// identity is what the data directory records of this node and its
+	// cluster.
+	identity *identity.Records
 	// restoreMu lets one restore run at a time on this node, and restoring
 	// names the one it stages (backup.go).
 	restoreMu sync.Mutex
@@ -155,6 +149,7 @@ func Open(cfg Config) (*Node, error) {
 		denyLeases:     denylease.New(cfg.DenyLeaseCap, cfg.MaxClockRate, time.Now),
 		leaseQueueKick: make(chan struct{}, 1),
 	}
+	n.identity = identity.New(cfg.ID, n.logger)
 	n.shares = n.newShareTable()
 	n.fwd = newForwarder(n.dialer(), cfg.RequestTimeout)
 	n.mux = transport.NewMux(guard.Wrap(ln, cfg.MaxRaftConns, cfg.RaftIdleTimeout, n.logger), cfg.NodeTLS, n.ClusterID, n.logger, transport.ProtocolRaft, transport.ProtocolForward)
@@ -206,20 +201,11 @@ func (n *Node) startRaft() error {
 	if err != nil {
 		return err
 	}
-	if err := checkIdentity(logStore, logStore, snapshots, hasState, n.cfg.DataDir, n.cfg.ID, n.advertise); err != nil {
+	if err := n.identity.Open(logStore, logStore, snapshots, hasState, n.cfg.DataDir, n.advertise); err != nil {
 		logStore.Close()
 		return err
 	}
-	n.identified.Store(hasState)
 	n.logStore = logStore
-	clusterID, err := readClusterID(logStore)
-	if err != nil {
-		logStore.Close()
-		return err
-	}
-	if clusterID != "" {
-		n.clusterID.Store(clusterID)
-	}
 	startupIndex, err := logStore.LastIndex()
 	if err != nil {
 		logStore.Close()
@@ -252,8 +238,8 @@ func (n *Node) startRaft() error {
 	}
 	n.raft, n.transport, n.hadState = r, network, hasState
 	if !hasState && n.cfg.Bootstrap {
-		n.recordIdentity()
-		if err := n.setClusterID(newClusterID()); err != nil {
+		n.identity.RecordMember()
+		if err := n.identity.SetClusterID(identity.NewClusterID()); err != nil {
 			n.logger.Error("recording the new cluster's ID", "err", err)
 		}
 	}
@@ -347,7 +333,7 @@ func (n *Node) raftConfig(hlog hclog.Logger) *raft.Config {
 // consistency checks, lease waiters and statistics.
 func (n *Node) newFSM() *fsm.FSM {
 	f := fsm.New(n.logger)
-	f.OnClusterID(n.adoptClusterID)
+	f.OnClusterID(n.identity.Adopt)
 	f.OnCheckpoint(n.onCheckpoint)
 	f.OnLeaseEvents(n.waiters.deliver, n.waiters.signalRestored)
 	if n.denyLeases != nil {
@@ -360,18 +346,6 @@ func (n *Node) newFSM() *fsm.FSM {
 	return f
 }
 
-// recordIdentity records, once, that the data directory is this node's: at
-// bootstrap, or when it first finds itself a member of a cluster it joined.
-func (n *Node) recordIdentity() {
-	if n.identified.Swap(true) {
-		return
-	}
-	if err := recordIdentity(n.logStore, n.cfg.ID); err != nil {
-		n.identified.Store(false)
-		n.logger.Warn("recording this node's ID in its data directory", "err", err)
-	}
-}
-
 // RaftAddr returns the address the other members reach this node's Raft
 // port at: Config.RaftAdvertise, or the address listened on.
 func (n *Node) RaftAddr() string { return n.advertise }
@@ -379,6 +353,11 @@ func (n *Node) RaftAddr() string { return n.advertise }
 // HadState reports whether DataDir held Raft state when the node opened: the
 // node then restarted into the cluster it belonged to, and needs no join.
 func (n *Node) HadState() bool { return n.hadState }
+
+// ClusterID returns the ID of the cluster this node belongs to, or "" while
+// it knows none (a node being joined, before the cluster's state reaches
+// it).
+func (n *Node) ClusterID() string { return n.identity.ClusterID() }
 
 // ID returns the node's ID.
 func (n *Node) ID() string { return n.cfg.ID }
