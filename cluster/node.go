@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"net"
 	"os"
-	"path/filepath"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -25,8 +24,6 @@ import (
 	"github.com/limitnode/limitnode/fsm"
 	"github.com/limitnode/limitnode/internal/guard"
 	"github.com/limitnode/limitnode/internal/transport"
-	"go.etcd.io/bbolt"
-	bolterrors "go.etcd.io/bbolt/errors"
 )
 
 // Node is one limitnode cluster member. It decides requests against the
@@ -197,10 +194,17 @@ func advertisedRaftAddr(listening net.Addr, flag string) (string, error) {
 
 func (n *Node) startRaft() error {
 	hlog := raftlog.New(n.logger, n.cfg.RaftLogLevel)
-	logStore, snapshots, hasState, err := n.openStores(hlog)
+	stores, err := raftstore.Open(raftstore.Options{
+		DataDir: n.cfg.DataDir, SnapshotDir: n.cfg.SnapshotDir, NoSync: n.cfg.NoSync, RaftLogger: hlog, Logger: n.logger,
+		SnapshotWritten: func(took time.Duration, bytes int64) {
+			n.metrics.snapshot.Observe(took.Seconds())
+			n.metrics.snapshotBytes.Set(float64(bytes))
+		},
+	})
 	if err != nil {
 		return err
 	}
+	logStore, snapshots, hasState := stores.Log, stores.Snapshots, stores.HasState
 	if err := n.identity.Open(logStore, logStore, snapshots, hasState, n.cfg.DataDir, n.advertise); err != nil {
 		logStore.Close()
 		return err
@@ -254,60 +258,6 @@ type DialFunc = transport.DialFunc
 // member of its cluster.
 func (n *Node) dialer() transport.Dialer {
 	return transport.Dialer{Dial: n.cfg.Dial, TLS: n.cfg.NodeTLS, Cluster: n.ClusterID}
-}
-
-// boltOptions are the options of raft.db:
-//   - bbolt waits forever for the file lock by default; a second process on
-//     the same directory must fail instead (Timeout);
-//   - the free-page list is not written with every transaction but rebuilt
-//     by a scan when the file is opened (NoFreelistSync), and kept as a map
-//     (FreelistMapType), as etcd does: a Raft log appends at its end and
-//     deletes from its start, so the list of free pages grows with every
-//     truncation, and writing it with every append made an append cost
-//     about twice the two fsyncs of a commit on the reference machine
-//     (p50 1.2-2.0 ms against 0.6-0.8 ms).
-func boltOptions() *bbolt.Options {
-	return &bbolt.Options{Timeout: time.Second, NoFreelistSync: true, FreelistType: bbolt.FreelistMapType}
-}
-
-// openStores opens the Raft log and stable store (raft.db) and the
-// snapshot store, after checking raft.db whole, and says whether they hold
-// state.
-func (n *Node) openStores(hlog hclog.Logger) (*raftboltdb.BoltStore, raft.SnapshotStore, bool, error) {
-	path := filepath.Join(n.cfg.DataDir, "raft.db")
-	inUse := fmt.Errorf("cluster: data directory %s is in use by another process (a node already runs on it)", n.cfg.DataDir)
-	if err := raftstore.CheckLog(path); err != nil {
-		if errors.Is(err, bolterrors.ErrTimeout) {
-			return nil, nil, false, inUse
-		}
-		return nil, nil, false, err
-	}
-	logStore, err := raftboltdb.New(raftboltdb.Options{Path: path, BoltOptions: boltOptions(), NoSync: n.cfg.NoSync})
-	if errors.Is(err, bolterrors.ErrTimeout) {
-		return nil, nil, false, inUse
-	}
-	if err != nil {
-		return nil, nil, false, fmt.Errorf("cluster: open raft log in %s: %w", n.cfg.DataDir, err)
-	}
-	fileSnapshots, err := raft.NewFileSnapshotStoreWithLogger(n.cfg.SnapshotDir, 2, hlog)
-	if err != nil {
-		logStore.Close()
-		return nil, nil, false, fmt.Errorf("cluster: open snapshot store in %s: %w", n.cfg.SnapshotDir, err)
-	}
-	snapshots := raftstore.NewPacedSnapshotStore(n.cfg.SnapshotDir, fileSnapshots, func(took time.Duration, bytes int64) {
-		n.metrics.snapshot.Observe(took.Seconds())
-		n.metrics.snapshotBytes.Set(float64(bytes))
-	})
-	if err := raftstore.CheckSnapshots(snapshots, logStore, n.cfg.SnapshotDir, n.logger); err != nil {
-		logStore.Close()
-		return nil, nil, false, err
-	}
-	hasState, err := raft.HasExistingState(logStore, logStore, snapshots)
-	if err != nil {
-		logStore.Close()
-		return nil, nil, false, fmt.Errorf("cluster: inspect existing state: %w", err)
-	}
-	return logStore, snapshots, hasState, nil
 }
 
 // raftConfig is hashicorp/raft's configuration of this node.
