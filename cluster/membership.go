@@ -6,11 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/hashicorp/raft"
+	"github.com/limitnode/limitnode/cluster/internal/health"
 	"github.com/limitnode/limitnode/contract"
 	"github.com/limitnode/limitnode/fsm"
 	"github.com/limitnode/limitnode/internal/transport"
@@ -53,7 +53,7 @@ func (n *Node) RemoveMember(ctx context.Context, id string, change contract.Memb
 }
 
 func (n *Node) joinAsLeader(ctx context.Context, m contract.Member, change contract.MemberChange) error {
-	servers, err := n.servers()
+	servers, err := configuration(n.raft)
 	if err != nil {
 		return err
 	}
@@ -108,7 +108,7 @@ func (n *Node) applyJoin(m contract.Member, servers, stale []raft.Server, change
 	joined := append(slices.Clone(remaining), raft.Server{Suffrage: raft.Voter, ID: raft.ServerID(m.ID), Address: raft.ServerAddress(m.RaftAddr)})
 	if !change.Force {
 		if len(stale) > 0 {
-			if err := n.checkQuorum(remaining, fmt.Sprintf("replacing the entry of %s", describeServers(stale)), joinForce(m)); err != nil {
+			if err := n.checkQuorum(remaining, fmt.Sprintf("replacing the entry of %s", health.DescribeServers(stale)), joinForce(m)); err != nil {
 				return err
 			}
 		}
@@ -145,7 +145,7 @@ func joinDetail(m contract.Member, change contract.MemberChange) string {
 }
 
 func (n *Node) removeAsLeader(ctx context.Context, id string, change contract.MemberChange) error {
-	servers, err := n.servers()
+	servers, err := configuration(n.raft)
 	if err != nil {
 		return err
 	}
@@ -175,14 +175,6 @@ func (n *Node) removeAsLeader(ctx context.Context, id string, change contract.Me
 	return nil
 }
 
-// servers returns the latest configuration this node knows.
-func (n *Node) servers() ([]raft.Server, error) {
-	future := n.raft.GetConfiguration()
-	if err := future.Error(); err != nil {
-		return nil, translate(err)
-	}
-	return future.Configuration().Servers, nil
-}
 
 // checkQuorum refuses a change (what) that would leave servers with fewer
 // voters answering now than a quorum of them: the cluster could then decide
@@ -190,12 +182,7 @@ func (n *Node) servers() ([]raft.Server, error) {
 // other voter is pinged. The refusal names forceCommand, the command line
 // that makes the change anyway.
 func (n *Node) checkQuorum(servers []raft.Server, what, forceCommand string) error {
-	var voters []raft.Server
-	for _, s := range servers {
-		if s.Suffrage == raft.Voter {
-			voters = append(voters, s)
-		}
-	}
+	voters := health.Voters(servers)
 	silent := n.silentMembers(voters)
 	quorum := len(voters)/2 + 1
 	if answering := len(voters) - len(silent); answering >= quorum {
@@ -203,7 +190,7 @@ func (n *Node) checkQuorum(servers []raft.Server, what, forceCommand string) err
 	}
 	detail := ""
 	if len(silent) > 0 {
-		detail = " (not answering: " + describeServers(silent) + ")"
+		detail = " (not answering: " + health.DescribeServers(silent) + ")"
 	}
 	return contract.Conflict("id", "%s would leave %d of %d voters answering, fewer than a quorum of %d%s: the cluster would decide nothing until they are back; bring them back first, or force the change (\"force\": true; %s)",
 		what, len(voters)-len(silent), len(voters), quorum, detail, forceCommand)
@@ -236,14 +223,6 @@ func (n *Node) silentMembers(servers []raft.Server) []raft.Server {
 	return silent
 }
 
-// describeServers names servers as "n2 at 127.0.0.1:8002, ...".
-func describeServers(servers []raft.Server) string {
-	parts := make([]string, len(servers))
-	for i, s := range servers {
-		parts[i] = fmt.Sprintf("%s at %s", s.ID, s.Address)
-	}
-	return strings.Join(parts, ", ")
-}
 
 // watchLeadership reacts to changes of leader and of membership, at once
 // and then on each: it drops pooled forwarding connections to the old
@@ -372,6 +351,18 @@ func (n *Node) identify(addr string) (string, error) {
 		return "", err
 	}
 	return resp.NodeID, nil
+}
+
+// pingWith is the health round's ping of a member, sent with pinger over
+// the forwarding protocol.
+func pingWith(pinger *forwarder) func(ctx context.Context, addr string, view []health.Member, leaderApplied uint64) (health.Answer, error) {
+	return func(ctx context.Context, addr string, view []health.Member, leaderApplied uint64) (health.Answer, error) {
+		resp, err := pinger.send(ctx, addr, &forwardRequest{Op: opPing, Health: view, LeaderApplied: leaderApplied})
+		if err != nil {
+			return health.Answer{}, err
+		}
+		return health.Answer{NodeID: resp.NodeID, AppliedIndex: resp.AppliedIndex, Checkpoint: resp.Checkpoint}, nil
+	}
 }
 
 // registerAsLeader records the HTTP address of a node that is a member at

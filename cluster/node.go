@@ -15,7 +15,9 @@ import (
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	"github.com/limitnode/limitnode/cluster/internal/clusterclock"
+	"github.com/limitnode/limitnode/cluster/internal/consistency"
 	"github.com/limitnode/limitnode/cluster/internal/denylease"
+	"github.com/limitnode/limitnode/cluster/internal/health"
 	"github.com/limitnode/limitnode/cluster/internal/identity"
 	"github.com/limitnode/limitnode/cluster/internal/raftlog"
 	"github.com/limitnode/limitnode/cluster/internal/raftstore"
@@ -56,17 +58,20 @@ type Node struct {
 	// leases and shares, which no entry carries (stats.go).
 	answeredHere *recorder
 	barrierTerm  atomic.Uint64 // the term in which this node last ran a barrier as leader
-	health       healthView
-	quorumWait   atomic.Pointer[quorumWait] // what a node without a leader waits for (health.go)
-	checkpoints  checkpoints
-	divergedAt   atomic.Uint64 // a checkpoint at which the leader found this node's state different, or 0
-	diskMu       sync.Mutex
-	diskErrV     error                  // the last disk probe's failure, or nil
-	appends      *raftstore.AppendWatch // the log store, watched for failed appends
+	// health is the latest view of the members, progress what the
+	// leader's pings said of its applied index, disk what the disk probe
+	// found, quorum the voters a node without a leader waits for, and
+	// digests this node's checkpoints' digests (cluster/internal/health,
+	// cluster/internal/consistency).
+	health   *health.View
+	progress health.Progress
+	disk     *health.Disk
+	quorum   health.Quorum
+	digests  consistency.Digests
+	appends  *raftstore.AppendWatch // the log store, watched for failed appends
 	// appendedEntries says when the group commit's entries reach the
 	// leader's own log (appended.go).
 	appendedEntries appendedSignals
-	progress        leaderProgress // the leader's applied index as its pings said (lag.go)
 	// removed is set while this node, once a member, is not in the
 	// configuration it knows; watchLeadership keeps it.
 	removed atomic.Bool
@@ -147,6 +152,8 @@ func Open(cfg Config) (*Node, error) {
 		leaseQueueKick: make(chan struct{}, 1),
 	}
 	n.identity = identity.New(cfg.ID, n.logger)
+	n.health = health.NewView(cfg.ID, n.logger)
+	n.disk = health.NewDisk(cfg.DataDir, n.logger)
 	n.shares = n.newShareTable()
 	n.fwd = newForwarder(n.dialer(), cfg.RequestTimeout)
 	n.mux = transport.NewMux(guard.Wrap(ln, cfg.MaxRaftConns, cfg.RaftIdleTimeout, n.logger), cfg.NodeTLS, n.ClusterID, n.logger, transport.ProtocolRaft, transport.ProtocolForward)
@@ -284,7 +291,7 @@ func (n *Node) raftConfig(hlog hclog.Logger) *raft.Config {
 func (n *Node) newFSM() *fsm.FSM {
 	f := fsm.New(n.logger)
 	f.OnClusterID(n.identity.Adopt)
-	f.OnCheckpoint(n.onCheckpoint)
+	f.OnCheckpoint(n.digests.OnCheckpoint)
 	f.OnLeaseEvents(n.waiters.deliver, n.waiters.signalRestored)
 	if n.denyLeases != nil {
 		f.OnRaise(n.denyLeases.Clear)
@@ -312,6 +319,15 @@ func (n *Node) ClusterID() string { return n.identity.ClusterID() }
 // ID returns the node's ID.
 func (n *Node) ID() string { return n.cfg.ID }
 
+// configuration returns the latest configuration r knows.
+func configuration(r *raft.Raft) ([]raft.Server, error) {
+	future := r.GetConfiguration()
+	if err := future.Error(); err != nil {
+		return nil, translate(err)
+	}
+	return future.Configuration().Servers, nil
+}
+
 func (n *Node) isLeader() bool { return n.raft.State() == raft.Leader }
 
 // IsLeader reports whether this node currently believes it is the leader.
@@ -322,9 +338,40 @@ func (n *Node) IsLeader() bool { return n.isLeader() }
 func (n *Node) startWatchers() {
 	n.wg.Go(func() { n.serveForwarding(n.mux.Listener(transport.ProtocolForward)) })
 	n.wg.Go(n.watchLeadership)
-	n.wg.Go(n.watchHealth)
-	n.wg.Go(n.watchDisk)
-	n.wg.Go(n.watchConsistency)
+	n.wg.Go(func() {
+		pinger := newForwarder(n.fwd.dialer, health.Every)
+		defer pinger.close()
+		round := &health.Round{SelfID: n.cfg.ID, Raft: n.raft, View: n.health, Digests: &n.digests, Logger: n.logger, Ping: pingWith(pinger)}
+		onEachTick(n.stopCh, health.Every, func() {
+			switch _, leader := n.raft.LeaderWithID(); {
+			case n.isLeader():
+				n.progress.Clear()
+				round.Run()
+			case leader == "":
+				if servers, err := configuration(n.raft); err == nil {
+					n.quorum.Probe(servers, n.silentMembers)
+				}
+			default:
+				n.quorum.Clear()
+			}
+		})
+	})
+	n.wg.Go(func() {
+		n.disk.Probe()
+		onEachTick(n.stopCh, health.DiskProbeEvery, n.disk.Probe)
+	})
+	if n.cfg.ConsistencyCheckEvery >= 0 {
+		n.wg.Go(func() {
+			onEachTick(n.stopCh, n.cfg.ConsistencyCheckEvery, func() {
+				if !n.isLeader() {
+					return
+				}
+				if _, err := appendCheckpoint(n.raft, n.requestTimeout, n.awaitApplied); err != nil {
+					n.logger.Debug("appending a consistency checkpoint", "err", err)
+				}
+			})
+		})
+	}
 	n.wg.Go(n.watchLeaseQueues)
 	// The leader appends a tick when cluster time has not moved for long
 	// (clusterclock.Clock.TickDue).

@@ -1,13 +1,18 @@
 package cluster
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strconv"
 	"time"
 
 	"github.com/hashicorp/raft"
+	"github.com/limitnode/limitnode/cluster/internal/consistency"
+	"github.com/limitnode/limitnode/cluster/internal/health"
 	"github.com/limitnode/limitnode/contract"
+	"github.com/limitnode/limitnode/fsm"
+	"github.com/limitnode/limitnode/internal/transport"
 )
 
 // Status returns this node's view of the cluster, without asking the
@@ -37,7 +42,7 @@ func (n *Node) Status() contract.Status {
 				Voter:  s.Suffrage == raft.Voter,
 				Leader: s.ID == leaderID,
 			}
-			n.memberHealthOf(&ms, leaderID)
+			n.health.Fill(&ms, string(leaderID))
 			st.Members = append(st.Members, ms)
 		}
 	}
@@ -58,24 +63,24 @@ func (n *Node) Ready() string {
 		return fmt.Sprintf("this node was removed from the cluster: %s at %s is not a member until it is joined again; %s", n.cfg.ID, n.advertise, removedAdvice)
 	case !n.isMember():
 		return "this node is not a member of the cluster (not joined yet)"
-	case n.divergedAt.Load() != 0:
-		return fmt.Sprintf("this node's state differs from the leader's at log index %d: restore it from a backup or remove its data directory and join it again", n.divergedAt.Load())
+	case n.health.DivergedAt() != 0:
+		return fmt.Sprintf("this node's state differs from the leader's at log index %d: restore it from a backup or remove its data directory and join it again", n.health.DivergedAt())
 	case n.fsm.Damaged() != 0:
 		return fmt.Sprintf("the log holds a damaged entry at index %d: this node's state may differ from the others'; restore it from a backup or remove its data directory and join it again", n.fsm.Damaged())
 	case n.mux.Failed():
 		return "the raft port no longer accepts connections"
 	case n.foreignDialer() != "":
 		return n.foreignDialer()
-	case n.diskErr() != nil:
-		return "cannot write to the data directory: " + n.diskErr().Error()
+	case n.disk.Err() != nil:
+		return "cannot write to the data directory: " + n.disk.Err().Error()
 	case n.appends.Failing() != "":
 		return n.appends.Failing()
 	case leaderID == "":
-		return n.noLeaderReason()
+		return n.quorum.NoLeaderReason()
 	case n.raft.AppliedIndex() < n.raft.CommitIndex():
 		return "catching up with the log"
-	case n.trailing() != "":
-		return n.trailing()
+	case !n.isLeader() && n.progress.Trailing(n.raft.AppliedIndex()) != "":
+		return n.progress.Trailing(n.raft.AppliedIndex())
 	}
 	return ""
 }
@@ -132,4 +137,55 @@ func (n *Node) foreignDialer() string {
 		return ""
 	}
 	return fmt.Sprintf("nodes of cluster %s dial this node, which belongs to cluster %s: its data directory is probably not the one it should run on (it refuses them, and they it)", other, n.ClusterID())
+}
+
+// CheckConsistency appends a checkpoint on the leader (this node, or by
+// forwarding) and waits until every member has taken its digest there (or
+// ctx ends), then says which agree with the leader's. A member that did not
+// answer in time is listed with Agrees nil.
+func (n *Node) CheckConsistency(ctx context.Context) (contract.ConsistencyReport, error) {
+	return onLeader(ctx, n, false, func(ctx context.Context) (contract.ConsistencyReport, error) {
+		if n.isLeader() {
+			return checkConsistencyAsLeader(ctx, n.raft, n.cfg.ID, &n.digests, n.fwd.dialer, n.requestTimeout, n.awaitApplied)
+		}
+		resp, err := n.forwardToLeader(ctx, &forwardRequest{Op: opConsistency})
+		if err != nil {
+			return contract.ConsistencyReport{}, err
+		}
+		if resp.Consistency == nil {
+			return contract.ConsistencyReport{}, errors.New("cluster: the leader answered a consistency check without its report")
+		}
+		return *resp.Consistency, nil
+	})
+}
+
+// checkConsistencyAsLeader is consistency.Check on the leader selfID: its
+// checkpoint appended through r, each other member asked for its latest
+// digest over the forwarding protocol.
+func checkConsistencyAsLeader(ctx context.Context, r *raft.Raft, selfID string, digests *consistency.Digests, dialer transport.Dialer, timeout time.Duration, await func(raft.ApplyFuture) error) (contract.ConsistencyReport, error) {
+	pinger := newForwarder(dialer, health.Every)
+	defer pinger.close()
+	latestOf := func(ctx context.Context, addr string) (consistency.Checkpoint, error) {
+		resp, err := pinger.send(ctx, addr, &forwardRequest{Op: opPing})
+		if err != nil {
+			return consistency.Checkpoint{}, err
+		}
+		return resp.Checkpoint, nil
+	}
+	servers := func() ([]raft.Server, error) { return configuration(r) }
+	return consistency.Check(ctx, digests, selfID, servers, func() (uint64, error) { return appendCheckpoint(r, timeout, await) }, latestOf)
+}
+
+// appendCheckpoint appends a checkpoint through r, the leader's Raft, and
+// returns its index once applied here (await waits for it).
+func appendCheckpoint(r *raft.Raft, timeout time.Duration, await func(raft.ApplyFuture) error) (uint64, error) {
+	data, err := fsm.Encode(fsm.CommandCheckpoint, &fsm.CheckpointCommand{})
+	if err != nil {
+		return 0, err
+	}
+	future := r.Apply(data, timeout)
+	if err := await(future); err != nil {
+		return 0, translate(err)
+	}
+	return future.Index(), nil
 }
