@@ -10,7 +10,10 @@ import (
 	"fmt"
 	"hash"
 	"io"
+	"log/slog"
 	"os"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -129,11 +132,45 @@ func (c *countingWriter) Write(p []byte) (int, error) {
 // returns a *contract.NotLeaderError.
 func (n *Node) Restore(ctx context.Context, r io.Reader) (backup contract.BackupInfo, restoredIndex uint64, err error) {
 	if !n.isLeader() {
-		return contract.BackupInfo{}, 0, &contract.NotLeaderError{LeaderHTTPAddr: n.leaderHTTPAddr()}
+		return contract.BackupInfo{}, 0, &contract.NotLeaderError{LeaderHTTPAddr: leaderHTTPAddr(n.raft, n.fsm)}
 	}
-	n.restoreMu.Lock()
-	defer n.restoreMu.Unlock()
-	spool, err := os.CreateTemp(n.cfg.DataDir, "restore-*.tmp")
+	backup, restoredIndex, err = n.restorer.restore(ctx, r)
+	if err != nil {
+		return contract.BackupInfo{}, 0, err
+	}
+	n.recordAudit(ctx, contract.AuditRestore, fmt.Sprintf("backup at index %d", backup.Index), fmt.Sprintf("limits digest %x, restored at index %d", backup.LimitsDigest[:8], restoredIndex))
+	return backup, restoredIndex, ctx.Err()
+}
+
+// restorer stages and commits restores through the leader's log, one at a
+// time.
+type restorer struct {
+	raft     *raft.Raft
+	fsm      *fsm.FSM
+	logger   *slog.Logger
+	spoolDir string        // where a backup file is spooled while it is checked
+	timeout  time.Duration // bounds the enqueueing of one entry
+	// await waits for an appended entry's outcome (Node.awaitApplied),
+	// apply appends a command and waits for it (Node.applyCommand), stamp
+	// is the leader's time for an entry (Node.leaderStamp), and
+	// waitOutLeases waits until no share granted before can be spent.
+	await         func(raft.ApplyFuture) error
+	apply         func(t fsm.CommandType, body any) error
+	stamp         func() (int64, error)
+	waitOutLeases func()
+	clusterID     func() string
+
+	mu sync.Mutex // one restore at a time
+	// staging names the restore this leader stages, or is nil.
+	staging atomic.Pointer[string]
+}
+
+// restore checks the backup file read from r, stages its state in the log
+// and commits it, and returns the backup's header and the commit's index.
+func (rs *restorer) restore(ctx context.Context, r io.Reader) (contract.BackupInfo, uint64, error) {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	spool, err := os.CreateTemp(rs.spoolDir, "restore-*.tmp")
 	if err != nil {
 		return contract.BackupInfo{}, 0, fmt.Errorf("cluster: restore: %w", err)
 	}
@@ -144,44 +181,54 @@ func (n *Node) Restore(ctx context.Context, r io.Reader) (backup contract.Backup
 		return contract.BackupInfo{}, 0, err
 	}
 	state := func() *io.SectionReader { return io.NewSectionReader(spool, frame.offset, frame.bytes) }
-	scratch := fsm.New(n.logger)
-	if err := scratch.Restore(io.NopCloser(bufio.NewReader(state()))); err != nil {
-		return contract.BackupInfo{}, 0, contract.Invalid("", "the backup's state does not restore: %v", err)
-	}
-	// The commit checks the backup's time again, at its own; this says so
-	// before anything is staged.
-	now, err := n.leaderStamp()
+	begin, err := rs.begin(frame.bytes, state)
 	if err != nil {
 		return contract.BackupInfo{}, 0, err
 	}
-	if err := n.fsm.CheckRestoreTime(scratch.Now(), now); err != nil {
-		return contract.BackupInfo{}, 0, err
-	}
-	begin := fsm.RestoreBeginCommand{ID: identity.NewClusterID(), Bytes: frame.bytes}
-	sum := sha256.New()
-	if _, err := io.Copy(sum, state()); err != nil {
-		return contract.BackupInfo{}, 0, fmt.Errorf("cluster: restore: %w", err)
-	}
-	copy(begin.Sum[:], sum.Sum(nil))
-	n.restoring.Store(&begin.ID)
-	defer n.restoring.Store(nil)
+	rs.staging.Store(&begin.ID)
+	defer rs.staging.Store(nil)
 	started := time.Now()
-	if err := n.stageRestore(ctx, begin, state()); err != nil {
-		n.abortRestore(begin.ID)
+	if err := rs.stage(ctx, begin, state()); err != nil {
+		rs.abort(begin.ID)
 		return contract.BackupInfo{}, 0, err
 	}
 	// No share is granted while a restore is staged (fsm.grantShare); the
 	// ones granted before must end before the commit replaces the buckets
 	// that charge them, or their holders would spend them uncharged.
-	n.waitOutLeases()
-	restoredIndex, err = n.commitRestore(begin.ID)
+	rs.waitOutLeases()
+	restoredIndex, err := rs.commit(begin.ID)
 	if err != nil {
 		return contract.BackupInfo{}, 0, err
 	}
-	n.recordAudit(ctx, contract.AuditRestore, fmt.Sprintf("backup at index %d", frame.info.Index), fmt.Sprintf("limits digest %x, restored at index %d", frame.info.LimitsDigest[:8], restoredIndex))
-	n.logger.Info("restored a backup", "backup_index", frame.info.Index, "restored_at", restoredIndex, "bytes", frame.bytes, "took", time.Since(started),
-		"backup_cluster_id", frame.info.ClusterID, "cluster_id", n.ClusterID())
-	return frame.info, restoredIndex, ctx.Err()
+	rs.logger.Info("restored a backup", "backup_index", frame.info.Index, "restored_at", restoredIndex, "bytes", frame.bytes, "took", time.Since(started),
+		"backup_cluster_id", frame.info.ClusterID, "cluster_id", rs.clusterID())
+	return frame.info, restoredIndex, nil
+}
+
+// begin checks a spooled backup's state of size bytes (state reads it) by
+// restoring it into a scratch state machine, and its time against the
+// leader's, and returns the command that begins its restore.
+func (rs *restorer) begin(size int64, state func() *io.SectionReader) (fsm.RestoreBeginCommand, error) {
+	scratch := fsm.New(rs.logger)
+	if err := scratch.Restore(io.NopCloser(bufio.NewReader(state()))); err != nil {
+		return fsm.RestoreBeginCommand{}, contract.Invalid("", "the backup's state does not restore: %v", err)
+	}
+	// The commit checks the backup's time again, at its own; this says so
+	// before anything is staged.
+	now, err := rs.stamp()
+	if err != nil {
+		return fsm.RestoreBeginCommand{}, err
+	}
+	if err := rs.fsm.CheckRestoreTime(scratch.Now(), now); err != nil {
+		return fsm.RestoreBeginCommand{}, err
+	}
+	begin := fsm.RestoreBeginCommand{ID: identity.NewClusterID(), Bytes: size}
+	sum := sha256.New()
+	if _, err := io.Copy(sum, state()); err != nil {
+		return fsm.RestoreBeginCommand{}, fmt.Errorf("cluster: restore: %w", err)
+	}
+	copy(begin.Sum[:], sum.Sum(nil))
+	return begin, nil
 }
 
 // restoreChunksInFlight is how many chunks of a restore may be appended and
@@ -189,17 +236,17 @@ func (n *Node) Restore(ctx context.Context, r io.Reader) (backup contract.Backup
 // restore holds a few megabytes of the leader's memory.
 const restoreChunksInFlight = 4
 
-// stageRestore appends a restore's begin and its state's chunks, each
+// stage appends a restore's begin and its state's chunks, each
 // applied before the restore goes on past restoreChunksInFlight more.
-func (n *Node) stageRestore(ctx context.Context, begin fsm.RestoreBeginCommand, state io.Reader) error {
-	if err := n.applyCommand(fsm.CommandRestoreBegin, &begin); err != nil {
+func (rs *restorer) stage(ctx context.Context, begin fsm.RestoreBeginCommand, state io.Reader) error {
+	if err := rs.apply(fsm.CommandRestoreBegin, &begin); err != nil {
 		return err
 	}
 	var inFlight []raft.ApplyFuture
 	wait := func() error {
 		future := inFlight[0]
 		inFlight = inFlight[1:]
-		if err := n.awaitApplied(future); err != nil {
+		if err := rs.await(future); err != nil {
 			return translate(err)
 		}
 		if rej, ok := future.Response().(*contract.Error); ok {
@@ -223,7 +270,7 @@ func (n *Node) stageRestore(ctx context.Context, begin fsm.RestoreBeginCommand, 
 		if err != nil {
 			return err
 		}
-		inFlight = append(inFlight, n.raft.Apply(data, n.requestTimeout))
+		inFlight = append(inFlight, rs.raft.Apply(data, rs.timeout))
 		offset += int64(size)
 		if len(inFlight) >= restoreChunksInFlight {
 			if err := wait(); err != nil {
@@ -239,10 +286,10 @@ func (n *Node) stageRestore(ctx context.Context, begin fsm.RestoreBeginCommand, 
 	return nil
 }
 
-// commitRestore appends a staged restore's commit, stamped with the
+// commit appends a staged restore's commit, stamped with the
 // leader's time, and returns the index at which it took effect.
-func (n *Node) commitRestore(id string) (uint64, error) {
-	stamp, err := n.leaderStamp()
+func (rs *restorer) commit(id string) (uint64, error) {
+	stamp, err := rs.stamp()
 	if err != nil {
 		return 0, err
 	}
@@ -250,14 +297,14 @@ func (n *Node) commitRestore(id string) (uint64, error) {
 	if err != nil {
 		return 0, err
 	}
-	future := n.raft.Apply(data, n.requestTimeout)
-	if err := n.awaitApplied(future); err != nil {
+	future := rs.raft.Apply(data, rs.timeout)
+	if err := rs.await(future); err != nil {
 		return 0, translate(err)
 	}
 	switch resp := future.Response().(type) {
 	case *fsm.RestoreResult:
 		if fsm.EffectOf(fsm.CommandRestoreCommit, resp).Waits() {
-			n.waitOutLeases()
+			rs.waitOutLeases()
 		}
 		return future.Index(), nil
 	case *contract.Error:
@@ -267,23 +314,23 @@ func (n *Node) commitRestore(id string) (uint64, error) {
 	}
 }
 
-// abortRestore drops a restore this leader staged and could not finish;
-// if it cannot, the next leader does (abandonedRestore).
-func (n *Node) abortRestore(id string) {
-	if err := n.applyCommand(fsm.CommandRestoreAbort, &fsm.RestoreEndCommand{ID: id}); err != nil {
-		n.logger.Debug("aborting a restore", "err", err)
+// abort drops a restore this leader staged and could not finish;
+// if it cannot, the next leader does (restorer.abandoned).
+func (rs *restorer) abort(id string) {
+	if err := rs.apply(fsm.CommandRestoreAbort, &fsm.RestoreEndCommand{ID: id}); err != nil {
+		rs.logger.Debug("aborting a restore", "err", err)
 	}
 }
 
-// abandonRestore, on the leader, aborts a restore staged by an earlier
-// leader that died before committing it: nobody will send the rest.
-func (n *Node) abandonRestore() {
-	staged := n.fsm.StagedRestore()
-	if mine := n.restoring.Load(); staged == "" || !n.isLeader() || (mine != nil && *mine == staged) {
+// abandoned, on the leader, aborts a restore staged by an earlier leader
+// that died before committing it: nobody will send the rest.
+func (rs *restorer) abandoned() {
+	staged := rs.fsm.StagedRestore()
+	if mine := rs.staging.Load(); staged == "" || (mine != nil && *mine == staged) {
 		return
 	}
-	n.logger.Warn("aborting a restore that an earlier leader began and did not commit; the state stays as it was", "restore", staged)
-	n.abortRestore(staged)
+	rs.logger.Warn("aborting a restore that an earlier leader began and did not commit; the state stays as it was", "restore", staged)
+	rs.abort(staged)
 }
 
 // backupFrame is where a checked backup file holds its state.

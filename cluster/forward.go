@@ -212,7 +212,7 @@ func (n *Node) handleForward(req *forwardRequest) *forwardResponse {
 		if !n.isLeader() {
 			return &forwardResponse{Status: statusNotLeader}
 		}
-		return replyTo(n.registerAsLeader(req.Member))
+		return replyTo(n.members.register(req.Member))
 	default:
 		return &forwardResponse{Status: statusFailed, Error: fmt.Sprintf("unknown forwarding operation %d", req.Op)}
 	}

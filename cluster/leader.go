@@ -32,7 +32,7 @@ func (n *Node) withDeadline(ctx context.Context) (context.Context, context.Cance
 // and, for an idempotent operation, while the outcome is unknown. When ctx
 // ends first it returns contract.ErrNoLeader.
 func onLeader[T any](ctx context.Context, n *Node, idempotent bool, attempt func(ctx context.Context) (T, error)) (T, error) {
-	if err := n.refuseOutsideCluster(); err != nil {
+	if err := n.members.refuseOutside(); err != nil {
 		var zero T
 		return zero, err
 	}

@@ -46,10 +46,10 @@ type Node struct {
 	// identity is what the data directory records of this node and its
 	// cluster.
 	identity *identity.Records
-	// restoreMu lets one restore run at a time on this node, and restoring
-	// names the one it stages (backup.go).
-	restoreMu sync.Mutex
-	restoring atomic.Pointer[string]
+	// members changes the membership and knows whether this node is in
+	// it; restorer stages and commits restores (membership.go, backup.go).
+	members  *members
+	restorer *restorer
 
 	clock   *clusterclock.Clock
 	metrics *nodeMetrics
@@ -72,10 +72,7 @@ type Node struct {
 	// appendedEntries says when the group commit's entries reach the
 	// leader's own log (appended.go).
 	appendedEntries appendedSignals
-	// removed is set while this node, once a member, is not in the
-	// configuration it knows; watchLeadership keeps it.
-	removed atomic.Bool
-	confirm *confirmer // shared rounds of leadership confirmation (fastdeny.go)
+	confirm         *confirmer // shared rounds of leadership confirmation (fastdeny.go)
 	// denyLeases are the denials this node answers without asking, nil
 	// when they are off; leaseGrants is what, as leader, it knows of the
 	// leases it granted, and skipRaiseWait (tests only) breaks the rule
@@ -163,6 +160,10 @@ func Open(cfg Config) (*Node, error) {
 		n.answeredHere.close()
 		return nil, err
 	}
+	n.members = &members{raft: n.raft, selfID: cfg.ID, logger: n.logger, dialer: n.fwd.dialer, records: n.identity,
+		httpAddrOf: n.fsm.NodeHTTPAddr, apply: n.applyCommand, audit: n.recordAudit, foreignDialer: n.mux.ForeignDialer}
+	n.restorer = &restorer{raft: n.raft, fsm: n.fsm, logger: n.logger, spoolDir: cfg.DataDir, timeout: cfg.RequestTimeout,
+		await: n.awaitApplied, apply: n.applyCommand, stamp: n.leaderStamp, waitOutLeases: n.waitOutLeases, clusterID: n.identity.ClusterID}
 	limit := load{requests: cfg.MaxBatchRequests, checks: cfg.MaxBatchChecks, bytes: maxFlushBytes}
 	n.confirm = &confirmer{verify: func() error { return n.raft.VerifyLeader().Error() }}
 	n.leaderBatch = newBatcher(n.applyBatch, limit, cfg.MaxEntriesInFlight, gatherYields, n.metrics.batcher("leader"))
@@ -232,7 +233,7 @@ func (n *Node) startRaft() error {
 		Timeout: 10 * time.Second,
 		Logger:  hlog,
 	})}
-	r, err := raft.NewRaft(n.raftConfig(hlog), &configWatch{timedFSM: &timedFSM{FSM: n.fsm, restore: n.metrics.restore, apply: n.metrics.apply}, node: n}, &timedLogStore{LogStore: n.appends, hist: n.metrics.store, appended: &n.appendedEntries}, logStore, snapshots, network)
+	r, err := raft.NewRaft(n.raftConfig(hlog), &configWatch{timedFSM: &timedFSM{FSM: n.fsm, restore: n.metrics.restore, apply: n.metrics.apply}, selfID: n.cfg.ID, records: n.identity}, &timedLogStore{LogStore: n.appends, hist: n.metrics.store, appended: &n.appendedEntries}, logStore, snapshots, network)
 	if err != nil {
 		network.Close()
 		logStore.Close()
@@ -337,7 +338,16 @@ func (n *Node) IsLeader() bool { return n.isLeader() }
 // needs.
 func (n *Node) startWatchers() {
 	n.wg.Go(func() { n.serveForwarding(n.mux.Listener(transport.ProtocolForward)) })
-	n.wg.Go(n.watchLeadership)
+	n.wg.Go(func() {
+		lastLeader := raft.ServerAddress("")
+		observeLeadership(n.raft, n.stopCh, func(leaderAddr raft.ServerAddress) {
+			if leaderAddr != lastLeader {
+				n.metrics.leaderChanges.Inc()
+				lastLeader = leaderAddr
+			}
+			n.followLeadership(leaderAddr)
+		})
+	})
 	n.wg.Go(func() {
 		pinger := newForwarder(n.fwd.dialer, health.Every)
 		defer pinger.close()
@@ -349,7 +359,7 @@ func (n *Node) startWatchers() {
 				round.Run()
 			case leader == "":
 				if servers, err := configuration(n.raft); err == nil {
-					n.quorum.Probe(servers, n.silentMembers)
+					n.quorum.Probe(servers, n.members.silent)
 				}
 			default:
 				n.quorum.Clear()

@@ -59,9 +59,9 @@ func (n *Node) Ready() string {
 	switch {
 	case n.raft.State() == raft.Shutdown:
 		return "raft is stopped"
-	case n.removed.Load():
+	case n.members.isRemoved():
 		return fmt.Sprintf("this node was removed from the cluster: %s at %s is not a member until it is joined again; %s", n.cfg.ID, n.advertise, removedAdvice)
-	case !n.isMember():
+	case !n.members.isMember():
 		return "this node is not a member of the cluster (not joined yet)"
 	case n.health.DivergedAt() != 0:
 		return fmt.Sprintf("this node's state differs from the leader's at log index %d: restore it from a backup or remove its data directory and join it again", n.health.DivergedAt())
@@ -69,8 +69,8 @@ func (n *Node) Ready() string {
 		return fmt.Sprintf("the log holds a damaged entry at index %d: this node's state may differ from the others'; restore it from a backup or remove its data directory and join it again", n.fsm.Damaged())
 	case n.mux.Failed():
 		return "the raft port no longer accepts connections"
-	case n.foreignDialer() != "":
-		return n.foreignDialer()
+	case n.members.foreignReason() != "":
+		return n.members.foreignReason()
 	case n.disk.Err() != nil:
 		return "cannot write to the data directory: " + n.disk.Err().Error()
 	case n.appends.Failing() != "":
@@ -95,48 +95,14 @@ func (n *Node) Snapshot() error {
 	return nil
 }
 
-// leaderHTTPAddr is the HTTP address recorded for the leader, or "".
-func (n *Node) leaderHTTPAddr() string {
-	_, id := n.raft.LeaderWithID()
+// leaderHTTPAddr is the HTTP address f records for the leader r knows, or
+// "".
+func leaderHTTPAddr(r *raft.Raft, f *fsm.FSM) string {
+	_, id := r.LeaderWithID()
 	if id == "" {
 		return ""
 	}
-	return n.fsm.NodeHTTPAddr(string(id))
-}
-
-// refuseOutsideCluster returns contract.ErrNotMember, with the reason,
-// while this node was removed from its cluster (errRemoved) or runs as a
-// cluster of its own that other nodes count as theirs (foreignDialer):
-// every path that decides or appends asks it
-// first, so that such a node answers nothing its real cluster would have
-// to agree to. It costs an atomic load when nothing dials it.
-func (n *Node) refuseOutsideCluster() error {
-	if n.removed.Load() {
-		return errRemoved
-	}
-	if reason := n.foreignDialer(); reason != "" {
-		return fmt.Errorf("%w: %s", contract.ErrNotMember, reason)
-	}
-	return nil
-}
-
-// foreignWithin is how long after a node of another cluster dialed this
-// one it says it is not ready.
-const foreignWithin = 30 * time.Second
-
-// foreignDialer says, when nodes of another cluster dialed this node
-// lately and it is its cluster's only voter, that they count its address as
-// theirs: it was probably started on another (one-node) cluster's data
-// directory, and would answer that cluster's decisions to their callers.
-// A node with other voters is not told so: a node on a directory of a
-// larger cluster finds none of its peers and waits for a quorum (not ready
-// anyway), and no stranger that dials a healthy cluster makes it unready.
-func (n *Node) foreignDialer() string {
-	other, ok := n.mux.ForeignDialer(foreignWithin)
-	if !ok || n.otherVoters() > 0 {
-		return ""
-	}
-	return fmt.Sprintf("nodes of cluster %s dial this node, which belongs to cluster %s: its data directory is probably not the one it should run on (it refuses them, and they it)", other, n.ClusterID())
+	return f.NodeHTTPAddr(string(id))
 }
 
 // CheckConsistency appends a checkpoint on the leader (this node, or by
