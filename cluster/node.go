@@ -152,7 +152,7 @@ func Open(cfg Config) (*Node, error) {
 	n.health = health.NewView(cfg.ID, n.logger)
 	n.disk = health.NewDisk(cfg.DataDir, n.logger)
 	n.shares = n.newShareTable()
-	n.fwd = newForwarder(n.dialer(), cfg.RequestTimeout)
+	n.fwd = newForwarder(transport.Dialer{Dial: cfg.Dial, TLS: cfg.NodeTLS, Cluster: n.identity.ClusterID}, cfg.RequestTimeout)
 	n.mux = transport.NewMux(guard.Wrap(ln, cfg.MaxRaftConns, cfg.RaftIdleTimeout, n.logger), cfg.NodeTLS, n.ClusterID, n.logger, transport.ProtocolRaft, transport.ProtocolForward)
 	if err := n.startRaft(); err != nil {
 		n.mux.Close()
@@ -223,30 +223,36 @@ func (n *Node) startRaft() error {
 		logStore.Close()
 		return fmt.Errorf("cluster: read the log's last index: %w", err)
 	}
-	n.fsm = n.newFSM()
+	// The state machine, wired to the node's identity records, checkpoints,
+	// lease waiters, deny leases, statistics and clock.
+	n.fsm = fsm.New(n.logger)
+	n.fsm.OnClusterID(n.identity.Adopt)
+	n.fsm.OnCheckpoint(n.digests.OnCheckpoint)
+	n.fsm.OnLeaseEvents(n.waiters.deliver, n.waiters.signalRestored)
+	if n.denyLeases != nil {
+		n.fsm.OnRaise(n.denyLeases.Clear)
+	}
+	n.fsm.OnLocalAnswers(n.leaseGrants.Granted)
+	if !n.cfg.NoStats {
+		n.fsm.OnAllowApplied(n.stats.record)
+	}
 	n.clock = clusterclock.New(n.cfg.Clock, n.cfg.MaxClockStep, n.cfg.MaxClockRate, startupIndex, n.fsm.StampCeiling)
 	n.fsm.OnStampApplied(n.clock.Observe)
 	n.appends = &raftstore.AppendWatch{LogStore: logStore}
-	network := &rafttransport.GatedTransport{NetworkTransport: raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
-		Stream:  &rafttransport.RaftStream{Listener: n.mux.Listener(transport.ProtocolRaft), Advertise: n.advertise, Dialer: n.dialer()},
-		MaxPool: 5,
-		Timeout: 10 * time.Second,
-		Logger:  hlog,
-	})}
-	r, err := raft.NewRaft(n.raftConfig(hlog), &configWatch{timedFSM: &timedFSM{FSM: n.fsm, restore: n.metrics.restore, apply: n.metrics.apply}, selfID: n.cfg.ID, records: n.identity}, &timedLogStore{LogStore: n.appends, hist: n.metrics.store, appended: &n.appendedEntries}, logStore, snapshots, network)
+	network := newNetwork(&rafttransport.RaftStream{Listener: n.mux.Listener(transport.ProtocolRaft), Advertise: n.advertise, Dialer: n.fwd.dialer}, hlog)
+	r, err := raft.NewRaft(raftConfig(n.cfg, hlog), &configWatch{timedFSM: &timedFSM{FSM: n.fsm, restore: n.metrics.restore, apply: n.metrics.apply}, selfID: n.cfg.ID, records: n.identity}, &timedLogStore{LogStore: n.appends, hist: n.metrics.store, appended: &n.appendedEntries}, logStore, snapshots, network)
 	if err != nil {
 		network.Close()
 		logStore.Close()
 		return fmt.Errorf("cluster: start raft: %w", err)
 	}
 	if !hasState && n.cfg.Bootstrap {
-		if err := r.BootstrapCluster(firstConfiguration([]contract.Member{{ID: n.cfg.ID, RaftAddr: n.advertise}})).Error(); err != nil && !errors.Is(err, raft.ErrCantBootstrap) {
+		if err := bootstrapAlone(r, n.cfg.ID, n.advertise, n.logger); err != nil {
 			r.Shutdown()
 			network.Close()
 			logStore.Close()
-			return fmt.Errorf("cluster: bootstrap: %w", err)
+			return err
 		}
-		n.logger.Info("bootstrapped a new single-node cluster", "raft_addr", n.advertise)
 	}
 	n.raft, n.transport, n.hadState = r, network, hasState
 	if !hasState && n.cfg.Bootstrap {
@@ -258,50 +264,51 @@ func (n *Node) startRaft() error {
 	return nil
 }
 
+// newNetwork is Raft's transport over stream, with heartbeats gated so
+// that none reaches Raft once the node stops (rafttransport.GatedTransport).
+func newNetwork(stream raft.StreamLayer, hlog hclog.Logger) *rafttransport.GatedTransport {
+	return &rafttransport.GatedTransport{NetworkTransport: raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
+		Stream:  stream,
+		MaxPool: 5,
+		Timeout: 10 * time.Second,
+		Logger:  hlog,
+	})}
+}
+
+// bootstrapAlone bootstraps r, the Raft of node id at advertise, as a
+// single-node cluster; a node that has a configuration already is left as
+// it is.
+func bootstrapAlone(r *raft.Raft, id, advertise string, logger *slog.Logger) error {
+	err := r.BootstrapCluster(firstConfiguration([]contract.Member{{ID: id, RaftAddr: advertise}})).Error()
+	if err != nil && !errors.Is(err, raft.ErrCantBootstrap) {
+		return fmt.Errorf("cluster: bootstrap: %w", err)
+	}
+	logger.Info("bootstrapped a new single-node cluster", "raft_addr", advertise)
+	return nil
+}
+
 // DialFunc opens a TCP connection to another node's Raft address
 // (Config.Dial; tests put a network that can fail in between).
 type DialFunc = transport.DialFunc
 
-// dialer opens this node's connections to the others' Raft ports, as a
-// member of its cluster.
-func (n *Node) dialer() transport.Dialer {
-	return transport.Dialer{Dial: n.cfg.Dial, TLS: n.cfg.NodeTLS, Cluster: n.ClusterID}
-}
-
-// raftConfig is hashicorp/raft's configuration of this node.
-func (n *Node) raftConfig(hlog hclog.Logger) *raft.Config {
+// raftConfig is hashicorp/raft's configuration of a node configured with
+// cfg.
+func raftConfig(cfg Config, hlog hclog.Logger) *raft.Config {
 	rc := raft.DefaultConfig()
-	rc.LocalID = raft.ServerID(n.cfg.ID)
+	rc.LocalID = raft.ServerID(cfg.ID)
 	rc.Logger = hlog
-	rc.HeartbeatTimeout = n.cfg.HeartbeatTimeout
-	rc.ElectionTimeout = n.cfg.ElectionTimeout
-	rc.LeaderLeaseTimeout = n.cfg.LeaderLeaseTimeout
-	rc.SnapshotThreshold = n.cfg.SnapshotThreshold
-	rc.SnapshotInterval = n.cfg.SnapshotInterval
+	rc.HeartbeatTimeout = cfg.HeartbeatTimeout
+	rc.ElectionTimeout = cfg.ElectionTimeout
+	rc.LeaderLeaseTimeout = cfg.LeaderLeaseTimeout
+	rc.SnapshotThreshold = cfg.SnapshotThreshold
+	rc.SnapshotInterval = cfg.SnapshotInterval
 	rc.BatchApplyCh = true
 	rc.MaxAppendEntries = 256
-	rc.TrailingLogs = n.cfg.TrailingLogs
+	rc.TrailingLogs = cfg.TrailingLogs
 	// A removed node keeps Raft running, so that it says why it does not
 	// serve and can be joined again without a restart.
 	rc.ShutdownOnRemove = false
 	return rc
-}
-
-// newFSM is the node's state machine, wired to the node's clock,
-// consistency checks, lease waiters and statistics.
-func (n *Node) newFSM() *fsm.FSM {
-	f := fsm.New(n.logger)
-	f.OnClusterID(n.identity.Adopt)
-	f.OnCheckpoint(n.digests.OnCheckpoint)
-	f.OnLeaseEvents(n.waiters.deliver, n.waiters.signalRestored)
-	if n.denyLeases != nil {
-		f.OnRaise(n.denyLeases.Clear)
-	}
-	f.OnLocalAnswers(n.leaseGrants.Granted)
-	if !n.cfg.NoStats {
-		f.OnAllowApplied(n.stats.record)
-	}
-	return f
 }
 
 // RaftAddr returns the address the other members reach this node's Raft
