@@ -40,7 +40,7 @@ import (
 // hello.go). Builds from before the hello send none, so they cannot talk to
 // this build at all, for Raft either: a cluster is moved onto this build by
 // stopping every node and starting them all on it. Their state is kept, and
-// the first leader gives a cluster that has no ID yet one (identity.go).
+// the first leader gives a cluster that has no ID yet one (cluster/internal/identity).
 
 type forwardOp uint8
 

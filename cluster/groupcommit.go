@@ -100,7 +100,7 @@ func (n *Node) applyBatch(calls []*call, release func()) {
 
 // leaderStamp returns the time to stamp on an entry this leader appends.
 // A new leader first applies everything earlier leaders committed (a
-// barrier), so its clock starts from the latest cluster time (clock.go).
+// barrier), so its clock starts from the latest cluster time (cluster/internal/clusterclock).
 // Its errors mean nothing was appended: errNotLeader or contract.ErrShutdown.
 func (n *Node) leaderStamp() (int64, error) {
 	term := n.raft.CurrentTerm()

@@ -296,7 +296,7 @@ func joinForce(m contract.Member) string {
 	return fmt.Sprintf("limitnode join -force -id %s -raft %s", m.ID, m.RaftAddr)
 }
 
-// silentMembers pings every server but this node at once and returns those
+// silent pings every server but this node at once and returns those
 // that do not answer as themselves within pingTimeout.
 func (ms *members) silent(servers []raft.Server) []raft.Server {
 	answered := make([]bool, len(servers))
@@ -455,7 +455,7 @@ func pingWith(pinger *forwarder) func(ctx context.Context, addr string, view []h
 	}
 }
 
-// registerAsLeader records the HTTP address of a node that is a member at
+// register records the HTTP address of a node that is a member at
 // its Raft address; a node that is not (it was removed) is refused, so that
 // only Join adds voters.
 func (ms *members) register(m contract.Member) error {
