@@ -2,13 +2,9 @@ package cluster
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"crypto/sha256"
-	"encoding/binary"
-	"errors"
 	"fmt"
-	"hash"
 	"io"
 	"log/slog"
 	"os"
@@ -17,56 +13,14 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+	"github.com/limitnode/limitnode/cluster/internal/backupfile"
 	"github.com/limitnode/limitnode/cluster/internal/identity"
 	"github.com/limitnode/limitnode/contract"
 	"github.com/limitnode/limitnode/fsm"
 )
 
-// A backup file is the state of the limits at one applied index, checked
-// whole before it is used:
-//
-//	"LNBACKUP"  8 bytes
-//	version     uint32, 2
-//	index       uint64, the applied index the state was taken at
-//	digest      32 bytes, fsm.LimitsDigest of the state
-//	cluster     64 bytes, the ID of the cluster it was taken from, NUL-padded
-//	state       the FSM's snapshot form
-//	length      uint64, the state's length
-//	checksum    32 bytes, SHA-256 of everything before it
-//
-// Integers are big-endian. Version 1 files have no cluster field; both are
-// read. The state holds the limits alone: neither the members' HTTP
-// addresses nor the cluster's ID, so a restored cluster keeps its own ID
-// (its members' data directories record it, and they would refuse each
-// other if the state said another) and records its members' addresses
-// again.
-
-const (
-	backupMagic   = "LNBACKUP"
-	backupVersion = 2
-	// backupHeaderBytes and backupTrailerBytes frame the state; a version 1
-	// header is backupClusterBytes shorter.
-	backupClusterBytes = 64
-	backupHeaderBytes  = 8 + 4 + 8 + 32 + backupClusterBytes
-	backupTrailerBytes = 8 + 32
-)
-
-// headerBytesOf is the header's length in a file of version v.
-func headerBytesOf(v uint32) int64 {
-	if v == 1 {
-		return backupHeaderBytes - backupClusterBytes
-	}
-	return backupHeaderBytes
-}
-
 // MaxBackupBytes bounds a backup file a node will restore.
-const MaxBackupBytes = fsm.MaxRestoreBytes
-
-// backup is the state frozen for a backup file (contract.Backup).
-type backup struct {
-	info  contract.BackupInfo
-	state *fsm.BackupState
-}
+const MaxBackupBytes = backupfile.MaxBytes
 
 // Backup freezes this node's state at one applied index, copy-on-write:
 // applies go on while the file is written. It first catches up with what
@@ -77,48 +31,7 @@ func (n *Node) Backup(ctx context.Context) (contract.Backup, error) {
 		return nil, err
 	}
 	index, state := n.fsm.Backup()
-	return &backup{info: contract.BackupInfo{Index: index, LimitsDigest: state.LimitsDigest(), ClusterID: n.ClusterID()}, state: state}, nil
-}
-
-func (b *backup) Info() contract.BackupInfo { return b.info }
-
-// Write writes the backup file.
-func (b *backup) Write(w io.Writer) error {
-	sum := sha256.New()
-	out := io.MultiWriter(w, sum)
-	var header [backupHeaderBytes]byte
-	copy(header[:8], backupMagic)
-	binary.BigEndian.PutUint32(header[8:12], backupVersion)
-	binary.BigEndian.PutUint64(header[12:20], b.info.Index)
-	copy(header[20:52], b.info.LimitsDigest[:])
-	copy(header[52:], b.info.ClusterID)
-	if _, err := out.Write(header[:]); err != nil {
-		return fmt.Errorf("cluster: backup: %w", err)
-	}
-	counter := &countingWriter{w: out}
-	if err := b.state.Write(counter); err != nil {
-		return fmt.Errorf("cluster: backup: %w", err)
-	}
-	var length [8]byte
-	binary.BigEndian.PutUint64(length[:], uint64(counter.n))
-	if _, err := out.Write(length[:]); err != nil {
-		return fmt.Errorf("cluster: backup: %w", err)
-	}
-	if _, err := w.Write(sum.Sum(nil)); err != nil {
-		return fmt.Errorf("cluster: backup: %w", err)
-	}
-	return nil
-}
-
-type countingWriter struct {
-	w io.Writer
-	n int64
-}
-
-func (c *countingWriter) Write(p []byte) (int, error) {
-	n, err := c.w.Write(p)
-	c.n += int64(n)
-	return n, err
+	return backupfile.New(contract.BackupInfo{Index: index, LimitsDigest: state.LimitsDigest(), ClusterID: n.ClusterID()}, state), nil
 }
 
 // Restore replaces the cluster's state with a backup file's, read from r.
@@ -176,12 +89,12 @@ func (rs *restorer) restore(ctx context.Context, r io.Reader) (contract.BackupIn
 	}
 	defer os.Remove(spool.Name())
 	defer spool.Close()
-	frame, err := checkBackup(io.LimitReader(r, MaxBackupBytes+1), spool)
+	frame, err := backupfile.Check(r, spool)
 	if err != nil {
 		return contract.BackupInfo{}, 0, err
 	}
-	state := func() *io.SectionReader { return io.NewSectionReader(spool, frame.offset, frame.bytes) }
-	begin, err := rs.begin(frame.bytes, state)
+	state := func() *io.SectionReader { return io.NewSectionReader(spool, frame.Offset, frame.Bytes) }
+	begin, err := rs.begin(frame.Bytes, state)
 	if err != nil {
 		return contract.BackupInfo{}, 0, err
 	}
@@ -200,9 +113,9 @@ func (rs *restorer) restore(ctx context.Context, r io.Reader) (contract.BackupIn
 	if err != nil {
 		return contract.BackupInfo{}, 0, err
 	}
-	rs.logger.Info("restored a backup", "backup_index", frame.info.Index, "restored_at", restoredIndex, "bytes", frame.bytes, "took", time.Since(started),
-		"backup_cluster_id", frame.info.ClusterID, "cluster_id", rs.clusterID())
-	return frame.info, restoredIndex, nil
+	rs.logger.Info("restored a backup", "backup_index", frame.Info.Index, "restored_at", restoredIndex, "bytes", frame.Bytes, "took", time.Since(started),
+		"backup_cluster_id", frame.Info.ClusterID, "cluster_id", rs.clusterID())
+	return frame.Info, restoredIndex, nil
 }
 
 // begin checks a spooled backup's state of size bytes (state reads it) by
@@ -331,91 +244,4 @@ func (rs *restorer) abandoned() {
 	}
 	rs.logger.Warn("aborting a restore that an earlier leader began and did not commit; the state stays as it was", "restore", staged)
 	rs.abort(staged)
-}
-
-// backupFrame is where a checked backup file holds its state.
-type backupFrame struct {
-	info          contract.BackupInfo
-	offset, bytes int64
-}
-
-// checkBackup copies a backup file from r to spool and checks its framing
-// and checksum, returning what its header says and where its state is.
-func checkBackup(r io.Reader, spool io.Writer) (backupFrame, error) {
-	bad := func(format string, args ...any) (backupFrame, error) {
-		return backupFrame{}, contract.Invalid("", "not a limitnode backup, or a damaged one: "+format, args...)
-	}
-	sum := sha256.New()
-	tail := &tailKeeper{keep: backupTrailerBytes}
-	n, err := io.Copy(io.MultiWriter(spool, tail), r)
-	if err != nil {
-		return backupFrame{}, fmt.Errorf("cluster: restore: read the backup: %w", err)
-	}
-	if n > MaxBackupBytes {
-		return bad("larger than %d bytes", int64(MaxBackupBytes))
-	}
-	if n < 12 {
-		return bad("%d bytes is too short", n)
-	}
-	head := tail.head
-	if !bytes.Equal(head[:8], []byte(backupMagic)) {
-		return bad("it does not start with %q", backupMagic)
-	}
-	version := binary.BigEndian.Uint32(head[8:12])
-	if version != 1 && version != backupVersion {
-		return bad("version %d; this node reads versions 1 and %d", version, backupVersion)
-	}
-	headerBytes := headerBytesOf(version)
-	if n < headerBytes+backupTrailerBytes {
-		return bad("%d bytes is too short", n)
-	}
-	// Read as unsigned: a damaged length is a large number, not a negative
-	// one.
-	length, holds := binary.BigEndian.Uint64(tail.last[:8]), uint64(n-headerBytes-backupTrailerBytes)
-	if length != holds {
-		return bad("it says its state is %d bytes but holds %d (truncated?)", length, holds)
-	}
-	if _, err := tail.hashAllButLast(sum, spool); err != nil {
-		return backupFrame{}, fmt.Errorf("cluster: restore: %w", err)
-	}
-	if !bytes.Equal(sum.Sum(nil), tail.last[8:]) {
-		return bad("its checksum does not match its content")
-	}
-	info := contract.BackupInfo{Index: binary.BigEndian.Uint64(head[12:20])}
-	copy(info.LimitsDigest[:], head[20:52])
-	if version >= 2 {
-		info.ClusterID = string(bytes.TrimRight(head[52:52+backupClusterBytes], "\x00"))
-	}
-	return backupFrame{info: info, offset: headerBytes, bytes: int64(length)}, nil
-}
-
-// tailKeeper remembers the first backupHeaderBytes and the last keep bytes
-// written through it.
-type tailKeeper struct {
-	keep  int
-	head  []byte
-	last  []byte
-	total int64
-}
-
-func (t *tailKeeper) Write(p []byte) (int, error) {
-	if need := backupHeaderBytes - len(t.head); need > 0 {
-		t.head = append(t.head, p[:min(need, len(p))]...)
-	}
-	t.last = append(t.last, p...)
-	if len(t.last) > t.keep {
-		t.last = t.last[len(t.last)-t.keep:]
-	}
-	t.total += int64(len(p))
-	return len(p), nil
-}
-
-// hashAllButLast feeds everything but the trailer's checksum (the last 32
-// bytes) from the spool file to h.
-func (t *tailKeeper) hashAllButLast(h hash.Hash, spool io.Writer) (int64, error) {
-	f, ok := spool.(*os.File)
-	if !ok {
-		return 0, errors.New("the spool is not a file")
-	}
-	return io.Copy(h, io.NewSectionReader(f, 0, t.total-32))
 }
