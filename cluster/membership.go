@@ -148,6 +148,7 @@ func (ms *members) otherVoters() int {
 	return count
 }
 
+// join is Join on the leader.
 func (ms *members) join(ctx context.Context, m contract.Member, change contract.MemberChange) error {
 	servers, err := configuration(ms.raft)
 	if err != nil {
@@ -240,6 +241,7 @@ func joinDetail(m contract.Member, change contract.MemberChange) string {
 	return detail
 }
 
+// remove is RemoveMember on the leader.
 func (ms *members) remove(ctx context.Context, id string, change contract.MemberChange) error {
 	servers, err := configuration(ms.raft)
 	if err != nil {
@@ -527,6 +529,8 @@ func (n *Node) TransferLeadership(ctx context.Context, to string) error {
 	}
 }
 
+// transfer is TransferLeadership on the leader: it hands over to to, or
+// to any other voter when to is "".
 func (ms *members) transfer(ctx context.Context, to string) error {
 	if to == ms.selfID {
 		return nil // it leads already
