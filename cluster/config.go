@@ -11,6 +11,17 @@ import (
 	"github.com/limitnode/limitnode/internal/transport"
 )
 
+// DefaultMaxClockStep is how far, by default, a leader's stamp may stray
+// from the cluster time that elapsed real time predicts. See cluster/internal/clusterclock.
+const DefaultMaxClockStep = time.Second
+
+// DefaultMaxClockRate is how much faster than real time cluster time may
+// run by default (Config.MaxClockRate): a leader whose clock is ahead of the
+// cluster's catches up at a hundredth of real time, never jumping ahead, so
+// a node that times something in cluster time on its own monotonic clock is
+// off by at most that fraction.
+const DefaultMaxClockRate = 0.01
+
 // Defaults for Config's zero values.
 const (
 	defaultRequestTimeout   = 5 * time.Second
@@ -108,12 +119,12 @@ type Config struct {
 	// Logger: "debug", "info", "warn" (the default) or "error".
 	RaftLogLevel string
 	// Clock is the wall clock the leader stamps each batch with (within
-	// MaxClockStep of the time elapsed since it took over; see clock.go).
+	// MaxClockStep of the time elapsed since it took over; see cluster/internal/clusterclock).
 	// Nil means time.Now. Tests inject a skewed one.
 	Clock func() time.Time
 	// MaxClockStep bounds how far the leader's stamp may differ from the
 	// cluster time predicted by the real time elapsed since it took over
-	// (see clock.go). Default 1s. A test whose Clock is the truth and
+	// (see cluster/internal/clusterclock). Default 1s. A test whose Clock is the truth and
 	// jumps may set it large.
 	MaxClockStep time.Duration
 	// NodeTLS, when set, makes the Raft port speak mutual TLS (see
@@ -177,7 +188,7 @@ type Config struct {
 	// state after confirming its leadership (groupCommit.denyFast); for comparison.
 	NoFastDenials bool
 	// MaxClockRate is how much faster than real time cluster time may run
-	// (clock.go): a leader whose clock is ahead catches up at this rate.
+	// (cluster/internal/clusterclock): a leader whose clock is ahead catches up at this rate.
 	// Default DefaultMaxClockRate, a hundredth; a test that moves its
 	// clock by hand and wants the leader to follow may raise it (deny
 	// leases, which time cluster time on monotonic clocks, then get

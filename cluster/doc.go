@@ -33,6 +33,15 @@
 // Replace, a quorum of answering voters must remain without Force), and a
 // data directory records the ID of the node it belongs to.
 //
+// What needs no Node lives in packages of its own under cluster/internal:
+// clusterclock (the time a leader stamps), identity (whose data directory,
+// which cluster), health (the members' view, the lag behind the leader, the
+// disk probe), consistency (the checkpoints' digests compared), backupfile
+// (the backup file's format), raftstore (the stores on disk, Recover),
+// rafttransport (Raft's stream over the node's port) and denylease. The
+// node wires them to its Raft; membership changes and restores are types
+// of their own here (members, restorer), given the functions they use.
+//
 // Raft's errors do not leave this package: they become contract.ErrNoLeader,
 // contract.ErrOutcomeUnknown or contract.ErrShutdown, and a request refused
 // as it stands is a *contract.Error. The package knows nothing of HTTP.

@@ -4,8 +4,20 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/limitnode/limitnode/cluster/internal/identity"
 	"github.com/limitnode/limitnode/contract"
+	"github.com/limitnode/limitnode/internal/transport"
 )
+
+// ErrWrongDirectory means the data directory belongs to another node: its
+// Raft state (votes, log, membership) is that node's, and a node under
+// another ID on it would answer as a stranger to its own cluster.
+var ErrWrongDirectory = identity.ErrWrongDirectory
+
+// ErrForeignCluster means two nodes belong to different clusters: a node was
+// started on another cluster's data directory, or asked to join a cluster
+// it is not part of. They refuse each other on every connection.
+var ErrForeignCluster = transport.ErrForeignCluster
 
 // Raft's own errors never leave this package: each is translated into one
 // of contract's sentinels (contract.ErrNoLeader, ...) or, for a request

@@ -3,10 +3,13 @@ package cluster
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 
 	"github.com/hashicorp/raft"
+	"github.com/limitnode/limitnode/cluster/internal/identity"
+	"github.com/limitnode/limitnode/cluster/internal/raftstore"
 	"github.com/limitnode/limitnode/contract"
 )
 
@@ -47,9 +50,38 @@ func (n *Node) FormCluster(members []contract.Member) error {
 	if err != nil {
 		return fmt.Errorf("cluster: form a cluster: %w", err)
 	}
-	if err := n.setClusterID(newClusterID()); err != nil {
+	if err := n.identity.SetClusterID(identity.NewClusterID()); err != nil {
 		n.logger.Error("recording the new cluster's ID", "err", err)
 	}
 	n.logger.Info("formed a new cluster", "members", len(members), "cluster_id", n.ClusterID())
 	return nil
+}
+
+// Recover rewrites the membership stored in a stopped node's data directory
+// to members, for a cluster that has lost its quorum for good (a majority of
+// voters gone, or joins that named dead nodes). It is hashicorp/raft's
+// RecoverCluster, as Consul and rqlite use it with a peers.json: run it on
+// every surviving node with the same members, then start them; they elect a
+// leader among themselves. The node's state (its snapshot and log) is kept.
+//
+// It is a last resort: entries the lost members held and the survivors did
+// not are gone, and running it on a node of a healthy cluster splits it.
+func Recover(dataDir, snapshotDir string, members []contract.Member, logger *slog.Logger) error {
+	if len(members) == 0 {
+		return fmt.Errorf("cluster: recover needs at least one member")
+	}
+	var conf raft.Configuration
+	for _, m := range members {
+		if err := m.Validate(); err != nil {
+			return fmt.Errorf("cluster: recover: member %q: %w", m.ID, err)
+		}
+		conf.Servers = append(conf.Servers, raft.Server{Suffrage: raft.Voter, ID: raft.ServerID(m.ID), Address: raft.ServerAddress(m.RaftAddr)})
+	}
+	if logger == nil {
+		logger = slog.Default()
+	}
+	if snapshotDir == "" {
+		snapshotDir = dataDir
+	}
+	return raftstore.Recover(dataDir, snapshotDir, conf, logger)
 }

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/limitnode/limitnode/cluster/internal/consistency"
+	"github.com/limitnode/limitnode/cluster/internal/health"
 	"github.com/limitnode/limitnode/contract"
 	"github.com/limitnode/limitnode/fsm"
 	"github.com/limitnode/limitnode/internal/transport"
@@ -39,7 +41,7 @@ import (
 // hello.go). Builds from before the hello send none, so they cannot talk to
 // this build at all, for Raft either: a cluster is moved onto this build by
 // stopping every node and starting them all on it. Their state is kept, and
-// the first leader gives a cluster that has no ID yet one (identity.go).
+// the first leader gives a cluster that has no ID yet one (cluster/internal/identity).
 
 type forwardOp uint8
 
@@ -81,13 +83,13 @@ type forwardRequest struct {
 	Command  []byte                // for opCommand
 	Member   contract.Member       // for opJoin; only ID for opRemove and opTransfer
 	Change   contract.MemberChange // for opJoin and opRemove
-	Health   []memberHealth        // for opPing from the leader: its view of the members
+	Health   []health.Member       // for opPing from the leader: its view of the members
 	Top      int                   // for opStats
 	// Actor is who asked for opJoin, opRemove or opTransfer
 	// (contract.ActorOf), for the audit trail.
 	Actor string
 	// LeaderApplied is, for opPing from the leader, the leader's applied
-	// index as it sends (lag.go).
+	// index as it sends (health.Progress).
 	LeaderApplied uint64
 }
 
@@ -120,7 +122,7 @@ type forwardResponse struct {
 	Result       []byte
 	NodeID       string                      // for opPing: the answering node's ID
 	AppliedIndex uint64                      // for opPing: the answering node's applied index; for opReadIndex: the read index
-	Checkpoint   checkpoint                  // for opPing: the answering node's latest digest
+	Checkpoint   consistency.Checkpoint      // for opPing: the answering node's latest digest
 	Consistency  *contract.ConsistencyReport // for opConsistency
 	Stats        *contract.Stats             // for opStats
 }
@@ -212,16 +214,15 @@ func (n *Node) handleForward(req *forwardRequest) *forwardResponse {
 		return resp
 	case opPing:
 		if len(req.Health) > 0 && !n.IsLeader() {
-			n.health.set(req.Health, time.Now())
-			n.noteDivergence(req.Health)
-			n.progress.note(req.LeaderApplied, time.Now())
+			n.health.Receive(req.Health)
+			n.progress.Note(req.LeaderApplied, time.Now())
 		}
-		return &forwardResponse{NodeID: n.cfg.ID, AppliedIndex: n.raft.AppliedIndex(), Checkpoint: n.checkpoints.latest()}
+		return &forwardResponse{NodeID: n.cfg.ID, AppliedIndex: n.raft.AppliedIndex(), Checkpoint: n.digests.Latest()}
 	case opConsistency:
 		if !n.IsLeader() {
 			return &forwardResponse{Status: statusNotLeader}
 		}
-		report, err := n.checkConsistencyAsLeader(ctx)
+		report, err := checkConsistencyAsLeader(ctx, n.raft, n.cfg.ID, &n.digests, n.fwd.dialer, n.requestTimeout, n.replica.awaitApplied)
 		resp := replyTo(err)
 		resp.Consistency = &report
 		return resp
@@ -245,7 +246,7 @@ func (n *Node) handleForward(req *forwardRequest) *forwardResponse {
 		if !n.IsLeader() {
 			return &forwardResponse{Status: statusNotLeader}
 		}
-		return replyTo(n.registerAsLeader(req.Member))
+		return replyTo(n.members.register(req.Member))
 	default:
 		return &forwardResponse{Status: statusFailed, Error: fmt.Sprintf("unknown forwarding operation %d", req.Op)}
 	}

@@ -82,7 +82,7 @@ func (n *Node) decideOnLeader(ctx context.Context, reqs []fsm.Request) ([]fsm.Re
 		results []fsm.Result
 		leader  string
 	}
-	if n.removed.Load() {
+	if n.members.isRemoved() {
 		return nil, "", errRemoved
 	}
 	d, err := onLeader(ctx, n.route, false, func(ctx context.Context) (decided, error) {

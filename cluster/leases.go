@@ -133,7 +133,7 @@ func (q *leaseQueues) command(ctx context.Context, t fsm.CommandType, cmd fsm.Le
 // stamp it applied plus the real time since), which it returns too: on an
 // idle cluster the last entry may be long past.
 func (n *Node) Leases(key string) (nowNanos int64, leases []contract.HeldLease, queued []contract.QueuedLease) {
-	return n.fsm.Leases(key, n.clock.estimate())
+	return n.fsm.Leases(key, n.clock.Estimate())
 }
 
 // How a node serves the lease queues (fsm/leasequeue.go): the requests

@@ -5,12 +5,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
-	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
+	"github.com/limitnode/limitnode/cluster/internal/health"
+	"github.com/limitnode/limitnode/cluster/internal/identity"
 	"github.com/limitnode/limitnode/contract"
 	"github.com/limitnode/limitnode/fsm"
 	"github.com/limitnode/limitnode/internal/transport"
@@ -37,7 +40,7 @@ func (n *Node) Join(ctx context.Context, m contract.Member, change contract.Memb
 	if err := m.Validate(); err != nil {
 		return err
 	}
-	return n.route.op(ctx, &forwardRequest{Op: opJoin, Member: m, Change: change, Actor: contract.ActorOf(ctx)}, func() error { return n.joinAsLeader(ctx, m, change) })
+	return n.route.op(ctx, &forwardRequest{Op: opJoin, Member: m, Change: change, Actor: contract.ActorOf(ctx)}, func() error { return n.members.join(ctx, m, change) })
 }
 
 // RemoveMember removes the member with the given ID from the cluster.
@@ -49,11 +52,105 @@ func (n *Node) RemoveMember(ctx context.Context, id string, change contract.Memb
 	if err := contract.ValidateNodeID(id); err != nil {
 		return err
 	}
-	return n.route.op(ctx, &forwardRequest{Op: opRemove, Member: contract.Member{ID: id}, Change: change, Actor: contract.ActorOf(ctx)}, func() error { return n.removeAsLeader(ctx, id, change) })
+	return n.route.op(ctx, &forwardRequest{Op: opRemove, Member: contract.Member{ID: id}, Change: change, Actor: contract.ActorOf(ctx)}, func() error { return n.members.remove(ctx, id, change) })
 }
 
-func (n *Node) joinAsLeader(ctx context.Context, m contract.Member, change contract.MemberChange) error {
-	servers, err := n.servers()
+// members changes the cluster's membership, on the leader, and knows
+// whether this node is still in it.
+type members struct {
+	raft    *raft.Raft
+	selfID  string
+	logger  *slog.Logger
+	dialer  transport.Dialer // to ping members over the forwarding protocol
+	records *identity.Records
+	// httpAddrOf is the HTTP address the replicated state records for a
+	// member (fsm.FSM.NodeHTTPAddr).
+	httpAddrOf func(id string) string
+	// apply appends a command on the leader.
+	apply func(t fsm.CommandType, body any) error
+	// audit records an operator's change in the audit trail.
+	audit func(ctx context.Context, action, subject, detail string)
+	// foreignDialer says which other cluster's nodes dialed this node
+	// within a time (transport.Mux.ForeignDialer).
+	foreignDialer func(within time.Duration) (cluster string, ok bool)
+	// removed is set while this node, once a member, is not in the
+	// configuration it knows; track keeps it.
+	removed atomic.Bool
+}
+
+// track notes whether this node is in the latest configuration it knows,
+// and returns it: a node whose data directory records it was a member
+// (identity.Records.IsRecordedMember) and is not is marked removed, which
+// it logs once; a member is recorded as one.
+func (ms *members) track() bool {
+	member := ms.isMember()
+	if !member && ms.records.IsRecordedMember() && !ms.removed.Swap(true) {
+		ms.logger.Warn("this node was removed from the cluster: it decides nothing and /readyz answers 503 until an operator joins it again; " + removedAdvice)
+	}
+	if member {
+		ms.removed.Store(false)
+		ms.records.RecordMember()
+	}
+	return member
+}
+
+// isRemoved reports whether this node was removed from its cluster.
+func (ms *members) isRemoved() bool { return ms.removed.Load() }
+
+// refuseOutside returns contract.ErrNotMember, with the reason, while this
+// node was removed from its cluster (errRemoved) or runs as a cluster of
+// its own that other nodes count as theirs (foreignReason): every path
+// that decides or appends asks it first, so that such a node answers
+// nothing its real cluster would have to agree to. It costs an atomic
+// load when nothing dials it.
+func (ms *members) refuseOutside() error {
+	if ms.removed.Load() {
+		return errRemoved
+	}
+	if reason := ms.foreignReason(); reason != "" {
+		return fmt.Errorf("%w: %s", contract.ErrNotMember, reason)
+	}
+	return nil
+}
+
+// foreignWithin is how long after a node of another cluster dialed this
+// one it says it is not ready.
+const foreignWithin = 30 * time.Second
+
+// foreignReason says, when nodes of another cluster dialed this node
+// lately and it is its cluster's only voter, that they count its address as
+// theirs: it was probably started on another (one-node) cluster's data
+// directory, and would answer that cluster's decisions to their callers.
+// A node with other voters is not told so: a node on a directory of a
+// larger cluster finds none of its peers and waits for a quorum (not ready
+// anyway), and no stranger that dials a healthy cluster makes it unready.
+func (ms *members) foreignReason() string {
+	other, ok := ms.foreignDialer(foreignWithin)
+	if !ok || ms.otherVoters() > 0 {
+		return ""
+	}
+	return fmt.Sprintf("nodes of cluster %s dial this node, which belongs to cluster %s: its data directory is probably not the one it should run on (it refuses them, and they it)", other, ms.records.ClusterID())
+}
+
+// otherVoters counts the voters of the latest configuration this node
+// knows, itself left out.
+func (ms *members) otherVoters() int {
+	future := ms.raft.GetConfiguration()
+	if future.Error() != nil {
+		return 0
+	}
+	count := 0
+	for _, s := range future.Configuration().Servers {
+		if s.Suffrage == raft.Voter && string(s.ID) != ms.selfID {
+			count++
+		}
+	}
+	return count
+}
+
+// join is Join on the leader.
+func (ms *members) join(ctx context.Context, m contract.Member, change contract.MemberChange) error {
+	servers, err := configuration(ms.raft)
 	if err != nil {
 		return err
 	}
@@ -69,31 +166,31 @@ func (n *Node) joinAsLeader(ctx context.Context, m contract.Member, change contr
 		}
 	}
 	if !present {
-		if err := n.ping(m); err != nil {
+		if err := ms.ping(m); err != nil {
 			return err
 		}
-		if err := n.checkReplacement(m, stale, change); err != nil {
+		if err := ms.checkReplacement(m, stale, change); err != nil {
 			return err
 		}
-		if err := n.applyJoin(m, servers, stale, change); err != nil {
+		if err := ms.applyJoin(m, servers, stale, change); err != nil {
 			return err
 		}
-		n.route.recordAudit(ctx, contract.AuditMemberJoin, m.ID, joinDetail(m, change))
+		ms.audit(ctx, contract.AuditMemberJoin, m.ID, joinDetail(m, change))
 	}
-	if n.fsm.NodeHTTPAddr(m.ID) == m.HTTPAddr {
+	if ms.httpAddrOf(m.ID) == m.HTTPAddr {
 		return nil
 	}
-	return n.replica.applyCommand(fsm.CommandSetNode, &fsm.NodeCommand{ID: m.ID, HTTPAddr: m.HTTPAddr})
+	return ms.apply(fsm.CommandSetNode, &fsm.NodeCommand{ID: m.ID, HTTPAddr: m.HTTPAddr})
 }
 
 // checkReplacement refuses a join that would evict a running member: one
 // recorded with m's ID at another address that still answers there as m.ID.
-func (n *Node) checkReplacement(m contract.Member, stale []raft.Server, change contract.MemberChange) error {
+func (ms *members) checkReplacement(m contract.Member, stale []raft.Server, change contract.MemberChange) error {
 	if change.Replace {
 		return nil
 	}
 	for _, s := range stale {
-		if string(s.ID) == m.ID && n.answersAs(string(s.Address), m.ID) {
+		if string(s.ID) == m.ID && ms.answersAs(string(s.Address), m.ID) {
 			return contract.Conflict("id", "member %q is running at %s: a second node with its ID would evict it; give the new node another ID, or replace the member on purpose (join with \"replace\": true; limitnode -replace)", m.ID, s.Address)
 		}
 	}
@@ -103,29 +200,29 @@ func (n *Node) checkReplacement(m contract.Member, stale []raft.Server, change c
 // applyJoin removes the stale entries and adds m, each step only if the
 // configuration it leaves has a quorum of answering voters (m has just
 // answered its ping).
-func (n *Node) applyJoin(m contract.Member, servers, stale []raft.Server, change contract.MemberChange) error {
+func (ms *members) applyJoin(m contract.Member, servers, stale []raft.Server, change contract.MemberChange) error {
 	remaining := slices.DeleteFunc(slices.Clone(servers), func(s raft.Server) bool { return slices.Contains(stale, s) })
 	joined := append(slices.Clone(remaining), raft.Server{Suffrage: raft.Voter, ID: raft.ServerID(m.ID), Address: raft.ServerAddress(m.RaftAddr)})
 	if !change.Force {
 		if len(stale) > 0 {
-			if err := n.checkQuorum(remaining, fmt.Sprintf("replacing the entry of %s", describeServers(stale)), joinForce(m)); err != nil {
+			if err := ms.checkQuorum(remaining, fmt.Sprintf("replacing the entry of %s", health.DescribeServers(stale)), joinForce(m)); err != nil {
 				return err
 			}
 		}
-		if err := n.checkQuorum(joined, fmt.Sprintf("adding %q", m.ID), joinForce(m)); err != nil {
+		if err := ms.checkQuorum(joined, fmt.Sprintf("adding %q", m.ID), joinForce(m)); err != nil {
 			return err
 		}
 	}
 	for _, s := range stale {
-		n.logger.Info("removing a member before it rejoins", "id", s.ID, "raft_addr", s.Address)
-		if err := n.raft.RemoveServer(s.ID, 0, 0).Error(); err != nil {
+		ms.logger.Info("removing a member before it rejoins", "id", s.ID, "raft_addr", s.Address)
+		if err := ms.raft.RemoveServer(s.ID, 0, 0).Error(); err != nil {
 			return translate(err)
 		}
 	}
-	if err := n.raft.AddVoter(raft.ServerID(m.ID), raft.ServerAddress(m.RaftAddr), 0, 0).Error(); err != nil {
+	if err := ms.raft.AddVoter(raft.ServerID(m.ID), raft.ServerAddress(m.RaftAddr), 0, 0).Error(); err != nil {
 		return translate(err)
 	}
-	n.logger.Info("member joined", "id", m.ID, "raft_addr", m.RaftAddr, "http_addr", m.HTTPAddr, "replace", change.Replace, "force", change.Force)
+	ms.logger.Info("member joined", "id", m.ID, "raft_addr", m.RaftAddr, "http_addr", m.HTTPAddr, "replace", change.Replace, "force", change.Force)
 	return nil
 }
 
@@ -144,8 +241,9 @@ func joinDetail(m contract.Member, change contract.MemberChange) string {
 	return detail
 }
 
-func (n *Node) removeAsLeader(ctx context.Context, id string, change contract.MemberChange) error {
-	servers, err := n.servers()
+// remove is RemoveMember on the leader.
+func (ms *members) remove(ctx context.Context, id string, change contract.MemberChange) error {
+	servers, err := configuration(ms.raft)
 	if err != nil {
 		return err
 	}
@@ -154,7 +252,7 @@ func (n *Node) removeAsLeader(ctx context.Context, id string, change contract.Me
 		return contract.NotFound("id", "no member %q", id)
 	}
 	if !change.Force {
-		if err := n.checkQuorum(slices.Delete(slices.Clone(servers), i, i+1), fmt.Sprintf("removing %q", id), "limitnode remove -force "+id); err != nil {
+		if err := ms.checkQuorum(slices.Delete(slices.Clone(servers), i, i+1), fmt.Sprintf("removing %q", id), "limitnode remove -force "+id); err != nil {
 			return err
 		}
 	}
@@ -164,24 +262,15 @@ func (n *Node) removeAsLeader(ctx context.Context, id string, change contract.Me
 	if change.Force {
 		detail = "force"
 	}
-	n.route.recordAudit(ctx, contract.AuditMemberRemove, id, detail)
-	if err := n.replica.applyCommand(fsm.CommandRemoveNode, &fsm.NodeCommand{ID: id}); err != nil {
+	ms.audit(ctx, contract.AuditMemberRemove, id, detail)
+	if err := ms.apply(fsm.CommandRemoveNode, &fsm.NodeCommand{ID: id}); err != nil {
 		return err
 	}
-	if err := n.raft.RemoveServer(raft.ServerID(id), 0, 0).Error(); err != nil {
+	if err := ms.raft.RemoveServer(raft.ServerID(id), 0, 0).Error(); err != nil {
 		return translate(err)
 	}
-	n.logger.Info("member removed", "id", id, "force", change.Force)
+	ms.logger.Info("member removed", "id", id, "force", change.Force)
 	return nil
-}
-
-// servers returns the latest configuration this node knows.
-func (n *Node) servers() ([]raft.Server, error) {
-	future := n.raft.GetConfiguration()
-	if err := future.Error(); err != nil {
-		return nil, translate(err)
-	}
-	return future.Configuration().Servers, nil
 }
 
 // checkQuorum refuses a change (what) that would leave servers with fewer
@@ -189,21 +278,16 @@ func (n *Node) servers() ([]raft.Server, error) {
 // nothing until the others came back. This node counts as answering; every
 // other voter is pinged. The refusal names forceCommand, the command line
 // that makes the change anyway.
-func (n *Node) checkQuorum(servers []raft.Server, what, forceCommand string) error {
-	var voters []raft.Server
-	for _, s := range servers {
-		if s.Suffrage == raft.Voter {
-			voters = append(voters, s)
-		}
-	}
-	silent := n.silentMembers(voters)
+func (ms *members) checkQuorum(servers []raft.Server, what, forceCommand string) error {
+	voters := health.Voters(servers)
+	silent := ms.silent(voters)
 	quorum := len(voters)/2 + 1
 	if answering := len(voters) - len(silent); answering >= quorum {
 		return nil
 	}
 	detail := ""
 	if len(silent) > 0 {
-		detail = " (not answering: " + describeServers(silent) + ")"
+		detail = " (not answering: " + health.DescribeServers(silent) + ")"
 	}
 	return contract.Conflict("id", "%s would leave %d of %d voters answering, fewer than a quorum of %d%s: the cluster would decide nothing until they are back; bring them back first, or force the change (\"force\": true; %s)",
 		what, len(voters)-len(silent), len(voters), quorum, detail, forceCommand)
@@ -214,17 +298,17 @@ func joinForce(m contract.Member) string {
 	return fmt.Sprintf("limitnode join -force -id %s -raft %s", m.ID, m.RaftAddr)
 }
 
-// silentMembers pings every server but this node at once and returns those
+// silent pings every server but this node at once and returns those
 // that do not answer as themselves within pingTimeout.
-func (n *Node) silentMembers(servers []raft.Server) []raft.Server {
+func (ms *members) silent(servers []raft.Server) []raft.Server {
 	answered := make([]bool, len(servers))
 	var wg sync.WaitGroup
 	for i, s := range servers {
-		if string(s.ID) == n.cfg.ID {
+		if string(s.ID) == ms.selfID {
 			answered[i] = true
 			continue
 		}
-		wg.Go(func() { answered[i] = n.answersAs(string(s.Address), string(s.ID)) })
+		wg.Go(func() { answered[i] = ms.answersAs(string(s.Address), string(s.ID)) })
 	}
 	wg.Wait()
 	var silent []raft.Server
@@ -236,77 +320,68 @@ func (n *Node) silentMembers(servers []raft.Server) []raft.Server {
 	return silent
 }
 
-// describeServers names servers as "n2 at 127.0.0.1:8002, ...".
-func describeServers(servers []raft.Server) string {
-	parts := make([]string, len(servers))
-	for i, s := range servers {
-		parts[i] = fmt.Sprintf("%s at %s", s.ID, s.Address)
+// followLeadership reacts to a change of leader (now at leaderAddr) or of
+// membership: it drops pooled forwarding connections to the old leader,
+// notes whether this node is still a member (members.track), lets the
+// leader append the cluster's ID and abort a restore an earlier leader
+// abandoned, and makes sure the replicated state knows this node's HTTP
+// address. It records the address only, never adds the node: a member that
+// was removed stays out until an operator joins it.
+func (n *Node) followLeadership(leaderAddr raft.ServerAddress) {
+	n.fwd.dropExcept(string(leaderAddr))
+	member := n.members.track()
+	if n.IsLeader() {
+		n.identity.EnsureAppended(n.raft.CurrentTerm(), n.fsm.ClusterID(), func(id string) error {
+			return n.replica.applyCommand(fsm.CommandSetClusterID, &fsm.ClusterIDCommand{ID: id})
+		})
+		n.restorer.abandoned()
 	}
-	return strings.Join(parts, ", ")
+	if leaderAddr != "" && n.cfg.HTTPAddr != "" && n.fsm.NodeHTTPAddr(n.cfg.ID) != n.cfg.HTTPAddr && member {
+		ctx, cancel := context.WithTimeout(context.Background(), n.requestTimeout)
+		defer cancel()
+		self := contract.Member{ID: n.cfg.ID, RaftAddr: n.advertise, HTTPAddr: n.cfg.HTTPAddr}
+		if err := n.route.op(ctx, &forwardRequest{Op: opRegister, Member: self}, func() error { return n.members.register(self) }); err != nil {
+			n.logger.Debug("recording this node's HTTP address", "err", err)
+		}
+	}
 }
 
-// watchLeadership reacts to changes of leader and of membership, at once
-// and then on each: it drops pooled forwarding connections to the old
-// leader, marks this node removed while a configuration it once belonged to
-// (its data directory records its ID, see identified) lacks it, and makes
-// sure the replicated state knows this node's HTTP address. It records the
-// address only, never adds the node: a member that was removed stays out
-// until an operator joins it.
-func (n *Node) watchLeadership() {
+// observeLeadership calls onChange with the leader r knows, at once, then
+// on each change of leader r observes and at least every second (a
+// membership change comes with no observation), until stop closes.
+func observeLeadership(r *raft.Raft, stop <-chan struct{}, onChange func(leaderAddr raft.ServerAddress)) {
 	observations := make(chan raft.Observation, 16)
 	observer := raft.NewObserver(observations, false, func(o *raft.Observation) bool {
 		_, ok := o.Data.(raft.LeaderObservation)
 		return ok
 	})
-	n.raft.RegisterObserver(observer)
-	defer n.raft.DeregisterObserver(observer)
+	r.RegisterObserver(observer)
+	defer r.DeregisterObserver(observer)
 	ticker := time.NewTicker(time.Second)
 	defer ticker.Stop()
-	lastLeader := raft.ServerAddress("")
 	for first := true; ; first = false {
 		if !first {
 			select {
-			case <-n.stopCh:
+			case <-stop:
 				return
 			case <-observations:
 			case <-ticker.C:
 			}
 		}
-		addr, _ := n.raft.LeaderWithID()
-		if addr != lastLeader {
-			n.metrics.leaderChanges.Inc()
-			lastLeader = addr
-		}
-		n.fwd.dropExcept(string(addr))
-		member := n.isMember()
-		if !member && n.identified.Load() && !n.removed.Swap(true) {
-			n.logger.Warn("this node was removed from the cluster: it decides nothing and /readyz answers 503 until an operator joins it again; ")
-		}
-		if member {
-			n.removed.Store(false)
-			n.recordIdentity()
-		}
-		n.ensureClusterID()
-		n.abandonRestore()
-		if addr != "" && n.cfg.HTTPAddr != "" && n.fsm.NodeHTTPAddr(n.cfg.ID) != n.cfg.HTTPAddr && member {
-			ctx, cancel := context.WithTimeout(context.Background(), n.requestTimeout)
-			self := contract.Member{ID: n.cfg.ID, RaftAddr: n.advertise, HTTPAddr: n.cfg.HTTPAddr}
-			if err := n.route.op(ctx, &forwardRequest{Op: opRegister, Member: self}, func() error { return n.registerAsLeader(self) }); err != nil {
-				n.logger.Debug("recording this node's HTTP address", "err", err)
-			}
-			cancel()
-		}
+		addr, _ := r.LeaderWithID()
+		onChange(addr)
 	}
 }
 
 // configWatch is the state machine as Raft sees it, telling the node of
 // each configuration entry it applies that names the node: its data
-// directory then records that it is a member (recordIdentity), before any
+// directory then records that it is a member (identity.Records.RecordMember), before any
 // later entry can remove it, so that a node removed within a watcher's tick
 // of joining says it was removed, not that it has yet to join.
 type configWatch struct {
 	*timedFSM
-	node *Node
+	selfID  string
+	records *identity.Records
 }
 
 func (w *configWatch) ApplyBatch(logs []*raft.Log) []any {
@@ -315,8 +390,8 @@ func (w *configWatch) ApplyBatch(logs []*raft.Log) []any {
 			continue
 		}
 		for _, s := range raft.DecodeConfiguration(l.Data).Servers {
-			if string(s.ID) == w.node.cfg.ID {
-				w.node.recordIdentity()
+			if string(s.ID) == w.selfID {
+				w.records.RecordMember()
 			}
 		}
 	}
@@ -331,8 +406,8 @@ const pingTimeout = 2 * time.Second
 // the limitnode node it claims to be: a voter that cannot be reached (a
 // typo, a node not started, a certificate of another CA) would count toward
 // the quorum and could cost the cluster its majority.
-func (n *Node) ping(m contract.Member) error {
-	id, err := n.identify(m.RaftAddr)
+func (ms *members) ping(m contract.Member) error {
+	id, err := ms.identify(m.RaftAddr)
 	switch {
 	case errors.Is(err, ErrForeignCluster):
 		return contract.Conflict("raft_addr", "%v: a node whose data directory holds another cluster's state cannot join this one; give it an empty data directory", err)
@@ -345,15 +420,15 @@ func (n *Node) ping(m contract.Member) error {
 }
 
 // answersAs reports whether the node at addr answers the ping as id.
-func (n *Node) answersAs(addr, id string) bool {
-	got, err := n.identify(addr)
+func (ms *members) answersAs(addr, id string) bool {
+	got, err := ms.identify(addr)
 	return err == nil && got == id
 }
 
 // identify asks the node at addr, over the forwarding protocol (and its
 // mutual TLS), for its ID.
-func (n *Node) identify(addr string) (string, error) {
-	conn, err := n.fwd.dialer.Open(addr, transport.ProtocolForward, pingTimeout)
+func (ms *members) identify(addr string) (string, error) {
+	conn, err := ms.dialer.Open(addr, transport.ProtocolForward, pingTimeout)
 	if err != nil {
 		return "", err
 	}
@@ -370,20 +445,32 @@ func (n *Node) identify(addr string) (string, error) {
 	return resp.NodeID, nil
 }
 
-// registerAsLeader records the HTTP address of a node that is a member at
+// pingWith is the health round's ping of a member, sent with pinger over
+// the forwarding protocol.
+func pingWith(pinger *forwarder) func(ctx context.Context, addr string, view []health.Member, leaderApplied uint64) (health.Answer, error) {
+	return func(ctx context.Context, addr string, view []health.Member, leaderApplied uint64) (health.Answer, error) {
+		resp, err := pinger.send(ctx, addr, &forwardRequest{Op: opPing, Health: view, LeaderApplied: leaderApplied})
+		if err != nil {
+			return health.Answer{}, err
+		}
+		return health.Answer{NodeID: resp.NodeID, AppliedIndex: resp.AppliedIndex, Checkpoint: resp.Checkpoint}, nil
+	}
+}
+
+// register records the HTTP address of a node that is a member at
 // its Raft address; a node that is not (it was removed) is refused, so that
 // only Join adds voters.
-func (n *Node) registerAsLeader(m contract.Member) error {
-	future := n.raft.GetConfiguration()
+func (ms *members) register(m contract.Member) error {
+	future := ms.raft.GetConfiguration()
 	if err := future.Error(); err != nil {
 		return translate(err)
 	}
 	for _, s := range future.Configuration().Servers {
 		if string(s.ID) == m.ID && string(s.Address) == m.RaftAddr {
-			if n.fsm.NodeHTTPAddr(m.ID) == m.HTTPAddr {
+			if ms.httpAddrOf(m.ID) == m.HTTPAddr {
 				return nil
 			}
-			return n.replica.applyCommand(fsm.CommandSetNode, &fsm.NodeCommand{ID: m.ID, HTTPAddr: m.HTTPAddr})
+			return ms.apply(fsm.CommandSetNode, &fsm.NodeCommand{ID: m.ID, HTTPAddr: m.HTTPAddr})
 		}
 	}
 	return contract.NotFound("id", "%q at %s is not a member; join it first", m.ID, m.RaftAddr)
@@ -391,13 +478,13 @@ func (n *Node) registerAsLeader(m contract.Member) error {
 
 // isMember reports whether this node is in the latest configuration it
 // knows. A node that was removed (and has learnt so) is not.
-func (n *Node) isMember() bool {
-	future := n.raft.GetConfiguration()
+func (ms *members) isMember() bool {
+	future := ms.raft.GetConfiguration()
 	if future.Error() != nil {
 		return false
 	}
 	for _, s := range future.Configuration().Servers {
-		if string(s.ID) == n.cfg.ID {
+		if string(s.ID) == ms.selfID {
 			return true
 		}
 	}
@@ -419,7 +506,7 @@ func (n *Node) TransferLeadership(ctx context.Context, to string) error {
 		}
 	}
 	_, before := n.raft.LeaderWithID()
-	if err := n.route.op(ctx, &forwardRequest{Op: opTransfer, Member: contract.Member{ID: to}, Actor: contract.ActorOf(ctx)}, func() error { return n.transferAsLeader(ctx, to) }); err != nil {
+	if err := n.route.op(ctx, &forwardRequest{Op: opTransfer, Member: contract.Member{ID: to}, Actor: contract.ActorOf(ctx)}, func() error { return n.members.transfer(ctx, to) }); err != nil {
 		return err
 	}
 	// Answer once this node knows the new leader, so the caller's next
@@ -442,20 +529,22 @@ func (n *Node) TransferLeadership(ctx context.Context, to string) error {
 	}
 }
 
-func (n *Node) transferAsLeader(ctx context.Context, to string) error {
-	if to == n.cfg.ID {
+// transfer is TransferLeadership on the leader: it hands over to to, or
+// to any other voter when to is "".
+func (ms *members) transfer(ctx context.Context, to string) error {
+	if to == ms.selfID {
 		return nil // it leads already
 	}
 	// Recorded before the hand-over: a leader that has handed over can
 	// append nothing.
 	if to == "" {
-		if n.otherVoters() == 0 {
+		if ms.otherVoters() == 0 {
 			return contract.Invalid("to", "there is no other voter to hand leadership to")
 		}
-		n.route.recordAudit(ctx, contract.AuditLeadershipTransfer, "", "from "+n.cfg.ID+" to any other voter")
-		return n.transferRefused(to, n.raft.LeadershipTransfer().Error())
+		ms.audit(ctx, contract.AuditLeadershipTransfer, "", "from "+ms.selfID+" to any other voter")
+		return ms.transferRefused(to, ms.raft.LeadershipTransfer().Error())
 	}
-	future := n.raft.GetConfiguration()
+	future := ms.raft.GetConfiguration()
 	if err := future.Error(); err != nil {
 		return translate(err)
 	}
@@ -468,8 +557,8 @@ func (n *Node) transferAsLeader(ctx context.Context, to string) error {
 			// election, cannot win, and its term unseats this leader.
 			return contract.Invalid("to", "%q is not a voter, so it cannot lead (a member whose state differed from the leader's at a checkpoint is a non-voter until one agrees)", to)
 		}
-		n.route.recordAudit(ctx, contract.AuditLeadershipTransfer, to, "from "+n.cfg.ID)
-		return n.transferRefused(to, n.raft.LeadershipTransferToServer(s.ID, s.Address).Error())
+		ms.audit(ctx, contract.AuditLeadershipTransfer, to, "from "+ms.selfID)
+		return ms.transferRefused(to, ms.raft.LeadershipTransferToServer(s.ID, s.Address).Error())
 	}
 	return contract.NotFound("to", "no member %q", to)
 }
@@ -480,12 +569,12 @@ func (n *Node) transferAsLeader(ctx context.Context, to string) error {
 // timeout) say what state the target is in, not that the node failed: they
 // are a 409 naming to, which the operator can act on. Raft's sentinels keep
 // their translation (not the leader: retried; shut down).
-func (n *Node) transferRefused(to string, err error) error {
+func (ms *members) transferRefused(to string, err error) error {
 	if err == nil || notApplied(err) || errors.Is(err, raft.ErrRaftShutdown) || errors.Is(err, raft.ErrLeadershipLost) {
 		return translate(err)
 	}
 	if to == "" {
-		return contract.Conflict("", "no other voter took over leadership from %s within the election timeout (raft: %v): they trail its log or do not answer. Retry once one has caught up (GET /v1/cluster shows each member's health)", n.cfg.ID, err)
+		return contract.Conflict("", "no other voter took over leadership from %s within the election timeout (raft: %v): they trail its log or do not answer. Retry once one has caught up (GET /v1/cluster shows each member's health)", ms.selfID, err)
 	}
-	return contract.Conflict("to", "%s did not take over leadership from %s within the election timeout (raft: %v): it trails the leader's log or does not answer. Retry once it has caught up (GET /v1/cluster shows each member's health)", to, n.cfg.ID, err)
+	return contract.Conflict("to", "%s did not take over leadership from %s within the election timeout (raft: %v): it trails the leader's log or does not answer. Retry once it has caught up (GET /v1/cluster shows each member's health)", to, ms.selfID, err)
 }

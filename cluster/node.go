@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"net"
 	"os"
-	"path/filepath"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -15,7 +14,11 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+	"github.com/limitnode/limitnode/cluster/internal/clusterclock"
+	"github.com/limitnode/limitnode/cluster/internal/consistency"
 	"github.com/limitnode/limitnode/cluster/internal/denylease"
+	"github.com/limitnode/limitnode/cluster/internal/health"
+	"github.com/limitnode/limitnode/cluster/internal/identity"
 	"github.com/limitnode/limitnode/cluster/internal/leasewait"
 	"github.com/limitnode/limitnode/cluster/internal/raftlog"
 	"github.com/limitnode/limitnode/cluster/internal/raftstore"
@@ -24,8 +27,6 @@ import (
 	"github.com/limitnode/limitnode/fsm"
 	"github.com/limitnode/limitnode/internal/guard"
 	"github.com/limitnode/limitnode/internal/transport"
-	"go.etcd.io/bbolt"
-	bolterrors "go.etcd.io/bbolt/errors"
 )
 
 // Node is one limitnode cluster member. It decides requests against the
@@ -43,43 +44,37 @@ type Node struct {
 	mux       *transport.Mux
 	advertise string
 	hadState  bool
-	// identified is set once the data directory records this node's ID.
-	identified atomic.Bool
-	// clusterID (a string) is the cluster this node belongs to, or unset
-	// while it knows none (identity.go); clusterIDMu orders its recording,
-	// clusterIDTerm is the term in which this node, leading, appended it,
-	// and foreignLogged is set once a foreign ID in the state was logged.
-	clusterID     atomic.Value
-	clusterIDMu   sync.Mutex
-	clusterIDTerm atomic.Uint64
-	foreignLogged atomic.Bool
-	// restoreMu lets one restore run at a time on this node, and restoring
-	// names the one it stages (backup.go).
-	restoreMu sync.Mutex
-	restoring atomic.Pointer[string]
+	// identity is what the data directory records of this node and its
+	// cluster.
+	identity *identity.Records
+	// members changes the membership and knows whether this node is in
+	// it; restorer stages and commits restores (membership.go, backup.go).
+	members  *members
+	restorer *restorer
 
-	clock   *clusterClock
+	clock   *clusterclock.Clock
 	metrics *nodeMetrics
 	stats   *recorder
 	// answeredHere records what this node answered on its own, from deny
 	// leases and shares, which no entry carries (stats.go).
 	answeredHere *recorder
-	health       healthView
-	quorumWait   atomic.Pointer[quorumWait] // what a node without a leader waits for (health.go)
-	checkpoints  checkpoints
-	divergedAt   atomic.Uint64 // a checkpoint at which the leader found this node's state different, or 0
-	diskMu       sync.Mutex
-	diskErrV     error                  // the last disk probe's failure, or nil
-	appends      *raftstore.AppendWatch // the log store, watched for failed appends
+	// health is the latest view of the members, progress what the
+	// leader's pings said of its applied index, disk what the disk probe
+	// found, quorum the voters a node without a leader waits for, and
+	// digests this node's checkpoints' digests (cluster/internal/health,
+	// cluster/internal/consistency).
+	health   *health.View
+	progress health.Progress
+	disk     *health.Disk
+	quorum   health.Quorum
+	digests  consistency.Digests
+	appends  *raftstore.AppendWatch // the log store, watched for failed appends
 	// appendedEntries says when the group commit's entries reach the
 	// leader's own log.
 	appendedEntries raftstore.AppendedSignals
-	progress        leaderProgress // the leader's applied index as its pings said (lag.go)
-	// removed is set while this node, once a member, is not in the
-	// configuration it knows; watchLeadership keeps it.
-	removed atomic.Bool
 	// replica is the node's Raft and state machine as the decision path
-	// and the reads use them, and commit its way to the leader's log.
+	// and the reads use them; route its way to the leader, and commit its
+	// way to the leader's log (replica.go, leader.go, groupcommit.go).
 	replica *replica
 	route   *leaderRoute
 	commit  *groupCommit
@@ -92,14 +87,13 @@ type Node struct {
 	skipRaiseWait atomic.Bool
 	shares        *shareTable // the shares of keys' budgets this node holds (shares.go)
 	fwd           *forwarder
+	forwarding    *forwardServer
 	// waiters are the lease requests queued on this node's behalf, which
 	// leases serves (leases.go).
 	waiters *leasewait.Waiters
 	leases  *leaseQueues
 	// statistics gathers the decision statistics (stats.go).
 	statistics *statistics
-
-	forwarding *forwardServer
 
 	stopCh    chan struct{}
 	wg        sync.WaitGroup
@@ -150,8 +144,11 @@ func Open(cfg Config) (*Node, error) {
 		waiters:        leasewait.New(),
 		denyLeases:     denylease.New(cfg.DenyLeaseCap, cfg.MaxClockRate, time.Now),
 	}
+	n.identity = identity.New(cfg.ID, n.logger)
+	n.health = health.NewView(cfg.ID, n.logger)
+	n.disk = health.NewDisk(cfg.DataDir, n.logger)
 	n.shares = n.newShareTable()
-	n.fwd = newForwarder(n.dialer(), cfg.RequestTimeout)
+	n.fwd = newForwarder(transport.Dialer{Dial: cfg.Dial, TLS: cfg.NodeTLS, Cluster: n.identity.ClusterID}, cfg.RequestTimeout)
 	n.mux = transport.NewMux(guard.Wrap(ln, cfg.MaxRaftConns, cfg.RaftIdleTimeout, n.logger), cfg.NodeTLS, n.ClusterID, n.logger, transport.ProtocolRaft, transport.ProtocolForward)
 	if err := n.startRaft(); err != nil {
 		n.mux.Close()
@@ -161,7 +158,9 @@ func Open(cfg Config) (*Node, error) {
 	}
 	n.replica = &replica{raft: n.raft, fsm: n.fsm, logStore: n.logStore, clock: n.clock, timeout: cfg.RequestTimeout, stop: n.stopCh,
 		confirm: &confirmer{verify: func() error { return n.raft.VerifyLeader().Error() }}}
-	n.route = &leaderRoute{self: cfg.ID, replica: n.replica, fwd: n.fwd, refuse: n.refuseOutsideCluster, readWait: n.metrics.readIndex, logger: n.logger,
+	n.members = &members{raft: n.raft, selfID: cfg.ID, logger: n.logger, dialer: n.fwd.dialer, records: n.identity,
+		httpAddrOf: n.fsm.NodeHTTPAddr, apply: n.replica.applyCommand, foreignDialer: n.mux.ForeignDialer}
+	n.route = &leaderRoute{self: cfg.ID, replica: n.replica, fwd: n.fwd, refuse: n.members.refuseOutside, readWait: n.metrics.readIndex, logger: n.logger,
 		applied: func(t fsm.CommandType, result any) {
 			if fsm.EffectOf(t, result).Waits() {
 				n.waitOutLeases() // the raise rule (denylease.go)
@@ -172,17 +171,15 @@ func Open(cfg Config) (*Node, error) {
 				n.leases.kick()
 			}
 		}}
+	n.members.audit = n.route.recordAudit
+	n.restorer = &restorer{raft: n.raft, fsm: n.fsm, logger: n.logger, spoolDir: cfg.DataDir, timeout: cfg.RequestTimeout,
+		await: n.replica.awaitApplied, apply: n.replica.applyCommand, stamp: n.replica.leaderStamp,
+		waitOutLeases: n.waitOutLeases, clusterID: n.identity.ClusterID}
 	n.statistics = &statistics{route: n.route, stats: n.stats, answeredHere: n.answeredHere}
 	n.leases = newLeaseQueues(n.route, n.waiters, n.logger, cfg.MaxLeasesPerCaller)
 	n.commit = newGroupCommit(cfg, n.replica, n.fwd, &n.appendedEntries, &n.leaseGrants, n.stats, n.metrics)
 	n.forwarding = &forwardServer{handle: n.handleForward, logger: n.logger}
-	n.wg.Go(func() { n.forwarding.serve(n.mux.Listener(transport.ProtocolForward)) })
-	n.wg.Go(n.watchLeadership)
-	n.wg.Go(n.watchHealth)
-	n.wg.Go(n.watchDisk)
-	n.wg.Go(n.watchConsistency)
-	n.wg.Go(n.leases.watch)
-	n.wg.Go(n.watchTime)
+	n.startWatchers()
 	return n, nil
 }
 
@@ -215,61 +212,88 @@ func advertisedRaftAddr(listening net.Addr, flag string) (string, error) {
 
 func (n *Node) startRaft() error {
 	hlog := raftlog.New(n.logger, n.cfg.RaftLogLevel)
-	logStore, snapshots, hasState, err := n.openStores(hlog)
+	stores, err := raftstore.Open(raftstore.Options{
+		DataDir: n.cfg.DataDir, SnapshotDir: n.cfg.SnapshotDir, NoSync: n.cfg.NoSync, RaftLogger: hlog, Logger: n.logger,
+		SnapshotWritten: func(took time.Duration, bytes int64) {
+			n.metrics.snapshot.Observe(took.Seconds())
+			n.metrics.snapshotBytes.Set(float64(bytes))
+		},
+	})
 	if err != nil {
 		return err
 	}
-	if err := checkIdentity(logStore, logStore, snapshots, hasState, n.cfg.DataDir, n.cfg.ID, n.advertise); err != nil {
+	logStore, snapshots, hasState := stores.Log, stores.Snapshots, stores.HasState
+	if err := n.identity.Open(logStore, logStore, snapshots, hasState, n.cfg.DataDir, n.advertise); err != nil {
 		logStore.Close()
 		return err
 	}
-	n.identified.Store(hasState)
 	n.logStore = logStore
-	clusterID, err := readClusterID(logStore)
-	if err != nil {
-		logStore.Close()
-		return err
-	}
-	if clusterID != "" {
-		n.clusterID.Store(clusterID)
-	}
 	startupIndex, err := logStore.LastIndex()
 	if err != nil {
 		logStore.Close()
 		return fmt.Errorf("cluster: read the log's last index: %w", err)
 	}
-	n.clock = &clusterClock{wall: n.cfg.Clock, step: n.cfg.MaxClockStep, rate: n.cfg.MaxClockRate, startupIndex: startupIndex}
-	n.fsm = n.newFSM()
-	n.clock.ceiling = n.fsm.StampCeiling
+	// The state machine, wired to the node's identity records, checkpoints,
+	// lease waiters, deny leases, statistics and clock.
+	n.fsm = fsm.New(n.logger)
+	n.fsm.OnClusterID(n.identity.Adopt)
+	n.fsm.OnCheckpoint(n.digests.OnCheckpoint)
+	n.fsm.OnLeaseEvents(n.waiters.Deliver, n.waiters.SignalRestored)
+	if n.denyLeases != nil {
+		n.fsm.OnRaise(n.denyLeases.Clear)
+	}
+	n.fsm.OnLocalAnswers(n.leaseGrants.Granted)
+	if !n.cfg.NoStats {
+		n.fsm.OnAllowApplied(n.stats.record)
+	}
+	n.clock = clusterclock.New(n.cfg.Clock, n.cfg.MaxClockStep, n.cfg.MaxClockRate, startupIndex, n.fsm.StampCeiling)
+	n.fsm.OnStampApplied(n.clock.Observe)
 	n.appends = &raftstore.AppendWatch{LogStore: logStore}
-	network := &rafttransport.GatedTransport{NetworkTransport: raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
-		Stream:  &rafttransport.RaftStream{Listener: n.mux.Listener(transport.ProtocolRaft), Advertise: n.advertise, Dialer: n.dialer()},
-		MaxPool: 5,
-		Timeout: 10 * time.Second,
-		Logger:  hlog,
-	})}
-	r, err := raft.NewRaft(n.raftConfig(hlog), &configWatch{timedFSM: &timedFSM{FSM: n.fsm, restore: n.metrics.restore, apply: n.metrics.apply}, node: n}, &timedLogStore{LogStore: n.appends, hist: n.metrics.store, appended: &n.appendedEntries}, logStore, snapshots, network)
+	network := newNetwork(&rafttransport.RaftStream{Listener: n.mux.Listener(transport.ProtocolRaft), Advertise: n.advertise, Dialer: n.fwd.dialer}, hlog)
+	r, err := raft.NewRaft(raftConfig(n.cfg, hlog), &configWatch{timedFSM: &timedFSM{FSM: n.fsm, restore: n.metrics.restore, apply: n.metrics.apply}, selfID: n.cfg.ID, records: n.identity}, &timedLogStore{LogStore: n.appends, hist: n.metrics.store, appended: &n.appendedEntries}, logStore, snapshots, network)
 	if err != nil {
 		network.Close()
 		logStore.Close()
 		return fmt.Errorf("cluster: start raft: %w", err)
 	}
 	if !hasState && n.cfg.Bootstrap {
-		if err := r.BootstrapCluster(firstConfiguration([]contract.Member{{ID: n.cfg.ID, RaftAddr: n.advertise}})).Error(); err != nil && !errors.Is(err, raft.ErrCantBootstrap) {
+		if err := bootstrapAlone(r, n.cfg.ID, n.advertise, n.logger); err != nil {
 			r.Shutdown()
 			network.Close()
 			logStore.Close()
-			return fmt.Errorf("cluster: bootstrap: %w", err)
+			return err
 		}
-		n.logger.Info("bootstrapped a new single-node cluster", "raft_addr", n.advertise)
 	}
 	n.raft, n.transport, n.hadState = r, network, hasState
 	if !hasState && n.cfg.Bootstrap {
-		n.recordIdentity()
-		if err := n.setClusterID(newClusterID()); err != nil {
+		n.identity.RecordMember()
+		if err := n.identity.SetClusterID(identity.NewClusterID()); err != nil {
 			n.logger.Error("recording the new cluster's ID", "err", err)
 		}
 	}
+	return nil
+}
+
+// newNetwork is Raft's transport over stream, with heartbeats gated so
+// that none reaches Raft once the node stops (rafttransport.GatedTransport).
+func newNetwork(stream raft.StreamLayer, hlog hclog.Logger) *rafttransport.GatedTransport {
+	return &rafttransport.GatedTransport{NetworkTransport: raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
+		Stream:  stream,
+		MaxPool: 5,
+		Timeout: 10 * time.Second,
+		Logger:  hlog,
+	})}
+}
+
+// bootstrapAlone bootstraps r, the Raft of node id at advertise, as a
+// single-node cluster; a node that has a configuration already is left as
+// it is.
+func bootstrapAlone(r *raft.Raft, id, advertise string, logger *slog.Logger) error {
+	err := r.BootstrapCluster(firstConfiguration([]contract.Member{{ID: id, RaftAddr: advertise}})).Error()
+	if err != nil && !errors.Is(err, raft.ErrCantBootstrap) {
+		return fmt.Errorf("cluster: bootstrap: %w", err)
+	}
+	logger.Info("bootstrapped a new single-node cluster", "raft_addr", advertise)
 	return nil
 }
 
@@ -277,113 +301,24 @@ func (n *Node) startRaft() error {
 // (Config.Dial; tests put a network that can fail in between).
 type DialFunc = transport.DialFunc
 
-// dialer opens this node's connections to the others' Raft ports, as a
-// member of its cluster.
-func (n *Node) dialer() transport.Dialer {
-	return transport.Dialer{Dial: n.cfg.Dial, TLS: n.cfg.NodeTLS, Cluster: n.ClusterID}
-}
-
-// boltOptions are the options of raft.db:
-//   - bbolt waits forever for the file lock by default; a second process on
-//     the same directory must fail instead (Timeout);
-//   - the free-page list is not written with every transaction but rebuilt
-//     by a scan when the file is opened (NoFreelistSync), and kept as a map
-//     (FreelistMapType), as etcd does: a Raft log appends at its end and
-//     deletes from its start, so the list of free pages grows with every
-//     truncation, and writing it with every append made an append cost
-//     about twice the two fsyncs of a commit on the reference machine
-//     (p50 1.2-2.0 ms against 0.6-0.8 ms).
-func boltOptions() *bbolt.Options {
-	return &bbolt.Options{Timeout: time.Second, NoFreelistSync: true, FreelistType: bbolt.FreelistMapType}
-}
-
-// openStores opens the Raft log and stable store (raft.db) and the
-// snapshot store, after checking raft.db whole, and says whether they hold
-// state.
-func (n *Node) openStores(hlog hclog.Logger) (*raftboltdb.BoltStore, raft.SnapshotStore, bool, error) {
-	path := filepath.Join(n.cfg.DataDir, "raft.db")
-	inUse := fmt.Errorf("cluster: data directory %s is in use by another process (a node already runs on it)", n.cfg.DataDir)
-	if err := raftstore.CheckLog(path); err != nil {
-		if errors.Is(err, bolterrors.ErrTimeout) {
-			return nil, nil, false, inUse
-		}
-		return nil, nil, false, err
-	}
-	logStore, err := raftboltdb.New(raftboltdb.Options{Path: path, BoltOptions: boltOptions(), NoSync: n.cfg.NoSync})
-	if errors.Is(err, bolterrors.ErrTimeout) {
-		return nil, nil, false, inUse
-	}
-	if err != nil {
-		return nil, nil, false, fmt.Errorf("cluster: open raft log in %s: %w", n.cfg.DataDir, err)
-	}
-	fileSnapshots, err := raft.NewFileSnapshotStoreWithLogger(n.cfg.SnapshotDir, 2, hlog)
-	if err != nil {
-		logStore.Close()
-		return nil, nil, false, fmt.Errorf("cluster: open snapshot store in %s: %w", n.cfg.SnapshotDir, err)
-	}
-	snapshots := raftstore.NewPacedSnapshotStore(n.cfg.SnapshotDir, fileSnapshots, func(took time.Duration, bytes int64) {
-		n.metrics.snapshot.Observe(took.Seconds())
-		n.metrics.snapshotBytes.Set(float64(bytes))
-	})
-	if err := raftstore.CheckSnapshots(snapshots, logStore, n.cfg.SnapshotDir, n.logger); err != nil {
-		logStore.Close()
-		return nil, nil, false, err
-	}
-	hasState, err := raft.HasExistingState(logStore, logStore, snapshots)
-	if err != nil {
-		logStore.Close()
-		return nil, nil, false, fmt.Errorf("cluster: inspect existing state: %w", err)
-	}
-	return logStore, snapshots, hasState, nil
-}
-
-// raftConfig is hashicorp/raft's configuration of this node.
-func (n *Node) raftConfig(hlog hclog.Logger) *raft.Config {
+// raftConfig is hashicorp/raft's configuration of a node configured with
+// cfg.
+func raftConfig(cfg Config, hlog hclog.Logger) *raft.Config {
 	rc := raft.DefaultConfig()
-	rc.LocalID = raft.ServerID(n.cfg.ID)
+	rc.LocalID = raft.ServerID(cfg.ID)
 	rc.Logger = hlog
-	rc.HeartbeatTimeout = n.cfg.HeartbeatTimeout
-	rc.ElectionTimeout = n.cfg.ElectionTimeout
-	rc.LeaderLeaseTimeout = n.cfg.LeaderLeaseTimeout
-	rc.SnapshotThreshold = n.cfg.SnapshotThreshold
-	rc.SnapshotInterval = n.cfg.SnapshotInterval
+	rc.HeartbeatTimeout = cfg.HeartbeatTimeout
+	rc.ElectionTimeout = cfg.ElectionTimeout
+	rc.LeaderLeaseTimeout = cfg.LeaderLeaseTimeout
+	rc.SnapshotThreshold = cfg.SnapshotThreshold
+	rc.SnapshotInterval = cfg.SnapshotInterval
 	rc.BatchApplyCh = true
 	rc.MaxAppendEntries = 256
-	rc.TrailingLogs = n.cfg.TrailingLogs
+	rc.TrailingLogs = cfg.TrailingLogs
 	// A removed node keeps Raft running, so that it says why it does not
 	// serve and can be joined again without a restart.
 	rc.ShutdownOnRemove = false
 	return rc
-}
-
-// newFSM is the node's state machine, wired to the node's clock,
-// consistency checks, lease waiters and statistics.
-func (n *Node) newFSM() *fsm.FSM {
-	f := fsm.New(n.logger)
-	f.OnStampApplied(n.clock.observe)
-	f.OnClusterID(n.adoptClusterID)
-	f.OnCheckpoint(n.onCheckpoint)
-	f.OnLeaseEvents(n.waiters.Deliver, n.waiters.SignalRestored)
-	if n.denyLeases != nil {
-		f.OnRaise(n.denyLeases.Clear)
-	}
-	f.OnLocalAnswers(n.leaseGrants.Granted)
-	if !n.cfg.NoStats {
-		f.OnAllowApplied(n.stats.record)
-	}
-	return f
-}
-
-// recordIdentity records, once, that the data directory is this node's: at
-// bootstrap, or when it first finds itself a member of a cluster it joined.
-func (n *Node) recordIdentity() {
-	if n.identified.Swap(true) {
-		return
-	}
-	if err := recordIdentity(n.logStore, n.cfg.ID); err != nil {
-		n.identified.Store(false)
-		n.logger.Warn("recording this node's ID in its data directory", "err", err)
-	}
 }
 
 // RaftAddr returns the address the other members reach this node's Raft
@@ -394,20 +329,101 @@ func (n *Node) RaftAddr() string { return n.advertise }
 // node then restarted into the cluster it belonged to, and needs no join.
 func (n *Node) HadState() bool { return n.hadState }
 
+// ClusterID returns the ID of the cluster this node belongs to, or "" while
+// it knows none (a node being joined, before the cluster's state reaches
+// it).
+func (n *Node) ClusterID() string { return n.identity.ClusterID() }
+
 // ID returns the node's ID.
 func (n *Node) ID() string { return n.cfg.ID }
+
+// configuration returns the latest configuration r knows.
+func configuration(r *raft.Raft) ([]raft.Server, error) {
+	future := r.GetConfiguration()
+	if err := future.Error(); err != nil {
+		return nil, translate(err)
+	}
+	return future.Configuration().Servers, nil
+}
 
 // IsLeader reports whether this node currently believes it is the leader.
 func (n *Node) IsLeader() bool { return n.raft.State() == raft.Leader }
 
-// onEachTick calls fn every interval until the node stops. It is the loop
-// of the node's background watchers.
-func (n *Node) onEachTick(every time.Duration, fn func()) {
+// startWatchers starts the node's background loops, each given what it
+// needs.
+func (n *Node) startWatchers() {
+	n.wg.Go(func() { n.forwarding.serve(n.mux.Listener(transport.ProtocolForward)) })
+	n.wg.Go(func() {
+		lastLeader := raft.ServerAddress("")
+		observeLeadership(n.raft, n.stopCh, func(leaderAddr raft.ServerAddress) {
+			if leaderAddr != lastLeader {
+				n.metrics.leaderChanges.Inc()
+				lastLeader = leaderAddr
+			}
+			n.followLeadership(leaderAddr)
+		})
+	})
+	n.wg.Go(func() {
+		pinger := newForwarder(n.fwd.dialer, health.Every)
+		defer pinger.close()
+		round := &health.Round{SelfID: n.cfg.ID, Raft: n.raft, View: n.health, Digests: &n.digests, Logger: n.logger, Ping: pingWith(pinger)}
+		onEachTick(n.stopCh, health.Every, func() {
+			switch _, leader := n.raft.LeaderWithID(); {
+			case n.IsLeader():
+				n.progress.Clear()
+				round.Run()
+			case leader == "":
+				if servers, err := configuration(n.raft); err == nil {
+					n.quorum.Probe(servers, n.members.silent)
+				}
+			default:
+				n.quorum.Clear()
+			}
+		})
+	})
+	n.wg.Go(func() {
+		n.disk.Probe()
+		onEachTick(n.stopCh, health.DiskProbeEvery, n.disk.Probe)
+	})
+	if n.cfg.ConsistencyCheckEvery >= 0 {
+		n.wg.Go(func() {
+			onEachTick(n.stopCh, n.cfg.ConsistencyCheckEvery, func() {
+				if !n.IsLeader() {
+					return
+				}
+				if _, err := appendCheckpoint(n.raft, n.requestTimeout, n.replica.awaitApplied); err != nil {
+					n.logger.Debug("appending a consistency checkpoint", "err", err)
+				}
+			})
+		})
+	}
+	n.wg.Go(n.leases.watch)
+	// The leader appends a tick when cluster time has not moved for long
+	// (clusterclock.Clock.TickDue).
+	n.wg.Go(func() {
+		onEachTick(n.stopCh, time.Second, func() {
+			if !n.IsLeader() || !n.clock.TickDue() {
+				return
+			}
+			stamp, err := n.replica.leaderStamp()
+			if err == nil {
+				err = n.replica.applyCommand(fsm.CommandLeaseTick, &fsm.LeaseTickCommand{NowNanos: stamp})
+			}
+			if err != nil {
+				n.logger.Debug("a time tick not applied", "err", err)
+			}
+		})
+	})
+}
+
+// onEachTick calls fn every interval until stop closes. It is the loop of
+// the node's background watchers.
+func onEachTick(stop <-chan struct{}, every time.Duration, fn func()) {
 	ticker := time.NewTicker(every)
 	defer ticker.Stop()
 	for {
 		select {
-		case <-n.stopCh:
+		case <-stop:
 			return
 		case <-ticker.C:
 		}

@@ -98,7 +98,7 @@ func (n *Node) DeleteBlock(ctx context.Context, key string) (contract.Block, err
 // blocks that began last, as this node has applied it, without asking the
 // leader: for the status page and /v1/stats.
 func (n *Node) BlockSummary(latest int) contract.BlockSummary {
-	return n.fsm.BlockSummary(latest, n.clock.estimate())
+	return n.fsm.BlockSummary(latest, n.clock.Estimate())
 }
 
 // Blocks returns up to limit blocked keys that sort after after, with their
@@ -109,7 +109,7 @@ func (n *Node) Blocks(ctx context.Context, after string, limit int) (nowNanos in
 	if err := n.route.catchUp(ctx); err != nil {
 		return 0, nil, "", err
 	}
-	now := max(n.clock.estimate(), n.fsm.Now())
+	now := max(n.clock.Estimate(), n.fsm.Now())
 	page, next = n.fsm.Blocks(after, limit, now)
 	return now, page, next, nil
 }
@@ -136,7 +136,7 @@ func (n *Node) Key(ctx context.Context, key string) (contract.KeyState, bool, er
 	if err := n.route.catchUp(ctx); err != nil {
 		return contract.KeyState{}, false, err
 	}
-	ks, ok := n.fsm.KeyState(key, n.clock.estimate())
+	ks, ok := n.fsm.KeyState(key, n.clock.Estimate())
 	return ks, ok, nil
 }
 
@@ -147,7 +147,7 @@ func (n *Node) Keys(ctx context.Context, prefix, after string, limit int) (page 
 	if err := n.route.catchUp(ctx); err != nil {
 		return nil, "", err
 	}
-	page, next = n.fsm.KeysPage(prefix, after, limit, n.clock.estimate())
+	page, next = n.fsm.KeysPage(prefix, after, limit, n.clock.Estimate())
 	return page, next, nil
 }
 

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+	"github.com/limitnode/limitnode/cluster/internal/clusterclock"
 	"github.com/limitnode/limitnode/contract"
 	"github.com/limitnode/limitnode/fsm"
 )
@@ -22,7 +23,7 @@ type replica struct {
 	raft     *raft.Raft
 	fsm      *fsm.FSM
 	logStore raft.LogStore
-	clock    *clusterClock
+	clock    *clusterclock.Clock
 	// timeout bounds an append (Config.RequestTimeout).
 	timeout time.Duration
 	// stop is closed when the node stops.
@@ -135,7 +136,7 @@ func (r *replica) termBarrier(term uint64) error {
 // what the state machine accepts after the latest time it applied.
 func (r *replica) stampIn(term uint64) int64 {
 	last := r.fsm.Now()
-	return fsm.ClampStamp(r.clock.stamp(term, last), last)
+	return fsm.ClampStamp(r.clock.Stamp(term, last), last)
 }
 
 // hasApplied reports whether the state machine holds every entry up to

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -42,8 +43,8 @@ func (n *Node) shutdown(transfer bool) error {
 			n.giveBackShares(ctx)
 			cancel()
 		}
-		if transfer && n.IsLeader() && n.otherVoters() > 0 {
-			n.transferLeadership()
+		if transfer && n.IsLeader() && n.members.otherVoters() > 0 {
+			handOver(n.raft, n.cfg.TransferTimeout, n.logger)
 		}
 		close(n.stopCh)
 		n.appends.BreakAppends(false, false) // an append a test holds would hold Raft's shutdown
@@ -74,31 +75,19 @@ func (n *Node) shutdown(transfer bool) error {
 	return n.closeErr
 }
 
-func (n *Node) otherVoters() int {
-	future := n.raft.GetConfiguration()
-	if future.Error() != nil {
-		return 0
-	}
-	count := 0
-	for _, s := range future.Configuration().Servers {
-		if s.Suffrage == raft.Voter && string(s.ID) != n.cfg.ID {
-			count++
-		}
-	}
-	return count
-}
-
-func (n *Node) transferLeadership() {
+// handOver hands leadership over to another voter through r, waiting for
+// it at most timeout.
+func handOver(r *raft.Raft, timeout time.Duration, logger *slog.Logger) {
 	done := make(chan error, 1)
-	go func() { done <- n.raft.LeadershipTransfer().Error() }()
+	go func() { done <- r.LeadershipTransfer().Error() }()
 	select {
 	case err := <-done:
 		if err != nil {
-			n.logger.Warn("leadership transfer failed", "err", err)
+			logger.Warn("leadership transfer failed", "err", err)
 		} else {
-			n.logger.Info("handed leadership over")
+			logger.Info("handed leadership over")
 		}
-	case <-time.After(n.cfg.TransferTimeout):
-		n.logger.Warn("leadership transfer timed out", "after", n.cfg.TransferTimeout)
+	case <-time.After(timeout):
+		logger.Warn("leadership transfer timed out", "after", timeout)
 	}
 }

@@ -69,6 +69,6 @@ func heartbeatPeer(t *testing.T, n *Node, conns int) *raft.NetworkTransport {
 	if err != nil {
 		t.Fatal(err)
 	}
-	stream := &rafttransport.RaftStream{Listener: ln, Advertise: ln.Addr().String(), Dialer: n.dialer()}
+	stream := &rafttransport.RaftStream{Listener: ln, Advertise: ln.Addr().String(), Dialer: n.fwd.dialer}
 	return raft.NewNetworkTransport(stream, conns, time.Second, io.Discard)
 }

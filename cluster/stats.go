@@ -277,7 +277,7 @@ func (st *statistics) cluster(ctx context.Context, top int) contract.Stats {
 	r := st.route.replica
 	// The empty part is now: the seconds end at this node's reading of
 	// cluster time, not at the last decision.
-	parts := []contract.Stats{st.stats.snapshot(contract.StatsTopCounters), st.answeredHere.snapshot(contract.StatsTopCounters), {NowNanos: r.clock.estimate()}}
+	parts := []contract.Stats{st.stats.snapshot(contract.StatsTopCounters), st.answeredHere.snapshot(contract.StatsTopCounters), {NowNanos: r.clock.Estimate()}}
 	future := r.raft.GetConfiguration()
 	if future.Error() == nil {
 		ctx, cancel := context.WithTimeout(ctx, localStatsTimeout)

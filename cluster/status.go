@@ -1,13 +1,18 @@
 package cluster
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strconv"
 	"time"
 
 	"github.com/hashicorp/raft"
+	"github.com/limitnode/limitnode/cluster/internal/consistency"
+	"github.com/limitnode/limitnode/cluster/internal/health"
 	"github.com/limitnode/limitnode/contract"
+	"github.com/limitnode/limitnode/fsm"
+	"github.com/limitnode/limitnode/internal/transport"
 )
 
 // Status returns this node's view of the cluster, without asking the
@@ -27,7 +32,7 @@ func (n *Node) Status() contract.Status {
 		Leases:       state.Leases,
 		LeaseWaiters: state.LeaseWaiters,
 	}
-	st.Blocked, st.BlockedByPenalty = n.fsm.BlockCount(n.clock.estimate())
+	st.Blocked, st.BlockedByPenalty = n.fsm.BlockCount(n.clock.Estimate())
 	st.LastSnapshotIndex, _ = strconv.ParseUint(n.raft.Stats()["last_snapshot_index"], 10, 64)
 	future := n.raft.GetConfiguration()
 	if future.Error() == nil {
@@ -37,7 +42,7 @@ func (n *Node) Status() contract.Status {
 				Voter:  s.Suffrage == raft.Voter,
 				Leader: s.ID == leaderID,
 			}
-			n.memberHealthOf(&ms, leaderID)
+			n.health.Fill(&ms, string(leaderID))
 			st.Members = append(st.Members, ms)
 		}
 	}
@@ -54,28 +59,28 @@ func (n *Node) Ready() string {
 	switch {
 	case n.raft.State() == raft.Shutdown:
 		return "raft is stopped"
-	case n.removed.Load():
+	case n.members.isRemoved():
 		return fmt.Sprintf("this node was removed from the cluster: %s at %s is not a member until it is joined again; %s", n.cfg.ID, n.advertise, removedAdvice)
-	case !n.isMember():
+	case !n.members.isMember():
 		return "this node is not a member of the cluster (not joined yet)"
-	case n.divergedAt.Load() != 0:
-		return fmt.Sprintf("this node's state differs from the leader's at log index %d: restore it from a backup or remove its data directory and join it again", n.divergedAt.Load())
+	case n.health.DivergedAt() != 0:
+		return fmt.Sprintf("this node's state differs from the leader's at log index %d: restore it from a backup or remove its data directory and join it again", n.health.DivergedAt())
 	case n.fsm.Damaged() != 0:
 		return fmt.Sprintf("the log holds a damaged entry at index %d: this node's state may differ from the others'; restore it from a backup or remove its data directory and join it again", n.fsm.Damaged())
 	case n.mux.Failed():
 		return "the raft port no longer accepts connections"
-	case n.foreignDialer() != "":
-		return n.foreignDialer()
-	case n.diskErr() != nil:
-		return "cannot write to the data directory: " + n.diskErr().Error()
+	case n.members.foreignReason() != "":
+		return n.members.foreignReason()
+	case n.disk.Err() != nil:
+		return "cannot write to the data directory: " + n.disk.Err().Error()
 	case n.appends.Failing() != "":
 		return n.appends.Failing()
 	case leaderID == "":
-		return n.noLeaderReason()
+		return n.quorum.NoLeaderReason()
 	case n.raft.AppliedIndex() < n.raft.CommitIndex():
 		return "catching up with the log"
-	case n.trailing() != "":
-		return n.trailing()
+	case !n.IsLeader() && n.progress.Trailing(n.raft.AppliedIndex()) != "":
+		return n.progress.Trailing(n.raft.AppliedIndex())
 	}
 	return ""
 }
@@ -90,46 +95,63 @@ func (n *Node) Snapshot() error {
 	return nil
 }
 
-// leaderHTTPAddr is the HTTP address recorded for the leader, or "".
-func (n *Node) leaderHTTPAddr() string {
-	_, id := n.raft.LeaderWithID()
+// leaderHTTPAddr is the HTTP address f records for the leader r knows, or
+// "".
+func leaderHTTPAddr(r *raft.Raft, f *fsm.FSM) string {
+	_, id := r.LeaderWithID()
 	if id == "" {
 		return ""
 	}
-	return n.fsm.NodeHTTPAddr(string(id))
+	return f.NodeHTTPAddr(string(id))
 }
 
-// refuseOutsideCluster returns contract.ErrNotMember, with the reason,
-// while this node was removed from its cluster (errRemoved) or runs as a
-// cluster of its own that other nodes count as theirs (foreignDialer):
-// every path that decides or appends asks it
-// first, so that such a node answers nothing its real cluster would have
-// to agree to. It costs an atomic load when nothing dials it.
-func (n *Node) refuseOutsideCluster() error {
-	if n.removed.Load() {
-		return errRemoved
-	}
-	if reason := n.foreignDialer(); reason != "" {
-		return fmt.Errorf("%w: %s", contract.ErrNotMember, reason)
-	}
-	return nil
+// CheckConsistency appends a checkpoint on the leader (this node, or by
+// forwarding) and waits until every member has taken its digest there (or
+// ctx ends), then says which agree with the leader's. A member that did not
+// answer in time is listed with Agrees nil.
+func (n *Node) CheckConsistency(ctx context.Context) (contract.ConsistencyReport, error) {
+	return onLeader(ctx, n.route, false, func(ctx context.Context) (contract.ConsistencyReport, error) {
+		if n.IsLeader() {
+			return checkConsistencyAsLeader(ctx, n.raft, n.cfg.ID, &n.digests, n.fwd.dialer, n.requestTimeout, n.replica.awaitApplied)
+		}
+		resp, err := n.route.forward(ctx, &forwardRequest{Op: opConsistency})
+		if err != nil {
+			return contract.ConsistencyReport{}, err
+		}
+		if resp.Consistency == nil {
+			return contract.ConsistencyReport{}, errors.New("cluster: the leader answered a consistency check without its report")
+		}
+		return *resp.Consistency, nil
+	})
 }
 
-// foreignWithin is how long after a node of another cluster dialed this
-// one it says it is not ready.
-const foreignWithin = 30 * time.Second
-
-// foreignDialer says, when nodes of another cluster dialed this node
-// lately and it is its cluster's only voter, that they count its address as
-// theirs: it was probably started on another (one-node) cluster's data
-// directory, and would answer that cluster's decisions to their callers.
-// A node with other voters is not told so: a node on a directory of a
-// larger cluster finds none of its peers and waits for a quorum (not ready
-// anyway), and no stranger that dials a healthy cluster makes it unready.
-func (n *Node) foreignDialer() string {
-	other, ok := n.mux.ForeignDialer(foreignWithin)
-	if !ok || n.otherVoters() > 0 {
-		return ""
+// checkConsistencyAsLeader is consistency.Check on the leader selfID: its
+// checkpoint appended through r, each other member asked for its latest
+// digest over the forwarding protocol.
+func checkConsistencyAsLeader(ctx context.Context, r *raft.Raft, selfID string, digests *consistency.Digests, dialer transport.Dialer, timeout time.Duration, await func(raft.ApplyFuture) error) (contract.ConsistencyReport, error) {
+	pinger := newForwarder(dialer, health.Every)
+	defer pinger.close()
+	latestOf := func(ctx context.Context, addr string) (consistency.Checkpoint, error) {
+		resp, err := pinger.send(ctx, addr, &forwardRequest{Op: opPing})
+		if err != nil {
+			return consistency.Checkpoint{}, err
+		}
+		return resp.Checkpoint, nil
 	}
-	return fmt.Sprintf("nodes of cluster %s dial this node, which belongs to cluster %s: its data directory is probably not the one it should run on (it refuses them, and they it)", other, n.ClusterID())
+	servers := func() ([]raft.Server, error) { return configuration(r) }
+	return consistency.Check(ctx, digests, selfID, servers, func() (uint64, error) { return appendCheckpoint(r, timeout, await) }, latestOf)
+}
+
+// appendCheckpoint appends a checkpoint through r, the leader's Raft, and
+// returns its index once applied here (await waits for it).
+func appendCheckpoint(r *raft.Raft, timeout time.Duration, await func(raft.ApplyFuture) error) (uint64, error) {
+	data, err := fsm.Encode(fsm.CommandCheckpoint, &fsm.CheckpointCommand{})
+	if err != nil {
+		return 0, err
+	}
+	future := r.Apply(data, timeout)
+	if err := await(future); err != nil {
+		return 0, translate(err)
+	}
+	return future.Index(), nil
 }

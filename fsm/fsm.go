@@ -34,7 +34,7 @@ const MaxTimeStep = 10 * 365 * 24 * time.Hour
 
 // MaxStepInTerm is the furthest a stamped entry may move cluster time ahead
 // after the first of its term. A leader stamps the real time elapsed since
-// its previous entry (package cluster's clock.go), and an idle leader
+// its previous entry (cluster/internal/clusterclock), and an idle leader
 // appends a tick every few minutes, so a step of an hour is not taken by a
 // sound leader; one that would be is clamped there, and refused here when
 // an entry claims it (forged, or a damaged disk). So a forger needs a new
@@ -150,7 +150,7 @@ type FSM struct {
 	logger  *slog.Logger
 	// onStamp, if set, is told the index and cluster time of every applied
 	// entry that carries a leader's stamp (allow batches, leases); the
-	// node's clock uses it (see cluster's clock.go).
+	// node's clock uses it (see cluster/internal/clusterclock).
 	onStamp func(index uint64, nowNanos int64)
 	// onRaise, if set, is told of every applied command that may give
 	// capacity back, and of restores (see OnRaise).

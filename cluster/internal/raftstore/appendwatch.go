@@ -15,7 +15,7 @@ import (
 // committed, so it would say it is ready and serve stale reads. The log
 // store is watched instead: a failed append makes the node say, in Ready,
 // that it cannot append, until an append succeeds again. (The disk probe,
-// cluster/diskprobe.go, finds the same from outside Raft, between appends.)
+// cluster/internal/health's Disk, finds the same from outside Raft, between appends.)
 
 // AppendWatch is the log store as Raft sees it: it remembers whether the
 // latest append failed. Tests can make appends fail or hang through

@@ -1,4 +1,4 @@
-package cluster
+package health
 
 import (
 	"fmt"
@@ -14,12 +14,12 @@ import (
 const maxReadyLag = 10 * time.Second
 
 // keptProgress is how many of the leader's pings a member remembers: one a
-// second (healthEvery), for somewhat longer than maxReadyLag.
+// second (Every), for somewhat longer than maxReadyLag.
 const keptProgress = 32
 
-// leaderProgress is what the leader's pings told a member of the leader's
+// Progress is what the leader's pings told a member of the leader's
 // applied index, and when (by the member's monotonic clock).
-type leaderProgress struct {
+type Progress struct {
 	mu      sync.Mutex
 	samples []progressSample // oldest first
 }
@@ -29,7 +29,8 @@ type progressSample struct {
 	at    time.Time
 }
 
-func (p *leaderProgress) note(index uint64, at time.Time) {
+// Note records that the leader had applied index at at.
+func (p *Progress) Note(index uint64, at time.Time) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.samples = append(p.samples, progressSample{index, at})
@@ -38,8 +39,8 @@ func (p *leaderProgress) note(index uint64, at time.Time) {
 	}
 }
 
-// clear forgets the leader's progress (this node leads now).
-func (p *leaderProgress) clear() {
+// Clear forgets the leader's progress (this node leads now).
+func (p *Progress) Clear() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.samples = nil
@@ -47,7 +48,7 @@ func (p *leaderProgress) clear() {
 
 // owed returns what the leader had applied at least within ago, the latest
 // such sample, and whether there is one.
-func (p *leaderProgress) owed(within time.Duration) (progressSample, bool) {
+func (p *Progress) owed(within time.Duration) (progressSample, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	cutoff := time.Now().Add(-within)
@@ -59,14 +60,12 @@ func (p *leaderProgress) owed(within time.Duration) (progressSample, bool) {
 	return progressSample{}, false
 }
 
-// trailing says how this member trails the leader, or "" when it keeps up
-// (or has not known the leader for maxReadyLag yet).
-func (n *Node) trailing() string {
-	if n.IsLeader() {
-		return ""
-	}
-	owed, ok := n.progress.owed(maxReadyLag)
-	if applied := n.raft.AppliedIndex(); ok && applied < owed.index {
+// Trailing says how a follower that has applied the log up to applied
+// trails the leader, or "" when it keeps up (or has not known the leader
+// for maxReadyLag yet).
+func (p *Progress) Trailing(applied uint64) string {
+	owed, ok := p.owed(maxReadyLag)
+	if ok && applied < owed.index {
 		return fmt.Sprintf("this node trails the leader: it has applied the log up to %d, while the leader had applied %d %s ago (can it write to its disk?)",
 			applied, owed.index, time.Since(owed.at).Round(time.Second))
 	}

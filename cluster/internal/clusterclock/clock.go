@@ -1,17 +1,16 @@
-package cluster
+// Package clusterclock decides the time a leader stamps on the entries it
+// appends, so that a leader whose wall clock is wrong moves cluster time at
+// the speed of real time, and gives each node its reading of cluster time
+// between entries. It reads clocks and holds no Raft: the node feeds it the
+// stamps it applies and asks it for the next one.
+package clusterclock
 
 import (
 	"sync"
 	"time"
-
-	"github.com/limitnode/limitnode/fsm"
 )
 
-// DefaultMaxClockStep is how far, by default, a leader's stamp may stray
-// from the cluster time that elapsed real time predicts. See clusterClock.
-const DefaultMaxClockStep = time.Second
-
-// clusterClock decides the time a leader stamps on each batch, so that a
+// Clock decides the time a leader stamps on each batch, so that a
 // leader whose wall clock is wrong can neither refund tokens (by stamping a
 // time in the past) nor mint them (by stamping one in the future).
 //
@@ -38,7 +37,7 @@ const DefaultMaxClockStep = time.Second
 // passed since, so they are not used: after a restart of the whole cluster
 // the first leader starts from its wall clock (never below the last applied
 // time). That one moment trusts a wall clock; NTP is assumed there.
-type clusterClock struct {
+type Clock struct {
 	wall         func() time.Time
 	step         time.Duration
 	rate         float64 // Config.MaxClockRate
@@ -59,9 +58,17 @@ type clusterClock struct {
 	termActive bool
 }
 
-// observe records an applied stamped entry (allow batch or lease): its index
+// New returns the clock of a node whose wall clock is wall, bounded by
+// step (Config.MaxClockStep) and rate (Config.MaxClockRate), opened on a
+// log whose last index was startupIndex; ceiling is the latest time the
+// state machine accepts from an entry of a term (fsm.FSM.StampCeiling).
+func New(wall func() time.Time, step time.Duration, rate float64, startupIndex uint64, ceiling func(term uint64) int64) *Clock {
+	return &Clock{wall: wall, step: step, rate: rate, startupIndex: startupIndex, ceiling: ceiling}
+}
+
+// Observe records an applied stamped entry (allow batch or lease): its index
 // and its cluster time.
-func (c *clusterClock) observe(index uint64, nowNanos int64) {
+func (c *Clock) Observe(index uint64, nowNanos int64) {
 	if index <= c.startupIndex {
 		return
 	}
@@ -70,11 +77,11 @@ func (c *clusterClock) observe(index uint64, nowNanos int64) {
 	c.observedNanos, c.observedAt, c.observed = nowNanos, time.Now(), true
 }
 
-// estimate is this node's reading of cluster time now: the latest stamped
+// Estimate is this node's reading of cluster time now: the latest stamped
 // entry it saw applied plus the real time since, or 0 before it saw one
 // (the caller then reads the applied time). It is for showing state (how
 // long a lease has left), never for deciding.
-func (c *clusterClock) estimate() int64 {
+func (c *Clock) Estimate() int64 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if !c.observed {
@@ -83,21 +90,18 @@ func (c *clusterClock) estimate() int64 {
 	return c.observedNanos + int64(time.Since(c.observedAt))
 }
 
-// stamp returns the time to stamp on a batch appended in raft term term.
+// Stamp returns the time to stamp on a batch appended in raft term term.
 // lastApplied is the FSM's latest time, used when nothing has been observed.
-func (c *clusterClock) stamp(term uint64, lastApplied int64) int64 {
+func (c *Clock) Stamp(term uint64, lastApplied int64) int64 {
 	stamp := c.clamped(term, lastApplied)
 	// The ceiling takes the state machine's lock, which Apply holds while
-	// it calls observe: it is read outside c.mu, so the two locks are never
+	// it calls Observe: it is read outside c.mu, so the two locks are never
 	// taken in the opposite order.
-	if c.ceiling != nil {
-		stamp = min(stamp, c.ceiling(term))
-	}
-	return stamp
+	return min(stamp, c.ceiling(term))
 }
 
 // clamped is the wall clock clamped to this term's estimate of cluster time.
-func (c *clusterClock) clamped(term uint64, lastApplied int64) int64 {
+func (c *Clock) clamped(term uint64, lastApplied int64) int64 {
 	now := time.Now()
 	wall := c.wall().UnixNano()
 	c.mu.Lock()
@@ -122,7 +126,7 @@ func (c *clusterClock) clamped(term uint64, lastApplied int64) int64 {
 
 // idleFor is how long ago this node saw the latest stamped entry applied,
 // or ok false when it has seen none since it started.
-func (c *clusterClock) idleFor() (d time.Duration, ok bool) {
+func (c *Clock) idleFor() (d time.Duration, ok bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if !c.observed {
@@ -131,37 +135,21 @@ func (c *clusterClock) idleFor() (d time.Duration, ok bool) {
 	return time.Since(c.observedAt), true
 }
 
-// timeTickEvery is how long a leader lets the cluster go without a stamped
+// tickEvery is how long a leader lets the cluster go without a stamped
 // entry before it appends a tick (a CommandLeaseTick, which changes nothing
 // but time): so that no entry of its term needs to move time by more than
 // fsm.MaxStepInTerm, which an idle hour would.
-const timeTickEvery = 10 * time.Minute
+const tickEvery = 10 * time.Minute
 
-// watchTime appends a tick, on the leader, whenever no stamped entry has
-// been applied for timeTickEvery, or none since this process restarted on
-// a log: after a restart of every node, the first leader's tick brings
-// every node's reading of cluster time (estimate) to now within a second,
-// instead of the last stamp before the restart.
-func (n *Node) watchTime() {
-	n.onEachTick(time.Second, func() {
-		idle, seen := n.clock.idleFor()
-		restarted := n.clock.startupIndex > 0
-		if !n.IsLeader() || (seen && idle < timeTickEvery) || (!seen && !restarted) {
-			return
-		}
-		stamp, err := n.replica.leaderStamp()
-		if err == nil {
-			err = n.replica.applyCommand(fsm.CommandLeaseTick, &fsm.LeaseTickCommand{NowNanos: stamp})
-		}
-		if err != nil {
-			n.logger.Debug("a time tick not applied", "err", err)
-		}
-	})
+// TickDue reports whether a leader should append a tick now: no stamped
+// entry has been applied for tickEvery, or none since this process
+// restarted on a log. After a restart of every node, the first leader's
+// tick brings every node's reading of cluster time (Estimate) to now
+// within a second, instead of the last stamp before the restart.
+func (c *Clock) TickDue() bool {
+	idle, seen := c.idleFor()
+	if !seen {
+		return c.startupIndex > 0
+	}
+	return idle >= tickEvery
 }
-
-// DefaultMaxClockRate is how much faster than real time cluster time may
-// run by default (Config.MaxClockRate): a leader whose clock is ahead of the
-// cluster's catches up at a hundredth of real time, never jumping ahead, so
-// a node that times something in cluster time on its own monotonic clock is
-// off by at most that fraction.
-const DefaultMaxClockRate = 0.01
