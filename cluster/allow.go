@@ -13,7 +13,7 @@ import (
 // when the request may or may not have been decided, and contract.ErrShutdown after
 // Close.
 func (n *Node) Allow(ctx context.Context, req contract.Request) (contract.Decision, error) {
-	fr, err := n.requestOf(req)
+	fr, err := callerRequestOf(req, n.cfg.MaxWaitPerCaller)
 	if err != nil {
 		return contract.Decision{}, err
 	}
@@ -21,7 +21,7 @@ func (n *Node) Allow(ctx context.Context, req contract.Request) (contract.Decisi
 	if err != nil {
 		return contract.Decision{}, err
 	}
-	return n.decisionOf(results[0], leader, fr.Share)
+	return decisionOf(results[0], leader, fr.Share, n.cfg.MaxClockRate)
 }
 
 // AllowBatch decides independent requests together: one message to the
@@ -42,7 +42,7 @@ func (n *Node) AllowBatch(ctx context.Context, reqs []contract.Request) ([]contr
 	var index []int
 	var inline []*contract.LocalShares
 	for i, r := range reqs {
-		fr, err := n.requestOf(r)
+		fr, err := callerRequestOf(r, n.cfg.MaxWaitPerCaller)
 		if err != nil {
 			out[i].Err = err
 			continue
@@ -57,7 +57,7 @@ func (n *Node) AllowBatch(ctx context.Context, reqs []contract.Request) ([]contr
 		return nil, err
 	}
 	for j, r := range results {
-		out[index[j]].Decision, out[index[j]].Err = n.decisionOf(r, leader, valid[j].Share)
+		out[index[j]].Decision, out[index[j]].Err = decisionOf(r, leader, valid[j].Share, n.cfg.MaxClockRate)
 	}
 	return out, nil
 }
@@ -81,7 +81,7 @@ func (n *Node) decide(ctx context.Context, reqs []fsm.Request, inline []*contrac
 	if err := n.members.refuseOutside(); err != nil {
 		return nil, "", err
 	}
-	stages := [...]localStage{n.leaseStage(), n.shareStage()}
+	stages := [...]localStage{leaseStage{t: n.denyLeases, metrics: n.metrics}, n.shareStage()}
 	out := make([]fsm.Result, len(reqs))
 	each := make([]pending, len(reqs)) // one allocation for the call, not one a request
 	var asked []*pending
@@ -173,8 +173,9 @@ func inlineSharesAt(inline []*contract.LocalShares, i int) *contract.LocalShares
 }
 
 // decisionOf is the caller's decision of result r, decided by leader, of a
-// request that asked for a share with ask (nil: none).
-func (n *Node) decisionOf(r fsm.Result, leader string, ask *fsm.ShareAsk) (contract.Decision, error) {
+// request that asked for a share with ask (nil: none), on a node whose
+// clock runs at most maxClockRate off the leader's (Config.MaxClockRate).
+func decisionOf(r fsm.Result, leader string, ask *fsm.ShareAsk, maxClockRate float64) (contract.Decision, error) {
 	if r.Rejection != nil {
 		return contract.Decision{}, r.Rejection
 	}
@@ -183,7 +184,7 @@ func (n *Node) decisionOf(r fsm.Result, leader string, ask *fsm.ShareAsk) (contr
 		d.Leader = ""
 	}
 	if g := r.Share; g != nil && ask != nil {
-		d.Share = &contract.GrantedShare{Token: contract.ShareToken{ID: g.ID, Secret: ask.Secret}, Units: g.Units, SpendForNanos: int64(spendFor(&r, n.cfg.MaxClockRate)), Remaining: g.Remaining}
+		d.Share = &contract.GrantedShare{Token: contract.ShareToken{ID: g.ID, Secret: ask.Secret}, Units: g.Units, SpendForNanos: int64(spendFor(&r, maxClockRate)), Remaining: g.Remaining}
 	}
 	for i, c := range r.Checks {
 		d.Checks[i] = contract.CheckDecision{Decision: c.Decision, PeriodNanos: c.PeriodNanos, Rate: c.Rate, Key: c.Key, Shadow: c.Shadow}
@@ -251,11 +252,11 @@ func (n *Node) Settle(ctx context.Context, req contract.SettleRequest) (contract
 // caller's keys are whatever keys its checks name, which a policy's key
 // template may make from any dimension.
 
-// requestOf is the package's requestOf, with this node's bounds per
-// caller.
-func (n *Node) requestOf(req contract.Request) (fsm.Request, error) {
-	if req.MaxWaitNanos > int64(n.cfg.MaxWaitPerCaller) {
-		return fsm.Request{}, contract.Invalid("max_wait", "max_wait is at most %s on this cluster: a reservation holds its key in debt for up to its wait, shutting other callers out of it for that long", n.cfg.MaxWaitPerCaller)
+// callerRequestOf is requestOf within the bound per caller of a node
+// whose Config.MaxWaitPerCaller is maxWait.
+func callerRequestOf(req contract.Request, maxWait time.Duration) (fsm.Request, error) {
+	if req.MaxWaitNanos > int64(maxWait) {
+		return fsm.Request{}, contract.Invalid("max_wait", "max_wait is at most %s on this cluster: a reservation holds its key in debt for up to its wait, shutting other callers out of it for that long", maxWait)
 	}
 	return requestOf(req)
 }

@@ -14,11 +14,9 @@ import (
 // of the same kind, answered again from the node's deny leases
 // (package denylease) while it holds.
 type leaseStage struct {
-	n *Node
-	t *denylease.Table // nil: deny leases are off
+	t       *denylease.Table // nil: deny leases are off
+	metrics *nodeMetrics
 }
-
-func (n *Node) leaseStage() leaseStage { return leaseStage{n: n, t: n.denyLeases} }
 
 func (s leaseStage) answer(ctx context.Context, p *pending) (fsm.Result, bool) {
 	if s.t == nil || !denylease.Leasable(&p.req) || !s.t.HoldsAny() {
@@ -42,7 +40,7 @@ func (s leaseStage) settle(p *pending, sentAt time.Time, res *fsm.Result) {
 			p.kind = denylease.KindOf(&p.req)
 		}
 		if s.t.Settle(p.kind, &p.req, sentAt, res) {
-			s.n.metrics.leasesTaken.Inc()
+			s.metrics.leasesTaken.Inc()
 		}
 	case p.probing:
 		s.t.Settle(p.kind, &p.req, sentAt, res)
@@ -51,7 +49,7 @@ func (s leaseStage) settle(p *pending, sentAt time.Time, res *fsm.Result) {
 
 func (s leaseStage) count(answered int) {
 	if answered > 0 {
-		s.n.metrics.leaseDenials.Add(float64(answered))
+		s.metrics.leaseDenials.Add(float64(answered))
 	}
 }
 
