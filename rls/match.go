@@ -83,6 +83,21 @@ type Match struct {
 type Domain struct {
 	config *Config
 	root   level
+	shares bool // a rate_limit of it has local_shares
+}
+
+// HasShares reports whether a rate_limit of the domain has local_shares.
+func (d *Domain) HasShares() bool { return d.shares }
+
+// hasShares reports whether a rate_limit of ds, or of the descriptors
+// they nest, has local_shares.
+func hasShares(ds []Descriptor) bool {
+	for i := range ds {
+		if rl := ds[i].RateLimit; rl != nil && rl.LocalShares != nil || hasShares(ds[i].Descriptors) {
+			return true
+		}
+	}
+	return false
 }
 
 // level is one list of descriptors, indexed for matching.
@@ -126,6 +141,7 @@ func Compile(c *Config) (*Domain, *contract.Error) {
 	}
 	d := &Domain{config: &Config{Domain: c.Domain, Descriptors: copyDescriptors(c.Descriptors)}}
 	d.root = compileLevel(d.config.Descriptors, "")
+	d.shares = hasShares(d.config.Descriptors)
 	return d, nil
 }
 
