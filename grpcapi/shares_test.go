@@ -3,6 +3,7 @@ package grpcapi_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"regexp"
 	"strconv"
@@ -181,4 +182,50 @@ func statsListShares(t *testing.T, n *testcluster.Node, owner string) bool {
 		}
 	}
 	return false
+}
+
+// TestADomainChangeOutlastsTheShares: a follower holds shares of a hot
+// descriptor; the domain lowers its limit through the leader, and once that
+// is acknowledged the follower answers under the new limit only, shares and
+// all (a share granted under the old one has ended: the change waited for
+// it), and admits no more than the new limit allows.
+func TestADomainChangeOutlastsTheShares(t *testing.T) {
+	t.Parallel()
+	c := testcluster.Start(t, 3)
+	put := func(perHour int) {
+		putDomain(t, c, fmt.Sprintf("domain: hot\ndescriptors:\n  - key: api_key\n    rate_limit: {unit: hour, requests_per_unit: %d, algorithm: token_bucket, local_shares: {ttl: 1s}}\n", perHour))
+	}
+	put(1000)
+	c.WaitConverged()
+	client := ratelimitv3.NewRateLimitServiceClient(c.Followers()[0].DialGRPC())
+	call := func() (*ratelimitv3.RateLimitResponse, bool) {
+		t.Helper()
+		var md metadata.MD
+		resp, err := client.ShouldRateLimit(context.Background(), &ratelimitv3.RateLimitRequest{Domain: "hot", Descriptors: []*ratelimitcommon.RateLimitDescriptor{desc(-1, "api_key", "k")}}, grpc.Header(&md))
+		if err != nil {
+			t.Fatalf("ShouldRateLimit: %v", err)
+		}
+		return resp, len(md.Get("x-limitnode-shared")) > 0
+	}
+	shared := false
+	for i := 0; i < 50 && !shared; i++ {
+		_, shared = call()
+	}
+	if !shared {
+		t.Fatal("the follower took no share")
+	}
+	put(5)
+	admitted := 0
+	for range 10 {
+		resp, fromShare := call()
+		if got := resp.Statuses[0].GetCurrentLimit().GetRequestsPerUnit(); got != 5 {
+			t.Fatalf("after the change was acknowledged: decided under %d an hour (from a share: %v); want the new limit", got, fromShare)
+		}
+		if resp.OverallCode == ratelimitv3.RateLimitResponse_OK {
+			admitted++
+		}
+	}
+	if admitted > 5 {
+		t.Fatalf("%d admitted under the new limit of 5", admitted)
+	}
 }
