@@ -1,6 +1,8 @@
 package fsm
 
 import (
+	"bytes"
+	"io"
 	"testing"
 	"time"
 
@@ -186,5 +188,32 @@ func TestRLSSharesPublishedForTheNode(t *testing.T) {
 	a.putRLS("domain: hot\ndescriptors:\n  - key: api_key\n    rate_limit: {unit: second, requests_per_unit: 100}\n")
 	if ls, _ := a.fsm.RLSSharesOf(rlsQuery("hot", 1, entries("api_key", "a"))); ls != nil {
 		t.Errorf("after a change without local_shares: %+v", ls)
+	}
+}
+
+// TestRLSSharesSurviveASnapshot: a restored state holds an RLS
+// descriptor's share under its domain, gives it back to its holder, and
+// publishes the domain for the node's hot path.
+func TestRLSSharesSurviveASnapshot(t *testing.T) {
+	t.Parallel()
+	a := newApplier(t)
+	a.putRLS(sharedConfig)
+	t0 := int64(1e18)
+	sh := a.allow(t0, askFor(Request{RLS: rlsQuery("hot", 1, entries("api_key", "a"))}, 10, time.Second))[0].Share
+	if sh == nil {
+		t.Fatal("no share")
+	}
+	restored := newApplier(t)
+	if err := restored.fsm.Restore(io.NopCloser(bytes.NewReader(mustSnapshot(t, a.fsm)))); err != nil {
+		t.Fatal(err)
+	}
+	if got := restored.fsm.OutstandingShares(); len(got) != 1 || got[0] != (contract.ShareCount{Policy: RLSOwner("hot"), Shares: 1, Units: 10}) {
+		t.Errorf("restored outstanding %+v, want one share of 10 of rls/hot", got)
+	}
+	if ls, _ := restored.fsm.RLSSharesOf(rlsQuery("hot", 1, entries("api_key", "a"))); ls == nil {
+		t.Error("the restored state does not publish the domain's shares")
+	}
+	if ret, ok := restored.returnRLSShare(t0+1, rlsQuery("hot", 0, entries("api_key", "a")), sh.ID, 10).(*ShareReturn); !ok || ret.Units != 10 {
+		t.Errorf("the restored share's return answered %+v, want 10 units back", ret)
 	}
 }
