@@ -105,7 +105,8 @@ func TestRLSSharesOnlyWithTheDomainsConsent(t *testing.T) {
 }
 
 // TestRLSSharesGivenBackAndAcrossAConfigChange: the holder gives back what
-// it did not spend of an RLS descriptor's share; a domain change that
+// it did not spend of an RLS descriptor's share (a return proved with
+// another secret is refused); a domain change that
 // lowers the limit leaves the counter under the limit its shares were
 // granted under until they end, grants none meanwhile, and one without
 // local_shares grants none after.
@@ -120,6 +121,13 @@ func TestRLSSharesGivenBackAndAcrossAConfigChange(t *testing.T) {
 		t.Fatalf("share %+v, want 10 units", sh)
 	}
 	named := rlsQuery("hot", 0, entries("api_key", "a"))
+	data, err := Encode(CommandReturnShare, &ReturnShareCommand{NowNanos: t0 + 1, ShareID: sh.ID, Unspent: 10, Holder: testHolder, Proof: ShareProof([]byte("a stranger's guess")), RLS: named})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if refused, ok := a.raw(data).(*contract.Error); !ok || refused.Code != contract.CodePermissionDenied {
+		t.Fatalf("a return proved with another secret answered %+v, want a refusal", refused)
+	}
 	ret, ok := a.returnRLSShare(t0+1, named, sh.ID, 4).(*ShareReturn)
 	if !ok || ret.Units != 4 {
 		t.Fatalf("the return answered %+v, want 4 units back", ret)
