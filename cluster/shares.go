@@ -45,17 +45,46 @@ import (
 const renewTimeout = 5 * time.Second
 
 // shareTable is a node's shares: by what the request counts on
-// (fsm.Request.CountsOn), named to the log by the request of cost 0 that
-// asks for the next share (its one check, or its query's one descriptor:
-// sharedRequest), answering from the grant's result.
-type shareTable = sharetable.Table[fsm.Request, fsm.Result]
+// (fsm.Request.CountsOn), named to the log by its one check or its query's
+// one descriptor (shareName), answering from the grant's result.
+type shareTable = sharetable.Table[shareName, fsm.Result]
+
+// shareName names a shared key to the log: a check (its cost not used),
+// or a domain and the entries of one descriptor (entries not nil). It
+// holds what the request holds, so naming costs no allocation.
+type shareName struct {
+	check   fsm.Check
+	domain  string
+	entries []rls.Entry
+}
+
+// nameOf is what names r's key to the log, and what r costs: r's one
+// check, or its query's one descriptor.
+func nameOf(r *fsm.Request) (name shareName, cost int64) {
+	if q := r.RLS; q != nil {
+		d := &q.Descriptors[0]
+		return shareName{domain: q.Domain, entries: d.Entries}, d.Hits
+	}
+	return shareName{check: r.Checks[0]}, r.Checks[0].Cost
+}
+
+// request is the request of cost 0 that asks for the key's next share
+// with ask.
+func (s shareName) request(ask *fsm.ShareAsk) fsm.Request {
+	if s.entries != nil {
+		return fsm.Request{RLS: &rls.Query{Domain: s.domain, Descriptors: []rls.QueryDescriptor{{Entries: s.entries}}}, Share: ask}
+	}
+	check := s.check
+	check.Cost = 0
+	return fsm.Request{Checks: []fsm.Check{check}, Share: ask}
+}
 
 // newShareTable is the node's table, counting units in the node's metrics
 // and giving back what the table retires with giveBack.
 func (n *Node) newShareTable() *shareTable {
-	t := sharetable.New[fsm.Request, fsm.Result](time.Now)
+	t := sharetable.New[shareName, fsm.Result](time.Now)
 	t.Count = func(outcome string, units int64) { n.metrics.shareUnits.WithLabelValues(outcome).Add(float64(units)) }
-	t.GiveBack = func(returns []sharetable.Return[fsm.Request]) {
+	t.GiveBack = func(returns []sharetable.Return[shareName]) {
 		ctx, cancel := context.WithTimeout(context.Background(), renewTimeout)
 		defer cancel()
 		n.giveBack(ctx, returns, true)
@@ -146,12 +175,11 @@ func (n *Node) sharesOf(r *fsm.Request, inline *contract.LocalShares) (cfg *cont
 // counts on (fsm.Request.CountsOn), cfg its local_shares and most the
 // most units a share of it holds.
 func (n *Node) takeShare(ctx context.Context, key string, r *fsm.Request, cfg *contract.LocalShares, most int64) (res fsm.Result, answered bool, ask *fsm.ShareAsk) {
-	named, cost := sharedRequest(r)
+	name, cost := nameOf(r)
 	ttl := time.Duration(cfg.TTL())
-	taken := n.shares.Take(ctx, sharetable.Key[fsm.Request]{Name: key, ID: named, TTL: ttl, Most: most, Cost: cost})
+	taken := n.shares.Take(ctx, sharetable.Key[shareName]{Name: key, ID: name, TTL: ttl, Most: most, Cost: cost})
 	if taken.Renew > 0 {
-		renewal := named
-		renewal.Share = n.shareAsk(taken.Renew, ttl)
+		renewal := name.request(n.shareAsk(taken.Renew, ttl))
 		n.renewShare(key, &renewal)
 	}
 	if taken.Answered {
@@ -161,20 +189,6 @@ func (n *Node) takeShare(ctx context.Context, key string, r *fsm.Request, cfg *c
 		return fsm.Result{}, false, n.shareAsk(taken.Ask, ttl)
 	}
 	return fsm.Result{}, false, nil
-}
-
-// sharedRequest is what names r's key to the log: r's one check, or its
-// query's one descriptor, costing nothing (the request that asks for the
-// next share in the background, and that a share is given back by), and
-// what r costs.
-func sharedRequest(r *fsm.Request) (named fsm.Request, cost int64) {
-	if q := r.RLS; q != nil {
-		d := q.Descriptors[0]
-		return fsm.Request{RLS: &rls.Query{Domain: q.Domain, Descriptors: []rls.QueryDescriptor{{Entries: d.Entries}}}}, d.Hits
-	}
-	check := r.Checks[0]
-	check.Cost = 0
-	return fsm.Request{Checks: []fsm.Check{check}}, r.Checks[0].Cost
 }
 
 // shareAsk asks for a share of units for ttl, held by this node.
@@ -251,7 +265,7 @@ func (n *Node) giveBackShares(ctx context.Context) {
 // shares in returns. In the background (a share the table retired), no
 // caller waits for the return, so the leader answers it once applied
 // instead of waiting out the deny leases first.
-func (n *Node) giveBack(ctx context.Context, returns []sharetable.Return[fsm.Request], background bool) {
+func (n *Node) giveBack(ctx context.Context, returns []sharetable.Return[shareName], background bool) {
 	for _, ret := range returns {
 		token, err := contract.ParseShareToken(ret.Token, "id")
 		if err != nil {
@@ -274,18 +288,18 @@ func (n *Node) ReturnShare(ctx context.Context, ret contract.ShareReturn) (int64
 	if err := ret.Validate(); err != nil {
 		return 0, err
 	}
-	return n.returnShare(ctx, fsm.Request{Checks: []fsm.Check{fsm.CheckOf(ret.Check)}}, ret.Token, ret.Unspent, ret.Holder, ret.Background)
+	return n.returnShare(ctx, shareName{check: fsm.CheckOf(ret.Check)}, ret.Token, ret.Unspent, ret.Holder, ret.Background)
 }
 
 // returnShare gives back unspent units of the share token names, a share
-// of the key of named (one check, or an RLS query of one descriptor) held
-// by holder, through the log; in the background, the leader does not wait
-// out the deny leases before it answers (see fsm.ReturnShareCommand).
-func (n *Node) returnShare(ctx context.Context, named fsm.Request, token contract.ShareToken, unspent int64, holder string, background bool) (int64, error) {
+// of the key name names held by holder, through the log; in the
+// background, the leader does not wait out the deny leases before it
+// answers (see fsm.ReturnShareCommand).
+func (n *Node) returnShare(ctx context.Context, name shareName, token contract.ShareToken, unspent int64, holder string, background bool) (int64, error) {
+	named := name.request(nil)
 	cmd := fsm.ReturnShareCommand{ShareID: token.ID, Unspent: unspent, Holder: holder, Proof: fsm.ShareProof(token.Secret), Background: background, RLS: named.RLS}
 	if named.RLS == nil {
 		cmd.Check = named.Checks[0]
-		cmd.Check.Cost = 0
 	}
 	if err := cmd.Validate(); err != nil {
 		return 0, err
