@@ -34,11 +34,10 @@ descriptors:
 // from a share (x-limitnode-shared).
 func hammer(t *testing.T, nodes []*testcluster.Node, callers, n int, ds ...*ratelimitcommon.RateLimitDescriptor) (admitted, shared []int64) {
 	t.Helper()
-	admitted, shared = make([]int64, len(nodes)), make([]int64, len(nodes))
+	a, s := make([]atomic.Int64, len(nodes)), make([]atomic.Int64, len(nodes))
 	var wg sync.WaitGroup
 	for i, node := range nodes {
 		client := ratelimitv3.NewRateLimitServiceClient(node.DialGRPC())
-		var a, s atomic.Int64
 		for range callers {
 			wg.Go(func() {
 				for range n {
@@ -48,17 +47,20 @@ func hammer(t *testing.T, nodes []*testcluster.Node, callers, n int, ds ...*rate
 						continue // no answer in time on a loaded machine: not acknowledged as admitted
 					}
 					if resp.OverallCode == ratelimitv3.RateLimitResponse_OK {
-						a.Add(1)
+						a[i].Add(1)
 						if len(md.Get("x-limitnode-shared")) > 0 {
-							s.Add(1)
+							s[i].Add(1)
 						}
 					}
 				}
 			})
 		}
-		defer func() { admitted[i], shared[i] = a.Load(), s.Load() }()
 	}
 	wg.Wait()
+	admitted, shared = make([]int64, len(nodes)), make([]int64, len(nodes))
+	for i := range nodes {
+		admitted[i], shared[i] = a[i].Load(), s[i].Load()
+	}
 	return admitted, shared
 }
 
