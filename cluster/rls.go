@@ -12,7 +12,9 @@ import (
 // ShouldRateLimit decides an Envoy rate limit service query: the
 // descriptors are matched against the domain's configuration and every
 // limit that applies is decided in one Raft entry, all or nothing, through
-// the same group commit and forwarding as Allow. Errors are Allow's.
+// the same group commit and forwarding as Allow. A query of one descriptor
+// whose rate_limit has local_shares may be admitted from a share this
+// node holds instead (Decision.Shared; see shares.go). Errors are Allow's.
 func (n *Node) ShouldRateLimit(ctx context.Context, q rls.Query) (rls.Decision, error) {
 	if err := q.Validate(); err != nil {
 		return rls.Decision{}, err
@@ -25,8 +27,8 @@ func (n *Node) ShouldRateLimit(ctx context.Context, q rls.Query) (rls.Decision, 
 	if r.Rejection != nil {
 		return rls.Decision{}, r.Rejection
 	}
-	d := rls.Decision{Allowed: r.Allowed, AtNanos: r.AtNanos, Leader: leader, Leased: r.Leased, Descriptors: make([]rls.DescriptorDecision, len(r.RLS))}
-	if r.Leased {
+	d := rls.Decision{Allowed: r.Allowed, AtNanos: r.AtNanos, Leader: leader, Leased: r.Leased, Shared: r.Shared, Descriptors: make([]rls.DescriptorDecision, len(r.RLS))}
+	if r.Leased || r.Shared {
 		d.Leader = ""
 	}
 	for i, s := range r.RLS {

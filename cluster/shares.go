@@ -10,6 +10,7 @@ import (
 	"github.com/limitnode/limitnode/fsm"
 	"github.com/limitnode/limitnode/internal/holdtime"
 	"github.com/limitnode/limitnode/internal/sharetable"
+	"github.com/limitnode/limitnode/rls"
 )
 
 // Local shares: a node that sees a key often takes part of the key's
@@ -35,23 +36,55 @@ import (
 // only this process knows.
 //
 // Which requests: one check, with no request ID or max_wait, whose policy
-// (or inline limit) has local_shares.
+// (or inline limit) has local_shares; or an RLS query of one descriptor,
+// without a limit override, whose rate_limit in the domain has
+// local_shares (fsm.FSM.RLSSharesOf). A query of several descriptors is
+// decided all or nothing in one entry, so it always goes to the leader.
 
 // renewTimeout bounds a background ask for the next share.
 const renewTimeout = 5 * time.Second
 
-// shareTable is a node's shares: by what the one-check request counts on
-// (fsm.Request.CountsOn),
-// named to the log by the check (cost 0), answering from the grant's
-// result.
-type shareTable = sharetable.Table[fsm.Check, fsm.Result]
+// shareTable is a node's shares: by what the request counts on
+// (fsm.Request.CountsOn), named to the log by its one check or its query's
+// one descriptor (shareName), answering from the grant's result.
+type shareTable = sharetable.Table[shareName, fsm.Result]
+
+// shareName names a shared key to the log: a check (its cost not used),
+// or a domain and the entries of one descriptor (entries not nil). It
+// holds what the request holds, so naming costs no allocation.
+type shareName struct {
+	check   fsm.Check
+	domain  string
+	entries []rls.Entry
+}
+
+// nameOf is what names r's key to the log, and what r costs: r's one
+// check, or its query's one descriptor.
+func nameOf(r *fsm.Request) (name shareName, cost int64) {
+	if q := r.RLS; q != nil {
+		d := &q.Descriptors[0]
+		return shareName{domain: q.Domain, entries: d.Entries}, d.Hits
+	}
+	return shareName{check: r.Checks[0]}, r.Checks[0].Cost
+}
+
+// request is the request of cost 0 that asks for the key's next share
+// with ask.
+func (s shareName) request(ask *fsm.ShareAsk) fsm.Request {
+	if s.entries != nil {
+		return fsm.Request{RLS: &rls.Query{Domain: s.domain, Descriptors: []rls.QueryDescriptor{{Entries: s.entries}}}, Share: ask}
+	}
+	check := s.check
+	check.Cost = 0
+	return fsm.Request{Checks: []fsm.Check{check}, Share: ask}
+}
 
 // newShareTable is the node's table, counting units in the node's metrics
 // and giving back what the table retires with giveBack.
 func (n *Node) newShareTable() *shareTable {
-	t := sharetable.New[fsm.Check, fsm.Result](time.Now)
+	t := sharetable.New[shareName, fsm.Result](time.Now)
 	t.Count = func(outcome string, units int64) { n.metrics.shareUnits.WithLabelValues(outcome).Add(float64(units)) }
-	t.GiveBack = func(returns []sharetable.Return[fsm.Check]) {
+	t.GiveBack = func(returns []sharetable.Return[shareName]) {
 		ctx, cancel := context.WithTimeout(context.Background(), renewTimeout)
 		defer cancel()
 		n.giveBack(ctx, returns, true)
@@ -69,12 +102,12 @@ func (s shareStage) answer(ctx context.Context, p *pending) (fsm.Result, bool) {
 	if p.probing { // it asks on behalf of its kind's waiters, as it is
 		return fsm.Result{}, false
 	}
-	cfg := s.n.sharesOf(&p.req, p.inline)
+	cfg, most := s.n.sharesOf(&p.req, p.inline)
 	if cfg == nil {
 		return fsm.Result{}, false
 	}
 	key := p.req.CountsOn()
-	res, answered, ask := s.n.takeShare(ctx, key, &p.req, cfg)
+	res, answered, ask := s.n.takeShare(ctx, key, &p.req, cfg, most)
 	if answered {
 		return res, true
 	}
@@ -101,37 +134,53 @@ func (s shareStage) count(answered int) {
 }
 
 // sharesOf returns the local_shares that let r be answered from a share,
-// nil when it may not be: r must be leasable, of one check, and its policy
-// (as this node applied it) or its inline limit (inline) must have
-// local_shares.
-func (n *Node) sharesOf(r *fsm.Request, inline *contract.LocalShares) *contract.LocalShares {
-	if !denylease.Leasable(r) || r.RLS != nil || len(r.Checks) != 1 || r.Share != nil || r.Settle != nil {
-		return nil
+// and the most units one share of it holds; nil when r may not be: r must
+// be leasable and ask for no share or settlement itself, and be of one
+// check whose policy (as this node applied it) or inline limit (inline)
+// has local_shares, or an RLS query of one descriptor whose rate_limit
+// has them (as this node applied the domain).
+func (n *Node) sharesOf(r *fsm.Request, inline *contract.LocalShares) (cfg *contract.LocalShares, most int64) {
+	if !denylease.Leasable(r) || r.Share != nil || r.Settle != nil {
+		return nil, 0
 	}
-	if p := r.Checks[0].Policy; p != "" {
-		return n.fsm.LocalSharesOf(p)
+	if r.RLS != nil {
+		cfg, l := n.fsm.RLSSharesOf(r.RLS)
+		if cfg == nil {
+			return nil, 0
+		}
+		return cfg, cfg.MaxUnitsOf(l)
 	}
-	return inline
+	if len(r.Checks) != 1 {
+		return nil, 0
+	}
+	check := &r.Checks[0]
+	if check.Policy == "" {
+		if inline == nil {
+			return nil, 0
+		}
+		return inline, inline.MaxUnitsOf(check.Limit())
+	}
+	cfg = n.fsm.LocalSharesOf(check.Policy)
+	switch {
+	case cfg == nil:
+		return nil, 0
+	case cfg.MaxUnits > 0:
+		return cfg, cfg.MaxUnits
+	}
+	return cfg, int64(algorithms.MaxBurst) // a policy key's limit is known where it is applied, which bounds the grant
 }
 
 // takeShare answers r from a share this node holds (answered), or returns
 // the share ask to send it with (nil: send it as it is). key is what r
-// counts on (fsm.Request.CountsOn).
-func (n *Node) takeShare(ctx context.Context, key string, r *fsm.Request, cfg *contract.LocalShares) (res fsm.Result, answered bool, ask *fsm.ShareAsk) {
-	check := r.Checks[0]
-	most := int64(algorithms.MaxBurst) // a policy key's limit is known where it is applied, which bounds the grant
-	switch {
-	case check.Policy == "":
-		most = cfg.MaxUnitsOf(check.Limit())
-	case cfg.MaxUnits > 0:
-		most = cfg.MaxUnits
-	}
-	named := check
-	named.Cost = 0
+// counts on (fsm.Request.CountsOn), cfg its local_shares and most the
+// most units a share of it holds.
+func (n *Node) takeShare(ctx context.Context, key string, r *fsm.Request, cfg *contract.LocalShares, most int64) (res fsm.Result, answered bool, ask *fsm.ShareAsk) {
+	name, cost := nameOf(r)
 	ttl := time.Duration(cfg.TTL())
-	taken := n.shares.Take(ctx, sharetable.Key[fsm.Check]{Name: key, ID: named, TTL: ttl, Most: most, Cost: check.Cost})
+	taken := n.shares.Take(ctx, sharetable.Key[shareName]{Name: key, ID: name, TTL: ttl, Most: most, Cost: cost})
 	if taken.Renew > 0 {
-		n.renewShare(key, &fsm.Request{Checks: []fsm.Check{named}, Share: n.shareAsk(taken.Renew, ttl)})
+		renewal := name.request(n.shareAsk(taken.Renew, ttl))
+		n.renewShare(key, &renewal)
 	}
 	if taken.Answered {
 		return sharedAnswer(taken.Template, taken.Since, taken.Left, n.cfg.MaxClockRate), true, nil
@@ -216,7 +265,7 @@ func (n *Node) giveBackShares(ctx context.Context) {
 // shares in returns. In the background (a share the table retired), no
 // caller waits for the return, so the leader answers it once applied
 // instead of waiting out the deny leases first.
-func (n *Node) giveBack(ctx context.Context, returns []sharetable.Return[fsm.Check], background bool) {
+func (n *Node) giveBack(ctx context.Context, returns []sharetable.Return[shareName], background bool) {
 	for _, ret := range returns {
 		token, err := contract.ParseShareToken(ret.Token, "id")
 		if err != nil {
@@ -239,16 +288,19 @@ func (n *Node) ReturnShare(ctx context.Context, ret contract.ShareReturn) (int64
 	if err := ret.Validate(); err != nil {
 		return 0, err
 	}
-	return n.returnShare(ctx, fsm.CheckOf(ret.Check), ret.Token, ret.Unspent, ret.Holder, ret.Background)
+	return n.returnShare(ctx, shareName{check: fsm.CheckOf(ret.Check)}, ret.Token, ret.Unspent, ret.Holder, ret.Background)
 }
 
 // returnShare gives back unspent units of the share token names, a share
-// of check's key held by holder, through the log; in the background, the
-// leader does not wait out the deny leases before it answers (see
-// fsm.ReturnShareCommand).
-func (n *Node) returnShare(ctx context.Context, check fsm.Check, token contract.ShareToken, unspent int64, holder string, background bool) (int64, error) {
-	check.Cost = 0
-	cmd := fsm.ReturnShareCommand{Check: check, ShareID: token.ID, Unspent: unspent, Holder: holder, Proof: fsm.ShareProof(token.Secret), Background: background}
+// of the key name names held by holder, through the log; in the
+// background, the leader does not wait out the deny leases before it
+// answers (see fsm.ReturnShareCommand).
+func (n *Node) returnShare(ctx context.Context, name shareName, token contract.ShareToken, unspent int64, holder string, background bool) (int64, error) {
+	named := name.request(nil)
+	cmd := fsm.ReturnShareCommand{ShareID: token.ID, Unspent: unspent, Holder: holder, Proof: fsm.ShareProof(token.Secret), Background: background, RLS: named.RLS}
+	if named.RLS == nil {
+		cmd.Check = named.Checks[0]
+	}
 	if err := cmd.Validate(); err != nil {
 		return 0, err
 	}

@@ -354,10 +354,11 @@ func (f *FSM) applyCommand(data []byte) (any, error) {
 }
 
 // applied tells what follows from an applied command of type t that
-// answered resp: the policies with local shares are published again after
-// a policy change, and a raise is told of.
+// answered resp: the policies and domains with local shares are published
+// again after a change of either, and a raise is told of.
 func (f *FSM) applied(t CommandType, resp any) {
-	if t == CommandPutPolicy || t == CommandDeletePolicy {
+	switch t {
+	case CommandPutPolicy, CommandDeletePolicy, CommandPutRLSConfig, CommandDeleteRLSConfig:
 		f.publishSharing()
 	}
 	if e := EffectOf(t, resp); f.onRaise != nil && e.Raised {

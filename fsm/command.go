@@ -377,7 +377,13 @@ func (r *Request) Validate() *contract.Error {
 		if len(r.Checks) > 0 || r.RequestID != "" || r.MaxWait != 0 || r.Settle != nil {
 			return contract.Invalid("checks", "a rate limit service query carries no checks, no request ID, no max_wait and no settle")
 		}
-		return r.RLS.Validate()
+		if err := r.RLS.Validate(); err != nil {
+			return err
+		}
+		if r.Share != nil {
+			return r.Share.validate(r)
+		}
+		return nil
 	}
 	// Most requests have one or two checks: keep those off the heap.
 	var small [2]contract.Check

@@ -68,15 +68,33 @@ type target struct {
 	// penalty: the policy's (or the domain's rate_limit's), counting its
 	// denials (see penalty.go).
 	penalty *contract.Penalty
-	// deferred: the policy's limit changed, but the bucket keeps the limit
-	// its outstanding shares were granted under until they end.
+	// deferred: the policy's limit (or the domain's) changed, but the
+	// bucket keeps the limit its outstanding shares were granted under
+	// until they end.
 	deferred bool
+	// shares: the policy's local_shares, or the RLS rate_limit's; nil
+	// without them (and for an inline check, whose ask is its own consent).
+	shares *contract.LocalShares
+}
+
+// adopt brings the state of a live bucket, decided under limit from, to
+// the target's limit: converted (algorithms.Convert), or, while shares
+// granted under from are outstanding, left under from (deferred), since
+// their holders spend them under it.
+func (t *target) adopt(from algorithms.Limit, now int64) {
+	switch {
+	case !t.live || from == *t.limit:
+	case algorithms.SharesLive(t.state, now):
+		t.limit, t.deferred = &from, true
+	default:
+		t.state = algorithms.Convert(from, t.state, *t.limit, now)
+	}
 }
 
 // resolve finds a check's bucket and limit. A policy check uses the policy
 // as it stands at this entry; a bucket whose state was decided under an
 // earlier version of the policy has its usage converted to the current one,
-// once the shares granted under the earlier one have ended.
+// once the shares granted under the earlier one have ended (adopt).
 func (f *FSM) resolve(now int64, c *Check) (target, *contract.Error) {
 	if c.Policy == "" {
 		l := c.Limit()
@@ -88,7 +106,7 @@ func (f *FSM) resolve(now int64, c *Check) (target, *contract.Error) {
 	if p == nil {
 		return target{}, contract.NotFound("policy", "policy %q does not exist", c.Policy)
 	}
-	t := target{cost: c.Cost, policy: p, shadow: p.policy.Shadow, penalty: p.policy.Penalty}
+	t := target{cost: c.Cost, policy: p, shadow: p.policy.Shadow, penalty: p.policy.Penalty, shares: p.policy.LocalShares}
 	key := c.Key
 	switch {
 	case p.policy.KeyTemplate != "" && len(c.Dimensions) > 0:
@@ -108,13 +126,8 @@ func (f *FSM) resolve(now int64, c *Check) (target, *contract.Error) {
 		return target{}, err
 	}
 	var from algorithms.Limit
-	switch t.slot, t.state, from, t.live = f.buckets.get(t.id); {
-	case !t.live || from == *t.limit:
-	case algorithms.SharesLive(t.state, now):
-		t.limit, t.deferred = &from, true
-	default:
-		t.state = algorithms.Convert(from, t.state, *t.limit, now)
-	}
+	t.slot, t.state, from, t.live = f.buckets.get(t.id)
+	t.adopt(from, now)
 	return t, nil
 }
 

@@ -8,7 +8,6 @@ import (
 
 	"github.com/hashicorp/raft"
 	"github.com/limitnode/limitnode/algorithms"
-	"github.com/limitnode/limitnode/contract"
 	"github.com/limitnode/limitnode/rls"
 )
 
@@ -123,9 +122,10 @@ type FSM struct {
 	totalOverrides int
 	leases         *leaseTable
 	shares         *shareLedger // outstanding shares, derived from the buckets
-	// sharing is the policies with local shares, published for the hot
-	// path to read without the lock (LocalSharesOf).
-	sharing atomic.Pointer[map[string]*contract.LocalShares]
+	// sharing is the policies and domains with local shares, published
+	// for the hot path to read without the lock (LocalSharesOf,
+	// RLSSharesOf).
+	sharing atomic.Pointer[sharingView]
 	// clusterID is the cluster's ID, once an entry set it (identity.go).
 	clusterID string
 	// staged is the restore being staged, or nil (restore.go).

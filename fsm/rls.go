@@ -116,12 +116,17 @@ func (f *FSM) rlsTargets(now int64, q *rls.Query, targets []target) ([]target, [
 			statuses[i].Check = j
 			continue
 		}
-		var from algorithms.Limit
-		if t.slot, t.state, from, t.live = f.buckets.get(t.id); t.live && from != *t.limit {
-			t.state = algorithms.Convert(from, t.state, *t.limit, now)
-		}
 		statuses[i].Check = len(targets) - first
 		targets = append(targets, t)
+	}
+	// Looked up once the descriptors that share a counter were merged
+	// under the configuration's limit: a counter whose shares were
+	// granted under an earlier limit keeps it until they end (adopt).
+	for i := range targets[first:] {
+		t := &targets[first+i]
+		var from algorithms.Limit
+		t.slot, t.state, from, t.live = f.buckets.get(t.id)
+		t.adopt(from, now)
 	}
 	return targets, statuses, nil
 }
@@ -155,7 +160,7 @@ func rlsLimits(d *rls.Domain, q *rls.Query, statuses []rls.Status) (applying []r
 			statuses[i].Unlimited = true
 			continue
 		}
-		applying[i] = rlsLimit{rateLimit: m.RateLimit, limit: m.Limit, limited: m.Limited, shared: m.Shared, penalty: m.Penalty}
+		applying[i] = rlsLimit{rateLimit: m.RateLimit, limit: m.Limit, limited: m.Limited, shared: m.Shared, penalty: m.Penalty, shares: m.Shares}
 		statuses[i] = rls.Status{Name: m.RateLimit.Name, RequestsPerUnit: m.RateLimit.RequestsPerUnit, Unit: m.RateLimit.Unit,
 			Shadow: m.Shadow, Path: m.Path, Metered: m.Metered}
 	}
@@ -171,7 +176,7 @@ func rlsTarget(q *rls.Query, i int, a rlsLimit, owner string, shadow bool) (targ
 	if len(key) > contract.MaxKeyBytes {
 		return target{}, contract.Invalid(field()+".entries", "the descriptor's entries make a counter key of %d bytes; the most is %d", len(key), contract.MaxKeyBytes)
 	}
-	t := target{id: bucketKey{key: key, policy: owner}, cost: desc.Hits, shadow: shadow, penalty: a.penalty}
+	t := target{id: bucketKey{key: key, policy: owner}, cost: desc.Hits, shadow: shadow, penalty: a.penalty, shares: a.shares}
 	l, rl := a.limit, a.rateLimit
 	switch {
 	case a.limited && a.override:
@@ -203,7 +208,8 @@ type rlsLimit struct {
 	limited   bool
 	override  bool
 	shared    []string
-	penalty   *contract.Penalty // the rate_limit's; an override has none
+	penalty   *contract.Penalty     // the rate_limit's; an override has none
+	shares    *contract.LocalShares // the rate_limit's; an override has none
 }
 
 // knownUnit reports whether unit names a period the FSM can decide with.

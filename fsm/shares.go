@@ -9,6 +9,7 @@ import (
 
 	"github.com/limitnode/limitnode/algorithms"
 	"github.com/limitnode/limitnode/contract"
+	"github.com/limitnode/limitnode/rls"
 )
 
 // Local shares in the log: a request of one check may ask, besides its own
@@ -60,7 +61,9 @@ func NewShareAsk(units, ttl int64, holder string) *ShareAsk {
 // validate checks an ask as it stands, and what it rides on.
 func (a *ShareAsk) validate(r *Request) *contract.Error {
 	switch {
-	case len(r.Checks) != 1 || r.RLS != nil:
+	case r.RLS != nil && !oneDescriptor(r.RLS):
+		return contract.Invalid("descriptors", "a share is asked for with exactly one descriptor, without a limit override")
+	case r.RLS == nil && len(r.Checks) != 1:
 		return contract.Invalid("checks", "a share is asked for with exactly one check")
 	case r.RequestID != "" || r.MaxWait != 0:
 		return contract.Invalid("request_id", "a share is not asked for with a request ID or max_wait")
@@ -110,10 +113,11 @@ type GrantedShare struct {
 const shareIDBits = 24
 
 // grantShare grants what req's share ask may have, once req was decided as
-// res: the key's limit must allow shares (an inline check asks for itself;
-// a policy needs local_shares), no restore may be staged, and the share is
-// at most what was asked, the policy's MaxUnits and half of what the key
-// has left.
+// res: the limit must allow shares (an inline check asks for itself; a
+// policy, or the rate_limit an RLS descriptor matched, needs local_shares
+// as this entry's state has them), no restore may be staged, and the share
+// is at most what was asked, the local_shares' max_units and half of what
+// the key has left.
 func (f *FSM) grantShare(now int64, req *Request, res *Result, position int, cmd *AllowCommand) {
 	if !res.Allowed || res.Duplicate || res.Rejection != nil || position >= 1<<shareIDBits || f.shares.len() >= contract.MaxShares {
 		return
@@ -124,17 +128,16 @@ func (f *FSM) grantShare(now int64, req *Request, res *Result, position int, cmd
 		// leader commits once the shares granted before have ended).
 		return
 	}
-	t, err := f.resolve(now, &req.Checks[0])
-	if err != nil || t.shadow || t.deferred {
+	t, ok := f.shareTarget(now, req.Checks, req.RLS)
+	if !ok || t.shadow || t.deferred {
 		return
 	}
 	ttl, most := req.Share.TTLNanos, t.limit.Capacity()
-	if t.policy != nil {
-		ls := t.policy.policy.LocalShares
-		if ls == nil {
+	if t.id.policy != "" { // a policy's key or a domain's counter: only with the configuration's consent
+		if t.shares == nil {
 			return
 		}
-		ttl, most = min(ttl, ls.TTL()), ls.MaxUnitsOf(*t.limit)
+		ttl, most = min(ttl, t.shares.TTL()), t.shares.MaxUnitsOf(*t.limit)
 	}
 	if !t.live && cmd.MaxKeys > 0 && int64(f.buckets.len()) >= cmd.MaxKeys {
 		return
@@ -158,6 +161,32 @@ func (f *FSM) grantShare(now int64, req *Request, res *Result, position int, cmd
 	res.Share = &GrantedShare{ID: id, Units: units, UntilNanos: sh.Until, Remaining: left - units}
 }
 
+// shareTarget is what a share of checks' one check, or of q's one
+// descriptor (q not nil), is a share of, resolved at now: the check's
+// bucket, or the counter of the one limit the descriptor matched. ok is
+// false when there is none: the check does not resolve, or the descriptor
+// matches no limit, or one that refuses every hit.
+func (f *FSM) shareTarget(now int64, checks []Check, q *rls.Query) (t target, ok bool) {
+	if q != nil {
+		targets, statuses, err := f.rlsTargets(now, q, nil)
+		if err != nil || len(targets) != 1 || len(statuses) != 1 || !statuses[0].Limited || targets[0].never {
+			return target{}, false
+		}
+		return targets[0], true
+	}
+	if len(checks) != 1 {
+		return target{}, false
+	}
+	t, err := f.resolve(now, &checks[0])
+	return t, err == nil
+}
+
+// oneDescriptor reports whether q is a query a share may be of: one
+// descriptor, under the configuration's limit (no override).
+func oneDescriptor(q *rls.Query) bool {
+	return len(q.Descriptors) == 1 && q.Descriptors[0].Override == nil
+}
+
 // ReturnShareCommand is the body of CommandReturnShare: Holder gives back
 // Unspent units of share ShareID of Check's key, at the leader's time,
 // proving it holds the share with Proof (the ShareProof of the share's
@@ -175,13 +204,26 @@ type ReturnShareCommand struct {
 	// answers it once applied instead of waiting out the deny leases (see
 	// Effect).
 	Background bool
+	// RLS, when set, names the key as the query of one descriptor whose
+	// share it is (its hits are not used), instead of Check. Last, as
+	// Background.
+	RLS *rls.Query
 }
 
 // Validate checks a return as it stands.
 func (c *ReturnShareCommand) Validate() *contract.Error {
-	check := c.Check.contract()
-	if err := check.Validate(); err != nil {
-		return err.Within("check")
+	if c.RLS != nil {
+		if err := c.RLS.Validate(); err != nil {
+			return err.Within("rls")
+		}
+		if !oneDescriptor(c.RLS) {
+			return contract.Invalid("rls.descriptors", "a share is of exactly one descriptor, without a limit override")
+		}
+	} else {
+		check := c.Check.contract()
+		if err := check.Validate(); err != nil {
+			return err.Within("check")
+		}
 	}
 	if c.Unspent < 0 {
 		return contract.Invalid("unspent", "unspent must not be negative")
@@ -207,8 +249,8 @@ type ShareReturn struct {
 // than the share holds. The answer is a *ShareReturn or a *contract.Error.
 func (f *FSM) returnShare(cmd *ReturnShareCommand) any {
 	now := f.advance(cmd.NowNanos)
-	t, err := f.resolve(now, &cmd.Check)
-	if err != nil || !t.live {
+	t, ok := f.shareTarget(now, []Check{cmd.Check}, cmd.RLS)
+	if !ok || !t.live {
 		return &ShareReturn{}
 	}
 	f.shares.expire(now)
@@ -230,27 +272,63 @@ func (f *FSM) returnShare(cmd *ReturnShareCommand) any {
 	return &ShareReturn{Units: units, Key: t.id.key, Background: cmd.Background}
 }
 
-// publishSharing publishes which policies have local shares, as applied.
-// Called with f.mu held, after each policy change and restore.
+// sharingView is what the node's hot path reads of the applied state to
+// know which requests may be answered from shares, without the lock: the
+// policies with local shares, and the domains with a rate_limit that has
+// them.
+type sharingView struct {
+	policies map[string]*contract.LocalShares
+	domains  map[string]*rls.Domain
+}
+
+// publishSharing publishes which policies and domains have local shares,
+// as applied. Called with f.mu held, after each policy or domain change
+// and restore.
 func (f *FSM) publishSharing() {
-	m := map[string]*contract.LocalShares{}
+	v := &sharingView{policies: map[string]*contract.LocalShares{}, domains: map[string]*rls.Domain{}}
 	for name, e := range f.policies {
 		if ls := e.policy.LocalShares; ls != nil {
 			copied := *ls
-			m[name] = &copied
+			v.policies[name] = &copied
 		}
 	}
-	f.sharing.Store(&m)
+	for name, d := range f.rlsDomains {
+		if d.HasShares() {
+			v.domains[name] = d // immutable
+		}
+	}
+	f.sharing.Store(v)
 }
 
 // LocalSharesOf returns the local_shares of the named policy as this
 // replica last applied it, nil when it has none. It takes no lock: the
 // node reads it for every request.
 func (f *FSM) LocalSharesOf(policy string) *contract.LocalShares {
-	if m := f.sharing.Load(); m != nil {
-		return (*m)[policy]
+	if v := f.sharing.Load(); v != nil {
+		return v.policies[policy]
 	}
 	return nil
+}
+
+// RLSSharesOf returns the local_shares of the rate_limit that q's one
+// descriptor matches in its domain as this replica last applied it, and
+// that rate_limit's limit; nil when a share of q may not be asked for: q
+// has several descriptors or an override, or the limit it matches has no
+// local_shares or is in shadow mode. It takes no lock, as LocalSharesOf.
+func (f *FSM) RLSSharesOf(q *rls.Query) (*contract.LocalShares, algorithms.Limit) {
+	v := f.sharing.Load()
+	if v == nil || !oneDescriptor(q) {
+		return nil, algorithms.Limit{}
+	}
+	d := v.domains[q.Domain]
+	if d == nil {
+		return nil, algorithms.Limit{}
+	}
+	m := d.Match(q.Descriptors[0].Entries)
+	if m.Shares == nil || !m.Limited || m.Shadow {
+		return nil, algorithms.Limit{}
+	}
+	return m.Shares, m.Limit
 }
 
 // ledgerEntry is one outstanding share, the policy of its key ("" for an

@@ -56,6 +56,9 @@ func (r *rateLimitService) ShouldRateLimit(ctx context.Context, req *ratelimitv3
 	if d.Leased {
 		md.Set("x-limitnode-leased", "true")
 	}
+	if d.Shared {
+		md.Set("x-limitnode-shared", "true")
+	}
 	if d.Blocked != nil {
 		// A block denied it: its reason, for whoever reads the call.
 		md.Set("x-limitnode-blocked", ratelimitheader.Printable(cmp.Or(d.Blocked.Reason, "blocked")))

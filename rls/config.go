@@ -102,6 +102,36 @@ type RateLimit struct {
 	// counter within Within (a Go duration), its counter key is blocked
 	// for BlockFor (see contract.Penalty). Last, as Burst.
 	Penalty *Penalty `yaml:"penalty,omitempty" json:"penalty,omitempty"`
+	// LocalShares is limitnode's extension: when set, every node may
+	// admit a query of this one descriptor from shares of the limit's
+	// budget, without a round trip (see contract.LocalShares; Match.Shares
+	// has it compiled). Last, as Burst.
+	LocalShares *LocalShares `yaml:"local_shares,omitempty" json:"local_shares,omitempty"`
+}
+
+// LocalShares is a rate_limit's local_shares as the YAML says it: TTL a Go
+// duration ("" for contract.DefaultShareTTL), MaxUnits the most one share
+// holds (nil for an eighth of the limit's capacity).
+type LocalShares struct {
+	TTL      string  `yaml:"ttl,omitempty" json:"ttl,omitempty"`
+	MaxUnits *uint32 `yaml:"max_units,omitempty" json:"max_units,omitempty"`
+}
+
+// sharesOf is the contract's form of a rate_limit's local_shares, checked
+// against the limit l it shares (contract.SharesSpec's rules).
+func sharesOf(s *LocalShares, l algorithms.Limit) (*contract.LocalShares, *contract.Error) {
+	if s == nil {
+		return nil, nil
+	}
+	var spec contract.SharesSpec
+	if s.TTL != "" {
+		spec.TTL = &s.TTL
+	}
+	if s.MaxUnits != nil {
+		units := int64(*s.MaxUnits)
+		spec.MaxUnits = &units
+	}
+	return spec.LocalShares(l)
 }
 
 // Penalty is a rate_limit's penalty as the YAML says it.
@@ -155,7 +185,10 @@ type descriptorLines struct {
 type rateLimitLines struct {
 	node, unit, requestsPerUnit, unlimited, name, algorithm, burst, penalty int
 	replaces                                                                []int
+	localShares                                                             *localSharesLines
 }
+
+type localSharesLines struct{ node, ttl, maxUnits int }
 
 // at is the line of the i-th descriptor of a list, or nil.
 func at(ls []descriptorLines, i int) *descriptorLines {
@@ -215,6 +248,9 @@ func contentBytes(d *Descriptor) int {
 		n += len(rl.Unit) + len(rl.Name) + len(rl.Algorithm) + 16
 		for _, r := range rl.Replaces {
 			n += len(r.Name) + 8
+		}
+		if s := rl.LocalShares; s != nil {
+			n += len(s.TTL) + 8
 		}
 	}
 	return n
@@ -341,6 +377,9 @@ func validateRateLimit(rl *RateLimit, l *rateLimitLines) *contract.Error {
 	if rl.Penalty != nil && rl.Unlimited {
 		return invalid(firstLine(l.penalty, l.node), "penalty", "an unlimited rate_limit denies nothing, so it takes no penalty")
 	}
+	if rl.LocalShares != nil && (rl.Unlimited || rl.RequestsPerUnit == 0) {
+		return invalid(sharesLine(l, 0), "local_shares", "local_shares share a limit's budget; an unlimited rate_limit, or one of requests_per_unit 0, has none")
+	}
 	switch {
 	case rl.Unlimited:
 		return nil
@@ -368,7 +407,40 @@ func validateRateLimit(rl *RateLimit, l *rateLimitLines) *contract.Error {
 		}
 		return invalid(line, field, "%s", err.Message)
 	}
+	if _, err := sharesOf(rl.LocalShares, lim); err != nil {
+		line := 0
+		switch err.Field {
+		case "local_shares.ttl":
+			line = sharesLine(l, l.localShares.ttlLine())
+		case "local_shares.max_units":
+			line = sharesLine(l, l.localShares.maxUnitsLine())
+		}
+		return invalid(firstLine(line, sharesLine(l, 0)), err.Field, "%s", err.Message)
+	}
 	return nil
+}
+
+// sharesLine is line when known, else the line of the rate_limit's
+// local_shares, else the rate_limit's.
+func sharesLine(l *rateLimitLines, line int) int {
+	if s := l.localShares; s != nil {
+		return firstLine(line, s.node, l.node)
+	}
+	return firstLine(line, l.node)
+}
+
+func (s *localSharesLines) ttlLine() int {
+	if s == nil {
+		return 0
+	}
+	return s.ttl
+}
+
+func (s *localSharesLines) maxUnitsLine() int {
+	if s == nil {
+		return 0
+	}
+	return s.maxUnits
 }
 
 // badText says what is wrong with a domain, key, value or name that is not

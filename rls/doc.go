@@ -30,6 +30,8 @@
 //     characters in a domain, key, value or name.
 //   - A rate_limit may name an algorithm and a burst (limitnode's
 //     extensions); without them it is a fixed window, as in the reference.
+//     It may also take a penalty and local_shares (Match.Shares), which
+//     the reference does not know.
 //   - Metric paths are built from the configuration only (Match.Path), so a
 //     request cannot create metrics; detailed_metric marks a limit as
 //     metered rather than putting request values into metric names.

@@ -113,6 +113,12 @@ func TestMarshalParseRoundTrip(t *testing.T) {
 				if a, _ := parseAlgorithm(rl.Algorithm); a.IsBucket() && rapid.Bool().Draw(t, "burst") {
 					rl.Burst = u32(rapid.Uint32Range(1, 1000).Draw(t, "burstValue"))
 				}
+				if rapid.Bool().Draw(t, "local_shares") {
+					rl.LocalShares = &LocalShares{TTL: rapid.SampledFrom([]string{"", "10ms", "250ms", "1s", "2s", "soon"}).Draw(t, "ttl")}
+					if rapid.Bool().Draw(t, "max_units") {
+						rl.LocalShares.MaxUnits = u32(rapid.Uint32Range(0, 1000).Draw(t, "maxUnitsValue"))
+					}
+				}
 				for range rapid.IntRange(0, 2).Draw(t, "replaces") {
 					rl.Replaces = append(rl.Replaces, Replace{str.Draw(t, "replace")})
 				}

@@ -68,6 +68,9 @@ type Match struct {
 	Limited bool
 	// Penalty is the rate_limit's penalty, compiled; nil without one.
 	Penalty *contract.Penalty
+	// Shares is the rate_limit's local_shares, compiled against Limit;
+	// nil without them. Shared with the Domain: do not modify it.
+	Shares *contract.LocalShares
 	// Shared, when not nil, has one element per entry; Shared[i], when not
 	// "", is the wildcard pattern that stands for entry i's value in the
 	// counter key (CounterKey): the entry was matched by a share_threshold
@@ -80,6 +83,21 @@ type Match struct {
 type Domain struct {
 	config *Config
 	root   level
+	shares bool // a rate_limit of it has local_shares
+}
+
+// HasShares reports whether a rate_limit of the domain has local_shares.
+func (d *Domain) HasShares() bool { return d.shares }
+
+// hasShares reports whether a rate_limit of ds, or of the descriptors
+// they nest, has local_shares.
+func hasShares(ds []Descriptor) bool {
+	for i := range ds {
+		if rl := ds[i].RateLimit; rl != nil && rl.LocalShares != nil || hasShares(ds[i].Descriptors) {
+			return true
+		}
+	}
+	return false
 }
 
 // level is one list of descriptors, indexed for matching.
@@ -103,6 +121,7 @@ type node struct {
 	limit     algorithms.Limit // Limit(rateLimit), when limited
 	limited   bool
 	penalty   *contract.Penalty // of rateLimit, compiled
+	shares    *contract.LocalShares
 	shadow    bool
 	metered   bool
 	share     bool // share_threshold on a wildcard
@@ -122,6 +141,7 @@ func Compile(c *Config) (*Domain, *contract.Error) {
 	}
 	d := &Domain{config: &Config{Domain: c.Domain, Descriptors: copyDescriptors(c.Descriptors)}}
 	d.root = compileLevel(d.config.Descriptors, "")
+	d.shares = hasShares(d.config.Descriptors)
 	return d, nil
 }
 
@@ -145,6 +165,14 @@ func copyDescriptors(ds []Descriptor) []Descriptor {
 			if rl.Burst != nil {
 				b := *rl.Burst
 				rl.Burst = &b
+			}
+			if rl.LocalShares != nil {
+				ls := *rl.LocalShares
+				if ls.MaxUnits != nil {
+					units := *ls.MaxUnits
+					ls.MaxUnits = &units
+				}
+				rl.LocalShares = &ls
 			}
 			out[i].RateLimit = &rl
 		}
@@ -175,6 +203,7 @@ func compileLevel(ds []Descriptor, parentPath string) level {
 		n.limit, n.limited = Limit(d.RateLimit)
 		if d.RateLimit != nil {
 			n.penalty, _ = penaltyOf(d.RateLimit.Penalty) // validated with the configuration
+			n.shares, _ = sharesOf(d.RateLimit.LocalShares, n.limit)
 		}
 		switch {
 		case d.Value == "":
@@ -266,7 +295,7 @@ func (d *Domain) Match(entries []Entry) Match {
 			if n.rateLimit == nil {
 				return Match{}
 			}
-			return Match{RateLimit: n.rateLimit, Limit: n.limit, Limited: n.limited, Penalty: n.penalty, Shadow: n.shadow, Path: n.path, Metered: n.metered, Shared: shared}
+			return Match{RateLimit: n.rateLimit, Limit: n.limit, Limited: n.limited, Penalty: n.penalty, Shares: n.shares, Shadow: n.shadow, Path: n.path, Metered: n.metered, Shared: shared}
 		}
 		if n.children.empty() {
 			return Match{}

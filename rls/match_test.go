@@ -5,6 +5,9 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
+
+	"github.com/limitnode/limitnode/contract"
 )
 
 // A request descriptor matches level by level; the limit of the descriptor
@@ -367,6 +370,46 @@ descriptors:
 		// A shadowed descriptor without a limit matches nothing.
 		{entries: e("tenant", "a")},
 	})
+}
+
+// A rate_limit's local_shares reach its matches compiled against its
+// limit (the defaults filled in where asked); a limit without them, and a
+// nested descriptor under one with them, has none.
+func TestMatchLocalShares(t *testing.T) {
+	t.Parallel()
+	d := compile(t, `
+domain: s
+descriptors:
+  - key: api_key
+    rate_limit: {unit: second, requests_per_unit: 1000, local_shares: {}}
+    descriptors:
+      - key: path
+        rate_limit: {unit: second, requests_per_unit: 10}
+  - key: user
+    rate_limit: {unit: minute, requests_per_unit: 600, algorithm: token_bucket, burst: 100, local_shares: {ttl: 250ms, max_units: 50}}
+`)
+	tests := []struct {
+		name     string
+		entries  []Entry
+		ttl      int64
+		maxUnits int64 // of the limit, the default filled in; 0: no shares
+	}{
+		{"the defaults", e("api_key", "a"), int64(contract.DefaultShareTTL), 125},
+		{"settings", e("user", "u"), int64(250 * time.Millisecond), 50},
+		{"a nested limit without them", e("api_key", "a", "path", "/"), 0, 0},
+	}
+	for _, tt := range tests {
+		m := d.Match(tt.entries)
+		switch {
+		case tt.maxUnits == 0 && m.Shares != nil:
+			t.Errorf("%s: shares %+v, want none", tt.name, m.Shares)
+		case tt.maxUnits == 0:
+		case m.Shares == nil:
+			t.Errorf("%s: no shares", tt.name)
+		case m.Shares.TTL() != tt.ttl || m.Shares.MaxUnitsOf(m.Limit) != tt.maxUnits:
+			t.Errorf("%s: ttl %d max_units %d, want %d and %d", tt.name, m.Shares.TTL(), m.Shares.MaxUnitsOf(m.Limit), tt.ttl, tt.maxUnits)
+		}
+	}
 }
 
 // detailed_metric and a name mark a limit as metered; the path stays the

@@ -180,7 +180,8 @@ type keySet struct {
 var (
 	rootKeys       = keySet{"the configuration", []string{"domain", "descriptors"}}
 	descriptorKeys = keySet{"a descriptor", []string{"key", "value", "rate_limit", "descriptors", "shadow_mode", "detailed_metric", "share_threshold"}}
-	rateLimitKeys  = keySet{"a rate_limit", []string{"unit", "requests_per_unit", "unlimited", "name", "replaces", "algorithm", "burst", "penalty"}}
+	rateLimitKeys  = keySet{"a rate_limit", []string{"unit", "requests_per_unit", "unlimited", "name", "replaces", "algorithm", "burst", "penalty", "local_shares"}}
+	sharesKeys     = keySet{"a local_shares", []string{"ttl", "max_units"}}
 	penaltyKeys    = keySet{"a penalty", []string{"denials", "within", "block_for"}}
 	replaceKeys    = keySet{"a replaces entry", []string{"name"}}
 )
@@ -453,6 +454,8 @@ func (p *parser) rateLimit(n *yaml.Node, field string) (*RateLimit, *rateLimitLi
 			}
 		case "penalty":
 			rl.Penalty, lines.penalty, err = p.penalty(kv.value, f)
+		case "local_shares":
+			rl.LocalShares, lines.localShares, err = p.localShares(kv.value, f)
 		}
 		if err != nil {
 			return nil, nil, err
@@ -488,6 +491,37 @@ func (p *parser) penalty(n *yaml.Node, field string) (*Penalty, int, *contract.E
 		}
 	}
 	return out, n.Line, nil
+}
+
+// localShares reads a rate_limit's local_shares: {} for the defaults, or
+// {ttl: D, max_units: N}, the TTL a Go duration. null is no local_shares.
+func (p *parser) localShares(n *yaml.Node, field string) (*LocalShares, *localSharesLines, *contract.Error) {
+	n = resolve(n)
+	if isNull(n) {
+		return nil, nil, nil
+	}
+	pairs, err := p.mapping(n, field, sharesKeys)
+	if err != nil {
+		return nil, nil, err
+	}
+	out, lines := &LocalShares{}, &localSharesLines{node: n.Line}
+	for _, kv := range pairs {
+		f := join(field, kv.key)
+		switch kv.key {
+		case "ttl":
+			out.TTL, lines.ttl, err = str(kv.value, f)
+		case "max_units":
+			if v := resolve(kv.value); !isNull(v) {
+				var units uint32
+				units, lines.maxUnits, err = uint32Of(v, f)
+				out.MaxUnits = &units
+			}
+		}
+		if err != nil {
+			return nil, nil, err
+		}
+	}
+	return out, lines, nil
 }
 
 func (p *parser) replaces(n *yaml.Node, field string) ([]Replace, []int, *contract.Error) {

@@ -105,6 +105,22 @@ func TestParseErrorsNameFieldAndLine(t *testing.T) {
 		{"a penalty of no denials", head + "  - key: k\n    rate_limit:\n      unit: second\n      requests_per_unit: 5\n      penalty: {denials: 0, within: 1m, block_for: 1m}\n", "descriptors[0].rate_limit.penalty.denials", 7, "denials must be"},
 		{"a penalty with an unknown key", head + "  - key: k\n    rate_limit:\n      unit: second\n      requests_per_unit: 5\n      penalty: {times: 3}\n", "descriptors[0].rate_limit.penalty.times", 7, `unknown key "times" in a penalty`},
 		{"a penalty on an unlimited rate_limit", head + "  - key: k\n    rate_limit:\n      unlimited: true\n      penalty: {denials: 3, within: 1m, block_for: 1m}\n", "descriptors[0].rate_limit.penalty", 6, "takes no penalty"},
+		{"local_shares on the descriptor, not its rate_limit", head + "  - key: k\n    local_shares: {}\n", "descriptors[0].local_shares", 4, `unknown key "local_shares" in a descriptor`},
+		{"local_shares is a boolean", head + "  - key: k\n    rate_limit:\n      unit: second\n      requests_per_unit: 100\n      local_shares: true\n", "descriptors[0].rate_limit.local_shares", 7, "a local_shares must be a mapping, not a boolean"},
+		{"local_shares with an unknown key", head + "  - key: k\n    rate_limit:\n      unit: second\n      requests_per_unit: 100\n      local_shares: {units: 5}\n", "descriptors[0].rate_limit.local_shares.units", 7, `unknown key "units" in a local_shares; the keys are ttl, max_units`},
+		{"a share TTL too short", head + "  - key: k\n    rate_limit:\n      unit: second\n      requests_per_unit: 100\n      local_shares:\n        ttl: 5ms\n", "descriptors[0].rate_limit.local_shares.ttl", 8, "ttl must be from 10ms to 1s"},
+		{"a share TTL too long", head + "  - key: k\n    rate_limit:\n      unit: second\n      requests_per_unit: 100\n      local_shares:\n        max_units: 5\n        ttl: 2s\n", "descriptors[0].rate_limit.local_shares.ttl", 9, "ttl must be from 10ms to 1s"},
+		{"a share TTL of 0", head + "  - key: k\n    rate_limit:\n      unit: second\n      requests_per_unit: 100\n      local_shares: {ttl: 0s}\n", "descriptors[0].rate_limit.local_shares.ttl", 7, "ttl must be from 10ms to 1s"},
+		{"a share TTL that is not a duration", head + "  - key: k\n    rate_limit:\n      unit: second\n      requests_per_unit: 100\n      local_shares: {ttl: soon}\n", "descriptors[0].rate_limit.local_shares.ttl", 7, "a Go duration"},
+		{"a share TTL that is a list", head + "  - key: k\n    rate_limit:\n      unit: second\n      requests_per_unit: 100\n      local_shares: {ttl: [1s]}\n", "descriptors[0].rate_limit.local_shares.ttl", 7, "must be a string, not a list"},
+		{"max_units 0", head + "  - key: k\n    rate_limit:\n      unit: second\n      requests_per_unit: 100\n      local_shares:\n        ttl: 100ms\n        max_units: 0\n", "descriptors[0].rate_limit.local_shares.max_units", 9, "max_units must be from 1 to the limit's capacity (100)"},
+		{"max_units beyond the capacity", head + "  - key: k\n    rate_limit:\n      unit: second\n      requests_per_unit: 100\n      local_shares:\n        max_units: 101\n", "descriptors[0].rate_limit.local_shares.max_units", 8, "max_units must be from 1 to the limit's capacity (100)"},
+		{"max_units beyond a bucket's burst", head + "  - key: k\n    rate_limit:\n      unit: second\n      requests_per_unit: 100\n      algorithm: token_bucket\n      burst: 10\n      local_shares: {max_units: 11}\n", "descriptors[0].rate_limit.local_shares.max_units", 9, "capacity (10)"},
+		{"max_units negative", head + "  - key: k\n    rate_limit:\n      unit: second\n      requests_per_unit: 100\n      local_shares: {max_units: -1}\n", "descriptors[0].rate_limit.local_shares.max_units", 7, "the number -1"},
+		{"max_units with a fraction", head + "  - key: k\n    rate_limit:\n      unit: second\n      requests_per_unit: 100\n      local_shares: {max_units: 2.5}\n", "descriptors[0].rate_limit.local_shares.max_units", 7, "the number 2.5"},
+		{"local_shares on an unlimited rate_limit", head + "  - key: k\n    rate_limit:\n      unlimited: true\n      local_shares: {}\n", "descriptors[0].rate_limit.local_shares", 6, "has none"},
+		{"local_shares on a rate_limit that refuses everything", head + "  - key: k\n    rate_limit:\n      unit: second\n      requests_per_unit: 0\n      local_shares: {}\n", "descriptors[0].rate_limit.local_shares", 7, "has none"},
+		{"local_shares given twice", head + "  - key: k\n    rate_limit:\n      unit: second\n      requests_per_unit: 100\n      local_shares: {}\n      local_shares: {}\n", "descriptors[0].rate_limit.local_shares", 8, "given twice"},
 		{"burst on the default window", head + "  - key: k\n    rate_limit:\n      unit: second\n      requests_per_unit: 5\n      burst: 10\n", "descriptors[0].rate_limit.burst", 7, "burst applies to token_bucket"},
 		{"burst on a window", head + "  - key: k\n    rate_limit:\n      unit: second\n      requests_per_unit: 5\n      algorithm: sliding_window_counter\n      burst: 10\n", "descriptors[0].rate_limit.burst", 8, "burst applies to token_bucket"},
 		{"burst 0", head + "  - key: k\n    rate_limit:\n      unit: second\n      requests_per_unit: 5\n      algorithm: token_bucket\n      burst: 0\n", "descriptors[0].rate_limit.burst", 8, "burst must be"},
@@ -231,6 +247,24 @@ descriptors:
 `, Config{Domain: "d", Descriptors: []Descriptor{
 			{Key: "a", RateLimit: &RateLimit{Unit: "MINUTE", RequestsPerUnit: 10, Algorithm: "leaky_bucket", Burst: u32(20)}},
 			{Key: "b", RateLimit: &RateLimit{Unit: "MINUTE", RequestsPerUnit: 10, Algorithm: "sliding_window_counter"}},
+		}}},
+		{"local_shares, with the defaults and with settings", `
+domain: d
+descriptors:
+  - key: a
+    rate_limit: {unit: second, requests_per_unit: 1000, local_shares: {}}
+  - key: b
+    rate_limit:
+      unit: second
+      requests_per_unit: 1000
+      algorithm: token_bucket
+      local_shares: {ttl: 250ms, max_units: 50}
+  - key: c
+    rate_limit: {unit: second, requests_per_unit: 10, local_shares: ~}
+`, Config{Domain: "d", Descriptors: []Descriptor{
+			{Key: "a", RateLimit: &RateLimit{Unit: "SECOND", RequestsPerUnit: 1000, LocalShares: &LocalShares{}}},
+			{Key: "b", RateLimit: &RateLimit{Unit: "SECOND", RequestsPerUnit: 1000, Algorithm: "token_bucket", LocalShares: &LocalShares{TTL: "250ms", MaxUnits: u32(50)}}},
+			{Key: "c", RateLimit: &RateLimit{Unit: "SECOND", RequestsPerUnit: 10}},
 		}}},
 		{"unlimited with requests_per_unit", `
 domain: d

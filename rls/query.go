@@ -121,6 +121,10 @@ type Decision struct {
 	// Leased is true for a denial answered from a deny lease, as
 	// contract.Decision's.
 	Leased bool
+	// Shared is true for an admission a node answered from a share of
+	// the limit's budget it holds (a rate_limit's local_shares), as
+	// contract.Decision's; Leader is then "".
+	Shared bool
 	// Blocked, for a denial because a descriptor's counter key is
 	// blocked, names that descriptor (its index in Descriptors) and the
 	// block.

@@ -27,6 +27,21 @@ descriptors:
     rate_limit: {unit: second, requests_per_unit: %[3]d}
 `, benchDomainName, benchLimit.Rate, floodRate)
 
+// benchHotDomainName is the domain of the grpc-hot targets, and
+// benchHotDomain its configuration: one hot descriptor without
+// local_shares and one with them (limitnode's extension, which the
+// reference refuses, hence a domain of their own), each allowing a billion
+// a second as benchLimit, so that they never deny.
+const benchHotDomainName = "bench-hot"
+
+var benchHotDomain = fmt.Sprintf(`domain: %s
+descriptors:
+  - key: hot
+    rate_limit: {unit: second, requests_per_unit: %d}
+  - key: hot_shared
+    rate_limit: {unit: second, requests_per_unit: %[2]d, local_shares: {}}
+`, benchHotDomainName, benchLimit.Rate)
+
 // rlsLoad is what a gRPC target's ShouldRateLimit calls ask.
 type rlsLoad int
 
@@ -40,7 +55,20 @@ const (
 	// loadFlood sends one of floodKeys hot values limited to floodRate a
 	// second, as http-flood: nearly every answer is OVER_LIMIT.
 	loadFlood
+	// loadHot sends one hot descriptor of benchHotDomain without
+	// local_shares, loadHotShared one with them: the gRPC twins of
+	// http-hot and http-hot-shares. Never over the limit.
+	loadHot
+	loadHotShared
 )
+
+// domain is the domain the load's calls ask.
+func (l rlsLoad) domain() string {
+	if l == loadHot || l == loadHotShared {
+		return benchHotDomainName
+	}
+	return benchDomainName
+}
 
 // descriptors returns the descriptors of a caller's seq-th call.
 func (l rlsLoad) descriptors(e *environment, caller, seq int) []*ratelimitcommon.RateLimitDescriptor {
@@ -52,6 +80,10 @@ func (l rlsLoad) descriptors(e *environment, caller, seq int) []*ratelimitcommon
 		return []*ratelimitcommon.RateLimitDescriptor{one("client", e.key(caller, seq)), one("global", "all")}
 	case loadFlood:
 		return []*ratelimitcommon.RateLimitDescriptor{one("flood", floodKey(caller))}
+	case loadHot:
+		return []*ratelimitcommon.RateLimitDescriptor{one("hot", hotKey)}
+	case loadHotShared:
+		return []*ratelimitcommon.RateLimitDescriptor{one("hot_shared", hotKey)}
 	}
 	return []*ratelimitcommon.RateLimitDescriptor{one("client", e.key(caller, seq))}
 }

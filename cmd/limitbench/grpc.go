@@ -7,6 +7,7 @@ import (
 
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
 )
 
 // connsPerAddr is how many gRPC connections the callers share per address
@@ -14,8 +15,9 @@ import (
 // worker thread.
 const connsPerAddr = 4
 
-// grpcTarget calls ShouldRateLimit in benchDomain with the descriptors of
-// its load, on limitnode's nodes or on envoyproxy/ratelimit alike.
+// grpcTarget calls ShouldRateLimit in its load's domain with the
+// descriptors of its load, on limitnode's nodes or on envoyproxy/ratelimit
+// alike.
 type grpcTarget struct {
 	env   *environment
 	label string
@@ -24,7 +26,12 @@ type grpcTarget struct {
 	load    rlsLoad
 	clients []ratelimitv3.RateLimitServiceClient // connsPerAddr per address, address by address
 	addrs   int
+	// tally counts the answers from shares, of the hot loads (the others
+	// read no response header).
+	tally outcomeTally
 }
+
+func (t *grpcTarget) outcomes() *outcomeTally { return &t.tally }
 
 // newGRPCTarget spreads the callers over conns: connsPerAddr connections
 // to each address, address by address.
@@ -60,10 +67,19 @@ var errOverLimit = errors.New("over the limit")
 
 func (t *grpcTarget) do(ctx context.Context, caller, seq int) (int, error) {
 	addr, conn := caller%t.addrs, (caller/t.addrs)%connsPerAddr
-	req := &ratelimitv3.RateLimitRequest{Domain: benchDomainName, Descriptors: t.load.descriptors(t.env, caller, seq)}
-	resp, err := t.clients[addr*connsPerAddr+conn].ShouldRateLimit(ctx, req)
+	req := &ratelimitv3.RateLimitRequest{Domain: t.load.domain(), Descriptors: t.load.descriptors(t.env, caller, seq)}
+	var opts []grpc.CallOption
+	var header metadata.MD
+	hot := t.load == loadHot || t.load == loadHotShared
+	if hot {
+		opts = append(opts, grpc.Header(&header))
+	}
+	resp, err := t.clients[addr*connsPerAddr+conn].ShouldRateLimit(ctx, req, opts...)
 	if err != nil {
 		return 0, err
+	}
+	if hot {
+		t.tally.note(resp.OverallCode == ratelimitv3.RateLimitResponse_OVER_LIMIT, len(header.Get("x-limitnode-shared")) > 0)
 	}
 	if len(resp.Statuses) != len(req.Descriptors) {
 		return 0, fmt.Errorf("%d statuses for %d descriptors", len(resp.Statuses), len(req.Descriptors))

@@ -55,7 +55,10 @@
 //     only the calls that overlapped a snapshot (the samples column);
 //   - http-hot, http-hot-shares: http and http-shares on one hot key,
 //     whatever -keys says, so one run can compare a hot key with and
-//     without local shares beside targets on many keys.
+//     without local shares beside targets on many keys; grpc-hot and
+//     grpc-hot-shares the same over gRPC: one hot descriptor of a domain of
+//     their own (bench-hot, see benchHotDomain), without and with
+//     local_shares on its rate_limit.
 //
 // Where the servers run. By default the cluster targets call the limitnode
 // binary as users run it: built from this tree (or -limitnode-binary),

@@ -137,7 +137,7 @@ func TestRunMeasuresAndReports(t *testing.T) {
 	// three, so the slots are wide and the window long enough for a few.
 	for _, mode := range [][]string{{"-duration", "1s"}, {"-callers", "", "-rates", "20", "-open-callers", "2", "-duration", "1s"}} {
 		path := filepath.Join(t.TempDir(), "out.json")
-		args := append([]string{"-in-process", "-targets", "trivial,http-batch,embedded,http-snapshotting,grpc,grpc-multi,grpc-flood,grpc-secure,http-flood,client-coalesced", "-tls", "-preload", "2000", "-via", "follower", "-state-keys", "5000", "-callers", "2", "-warmup", "50ms", "-batch", "10", "-json", path}, mode...)
+		args := append([]string{"-in-process", "-targets", "trivial,http-batch,embedded,http-snapshotting,grpc,grpc-multi,grpc-flood,grpc-secure,grpc-hot-shares,http-flood,client-coalesced", "-tls", "-preload", "2000", "-via", "follower", "-state-keys", "5000", "-callers", "2", "-warmup", "50ms", "-batch", "10", "-json", path}, mode...)
 		var table strings.Builder
 		if err := run(args, &table); err != nil {
 			t.Fatal(err)
@@ -150,7 +150,7 @@ func TestRunMeasuresAndReports(t *testing.T) {
 			Results []result
 			State   *stateResult
 		}
-		if err := json.Unmarshal(data, &out); err != nil || len(out.Results) != 11 {
+		if err := json.Unmarshal(data, &out); err != nil || len(out.Results) != 12 {
 			t.Fatalf("results %s, %v", data, err)
 		}
 		if out.State == nil || out.State.Keys != 5000 || out.State.HeapBytesPerKey <= 0 || out.State.RestoreSeconds <= 0 {
@@ -164,6 +164,9 @@ func TestRunMeasuresAndReports(t *testing.T) {
 			// election): errors are counted, a few are no failure.
 			if r.Decisions == 0 || r.Errors*10 > r.Calls || (r.P50MS <= 0 && !noSamples) || r.Samples > int(r.Calls) || (r.Target != "trivial" && r.VsTrivial == 0) {
 				t.Errorf("%s: %+v", r.Target, r)
+			}
+			if r.Target == "grpc-hot-shares" && r.Mode != "open" && r.SharedFraction == 0 {
+				t.Errorf("grpc-hot-shares: no answer came from a share: %+v", r)
 			}
 			if r.Where != whereInProcess || len(r.CPU) != 1 || r.CPU[0].PID != os.Getpid() {
 				t.Errorf("%s with -in-process: where %q, CPU %+v", r.Target, r.Where, r.CPU)

@@ -256,9 +256,10 @@ func (e *environment) snapshotEvery(c *testcluster.Cluster) (*snapshotWindows, f
 }
 
 // grpcTarget returns one of the targets that call the cluster's gRPC API
-// (Envoy's rate limit service), with benchDomain stored.
+// (Envoy's rate limit service), with its load's domain stored.
 func (e *environment) grpcTarget(name string) (target, error) {
-	load, ok := map[string]rlsLoad{"grpc": loadOne, "grpc-multi": loadTwo, "grpc-flood": loadFlood, "grpc-secure": loadOne}[name]
+	load, ok := map[string]rlsLoad{"grpc": loadOne, "grpc-multi": loadTwo, "grpc-flood": loadFlood, "grpc-secure": loadOne,
+		"grpc-hot": loadHot, "grpc-hot-shares": loadHotShared}[name]
 	if !ok {
 		return nil, fmt.Errorf("unknown target %q", name)
 	}
@@ -267,7 +268,8 @@ func (e *environment) grpcTarget(name string) (target, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := c.putRLSDomain(benchDomainName, benchDomain); err != nil {
+	domain := map[string]string{benchDomainName: benchDomain, benchHotDomainName: benchHotDomain}[load.domain()]
+	if err := c.putRLSDomain(load.domain(), domain); err != nil {
 		return nil, err
 	}
 	nodes, err := e.via(c)

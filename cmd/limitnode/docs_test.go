@@ -411,7 +411,7 @@ var docScripts = []docScript{
 	},
 	{
 		page: "docs/envoy.md",
-		want: []string{"edge", "envoy.service.ratelimit.v3.RateLimitService", "grpc.health.v1.Health", "grpc.reflection.v1.ServerReflection"},
+		want: []string{"edge", "envoy.service.ratelimit.v3.RateLimitService", "grpc.health.v1.Health", "grpc.reflection.v1.ServerReflection", "x-limitnode-shared: true"},
 		check: func(t *testing.T, out string) {
 			if ok, over := strings.Count(out, `"overallCode": "OK"`), strings.Count(out, `"overallCode": "OVER_LIMIT"`); ok != 3 || over != 1 {
 				t.Fatalf("%d OK and %d OVER_LIMIT, want 3 and 1:\n%s", ok, over, out)

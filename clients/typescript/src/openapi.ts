@@ -919,6 +919,8 @@ export interface components {
             burst?: number;
             /** @description limitnode's extension; the counter key is what it blocks. */
             penalty?: components["schemas"]["Penalty"];
+            /** @description limitnode's extension; a query of this one descriptor may be admitted from shares of the limit's budget that a node holds. */
+            local_shares?: components["schemas"]["LocalShares"];
         };
         /**
          * @description After `denials` denials of a key within `within` of the first of
