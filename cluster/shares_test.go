@@ -312,21 +312,29 @@ func TestUnspentSharesCostTheKeyNothing(t *testing.T) {
 			}
 			c.WaitConverged()
 			body := `{"policy":"steady","key":"k"}`
-			admitted, shared := 0, 0
+			// A 503 (no leader, or an outcome unknown, when an election
+			// on a loaded machine cuts a request off) decides nothing the
+			// test can count on; a denial is the failure.
+			admitted, shared, unavailable := 0, 0, 0
 			tick := time.NewTicker(100 * time.Millisecond)
 			defer tick.Stop()
 			for i := range 40 {
 				<-tick.C
 				a := post(t, c.Nodes[i%3].URL()+"/v1/allow", body)
-				if a.Allowed {
+				switch {
+				case a.Allowed:
 					admitted++
+				case a.status == http.StatusServiceUnavailable:
+					unavailable++
+				default:
+					t.Fatalf("request %d denied (%d): the shares cost the key more than it was admitted", i, a.status)
 				}
 				if a.header.Get("X-Limitnode-Shared") == "true" {
 					shared++
 				}
 			}
-			if admitted != 40 || shared == 0 {
-				t.Fatalf("%d of 40 admitted, %d from shares; want all, some from shares", admitted, shared)
+			if admitted < 30 || shared == 0 {
+				t.Fatalf("%d of 40 admitted (%d unavailable), %d from shares; want about all, some from shares", admitted, unavailable, shared)
 			}
 			// Once every share has ended, nothing but the 40 admitted is
 			// missing from the budget (a bucket refills one unit in 144
@@ -342,9 +350,11 @@ func TestUnspentSharesCostTheKeyNothing(t *testing.T) {
 				}
 				return int64(limits[0].(map[string]any)["remaining"].(float64))
 			}
-			testenv.WaitFor(t, "what the shares did not spend to come back", func() bool { return remaining() >= 560-3*10 })
-			if got := remaining(); got > 561 {
-				t.Fatalf("%d remaining once the shares ended, want 560 (the 40 admitted)", got)
+			// An unavailable request may or may not have been admitted.
+			want := int64(600 - admitted)
+			testenv.WaitFor(t, "what the shares did not spend to come back", func() bool { return remaining() >= want-int64(unavailable)-3*10 })
+			if got := remaining(); got > want+1 {
+				t.Fatalf("%d remaining once the shares ended, want %d (the %d admitted)", got, want, admitted)
 			}
 		})
 	}
