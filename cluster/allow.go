@@ -81,7 +81,7 @@ func (n *Node) decide(ctx context.Context, reqs []fsm.Request, inline []*contrac
 	if err := n.members.refuseOutside(); err != nil {
 		return nil, "", err
 	}
-	stages := [...]localStage{leaseStage{t: n.denyLeases, metrics: n.metrics}, n.shareStage()}
+	stages := [...]localStage{leaseStage{t: n.denyLeases, metrics: n.metrics}, shareStage{h: n.shares}}
 	out := make([]fsm.Result, len(reqs))
 	each := make([]pending, len(reqs)) // one allocation for the call, not one a request
 	var asked []*pending

@@ -85,7 +85,7 @@ type Node struct {
 	denyLeases    *denylease.Table
 	leaseGrants   denylease.Grants
 	skipRaiseWait atomic.Bool
-	shares        *shareTable // the shares of keys' budgets this node holds (shares.go)
+	shares        *shareHolder // the shares of keys' budgets this node holds (shares.go)
 	fwd           *forwarder
 	forwarding    *forwardServer
 	// waiters are the lease requests queued on this node's behalf, which
@@ -147,7 +147,6 @@ func Open(cfg Config) (*Node, error) {
 	n.identity = identity.New(cfg.ID, n.logger)
 	n.health = health.NewView(cfg.ID, n.logger)
 	n.disk = health.NewDisk(cfg.DataDir, n.logger)
-	n.shares = n.newShareTable()
 	n.fwd = newForwarder(transport.Dialer{Dial: cfg.Dial, TLS: cfg.NodeTLS, Cluster: n.identity.ClusterID}, cfg.RequestTimeout)
 	n.mux = transport.NewMux(guard.Wrap(ln, cfg.MaxRaftConns, cfg.RaftIdleTimeout, n.logger), cfg.NodeTLS, n.ClusterID, n.logger, transport.ProtocolRaft, transport.ProtocolForward)
 	if err := n.startRaft(); err != nil {
@@ -175,6 +174,8 @@ func Open(cfg Config) (*Node, error) {
 	n.restorer = &restorer{raft: n.raft, fsm: n.fsm, logger: n.logger, spoolDir: cfg.DataDir, timeout: cfg.RequestTimeout,
 		await: n.replica.awaitApplied, apply: n.replica.applyCommand, stamp: n.replica.leaderStamp,
 		waitOutLeases: n.waitOutLeases, clusterID: n.identity.ClusterID}
+	n.shares = newShareHolder(shareHolder{self: cfg.ID, fsm: n.fsm, route: n.route, decide: n.decideOnLeader, maxClockRate: cfg.MaxClockRate,
+		stop: n.stopCh, metrics: n.metrics, logger: n.logger})
 	n.statistics = &statistics{route: n.route, stats: n.stats, answeredHere: n.answeredHere}
 	n.leases = newLeaseQueues(n.route, n.waiters, n.logger, cfg.MaxLeasesPerCaller)
 	n.commit = newGroupCommit(cfg, n.replica, n.fwd, &n.appendedEntries, &n.leaseGrants, n.stats, n.metrics)

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"log/slog"
 	"time"
 
 	"github.com/limitnode/limitnode/algorithms"
@@ -79,35 +80,51 @@ func (s shareName) request(ask *fsm.ShareAsk) fsm.Request {
 	return fsm.Request{Checks: []fsm.Check{check}, Share: ask}
 }
 
-// newShareTable is the node's table, counting units in the node's metrics
-// and giving back what the table retires with giveBack.
-func (n *Node) newShareTable() *shareTable {
+// shareHolder is the node's side of local shares: the table of the shares
+// it holds, the asks that bring them, and the returns that give back what
+// it did not spend.
+type shareHolder struct {
+	table *shareTable
+	self  string   // this node's ID: it asks as fsm.NodeHolder(self)
+	fsm   *fsm.FSM // the local_shares of policies and domains, as applied here
+	route *leaderRoute
+	// decide asks the leader (Node.decideOnLeader), for a renewal.
+	decide       func(ctx context.Context, reqs []fsm.Request) ([]fsm.Result, string, error)
+	maxClockRate float64
+	stop         <-chan struct{}
+	metrics      *nodeMetrics
+	logger       *slog.Logger
+}
+
+// newShareHolder returns a node's holder, its table counting units in the
+// node's metrics and giving back what it retires (giveBack).
+func newShareHolder(h shareHolder) *shareHolder {
+	out := &h
 	t := sharetable.New[shareName, fsm.Result](time.Now)
-	t.Count = func(outcome string, units int64) { n.metrics.shareUnits.WithLabelValues(outcome).Add(float64(units)) }
+	t.Count = func(outcome string, units int64) { h.metrics.shareUnits.WithLabelValues(outcome).Add(float64(units)) }
 	t.GiveBack = func(returns []sharetable.Return[shareName]) {
 		ctx, cancel := context.WithTimeout(context.Background(), renewTimeout)
 		defer cancel()
-		n.giveBack(ctx, returns, true)
+		out.giveBack(ctx, returns, true)
 	}
-	return t
+	out.table = t
+	return out
 }
 
 // shareStage is decide's second stage: an admission from units this node
 // holds of a hot key's limit, and the share ask that brings the next ones.
-type shareStage struct{ n *Node }
-
-func (n *Node) shareStage() shareStage { return shareStage{n: n} }
+type shareStage struct{ h *shareHolder }
 
 func (s shareStage) answer(ctx context.Context, p *pending) (fsm.Result, bool) {
 	if p.probing { // it asks on behalf of its kind's waiters, as it is
 		return fsm.Result{}, false
 	}
-	cfg, most := s.n.sharesOf(&p.req, p.inline)
+	cfg, most := s.h.sharesOf(&p.req, p.inline)
 	if cfg == nil {
 		return fsm.Result{}, false
 	}
 	key := p.req.CountsOn()
-	res, answered, ask := s.n.takeShare(ctx, key, &p.req, cfg, most)
+	res, answered, ask := s.h.take(ctx, key, &p.req, cfg, most)
 	if answered {
 		return res, true
 	}
@@ -121,7 +138,7 @@ func (s shareStage) settle(p *pending, sentAt time.Time, res *fsm.Result) {
 	if p.shareKey == "" {
 		return
 	}
-	s.n.settleShare(p.shareKey, sentAt, p.req.Share, res)
+	s.h.settle(p.shareKey, sentAt, p.req.Share, res)
 	if res != nil {
 		res.Share = nil // the node's own, not the caller's
 	}
@@ -129,7 +146,7 @@ func (s shareStage) settle(p *pending, sentAt time.Time, res *fsm.Result) {
 
 func (s shareStage) count(answered int) {
 	if answered > 0 {
-		s.n.metrics.shareAnswers.Add(float64(answered))
+		s.h.metrics.shareAnswers.Add(float64(answered))
 	}
 }
 
@@ -139,12 +156,12 @@ func (s shareStage) count(answered int) {
 // check whose policy (as this node applied it) or inline limit (inline)
 // has local_shares, or an RLS query of one descriptor whose rate_limit
 // has them (as this node applied the domain).
-func (n *Node) sharesOf(r *fsm.Request, inline *contract.LocalShares) (cfg *contract.LocalShares, most int64) {
+func (h *shareHolder) sharesOf(r *fsm.Request, inline *contract.LocalShares) (cfg *contract.LocalShares, most int64) {
 	if !denylease.Leasable(r) || r.Share != nil || r.Settle != nil {
 		return nil, 0
 	}
 	if r.RLS != nil {
-		cfg, l := n.fsm.RLSSharesOf(r.RLS)
+		cfg, l := h.fsm.RLSSharesOf(r.RLS)
 		if cfg == nil {
 			return nil, 0
 		}
@@ -160,7 +177,7 @@ func (n *Node) sharesOf(r *fsm.Request, inline *contract.LocalShares) (cfg *cont
 		}
 		return inline, inline.MaxUnitsOf(check.Limit())
 	}
-	cfg = n.fsm.LocalSharesOf(check.Policy)
+	cfg = h.fsm.LocalSharesOf(check.Policy)
 	switch {
 	case cfg == nil:
 		return nil, 0
@@ -170,37 +187,37 @@ func (n *Node) sharesOf(r *fsm.Request, inline *contract.LocalShares) (cfg *cont
 	return cfg, int64(algorithms.MaxBurst) // a policy key's limit is known where it is applied, which bounds the grant
 }
 
-// takeShare answers r from a share this node holds (answered), or returns
+// take answers r from a share this node holds (answered), or returns
 // the share ask to send it with (nil: send it as it is). key is what r
 // counts on (fsm.Request.CountsOn), cfg its local_shares and most the
 // most units a share of it holds.
-func (n *Node) takeShare(ctx context.Context, key string, r *fsm.Request, cfg *contract.LocalShares, most int64) (res fsm.Result, answered bool, ask *fsm.ShareAsk) {
+func (h *shareHolder) take(ctx context.Context, key string, r *fsm.Request, cfg *contract.LocalShares, most int64) (res fsm.Result, answered bool, ask *fsm.ShareAsk) {
 	name, cost := nameOf(r)
 	ttl := time.Duration(cfg.TTL())
-	taken := n.shares.Take(ctx, sharetable.Key[shareName]{Name: key, ID: name, TTL: ttl, Most: most, Cost: cost})
+	taken := h.table.Take(ctx, sharetable.Key[shareName]{Name: key, ID: name, TTL: ttl, Most: most, Cost: cost})
 	if taken.Renew > 0 {
-		renewal := name.request(n.shareAsk(taken.Renew, ttl))
-		n.renewShare(key, &renewal)
+		renewal := name.request(h.ask(taken.Renew, ttl))
+		h.renew(key, &renewal)
 	}
 	if taken.Answered {
-		return sharedAnswer(taken.Template, taken.Since, taken.Left, n.cfg.MaxClockRate), true, nil
+		return sharedAnswer(taken.Template, taken.Since, taken.Left, h.maxClockRate), true, nil
 	}
 	if taken.Ask > 0 {
-		return fsm.Result{}, false, n.shareAsk(taken.Ask, ttl)
+		return fsm.Result{}, false, h.ask(taken.Ask, ttl)
 	}
 	return fsm.Result{}, false, nil
 }
 
-// shareAsk asks for a share of units for ttl, held by this node.
-func (n *Node) shareAsk(units int64, ttl time.Duration) *fsm.ShareAsk {
-	return fsm.NewShareAsk(units, int64(ttl), fsm.NodeHolder(n.cfg.ID))
+// ask asks for a share of units for ttl, held by this node.
+func (h *shareHolder) ask(units int64, ttl time.Duration) *fsm.ShareAsk {
+	return fsm.NewShareAsk(units, int64(ttl), fsm.NodeHolder(h.self))
 }
 
-// settleShare takes the answer to ask, a share ask of key sent at sentAt
+// settle takes the answer to ask, a share ask of key sent at sentAt
 // (res is nil when the request failed).
-func (n *Node) settleShare(key string, sentAt time.Time, ask *fsm.ShareAsk, res *fsm.Result) {
+func (h *shareHolder) settle(key string, sentAt time.Time, ask *fsm.ShareAsk, res *fsm.Result) {
 	if res == nil || res.Share == nil {
-		n.shares.Settle(key, sentAt, nil, fsm.Result{})
+		h.table.Settle(key, sentAt, nil, fsm.Result{})
 		return
 	}
 	g := res.Share
@@ -208,7 +225,7 @@ func (n *Node) settleShare(key string, sentAt time.Time, ask *fsm.ShareAsk, res 
 	grant.Checks = append([]fsm.CheckResult(nil), res.Checks...)
 	grant.Checks[0].Decision.Remaining = g.Remaining
 	token := contract.ShareToken{ID: g.ID, Secret: ask.Secret}
-	n.shares.Settle(key, sentAt, &sharetable.Grant{Token: token.String(), Units: g.Units, SpendFor: spendFor(res, n.cfg.MaxClockRate)}, grant)
+	h.table.Settle(key, sentAt, &sharetable.Grant{Token: token.String(), Units: g.Units, SpendFor: spendFor(res, h.maxClockRate)}, grant)
 }
 
 // spendFor is how long after its request was sent the share res brought
@@ -233,47 +250,47 @@ func sharedAnswer(grant fsm.Result, since time.Duration, left int64, rate float6
 	return out
 }
 
-// renewShare asks for key's next share in the background.
-func (n *Node) renewShare(key string, req *fsm.Request) {
+// renew asks for key's next share in the background.
+func (h *shareHolder) renew(key string, req *fsm.Request) {
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), renewTimeout)
 		defer cancel()
 		go func() {
 			select {
-			case <-n.stopCh:
+			case <-h.stop:
 				cancel()
 			case <-ctx.Done():
 			}
 		}()
 		sentAt := time.Now()
-		results, _, err := n.decideOnLeader(ctx, []fsm.Request{*req})
+		results, _, err := h.decide(ctx, []fsm.Request{*req})
 		if err != nil {
-			n.settleShare(key, sentAt, req.Share, nil)
+			h.settle(key, sentAt, req.Share, nil)
 			return
 		}
-		n.settleShare(key, sentAt, req.Share, &results[0])
+		h.settle(key, sentAt, req.Share, &results[0])
 	}()
 }
 
-// giveBackShares returns, through the log, what this node did not spend
-// of its shares: on a clean stop, so that it costs the others nothing.
-func (n *Node) giveBackShares(ctx context.Context) {
-	n.giveBack(ctx, n.shares.Close(), false)
+// giveBackAll returns, through the log, what this node did not spend of
+// its shares: on a clean stop, so that it costs the others nothing.
+func (h *shareHolder) giveBackAll(ctx context.Context) {
+	h.giveBack(ctx, h.table.Close(), false)
 }
 
 // giveBack returns, through the log, what this node did not spend of the
 // shares in returns. In the background (a share the table retired), no
 // caller waits for the return, so the leader answers it once applied
 // instead of waiting out the deny leases first.
-func (n *Node) giveBack(ctx context.Context, returns []sharetable.Return[shareName], background bool) {
+func (h *shareHolder) giveBack(ctx context.Context, returns []sharetable.Return[shareName], background bool) {
 	for _, ret := range returns {
 		token, err := contract.ParseShareToken(ret.Token, "id")
 		if err != nil {
-			n.logger.Error("cluster: a share's token does not parse; its units are lost until it ends", "units", ret.Unspent)
+			h.logger.Error("cluster: a share's token does not parse; its units are lost until it ends", "units", ret.Unspent)
 			continue
 		}
-		if _, err := n.returnShare(ctx, ret.Key, token, ret.Unspent, fsm.NodeHolder(n.cfg.ID), background); err != nil {
-			n.logger.Debug("could not give a share back; its units are lost until it ends", "units", ret.Unspent, "err", err)
+		if _, err := h.returnShare(ctx, ret.Key, token, ret.Unspent, fsm.NodeHolder(h.self), background); err != nil {
+			h.logger.Debug("could not give a share back; its units are lost until it ends", "units", ret.Unspent, "err", err)
 		}
 	}
 }
@@ -288,14 +305,14 @@ func (n *Node) ReturnShare(ctx context.Context, ret contract.ShareReturn) (int64
 	if err := ret.Validate(); err != nil {
 		return 0, err
 	}
-	return n.returnShare(ctx, shareName{check: fsm.CheckOf(ret.Check)}, ret.Token, ret.Unspent, ret.Holder, ret.Background)
+	return n.shares.returnShare(ctx, shareName{check: fsm.CheckOf(ret.Check)}, ret.Token, ret.Unspent, ret.Holder, ret.Background)
 }
 
 // returnShare gives back unspent units of the share token names, a share
 // of the key name names held by holder, through the log; in the
 // background, the leader does not wait out the deny leases before it
 // answers (see fsm.ReturnShareCommand).
-func (n *Node) returnShare(ctx context.Context, name shareName, token contract.ShareToken, unspent int64, holder string, background bool) (int64, error) {
+func (h *shareHolder) returnShare(ctx context.Context, name shareName, token contract.ShareToken, unspent int64, holder string, background bool) (int64, error) {
 	named := name.request(nil)
 	cmd := fsm.ReturnShareCommand{ShareID: token.ID, Unspent: unspent, Holder: holder, Proof: fsm.ShareProof(token.Secret), Background: background, RLS: named.RLS}
 	if named.RLS == nil {
@@ -304,7 +321,7 @@ func (n *Node) returnShare(ctx context.Context, name shareName, token contract.S
 	if err := cmd.Validate(); err != nil {
 		return 0, err
 	}
-	r, err := commandOnLeader[fsm.ShareReturn](ctx, n.route, fsm.CommandReturnShare, &cmd)
+	r, err := commandOnLeader[fsm.ShareReturn](ctx, h.route, fsm.CommandReturnShare, &cmd)
 	if err != nil {
 		return 0, err
 	}

@@ -40,7 +40,7 @@ func (n *Node) shutdown(transfer bool) error {
 	n.closeOnce.Do(func() {
 		if transfer {
 			ctx, cancel := context.WithTimeout(context.Background(), giveBackTimeout)
-			n.giveBackShares(ctx)
+			n.shares.giveBackAll(ctx)
 			cancel()
 		}
 		if transfer && n.IsLeader() && n.members.otherVoters() > 0 {
