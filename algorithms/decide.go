@@ -1,6 +1,9 @@
 package algorithms
 
-import "slices"
+import (
+	"slices"
+	"time"
+)
 
 // State is what the cluster stores for one (key, limit) pair. Its fields
 // mean different things for different algorithms; each algorithm's file
@@ -88,18 +91,18 @@ func Reserve(l Limit, s State, nowNanos, cost, maxWaitNanos int64) (Decision, St
 	next := s
 	switch wait := r.wait(l, s, nowNanos, cost); {
 	case wait > 0 && (wait > maxWaitNanos || !l.Algorithm.IsBucket()):
-		d.RetryAfterNanos = wait
+		d.RetryAfter = time.Duration(wait)
 	default:
-		d.Allowed, d.WaitNanos = true, wait
+		d.Allowed, d.Wait = true, time.Duration(wait)
 		if cost > 0 {
 			next = r.admit(l, s, nowNanos, cost)
 			next.Shares = s.Shares
 		}
 	}
 	d.Remaining = r.remaining(l, next, nowNanos)
-	d.ResetAfterNanos = max(l.ExpiresAtNanos(next)-nowNanos, 0)
+	d.ResetAfter = time.Duration(max(l.ExpiresAtNanos(next)-nowNanos, 0))
 	if d.Remaining < d.Limit {
-		d.RefillAfterNanos = r.wait(l, next, nowNanos, d.Remaining+1)
+		d.RefillAfter = time.Duration(r.wait(l, next, nowNanos, d.Remaining+1))
 	}
 	if !d.Allowed || cost == 0 {
 		return d, given

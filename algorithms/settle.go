@@ -86,21 +86,21 @@ func Refund(l Limit, s State, now int64, r Reservation, units int64) (State, int
 		given = min(units, unitsInCeil(tat.sub(back, l.Rate), l))
 		next.At, next.Frac = back.nanos, back.frac
 	case FixedWindow:
-		if current := windowStart(now, l.PeriodNanos); s.At != current || windowStart(chargedAt, l.PeriodNanos) != current {
+		if current := windowStart(now, int64(l.Period)); s.At != current || windowStart(chargedAt, int64(l.Period)) != current {
 			return s, 0
 		}
 		given = min(units, s.Count-outstandingIn(s))
 		next.Count -= given
 	case SlidingWindowCounter:
-		current, charged := windowStart(now, l.PeriodNanos), windowStart(chargedAt, l.PeriodNanos)
+		current, charged := windowStart(now, int64(l.Period)), windowStart(chargedAt, int64(l.Period))
 		switch {
 		case charged == current && s.At == current:
 			given = min(units, s.Count-outstandingIn(s))
 			next.Count -= given
-		case charged == current-l.PeriodNanos && s.At == current:
+		case charged == current-int64(l.Period) && s.At == current:
 			given = min(units, s.Previous)
 			next.Previous -= given
-		case charged == current-l.PeriodNanos && s.At == charged:
+		case charged == current-int64(l.Period) && s.At == charged:
 			// The state still holds the charged window as its current one,
 			// which from now weighs as the previous.
 			given = min(units, s.Count)
@@ -109,7 +109,7 @@ func Refund(l Limit, s State, now int64, r Reservation, units int64) (State, int
 			return s, 0
 		}
 	case SlidingWindowLog:
-		if chargedAt <= now-l.PeriodNanos {
+		if chargedAt <= now-int64(l.Period) {
 			return s, 0 // its stamps no longer count
 		}
 		next.Log = removeStamps(s.Log, chargedAt, units)

@@ -33,14 +33,14 @@ type settleRun struct {
 func simulateSettles(t *rapid.T) error {
 	periods := []int64{int64(10 * time.Millisecond), int64(time.Second), int64(time.Minute)}
 	r := &settleRun{l: Limit{Algorithm: Algorithm(rapid.IntRange(0, len(algorithmNames)-1).Draw(t, "algorithm")),
-		Rate: rapid.Int64Range(1, 30).Draw(t, "rate"), PeriodNanos: periods[rapid.IntRange(0, 2).Draw(t, "period")]}}
+		Rate: rapid.Int64Range(1, 30).Draw(t, "rate"), Period: time.Duration(periods[rapid.IntRange(0, 2).Draw(t, "period")])}}
 	if r.l.Algorithm.IsBucket() {
 		r.l.Burst = rapid.Int64Range(1, 2*r.l.Rate).Draw(t, "burst")
 		r.debt = rapid.Int64Range(0, r.l.Burst).Draw(t, "debt")
 	}
 	r.now = rapid.Int64Range(0, 1e15).Draw(t, "start")
 	for range rapid.IntRange(1, 80).Draw(t, "steps") {
-		r.now += rapid.Int64Range(0, r.l.PeriodNanos/2).Draw(t, "gap")
+		r.now += rapid.Int64Range(0, int64(r.l.Period)/2).Draw(t, "gap")
 		if err := r.step(t); err != nil {
 			return fmt.Errorf("%v (debt %d) at %d: %w", r.l, r.debt, r.now, err)
 		}
@@ -116,11 +116,11 @@ func (r *settleRun) step(t *rapid.T) error {
 func (r *settleRun) chargedElsewhere(at int64) bool {
 	switch r.l.Algorithm {
 	case FixedWindow:
-		return windowStart(at, r.l.PeriodNanos) != windowStart(r.now, r.l.PeriodNanos)
+		return windowStart(at, int64(r.l.Period)) != windowStart(r.now, int64(r.l.Period))
 	case SlidingWindowCounter:
-		return windowStart(at, r.l.PeriodNanos) < windowStart(r.now, r.l.PeriodNanos)-r.l.PeriodNanos
+		return windowStart(at, int64(r.l.Period)) < windowStart(r.now, int64(r.l.Period))-int64(r.l.Period)
 	case SlidingWindowLog:
-		return at <= r.now-r.l.PeriodNanos
+		return at <= r.now-int64(r.l.Period)
 	}
 	return false
 }
@@ -150,9 +150,9 @@ func TestRefundsAndCharges(t *testing.T) {
 	t.Parallel()
 	sec := int64(time.Second)
 	t0 := int64(1_800_000_000) * sec
-	bucket := Limit{Algorithm: TokenBucket, Rate: 10, PeriodNanos: sec, Burst: 10}
-	window := Limit{Algorithm: FixedWindow, Rate: 10, PeriodNanos: sec}
-	logged := Limit{Algorithm: SlidingWindowLog, Rate: 10, PeriodNanos: sec}
+	bucket := Limit{Algorithm: TokenBucket, Rate: 10, Period: time.Duration(sec), Burst: 10}
+	window := Limit{Algorithm: FixedWindow, Rate: 10, Period: time.Duration(sec)}
+	logged := Limit{Algorithm: SlidingWindowLog, Rate: 10, Period: time.Duration(sec)}
 	spend := func(l Limit, at, cost int64) State {
 		_, s := Decide(l, State{}, at, cost)
 		return s
@@ -188,7 +188,7 @@ func TestRefundsAndCharges(t *testing.T) {
 	if charged != 5 {
 		t.Fatalf("charged %d of 8 with a debt of 5, want 5", charged)
 	}
-	if d, _ := Decide(bucket, next, t0, 1); d.Allowed || d.RetryAfterNanos != 6*sec/10 {
+	if d, _ := Decide(bucket, next, t0, 1); d.Allowed || int64(d.RetryAfter) != 6*sec/10 {
 		t.Fatalf("after the debt: %+v, want a wait of 6 refills", d)
 	}
 	if _, charged := Charge(window, spend(window, t0, 8), t0, 5, 5); charged != 2 {

@@ -102,7 +102,7 @@ func SharesLive(s State, now int64) bool {
 func (l Limit) ShareEnd(now, ttl int64) int64 {
 	until := now + ttl
 	if (l.Algorithm == FixedWindow || l.Algorithm == SlidingWindowCounter) && shareMutation != mutationNoWindowEnd {
-		until = min(until, windowStart(now, l.PeriodNanos)+l.PeriodNanos)
+		until = min(until, windowStart(now, int64(l.Period))+int64(l.Period))
 	}
 	return until
 }
@@ -182,7 +182,7 @@ func Restart(l Limit, s State, now int64) State {
 			next.Log = insertStamps(next.Log, sh.Until, sh.Units)
 		}
 	default:
-		next = State{At: windowStart(now, l.PeriodNanos), Count: out}
+		next = State{At: windowStart(now, int64(l.Period)), Count: out}
 	}
 	next.Shares = slices.Clone(s.Shares)
 	return next

@@ -170,11 +170,11 @@ func (l *localLimiter) decide(req AllowRequest, replicas int, now time.Time) (De
 		d, next := algorithms.Decide(limit, l.states[id], now.UnixNano(), cost)
 		if !d.Allowed {
 			out.Allowed = false
-			out.RetryAfterMS = max(out.RetryAfterMS, (d.RetryAfterNanos+int64(time.Millisecond)-1)/int64(time.Millisecond))
+			out.RetryAfterMS = max(out.RetryAfterMS, (int64(d.RetryAfter)+int64(time.Millisecond)-1)/int64(time.Millisecond))
 		}
 		if out.Limit == 0 || d.Remaining < out.Remaining {
 			out.Limit, out.Remaining = d.Limit, d.Remaining
-			out.ResetAfterMS = (d.ResetAfterNanos + int64(time.Millisecond) - 1) / int64(time.Millisecond)
+			out.ResetAfterMS = (int64(d.ResetAfter) + int64(time.Millisecond) - 1) / int64(time.Millisecond)
 		}
 		plan = append(plan, planned{id, next})
 	}

@@ -177,7 +177,7 @@ func sharedAnswer(grant fsm.Result, since time.Duration, left int64, rate float6
 	grant.Checks = grant.Checks[:1]
 	out := grant.WaitsShortenedBy(since)
 	d := &out.Checks[0].Decision
-	d.Allowed, d.RetryAfterNanos, d.WaitNanos = true, 0, 0
+	d.Allowed, d.RetryAfter, d.Wait = true, 0, 0
 	d.Remaining = min(d.Remaining+left, d.Limit)
 	out.AtNanos = holdtime.LatestClusterTime(grant.AtNanos, since, rate)
 	out.Share, out.Shared, out.DenyAtNanos, out.DenyForNanos = nil, true, 0, 0

@@ -40,11 +40,11 @@ const (
 )
 
 var (
-	settledLimit = algorithms.Limit{Algorithm: algorithms.TokenBucket, Rate: 20, PeriodNanos: int64(2 * time.Second), Burst: 10}
+	settledLimit = algorithms.Limit{Algorithm: algorithms.TokenBucket, Rate: 20, Period: time.Duration(int64(2 * time.Second)), Burst: 10}
 	settledDebt  = int64(4)
 	// penaltyLimit is low enough that three clients, slowed by a loaded
 	// machine to a few requests a second in all, still spend it.
-	penaltyLimit = algorithms.Limit{Algorithm: algorithms.TokenBucket, Rate: 1, PeriodNanos: int64(time.Second), Burst: 1}
+	penaltyLimit = algorithms.Limit{Algorithm: algorithms.TokenBucket, Rate: 1, Period: time.Second, Burst: 1}
 	penaltyRule  = contract.Penalty{Denials: 3, Within: 500 * time.Millisecond, BlockFor: time.Second}
 )
 

@@ -20,9 +20,9 @@ import (
 // the clients ask more of than they give, so that shares are granted from
 // what refills all along the run, and the holders spend to the last unit.
 var shareLimits = map[string]algorithms.Limit{
-	"shared-tb":  {Algorithm: algorithms.TokenBucket, Rate: 100, PeriodNanos: int64(time.Second), Burst: 50},
-	"shared-fw":  {Algorithm: algorithms.FixedWindow, Rate: 100, PeriodNanos: int64(time.Second)},
-	"shared-log": {Algorithm: algorithms.SlidingWindowLog, Rate: 100, PeriodNanos: int64(time.Second)},
+	"shared-tb":  {Algorithm: algorithms.TokenBucket, Rate: 100, Period: time.Second, Burst: 50},
+	"shared-fw":  {Algorithm: algorithms.FixedWindow, Rate: 100, Period: time.Second},
+	"shared-log": {Algorithm: algorithms.SlidingWindowLog, Rate: 100, Period: time.Second},
 }
 
 type stamped struct{ at, cost int64 }
@@ -38,16 +38,16 @@ func overTheLimit(l algorithms.Limit, adm []stamped) string {
 		var sum int64
 		for j := i; j < len(adm); j++ {
 			span := adm[j].at - adm[i].at
-			if !l.Algorithm.IsBucket() && span >= l.PeriodNanos {
+			if !l.Algorithm.IsBucket() && span >= int64(l.Period) {
 				break
 			}
-			if l.Algorithm == algorithms.FixedWindow && adm[j].at/l.PeriodNanos != adm[i].at/l.PeriodNanos {
+			if l.Algorithm == algorithms.FixedWindow && adm[j].at/int64(l.Period) != adm[i].at/int64(l.Period) {
 				break
 			}
 			sum += adm[j].cost
 			bound := l.Rate
 			if l.Algorithm.IsBucket() {
-				bound = l.Burst + span*l.Rate/l.PeriodNanos
+				bound = l.Burst + span*l.Rate/int64(l.Period)
 			}
 			if sum > bound {
 				return fmt.Sprintf("%d admitted from %d to %d, over %d", sum, adm[i].at, adm[j].at, bound)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/hashicorp/go-msgpack/v2/codec"
 	"github.com/limitnode/limitnode/algorithms"
@@ -157,12 +158,12 @@ type Check struct {
 
 // Limit returns the check's inline limit.
 func (c *Check) Limit() algorithms.Limit {
-	return algorithms.Limit{Algorithm: c.Algorithm, Rate: c.Rate, PeriodNanos: c.Period, Burst: c.Burst}
+	return algorithms.Limit{Algorithm: c.Algorithm, Rate: c.Rate, Period: time.Duration(c.Period), Burst: c.Burst}
 }
 
 // CheckOf returns the log's form of a check.
 func CheckOf(c contract.Check) Check {
-	return Check{Key: c.Key, Algorithm: c.Limit.Algorithm, Rate: c.Limit.Rate, Period: c.Limit.PeriodNanos, Burst: c.Limit.Burst,
+	return Check{Key: c.Key, Algorithm: c.Limit.Algorithm, Rate: c.Limit.Rate, Period: int64(c.Limit.Period), Burst: c.Limit.Burst,
 		Cost: c.Cost, Policy: c.Policy, Dimensions: c.Dimensions}
 }
 
@@ -287,7 +288,7 @@ func denyFor(req *Request, checks []CheckResult) int64 {
 			return 0
 		}
 		if !c.Decision.Allowed {
-			longest = max(longest, c.Decision.RetryAfterNanos)
+			longest = max(longest, int64(c.Decision.RetryAfter))
 		}
 	}
 	return longest

@@ -276,7 +276,7 @@ func (f *FSM) settleTarget(now int64, t *settleTarget, reserved, cost int64) (re
 			f.buckets.create(t.id, limit, next)
 		}
 		if d, _ := algorithms.Decide(limit, next, now, 1); !d.Allowed {
-			wait = d.RetryAfterNanos
+			wait = int64(d.RetryAfter)
 		}
 	}
 	return refunded, charged, wait
@@ -324,7 +324,7 @@ func (t *settleTable) records() (open []openSettlementRecord, settled []settledS
 		rec := openSettlementRecord{ID: s.id, Scope: s.scope, Reserved: s.reserved, EndNanos: s.endNanos}
 		for _, tg := range s.targets {
 			rec.Targets = append(rec.Targets, settleTargetRecord{Key: tg.id.key, Policy: tg.id.policy,
-				Algorithm: tg.limit.Algorithm, Rate: tg.limit.Rate, Period: tg.limit.PeriodNanos, Burst: tg.limit.Burst,
+				Algorithm: tg.limit.Algorithm, Rate: tg.limit.Rate, Period: int64(tg.limit.Period), Burst: tg.limit.Burst,
 				At: tg.reservation.AtNanos, Units: tg.reservation.Units, TAT: tg.reservation.TAT, Frac: tg.reservation.TATFrac,
 				MaxDebt: tg.maxDebt, Forfeit: tg.forfeit, Version: tg.version})
 		}
@@ -343,7 +343,7 @@ func (f *FSM) restoreOpenSettlement(rec *openSettlementRecord) error {
 	}
 	s := &openSettlement{id: rec.ID, scope: rec.Scope, reserved: rec.Reserved, endNanos: rec.EndNanos}
 	for _, tr := range rec.Targets {
-		l := algorithms.Limit{Algorithm: tr.Algorithm, Rate: tr.Rate, PeriodNanos: tr.Period, Burst: tr.Burst}
+		l := algorithms.Limit{Algorithm: tr.Algorithm, Rate: tr.Rate, Period: time.Duration(tr.Period), Burst: tr.Burst}
 		if err := l.Validate(); err != nil {
 			return err
 		}

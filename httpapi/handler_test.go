@@ -104,11 +104,11 @@ func (f *fakeLimiter) decide(req contract.Request) (contract.Decision, error) {
 	for i, c := range req.Checks {
 		if b, ok := f.blocks[c.Key]; ok && c.Key != "" {
 			d = contract.Decision{AtNanos: f.now, Blocked: &contract.BlockedCheck{Check: i, Block: b},
-				DeniedBy: &contract.DeniedBy{Check: i, Policy: c.Policy, Limit: algorithms.Limit{Rate: 1, PeriodNanos: int64(time.Second), Burst: 1}, Cause: contract.CauseBlock}}
+				DeniedBy: &contract.DeniedBy{Check: i, Policy: c.Policy, Limit: algorithms.Limit{Rate: 1, Period: time.Second, Burst: 1}, Cause: contract.CauseBlock}}
 			for j := range req.Checks {
 				dec := algorithms.Decision{Allowed: j != i, Limit: 1}
 				if j == i {
-					dec.RetryAfterNanos = b.UntilNanos - f.now
+					dec.RetryAfter = time.Duration(b.UntilNanos - f.now)
 				}
 				d.Checks = append(d.Checks, contract.CheckDecision{Decision: dec, PeriodNanos: int64(time.Second), Rate: 1})
 			}
@@ -132,7 +132,7 @@ func (f *fakeLimiter) decide(req contract.Request) (contract.Decision, error) {
 		}
 		id := fmt.Sprint(key, l)
 		dec, s := algorithms.Reserve(l, f.states[id], f.now, c.Cost, req.MaxWaitNanos)
-		d.Checks = append(d.Checks, contract.CheckDecision{Decision: dec, PeriodNanos: l.PeriodNanos, Rate: l.Rate, Shadow: shadow})
+		d.Checks = append(d.Checks, contract.CheckDecision{Decision: dec, PeriodNanos: int64(l.Period), Rate: l.Rate, Shadow: shadow})
 		d.Allowed = d.Allowed && (dec.Allowed || shadow)
 		if !dec.Allowed && !shadow && d.DeniedBy == nil {
 			d.DeniedBy = &contract.DeniedBy{Check: len(d.Checks) - 1, Policy: c.Policy, Limit: l, Cause: contract.CauseLimit}
@@ -690,7 +690,7 @@ func TestDefaultsApply(t *testing.T) {
 	if rec.Code != 200 {
 		t.Fatalf("status %d: %s", rec.Code, rec.Body)
 	}
-	want := contract.Check{Key: "k", Limit: algorithms.Limit{Rate: 5, PeriodNanos: int64(time.Second), Burst: 5}, Cost: 1}
+	want := contract.Check{Key: "k", Limit: algorithms.Limit{Rate: 5, Period: time.Second, Burst: 5}, Cost: 1}
 	if got := fake.last.Checks[0]; !reflect.DeepEqual(got, want) {
 		t.Fatalf("check %+v, want %+v", got, want)
 	}

@@ -78,7 +78,7 @@ func Limit(rl *RateLimit) (l algorithms.Limit, ok bool) {
 	if !ok {
 		return algorithms.Limit{}, false
 	}
-	l = algorithms.Limit{Algorithm: alg, Rate: int64(rl.RequestsPerUnit), PeriodNanos: int64(period)}
+	l = algorithms.Limit{Algorithm: alg, Rate: int64(rl.RequestsPerUnit), Period: period}
 	if alg.IsBucket() {
 		l.Burst = l.Rate
 		if rl.Burst != nil {

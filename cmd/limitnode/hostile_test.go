@@ -90,7 +90,7 @@ func TestAFullDescriptorTableDoesNotKillTheRaftPort(t *testing.T) {
 // there as well.
 func TestAForgedEntryOnDiskCannotStopTheCluster(t *testing.T) {
 	testenv.NeedPrograms(t, "go")
-	limit := algorithms.Limit{Rate: 5, PeriodNanos: int64(time.Hour), Burst: 5}
+	limit := algorithms.Limit{Rate: 5, Period: time.Hour, Burst: 5}
 	tests := []struct {
 		name string
 		// stamps are the times of the forged entries, given the latest
