@@ -32,7 +32,7 @@ func TestReservationsAgainstTheModel(t *testing.T) {
 		for i := range rapid.IntRange(1, 60).Draw(rt, "requests") {
 			now += rapid.Int64Range(0, int64(l.Period)/2).Draw(rt, "gap")
 			cost := rapid.Int64Range(0, l.Burst).Draw(rt, "cost")
-			d, next := Reserve(l, s, now, cost, maxWait)
+			d, next := Reserve(l, s, now, cost, time.Duration(maxWait))
 			plain, _ := Decide(l, s, now, cost)
 			switch {
 			case !d.Allowed:
@@ -83,7 +83,7 @@ func TestWindowsDoNotReserve(t *testing.T) {
 	for _, alg := range []Algorithm{FixedWindow, SlidingWindowLog, SlidingWindowCounter} {
 		l := Limit{Algorithm: alg, Rate: 1, Period: time.Second}
 		_, s := Decide(l, State{}, 1e18, 1)
-		if d, next := Reserve(l, s, 1e18, 1, int64(time.Hour)); d.Allowed || !next.Equal(s) {
+		if d, next := Reserve(l, s, 1e18, 1, time.Hour); d.Allowed || !next.Equal(s) {
 			t.Fatalf("%s: a full window reserved: %+v", alg, d)
 		}
 	}
@@ -100,7 +100,7 @@ func TestConvertKeepsReservationDebt(t *testing.T) {
 	var s State
 	for range 30 { // 10 at once, then 20 reserved over 2 s
 		var d Decision
-		if d, s = Reserve(from, s, now, 1, int64(3*time.Second)); !d.Allowed {
+		if d, s = Reserve(from, s, now, 1, time.Duration(int64(3*time.Second))); !d.Allowed {
 			t.Fatal("a reservation within max_wait was denied")
 		}
 	}

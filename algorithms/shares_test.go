@@ -98,7 +98,7 @@ func (r *shareRun) step(d drawer) error {
 		}
 	case 1: // a holder takes a share
 		units, ttl := d.draw(1, capacity, "units"), d.draw(1, 2*int64(r.l.Period), "ttl")
-		sh, next, ok := Grant(r.l, r.state, r.now, units, ttl, r.nextID)
+		sh, next, ok := Grant(r.l, r.state, r.now, units, time.Duration(ttl), r.nextID)
 		r.nextID++
 		if ok {
 			if sh.Until <= r.now || sh.Until > r.now+ttl || sh.Units != units {
@@ -303,7 +303,7 @@ func TestRestartKeepsSharesCharged(t *testing.T) {
 			l.Burst = 10
 		}
 		_, s := Decide(l, State{}, now, 6)
-		sh, s, ok := Grant(l, s, now, 3, int64(time.Second), 1)
+		sh, s, ok := Grant(l, s, now, 3, time.Second, 1)
 		if !ok {
 			t.Fatalf("%s: no share granted", alg)
 		}

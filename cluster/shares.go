@@ -128,7 +128,7 @@ func (n *Node) takeShare(ctx context.Context, key string, r *fsm.Request, cfg *c
 	}
 	named := check
 	named.Cost = 0
-	ttl := time.Duration(cfg.TTL())
+	ttl := cfg.TTLOrDefault()
 	taken := n.shares.Take(ctx, sharetable.Key[fsm.Check]{Name: key, ID: named, TTL: ttl, Most: most, Cost: check.Cost})
 	if taken.Renew > 0 {
 		n.renewShare(key, &fsm.Request{Checks: []fsm.Check{named}, Share: n.shareAsk(taken.Renew, ttl)})

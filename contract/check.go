@@ -3,6 +3,7 @@ package contract
 import (
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/limitnode/limitnode/algorithms"
 )
@@ -70,14 +71,14 @@ type Request struct {
 	// API token's name here): IDs of different scopes never meet, so no
 	// caller can use, or spoil, the IDs another will send.
 	Scope string
-	// MaxWaitNanos, from 0 to algorithms.MaxWait, lets the request be
+	// MaxWait, from 0 to algorithms.MaxWait, lets the request be
 	// admitted now as a reservation when every check would admit it within
 	// that time (see algorithms.Reserve); the decision then says how long
 	// to wait. Every check must use a bucket algorithm.
-	MaxWaitNanos int64
-	// SettleTTLNanos, when not 0, makes the admission a reservation to
+	MaxWait time.Duration
+	// SettleTTL, when not 0, makes the admission a reservation to
 	// settle (SettleRequest) within that time; see validateSettle.
-	SettleTTLNanos int64
+	SettleTTL time.Duration
 	// Share, optional, asks for a share of the one check's budget besides
 	// its cost, for the caller to spend itself (Decision.Share).
 	Share *ShareRequest
@@ -93,7 +94,7 @@ func (r *Request) Validate() *Error {
 	if len(r.Scope) > MaxScopeBytes || strings.IndexByte(r.Scope, 0) >= 0 {
 		return Invalid("request_id", "the scope of a request ID is at most %d bytes, without NUL", MaxScopeBytes)
 	}
-	if r.MaxWaitNanos < 0 || r.MaxWaitNanos > int64(algorithms.MaxWait) {
+	if r.MaxWait < 0 || r.MaxWait > algorithms.MaxWait {
 		return Invalid("max_wait", "max_wait must be from 0 to %s", algorithms.MaxWait)
 	}
 	if len(r.Checks) == 0 || len(r.Checks) > MaxChecks {
@@ -104,7 +105,7 @@ func (r *Request) Validate() *Error {
 		if err := c.Validate(); err != nil {
 			return err.Within(checkField(i))
 		}
-		if r.MaxWaitNanos > 0 && c.Policy == "" && !c.Limit.Algorithm.IsBucket() {
+		if r.MaxWait > 0 && c.Policy == "" && !c.Limit.Algorithm.IsBucket() {
 			return MaxWaitNeedsABucket(i, len(r.Checks), c.Limit.Algorithm)
 		}
 		for j := range i {

@@ -29,7 +29,7 @@ const (
 	SettledMemory = 5 * time.Minute
 )
 
-// A request with SettleTTLNanos reserves its cost, the most it may cost,
+// A request with SettleTTL reserves its cost, the most it may cost,
 // and is settled later with what it used (SettleRequest): what it did not
 // use is given back, what it used beyond is charged, up to the policy's
 // MaxDebt beyond empty. A reservation not settled within its TTL stays
@@ -39,13 +39,13 @@ const (
 // to MaxSettleTTL, without max_wait, every check reserving one cost of 1
 // or more (the settlement's cost then applies to each).
 func (r *Request) validateSettle() *Error {
-	if r.SettleTTLNanos == 0 {
+	if r.SettleTTL == 0 {
 		return nil
 	}
-	if d := time.Duration(r.SettleTTLNanos); d < MinSettleTTL || d > MaxSettleTTL {
+	if d := r.SettleTTL; d < MinSettleTTL || d > MaxSettleTTL {
 		return Invalid("settle.ttl", "settle.ttl must be a Go duration from %s to %s", MinSettleTTL, MaxSettleTTL)
 	}
-	if r.MaxWaitNanos > 0 {
+	if r.MaxWait > 0 {
 		return Invalid("settle", "settle and max_wait do not go together")
 	}
 	if r.Share != nil {
@@ -85,13 +85,13 @@ func (s *SettleRequest) Validate() *Error {
 // settled, the units given back (Refunded) or charged beyond the
 // reservation (Charged; what the debt bound left out is Forgiven), each the
 // least over the reservation's checks, and, when a check is left in debt,
-// how long until it admits again (RetryAfterNanos). Duplicate: the
+// how long until it admits again (RetryAfter). Duplicate: the
 // reservation was settled with this cost before, and this is that answer.
 type Settlement struct {
 	ID                          string
 	Reserved, Cost              int64
 	Refunded, Charged, Forgiven int64
-	RetryAfterNanos             int64
+	RetryAfter                  time.Duration
 	AtNanos                     int64
 	Duplicate                   bool
 }

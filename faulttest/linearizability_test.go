@@ -113,13 +113,13 @@ var limiterModel = porcupine.Model{
 			return true, keyState{last: s.last}
 		}
 		if out.Leased {
-			d, _ := algorithms.Reserve(runLimits[in.Key], s.state, max(s.last, out.AtNanos), in.Cost, in.MaxWait)
+			d, _ := algorithms.Reserve(runLimits[in.Key], s.state, max(s.last, out.AtNanos), in.Cost, time.Duration(in.MaxWait))
 			return !out.Allowed && !d.Allowed, s
 		}
 		if out.AtNanos < s.last {
 			return false, s
 		}
-		d, next := algorithms.Reserve(runLimits[in.Key], s.state, out.AtNanos, in.Cost, in.MaxWait)
+		d, next := algorithms.Reserve(runLimits[in.Key], s.state, out.AtNanos, in.Cost, time.Duration(in.MaxWait))
 		if d.Allowed != out.Allowed || d.Remaining != out.Remaining {
 			return false, s
 		}
@@ -212,7 +212,7 @@ func attempt(ctx context.Context, n *testcluster.Node, viaHTTP bool, key string,
 	if node == nil {
 		return allowOutput{}, fmt.Errorf("%s is down", n.ID)
 	}
-	d, err := node.Allow(ctx, contract.Request{RequestID: requestID, MaxWaitNanos: maxWait, Checks: []contract.Check{{Key: key, Limit: runLimits[key], Cost: cost}}})
+	d, err := node.Allow(ctx, contract.Request{RequestID: requestID, MaxWait: time.Duration(maxWait), Checks: []contract.Check{{Key: key, Limit: runLimits[key], Cost: cost}}})
 	if err != nil {
 		return allowOutput{}, err
 	}
@@ -505,7 +505,7 @@ func checkSurvivesFullRestart(t *testing.T, c *testcluster.Cluster, history []po
 			// Admissions of one entry share a time, and their order in it is
 			// not known here: replay each with the most any was allowed to
 			// wait (the state after them is the same in any order).
-			if d, s = algorithms.Reserve(l, s, a.at, a.cost, reservationWaitFor(l)); !d.Allowed {
+			if d, s = algorithms.Reserve(l, s, a.at, a.cost, time.Duration(reservationWaitFor(l))); !d.Allowed {
 				t.Fatalf("%s: replaying the acknowledged admissions denies one at %d", key, a.at)
 			}
 		}

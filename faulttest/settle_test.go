@@ -314,7 +314,7 @@ func (r *extrasRun) client(c *testcluster.Cluster, crng *rand.Rand, clientID int
 			via = n.ID
 			req := contract.Request{RequestID: id, Checks: []contract.Check{{Key: key, Policy: policy, Cost: cost}}}
 			if kind == extraReserve {
-				req.SettleTTLNanos = int64(settleTTL)
+				req.SettleTTL = settleTTL
 			}
 			return n.Node().Allow(ctx, req)
 		})

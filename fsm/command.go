@@ -386,12 +386,12 @@ func (r *Request) Validate() *contract.Error {
 	for i := range r.Checks {
 		checks = append(checks, r.Checks[i].contract())
 	}
-	cr := contract.Request{RequestID: r.RequestID, Checks: checks, Scope: r.Scope, MaxWaitNanos: r.MaxWait}
+	cr := contract.Request{RequestID: r.RequestID, Checks: checks, Scope: r.Scope, MaxWait: time.Duration(r.MaxWait)}
 	if r.Settle != nil {
 		if r.Settle.TTLNanos == 0 {
 			return contract.Invalid("settle.ttl", "settle.ttl is required")
 		}
-		cr.SettleTTLNanos = r.Settle.TTLNanos
+		cr.SettleTTL = time.Duration(r.Settle.TTLNanos)
 	}
 	if err := cr.Validate(); err != nil {
 		return err

@@ -266,7 +266,7 @@ func (f *FSM) decideTargets(now int64, targets []target, cmd *AllowCommand, mode
 // reported as the state stands, retrying after the state resets.
 func decideTarget(t *target, now int64) (algorithms.Decision, algorithms.State) {
 	if !t.never && t.cost <= t.limit.Capacity() {
-		return algorithms.Reserve(*t.limit, t.state, now, t.cost, t.maxWait)
+		return algorithms.Reserve(*t.limit, t.state, now, t.cost, time.Duration(t.maxWait))
 	}
 	d, _ := algorithms.Decide(*t.limit, t.state, now, 0)
 	d.Allowed = false

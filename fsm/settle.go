@@ -231,7 +231,7 @@ func (f *FSM) applySettle(cmd *SettleCommand) any {
 			out.Refunded, out.Charged = refunded, charged
 		}
 		out.Refunded, out.Charged = min(out.Refunded, refunded), min(out.Charged, charged)
-		out.RetryAfterNanos = max(out.RetryAfterNanos, wait)
+		out.RetryAfter = max(out.RetryAfter, time.Duration(wait))
 	}
 	out.Forgiven = max(cmd.Cost-s.reserved-out.Charged, 0)
 	f.settles.removeOpen(s)

@@ -81,7 +81,7 @@ func TestReserveThenSettle(t *testing.T) {
 	// More than reserved: the excess is charged, in debt up to max_debt.
 	r = a.allow(t0+2, reserve(policyReq("tenant", "tokens", 800), time.Minute))[0]
 	s := a.settle(t0+3, r.SettlementID, "", 1100).(*SettleResult).Settlement
-	if s.Charged != 180 || s.Forgiven != 120 || s.RetryAfterNanos <= 0 {
+	if s.Charged != 180 || s.Forgiven != 120 || s.RetryAfter <= 0 {
 		t.Fatalf("settled with 1100 of 800 and 80 left: %+v, want 80 + 100 of debt charged, 120 forgiven", s)
 	}
 	if d := a.allow(t0+4, policyReq("tenant", "tokens", 1))[0]; d.Allowed {

@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/limitnode/limitnode/algorithms"
 	"github.com/limitnode/limitnode/contract"
@@ -134,7 +135,7 @@ func (f *FSM) grantShare(now int64, req *Request, res *Result, position int, cmd
 		if ls == nil {
 			return
 		}
-		ttl, most = min(ttl, ls.TTL()), ls.MaxUnitsOf(*t.limit)
+		ttl, most = min(ttl, int64(ls.TTLOrDefault())), ls.MaxUnitsOf(*t.limit)
 	}
 	if !t.live && cmd.MaxKeys > 0 && int64(f.buckets.len()) >= cmd.MaxKeys {
 		return
@@ -145,7 +146,7 @@ func (f *FSM) grantShare(now int64, req *Request, res *Result, position int, cmd
 		return
 	}
 	id := f.lastIndex<<shareIDBits | uint64(position)
-	sh, next, ok := algorithms.Grant(*t.limit, t.state, now, units, ttl, id)
+	sh, next, ok := algorithms.Grant(*t.limit, t.state, now, units, time.Duration(ttl), id)
 	if !ok {
 		return
 	}

@@ -239,8 +239,8 @@ func deniedByMetadata(d rls.Decision) *structpb.Struct {
 // unit Envoy was told); for the others, until the limit is fully
 // available.
 func untilReset(dd *rls.DescriptorDecision, atNanos int64) int64 {
-	if (dd.Algorithm == algorithms.FixedWindow || dd.Algorithm == algorithms.SlidingWindowCounter) && dd.PeriodNanos > 0 {
-		return dd.PeriodNanos - atNanos%dd.PeriodNanos
+	if (dd.Algorithm == algorithms.FixedWindow || dd.Algorithm == algorithms.SlidingWindowCounter) && dd.Period > 0 {
+		return int64(dd.Period) - atNanos%int64(dd.Period)
 	}
 	return int64(dd.Decision.ResetAfter)
 }
@@ -258,7 +258,7 @@ func closer(a, b *rls.DescriptorDecision) bool {
 // the HTTP API's spelling (package ratelimitheader), with Retry-After when
 // it denied.
 func headersOf(dd *rls.DescriptorDecision, jitter func(int64) int64) []*corev3.HeaderValue {
-	fields := ratelimitheader.Fields(cmp.Or(dd.Name, dd.Path), dd.Decision, dd.Rate, dd.PeriodNanos)
+	fields := ratelimitheader.Fields(cmp.Or(dd.Name, dd.Path), dd.Decision, dd.Rate, int64(dd.Period))
 	out := make([]*corev3.HeaderValue, 0, len(fields)+1)
 	for _, f := range fields {
 		out = append(out, &corev3.HeaderValue{Key: f.Name, Value: f.Value})

@@ -59,7 +59,7 @@ func holdReservation(ctx context.Context, w http.ResponseWriter, d *contract.Dec
 	}
 	// The answer goes out after the wait: what it says of the state counts
 	// from then.
-	d.HeldNanos = wait
+	d.Held = time.Duration(wait)
 	for i := range d.Checks {
 		c := &d.Checks[i]
 		c.Wait = 0
@@ -115,7 +115,7 @@ func (a *API) writeDecision(w http.ResponseWriter, req contract.Request, decisio
 		policy = "default"
 	}
 	check := decision.Checks[headline]
-	for _, f := range ratelimitheader.Fields(policy, check.Decision, check.Rate, check.PeriodNanos) {
+	for _, f := range ratelimitheader.Fields(policy, check.Decision, check.Rate, int64(check.Period)) {
 		w.Header().Set(f.Name, f.Value)
 	}
 	if !forProxy {
@@ -174,9 +174,9 @@ func answer(req contract.Request, d contract.Decision) (wire.AllowResponse, int)
 	}
 	resp.WaitMS = ratelimitheader.CeilDiv(waitOf(d), int64(time.Millisecond))
 	if s := d.Share; s != nil {
-		resp.Share = &wire.Share{ID: s.Token.String(), Units: s.Units, SpendForMS: s.SpendForNanos / int64(time.Millisecond), Remaining: s.Remaining}
+		resp.Share = &wire.Share{ID: s.Token.String(), Units: s.Units, SpendForMS: int64(s.SpendFor) / int64(time.Millisecond), Remaining: s.Remaining}
 	}
-	resp.HeldMS = ratelimitheader.CeilDiv(d.HeldNanos, int64(time.Millisecond))
+	resp.HeldMS = ratelimitheader.CeilDiv(int64(d.Held), int64(time.Millisecond))
 	resp.Blocked = blockedAnswer(d.Blocked, d.AtNanos)
 	resp.SettlementID = d.SettlementID
 	if by := d.DeniedBy; by != nil {

@@ -73,7 +73,7 @@ func (f *fakeLimiter) Settle(_ context.Context, req contract.SettleRequest) (con
 	}
 	out := contract.Settlement{ID: req.ID, Reserved: s.reserved, Cost: req.Cost, Refunded: max(s.reserved-req.Cost, 0), Charged: max(req.Cost-s.reserved, 0)}
 	if out.Charged > 0 {
-		out.RetryAfterNanos = int64(time.Second)
+		out.RetryAfter = time.Second
 	}
 	s.settled = &out
 	return out, nil
@@ -110,7 +110,7 @@ func (f *fakeLimiter) decide(req contract.Request) (contract.Decision, error) {
 				if j == i {
 					dec.RetryAfter = time.Duration(b.UntilNanos - f.now)
 				}
-				d.Checks = append(d.Checks, contract.CheckDecision{Decision: dec, PeriodNanos: int64(time.Second), Rate: 1})
+				d.Checks = append(d.Checks, contract.CheckDecision{Decision: dec, Period: time.Second, Rate: 1})
 			}
 			return d, nil
 		}
@@ -131,8 +131,8 @@ func (f *fakeLimiter) decide(req contract.Request) (contract.Decision, error) {
 			}
 		}
 		id := fmt.Sprint(key, l)
-		dec, s := algorithms.Reserve(l, f.states[id], f.now, c.Cost, req.MaxWaitNanos)
-		d.Checks = append(d.Checks, contract.CheckDecision{Decision: dec, PeriodNanos: int64(l.Period), Rate: l.Rate, Shadow: shadow})
+		dec, s := algorithms.Reserve(l, f.states[id], f.now, c.Cost, req.MaxWait)
+		d.Checks = append(d.Checks, contract.CheckDecision{Decision: dec, Period: l.Period, Rate: l.Rate, Shadow: shadow})
 		d.Allowed = d.Allowed && (dec.Allowed || shadow)
 		if !dec.Allowed && !shadow && d.DeniedBy == nil {
 			d.DeniedBy = &contract.DeniedBy{Check: len(d.Checks) - 1, Policy: c.Policy, Limit: l, Cause: contract.CauseLimit}
@@ -151,7 +151,7 @@ func (f *fakeLimiter) decide(req contract.Request) (contract.Decision, error) {
 				f.buckets[fmt.Sprint(c.Key, c.Limit)] = fakeBucket{c.Key, c.Limit}
 			}
 		}
-		if req.SettleTTLNanos > 0 {
+		if req.SettleTTL > 0 {
 			d.SettlementID = fmt.Sprint("s", len(f.settles)+1)
 			f.settles[d.SettlementID] = &fakeSettlement{reserved: req.Checks[0].Cost}
 		}
@@ -168,13 +168,13 @@ func (f *fakeLimiter) grantShare(req contract.Request, d *contract.Decision) {
 	c := req.Checks[0]
 	id := fmt.Sprint(c.Key, c.Limit)
 	f.shareIDs++
-	sh, s, ok := algorithms.Grant(c.Limit, f.states[id], f.now, min(req.Share.Units, c.Limit.Capacity()), req.Share.TTL(), f.shareIDs)
+	sh, s, ok := algorithms.Grant(c.Limit, f.states[id], f.now, min(req.Share.Units, c.Limit.Capacity()), time.Duration(int64(req.Share.TTLOrDefault())), f.shareIDs)
 	if !ok {
 		return
 	}
 	f.states[id] = s
 	after, _ := algorithms.Decide(c.Limit, s, f.now, 0)
-	d.Share = &contract.GrantedShare{Token: contract.ShareToken{ID: sh.ID, Secret: contract.NewShareSecret()}, Units: sh.Units, SpendForNanos: sh.Until - f.now - int64(time.Millisecond), Remaining: after.Remaining}
+	d.Share = &contract.GrantedShare{Token: contract.ShareToken{ID: sh.ID, Secret: contract.NewShareSecret()}, Units: sh.Units, SpendFor: time.Duration(sh.Until - f.now - int64(time.Millisecond)), Remaining: after.Remaining}
 }
 
 func (f *fakeLimiter) keyState(key string) (contract.KeyState, bool) {

@@ -58,7 +58,7 @@ func canonicalUnit(unit string) string {
 
 // Limit turns a rate_limit into the limit limitnode decides with: its
 // algorithm (fixed_window when none is named), Rate = RequestsPerUnit,
-// PeriodNanos = the unit's period (UnitPeriod), and Burst = *Burst or
+// Period = the unit's period (UnitPeriod), and Burst = *Burst or
 // RequestsPerUnit for the bucket algorithms, 0 for the window algorithms.
 //
 // ok is false, and l the zero Limit, when no limit is to be decided: rl is
