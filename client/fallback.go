@@ -165,7 +165,7 @@ func (l *localLimiter) decide(req AllowRequest, replicas int, now time.Time) (De
 			// The share refills too slowly to be decided exactly: deny.
 			return Decision{StatusCode: http.StatusTooManyRequests}, nil
 		}
-		cost := min(c.Cost, limit.Capacity())
+		cost := min(c.Consumes(), limit.Capacity())
 		id := localKey{c.Key, limit}
 		d, next := algorithms.Decide(limit, l.states[id], now.UnixNano(), cost)
 		if !d.Allowed {

@@ -32,7 +32,8 @@ const (
 	MaxDimensionBytes = 256
 )
 
-// Check is one limit check: Cost against a limit on a key. The limit is
+// Check is one limit check: Cost against a limit on a key, or with Peek
+// a look at what the key has left without consuming. The limit is
 // Limit, or the named Policy's, which the cluster resolves when it applies
 // the request (so every node uses the policy as it stands at that point).
 // With a policy that has a key template, Dimensions make the key instead of
@@ -42,9 +43,12 @@ type Check struct {
 	Limit      algorithms.Limit
 	Policy     string
 	Dimensions []Dimension
-	// Cost is what the check consumes when allowed; 0 checks without
-	// consuming.
+	// Cost is what the check consumes when allowed; 0 means 1.
 	Cost int64
+	// Peek checks without consuming: the decision says whether a cost of
+	// 0 is admitted and what the key has left, and nothing changes. Cost
+	// must then be 0.
+	Peek bool
 	// LocalShares, for an inline limit, lets nodes decide the key from
 	// shares of its budget (a policy says so itself).
 	LocalShares *LocalShares
@@ -137,10 +141,25 @@ func MaxWaitNeedsABucket(i, checks int, alg algorithms.Algorithm) *Error {
 
 func checkField(i int) string { return fmt.Sprintf("checks[%d]", i) }
 
+// Consumes is what the check consumes when allowed: 0 for a peek, 1 for a
+// Cost of 0, else Cost.
+func (c *Check) Consumes() int64 {
+	switch {
+	case c.Peek:
+		return 0
+	case c.Cost == 0:
+		return 1
+	}
+	return c.Cost
+}
+
 // Validate checks one check on its own.
 func (c *Check) Validate() *Error {
 	if c.Cost < 0 {
 		return Invalid("cost", "cost must not be negative")
+	}
+	if c.Peek && c.Cost != 0 {
+		return Invalid("cost", "a peek consumes nothing: give cost 0 with it")
 	}
 	if c.Policy != "" {
 		return c.validatePolicyCheck()
@@ -157,7 +176,7 @@ func (c *Check) Validate() *Error {
 	if err := c.LocalShares.Validate(c.Limit); err != nil {
 		return err.Within("limit")
 	}
-	return ValidateCost(c.Limit, c.Cost)
+	return ValidateCost(c.Limit, c.Consumes())
 }
 
 func (c *Check) validatePolicyCheck() *Error {

@@ -52,7 +52,7 @@ func (r *Request) validateSettle() *Error {
 		return Invalid("settle", "settle and take_share do not go together")
 	}
 	for i := range r.Checks {
-		if c := r.Checks[i].Cost; c < 1 || c != r.Checks[0].Cost {
+		if c := r.Checks[i].Consumes(); c < 1 || c != r.Checks[0].Consumes() {
 			return Invalid("settle", "a request to settle reserves one cost of 1 or more on every check; checks[%d] costs %d", i, c)
 		}
 	}

@@ -164,12 +164,12 @@ func (c *Check) Limit() algorithms.Limit {
 // CheckOf returns the log's form of a check.
 func CheckOf(c contract.Check) Check {
 	return Check{Key: c.Key, Algorithm: c.Limit.Algorithm, Rate: c.Limit.Rate, Period: int64(c.Limit.Period), Burst: c.Limit.Burst,
-		Cost: c.Cost, Policy: c.Policy, Dimensions: c.Dimensions}
+		Cost: c.Consumes(), Policy: c.Policy, Dimensions: c.Dimensions}
 }
 
 // contract returns the check in the contract's form.
 func (c *Check) contract() contract.Check {
-	return contract.Check{Key: c.Key, Limit: c.Limit(), Policy: c.Policy, Dimensions: c.Dimensions, Cost: c.Cost}
+	return contract.Check{Key: c.Key, Limit: c.Limit(), Policy: c.Policy, Dimensions: c.Dimensions, Cost: c.Cost, Peek: c.Cost == 0}
 }
 
 // Request is one caller's allow request: every check is admitted, or none.

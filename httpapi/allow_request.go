@@ -154,7 +154,7 @@ func checkField(i int) string { return "checks[" + strconv.Itoa(i) + "]" }
 func toCheck(c *wire.Check, prefix string) (contract.Check, *apiError) {
 	out := contract.Check{Key: c.Key, Cost: 1}
 	if c.Cost != nil {
-		out.Cost = *c.Cost
+		setCost(&out, *c.Cost)
 	}
 	field := func(name string) string {
 		if prefix == "" {
@@ -192,4 +192,10 @@ func toCheck(c *wire.Check, prefix string) (contract.Check, *apiError) {
 		slices.SortFunc(out.Dimensions, func(a, b contract.Dimension) int { return strings.Compare(a.Name, b.Name) })
 	}
 	return out, nil
+}
+
+// setCost sets a check's cost as the API spells it: "cost": 0 is a peek
+// (the check consumes nothing), any other cost is consumed when allowed.
+func setCost(c *contract.Check, cost int64) {
+	c.Cost, c.Peek = cost, cost == 0
 }

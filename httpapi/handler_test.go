@@ -131,7 +131,7 @@ func (f *fakeLimiter) decide(req contract.Request) (contract.Decision, error) {
 			}
 		}
 		id := fmt.Sprint(key, l)
-		dec, s := algorithms.Reserve(l, f.states[id], f.now, c.Cost, req.MaxWait)
+		dec, s := algorithms.Reserve(l, f.states[id], f.now, c.Consumes(), req.MaxWait)
 		d.Checks = append(d.Checks, contract.CheckDecision{Decision: dec, Period: l.Period, Rate: l.Rate, Shadow: shadow})
 		d.Allowed = d.Allowed && (dec.Allowed || shadow)
 		if !dec.Allowed && !shadow && d.DeniedBy == nil {
@@ -153,7 +153,7 @@ func (f *fakeLimiter) decide(req contract.Request) (contract.Decision, error) {
 		}
 		if req.SettleTTL > 0 {
 			d.SettlementID = fmt.Sprint("s", len(f.settles)+1)
-			f.settles[d.SettlementID] = &fakeSettlement{reserved: req.Checks[0].Cost}
+			f.settles[d.SettlementID] = &fakeSettlement{reserved: req.Checks[0].Consumes()}
 		}
 		if req.Share != nil && req.Checks[0].Policy == "" {
 			f.grantShare(req, &d)
@@ -695,8 +695,8 @@ func TestDefaultsApply(t *testing.T) {
 		t.Fatalf("check %+v, want %+v", got, want)
 	}
 	do(t, newTestAPI(fake), "POST", "/v1/allow", `{"key":"k","limit":{"rate":5},"cost":0,"request_id":"abc"}`)
-	if got := fake.last; got.Checks[0].Cost != 0 || got.RequestID != "abc" {
-		t.Fatalf("request %+v, want cost 0 and request ID abc", got)
+	if got := fake.last; got.Checks[0].Cost != 0 || !got.Checks[0].Peek || got.RequestID != "abc" {
+		t.Fatalf("request %+v, want a peek and request ID abc", got)
 	}
 }
 
