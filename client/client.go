@@ -127,7 +127,7 @@ func NewWithOptions(opts Options, addrs ...string) *Client {
 }
 
 // Limit is a limit: the algorithm (default token_bucket), the rate per
-// period (a Go duration such as "1m", default "1s") and, for the bucket
+// period (default a second) and, for the bucket
 // algorithms and GCRA, the burst (default the rate). A zero field is the
 // default; the API's spelling is wire.Limit. LocalShares, on an inline
 // limit of an allow request, lets the nodes decide the key from shares of
@@ -135,18 +135,18 @@ func NewWithOptions(opts Options, addrs ...string) *Client {
 type Limit struct {
 	Algorithm   string
 	Rate        int64
-	Period      string
+	Period      time.Duration
 	Burst       int64
 	LocalShares *LocalShares
 }
 
 // LocalShares lets every node decide a key from shares of its budget,
 // taken through the log and spent where requests arrive (wire.LocalShares
-// spells it): each share lasts TTL (a Go duration, default "500ms") and
+// spells it): each share lasts TTL (default 500ms) and
 // holds at most MaxUnits (default an eighth of the limit's capacity). The
 // zero value means the defaults.
 type LocalShares struct {
-	TTL      string
+	TTL      time.Duration
 	MaxUnits int64
 }
 
@@ -155,8 +155,9 @@ func (s *LocalShares) toWire() *wire.LocalShares {
 		return nil
 	}
 	out := &wire.LocalShares{}
-	if s.TTL != "" {
-		out.TTL = &s.TTL
+	if s.TTL != 0 {
+		ttl := s.TTL.String()
+		out.TTL = &ttl
 	}
 	if s.MaxUnits != 0 {
 		out.MaxUnits = &s.MaxUnits
@@ -164,18 +165,22 @@ func (s *LocalShares) toWire() *wire.LocalShares {
 	return out
 }
 
-func sharesFromWire(s *wire.LocalShares) *LocalShares {
+func sharesFromWire(s *wire.LocalShares) (*LocalShares, error) {
 	if s == nil {
-		return nil
+		return nil, nil
 	}
 	out := &LocalShares{}
 	if s.TTL != nil {
-		out.TTL = *s.TTL
+		ttl, err := time.ParseDuration(*s.TTL)
+		if err != nil {
+			return nil, fmt.Errorf("local_shares.ttl: %w", err)
+		}
+		out.TTL = ttl
 	}
 	if s.MaxUnits != nil {
 		out.MaxUnits = *s.MaxUnits
 	}
-	return out
+	return out, nil
 }
 
 // toWire spells l as the API does.
@@ -184,8 +189,9 @@ func (l *Limit) toWire() *wire.Limit {
 		return nil
 	}
 	out := &wire.Limit{Algorithm: l.Algorithm, Rate: &l.Rate, LocalShares: l.LocalShares.toWire()}
-	if l.Period != "" {
-		out.Period = &l.Period
+	if l.Period != 0 {
+		period := l.Period.String()
+		out.Period = &period
 	}
 	if l.Burst != 0 {
 		out.Burst = &l.Burst
@@ -194,35 +200,55 @@ func (l *Limit) toWire() *wire.Limit {
 }
 
 // limitFromWire is the Limit the API's l spells.
-func limitFromWire(l *wire.Limit) *Limit {
+func limitFromWire(l *wire.Limit) (*Limit, error) {
 	if l == nil {
-		return nil
+		return nil, nil
 	}
-	out := &Limit{Algorithm: l.Algorithm, LocalShares: sharesFromWire(l.LocalShares)}
+	shares, err := sharesFromWire(l.LocalShares)
+	if err != nil {
+		return nil, err
+	}
+	out := &Limit{Algorithm: l.Algorithm, LocalShares: shares}
 	if l.Rate != nil {
 		out.Rate = *l.Rate
 	}
 	if l.Period != nil {
-		out.Period = *l.Period
+		if out.Period, err = time.ParseDuration(*l.Period); err != nil {
+			return nil, fmt.Errorf("period: %w", err)
+		}
 	}
 	if l.Burst != nil {
 		out.Burst = *l.Burst
 	}
-	return out
+	return out, nil
 }
 
 // Check is one check of a multi-check request: Key and Limit, or Policy
-// (with Dimensions when its key is a template), and Cost (nil: 1).
+// (with Dimensions when its key is a template), and Cost (0: 1), or Peek
+// to look at what the key has left without consuming (Cost then 0).
 type Check struct {
 	Key        string
 	Limit      *Limit
 	Policy     string
 	Dimensions map[string]string
-	Cost       *int64
+	Cost       int64
+	Peek       bool
+}
+
+// wireCost spells a check's cost as the API does: absent for the default
+// of 1, 0 for a peek.
+func wireCost(cost int64, peek bool) *int64 {
+	switch {
+	case peek:
+		return &cost
+	case cost == 0:
+		return nil
+	}
+	return &cost
 }
 
 func (c *Check) toWire() wire.Check {
-	out := wire.Check{Key: c.Key, Limit: c.Limit.toWire(), Cost: c.Cost, Dimensions: c.Dimensions}
+	out := wire.Check{Key: c.Key, Limit: c.Limit.toWire(), Cost: wireCost(c.Cost, c.Peek), Dimensions: c.Dimensions}
 	if c.Policy != "" {
 		out.Policy = &c.Policy
 	}
@@ -230,20 +256,21 @@ func (c *Check) toWire() wire.Check {
 }
 
 // AllowRequest is a request for a decision: Key and Limit or Policy (and
-// Cost), or Checks, decided together.
+// Cost, 0 meaning 1, or Peek, as in Check), or Checks, decided together.
 type AllowRequest struct {
 	Key        string
 	Limit      *Limit
 	Policy     string
 	Dimensions map[string]string
-	Cost       *int64
+	Cost       int64
+	Peek       bool
 	RequestID  string
 	Checks     []Check
-	// MaxWait (a Go duration, "250ms"), for the bucket algorithms, admits
-	// the request now as a reservation when it would be admitted within
-	// it; Decision.WaitMS then says how long to wait before going on (see
-	// Wait). Hold makes the node wait it out before answering.
-	MaxWait string
+	// MaxWait, for the bucket algorithms, admits the request now as a
+	// reservation when it would be admitted within it; Decision.WaitMS
+	// then says how long to wait before going on (see Wait). Hold makes
+	// the node wait it out before answering.
+	MaxWait time.Duration
 	Hold    bool
 	// SettleTTL, when not 0, makes an admission a reservation of the cost,
 	// to settle within it with what the request used (see Reserve).
@@ -252,14 +279,15 @@ type AllowRequest struct {
 
 // toWire spells r as the API does.
 func (r *AllowRequest) toWire() wire.AllowRequest {
-	single := Check{Key: r.Key, Limit: r.Limit, Policy: r.Policy, Dimensions: r.Dimensions, Cost: r.Cost}
+	single := Check{Key: r.Key, Limit: r.Limit, Policy: r.Policy, Dimensions: r.Dimensions, Cost: r.Cost, Peek: r.Peek}
 	c := single.toWire()
 	out := wire.AllowRequest{Key: c.Key, Limit: c.Limit, Cost: c.Cost, Policy: c.Policy, Dimensions: c.Dimensions, RequestID: r.RequestID, Hold: r.Hold}
 	for i := range r.Checks {
 		out.Checks = append(out.Checks, r.Checks[i].toWire())
 	}
-	if r.MaxWait != "" {
-		out.MaxWait = &r.MaxWait
+	if r.MaxWait != 0 {
+		maxWait := r.MaxWait.String()
+		out.MaxWait = &maxWait
 	}
 	if r.SettleTTL != 0 {
 		ttl := r.SettleTTL.String()
@@ -363,7 +391,7 @@ func (c *Client) Allow(ctx context.Context, req AllowRequest) (Decision, error) 
 // When ctx ends during the sleep, Wait returns ctx's error; the
 // reservation stays consumed.
 func (c *Client) Wait(ctx context.Context, req AllowRequest, maxWait time.Duration) (Decision, error) {
-	req.MaxWait = maxWait.String()
+	req.MaxWait = maxWait
 	d, err := c.Allow(ctx, req)
 	if err != nil || !d.Allowed || d.WaitMS <= 0 {
 		return d, err
@@ -391,7 +419,7 @@ func (c *Client) allowOne(ctx context.Context, req AllowRequest) (Decision, erro
 // answered through the log anyway; a plain one keeps no ID, so that a node
 // may answer its denial from a deny lease.
 func (req AllowRequest) withRequestID() AllowRequest {
-	if req.RequestID == "" && (req.MaxWait != "" || req.SettleTTL != 0) {
+	if req.RequestID == "" && (req.MaxWait != 0 || req.SettleTTL != 0) {
 		req.RequestID = newRequestID()
 	}
 	return req

@@ -194,14 +194,11 @@ func contractChecks(req AllowRequest) ([]contract.Check, error) {
 	inline := req.Checks == nil
 	checks := req.Checks
 	if inline {
-		checks = []Check{{Key: req.Key, Limit: req.Limit, Policy: req.Policy, Dimensions: req.Dimensions, Cost: req.Cost}}
+		checks = []Check{{Key: req.Key, Limit: req.Limit, Policy: req.Policy, Dimensions: req.Dimensions, Cost: req.Cost, Peek: req.Peek}}
 	}
 	cr := contract.Request{RequestID: req.RequestID}
 	for i, c := range checks {
-		out := contract.Check{Key: c.Key, Policy: c.Policy, Cost: 1}
-		if c.Cost != nil {
-			out.Cost = *c.Cost
-		}
+		out := contract.Check{Key: c.Key, Policy: c.Policy, Cost: c.Cost, Peek: c.Peek}
 		if c.Limit != nil {
 			l, err := c.Limit.spec().Limit()
 			if err != nil {
@@ -235,8 +232,9 @@ func invalidRequest(err *contract.Error, inline bool) *Error {
 // spec is the limit in the contract's terms: zero values are "not given".
 func (lim *Limit) spec() contract.LimitSpec {
 	s := contract.LimitSpec{Algorithm: lim.Algorithm, Rate: &lim.Rate}
-	if lim.Period != "" {
-		s.Period = &lim.Period
+	if lim.Period != 0 {
+		period := lim.Period.String()
+		s.Period = &period
 	}
 	if lim.Burst != 0 {
 		s.Burst = &lim.Burst

@@ -26,16 +26,17 @@ func TestReserveThenSettleOnACluster(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), testcluster.WaitTimeout)
 	defer cancel()
 	cl := client.NewWithOptions(client.Options{HTTPClient: testcluster.HTTPClient()}, c.Followers()[0].URL())
-	if _, err := cl.PutPolicy(ctx, "tokens", client.Policy{Limit: &client.Limit{Rate: 3600, Period: "1h", Burst: 1000}, MaxDebt: 100}); err != nil {
+	if _, err := cl.PutPolicy(ctx, "tokens", client.Policy{Limit: &client.Limit{Rate: 3600, Period: time.Hour, Burst: 1000}, MaxDebt: 100}); err != nil {
 		t.Fatal(err)
 	}
-	cost := func(n int64) *int64 { return &n }
 	ask := func(key string, n int64) client.AllowRequest {
-		return client.AllowRequest{Policy: "tokens", Key: key, Cost: cost(n)}
+		return client.AllowRequest{Policy: "tokens", Key: key, Cost: n}
 	}
 	// left is what key has on node n (a unit refills every second).
 	left := func(n *testcluster.Node, key string) int64 {
-		d, err := client.NewWithOptions(client.Options{HTTPClient: testcluster.HTTPClient()}, n.URL()).Allow(ctx, ask(key, 0))
+		peek := ask(key, 0)
+		peek.Peek = true
+		d, err := client.NewWithOptions(client.Options{HTTPClient: testcluster.HTTPClient()}, n.URL()).Allow(ctx, peek)
 		if err != nil {
 			t.Fatal(err)
 		}

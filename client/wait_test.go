@@ -17,7 +17,7 @@ func TestWaitSleepsOutAReservation(t *testing.T) {
 	t.Parallel()
 	c := testcluster.Start(t, 3)
 	cl := client.NewWithOptions(client.Options{HTTPClient: testcluster.HTTPClient()}, c.Followers()[0].URL())
-	req := client.AllowRequest{Key: "paced", Limit: &client.Limit{Algorithm: "gcra", Rate: 1, Period: "2s", Burst: 1}}
+	req := client.AllowRequest{Key: "paced", Limit: &client.Limit{Algorithm: "gcra", Rate: 1, Period: 2 * time.Second, Burst: 1}}
 	start := time.Now() // before the burst: the next unit is due 2 s after it
 	if d, err := cl.Allow(context.Background(), req); err != nil || !d.Allowed {
 		t.Fatalf("the burst: %+v %v", d, err)

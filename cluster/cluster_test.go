@@ -364,7 +364,7 @@ func TestSnapshotsCarryTheState(t *testing.T) {
 		var d contract.Decision
 		testenv.WaitFor(t, "a peek of "+key+" to be answered", func() bool {
 			var err error
-			d, err = node.Allow(ctx, contract.Request{Checks: []contract.Check{{Key: key, Limit: limit, Cost: 0}}})
+			d, err = node.Allow(ctx, contract.Request{Checks: []contract.Check{{Key: key, Limit: limit, Peek: true}}})
 			if err != nil && !errors.Is(err, contract.ErrNoLeader) && !errors.Is(err, contract.ErrOutcomeUnknown) {
 				t.Fatalf("peek %s: %v", key, err)
 			}

@@ -510,7 +510,7 @@ func checkSurvivesFullRestart(t *testing.T, c *testcluster.Cluster, history []po
 			}
 		}
 		node := c.Nodes[0].Node()
-		d, err := node.Allow(context.Background(), contract.Request{Checks: []contract.Check{{Key: key, Limit: l, Cost: 0}}})
+		d, err := node.Allow(context.Background(), contract.Request{Checks: []contract.Check{{Key: key, Limit: l, Peek: true}}})
 		if err != nil {
 			t.Fatalf("peek %s after the restart: %v", key, err)
 		}

@@ -31,7 +31,7 @@ func TestABlockDeniesOnEveryPath(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), testcluster.WaitTimeout)
 	defer cancel()
 	admin := client.NewWithOptions(client.Options{HTTPClient: testcluster.HTTPClient()}, leader.URL())
-	if _, err := admin.PutPolicy(ctx, "per-user", client.Policy{Limit: &client.Limit{Rate: 2, Period: "1h"}, KeyTemplate: "{user}"}); err != nil {
+	if _, err := admin.PutPolicy(ctx, "per-user", client.Policy{Limit: &client.Limit{Rate: 2, Period: time.Hour}, KeyTemplate: "{user}"}); err != nil {
 		t.Fatal(err)
 	}
 	counter := rls.CounterKey("edge", []rls.Entry{{Key: "client", Value: "c1"}}, nil)

@@ -51,7 +51,7 @@ func TestTheAuditTrailNamesTheTokenOfEachChange(t *testing.T) {
 	}
 	before := time.Now()
 	change("policy.put", func() error {
-		_, err := cl.PutPolicy(ctx, "api", client.Policy{Limit: &client.Limit{Rate: 100, Period: "1m"}})
+		_, err := cl.PutPolicy(ctx, "api", client.Policy{Limit: &client.Limit{Rate: 100, Period: time.Minute}})
 		return err
 	})
 	change("block.put", func() error { _, err := cl.PutBlock(ctx, "scraper", time.Hour, "too fast"); return err })

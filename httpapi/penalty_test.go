@@ -31,7 +31,7 @@ func TestAPenaltyBlocksAndLiftsOnEveryNode(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), testcluster.WaitTimeout)
 	defer cancel()
 	admin := client.NewWithOptions(client.Options{HTTPClient: hc}, nodes[0].URL())
-	if _, err := admin.PutPolicy(ctx, "login", client.Policy{Limit: &client.Limit{Rate: 1, Period: "1s"},
+	if _, err := admin.PutPolicy(ctx, "login", client.Policy{Limit: &client.Limit{Rate: 1, Period: time.Second},
 		Penalty: &client.Penalty{Denials: 3, Within: "1m", BlockFor: "3s"}}); err != nil {
 		t.Fatal(err)
 	}

@@ -36,8 +36,8 @@ func TestBoundsPerCaller(t *testing.T) {
 	as := func(token string) *client.Client { return client.NewWithOptions(client.Options{Token: token}, n.addr) }
 	alice, bob, ops := as(aliceToken), as(bobToken), as(opsToken)
 
-	shared := &client.Limit{Rate: 1, Period: "1s"}
-	hour, twoSeconds := "1h", "2s"
+	shared := &client.Limit{Rate: 1, Period: time.Second}
+	hour, twoSeconds := time.Hour, 2*time.Second
 	_, err := alice.Allow(ctx, client.AllowRequest{Key: "shared", Limit: shared, MaxWait: hour})
 	if apiErr := (*client.Error)(nil); !errors.As(err, &apiErr) || apiErr.StatusCode != 400 || apiErr.Field != "max_wait" || !strings.Contains(apiErr.Message, "2s") {
 		t.Fatalf("max_wait 1h over a bound of 2s: %v, want a 400 naming the bound", err)

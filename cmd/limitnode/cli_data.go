@@ -21,7 +21,7 @@ import (
 var allowCommand = remoteCommand("allow", "allow -key K -rate N [-period 1m] [-algorithm A] [-burst N] [-cost N] | -key K -policy P [flags]", func(fs *flag.FlagSet) runRemote {
 	key := fs.String("key", "", "the key to check")
 	rate := fs.Int64("rate", 0, "requests allowed per period")
-	period := fs.String("period", "", "the limit's period, a Go duration (default 1s)")
+	period := fs.Duration("period", 0, "the limit's period, a Go duration (default 1s)")
 	algorithm := fs.String("algorithm", "", "token_bucket (default), leaky_bucket, gcra, fixed_window, sliding_window_log, sliding_window_counter")
 	burst := fs.Int64("burst", 0, "bucket capacity (default: rate)")
 	cost := fs.Int64("cost", 1, "what the request consumes; 0 checks without consuming")
@@ -42,7 +42,7 @@ var allowCommand = remoteCommand("allow", "allow -key K -rate N [-period 1m] [-a
 		case *policy != "" && rateGiven:
 			return &usageError{"allow takes -rate or -policy, not both"}
 		}
-		req := client.AllowRequest{Key: *key, Policy: *policy, Cost: cost, RequestID: *requestID, SettleTTL: *settle}
+		req := client.AllowRequest{Key: *key, Policy: *policy, Cost: *cost, Peek: *cost == 0, RequestID: *requestID, SettleTTL: *settle}
 		if *policy == "" {
 			req.Limit = &client.Limit{Algorithm: *algorithm, Rate: *rate, Period: *period, Burst: *burst}
 		}
@@ -257,7 +257,7 @@ func short(digest string) string {
 // deniedByText says what denied a request: "check 0, policy api (version
 // 12): token_bucket 100/1m (limit)".
 func deniedByText(by *wire.DeniedBy) string {
-	l := client.Limit{Algorithm: by.Limit.Algorithm, Rate: deref(by.Limit.Rate), Period: deref(by.Limit.Period), Burst: deref(by.Limit.Burst)}
+	l := client.Limit{Algorithm: by.Limit.Algorithm, Rate: deref(by.Limit.Rate), Period: periodOf(by.Limit.Period), Burst: deref(by.Limit.Burst)}
 	policy := "an inline limit"
 	if by.Policy != "" {
 		policy = fmt.Sprintf("policy %s (version %d)", by.Policy, by.PolicyVersion)
@@ -266,7 +266,7 @@ func deniedByText(by *wire.DeniedBy) string {
 }
 
 func limitText(l client.Limit) string {
-	text := fmt.Sprintf("%s %d/%s", cmp.Or(l.Algorithm, "token_bucket"), l.Rate, shortDuration(cmp.Or(l.Period, "1s")))
+	text := fmt.Sprintf("%s %d/%s", cmp.Or(l.Algorithm, "token_bucket"), l.Rate, shortDuration(cmp.Or(l.Period, time.Second).String()))
 	if l.Burst != 0 && l.Burst != l.Rate {
 		text += fmt.Sprintf(" burst %d", l.Burst)
 	}

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/limitnode/limitnode/client"
 )
@@ -74,7 +75,7 @@ func (r *remote) keys(ks []client.KeyState) error {
 	var rows [][]string
 	for _, k := range ks {
 		for _, l := range k.Limits {
-			limit := client.Limit{Algorithm: l.Limit.Algorithm, Rate: deref(l.Limit.Rate), Period: deref(l.Limit.Period), Burst: deref(l.Limit.Burst)}
+			limit := client.Limit{Algorithm: l.Limit.Algorithm, Rate: deref(l.Limit.Rate), Period: periodOf(l.Limit.Period), Burst: deref(l.Limit.Burst)}
 			rows = append(rows, []string{k.Key, ownerText(l.Owner), limitText(limit), strconv.FormatInt(l.Remaining, 10), millis(l.ResetAfterMS)})
 		}
 	}
@@ -82,6 +83,13 @@ func (r *remote) keys(ks []client.KeyState) error {
 }
 
 // deref is *p, or the zero value for nil.
+// periodOf is the period a limit of the API spells, 0 when it spells none
+// (or none Go reads).
+func periodOf(p *string) time.Duration {
+	d, _ := time.ParseDuration(deref(p))
+	return d
+}
+
 func deref[T any](p *T) T {
 	var zero T
 	if p == nil {
