@@ -10,7 +10,7 @@ import (
 
 // reservation is one reserve-then-settle as the sequential model sees it.
 type reservation struct {
-	Reservation
+	UpfrontCharge
 	at, reserved int64
 }
 
@@ -64,7 +64,7 @@ func (r *settleRun) step(t *rapid.T) error {
 		}
 		r.state = next
 		if rapid.Bool().Draw(t, "reserve") {
-			r.open = append(r.open, &reservation{Reservation: Reserved(r.l, next, r.now, cost), at: r.now, reserved: cost})
+			r.open = append(r.open, &reservation{UpfrontCharge: ChargedUpfront(r.l, next, r.now, cost), at: r.now, reserved: cost})
 			return nil
 		}
 		r.admitted = append(r.admitted, admission{r.now, cost})
@@ -79,7 +79,7 @@ func (r *settleRun) step(t *rapid.T) error {
 		switch {
 		case used < res.reserved:
 			before, _ := Decide(r.l, r.state, r.now, 0)
-			next, given := Refund(r.l, r.state, r.now, res.Reservation, res.reserved-used)
+			next, given := Refund(r.l, r.state, r.now, res.UpfrontCharge, res.reserved-used)
 			after, _ := Decide(r.l, next, r.now, 0)
 			if given < 0 || given > res.reserved-used || after.Remaining > capacity || after.Remaining < before.Remaining {
 				return fmt.Errorf("a refund of %d gave %d back: %d left before, %d after", res.reserved-used, given, before.Remaining, after.Remaining)
@@ -157,7 +157,7 @@ func TestRefundsAndCharges(t *testing.T) {
 		_, s := Decide(l, State{}, at, cost)
 		return s
 	}
-	reserved := func(l Limit, at, cost int64) Reservation { return Reserved(l, spend(l, at, cost), at, cost) }
+	reserved := func(l Limit, at, cost int64) UpfrontCharge { return ChargedUpfront(l, spend(l, at, cost), at, cost) }
 	tests := []struct {
 		name      string
 		l         Limit

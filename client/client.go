@@ -272,8 +272,8 @@ type AllowRequest struct {
 	// the node wait it out before answering.
 	MaxWait time.Duration
 	Hold    bool
-	// SettleTTL, when not 0, makes an admission a reservation of the cost,
-	// to settle within it with what the request used (see Reserve).
+	// SettleTTL, when not 0, charges an admission its cost up front, to
+	// settle within it with what the request used (see StartSettlement).
 	SettleTTL time.Duration
 }
 

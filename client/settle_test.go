@@ -43,7 +43,7 @@ func TestReserveThenSettleOnACluster(t *testing.T) {
 		return d.Remaining
 	}
 
-	res, err := cl.Reserve(ctx, ask("acme", 500), time.Minute)
+	res, err := cl.StartSettlement(ctx, ask("acme", 500), time.Minute)
 	if err != nil || !res.Allowed || res.SettlementID == "" {
 		t.Fatalf("the reservation: %+v %v", res, err)
 	}
@@ -101,7 +101,7 @@ func TestReserveThenSettleOnACluster(t *testing.T) {
 	}
 
 	// More than reserved: charged into debt, at most max_debt beyond empty.
-	res, err = cl.Reserve(ctx, ask("bob", 900), time.Minute)
+	res, err = cl.StartSettlement(ctx, ask("bob", 900), time.Minute)
 	if err != nil || !res.Allowed {
 		t.Fatalf("the second reservation: %+v %v", res, err)
 	}
@@ -115,7 +115,7 @@ func TestReserveThenSettleOnACluster(t *testing.T) {
 	}
 
 	// Too late: a reservation of a second, settled after it ended.
-	res, err = cl.Reserve(ctx, ask("late", 300), time.Second)
+	res, err = cl.StartSettlement(ctx, ask("late", 300), time.Second)
 	if err != nil || !res.Allowed {
 		t.Fatalf("the short reservation: %+v %v", res, err)
 	}

@@ -220,13 +220,13 @@ func requestOf(req contract.Request) (fsm.Request, error) {
 	return fr, nil
 }
 
-// Settle settles a reservation that an admission with SettleTTL
+// Settle settles an open settlement that an admission with SettleTTL
 // answered with (contract.Decision.SettlementID), through the log: what it
-// did not use of the cost it reserved is given back, what it used beyond is
+// did not use of the cost charged up front is given back, what it used beyond is
 // charged, up to its policy's MaxDebt beyond empty. Settling again with the
 // same cost answers the first settlement (Duplicate) and changes nothing,
 // so an unknown outcome is tried again, charged once; another cost is a
-// *contract.Error with CodeConflict; an unknown or ended reservation, one
+// *contract.Error with CodeConflict; an unknown or ended settlement, one
 // with CodeNotFound. A settlement that gave units back gives capacity back:
 // it is acknowledged once the deny leases that could contradict it have
 // ended, as a policy change is.

@@ -80,7 +80,7 @@ type Request struct {
 	// that time (see algorithms.Reserve); the decision then says how long
 	// to wait. Every check must use a bucket algorithm.
 	MaxWait time.Duration
-	// SettleTTL, when not 0, makes the admission a reservation to
+	// SettleTTL, when not 0, charges the admission up front, a settlement to
 	// settle (SettleRequest) within that time; see validateSettle.
 	SettleTTL time.Duration
 	// Share, optional, asks for a share of the one check's budget besides

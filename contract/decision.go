@@ -49,7 +49,7 @@ type Decision struct {
 	// DeniedBy, for a denial, says what denied it.
 	DeniedBy *DeniedBy
 	// SettlementID, for an admission of a request with SettleTTL,
-	// names its reservation, to settle (SettleRequest).
+	// names its open settlement, to settle (SettleRequest).
 	SettlementID string
 	// Share is the share granted to the request's Share ask, if any.
 	Share *GrantedShare

@@ -7,16 +7,16 @@ import (
 	"github.com/limitnode/limitnode/algorithms"
 )
 
-// Bounds on reservations to settle.
+// Bounds on settlements (charged up front, settled later).
 const (
-	// MinSettleTTL and MaxSettleTTL bound how long a reservation may wait
+	// MinSettleTTL and MaxSettleTTL bound how long a settlement may wait
 	// for its settlement.
 	MinSettleTTL = time.Second
 	MaxSettleTTL = time.Hour
-	// MaxSettlements bounds the reservations the cluster holds open, and
+	// MaxSettlements bounds the settlements the cluster holds open, and
 	// the settled ones it remembers.
 	MaxSettlements = 100_000
-	// MaxSettlementsPerCaller bounds the reservations one caller (an API
+	// MaxSettlementsPerCaller bounds the settlements one caller (an API
 	// token) holds open, so that it takes four callers at their bound to
 	// fill the cluster's. Without tokens every caller is one, and the
 	// cluster's bound is its own.
@@ -24,19 +24,19 @@ const (
 	// MaxSettlementIDBytes bounds a settlement's ID.
 	MaxSettlementIDBytes = 64
 	// SettledMemory is how long, in cluster time, a settlement is
-	// remembered after it was settled or its reservation ended: a retry of
+	// remembered after it was settled or its TTL ended: a retry of
 	// it is answered with the first settlement, another is refused.
 	SettledMemory = 5 * time.Minute
 )
 
-// A request with SettleTTL reserves its cost, the most it may cost,
+// A request with SettleTTL is charged its cost up front, the most it may cost,
 // and is settled later with what it used (SettleRequest): what it did not
 // use is given back, what it used beyond is charged, up to the policy's
-// MaxDebt beyond empty. A reservation not settled within its TTL stays
+// MaxDebt beyond empty. A settlement not settled within its TTL stays
 // charged in full.
 
 // validateSettle checks a request's settle option: a TTL from MinSettleTTL
-// to MaxSettleTTL, without max_wait, every check reserving one cost of 1
+// to MaxSettleTTL, without max_wait, every check charging one cost of 1
 // or more (the settlement's cost then applies to each).
 func (r *Request) validateSettle() *Error {
 	if r.SettleTTL == 0 {
@@ -59,9 +59,9 @@ func (r *Request) validateSettle() *Error {
 	return nil
 }
 
-// SettleRequest settles a reservation: ID is the settlement_id its
+// SettleRequest settles an open settlement: ID is the settlement_id its
 // admission answered, Cost what the request used, Scope whose the
-// reservation is (as a request ID's: the HTTP API's token name).
+// settlement is (as a request ID's: the HTTP API's token name).
 type SettleRequest struct {
 	ID    string
 	Cost  int64
@@ -81,15 +81,15 @@ func (s *SettleRequest) Validate() *Error {
 	return nil
 }
 
-// Settlement is what a settlement did: the cost reserved and the cost
-// settled, the units given back (Refunded) or charged beyond the
-// reservation (Charged; what the debt bound left out is Forgiven), each the
-// least over the reservation's checks, and, when a check is left in debt,
-// how long until it admits again (RetryAfter). Duplicate: the
-// reservation was settled with this cost before, and this is that answer.
+// Settlement is what a settlement did: the cost charged up front (Upfront)
+// and the cost settled, the units given back (Refunded) or charged beyond
+// the up-front charge (Charged; what the debt bound left out is Forgiven),
+// each the least over the settlement's checks, and, when a check is left in
+// debt, how long until it admits again (RetryAfter). Duplicate: the
+// settlement was settled with this cost before, and this is that answer.
 type Settlement struct {
 	ID                          string
-	Reserved, Cost              int64
+	Upfront, Cost               int64
 	Refunded, Charged, Forgiven int64
 	RetryAfter                  time.Duration
 	AtNanos                     int64

@@ -77,7 +77,7 @@ type extraOutput struct {
 // openReservation is a reservation in extrasModel's state.
 type openReservation struct {
 	id       string
-	r        algorithms.Reservation
+	r        algorithms.UpfrontCharge
 	reserved int64
 }
 
@@ -147,7 +147,7 @@ var extrasModel = porcupine.Model{
 		}
 		next.state = after
 		if d.Allowed && in.Kind == extraReserve {
-			next.open = append(next.open, openReservation{id: out.ID, r: algorithms.Reserved(l, after, out.AtNanos, in.Cost), reserved: in.Cost})
+			next.open = append(next.open, openReservation{id: out.ID, r: algorithms.ChargedUpfront(l, after, out.AtNanos, in.Cost), reserved: in.Cost})
 			slices.SortFunc(next.open, func(a, b openReservation) int { return cmpString(a.id, b.id) })
 		}
 		if !d.Allowed && in.Key == penaltyKey {

@@ -52,7 +52,7 @@ func TestReserveThenSettle(t *testing.T) {
 		{"an unknown one", "s1.9", "", 100, contract.CodeNotFound, nil},
 		{"a negative cost", id, "", -1, contract.CodeInvalidArgument, nil},
 		{"with less", id, "", 120, "", func(s contract.Settlement) {
-			if s.Reserved != 500 || s.Refunded != 380 || s.Charged != 0 || left(t0+1) != 880 || raises != 2 { // the policy put, the refund
+			if s.Upfront != 500 || s.Refunded != 380 || s.Charged != 0 || left(t0+1) != 880 || raises != 2 { // the policy put, the refund
 				t.Fatalf("settled with 120 of 500: %+v, %d left, %d raises", s, left(t0+1), raises)
 			}
 		}},

@@ -71,7 +71,7 @@ func (f *fakeLimiter) Settle(_ context.Context, req contract.SettleRequest) (con
 		out.Duplicate = true
 		return out, nil
 	}
-	out := contract.Settlement{ID: req.ID, Reserved: s.reserved, Cost: req.Cost, Refunded: max(s.reserved-req.Cost, 0), Charged: max(req.Cost-s.reserved, 0)}
+	out := contract.Settlement{ID: req.ID, Upfront: s.reserved, Cost: req.Cost, Refunded: max(s.reserved-req.Cost, 0), Charged: max(req.Cost-s.reserved, 0)}
 	if out.Charged > 0 {
 		out.RetryAfter = time.Second
 	}

@@ -23,7 +23,7 @@ var settleCommand = remoteCommand("settle", "settle SETTLEMENT_ID COST [flags]",
 	if r.json {
 		return r.printJSON(s)
 	}
-	rows := [][]string{{s.SettlementID, strconv.FormatInt(s.Reserved, 10), strconv.FormatInt(s.Cost, 10),
+	rows := [][]string{{s.SettlementID, strconv.FormatInt(s.Upfront, 10), strconv.FormatInt(s.Cost, 10),
 		strconv.FormatInt(s.Refunded, 10), strconv.FormatInt(s.Charged, 10), millis(s.RetryAfterMS)}}
 	if err := r.table("SETTLEMENT\tRESERVED\tCOST\tREFUNDED\tCHARGED\tIN DEBT FOR", rows); err != nil {
 		return err

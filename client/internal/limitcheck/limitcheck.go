@@ -138,7 +138,7 @@ func NewTable[R, C any](field string, dflt []C, byKey map[string][]C, convert fu
 }
 
 // OneCostEach refuses a table with a list whose checks cost differently
-// (named field in errors): a reservation to settle reserves one cost on
+// (named field in errors): a settlement charges one cost up front on
 // every check of a request, and settles each with the same.
 func (t *Table[R]) OneCostEach(field string) error {
 	check := func(where string, l *List[R]) error {
