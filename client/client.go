@@ -267,7 +267,7 @@ type AllowRequest struct {
 	RequestID  string
 	Checks     []Check
 	// MaxWait, for the bucket algorithms, admits the request now as a
-	// reservation when it would be admitted within it; Decision.WaitMS
+	// reservation when it would be admitted within it; Decision.Wait
 	// then says how long to wait before going on (see Wait). Hold makes
 	// the node wait it out before answering.
 	MaxWait time.Duration
@@ -296,30 +296,81 @@ func (r *AllowRequest) toWire() wire.AllowRequest {
 	return out
 }
 
-// Decision is a /v1/allow answer: its body, with the headers a client acts
-// on.
+// Decision is a /v1/allow answer: its body (wire.AllowResponse, its
+// milliseconds as durations), with the headers a client acts on. It
+// spells itself in JSON as the body.
 type Decision struct {
-	wire.AllowResponse
+	// Allowed is true when every check allowed and all consumed.
+	Allowed bool
+	// Limit and Remaining are the headline check's capacity and what it
+	// has left (for several checks, the most restrictive).
+	Limit, Remaining int64
+	// ResetAfter is the time until the limit is fully available again
+	// (reset_after_ms).
+	ResetAfter time.Duration
+	// ExactRetryAfter, for a denial, is the time until the same request
+	// could be admitted (retry_after_ms), without RetryAfter's jitter.
+	ExactRetryAfter time.Duration
+	// Wait, for a request admitted by reservation (MaxWait), is how long
+	// the caller must wait before going on (wait_ms); Held, with Hold, how
+	// long the node waited it out instead (held_ms).
+	Wait, Held time.Duration
+	// Duplicate is true when the request ID was seen before: the answer is
+	// the first decision, and nothing was consumed now.
+	Duplicate bool
+	// Checks reports each check, when a request has several or one of
+	// them is a policy in shadow mode.
+	Checks []CheckDecision
+	// Blocked, for a request denied because a key is blocked, says so and
+	// why; DeniedBy, for a denial, what denied it.
+	Blocked  *wire.Blocked
+	DeniedBy *wire.DeniedBy
+	// SettlementID, for an admission with SettleTTL, names the open
+	// settlement to settle.
+	SettlementID string
+	// Share is the share granted to a share ask, if any.
+	Share *Share
 	// StatusCode is 200 or 429.
-	StatusCode int `json:"-"`
+	StatusCode int
 	// RetryAfter is the 429's Retry-After header (with jitter), at most
 	// MaxRetryAfter, or 0.
-	RetryAfter time.Duration `json:"-"`
+	RetryAfter time.Duration
 	// Leader is the X-Limitnode-Leader header: the ID of the leader that
 	// decided, or "" if the node did not say.
-	Leader string `json:"-"`
+	Leader string
 	// Header holds the answer's rate-limit headers as sent (RateLimit-*,
 	// RateLimit, Retry-After; see RateLimitHeaders), under their canonical
 	// names, for a middleware that passes them on; nil in a decision no
 	// node sent (a Guard's fallback).
-	Header http.Header `json:"-"`
+	Header http.Header
 	// Shared is true for an admission the client answered from a share it
 	// holds (Options.LocalShares), without asking the cluster.
-	Shared bool `json:"-"`
-	// ResetAt is ResetAfterMS as a time on this process's clock: when the
-	// answer arrived plus ResetAfterMS, when the limit is fully available
+	Shared bool
+	// ResetAt is ResetAfter as a time on this process's clock: when the
+	// answer arrived plus ResetAfter, when the limit is fully available
 	// again.
-	ResetAt time.Time `json:"-"`
+	ResetAt time.Time
+}
+
+// CheckDecision is one check's part of a Decision (wire.CheckResponse).
+type CheckDecision struct {
+	Key              string
+	Policy           string
+	Shadow           bool
+	Allowed          bool
+	Limit, Remaining int64
+	ResetAfter       time.Duration
+	ExactRetryAfter  time.Duration
+}
+
+// Share is a share granted to the client (wire.Share): ID names it, Units
+// may be spent for SpendFor after the request was sent, and Remaining is
+// what the key had left for everyone else.
+type Share struct {
+	ID        string
+	Units     int64
+	SpendFor  time.Duration
+	Remaining int64
 }
 
 // RateLimitHeaders are the headers of a /v1/allow answer that tell a caller
@@ -393,14 +444,14 @@ func (c *Client) Allow(ctx context.Context, req AllowRequest) (Decision, error) 
 func (c *Client) Wait(ctx context.Context, req AllowRequest, maxWait time.Duration) (Decision, error) {
 	req.MaxWait = maxWait
 	d, err := c.Allow(ctx, req)
-	if err != nil || !d.Allowed || d.WaitMS <= 0 {
+	if err != nil || !d.Allowed || d.Wait <= 0 {
 		return d, err
 	}
-	timer := time.NewTimer(time.Duration(d.WaitMS) * time.Millisecond)
+	timer := time.NewTimer(d.Wait)
 	defer timer.Stop()
 	select {
 	case <-timer.C:
-		d.WaitMS = 0
+		d.Wait = 0
 		return d, nil
 	case <-ctx.Done():
 		return d, ctx.Err()

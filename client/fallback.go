@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/limitnode/limitnode/algorithms"
-	"github.com/limitnode/limitnode/api/wire"
 	"github.com/limitnode/limitnode/contract"
 )
 
@@ -108,7 +107,7 @@ func (g *Guard) Allow(ctx context.Context, req AllowRequest) (GuardDecision, err
 		}
 		out.Decision = d
 	}
-	out.ResetAt = resetAt(now, out.ResetAfterMS)
+	out.ResetAt = resetAt(now, out.ResetAfter)
 	if out.Allowed {
 		out.StatusCode = http.StatusOK
 	} else {
@@ -153,7 +152,7 @@ func (l *localLimiter) decide(req AllowRequest, replicas int, now time.Time) (De
 		next algorithms.State
 	}
 	var plan []planned
-	out := Decision{AllowResponse: wire.AllowResponse{Allowed: true}}
+	out := Decision{Allowed: true}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for _, c := range checks {
@@ -170,11 +169,11 @@ func (l *localLimiter) decide(req AllowRequest, replicas int, now time.Time) (De
 		d, next := algorithms.Decide(limit, l.states[id], now.UnixNano(), cost)
 		if !d.Allowed {
 			out.Allowed = false
-			out.RetryAfterMS = max(out.RetryAfterMS, (int64(d.RetryAfter)+int64(time.Millisecond)-1)/int64(time.Millisecond))
+			out.ExactRetryAfter = max(out.ExactRetryAfter, millis(inMillis(d.RetryAfter)))
 		}
 		if out.Limit == 0 || d.Remaining < out.Remaining {
 			out.Limit, out.Remaining = d.Limit, d.Remaining
-			out.ResetAfterMS = (int64(d.ResetAfter) + int64(time.Millisecond) - 1) / int64(time.Millisecond)
+			out.ResetAfter = millis(inMillis(d.ResetAfter))
 		}
 		plan = append(plan, planned{id, next})
 	}

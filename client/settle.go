@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"time"
@@ -16,17 +17,40 @@ import (
 // (up to the policy's max_debt beyond empty), and a settlement never
 // settled stays charged in full when its TTL ends.
 
-// Settlement is the answer of a settlement (wire.Settlement).
-type Settlement = wire.Settlement
+// Settlement is the answer of a settlement (wire.Settlement, its
+// milliseconds a duration): the cost charged up front and the cost settled,
+// what was given back (Refunded) or charged beyond the up-front charge
+// (Charged; what the debt bound left out, Forgiven), each the least over the
+// request's checks, and, when a check is left in debt, how long until it
+// admits again (RetryAfter). Duplicate: the same settlement was made
+// before, and this is its answer. It spells itself in JSON as the API does.
+type Settlement struct {
+	SettlementID                string
+	Upfront, Cost               int64
+	Refunded, Charged, Forgiven int64
+	RetryAfter                  time.Duration
+	Duplicate                   bool
+}
+
+func settlementOf(w wire.Settlement) Settlement {
+	return Settlement{SettlementID: w.SettlementID, Upfront: w.Upfront, Cost: w.Cost, Refunded: w.Refunded, Charged: w.Charged,
+		Forgiven: w.Forgiven, RetryAfter: millis(w.RetryAfterMS), Duplicate: w.Duplicate}
+}
+
+// MarshalJSON spells s as the API does (wire.Settlement).
+func (s Settlement) MarshalJSON() ([]byte, error) {
+	return json.Marshal(wire.Settlement{SettlementID: s.SettlementID, Upfront: s.Upfront, Cost: s.Cost, Refunded: s.Refunded,
+		Charged: s.Charged, Forgiven: s.Forgiven, RetryAfterMS: inMillis(s.RetryAfter), Duplicate: s.Duplicate})
+}
 
 // Settle settles the open settlement id (a Decision's SettlementID) with
 // cost, what the request used. Settling again with the same cost answers
 // the first settlement (Duplicate) and changes nothing; another cost is a
 // 409 *Error; an unknown or ended settlement a 404 *Error.
 func (c *Client) Settle(ctx context.Context, id string, cost int64) (Settlement, error) {
-	var out Settlement
+	var out wire.Settlement
 	_, err := c.do(ctx, http.MethodPost, "/v1/settle", wire.SettleRequest{SettlementID: id, Cost: &cost}, &out, http.StatusOK)
-	return out, err
+	return settlementOf(out), err
 }
 
 // OpenSettlement is an admission charged up front and not settled yet: its

@@ -127,7 +127,7 @@ func (c *Client) settleShare(name string, sentAt time.Time, d Decision, err erro
 	}
 	template := d
 	template.Share, template.Checks, template.Remaining = nil, nil, s.Remaining
-	c.shares.Settle(name, sentAt, &sharetable.Grant{Token: s.ID, Units: s.Units, SpendFor: time.Duration(s.SpendForMS) * time.Millisecond}, template)
+	c.shares.Settle(name, sentAt, &sharetable.Grant{Token: s.ID, Units: s.Units, SpendFor: s.SpendFor}, template)
 }
 
 // sharedDecision is the admission a share gives since after its grant's
@@ -136,9 +136,9 @@ func (c *Client) settleShare(name string, sentAt time.Time, d Decision, err erro
 // holds (left), its reset shorter by since.
 func sharedDecision(grant Decision, since time.Duration, left int64) Decision {
 	d := grant
-	d.Allowed, d.RetryAfterMS, d.WaitMS, d.HeldMS, d.StatusCode = true, 0, 0, 0, http.StatusOK
+	d.Allowed, d.ExactRetryAfter, d.Wait, d.Held, d.StatusCode = true, 0, 0, 0, http.StatusOK
 	d.Remaining = min(d.Remaining+left, d.Limit)
-	d.ResetAfterMS = holdtime.Shorten(d.ResetAfterMS*int64(time.Millisecond), since) / int64(time.Millisecond)
+	d.ResetAfter = time.Duration(holdtime.Shorten(int64(d.ResetAfter), since)).Truncate(time.Millisecond)
 	d.Leader, d.Shared = "", true
 	d.setHeadersFromFields()
 	return d

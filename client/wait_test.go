@@ -26,7 +26,7 @@ func TestWaitSleepsOutAReservation(t *testing.T) {
 		t.Fatalf("Wait beyond max_wait: %+v %v, want denied", d, err)
 	}
 	d, err := cl.Wait(context.Background(), req, 3*time.Second)
-	if err != nil || !d.Allowed || d.WaitMS != 0 || time.Since(start) < 1990*time.Millisecond {
+	if err != nil || !d.Allowed || d.Wait != 0 || time.Since(start) < 1990*time.Millisecond {
 		t.Fatalf("Wait: %+v %v after %v; want admitted 2 s after the burst", d, err, time.Since(start))
 	}
 }

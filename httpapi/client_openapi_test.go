@@ -125,7 +125,7 @@ func TestTheGoClientSpeaksTheDocument(t *testing.T) {
 				return err
 			}
 			if d.Allowed || d.Blocked == nil || d.Blocked.Reason != "scraping" {
-				return fmt.Errorf("the blocked key was answered %+v", d.AllowResponse)
+				return fmt.Errorf("the blocked key was answered %+v", d)
 			}
 			_, err = c.DeleteBlock(ctx, "scraper")
 			return err

@@ -158,9 +158,9 @@ func (l *Limiter) admit(ctx context.Context, method string, setHeader, setTraile
 	}
 	if !d.Allowed {
 		// gRPC's retry policy reads the pushback; people read the message.
-		md.Set("grpc-retry-pushback-ms", strconv.FormatInt(max(d.RetryAfterMS, 1), 10))
+		md.Set("grpc-retry-pushback-ms", strconv.FormatInt(max(d.ExactRetryAfter.Milliseconds(), 1), 10))
 		_ = setTrailer(md)
-		return nil, status.Errorf(codes.ResourceExhausted, "rate limit exceeded: retry after %d ms", d.RetryAfterMS)
+		return nil, status.Errorf(codes.ResourceExhausted, "rate limit exceeded: retry after %d ms", d.ExactRetryAfter.Milliseconds())
 	}
 	_ = setHeader(md)
 	return context.WithValue(ctx, admittedKey{}, &limitcheck.Admitted[Call]{Decider: l.decider, Checks: checks, Request: req, Decision: d}), nil

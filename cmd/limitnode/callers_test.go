@@ -56,7 +56,7 @@ func TestBoundsPerCaller(t *testing.T) {
 	// the 2 s of debt, and what refilled while the 61 calls went on.
 	most := 3 + int(time.Since(started)/time.Second) + 1
 	d, err := bob.Allow(ctx, client.AllowRequest{Key: "shared", Limit: shared})
-	if err != nil || d.Allowed || d.RetryAfterMS > 3000 || reserved > most {
+	if err != nil || d.Allowed || d.ExactRetryAfter > 3*time.Second || reserved > most {
 		t.Fatalf("after %d reservations of alice's (at most %d), bob: %+v, %v; want a denial for at most the 2s bound", reserved, most, d, err)
 	}
 

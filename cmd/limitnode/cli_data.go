@@ -61,7 +61,7 @@ var allowCommand = remoteCommand("allow", "allow -key K -rate N [-period 1m] [-a
 			}
 			if err := r.table("DECISION\tLIMIT\tREMAINING\tRESET\tRETRY AFTER", [][]string{{
 				verdict, strconv.FormatInt(d.Limit, 10), strconv.FormatInt(d.Remaining, 10),
-				millis(d.ResetAfterMS), millis(d.RetryAfterMS),
+				d.ResetAfter.String(), d.ExactRetryAfter.String(),
 			}}); err != nil {
 				return err
 			}

@@ -24,7 +24,7 @@ var settleCommand = remoteCommand("settle", "settle SETTLEMENT_ID COST [flags]",
 		return r.printJSON(s)
 	}
 	rows := [][]string{{s.SettlementID, strconv.FormatInt(s.Upfront, 10), strconv.FormatInt(s.Cost, 10),
-		strconv.FormatInt(s.Refunded, 10), strconv.FormatInt(s.Charged, 10), millis(s.RetryAfterMS)}}
+		strconv.FormatInt(s.Refunded, 10), strconv.FormatInt(s.Charged, 10), s.RetryAfter.String()}}
 	if err := r.table("SETTLEMENT\tRESERVED\tCOST\tREFUNDED\tCHARGED\tIN DEBT FOR", rows); err != nil {
 		return err
 	}
