@@ -323,8 +323,8 @@ type Decision struct {
 	Checks []CheckDecision
 	// Blocked, for a request denied because a key is blocked, says so and
 	// why; DeniedBy, for a denial, what denied it.
-	Blocked  *wire.Blocked
-	DeniedBy *wire.DeniedBy
+	Blocked  *Blocked
+	DeniedBy *DeniedBy
 	// SettlementID, for an admission with SettleTTL, names the open
 	// settlement to settle.
 	SettlementID string
@@ -361,6 +361,27 @@ type CheckDecision struct {
 	Limit, Remaining int64
 	ResetAfter       time.Duration
 	ExactRetryAfter  time.Duration
+}
+
+// Blocked, in a denial, says that a block denied the request
+// (wire.Blocked): on which key (empty in answers a proxy may copy to its
+// client), why, the policy whose penalty imposed it if one did, and how long
+// it has left.
+type Blocked struct {
+	Key, Reason, Penalty string
+	EndsIn               time.Duration
+}
+
+// DeniedBy, in a denial, says what denied it (wire.DeniedBy): the check
+// (its index), the policy it was decided under ("" for an inline limit)
+// and that policy's version, the limit that applied, and the cause:
+// "limit", "block" or "penalty".
+type DeniedBy struct {
+	Check         int
+	Policy        string
+	PolicyVersion uint64
+	Limit         Limit
+	Cause         string
 }
 
 // Share is a share granted to the client (wire.Share): ID names it, Units

@@ -131,7 +131,10 @@ func batchDecision(item wire.BatchItem, i int, receivedAt time.Time) (Decision, 
 	case item.AllowResponse == nil:
 		return Decision{}, fmt.Errorf("limitnode: answer %d of a batch has status %d but no decision", i, item.Status)
 	}
-	d := decisionOf(*item.AllowResponse)
+	d, err := decisionOf(*item.AllowResponse)
+	if err != nil {
+		return Decision{}, fmt.Errorf("%w: answer %d of a batch: %w", ErrMalformedAnswer, i, err)
+	}
 	d.ResetAt = resetAt(receivedAt, d.ResetAfter)
 	d.StatusCode = item.Status
 	d.setHeadersFromFields()

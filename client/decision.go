@@ -70,7 +70,10 @@ func readDecision(a answered, receivedAt time.Time) (Decision, error) {
 	if err := json.Unmarshal(a.body, &w); err != nil {
 		return Decision{}, fmt.Errorf("%w: %s: %w", ErrMalformedAnswer, host, err)
 	}
-	d := decisionOf(w)
+	d, err := decisionOf(w)
+	if err != nil {
+		return Decision{}, fmt.Errorf("%w: %s: %w", ErrMalformedAnswer, host, err)
+	}
 	d.StatusCode, d.Header = a.resp.StatusCode, http.Header{}
 	for _, name := range RateLimitHeaders {
 		if v := a.resp.Header.Values(name); len(v) > 0 {
@@ -136,10 +139,20 @@ func inMillis(d time.Duration) int64 {
 }
 
 // decisionOf is the Decision the body w spells.
-func decisionOf(w wire.AllowResponse) Decision {
+func decisionOf(w wire.AllowResponse) (Decision, error) {
 	d := Decision{Allowed: w.Allowed, Limit: w.Limit, Remaining: w.Remaining, ResetAfter: millis(w.ResetAfterMS),
 		ExactRetryAfter: millis(w.RetryAfterMS), Wait: millis(w.WaitMS), Held: millis(w.HeldMS), Duplicate: w.Duplicate,
-		Blocked: w.Blocked, DeniedBy: w.DeniedBy, SettlementID: w.SettlementID}
+		SettlementID: w.SettlementID}
+	if b := w.Blocked; b != nil {
+		d.Blocked = &Blocked{Key: b.Key, Reason: b.Reason, Penalty: b.Penalty, EndsIn: millis(b.EndsInMS)}
+	}
+	if by := w.DeniedBy; by != nil {
+		limit, err := limitFromWire(&by.Limit)
+		if err != nil {
+			return Decision{}, fmt.Errorf("denied_by.limit.%w", err)
+		}
+		d.DeniedBy = &DeniedBy{Check: by.Check, Policy: by.Policy, PolicyVersion: by.PolicyVersion, Limit: *limit, Cause: by.Cause}
+	}
 	for _, c := range w.Checks {
 		d.Checks = append(d.Checks, CheckDecision{Key: c.Key, Policy: c.Policy, Shadow: c.Shadow, Allowed: c.Allowed,
 			Limit: c.Limit, Remaining: c.Remaining, ResetAfter: millis(c.ResetAfterMS), ExactRetryAfter: millis(c.RetryAfterMS)})
@@ -147,14 +160,20 @@ func decisionOf(w wire.AllowResponse) Decision {
 	if s := w.Share; s != nil {
 		d.Share = &Share{ID: s.ID, Units: s.Units, SpendFor: millis(s.SpendForMS), Remaining: s.Remaining}
 	}
-	return d
+	return d, nil
 }
 
 // Wire is d's body as the API spells it.
 func (d Decision) Wire() wire.AllowResponse {
 	w := wire.AllowResponse{Allowed: d.Allowed, Limit: d.Limit, Remaining: d.Remaining, ResetAfterMS: inMillis(d.ResetAfter),
 		RetryAfterMS: inMillis(d.ExactRetryAfter), WaitMS: inMillis(d.Wait), HeldMS: inMillis(d.Held), Duplicate: d.Duplicate,
-		Blocked: d.Blocked, DeniedBy: d.DeniedBy, SettlementID: d.SettlementID}
+		SettlementID: d.SettlementID}
+	if b := d.Blocked; b != nil {
+		w.Blocked = &wire.Blocked{Key: b.Key, Reason: b.Reason, Penalty: b.Penalty, EndsInMS: inMillis(b.EndsIn)}
+	}
+	if by := d.DeniedBy; by != nil {
+		w.DeniedBy = &wire.DeniedBy{Check: by.Check, Policy: by.Policy, PolicyVersion: by.PolicyVersion, Limit: *by.Limit.toWire(), Cause: by.Cause}
+	}
 	for _, c := range d.Checks {
 		w.Checks = append(w.Checks, wire.CheckResponse{Key: c.Key, Policy: c.Policy, Shadow: c.Shadow, Allowed: c.Allowed,
 			Limit: c.Limit, Remaining: c.Remaining, ResetAfterMS: inMillis(c.ResetAfter), RetryAfterMS: inMillis(c.ExactRetryAfter)})
@@ -174,6 +193,10 @@ func (d *Decision) UnmarshalJSON(data []byte) error {
 	if err := json.Unmarshal(data, &w); err != nil {
 		return err
 	}
-	*d = decisionOf(w)
+	out, err := decisionOf(w)
+	if err != nil {
+		return err
+	}
+	*d = out
 	return nil
 }

@@ -51,7 +51,7 @@ func TestABlockDeniesOnEveryPath(t *testing.T) {
 			if err != nil {
 				t.Fatalf("allow on %s: %v", n.ID, err)
 			}
-			return !d.Allowed, blockedReason(d.Blocked)
+			return !d.Allowed, blockedReason(d.Wire().Blocked)
 		}},
 		{"a batch", func(n *testcluster.Node) (bool, string) {
 			body := `{"requests":[{"key":"free","limit":{"rate":1000}},{"policy":"per-user","dimensions":{"user":"u1"}}]}`

@@ -50,7 +50,7 @@ func TestADenialNamesThePolicyVersionThatDeniedIt(t *testing.T) {
 			t.Fatalf("denial %d: %+v %v", i, d, err)
 		}
 		by := d.DeniedBy
-		if by.Check != 1 || by.Policy != "per-tenant" || by.PolicyVersion != version || by.Cause != "limit" || *by.Limit.Rate != 1 || *by.Limit.Period != "1h0m0s" {
+		if by.Check != 1 || by.Policy != "per-tenant" || by.PolicyVersion != version || by.Cause != "limit" || by.Limit.Rate != 1 || by.Limit.Period != time.Hour {
 			t.Fatalf("denial %d is explained as %+v, want check 1 of per-tenant at version %d", i, *by, version)
 		}
 	}

@@ -13,7 +13,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/limitnode/limitnode/api/wire"
 	"github.com/limitnode/limitnode/client"
 	"github.com/limitnode/limitnode/httpapi"
 )
@@ -72,7 +71,7 @@ var allowCommand = remoteCommand("allow", "allow -key K -rate N [-period 1m] [-a
 				fmt.Fprintf(r.stdout, "reserved: settle with limitnode settle %s COST\n", d.SettlementID)
 			}
 			if b := d.Blocked; b != nil {
-				fmt.Fprintf(r.stdout, "blocked for %s more: %s\n", millis(b.EndsInMS), cmp.Or(b.Reason, "(no reason given)"))
+				fmt.Fprintf(r.stdout, "blocked for %s more: %s\n", b.EndsIn.String(), cmp.Or(b.Reason, "(no reason given)"))
 			}
 		}
 		if !d.Allowed {
@@ -256,8 +255,8 @@ func short(digest string) string {
 // limitText is a limit as a table shows it: "token_bucket 100/1m burst 10".
 // deniedByText says what denied a request: "check 0, policy api (version
 // 12): token_bucket 100/1m (limit)".
-func deniedByText(by *wire.DeniedBy) string {
-	l := client.Limit{Algorithm: by.Limit.Algorithm, Rate: deref(by.Limit.Rate), Period: periodOf(by.Limit.Period), Burst: deref(by.Limit.Burst)}
+func deniedByText(by *client.DeniedBy) string {
+	l := by.Limit
 	policy := "an inline limit"
 	if by.Policy != "" {
 		policy = fmt.Sprintf("policy %s (version %d)", by.Policy, by.PolicyVersion)
