@@ -559,12 +559,60 @@ func (c *Client) JoinWith(ctx context.Context, m Member, change MemberChange) er
 	return err
 }
 
-// ClusterNode is one node in a ClusterStatus, with what the leader last
-// learnt of it (nil while unknown).
-type ClusterNode = wire.Node
+// ClusterNode is one node in a ClusterStatus (wire.Node), with what the
+// leader last learnt of it (nil while unknown): whether it answered, how
+// long before the view it last did (LastContact), its applied index and
+// its lag. It spells itself in JSON as the API does.
+type ClusterNode struct {
+	Member
+	Voter        bool
+	Leader       bool
+	Reachable    *bool
+	LastContact  *time.Duration
+	AppliedIndex *uint64
+	Lag          *uint64
+	DivergedAt   uint64
+}
 
-// ClusterStatus is the body of GET /v1/cluster: a node's view.
-type ClusterStatus = wire.Cluster
+// MarshalJSON spells n as the API does (wire.Node).
+func (n ClusterNode) MarshalJSON() ([]byte, error) {
+	w := wire.Node{Member: n.Member, Voter: n.Voter, Leader: n.Leader, Reachable: n.Reachable, AppliedIndex: n.AppliedIndex,
+		Lag: n.Lag, DivergedAt: n.DivergedAt}
+	if n.LastContact != nil {
+		ms := inMillis(*n.LastContact)
+		w.LastContactMS = &ms
+	}
+	return json.Marshal(w)
+}
+
+// UnmarshalJSON reads n as the API spells it.
+func (n *ClusterNode) UnmarshalJSON(data []byte) error {
+	var w wire.Node
+	if err := json.Unmarshal(data, &w); err != nil {
+		return err
+	}
+	*n = ClusterNode{Member: w.Member, Voter: w.Voter, Leader: w.Leader, Reachable: w.Reachable, AppliedIndex: w.AppliedIndex,
+		Lag: w.Lag, DivergedAt: w.DivergedAt}
+	if w.LastContactMS != nil {
+		contact := millis(*w.LastContactMS)
+		n.LastContact = &contact
+	}
+	return nil
+}
+
+// ClusterStatus is the body of GET /v1/cluster (wire.Cluster): the
+// answering node's ID and Raft address, its cluster's ID (empty while it
+// knows none), the leader, Raft's term and indexes, and the members.
+type ClusterStatus struct {
+	Self         string        `json:"self"`
+	SelfRaftAddr string        `json:"self_raft_addr"`
+	ClusterID    string        `json:"cluster_id,omitempty"`
+	Leader       string        `json:"leader"`
+	Term         uint64        `json:"term"`
+	CommitIndex  uint64        `json:"commit_index"`
+	AppliedIndex uint64        `json:"applied_index"`
+	Nodes        []ClusterNode `json:"nodes"`
+}
 
 // Cluster returns a node's view of the cluster.
 func (c *Client) Cluster(ctx context.Context) (ClusterStatus, error) {
