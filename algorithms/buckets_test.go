@@ -44,7 +44,7 @@ func drawLimit(t *rapid.T) Limit {
 	periods := []time.Duration{time.Millisecond, 7 * time.Millisecond, time.Second, 3 * time.Second, time.Minute, time.Hour, MaxPeriod}
 	l := Limit{
 		Rate:   rapid.Int64Range(1, 1_000).Draw(t, "rate"),
-		Period: time.Duration(int64(rapid.SampledFrom(periods).Draw(t, "period"))),
+		Period: rapid.SampledFrom(periods).Draw(t, "period"),
 	}
 	l.Burst = rapid.Int64Range(1, 2*l.Rate).Draw(t, "burst")
 	if l.Validate() != nil {

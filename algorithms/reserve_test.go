@@ -100,7 +100,7 @@ func TestConvertKeepsReservationDebt(t *testing.T) {
 	var s State
 	for range 30 { // 10 at once, then 20 reserved over 2 s
 		var d Decision
-		if d, s = Reserve(from, s, now, 1, time.Duration(int64(3*time.Second))); !d.Allowed {
+		if d, s = Reserve(from, s, now, 1, 3*time.Second); !d.Allowed {
 			t.Fatal("a reservation within max_wait was denied")
 		}
 	}

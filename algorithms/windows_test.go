@@ -21,7 +21,7 @@ func drawAnyLimit(t *rapid.T, a Algorithm) Limit {
 	return Limit{
 		Algorithm: a,
 		Rate:      rapid.Int64Range(1, 200).Draw(t, "rate"),
-		Period:    time.Duration(int64(rapid.SampledFrom(periods).Draw(t, "period"))),
+		Period:    rapid.SampledFrom(periods).Draw(t, "period"),
 	}
 }
 

@@ -73,7 +73,7 @@ func TestReservationsThroughAFollower(t *testing.T) {
 	if d, err := node.Allow(ctx, pair(int64(2*time.Second))); err != nil || d.Allowed {
 		t.Fatalf("the second pair, whose slow check needs an hour: %+v %v, want denied", d, err)
 	}
-	d, err := node.Allow(ctx, contract.Request{MaxWait: time.Duration(int64(2 * time.Second)), Checks: pair(0).Checks[:1]})
+	d, err := node.Allow(ctx, contract.Request{MaxWait: 2 * time.Second, Checks: pair(0).Checks[:1]})
 	if err != nil || !d.Allowed || int64(d.Checks[0].Wait) > int64(time.Second) {
 		t.Fatalf("the fast check alone after the denied pair: %+v %v; want one wait of at most 1 s (the pair reserved nothing)", d, err)
 	}

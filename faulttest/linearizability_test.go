@@ -35,10 +35,10 @@ var (
 // The keys of a run and their limits: two token buckets and two fixed
 // windows, tight enough that denials, refills and window edges all happen.
 var runLimits = map[string]algorithms.Limit{
-	"tb-0": {Algorithm: algorithms.TokenBucket, Rate: 20, Period: time.Duration(int64(2 * time.Second)), Burst: 10},
+	"tb-0": {Algorithm: algorithms.TokenBucket, Rate: 20, Period: 2 * time.Second, Burst: 10},
 	"tb-1": {Algorithm: algorithms.TokenBucket, Rate: 5, Period: time.Second, Burst: 3},
 	"fw-0": {Algorithm: algorithms.FixedWindow, Rate: 15, Period: time.Second},
-	"fw-1": {Algorithm: algorithms.FixedWindow, Rate: 40, Period: time.Duration(int64(3 * time.Second))},
+	"fw-1": {Algorithm: algorithms.FixedWindow, Rate: 40, Period: 3 * time.Second},
 	// slow-0 is not in the runs: spent, it stays spent for as long as a
 	// test lasts, however loaded the machine.
 	"slow-0": {Algorithm: algorithms.TokenBucket, Rate: 3, Period: time.Hour, Burst: 3},

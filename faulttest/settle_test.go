@@ -40,7 +40,7 @@ const (
 )
 
 var (
-	settledLimit = algorithms.Limit{Algorithm: algorithms.TokenBucket, Rate: 20, Period: time.Duration(int64(2 * time.Second)), Burst: 10}
+	settledLimit = algorithms.Limit{Algorithm: algorithms.TokenBucket, Rate: 20, Period: 2 * time.Second, Burst: 10}
 	settledDebt  = int64(4)
 	// penaltyLimit is low enough that three clients, slowed by a loaded
 	// machine to a few requests a second in all, still spend it.

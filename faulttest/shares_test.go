@@ -72,7 +72,7 @@ func TestSharesHoldTheLimitUnderFaults(t *testing.T) {
 	t.Parallel()
 	c := testcluster.Start(t, 3)
 	c.WaitConverged()
-	shares := &contract.LocalShares{TTL: time.Duration(int64(300 * time.Millisecond))}
+	shares := &contract.LocalShares{TTL: 300 * time.Millisecond}
 	keys := []string{"shared-tb", "shared-fw", "shared-log"}
 	var mu sync.Mutex
 	admitted := map[string][]stamped{}
@@ -183,7 +183,7 @@ func holdShares(t *testing.T, c *testcluster.Cluster, keys []string, stop chan s
 		check := contract.Check{Key: key, Limit: shareLimits[key], Cost: 1}
 		sentAt := time.Now()
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		d, err := node.Allow(ctx, contract.Request{Checks: []contract.Check{check}, Scope: holder, Share: &contract.ShareRequest{Units: 10, TTL: time.Duration(int64(300 * time.Millisecond))}})
+		d, err := node.Allow(ctx, contract.Request{Checks: []contract.Check{check}, Scope: holder, Share: &contract.ShareRequest{Units: 10, TTL: 300 * time.Millisecond}})
 		cancel()
 		if err != nil || !d.Allowed {
 			time.Sleep(5 * time.Millisecond)

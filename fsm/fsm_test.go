@@ -101,7 +101,7 @@ func randomLog(t testing.TB, seed uint64, entries int) [][]byte {
 		{Algorithm: algorithms.GCRA, Rate: 3, Period: time.Second, Burst: 1},
 		{Algorithm: algorithms.LeakyBucket, Rate: 4, Period: time.Second, Burst: 4},
 		{Algorithm: algorithms.FixedWindow, Rate: 6, Period: time.Second},
-		{Algorithm: algorithms.SlidingWindowLog, Rate: 8, Period: time.Duration(int64(2 * time.Second))},
+		{Algorithm: algorithms.SlidingWindowLog, Rate: 8, Period: 2 * time.Second},
 		{Algorithm: algorithms.SlidingWindowCounter, Rate: 7, Period: time.Second},
 	}
 	var log [][]byte

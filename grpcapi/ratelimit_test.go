@@ -146,11 +146,11 @@ func TestResponsesCarryStatusesAndHeaders(t *testing.T) {
 	perMinute := func(allowed bool, remaining int64) rls.DescriptorDecision {
 		d := rls.DescriptorDecision{
 			Status:   rls.Status{Limited: true, Name: "per-client", RequestsPerUnit: 2, Unit: "MINUTE", Algorithm: algorithms.FixedWindow},
-			Decision: algorithms.Decision{Allowed: allowed, Limit: 2, Remaining: remaining, ResetAfter: time.Duration(int64(20 * time.Second))},
+			Decision: algorithms.Decision{Allowed: allowed, Limit: 2, Remaining: remaining, ResetAfter: 20 * time.Second},
 			Period:   time.Minute,
 		}
 		if !allowed {
-			d.Decision.RetryAfter = time.Duration(int64(20 * time.Second))
+			d.Decision.RetryAfter = 20 * time.Second
 		}
 		return d
 	}

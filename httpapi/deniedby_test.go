@@ -81,5 +81,3 @@ func TestADenialNamesThePolicyVersionThatDeniedIt(t *testing.T) {
 		t.Fatalf("after the change: %+v %v, want denied by version %d", d, err, newer)
 	}
 }
-
-func ptr[T any](v T) *T { return &v }

@@ -168,7 +168,7 @@ func (f *fakeLimiter) grantShare(req contract.Request, d *contract.Decision) {
 	c := req.Checks[0]
 	id := fmt.Sprint(c.Key, c.Limit)
 	f.shareIDs++
-	sh, s, ok := algorithms.Grant(c.Limit, f.states[id], f.now, min(req.Share.Units, c.Limit.Capacity()), time.Duration(int64(req.Share.TTLOrDefault())), f.shareIDs)
+	sh, s, ok := algorithms.Grant(c.Limit, f.states[id], f.now, min(req.Share.Units, c.Limit.Capacity()), req.Share.TTLOrDefault(), f.shareIDs)
 	if !ok {
 		return
 	}

@@ -37,14 +37,13 @@ func TestBoundsPerCaller(t *testing.T) {
 	alice, bob, ops := as(aliceToken), as(bobToken), as(opsToken)
 
 	shared := &client.Limit{Rate: 1, Period: time.Second}
-	hour, twoSeconds := time.Hour, 2*time.Second
-	_, err := alice.Allow(ctx, client.AllowRequest{Key: "shared", Limit: shared, MaxWait: hour})
+	_, err := alice.Allow(ctx, client.AllowRequest{Key: "shared", Limit: shared, MaxWait: time.Hour})
 	if apiErr := (*client.Error)(nil); !errors.As(err, &apiErr) || apiErr.StatusCode != 400 || apiErr.Field != "max_wait" || !strings.Contains(apiErr.Message, "2s") {
 		t.Fatalf("max_wait 1h over a bound of 2s: %v, want a 400 naming the bound", err)
 	}
 	reserved, started := 0, time.Now()
 	for range 61 {
-		d, err := alice.Allow(ctx, client.AllowRequest{Key: "shared", Limit: shared, MaxWait: twoSeconds})
+		d, err := alice.Allow(ctx, client.AllowRequest{Key: "shared", Limit: shared, MaxWait: 2 * time.Second})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -6,7 +6,7 @@ import (
 	"strconv"
 )
 
-// settleCommand settles a reservation (allow -settle) with what the request
+// settleCommand settles an open settlement (allow -settle) with what the request
 // used.
 var settleCommand = remoteCommand("settle", "settle SETTLEMENT_ID COST [flags]", noFlags(func(ctx context.Context, r *remote, args []string) error {
 	if err := wantArgs(args, 2, "SETTLEMENT_ID COST"); err != nil {
