@@ -90,8 +90,8 @@ func runAccuracyStudy(seed uint64, clients int, duration time.Duration) map[stri
 	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
 	const rate = 100
 	period := int64(time.Minute)
-	counterLimit := Limit{Algorithm: SlidingWindowCounter, Rate: rate, PeriodNanos: period}
-	logLimit := Limit{Algorithm: SlidingWindowLog, Rate: rate, PeriodNanos: period}
+	counterLimit := Limit{Algorithm: SlidingWindowCounter, Rate: rate, Period: time.Duration(period)}
+	logLimit := Limit{Algorithm: SlidingWindowLog, Rate: rate, Period: time.Duration(period)}
 	start := int64(30_000_000)*int64(time.Minute) + rng.Int64N(period) // not aligned to a window
 
 	reports := map[string]*kindReport{}

@@ -54,7 +54,7 @@ func (a instant) ceilNanos() int64 {
 // emissionSpan returns units × period / rate exactly. Validate guarantees
 // the quotient fits for any units ≤ burst + 1.
 func emissionSpan(units int64, l Limit) instant {
-	hi, lo := bits.Mul64(uint64(units), uint64(l.PeriodNanos))
+	hi, lo := bits.Mul64(uint64(units), uint64(l.Period))
 	q, r := bits.Div64(hi, lo, uint64(l.Rate))
 	return instant{int64(q), int64(r)}
 }
@@ -65,7 +65,7 @@ func unitsIn(span instant, l Limit) int64 {
 	hi, lo := bits.Mul64(uint64(span.nanos), uint64(l.Rate))
 	lo, carry := bits.Add64(lo, uint64(span.frac), 0)
 	hi += carry
-	q, _ := bits.Div64(hi, lo, uint64(l.PeriodNanos))
+	q, _ := bits.Div64(hi, lo, uint64(l.Period))
 	return int64(q)
 }
 

@@ -25,7 +25,7 @@ func (r *referenceBucket) decide(now, cost int64) (allowed bool, remaining int64
 	if now > r.last {
 		refill := new(big.Rat).SetFrac(
 			new(big.Int).Mul(big.NewInt(now-r.last), big.NewInt(r.limit.Rate)),
-			big.NewInt(r.limit.PeriodNanos))
+			big.NewInt(int64(r.limit.Period)))
 		r.tokens.Add(r.tokens, refill)
 		if burst := big.NewRat(r.limit.Burst, 1); r.tokens.Cmp(burst) > 0 {
 			r.tokens = burst
@@ -43,8 +43,8 @@ func (r *referenceBucket) decide(now, cost int64) (allowed bool, remaining int64
 func drawLimit(t *rapid.T) Limit {
 	periods := []time.Duration{time.Millisecond, 7 * time.Millisecond, time.Second, 3 * time.Second, time.Minute, time.Hour, MaxPeriod}
 	l := Limit{
-		Rate:        rapid.Int64Range(1, 1_000).Draw(t, "rate"),
-		PeriodNanos: int64(rapid.SampledFrom(periods).Draw(t, "period")),
+		Rate:   rapid.Int64Range(1, 1_000).Draw(t, "rate"),
+		Period: rapid.SampledFrom(periods).Draw(t, "period"),
 	}
 	l.Burst = rapid.Int64Range(1, 2*l.Rate).Draw(t, "burst")
 	if l.Validate() != nil {
@@ -63,7 +63,7 @@ func TestDecideMatchesReferenceModel(t *testing.T) {
 		ref := newReferenceBucket(l, now)
 		var s State
 		for i := range rapid.IntRange(1, 60).Draw(t, "requests") {
-			now += rapid.Int64Range(0, 2*l.PeriodNanos/l.Rate+1).Draw(t, "gap")
+			now += rapid.Int64Range(0, 2*int64(l.Period)/l.Rate+1).Draw(t, "gap")
 			cost := rapid.Int64Range(0, l.Burst).Draw(t, "cost")
 			d, next := Decide(l, s, now, cost)
 			wantAllowed, wantRemaining := ref.decide(now, cost)
@@ -86,7 +86,7 @@ func TestDecideInvariants(t *testing.T) {
 		now := rapid.Int64Range(0, 2e18).Draw(t, "start")
 		var s State
 		for range rapid.IntRange(1, 40).Draw(t, "requests") {
-			now += rapid.Int64Range(0, l.PeriodNanos/l.Rate+1).Draw(t, "gap")
+			now += rapid.Int64Range(0, int64(l.Period)/l.Rate+1).Draw(t, "gap")
 			cost := rapid.Int64Range(0, l.Burst).Draw(t, "cost")
 			d, next := Decide(l, s, now, cost)
 			if (!d.Allowed || cost == 0) && !next.Equal(s) {
@@ -96,18 +96,18 @@ func TestDecideInvariants(t *testing.T) {
 				t.Fatalf("remaining %d outside [0, %d]", d.Remaining, l.Burst)
 			}
 			if !d.Allowed {
-				if d.RetryAfterNanos <= 0 {
-					t.Fatalf("denied with retry-after %d", d.RetryAfterNanos)
+				if d.RetryAfter <= 0 {
+					t.Fatalf("denied with retry-after %d", d.RetryAfter)
 				}
-				if early, _ := Decide(l, s, now+d.RetryAfterNanos-1, cost); early.Allowed {
-					t.Fatalf("allowed 1ns before retry-after %d", d.RetryAfterNanos)
+				if early, _ := Decide(l, s, now+int64(d.RetryAfter)-1, cost); early.Allowed {
+					t.Fatalf("allowed 1ns before retry-after %d", d.RetryAfter)
 				}
-				if onTime, _ := Decide(l, s, now+d.RetryAfterNanos, cost); !onTime.Allowed {
-					t.Fatalf("still denied at retry-after %d", d.RetryAfterNanos)
+				if onTime, _ := Decide(l, s, now+int64(d.RetryAfter), cost); !onTime.Allowed {
+					t.Fatalf("still denied at retry-after %d", d.RetryAfter)
 				}
 			}
-			if d.Remaining < l.Burst && d.RefillAfterNanos <= 0 {
-				t.Fatalf("remaining %d < burst but refill-after %d", d.Remaining, d.RefillAfterNanos)
+			if d.Remaining < l.Burst && d.RefillAfter <= 0 {
+				t.Fatalf("remaining %d < burst but refill-after %d", d.Remaining, d.RefillAfter)
 			}
 			s = next
 		}
@@ -125,7 +125,7 @@ func TestAdmittedNeverExceedsBound(t *testing.T) {
 		type admission struct{ at, cost int64 }
 		var admitted []admission
 		for range rapid.IntRange(1, 50).Draw(t, "requests") {
-			now += rapid.Int64Range(0, l.PeriodNanos/l.Rate+1).Draw(t, "gap")
+			now += rapid.Int64Range(0, int64(l.Period)/l.Rate+1).Draw(t, "gap")
 			cost := rapid.Int64Range(1, l.Burst).Draw(t, "cost")
 			d, next := Decide(l, s, now, cost)
 			if d.Allowed {
@@ -139,10 +139,10 @@ func TestAdmittedNeverExceedsBound(t *testing.T) {
 				sum += admitted[j].cost
 				elapsed := admitted[j].at - admitted[i].at
 				// sum ≤ burst + rate·elapsed/period  ⇔  (sum − burst)·period ≤ rate·elapsed
-				lhs := new(big.Int).Mul(big.NewInt(sum-l.Burst), big.NewInt(l.PeriodNanos))
+				lhs := new(big.Int).Mul(big.NewInt(sum-l.Burst), big.NewInt(int64(l.Period)))
 				rhs := new(big.Int).Mul(big.NewInt(l.Rate), big.NewInt(elapsed))
 				if lhs.Cmp(rhs) > 0 {
-					t.Fatalf("admitted %d in %dns, bound is %d + %d×%d/%d", sum, elapsed, l.Burst, l.Rate, elapsed, l.PeriodNanos)
+					t.Fatalf("admitted %d in %dns, bound is %d + %d×%d/%d", sum, elapsed, l.Burst, l.Rate, elapsed, l.Period)
 				}
 			}
 		}
@@ -160,13 +160,13 @@ func TestDecideExactAtBoundaries(t *testing.T) {
 		wantAllowed   bool
 		wantRemaining int64
 	}{
-		{"a full bucket admits exactly burst at once", Limit{Rate: 100, PeriodNanos: int64(time.Minute), Burst: 100}, 99, 0, true, 0},
-		{"one more than burst is denied", Limit{Rate: 100, PeriodNanos: int64(time.Minute), Burst: 100}, 100, 0, false, 0},
-		{"a token is back after exactly period/rate", Limit{Rate: 100, PeriodNanos: int64(time.Minute), Burst: 100}, 100, 600 * time.Millisecond, true, 0},
-		{"and not one nanosecond sooner", Limit{Rate: 100, PeriodNanos: int64(time.Minute), Burst: 100}, 100, 600*time.Millisecond - 1, false, 0},
-		{"a third of a second is exact for 3 per second", Limit{Rate: 3, PeriodNanos: int64(time.Second), Burst: 3}, 3, time.Second, true, 2},
-		{"a year-long period at a billion per period does not overflow", Limit{Rate: MaxRate, PeriodNanos: int64(MaxPeriod), Burst: MaxBurst}, 5, 0, true, MaxBurst - 6},
-		{"a billion per millisecond refills one token per picosecond", Limit{Rate: MaxRate, PeriodNanos: int64(time.Millisecond), Burst: MaxBurst}, 10, 0, true, MaxBurst - 11},
+		{"a full bucket admits exactly burst at once", Limit{Rate: 100, Period: time.Minute, Burst: 100}, 99, 0, true, 0},
+		{"one more than burst is denied", Limit{Rate: 100, Period: time.Minute, Burst: 100}, 100, 0, false, 0},
+		{"a token is back after exactly period/rate", Limit{Rate: 100, Period: time.Minute, Burst: 100}, 100, 600 * time.Millisecond, true, 0},
+		{"and not one nanosecond sooner", Limit{Rate: 100, Period: time.Minute, Burst: 100}, 100, 600*time.Millisecond - 1, false, 0},
+		{"a third of a second is exact for 3 per second", Limit{Rate: 3, Period: time.Second, Burst: 3}, 3, time.Second, true, 2},
+		{"a year-long period at a billion per period does not overflow", Limit{Rate: MaxRate, Period: MaxPeriod, Burst: MaxBurst}, 5, 0, true, MaxBurst - 6},
+		{"a billion per millisecond refills one token per picosecond", Limit{Rate: MaxRate, Period: time.Millisecond, Burst: MaxBurst}, 10, 0, true, MaxBurst - 11},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -192,15 +192,15 @@ func TestDecideExactAtBoundaries(t *testing.T) {
 
 func TestDecideReportsTimes(t *testing.T) {
 	t.Parallel()
-	l := Limit{Rate: 10, PeriodNanos: int64(time.Second), Burst: 10}
+	l := Limit{Rate: 10, Period: time.Second, Burst: 10}
 	now := int64(1e18)
 	d, s := Decide(l, State{}, now, 4)
-	want := Decision{Allowed: true, Limit: 10, Remaining: 6, ResetAfterNanos: 400e6, RefillAfterNanos: 100e6}
+	want := Decision{Allowed: true, Limit: 10, Remaining: 6, ResetAfter: 400e6, RefillAfter: 100e6}
 	if d != want {
 		t.Fatalf("first decision %+v, want %+v", d, want)
 	}
 	d, _ = Decide(l, s, now+50e6, 7)
-	want = Decision{Allowed: false, Limit: 10, Remaining: 6, ResetAfterNanos: 350e6, RetryAfterNanos: 50e6, RefillAfterNanos: 50e6}
+	want = Decision{Allowed: false, Limit: 10, Remaining: 6, ResetAfter: 350e6, RetryAfter: 50e6, RefillAfter: 50e6}
 	if d != want {
 		t.Fatalf("denied decision %+v, want %+v", d, want)
 	}
@@ -216,17 +216,17 @@ func TestValidate(t *testing.T) {
 		limit   Limit
 		wantErr error
 	}{
-		{"a typical limit is valid", Limit{Rate: 100, PeriodNanos: int64(time.Minute), Burst: 100}, nil},
-		{"an unknown algorithm is refused", Limit{Algorithm: 42, Rate: 1, PeriodNanos: int64(time.Second), Burst: 1}, ErrUnknownAlgorithm},
-		{"a window algorithm takes no burst", Limit{Algorithm: FixedWindow, Rate: 1, PeriodNanos: int64(time.Second), Burst: 1}, ErrBurstWithWindow},
-		{"a window algorithm without burst is valid", Limit{Algorithm: SlidingWindowCounter, Rate: MaxRate, PeriodNanos: int64(MaxPeriod)}, nil},
-		{"a log over its maximum rate is refused", Limit{Algorithm: SlidingWindowLog, Rate: MaxLogRate + 1, PeriodNanos: int64(time.Second)}, ErrLogRate},
-		{"rate 0 is refused", Limit{Rate: 0, PeriodNanos: int64(time.Second), Burst: 1}, ErrRate},
-		{"rate above the maximum is refused", Limit{Rate: MaxRate + 1, PeriodNanos: int64(time.Second), Burst: 1}, ErrRate},
-		{"a period under 1ms is refused", Limit{Rate: 1, PeriodNanos: int64(time.Microsecond), Burst: 1}, ErrPeriod},
-		{"a period over a year is refused", Limit{Rate: 1, PeriodNanos: int64(MaxPeriod) + 1, Burst: 1}, ErrPeriod},
-		{"burst 0 is refused", Limit{Rate: 1, PeriodNanos: int64(time.Second), Burst: 0}, ErrBurst},
-		{"a bucket that takes a century to refill is refused", Limit{Rate: 1, PeriodNanos: int64(MaxPeriod), Burst: 100}, ErrFillTime},
+		{"a typical limit is valid", Limit{Rate: 100, Period: time.Minute, Burst: 100}, nil},
+		{"an unknown algorithm is refused", Limit{Algorithm: 42, Rate: 1, Period: time.Second, Burst: 1}, ErrUnknownAlgorithm},
+		{"a window algorithm takes no burst", Limit{Algorithm: FixedWindow, Rate: 1, Period: time.Second, Burst: 1}, ErrBurstWithWindow},
+		{"a window algorithm without burst is valid", Limit{Algorithm: SlidingWindowCounter, Rate: MaxRate, Period: MaxPeriod}, nil},
+		{"a log over its maximum rate is refused", Limit{Algorithm: SlidingWindowLog, Rate: MaxLogRate + 1, Period: time.Second}, ErrLogRate},
+		{"rate 0 is refused", Limit{Rate: 0, Period: time.Second, Burst: 1}, ErrRate},
+		{"rate above the maximum is refused", Limit{Rate: MaxRate + 1, Period: time.Second, Burst: 1}, ErrRate},
+		{"a period under 1ms is refused", Limit{Rate: 1, Period: time.Microsecond, Burst: 1}, ErrPeriod},
+		{"a period over a year is refused", Limit{Rate: 1, Period: MaxPeriod + 1, Burst: 1}, ErrPeriod},
+		{"burst 0 is refused", Limit{Rate: 1, Period: time.Second, Burst: 0}, ErrBurst},
+		{"a bucket that takes a century to refill is refused", Limit{Rate: 1, Period: MaxPeriod, Burst: 100}, ErrFillTime},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -262,7 +262,7 @@ func TestParseAlgorithm(t *testing.T) {
 }
 
 func BenchmarkDecide(b *testing.B) {
-	l := Limit{Rate: 1000, PeriodNanos: int64(time.Second), Burst: 1000}
+	l := Limit{Rate: 1000, Period: time.Second, Burst: 1000}
 	var s State
 	now := int64(1e18)
 	for b.Loop() {

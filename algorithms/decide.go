@@ -1,6 +1,9 @@
 package algorithms
 
-import "slices"
+import (
+	"slices"
+	"time"
+)
 
 // State is what the cluster stores for one (key, limit) pair. Its fields
 // mean different things for different algorithms; each algorithm's file
@@ -72,34 +75,34 @@ func Decide(l Limit, s State, nowNanos, cost int64) (Decision, State) {
 }
 
 // Reserve is Decide that may admit by reservation: with a bucket algorithm
-// and maxWaitNanos > 0, a cost that Decide would admit within maxWaitNanos
+// and maxWait > 0, a cost that Decide would admit within maxWait
 // is admitted now (it is consumed now, putting the bucket in debt), and the
-// decision's WaitNanos is the exact time the caller must wait before going
+// decision's Wait is the exact time the caller must wait before going
 // on: as nginx's limit_req without nodelay and x/time/rate's Reserve. The
-// debt never exceeds maxWaitNanos worth of the rate beyond an empty bucket,
+// debt never exceeds maxWait worth of the rate beyond an empty bucket,
 // so the backlog is bounded by construction; while in debt, Remaining is 0.
-// For the window algorithms, and with maxWaitNanos 0, it is Decide.
-// maxWaitNanos must be from 0 to MaxWait.
-func Reserve(l Limit, s State, nowNanos, cost, maxWaitNanos int64) (Decision, State) {
+// For the window algorithms, and with maxWait 0, it is Decide.
+// maxWait must be from 0 to MaxWait.
+func Reserve(l Limit, s State, nowNanos, cost int64, maxWait time.Duration) (Decision, State) {
 	r := rules[l.Algorithm]
 	d := Decision{Limit: l.Capacity()}
 	given := s
 	s = settle(l, s, nowNanos)
 	next := s
 	switch wait := r.wait(l, s, nowNanos, cost); {
-	case wait > 0 && (wait > maxWaitNanos || !l.Algorithm.IsBucket()):
-		d.RetryAfterNanos = wait
+	case wait > 0 && (wait > int64(maxWait) || !l.Algorithm.IsBucket()):
+		d.RetryAfter = time.Duration(wait)
 	default:
-		d.Allowed, d.WaitNanos = true, wait
+		d.Allowed, d.Wait = true, time.Duration(wait)
 		if cost > 0 {
 			next = r.admit(l, s, nowNanos, cost)
 			next.Shares = s.Shares
 		}
 	}
 	d.Remaining = r.remaining(l, next, nowNanos)
-	d.ResetAfterNanos = max(l.ExpiresAtNanos(next)-nowNanos, 0)
+	d.ResetAfter = time.Duration(max(l.ExpiresAtNanos(next)-nowNanos, 0))
 	if d.Remaining < d.Limit {
-		d.RefillAfterNanos = r.wait(l, next, nowNanos, d.Remaining+1)
+		d.RefillAfter = time.Duration(r.wait(l, next, nowNanos, d.Remaining+1))
 	}
 	if !d.Allowed || cost == 0 {
 		return d, given

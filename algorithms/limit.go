@@ -79,14 +79,14 @@ const (
 	MaxWait = time.Hour
 )
 
-// Limit is a rate limit: at most Rate units of cost per PeriodNanos, and
+// Limit is a rate limit: at most Rate units of cost per Period, and
 // for the bucket algorithms at most Burst at once. Window algorithms have
 // Burst 0. The same key under two different Limits is two counters.
 type Limit struct {
-	Algorithm   Algorithm
-	Rate        int64
-	PeriodNanos int64
-	Burst       int64
+	Algorithm Algorithm
+	Rate      int64
+	Period    time.Duration
+	Burst     int64
 }
 
 // Errors returned by Validate and ValidateCost, one per rule, so that a
@@ -111,7 +111,7 @@ func (l Limit) Validate() error {
 		return fmt.Errorf("%w: %s", ErrUnknownAlgorithm, l.Algorithm)
 	case l.Rate < 1 || l.Rate > MaxRate:
 		return ErrRate
-	case l.PeriodNanos < int64(MinPeriod) || l.PeriodNanos > int64(MaxPeriod):
+	case l.Period < MinPeriod || l.Period > MaxPeriod:
 		return ErrPeriod
 	case l.Algorithm == SlidingWindowLog && l.Rate > MaxLogRate:
 		return ErrLogRate
@@ -124,7 +124,7 @@ func (l Limit) Validate() error {
 	}
 	// burst ≤ 1e9 and period ≤ 3.2e16 ns, so the product fits in 128 bits
 	// and the quotient by rate ≥ 1 needs a check before Div64.
-	hi, lo := bits.Mul64(uint64(l.Burst), uint64(l.PeriodNanos))
+	hi, lo := bits.Mul64(uint64(l.Burst), uint64(l.Period))
 	if hi >= uint64(l.Rate) {
 		return ErrFillTime
 	}
@@ -162,18 +162,18 @@ type Decision struct {
 	// Remaining is what can still be admitted right after this decision,
 	// rounded down to whole units.
 	Remaining int64
-	// ResetAfterNanos is the time until the limit is fully available again.
-	ResetAfterNanos int64
-	// RetryAfterNanos is zero when allowed; otherwise the time until the
+	// ResetAfter is the time until the limit is fully available again.
+	ResetAfter time.Duration
+	// RetryAfter is zero when allowed; otherwise the time until the
 	// same request could be allowed, rounded up to the nanosecond.
-	RetryAfterNanos int64
-	// RefillAfterNanos is the time until at least one more unit becomes
+	RetryAfter time.Duration
+	// RefillAfter is the time until at least one more unit becomes
 	// available (zero when the limit is fully available).
-	RefillAfterNanos int64
-	// WaitNanos, for a request admitted by reservation (Reserve), is the
+	RefillAfter time.Duration
+	// Wait, for a request admitted by reservation (Reserve), is the
 	// time the caller must wait before going on; zero otherwise. Last, so
 	// that decisions recorded before it decode without it.
-	WaitNanos int64
+	Wait time.Duration
 }
 
 // NearLimit reports whether an admitted decision left 20% of its limit or

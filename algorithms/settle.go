@@ -1,11 +1,11 @@
 package algorithms
 
-// Settling a reservation: a caller that does not know its cost up front is
+// Settling an up-front charge: a caller that does not know its cost up front is
 // charged the most it may cost when it is admitted, and settles later with
 // what it used. Refund gives the difference back, Charge takes an excess.
 //
 //	buckets (all three)   a refund moves the TAT back by units×T, for no
-//	                      more units than the reservation's own are still
+//	                      more units than the up-front charge's are still
 //	                      ahead of now (its units are the last ones of the
 //	                      TAT it left, [TAT − reserved×T, TAT]: those behind
 //	                      now have refilled, and are not its to give), and
@@ -27,34 +27,34 @@ package algorithms
 //
 // Neither ever admits more than the limit allows for the units finally
 // charged, plus the debt bound: a refund gives back only what the
-// reservation took from the same bucket or window, and a charge is bounded
+// up-front charge took from the same bucket or window, and a charge is bounded
 // as an admission would be, debt aside. The windows take no debt.
 
-// Reservation is what an admission to be settled took from a limit: when,
+// UpfrontCharge is what an admission to be settled took from a limit: when,
 // how many units, and the state it left (for the buckets, the TAT its
 // units end at).
-type Reservation struct {
+type UpfrontCharge struct {
 	AtNanos, Units int64
 	TAT, TATFrac   int64
 }
 
-// Reserved records the admission of units at now that left the state
+// ChargedUpfront records the admission of units at now that left the state
 // after, for a later Refund.
-func Reserved(l Limit, after State, now, units int64) Reservation {
-	r := Reservation{AtNanos: now, Units: units}
+func ChargedUpfront(l Limit, after State, now, units int64) UpfrontCharge {
+	r := UpfrontCharge{AtNanos: now, Units: units}
 	if l.Algorithm.IsBucket() {
 		r.TAT, r.TATFrac = after.At, after.Frac
 	}
 	return r
 }
 
-// Refund gives back, at now, up to units (at most the reservation's) that
-// the reservation r took and did not use. It returns the new state and the
-// units given back: for the buckets, no more than the reservation's units
+// Refund gives back, at now, up to units (at most the charge's) that the
+// up-front charge r took and did not use. It returns the new state and the
+// units given back: for the buckets, no more than the charge's units
 // still ahead of now, and the whole units the TAT moved back by; nothing
 // once the bucket is full or the window has passed. Refund never writes to
 // memory s refers to.
-func Refund(l Limit, s State, now int64, r Reservation, units int64) (State, int64) {
+func Refund(l Limit, s State, now int64, r UpfrontCharge, units int64) (State, int64) {
 	s = settle(l, s, now)
 	units = min(units, r.Units)
 	if units <= 0 {
@@ -86,21 +86,21 @@ func Refund(l Limit, s State, now int64, r Reservation, units int64) (State, int
 		given = min(units, unitsInCeil(tat.sub(back, l.Rate), l))
 		next.At, next.Frac = back.nanos, back.frac
 	case FixedWindow:
-		if current := windowStart(now, l.PeriodNanos); s.At != current || windowStart(chargedAt, l.PeriodNanos) != current {
+		if current := windowStart(now, int64(l.Period)); s.At != current || windowStart(chargedAt, int64(l.Period)) != current {
 			return s, 0
 		}
 		given = min(units, s.Count-outstandingIn(s))
 		next.Count -= given
 	case SlidingWindowCounter:
-		current, charged := windowStart(now, l.PeriodNanos), windowStart(chargedAt, l.PeriodNanos)
+		current, charged := windowStart(now, int64(l.Period)), windowStart(chargedAt, int64(l.Period))
 		switch {
 		case charged == current && s.At == current:
 			given = min(units, s.Count-outstandingIn(s))
 			next.Count -= given
-		case charged == current-l.PeriodNanos && s.At == current:
+		case charged == current-int64(l.Period) && s.At == current:
 			given = min(units, s.Previous)
 			next.Previous -= given
-		case charged == current-l.PeriodNanos && s.At == charged:
+		case charged == current-int64(l.Period) && s.At == charged:
 			// The state still holds the charged window as its current one,
 			// which from now weighs as the previous.
 			given = min(units, s.Count)
@@ -109,7 +109,7 @@ func Refund(l Limit, s State, now int64, r Reservation, units int64) (State, int
 			return s, 0
 		}
 	case SlidingWindowLog:
-		if chargedAt <= now-l.PeriodNanos {
+		if chargedAt <= now-int64(l.Period) {
 			return s, 0 // its stamps no longer count
 		}
 		next.Log = removeStamps(s.Log, chargedAt, units)
@@ -135,7 +135,7 @@ func unitsInCeil(span instant, l Limit) int64 {
 	return n
 }
 
-// Charge takes units more at now from a limit that admitted a reservation,
+// Charge takes units more at now from a limit that admitted an up-front charge,
 // however much is left, up to debt units beyond empty for the buckets (0 to
 // the limit's capacity), and up to the rate for the windows, which take no
 // debt. It returns the new state and the units charged; what was over the

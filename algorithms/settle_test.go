@@ -10,7 +10,7 @@ import (
 
 // reservation is one reserve-then-settle as the sequential model sees it.
 type reservation struct {
-	Reservation
+	UpfrontCharge
 	at, reserved int64
 }
 
@@ -33,14 +33,14 @@ type settleRun struct {
 func simulateSettles(t *rapid.T) error {
 	periods := []int64{int64(10 * time.Millisecond), int64(time.Second), int64(time.Minute)}
 	r := &settleRun{l: Limit{Algorithm: Algorithm(rapid.IntRange(0, len(algorithmNames)-1).Draw(t, "algorithm")),
-		Rate: rapid.Int64Range(1, 30).Draw(t, "rate"), PeriodNanos: periods[rapid.IntRange(0, 2).Draw(t, "period")]}}
+		Rate: rapid.Int64Range(1, 30).Draw(t, "rate"), Period: time.Duration(periods[rapid.IntRange(0, 2).Draw(t, "period")])}}
 	if r.l.Algorithm.IsBucket() {
 		r.l.Burst = rapid.Int64Range(1, 2*r.l.Rate).Draw(t, "burst")
 		r.debt = rapid.Int64Range(0, r.l.Burst).Draw(t, "debt")
 	}
 	r.now = rapid.Int64Range(0, 1e15).Draw(t, "start")
 	for range rapid.IntRange(1, 80).Draw(t, "steps") {
-		r.now += rapid.Int64Range(0, r.l.PeriodNanos/2).Draw(t, "gap")
+		r.now += rapid.Int64Range(0, int64(r.l.Period)/2).Draw(t, "gap")
 		if err := r.step(t); err != nil {
 			return fmt.Errorf("%v (debt %d) at %d: %w", r.l, r.debt, r.now, err)
 		}
@@ -64,7 +64,7 @@ func (r *settleRun) step(t *rapid.T) error {
 		}
 		r.state = next
 		if rapid.Bool().Draw(t, "reserve") {
-			r.open = append(r.open, &reservation{Reservation: Reserved(r.l, next, r.now, cost), at: r.now, reserved: cost})
+			r.open = append(r.open, &reservation{UpfrontCharge: ChargedUpfront(r.l, next, r.now, cost), at: r.now, reserved: cost})
 			return nil
 		}
 		r.admitted = append(r.admitted, admission{r.now, cost})
@@ -79,7 +79,7 @@ func (r *settleRun) step(t *rapid.T) error {
 		switch {
 		case used < res.reserved:
 			before, _ := Decide(r.l, r.state, r.now, 0)
-			next, given := Refund(r.l, r.state, r.now, res.Reservation, res.reserved-used)
+			next, given := Refund(r.l, r.state, r.now, res.UpfrontCharge, res.reserved-used)
 			after, _ := Decide(r.l, next, r.now, 0)
 			if given < 0 || given > res.reserved-used || after.Remaining > capacity || after.Remaining < before.Remaining {
 				return fmt.Errorf("a refund of %d gave %d back: %d left before, %d after", res.reserved-used, given, before.Remaining, after.Remaining)
@@ -116,11 +116,11 @@ func (r *settleRun) step(t *rapid.T) error {
 func (r *settleRun) chargedElsewhere(at int64) bool {
 	switch r.l.Algorithm {
 	case FixedWindow:
-		return windowStart(at, r.l.PeriodNanos) != windowStart(r.now, r.l.PeriodNanos)
+		return windowStart(at, int64(r.l.Period)) != windowStart(r.now, int64(r.l.Period))
 	case SlidingWindowCounter:
-		return windowStart(at, r.l.PeriodNanos) < windowStart(r.now, r.l.PeriodNanos)-r.l.PeriodNanos
+		return windowStart(at, int64(r.l.Period)) < windowStart(r.now, int64(r.l.Period))-int64(r.l.Period)
 	case SlidingWindowLog:
-		return at <= r.now-r.l.PeriodNanos
+		return at <= r.now-int64(r.l.Period)
 	}
 	return false
 }
@@ -150,14 +150,14 @@ func TestRefundsAndCharges(t *testing.T) {
 	t.Parallel()
 	sec := int64(time.Second)
 	t0 := int64(1_800_000_000) * sec
-	bucket := Limit{Algorithm: TokenBucket, Rate: 10, PeriodNanos: sec, Burst: 10}
-	window := Limit{Algorithm: FixedWindow, Rate: 10, PeriodNanos: sec}
-	logged := Limit{Algorithm: SlidingWindowLog, Rate: 10, PeriodNanos: sec}
+	bucket := Limit{Algorithm: TokenBucket, Rate: 10, Period: time.Duration(sec), Burst: 10}
+	window := Limit{Algorithm: FixedWindow, Rate: 10, Period: time.Duration(sec)}
+	logged := Limit{Algorithm: SlidingWindowLog, Rate: 10, Period: time.Duration(sec)}
 	spend := func(l Limit, at, cost int64) State {
 		_, s := Decide(l, State{}, at, cost)
 		return s
 	}
-	reserved := func(l Limit, at, cost int64) Reservation { return Reserved(l, spend(l, at, cost), at, cost) }
+	reserved := func(l Limit, at, cost int64) UpfrontCharge { return ChargedUpfront(l, spend(l, at, cost), at, cost) }
 	tests := []struct {
 		name      string
 		l         Limit
@@ -188,7 +188,7 @@ func TestRefundsAndCharges(t *testing.T) {
 	if charged != 5 {
 		t.Fatalf("charged %d of 8 with a debt of 5, want 5", charged)
 	}
-	if d, _ := Decide(bucket, next, t0, 1); d.Allowed || d.RetryAfterNanos != 6*sec/10 {
+	if d, _ := Decide(bucket, next, t0, 1); d.Allowed || int64(d.RetryAfter) != 6*sec/10 {
 		t.Fatalf("after the debt: %+v, want a wait of 6 refills", d)
 	}
 	if _, charged := Charge(window, spend(window, t0, 8), t0, 5, 5); charged != 2 {

@@ -3,6 +3,7 @@ package algorithms
 import (
 	"cmp"
 	"slices"
+	"time"
 )
 
 // Shares: part of a limit's budget handed to one holder ahead of use, for
@@ -99,10 +100,10 @@ func SharesLive(s State, now int64) bool {
 // ShareEnd is when a share granted at now for ttl ends: now + ttl, but for
 // the fixed window and the sliding window counter no later than the end of
 // the window now is in.
-func (l Limit) ShareEnd(now, ttl int64) int64 {
-	until := now + ttl
+func (l Limit) ShareEnd(now int64, ttl time.Duration) int64 {
+	until := now + int64(ttl)
 	if (l.Algorithm == FixedWindow || l.Algorithm == SlidingWindowCounter) && shareMutation != mutationNoWindowEnd {
-		until = min(until, windowStart(now, l.PeriodNanos)+l.PeriodNanos)
+		until = min(until, windowStart(now, int64(l.Period))+int64(l.Period))
 	}
 	return until
 }
@@ -112,7 +113,7 @@ func (l Limit) ShareEnd(now, ttl int64) int64 {
 // whether it did, and returns the share and the state that charges it. units
 // must be from 1 to the limit's capacity, ttl positive, and id unused among
 // the key's shares. Grant never writes to memory s refers to.
-func Grant(l Limit, s State, now, units, ttl int64, id uint64) (Share, State, bool) {
+func Grant(l Limit, s State, now, units int64, ttl time.Duration, id uint64) (Share, State, bool) {
 	s = settle(l, s, now)
 	r := rules[l.Algorithm]
 	if r.wait(l, s, now, units) > 0 {
@@ -182,7 +183,7 @@ func Restart(l Limit, s State, now int64) State {
 			next.Log = insertStamps(next.Log, sh.Until, sh.Units)
 		}
 	default:
-		next = State{At: windowStart(now, l.PeriodNanos), Count: out}
+		next = State{At: windowStart(now, int64(l.Period)), Count: out}
 	}
 	next.Shares = slices.Clone(s.Shares)
 	return next

@@ -62,13 +62,13 @@ type shareRun struct {
 func simulateShares(d drawer) error {
 	periods := []int64{int64(10 * time.Millisecond), int64(time.Second), int64(time.Minute)}
 	r := &shareRun{l: Limit{Algorithm: Algorithm(d.draw(0, int64(len(algorithmNames)-1), "algorithm")),
-		Rate: d.draw(1, 30, "rate"), PeriodNanos: periods[d.draw(0, 2, "period")]}, nextID: 1}
+		Rate: d.draw(1, 30, "rate"), Period: time.Duration(periods[d.draw(0, 2, "period")])}, nextID: 1}
 	if r.l.Algorithm.IsBucket() {
 		r.l.Burst = d.draw(1, 2*r.l.Rate, "burst")
 	}
 	r.now = d.draw(0, 1e15, "start")
 	for range d.draw(1, 80, "steps") {
-		r.now += d.draw(0, r.l.PeriodNanos/2, "gap")
+		r.now += d.draw(0, int64(r.l.Period)/2, "gap")
 		if err := r.step(d); err != nil {
 			return fmt.Errorf("%v at %d: %w", r.l, r.now, err)
 		}
@@ -97,8 +97,8 @@ func (r *shareRun) step(d drawer) error {
 			return r.admit(cost)
 		}
 	case 1: // a holder takes a share
-		units, ttl := d.draw(1, capacity, "units"), d.draw(1, 2*r.l.PeriodNanos, "ttl")
-		sh, next, ok := Grant(r.l, r.state, r.now, units, ttl, r.nextID)
+		units, ttl := d.draw(1, capacity, "units"), d.draw(1, 2*int64(r.l.Period), "ttl")
+		sh, next, ok := Grant(r.l, r.state, r.now, units, time.Duration(ttl), r.nextID)
 		r.nextID++
 		if ok {
 			if sh.Until <= r.now || sh.Until > r.now+ttl || sh.Units != units {
@@ -163,9 +163,9 @@ func (r *shareRun) fade() {
 		case r.l.Algorithm.IsBucket():
 			h.faded = h.faded || (fullAt <= r.now && h.Until <= fullAt)
 		case r.l.Algorithm == SlidingWindowLog:
-			h.faded = h.Until+r.l.PeriodNanos <= r.now
+			h.faded = h.Until+int64(r.l.Period) <= r.now
 		default: // the window it was granted in, and for the counter the next
-			h.faded = windowStart(h.Until-1, r.l.PeriodNanos)+2*r.l.PeriodNanos <= r.now
+			h.faded = windowStart(h.Until-1, int64(r.l.Period))+2*int64(r.l.Period) <= r.now
 		}
 	}
 }
@@ -207,7 +207,7 @@ func (r *shareRun) expiresOnlyWhenDone() error {
 // withinLimit checks real admissions, in time order, against what the
 // algorithm admits for one caller over any interval.
 func withinLimit(l Limit, adm []admission) error {
-	p, rate := l.PeriodNanos, l.Rate
+	p, rate := int64(l.Period), l.Rate
 	sumIn := func(from, to int64) int64 { // admissions with from ≤ at ≤ to
 		var n int64
 		for _, a := range adm {
@@ -298,12 +298,12 @@ func TestRestartKeepsSharesCharged(t *testing.T) {
 	t.Parallel()
 	now := int64(time.Hour) * 1000
 	for _, alg := range []Algorithm{TokenBucket, LeakyBucket, GCRA, FixedWindow, SlidingWindowCounter, SlidingWindowLog} {
-		l := Limit{Algorithm: alg, Rate: 10, PeriodNanos: int64(time.Minute)}
+		l := Limit{Algorithm: alg, Rate: 10, Period: time.Minute}
 		if alg.IsBucket() {
 			l.Burst = 10
 		}
 		_, s := Decide(l, State{}, now, 6)
-		sh, s, ok := Grant(l, s, now, 3, int64(time.Second), 1)
+		sh, s, ok := Grant(l, s, now, 3, time.Second, 1)
 		if !ok {
 			t.Fatalf("%s: no share granted", alg)
 		}

@@ -17,7 +17,7 @@ func windowStart(now, period int64) int64 {
 }
 
 func windowsValid(l Limit, s State) bool {
-	return l.Burst == 0 && s.Frac == 0 && s.At%l.PeriodNanos == 0 &&
+	return l.Burst == 0 && s.Frac == 0 && s.At%int64(l.Period) == 0 &&
 		s.Count >= 0 && s.Count <= l.Rate && s.Previous >= 0 && s.Previous <= l.Rate
 }
 
@@ -36,7 +36,7 @@ type fixedWindow struct{}
 
 // current returns the count of the window holding now.
 func (fixedWindow) current(l Limit, s State, now int64) (start, count int64) {
-	start = windowStart(now, l.PeriodNanos)
+	start = windowStart(now, int64(l.Period))
 	if s.At == start {
 		return start, s.Count
 	}
@@ -48,7 +48,7 @@ func (w fixedWindow) wait(l Limit, s State, now, cost int64) int64 {
 	if count+cost <= l.Rate {
 		return 0
 	}
-	return start + l.PeriodNanos - now // the next window starts empty
+	return start + int64(l.Period) - now // the next window starts empty
 }
 
 func (w fixedWindow) admit(l Limit, s State, now, cost int64) State {
@@ -65,7 +65,7 @@ func (fixedWindow) expiresAt(l Limit, s State) int64 {
 	if s.Count == 0 {
 		return 0
 	}
-	return s.At + l.PeriodNanos
+	return s.At + int64(l.Period)
 }
 
 func (fixedWindow) valid(l Limit, s State) bool {
@@ -92,11 +92,11 @@ type slidingWindowCounter struct{}
 // counts returns the current window's start and the previous and current
 // counts as seen from now.
 func (slidingWindowCounter) counts(l Limit, s State, now int64) (start, previous, current int64) {
-	start = windowStart(now, l.PeriodNanos)
+	start = windowStart(now, int64(l.Period))
 	switch s.At {
 	case start:
 		return start, s.Previous, s.Count
-	case start - l.PeriodNanos:
+	case start - int64(l.Period):
 		return start, s.Count, 0
 	default:
 		return start, 0, 0
@@ -110,11 +110,11 @@ func weightedPrevious(previous, period, elapsed int64) (hi, lo uint64) {
 
 // fits reports previous×(period−elapsed) + units×period ≤ rate×period.
 func (slidingWindowCounter) fits(l Limit, previous, elapsed, units int64) bool {
-	ph, pl := weightedPrevious(previous, l.PeriodNanos, elapsed)
-	uh, ul := bits.Mul64(uint64(units), uint64(l.PeriodNanos))
+	ph, pl := weightedPrevious(previous, int64(l.Period), elapsed)
+	uh, ul := bits.Mul64(uint64(units), uint64(l.Period))
 	lo, carry := bits.Add64(pl, ul, 0)
 	hi := ph + uh + carry
-	rh, rl := bits.Mul64(uint64(l.Rate), uint64(l.PeriodNanos))
+	rh, rl := bits.Mul64(uint64(l.Rate), uint64(l.Period))
 	return hi < rh || (hi == rh && lo <= rl)
 }
 
@@ -142,16 +142,16 @@ func (w slidingWindowCounter) wait(l Limit, s State, now, cost int64) int64 {
 	}
 	if room := l.Rate - current - cost; room >= 0 && previous > 0 {
 		// Later in this window the previous count weighs less.
-		if e := elapsedToFit(l.PeriodNanos, previous, room); e < l.PeriodNanos {
+		if e := elapsedToFit(int64(l.Period), previous, room); e < int64(l.Period) {
 			return start + e - now
 		}
 	}
 	// In the next window the current count becomes the previous one.
-	next := start + l.PeriodNanos
+	next := start + int64(l.Period)
 	if current == 0 {
 		return next - now
 	}
-	return next + elapsedToFit(l.PeriodNanos, current, l.Rate-cost) - now
+	return next + elapsedToFit(int64(l.Period), current, l.Rate-cost) - now
 }
 
 func (w slidingWindowCounter) admit(l Limit, s State, now, cost int64) State {
@@ -162,8 +162,8 @@ func (w slidingWindowCounter) admit(l Limit, s State, now, cost int64) State {
 func (w slidingWindowCounter) remaining(l Limit, s State, now int64) int64 {
 	start, previous, current := w.counts(l, s, now)
 	// rate − current − ⌈previous × (period − elapsed) / period⌉
-	hi, lo := weightedPrevious(previous, l.PeriodNanos, now-start)
-	q, r := bits.Div64(hi, lo, uint64(l.PeriodNanos))
+	hi, lo := weightedPrevious(previous, int64(l.Period), now-start)
+	q, r := bits.Div64(hi, lo, uint64(l.Period))
 	if r > 0 {
 		q++
 	}
@@ -173,9 +173,9 @@ func (w slidingWindowCounter) remaining(l Limit, s State, now int64) int64 {
 func (slidingWindowCounter) expiresAt(l Limit, s State) int64 {
 	switch {
 	case s.Count > 0:
-		return s.At + 2*l.PeriodNanos // the current count weighs on the next window too
+		return s.At + 2*int64(l.Period) // the current count weighs on the next window too
 	case s.Previous > 0:
-		return s.At + l.PeriodNanos
+		return s.At + int64(l.Period)
 	}
 	return 0
 }
@@ -201,7 +201,7 @@ type slidingWindowLog struct{}
 
 // live returns the timestamps still inside the window (now − period, now].
 func (slidingWindowLog) live(l Limit, s State, now int64) []int64 {
-	cutoff := now - l.PeriodNanos
+	cutoff := now - int64(l.Period)
 	i, _ := slices.BinarySearch(s.Log, cutoff+1)
 	return s.Log[i:]
 }
@@ -213,7 +213,7 @@ func (w slidingWindowLog) wait(l Limit, s State, now, cost int64) int64 {
 		return 0
 	}
 	// The over-th oldest timestamp must leave the window: t leaves at t + period.
-	return live[over-1] + l.PeriodNanos - now
+	return live[over-1] + int64(l.Period) - now
 }
 
 func (w slidingWindowLog) admit(l Limit, s State, now, cost int64) State {
@@ -231,7 +231,7 @@ func (slidingWindowLog) expiresAt(l Limit, s State) int64 {
 	if len(s.Log) == 0 {
 		return 0
 	}
-	return s.Log[len(s.Log)-1] + l.PeriodNanos
+	return s.Log[len(s.Log)-1] + int64(l.Period)
 }
 
 func (slidingWindowLog) valid(l Limit, s State) bool {

@@ -19,15 +19,15 @@ func drawAnyLimit(t *rapid.T, a Algorithm) Limit {
 	}
 	periods := []time.Duration{time.Millisecond, 7 * time.Millisecond, time.Second, 3 * time.Second, time.Minute, MaxPeriod}
 	return Limit{
-		Algorithm:   a,
-		Rate:        rapid.Int64Range(1, 200).Draw(t, "rate"),
-		PeriodNanos: int64(rapid.SampledFrom(periods).Draw(t, "period")),
+		Algorithm: a,
+		Rate:      rapid.Int64Range(1, 200).Draw(t, "rate"),
+		Period:    rapid.SampledFrom(periods).Draw(t, "period"),
 	}
 }
 
 // gap draws a time step that, over a run, crosses windows and refills.
 func gap(t *rapid.T, l Limit) int64 {
-	return rapid.Int64Range(0, 2*l.PeriodNanos/l.Rate+1).Draw(t, "gap")
+	return rapid.Int64Range(0, 2*int64(l.Period)/l.Rate+1).Draw(t, "gap")
 }
 
 // TestEveryAlgorithmKeepsTheInvariants: for every algorithm, a denied request
@@ -54,29 +54,29 @@ func TestEveryAlgorithmKeepsTheInvariants(t *testing.T) {
 					if d.Limit != l.Capacity() || d.Remaining < 0 || d.Remaining > d.Limit {
 						t.Fatalf("limit %d remaining %d (capacity %d)", d.Limit, d.Remaining, l.Capacity())
 					}
-					if d.Allowed == (d.RetryAfterNanos > 0) {
-						t.Fatalf("allowed=%v with retry-after %d", d.Allowed, d.RetryAfterNanos)
+					if d.Allowed == (d.RetryAfter > 0) {
+						t.Fatalf("allowed=%v with retry-after %d", d.Allowed, d.RetryAfter)
 					}
 					if !d.Allowed {
-						if early, _ := Decide(l, s, now+d.RetryAfterNanos-1, cost); early.Allowed {
-							t.Fatalf("allowed 1ns before retry-after %d", d.RetryAfterNanos)
+						if early, _ := Decide(l, s, now+int64(d.RetryAfter)-1, cost); early.Allowed {
+							t.Fatalf("allowed 1ns before retry-after %d", d.RetryAfter)
 						}
-						if onTime, _ := Decide(l, s, now+d.RetryAfterNanos, cost); !onTime.Allowed {
-							t.Fatalf("still denied at retry-after %d", d.RetryAfterNanos)
+						if onTime, _ := Decide(l, s, now+int64(d.RetryAfter), cost); !onTime.Allowed {
+							t.Fatalf("still denied at retry-after %d", d.RetryAfter)
 						}
 					}
-					if (d.Remaining < d.Limit) != (d.RefillAfterNanos > 0) {
-						t.Fatalf("remaining %d of %d with refill-after %d", d.Remaining, d.Limit, d.RefillAfterNanos)
+					if (d.Remaining < d.Limit) != (d.RefillAfter > 0) {
+						t.Fatalf("remaining %d of %d with refill-after %d", d.Remaining, d.Limit, d.RefillAfter)
 					}
-					if (d.Remaining == d.Limit) != (d.ResetAfterNanos == 0) && a != SlidingWindowCounter {
-						t.Fatalf("remaining %d of %d with reset-after %d", d.Remaining, d.Limit, d.ResetAfterNanos)
+					if (d.Remaining == d.Limit) != (d.ResetAfter == 0) && a != SlidingWindowCounter {
+						t.Fatalf("remaining %d of %d with reset-after %d", d.Remaining, d.Limit, d.ResetAfter)
 					}
 					expires := l.ExpiresAtNanos(next)
-					if got := max(expires-now, 0); got != d.ResetAfterNanos {
-						t.Fatalf("expires %d after now, reset-after %d", got, d.ResetAfterNanos)
+					if got := max(expires-now, 0); got != int64(d.ResetAfter) {
+						t.Fatalf("expires %d after now, reset-after %d", got, d.ResetAfter)
 					}
 					probeCost := rapid.Int64Range(0, l.Capacity()).Draw(t, "probe cost")
-					probeAt := max(expires, now) + rapid.Int64Range(0, l.PeriodNanos).Draw(t, "probe after expiry")
+					probeAt := max(expires, now) + rapid.Int64Range(0, int64(l.Period)).Draw(t, "probe after expiry")
 					fromState, _ := Decide(l, next, probeAt, probeCost)
 					fromNothing, _ := Decide(l, State{}, probeAt, probeCost)
 					if fromState != fromNothing {
@@ -128,7 +128,7 @@ func TestFixedWindowMatchesReference(t *testing.T) {
 		for range rapid.IntRange(1, 60).Draw(t, "requests") {
 			now += gap(t, l)
 			cost := rapid.Int64Range(0, l.Rate).Draw(t, "cost")
-			window := now / l.PeriodNanos
+			window := now / int64(l.Period)
 			wantAllowed := counts[window]+cost <= l.Rate
 			if wantAllowed {
 				counts[window] += cost
@@ -156,7 +156,7 @@ func TestFixedWindowLetsTwiceTheRateThroughAtAnEdge(t *testing.T) {
 		algorithm Algorithm
 		want      int
 	}{{FixedWindow, 200}, {SlidingWindowLog, 100}, {SlidingWindowCounter, 100}} {
-		l := Limit{Algorithm: tt.algorithm, Rate: 100, PeriodNanos: int64(time.Minute)}
+		l := Limit{Algorithm: tt.algorithm, Rate: 100, Period: time.Minute}
 		var s State
 		admitted := 0
 		for i := range 200 {
@@ -185,7 +185,7 @@ func TestSlidingWindowLogMatchesReference(t *testing.T) {
 		inWindow := func(end int64) int64 {
 			n := int64(0)
 			for _, at := range history {
-				if at > end-l.PeriodNanos && at <= end {
+				if at > end-int64(l.Period) && at <= end {
 					n++
 				}
 			}
@@ -227,11 +227,11 @@ func TestSlidingWindowCounterMatchesReference(t *testing.T) {
 		for range rapid.IntRange(1, 60).Draw(t, "requests") {
 			now += gap(t, l)
 			cost := rapid.Int64Range(0, l.Rate).Draw(t, "cost")
-			window := now / l.PeriodNanos
-			elapsed := now % l.PeriodNanos
+			window := now / int64(l.Period)
+			elapsed := now % int64(l.Period)
 			estimate := new(big.Rat).SetFrac(
-				new(big.Int).Mul(big.NewInt(counts[window-1]), big.NewInt(l.PeriodNanos-elapsed)),
-				big.NewInt(l.PeriodNanos))
+				new(big.Int).Mul(big.NewInt(counts[window-1]), big.NewInt(int64(l.Period)-elapsed)),
+				big.NewInt(int64(l.Period)))
 			estimate.Add(estimate, big.NewRat(counts[window], 1))
 			wantAllowed := new(big.Rat).Add(estimate, big.NewRat(cost, 1)).Cmp(big.NewRat(l.Rate, 1)) <= 0
 			if wantAllowed {
@@ -260,23 +260,23 @@ func TestWindowTimes(t *testing.T) {
 		cost  int64
 		want  Decision
 	}{
-		{"fixed window: reset at the window's end", Limit{Algorithm: FixedWindow, Rate: 3, PeriodNanos: int64(time.Minute)}, []int64{0, 1000}, 15000, 1,
-			Decision{Allowed: true, Limit: 3, Remaining: 0, ResetAfterNanos: 45e9, RefillAfterNanos: 45e9}},
-		{"fixed window: denied until the next window", Limit{Algorithm: FixedWindow, Rate: 2, PeriodNanos: int64(time.Minute)}, []int64{0, 1000}, 15000, 1,
-			Decision{Limit: 2, Remaining: 0, ResetAfterNanos: 45e9, RetryAfterNanos: 45e9, RefillAfterNanos: 45e9}},
-		{"sliding log: retry when the oldest leaves", Limit{Algorithm: SlidingWindowLog, Rate: 2, PeriodNanos: int64(time.Minute)}, []int64{0, 1000}, 15000, 1,
-			Decision{Limit: 2, Remaining: 0, ResetAfterNanos: 46e9, RetryAfterNanos: 45e9, RefillAfterNanos: 45e9}},
-		{"sliding counter: the previous window weighs less as time passes", Limit{Algorithm: SlidingWindowCounter, Rate: 4, PeriodNanos: int64(time.Minute)}, []int64{0, 0, 0, 0}, 75000, 1,
+		{"fixed window: reset at the window's end", Limit{Algorithm: FixedWindow, Rate: 3, Period: time.Minute}, []int64{0, 1000}, 15000, 1,
+			Decision{Allowed: true, Limit: 3, Remaining: 0, ResetAfter: 45e9, RefillAfter: 45e9}},
+		{"fixed window: denied until the next window", Limit{Algorithm: FixedWindow, Rate: 2, Period: time.Minute}, []int64{0, 1000}, 15000, 1,
+			Decision{Limit: 2, Remaining: 0, ResetAfter: 45e9, RetryAfter: 45e9, RefillAfter: 45e9}},
+		{"sliding log: retry when the oldest leaves", Limit{Algorithm: SlidingWindowLog, Rate: 2, Period: time.Minute}, []int64{0, 1000}, 15000, 1,
+			Decision{Limit: 2, Remaining: 0, ResetAfter: 46e9, RetryAfter: 45e9, RefillAfter: 45e9}},
+		{"sliding counter: the previous window weighs less as time passes", Limit{Algorithm: SlidingWindowCounter, Rate: 4, Period: time.Minute}, []int64{0, 0, 0, 0}, 75000, 1,
 			// 15s into the next window the previous 4 weigh 4×45/60 = 3.
-			Decision{Allowed: true, Limit: 4, Remaining: 0, ResetAfterNanos: 105e9, RefillAfterNanos: 15e9}},
-		{"sliding counter: retry when the weight has fallen enough", Limit{Algorithm: SlidingWindowCounter, Rate: 4, PeriodNanos: int64(time.Minute)}, []int64{0, 0, 0, 0}, 60000, 2,
-			Decision{Limit: 4, Remaining: 0, ResetAfterNanos: 60e9, RetryAfterNanos: 30e9, RefillAfterNanos: 15e9}},
-		{"sliding counter: a retry that is not a whole nanosecond rounds up", Limit{Algorithm: SlidingWindowCounter, Rate: 3, PeriodNanos: int64(time.Minute)}, []int64{0, 0, 0}, 60000, 1,
+			Decision{Allowed: true, Limit: 4, Remaining: 0, ResetAfter: 105e9, RefillAfter: 15e9}},
+		{"sliding counter: retry when the weight has fallen enough", Limit{Algorithm: SlidingWindowCounter, Rate: 4, Period: time.Minute}, []int64{0, 0, 0, 0}, 60000, 2,
+			Decision{Limit: 4, Remaining: 0, ResetAfter: 60e9, RetryAfter: 30e9, RefillAfter: 15e9}},
+		{"sliding counter: a retry that is not a whole nanosecond rounds up", Limit{Algorithm: SlidingWindowCounter, Rate: 3, Period: time.Minute}, []int64{0, 0, 0}, 60000, 1,
 			// 3×(60s−e)/60s ≤ 2 from e = 20s exactly.
-			Decision{Limit: 3, Remaining: 0, ResetAfterNanos: 60e9, RetryAfterNanos: 20e9, RefillAfterNanos: 20e9}},
-		{"sliding counter: a fractional nanosecond wait rounds up", Limit{Algorithm: SlidingWindowCounter, Rate: 7, PeriodNanos: int64(time.Minute)}, []int64{0, 0, 0, 0, 0, 0, 0}, 60000, 1,
+			Decision{Limit: 3, Remaining: 0, ResetAfter: 60e9, RetryAfter: 20e9, RefillAfter: 20e9}},
+		{"sliding counter: a fractional nanosecond wait rounds up", Limit{Algorithm: SlidingWindowCounter, Rate: 7, Period: time.Minute}, []int64{0, 0, 0, 0, 0, 0, 0}, 60000, 1,
 			// 7×(60s−e)/60s ≤ 6 from e = 8.571428571…s: never report a wait that is early.
-			Decision{Limit: 7, Remaining: 0, ResetAfterNanos: 60e9, RetryAfterNanos: 8571428572, RefillAfterNanos: 8571428572}},
+			Decision{Limit: 7, Remaining: 0, ResetAfter: 60e9, RetryAfter: 8571428572, RefillAfter: 8571428572}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -300,7 +300,7 @@ func TestConvertCarriesUsage(t *testing.T) {
 	t.Parallel()
 	now := int64(30_000_000) * int64(time.Minute)
 	perMinute := func(a Algorithm, rate, burst int64) Limit {
-		return Limit{Algorithm: a, Rate: rate, PeriodNanos: int64(time.Minute), Burst: burst}
+		return Limit{Algorithm: a, Rate: rate, Period: time.Minute, Burst: burst}
 	}
 	tests := []struct {
 		name          string

@@ -84,16 +84,26 @@ func (p Policy) toWire() wire.Policy {
 	return out
 }
 
-func policyFromWire(p wire.Policy) Policy {
-	out := Policy{Name: p.Name, Limit: limitFromWire(p.Limit), Shadow: p.Shadow, KeyTemplate: p.KeyTemplate, ShadowDenied: p.ShadowDenied,
-		LocalShares: sharesFromWire(p.LocalShares), Version: p.Version, Penalty: p.Penalty, MaxDebt: p.MaxDebt}
+func policyFromWire(p wire.Policy) (Policy, error) {
+	limit, err := limitFromWire(p.Limit)
+	if err != nil {
+		return Policy{}, fmt.Errorf("limit.%w", err)
+	}
+	shares, err := sharesFromWire(p.LocalShares)
+	if err != nil {
+		return Policy{}, err
+	}
+	out := Policy{Name: p.Name, Limit: limit, Shadow: p.Shadow, KeyTemplate: p.KeyTemplate, ShadowDenied: p.ShadowDenied,
+		LocalShares: shares, Version: p.Version, Penalty: p.Penalty, MaxDebt: p.MaxDebt}
 	if len(p.Overrides) > 0 {
 		out.Overrides = make(map[string]*Limit, len(p.Overrides))
 		for key, l := range p.Overrides {
-			out.Overrides[key] = limitFromWire(l)
+			if out.Overrides[key], err = limitFromWire(l); err != nil {
+				return Policy{}, fmt.Errorf("overrides[%q].%w", key, err)
+			}
 		}
 	}
-	return out
+	return out, nil
 }
 
 // policyAnswer makes one policy call whose answer is a policy.
@@ -102,7 +112,11 @@ func (c *Client) policyAnswer(ctx context.Context, method, name string, in any) 
 	if _, err := c.do(ctx, method, "/v1/policies/"+url.PathEscape(name), in, &out, http.StatusOK); err != nil {
 		return Policy{}, err
 	}
-	return policyFromWire(out), nil
+	p, err := policyFromWire(out)
+	if err != nil {
+		return Policy{}, fmt.Errorf("%w: policy %q: %w", ErrMalformedAnswer, name, err)
+	}
+	return p, nil
 }
 
 // PutPolicy creates or replaces the policy name.
@@ -145,7 +159,11 @@ func (c *Client) ListPolicies(ctx context.Context, after string, limit int) (Pol
 	}
 	out := PolicyPage{Next: page.Next}
 	for _, p := range page.Policies {
-		out.Policies = append(out.Policies, policyFromWire(p))
+		policy, err := policyFromWire(p)
+		if err != nil {
+			return PolicyPage{}, fmt.Errorf("%w: policy %q: %w", ErrMalformedAnswer, p.Name, err)
+		}
+		out.Policies = append(out.Policies, policy)
 	}
 	return out, nil
 }

@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -10,12 +11,40 @@ import (
 	"github.com/limitnode/limitnode/api/wire"
 )
 
-// Block is one blocked key (wire.Block): why, since and until when, and the
-// policy whose penalty imposed it if one did.
-type Block = wire.Block
+// Block is one blocked key (wire.Block): why, since and until when in
+// cluster time (Unix nanoseconds; the API gives milliseconds), how long it
+// has left as the node that answered read cluster time (EndsIn), and the
+// policy whose penalty imposed it if one did. It spells itself in JSON as
+// the API does.
+type Block struct {
+	Key, Reason, Penalty   string
+	SinceNanos, UntilNanos int64
+	EndsIn                 time.Duration
+}
 
-// BlockPage is a page of the blocked keys (GET /v1/blocks).
-type BlockPage = wire.BlockPage
+// MarshalJSON spells b as the API does (wire.Block).
+func (b Block) MarshalJSON() ([]byte, error) {
+	return json.Marshal(wire.Block{Key: b.Key, Reason: b.Reason, Penalty: b.Penalty, SinceUnixMS: b.SinceNanos / int64(time.Millisecond),
+		UntilUnixMS: b.UntilNanos / int64(time.Millisecond), EndsInMS: inMillis(b.EndsIn)})
+}
+
+// UnmarshalJSON reads b as the API spells it.
+func (b *Block) UnmarshalJSON(data []byte) error {
+	var w wire.Block
+	if err := json.Unmarshal(data, &w); err != nil {
+		return err
+	}
+	*b = Block{Key: w.Key, Reason: w.Reason, Penalty: w.Penalty, SinceNanos: int64(millis(w.SinceUnixMS)),
+		UntilNanos: int64(millis(w.UntilUnixMS)), EndsIn: millis(w.EndsInMS)}
+	return nil
+}
+
+// BlockPage is a page of the blocked keys (GET /v1/blocks): the blocks in
+// key order and, when more follow, Next, where the next page starts.
+type BlockPage struct {
+	Blocks []Block `json:"blocks"`
+	Next   string  `json:"next,omitempty"`
+}
 
 // PutBlock blocks key for ttl of cluster time: every request that counts on
 // it is denied, on every node and path, without touching its counters, and

@@ -127,7 +127,7 @@ func NewWithOptions(opts Options, addrs ...string) *Client {
 }
 
 // Limit is a limit: the algorithm (default token_bucket), the rate per
-// period (a Go duration such as "1m", default "1s") and, for the bucket
+// period (default a second) and, for the bucket
 // algorithms and GCRA, the burst (default the rate). A zero field is the
 // default; the API's spelling is wire.Limit. LocalShares, on an inline
 // limit of an allow request, lets the nodes decide the key from shares of
@@ -135,18 +135,18 @@ func NewWithOptions(opts Options, addrs ...string) *Client {
 type Limit struct {
 	Algorithm   string
 	Rate        int64
-	Period      string
+	Period      time.Duration
 	Burst       int64
 	LocalShares *LocalShares
 }
 
 // LocalShares lets every node decide a key from shares of its budget,
 // taken through the log and spent where requests arrive (wire.LocalShares
-// spells it): each share lasts TTL (a Go duration, default "500ms") and
+// spells it): each share lasts TTL (default 500ms) and
 // holds at most MaxUnits (default an eighth of the limit's capacity). The
 // zero value means the defaults.
 type LocalShares struct {
-	TTL      string
+	TTL      time.Duration
 	MaxUnits int64
 }
 
@@ -155,8 +155,9 @@ func (s *LocalShares) toWire() *wire.LocalShares {
 		return nil
 	}
 	out := &wire.LocalShares{}
-	if s.TTL != "" {
-		out.TTL = &s.TTL
+	if s.TTL != 0 {
+		ttl := s.TTL.String()
+		out.TTL = &ttl
 	}
 	if s.MaxUnits != 0 {
 		out.MaxUnits = &s.MaxUnits
@@ -164,18 +165,22 @@ func (s *LocalShares) toWire() *wire.LocalShares {
 	return out
 }
 
-func sharesFromWire(s *wire.LocalShares) *LocalShares {
+func sharesFromWire(s *wire.LocalShares) (*LocalShares, error) {
 	if s == nil {
-		return nil
+		return nil, nil
 	}
 	out := &LocalShares{}
 	if s.TTL != nil {
-		out.TTL = *s.TTL
+		ttl, err := time.ParseDuration(*s.TTL)
+		if err != nil {
+			return nil, fmt.Errorf("local_shares.ttl: %w", err)
+		}
+		out.TTL = ttl
 	}
 	if s.MaxUnits != nil {
 		out.MaxUnits = *s.MaxUnits
 	}
-	return out
+	return out, nil
 }
 
 // toWire spells l as the API does.
@@ -184,8 +189,9 @@ func (l *Limit) toWire() *wire.Limit {
 		return nil
 	}
 	out := &wire.Limit{Algorithm: l.Algorithm, Rate: &l.Rate, LocalShares: l.LocalShares.toWire()}
-	if l.Period != "" {
-		out.Period = &l.Period
+	if l.Period != 0 {
+		period := l.Period.String()
+		out.Period = &period
 	}
 	if l.Burst != 0 {
 		out.Burst = &l.Burst
@@ -194,35 +200,55 @@ func (l *Limit) toWire() *wire.Limit {
 }
 
 // limitFromWire is the Limit the API's l spells.
-func limitFromWire(l *wire.Limit) *Limit {
+func limitFromWire(l *wire.Limit) (*Limit, error) {
 	if l == nil {
-		return nil
+		return nil, nil
 	}
-	out := &Limit{Algorithm: l.Algorithm, LocalShares: sharesFromWire(l.LocalShares)}
+	shares, err := sharesFromWire(l.LocalShares)
+	if err != nil {
+		return nil, err
+	}
+	out := &Limit{Algorithm: l.Algorithm, LocalShares: shares}
 	if l.Rate != nil {
 		out.Rate = *l.Rate
 	}
 	if l.Period != nil {
-		out.Period = *l.Period
+		if out.Period, err = time.ParseDuration(*l.Period); err != nil {
+			return nil, fmt.Errorf("period: %w", err)
+		}
 	}
 	if l.Burst != nil {
 		out.Burst = *l.Burst
 	}
-	return out
+	return out, nil
 }
 
 // Check is one check of a multi-check request: Key and Limit, or Policy
-// (with Dimensions when its key is a template), and Cost (nil: 1).
+// (with Dimensions when its key is a template), and Cost (0: 1), or Peek
+// to look at what the key has left without consuming (Cost then 0).
 type Check struct {
 	Key        string
 	Limit      *Limit
 	Policy     string
 	Dimensions map[string]string
-	Cost       *int64
+	Cost       int64
+	Peek       bool
+}
+
+// wireCost spells a check's cost as the API does: absent for the default
+// of 1, 0 for a peek.
+func wireCost(cost int64, peek bool) *int64 {
+	switch {
+	case peek:
+		return &cost
+	case cost == 0:
+		return nil
+	}
+	return &cost
 }
 
 func (c *Check) toWire() wire.Check {
-	out := wire.Check{Key: c.Key, Limit: c.Limit.toWire(), Cost: c.Cost, Dimensions: c.Dimensions}
+	out := wire.Check{Key: c.Key, Limit: c.Limit.toWire(), Cost: wireCost(c.Cost, c.Peek), Dimensions: c.Dimensions}
 	if c.Policy != "" {
 		out.Policy = &c.Policy
 	}
@@ -230,36 +256,38 @@ func (c *Check) toWire() wire.Check {
 }
 
 // AllowRequest is a request for a decision: Key and Limit or Policy (and
-// Cost), or Checks, decided together.
+// Cost, 0 meaning 1, or Peek, as in Check), or Checks, decided together.
 type AllowRequest struct {
 	Key        string
 	Limit      *Limit
 	Policy     string
 	Dimensions map[string]string
-	Cost       *int64
+	Cost       int64
+	Peek       bool
 	RequestID  string
 	Checks     []Check
-	// MaxWait (a Go duration, "250ms"), for the bucket algorithms, admits
-	// the request now as a reservation when it would be admitted within
-	// it; Decision.WaitMS then says how long to wait before going on (see
-	// Wait). Hold makes the node wait it out before answering.
-	MaxWait string
+	// MaxWait, for the bucket algorithms, admits the request now as a
+	// reservation when it would be admitted within it; Decision.Wait
+	// then says how long to wait before going on (see Wait). Hold makes
+	// the node wait it out before answering.
+	MaxWait time.Duration
 	Hold    bool
-	// SettleTTL, when not 0, makes an admission a reservation of the cost,
-	// to settle within it with what the request used (see Reserve).
+	// SettleTTL, when not 0, charges an admission its cost up front, to
+	// settle within it with what the request used (see StartSettlement).
 	SettleTTL time.Duration
 }
 
 // toWire spells r as the API does.
 func (r *AllowRequest) toWire() wire.AllowRequest {
-	single := Check{Key: r.Key, Limit: r.Limit, Policy: r.Policy, Dimensions: r.Dimensions, Cost: r.Cost}
+	single := Check{Key: r.Key, Limit: r.Limit, Policy: r.Policy, Dimensions: r.Dimensions, Cost: r.Cost, Peek: r.Peek}
 	c := single.toWire()
 	out := wire.AllowRequest{Key: c.Key, Limit: c.Limit, Cost: c.Cost, Policy: c.Policy, Dimensions: c.Dimensions, RequestID: r.RequestID, Hold: r.Hold}
 	for i := range r.Checks {
 		out.Checks = append(out.Checks, r.Checks[i].toWire())
 	}
-	if r.MaxWait != "" {
-		out.MaxWait = &r.MaxWait
+	if r.MaxWait != 0 {
+		maxWait := r.MaxWait.String()
+		out.MaxWait = &maxWait
 	}
 	if r.SettleTTL != 0 {
 		ttl := r.SettleTTL.String()
@@ -268,30 +296,102 @@ func (r *AllowRequest) toWire() wire.AllowRequest {
 	return out
 }
 
-// Decision is a /v1/allow answer: its body, with the headers a client acts
-// on.
+// Decision is a /v1/allow answer: its body (wire.AllowResponse, its
+// milliseconds as durations), with the headers a client acts on. It
+// spells itself in JSON as the body.
 type Decision struct {
-	wire.AllowResponse
+	// Allowed is true when every check allowed and all consumed.
+	Allowed bool
+	// Limit and Remaining are the headline check's capacity and what it
+	// has left (for several checks, the most restrictive).
+	Limit, Remaining int64
+	// ResetAfter is the time until the limit is fully available again
+	// (reset_after_ms).
+	ResetAfter time.Duration
+	// ExactRetryAfter, for a denial, is the time until the same request
+	// could be admitted (retry_after_ms), without RetryAfter's jitter.
+	ExactRetryAfter time.Duration
+	// Wait, for a request admitted by reservation (MaxWait), is how long
+	// the caller must wait before going on (wait_ms); Held, with Hold, how
+	// long the node waited it out instead (held_ms).
+	Wait, Held time.Duration
+	// Duplicate is true when the request ID was seen before: the answer is
+	// the first decision, and nothing was consumed now.
+	Duplicate bool
+	// Checks reports each check, when a request has several or one of
+	// them is a policy in shadow mode.
+	Checks []CheckDecision
+	// Blocked, for a request denied because a key is blocked, says so and
+	// why; DeniedBy, for a denial, what denied it.
+	Blocked  *Blocked
+	DeniedBy *DeniedBy
+	// SettlementID, for an admission with SettleTTL, names the open
+	// settlement to settle.
+	SettlementID string
+	// Share is the share granted to a share ask, if any.
+	Share *Share
 	// StatusCode is 200 or 429.
-	StatusCode int `json:"-"`
+	StatusCode int
 	// RetryAfter is the 429's Retry-After header (with jitter), at most
 	// MaxRetryAfter, or 0.
-	RetryAfter time.Duration `json:"-"`
+	RetryAfter time.Duration
 	// Leader is the X-Limitnode-Leader header: the ID of the leader that
 	// decided, or "" if the node did not say.
-	Leader string `json:"-"`
+	Leader string
 	// Header holds the answer's rate-limit headers as sent (RateLimit-*,
 	// RateLimit, Retry-After; see RateLimitHeaders), under their canonical
 	// names, for a middleware that passes them on; nil in a decision no
 	// node sent (a Guard's fallback).
-	Header http.Header `json:"-"`
+	Header http.Header
 	// Shared is true for an admission the client answered from a share it
 	// holds (Options.LocalShares), without asking the cluster.
-	Shared bool `json:"-"`
-	// ResetAt is ResetAfterMS as a time on this process's clock: when the
-	// answer arrived plus ResetAfterMS, when the limit is fully available
+	Shared bool
+	// ResetAt is ResetAfter as a time on this process's clock: when the
+	// answer arrived plus ResetAfter, when the limit is fully available
 	// again.
-	ResetAt time.Time `json:"-"`
+	ResetAt time.Time
+}
+
+// CheckDecision is one check's part of a Decision (wire.CheckResponse).
+type CheckDecision struct {
+	Key              string
+	Policy           string
+	Shadow           bool
+	Allowed          bool
+	Limit, Remaining int64
+	ResetAfter       time.Duration
+	ExactRetryAfter  time.Duration
+}
+
+// Blocked, in a denial, says that a block denied the request
+// (wire.Blocked): on which key (empty in answers a proxy may copy to its
+// client), why, the policy whose penalty imposed it if one did, and how long
+// it has left.
+type Blocked struct {
+	Key, Reason, Penalty string
+	EndsIn               time.Duration
+}
+
+// DeniedBy, in a denial, says what denied it (wire.DeniedBy): the check
+// (its index), the policy it was decided under ("" for an inline limit)
+// and that policy's version, the limit that applied, and the cause:
+// "limit", "block" or "penalty".
+type DeniedBy struct {
+	Check         int
+	Policy        string
+	PolicyVersion uint64
+	Limit         Limit
+	Cause         string
+}
+
+// Share is a share granted to the client (wire.Share): ID names it, Units
+// may be spent for SpendFor after the request was sent, and Remaining is
+// what the key had left for everyone else.
+type Share struct {
+	ID        string
+	Units     int64
+	SpendFor  time.Duration
+	Remaining int64
 }
 
 // RateLimitHeaders are the headers of a /v1/allow answer that tell a caller
@@ -363,16 +463,16 @@ func (c *Client) Allow(ctx context.Context, req AllowRequest) (Decision, error) 
 // When ctx ends during the sleep, Wait returns ctx's error; the
 // reservation stays consumed.
 func (c *Client) Wait(ctx context.Context, req AllowRequest, maxWait time.Duration) (Decision, error) {
-	req.MaxWait = maxWait.String()
+	req.MaxWait = maxWait
 	d, err := c.Allow(ctx, req)
-	if err != nil || !d.Allowed || d.WaitMS <= 0 {
+	if err != nil || !d.Allowed || d.Wait <= 0 {
 		return d, err
 	}
-	timer := time.NewTimer(time.Duration(d.WaitMS) * time.Millisecond)
+	timer := time.NewTimer(d.Wait)
 	defer timer.Stop()
 	select {
 	case <-timer.C:
-		d.WaitMS = 0
+		d.Wait = 0
 		return d, nil
 	case <-ctx.Done():
 		return d, ctx.Err()
@@ -391,7 +491,7 @@ func (c *Client) allowOne(ctx context.Context, req AllowRequest) (Decision, erro
 // answered through the log anyway; a plain one keeps no ID, so that a node
 // may answer its denial from a deny lease.
 func (req AllowRequest) withRequestID() AllowRequest {
-	if req.RequestID == "" && (req.MaxWait != "" || req.SettleTTL != 0) {
+	if req.RequestID == "" && (req.MaxWait != 0 || req.SettleTTL != 0) {
 		req.RequestID = newRequestID()
 	}
 	return req
@@ -459,12 +559,60 @@ func (c *Client) JoinWith(ctx context.Context, m Member, change MemberChange) er
 	return err
 }
 
-// ClusterNode is one node in a ClusterStatus, with what the leader last
-// learnt of it (nil while unknown).
-type ClusterNode = wire.Node
+// ClusterNode is one node in a ClusterStatus (wire.Node), with what the
+// leader last learnt of it (nil while unknown): whether it answered, how
+// long before the view it last did (LastContact), its applied index and
+// its lag. It spells itself in JSON as the API does.
+type ClusterNode struct {
+	Member
+	Voter        bool
+	Leader       bool
+	Reachable    *bool
+	LastContact  *time.Duration
+	AppliedIndex *uint64
+	Lag          *uint64
+	DivergedAt   uint64
+}
 
-// ClusterStatus is the body of GET /v1/cluster: a node's view.
-type ClusterStatus = wire.Cluster
+// MarshalJSON spells n as the API does (wire.Node).
+func (n ClusterNode) MarshalJSON() ([]byte, error) {
+	w := wire.Node{Member: n.Member, Voter: n.Voter, Leader: n.Leader, Reachable: n.Reachable, AppliedIndex: n.AppliedIndex,
+		Lag: n.Lag, DivergedAt: n.DivergedAt}
+	if n.LastContact != nil {
+		ms := inMillis(*n.LastContact)
+		w.LastContactMS = &ms
+	}
+	return json.Marshal(w)
+}
+
+// UnmarshalJSON reads n as the API spells it.
+func (n *ClusterNode) UnmarshalJSON(data []byte) error {
+	var w wire.Node
+	if err := json.Unmarshal(data, &w); err != nil {
+		return err
+	}
+	*n = ClusterNode{Member: w.Member, Voter: w.Voter, Leader: w.Leader, Reachable: w.Reachable, AppliedIndex: w.AppliedIndex,
+		Lag: w.Lag, DivergedAt: w.DivergedAt}
+	if w.LastContactMS != nil {
+		contact := millis(*w.LastContactMS)
+		n.LastContact = &contact
+	}
+	return nil
+}
+
+// ClusterStatus is the body of GET /v1/cluster (wire.Cluster): the
+// answering node's ID and Raft address, its cluster's ID (empty while it
+// knows none), the leader, Raft's term and indexes, and the members.
+type ClusterStatus struct {
+	Self         string        `json:"self"`
+	SelfRaftAddr string        `json:"self_raft_addr"`
+	ClusterID    string        `json:"cluster_id,omitempty"`
+	Leader       string        `json:"leader"`
+	Term         uint64        `json:"term"`
+	CommitIndex  uint64        `json:"commit_index"`
+	AppliedIndex uint64        `json:"applied_index"`
+	Nodes        []ClusterNode `json:"nodes"`
+}
 
 // Cluster returns a node's view of the cluster.
 func (c *Client) Cluster(ctx context.Context) (ClusterStatus, error) {

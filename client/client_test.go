@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/limitnode/limitnode/api/wire"
 	"github.com/limitnode/limitnode/client"
 )
 
@@ -46,7 +45,7 @@ func TestClientAnswers(t *testing.T) {
 		t.Fatalf("ResetAt %v, want the answer's arrival plus reset_after_ms (9 s after %v)", d.ResetAt, before)
 	}
 	d.ResetAt = time.Time{}
-	want := client.Decision{AllowResponse: wire.AllowResponse{Allowed: false, Limit: 5, ResetAfterMS: 9000, RetryAfterMS: 2100}, StatusCode: 429, RetryAfter: 3e9, Leader: "n1"}
+	want := client.Decision{Allowed: false, Limit: 5, ResetAfter: 9 * time.Second, ExactRetryAfter: 2100 * time.Millisecond, StatusCode: 429, RetryAfter: 3e9, Leader: "n1"}
 	if got := d; got.Header.Get("Retry-After") != "3" || got.Header.Get("RateLimit-Remaining") != "0" {
 		t.Fatalf("decision headers %v: want Retry-After 3 and RateLimit-Remaining 0", got.Header)
 	}

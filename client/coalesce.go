@@ -131,7 +131,11 @@ func batchDecision(item wire.BatchItem, i int, receivedAt time.Time) (Decision, 
 	case item.AllowResponse == nil:
 		return Decision{}, fmt.Errorf("limitnode: answer %d of a batch has status %d but no decision", i, item.Status)
 	}
-	d := Decision{AllowResponse: *item.AllowResponse, ResetAt: resetAt(receivedAt, item.ResetAfterMS)}
+	d, err := decisionOf(*item.AllowResponse)
+	if err != nil {
+		return Decision{}, fmt.Errorf("%w: answer %d of a batch: %w", ErrMalformedAnswer, i, err)
+	}
+	d.ResetAt = resetAt(receivedAt, d.ResetAfter)
 	d.StatusCode = item.Status
 	d.setHeadersFromFields()
 	return d, nil
@@ -143,9 +147,9 @@ func (d *Decision) setHeadersFromFields() {
 	d.Header = http.Header{}
 	d.Header.Set("RateLimit-Limit", strconv.FormatInt(d.Limit, 10))
 	d.Header.Set("RateLimit-Remaining", strconv.FormatInt(d.Remaining, 10))
-	d.Header.Set("RateLimit-Reset", strconv.FormatInt(ratelimitheader.CeilDiv(d.ResetAfterMS, 1000), 10))
+	d.Header.Set("RateLimit-Reset", strconv.FormatInt(ratelimitheader.CeilDiv(inMillis(d.ResetAfter), 1000), 10))
 	if !d.Allowed {
-		secs := max(ratelimitheader.CeilDiv(d.RetryAfterMS, 1000), 1)
+		secs := max(ratelimitheader.CeilDiv(inMillis(d.ExactRetryAfter), 1000), 1)
 		d.Header.Set("Retry-After", strconv.FormatInt(secs, 10))
 		d.RetryAfter = time.Duration(min(secs, int64(MaxRetryAfter/time.Second))) * time.Second
 	}

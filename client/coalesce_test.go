@@ -43,7 +43,7 @@ func TestCoalescedCallsShareHTTPCalls(t *testing.T) {
 			<-start
 			// A request ID makes a retry after an unknown outcome (a change
 			// of leader on a loaded machine) charge once.
-			req := client.AllowRequest{Key: "coalesced", Limit: &client.Limit{Rate: limit, Period: "1h", Algorithm: "fixed_window"},
+			req := client.AllowRequest{Key: "coalesced", Limit: &client.Limit{Rate: limit, Period: time.Hour, Algorithm: "fixed_window"},
 				RequestID: fmt.Sprintf("coalesced-%d", i)}
 			if i == 7 {
 				req.Limit = &client.Limit{Rate: 0} // refused on its own

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/limitnode/limitnode/api/wire"
+	"github.com/limitnode/limitnode/internal/ratelimitheader"
 )
 
 // A decision is read strictly: an answer whose fields are missing, of
@@ -65,8 +66,12 @@ func readDecision(a answered, receivedAt time.Time) (Decision, error) {
 	if err := checkDecision(a.body, a.resp.StatusCode); err != nil {
 		return Decision{}, fmt.Errorf("%w: %s: %w", ErrMalformedAnswer, host, err)
 	}
-	var d Decision
-	if err := json.Unmarshal(a.body, &d); err != nil {
+	var w wire.AllowResponse
+	if err := json.Unmarshal(a.body, &w); err != nil {
+		return Decision{}, fmt.Errorf("%w: %s: %w", ErrMalformedAnswer, host, err)
+	}
+	d, err := decisionOf(w)
+	if err != nil {
 		return Decision{}, fmt.Errorf("%w: %s: %w", ErrMalformedAnswer, host, err)
 	}
 	d.StatusCode, d.Header = a.resp.StatusCode, http.Header{}
@@ -79,7 +84,7 @@ func readDecision(a answered, receivedAt time.Time) (Decision, error) {
 	if !d.Allowed {
 		d.RetryAfter = retryAfterOf(a.resp.Header.Get("Retry-After"))
 	}
-	d.ResetAt = resetAt(receivedAt, d.ResetAfterMS)
+	d.ResetAt = resetAt(receivedAt, d.ResetAfter)
 	return d, nil
 }
 
@@ -115,12 +120,83 @@ func readBatch(a answered, n int, out *wire.BatchResponse) error {
 	return nil
 }
 
-// resetAt is the local time a limit is fully available again, resetAfterMS
+// resetAt is the local time a limit is fully available again, resetAfter
 // after at.
-func resetAt(at time.Time, resetAfterMS int64) time.Time {
-	return at.Add(time.Duration(min(resetAfterMS, int64(maxResetAfter/time.Millisecond))) * time.Millisecond)
+func resetAt(at time.Time, resetAfter time.Duration) time.Time {
+	return at.Add(min(resetAfter, maxResetAfter))
 }
 
 // maxResetAfter bounds ResetAt's distance from now, within what a
 // time.Duration holds: a full bucket is at most 50 years of refill away.
 const maxResetAfter = 100 * 365 * 24 * time.Hour
+
+// millis is a duration the API gives in milliseconds.
+func millis(ms int64) time.Duration { return time.Duration(ms) * time.Millisecond }
+
+// inMillis is d as the API gives it: whole milliseconds, rounded up.
+func inMillis(d time.Duration) int64 {
+	return ratelimitheader.CeilDiv(int64(d), int64(time.Millisecond))
+}
+
+// decisionOf is the Decision the body w spells.
+func decisionOf(w wire.AllowResponse) (Decision, error) {
+	d := Decision{Allowed: w.Allowed, Limit: w.Limit, Remaining: w.Remaining, ResetAfter: millis(w.ResetAfterMS),
+		ExactRetryAfter: millis(w.RetryAfterMS), Wait: millis(w.WaitMS), Held: millis(w.HeldMS), Duplicate: w.Duplicate,
+		SettlementID: w.SettlementID}
+	if b := w.Blocked; b != nil {
+		d.Blocked = &Blocked{Key: b.Key, Reason: b.Reason, Penalty: b.Penalty, EndsIn: millis(b.EndsInMS)}
+	}
+	if by := w.DeniedBy; by != nil {
+		limit, err := limitFromWire(&by.Limit)
+		if err != nil {
+			return Decision{}, fmt.Errorf("denied_by.limit.%w", err)
+		}
+		d.DeniedBy = &DeniedBy{Check: by.Check, Policy: by.Policy, PolicyVersion: by.PolicyVersion, Limit: *limit, Cause: by.Cause}
+	}
+	for _, c := range w.Checks {
+		d.Checks = append(d.Checks, CheckDecision{Key: c.Key, Policy: c.Policy, Shadow: c.Shadow, Allowed: c.Allowed,
+			Limit: c.Limit, Remaining: c.Remaining, ResetAfter: millis(c.ResetAfterMS), ExactRetryAfter: millis(c.RetryAfterMS)})
+	}
+	if s := w.Share; s != nil {
+		d.Share = &Share{ID: s.ID, Units: s.Units, SpendFor: millis(s.SpendForMS), Remaining: s.Remaining}
+	}
+	return d, nil
+}
+
+// Wire is d's body as the API spells it.
+func (d Decision) Wire() wire.AllowResponse {
+	w := wire.AllowResponse{Allowed: d.Allowed, Limit: d.Limit, Remaining: d.Remaining, ResetAfterMS: inMillis(d.ResetAfter),
+		RetryAfterMS: inMillis(d.ExactRetryAfter), WaitMS: inMillis(d.Wait), HeldMS: inMillis(d.Held), Duplicate: d.Duplicate,
+		SettlementID: d.SettlementID}
+	if b := d.Blocked; b != nil {
+		w.Blocked = &wire.Blocked{Key: b.Key, Reason: b.Reason, Penalty: b.Penalty, EndsInMS: inMillis(b.EndsIn)}
+	}
+	if by := d.DeniedBy; by != nil {
+		w.DeniedBy = &wire.DeniedBy{Check: by.Check, Policy: by.Policy, PolicyVersion: by.PolicyVersion, Limit: *by.Limit.toWire(), Cause: by.Cause}
+	}
+	for _, c := range d.Checks {
+		w.Checks = append(w.Checks, wire.CheckResponse{Key: c.Key, Policy: c.Policy, Shadow: c.Shadow, Allowed: c.Allowed,
+			Limit: c.Limit, Remaining: c.Remaining, ResetAfterMS: inMillis(c.ResetAfter), RetryAfterMS: inMillis(c.ExactRetryAfter)})
+	}
+	if s := d.Share; s != nil {
+		w.Share = &wire.Share{ID: s.ID, Units: s.Units, SpendForMS: inMillis(s.SpendFor), Remaining: s.Remaining}
+	}
+	return w
+}
+
+// MarshalJSON spells d as the body of a /v1/allow answer (Wire).
+func (d Decision) MarshalJSON() ([]byte, error) { return json.Marshal(d.Wire()) }
+
+// UnmarshalJSON reads the body of a /v1/allow answer into d's body fields.
+func (d *Decision) UnmarshalJSON(data []byte) error {
+	var w wire.AllowResponse
+	if err := json.Unmarshal(data, &w); err != nil {
+		return err
+	}
+	out, err := decisionOf(w)
+	if err != nil {
+		return err
+	}
+	*d = out
+	return nil
+}

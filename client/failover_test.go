@@ -65,7 +65,7 @@ func TestAHungNodeCostsAnAttemptNotTheCall(t *testing.T) {
 	hung, accepted := mustHungListener(t)
 	cl := client.NewWithOptions(client.Options{HTTPClient: testcluster.HTTPClient()}, hung, c.Nodes[1].URL(), c.Nodes[2].URL())
 	guard := client.NewGuard(cl, client.GuardOptions{OnFailure: client.FailClosed})
-	req := client.AllowRequest{Key: "behind-a-hung-node", Limit: &client.Limit{Rate: 10, Period: "1h"}}
+	req := client.AllowRequest{Key: "behind-a-hung-node", Limit: &client.Limit{Rate: 10, Period: time.Hour}}
 	asked := 0 // connections the hung node accepted by the end of the first call
 	for i := range 5 {
 		// Each call has a request ID, so that one a loaded machine's

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/limitnode/limitnode/algorithms"
-	"github.com/limitnode/limitnode/api/wire"
 	"github.com/limitnode/limitnode/contract"
 )
 
@@ -108,7 +107,7 @@ func (g *Guard) Allow(ctx context.Context, req AllowRequest) (GuardDecision, err
 		}
 		out.Decision = d
 	}
-	out.ResetAt = resetAt(now, out.ResetAfterMS)
+	out.ResetAt = resetAt(now, out.ResetAfter)
 	if out.Allowed {
 		out.StatusCode = http.StatusOK
 	} else {
@@ -153,7 +152,7 @@ func (l *localLimiter) decide(req AllowRequest, replicas int, now time.Time) (De
 		next algorithms.State
 	}
 	var plan []planned
-	out := Decision{AllowResponse: wire.AllowResponse{Allowed: true}}
+	out := Decision{Allowed: true}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for _, c := range checks {
@@ -165,16 +164,16 @@ func (l *localLimiter) decide(req AllowRequest, replicas int, now time.Time) (De
 			// The share refills too slowly to be decided exactly: deny.
 			return Decision{StatusCode: http.StatusTooManyRequests}, nil
 		}
-		cost := min(c.Cost, limit.Capacity())
+		cost := min(c.Consumes(), limit.Capacity())
 		id := localKey{c.Key, limit}
 		d, next := algorithms.Decide(limit, l.states[id], now.UnixNano(), cost)
 		if !d.Allowed {
 			out.Allowed = false
-			out.RetryAfterMS = max(out.RetryAfterMS, (d.RetryAfterNanos+int64(time.Millisecond)-1)/int64(time.Millisecond))
+			out.ExactRetryAfter = max(out.ExactRetryAfter, millis(inMillis(d.RetryAfter)))
 		}
 		if out.Limit == 0 || d.Remaining < out.Remaining {
 			out.Limit, out.Remaining = d.Limit, d.Remaining
-			out.ResetAfterMS = (d.ResetAfterNanos + int64(time.Millisecond) - 1) / int64(time.Millisecond)
+			out.ResetAfter = millis(inMillis(d.ResetAfter))
 		}
 		plan = append(plan, planned{id, next})
 	}
@@ -194,14 +193,11 @@ func contractChecks(req AllowRequest) ([]contract.Check, error) {
 	inline := req.Checks == nil
 	checks := req.Checks
 	if inline {
-		checks = []Check{{Key: req.Key, Limit: req.Limit, Policy: req.Policy, Dimensions: req.Dimensions, Cost: req.Cost}}
+		checks = []Check{{Key: req.Key, Limit: req.Limit, Policy: req.Policy, Dimensions: req.Dimensions, Cost: req.Cost, Peek: req.Peek}}
 	}
 	cr := contract.Request{RequestID: req.RequestID}
 	for i, c := range checks {
-		out := contract.Check{Key: c.Key, Policy: c.Policy, Cost: 1}
-		if c.Cost != nil {
-			out.Cost = *c.Cost
-		}
+		out := contract.Check{Key: c.Key, Policy: c.Policy, Cost: c.Cost, Peek: c.Peek}
 		if c.Limit != nil {
 			l, err := c.Limit.spec().Limit()
 			if err != nil {
@@ -235,8 +231,9 @@ func invalidRequest(err *contract.Error, inline bool) *Error {
 // spec is the limit in the contract's terms: zero values are "not given".
 func (lim *Limit) spec() contract.LimitSpec {
 	s := contract.LimitSpec{Algorithm: lim.Algorithm, Rate: &lim.Rate}
-	if lim.Period != "" {
-		s.Period = &lim.Period
+	if lim.Period != 0 {
+		period := lim.Period.String()
+		s.Period = &period
 	}
 	if lim.Burst != 0 {
 		s.Burst = &lim.Burst

@@ -41,7 +41,7 @@ func readBody(r *http.Request) string {
 
 func TestGuardFailurePolicies(t *testing.T) {
 	t.Parallel()
-	req := client.AllowRequest{Key: "k", Limit: &client.Limit{Rate: 10, Period: "1m"}}
+	req := client.AllowRequest{Key: "k", Limit: &client.Limit{Rate: 10, Period: time.Minute}}
 	tests := []struct {
 		name        string
 		policy      client.FailurePolicy
@@ -113,8 +113,8 @@ func TestLocalFallbackRefusesWhatTheClusterWould(t *testing.T) {
 	}{
 		{"rate 0", client.AllowRequest{Key: "k", Limit: &client.Limit{Rate: 0}}, "limit.rate"},
 		{"no key", client.AllowRequest{Limit: &client.Limit{Rate: 10}}, "key"},
-		{"a cost over the burst", client.AllowRequest{Key: "k", Limit: &client.Limit{Rate: 10}, Cost: &cost}, "cost"},
-		{"a bad period in the second check", client.AllowRequest{Checks: []client.Check{{Key: "a", Limit: &client.Limit{Rate: 1}}, {Key: "b", Limit: &client.Limit{Rate: 1, Period: "soon"}}}}, "checks[1].limit.period"},
+		{"a cost over the burst", client.AllowRequest{Key: "k", Limit: &client.Limit{Rate: 10}, Cost: cost}, "cost"},
+		{"a bad period in the second check", client.AllowRequest{Checks: []client.Check{{Key: "a", Limit: &client.Limit{Rate: 1}}, {Key: "b", Limit: &client.Limit{Rate: 1, Period: -time.Second}}}}, "checks[1].limit.period"},
 	}
 	for _, tt := range tests {
 		d, err := g.Allow(context.Background(), tt.req)

@@ -20,7 +20,11 @@ func (l *Limit) UnmarshalJSON(data []byte) error {
 	if err := strictUnmarshal(data, &w); err != nil {
 		return err
 	}
-	*l = *limitFromWire(&w)
+	out, err := limitFromWire(&w)
+	if err != nil {
+		return err
+	}
+	*l = *out
 	return nil
 }
 
@@ -33,7 +37,11 @@ func (p *Policy) UnmarshalJSON(data []byte) error {
 	if err := strictUnmarshal(data, &w); err != nil {
 		return err
 	}
-	*p = policyFromWire(w)
+	out, err := policyFromWire(w)
+	if err != nil {
+		return err
+	}
+	*p = out
 	return nil
 }
 

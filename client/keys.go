@@ -2,19 +2,59 @@ package client
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strconv"
+	"time"
 
 	"github.com/limitnode/limitnode/api/wire"
 )
 
 // KeyState is what the cluster holds of one key: its state under each limit
 // that has any (GET /v1/keys/{key}).
-type KeyState = wire.KeyState
+type KeyState struct {
+	Key    string     `json:"key"`
+	Limits []KeyLimit `json:"limits"`
+}
 
-// KeyPage is a page of the live keys (GET /v1/keys).
-type KeyPage = wire.KeyPage
+// KeyLimit is a key's state under one limit (wire.KeyLimit): whose limit it
+// is (a policy, "rls/" and an Envoy domain, or "" for an inline limit), the
+// limit, and what a peek would be told now. It spells itself in JSON as the
+// API does.
+type KeyLimit struct {
+	Owner      string
+	Limit      Limit
+	Remaining  int64
+	ResetAfter time.Duration
+}
+
+// MarshalJSON spells l as the API does (wire.KeyLimit).
+func (l KeyLimit) MarshalJSON() ([]byte, error) {
+	return json.Marshal(wire.KeyLimit{Owner: l.Owner, Limit: *l.Limit.toWire(), Remaining: l.Remaining, ResetAfterMS: inMillis(l.ResetAfter)})
+}
+
+// UnmarshalJSON reads l as the API spells it.
+func (l *KeyLimit) UnmarshalJSON(data []byte) error {
+	var w wire.KeyLimit
+	if err := json.Unmarshal(data, &w); err != nil {
+		return err
+	}
+	limit, err := limitFromWire(&w.Limit)
+	if err != nil {
+		return fmt.Errorf("limit.%w", err)
+	}
+	*l = KeyLimit{Owner: w.Owner, Limit: *limit, Remaining: w.Remaining, ResetAfter: millis(w.ResetAfterMS)}
+	return nil
+}
+
+// KeyPage is a page of the live keys (GET /v1/keys): keys in order and,
+// when more follow, Next, where the next page starts.
+type KeyPage struct {
+	Keys []KeyState `json:"keys"`
+	Next string     `json:"next,omitempty"`
+}
 
 // Key returns what the cluster holds of key, consuming nothing; a 404
 // *Error when it holds nothing.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/limitnode/limitnode/client"
 )
@@ -21,7 +22,7 @@ func TestAClientWithoutAnAddressSaysSo(t *testing.T) {
 		call func() error
 	}{
 		{"an allow", func() error {
-			_, err := c.Allow(ctx, client.AllowRequest{Key: "k", Limit: &client.Limit{Rate: 1, Period: "1s"}})
+			_, err := c.Allow(ctx, client.AllowRequest{Key: "k", Limit: &client.Limit{Rate: 1, Period: time.Second}})
 			return err
 		}},
 		{"the cluster's view", func() error { _, err := c.Cluster(ctx); return err }},

@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/limitnode/limitnode/client"
 )
@@ -31,7 +32,7 @@ func TestAnUnknownOutcomeIsItsOwnError(t *testing.T) {
 			_, _ = w.Write([]byte(`{"error":"no answer in time","code":"` + tt.code + `"}`))
 		}))
 		c := client.New(nil, strings.TrimPrefix(srv.URL, "http://"))
-		_, err := c.Allow(context.Background(), client.AllowRequest{Key: "k", Limit: &client.Limit{Rate: 1, Period: "1s"}, RequestID: "r-1"})
+		_, err := c.Allow(context.Background(), client.AllowRequest{Key: "k", Limit: &client.Limit{Rate: 1, Period: time.Second}, RequestID: "r-1"})
 		srv.Close()
 		if errors.Is(err, client.ErrOutcomeUnknown) != tt.unknown {
 			t.Errorf("%s: %v, want ErrOutcomeUnknown %v", tt.name, err, tt.unknown)

@@ -26,23 +26,24 @@ func TestReserveThenSettleOnACluster(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), testcluster.WaitTimeout)
 	defer cancel()
 	cl := client.NewWithOptions(client.Options{HTTPClient: testcluster.HTTPClient()}, c.Followers()[0].URL())
-	if _, err := cl.PutPolicy(ctx, "tokens", client.Policy{Limit: &client.Limit{Rate: 3600, Period: "1h", Burst: 1000}, MaxDebt: 100}); err != nil {
+	if _, err := cl.PutPolicy(ctx, "tokens", client.Policy{Limit: &client.Limit{Rate: 3600, Period: time.Hour, Burst: 1000}, MaxDebt: 100}); err != nil {
 		t.Fatal(err)
 	}
-	cost := func(n int64) *int64 { return &n }
 	ask := func(key string, n int64) client.AllowRequest {
-		return client.AllowRequest{Policy: "tokens", Key: key, Cost: cost(n)}
+		return client.AllowRequest{Policy: "tokens", Key: key, Cost: n}
 	}
 	// left is what key has on node n (a unit refills every second).
 	left := func(n *testcluster.Node, key string) int64 {
-		d, err := client.NewWithOptions(client.Options{HTTPClient: testcluster.HTTPClient()}, n.URL()).Allow(ctx, ask(key, 0))
+		peek := ask(key, 0)
+		peek.Peek = true
+		d, err := client.NewWithOptions(client.Options{HTTPClient: testcluster.HTTPClient()}, n.URL()).Allow(ctx, peek)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return d.Remaining
 	}
 
-	res, err := cl.Reserve(ctx, ask("acme", 500), time.Minute)
+	res, err := cl.StartSettlement(ctx, ask("acme", 500), time.Minute)
 	if err != nil || !res.Allowed || res.SettlementID == "" {
 		t.Fatalf("the reservation: %+v %v", res, err)
 	}
@@ -100,12 +101,12 @@ func TestReserveThenSettleOnACluster(t *testing.T) {
 	}
 
 	// More than reserved: charged into debt, at most max_debt beyond empty.
-	res, err = cl.Reserve(ctx, ask("bob", 900), time.Minute)
+	res, err = cl.StartSettlement(ctx, ask("bob", 900), time.Minute)
 	if err != nil || !res.Allowed {
 		t.Fatalf("the second reservation: %+v %v", res, err)
 	}
 	s, err = res.Settle(ctx, 1300)
-	if err != nil || s.Charged < 200 || s.Charged > 220 || s.Charged+s.Forgiven != 400 || s.RetryAfterMS < 99_000 {
+	if err != nil || s.Charged < 200 || s.Charged > 220 || s.Charged+s.Forgiven != 400 || s.RetryAfter < 99*time.Second {
 		t.Fatalf("settled with 1300 of 900: %+v %v, want about 100 left and 100 of debt charged, the rest forgiven", s, err)
 	}
 	d, err := cl.Allow(ctx, ask("bob", 1))
@@ -114,7 +115,7 @@ func TestReserveThenSettleOnACluster(t *testing.T) {
 	}
 
 	// Too late: a reservation of a second, settled after it ended.
-	res, err = cl.Reserve(ctx, ask("late", 300), time.Second)
+	res, err = cl.StartSettlement(ctx, ask("late", 300), time.Second)
 	if err != nil || !res.Allowed {
 		t.Fatalf("the short reservation: %+v %v", res, err)
 	}

@@ -41,14 +41,14 @@ type clientShares = sharetable.Table[wire.ShareReturn, Decision]
 // key's name and the shares' TTL: one check (a policy's, or an inline limit
 // with LocalShares), no request ID, max_wait, hold or settle.
 func shareable(req *AllowRequest) (name string, ttl time.Duration, ok bool) {
-	if len(req.Checks) > 0 || req.RequestID != "" || req.MaxWait != "" || req.Hold || req.SettleTTL != 0 {
+	if len(req.Checks) > 0 || req.RequestID != "" || req.MaxWait != 0 || req.Hold || req.SettleTTL != 0 {
 		return "", 0, false
 	}
 	ttl = defaultShareTTL
 	switch {
 	case req.Policy != "" && req.Limit == nil:
 	case req.Limit != nil && req.Limit.LocalShares != nil:
-		if d, err := time.ParseDuration(req.Limit.LocalShares.TTL); err == nil && d > 0 {
+		if d := req.Limit.LocalShares.TTL; d > 0 {
 			ttl = d
 		}
 	default:
@@ -57,7 +57,7 @@ func shareable(req *AllowRequest) (name string, ttl time.Duration, ok bool) {
 	var b strings.Builder
 	b.WriteString(req.Policy + "\x00" + req.Key + "\x00")
 	if l := req.Limit; l != nil {
-		b.WriteString(l.Algorithm + "/" + strconv.FormatInt(l.Rate, 10) + "/" + l.Period + "/" + strconv.FormatInt(l.Burst, 10))
+		b.WriteString(l.Algorithm + "/" + strconv.FormatInt(l.Rate, 10) + "/" + l.Period.String() + "/" + strconv.FormatInt(l.Burst, 10))
 	}
 	dims := make([]string, 0, len(req.Dimensions))
 	for k, v := range req.Dimensions {
@@ -75,9 +75,9 @@ func (c *Client) allowShared(ctx context.Context, req AllowRequest) (d Decision,
 	if !ok {
 		return Decision{}, false, nil
 	}
-	cost := int64(1)
-	if req.Cost != nil {
-		cost = *req.Cost
+	cost := max(req.Cost, 1)
+	if req.Peek {
+		cost = 0
 	}
 	body := req.toWire()
 	named := wire.ShareReturn{Key: body.Key, Limit: body.Limit, Policy: body.Policy, Dimensions: body.Dimensions}
@@ -127,7 +127,7 @@ func (c *Client) settleShare(name string, sentAt time.Time, d Decision, err erro
 	}
 	template := d
 	template.Share, template.Checks, template.Remaining = nil, nil, s.Remaining
-	c.shares.Settle(name, sentAt, &sharetable.Grant{Token: s.ID, Units: s.Units, SpendFor: time.Duration(s.SpendForMS) * time.Millisecond}, template)
+	c.shares.Settle(name, sentAt, &sharetable.Grant{Token: s.ID, Units: s.Units, SpendFor: s.SpendFor}, template)
 }
 
 // sharedDecision is the admission a share gives since after its grant's
@@ -136,9 +136,9 @@ func (c *Client) settleShare(name string, sentAt time.Time, d Decision, err erro
 // holds (left), its reset shorter by since.
 func sharedDecision(grant Decision, since time.Duration, left int64) Decision {
 	d := grant
-	d.Allowed, d.RetryAfterMS, d.WaitMS, d.HeldMS, d.StatusCode = true, 0, 0, 0, http.StatusOK
+	d.Allowed, d.ExactRetryAfter, d.Wait, d.Held, d.StatusCode = true, 0, 0, 0, http.StatusOK
 	d.Remaining = min(d.Remaining+left, d.Limit)
-	d.ResetAfterMS = holdtime.Shorten(d.ResetAfterMS*int64(time.Millisecond), since) / int64(time.Millisecond)
+	d.ResetAfter = time.Duration(holdtime.Shorten(int64(d.ResetAfter), since)).Truncate(time.Millisecond)
 	d.Leader, d.Shared = "", true
 	d.setHeadersFromFields()
 	return d

@@ -30,7 +30,7 @@ func TestClientsAnswerHotKeysFromShares(t *testing.T) {
 	t.Parallel()
 	c := testcluster.Start(t, 3)
 	c.WaitConverged()
-	req := client.AllowRequest{Key: "client-hot", Limit: &client.Limit{Rate: 1, Period: "1h", Burst: 600, LocalShares: &client.LocalShares{TTL: "1s"}}}
+	req := client.AllowRequest{Key: "client-hot", Limit: &client.Limit{Rate: 1, Period: time.Hour, Burst: 600, LocalShares: &client.LocalShares{TTL: time.Second}}}
 	var admitted, shared atomic.Int64
 	clients := []*client.Client{sharingClient(c), sharingClient(c), sharingClient(c)}
 	var wg sync.WaitGroup
@@ -60,7 +60,7 @@ func TestClientsAnswerHotKeysFromShares(t *testing.T) {
 
 	// One client left with a share in hand gives it back as it closes.
 	lone := sharingClient(c)
-	key := client.AllowRequest{Key: "client-returned", Limit: &client.Limit{Rate: 1, Period: "1h", Burst: 1000, LocalShares: &client.LocalShares{TTL: "1s"}}}
+	key := client.AllowRequest{Key: "client-returned", Limit: &client.Limit{Rate: 1, Period: time.Hour, Burst: 1000, LocalShares: &client.LocalShares{TTL: time.Second}}}
 	spent := int64(0)
 	for got := false; !got; spent++ {
 		d, err := lone.Allow(context.Background(), key)
@@ -72,8 +72,7 @@ func TestClientsAnswerHotKeysFromShares(t *testing.T) {
 	if err := lone.Close(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	zero := int64(0)
-	key.Cost = &zero
+	key.Peek = true
 	d, err := client.New(&http.Client{Transport: testcluster.HTTPClient().Transport}, c.Nodes[0].URL()).Allow(context.Background(), key)
 	if err != nil {
 		t.Fatal(err)
@@ -91,7 +90,7 @@ func TestAGuardKeepsSpendingItsShareWithoutTheCluster(t *testing.T) {
 	c := testcluster.Start(t, 3)
 	c.WaitConverged()
 	guard := client.NewGuard(sharingClient(c), client.GuardOptions{OnFailure: client.FailClosed})
-	req := client.AllowRequest{Key: "guarded", Limit: &client.Limit{Rate: 1, Period: "1h", Burst: 1000, LocalShares: &client.LocalShares{TTL: "1s", MaxUnits: 1000}}}
+	req := client.AllowRequest{Key: "guarded", Limit: &client.Limit{Rate: 1, Period: time.Hour, Burst: 1000, LocalShares: &client.LocalShares{TTL: time.Second, MaxUnits: 1000}}}
 	// Enough requests for the client to ask for a share of a few hundred.
 	for i := 0; i < 200; i++ {
 		if _, err := guard.Allow(context.Background(), req); err != nil {

@@ -17,7 +17,7 @@ func TestWaitSleepsOutAReservation(t *testing.T) {
 	t.Parallel()
 	c := testcluster.Start(t, 3)
 	cl := client.NewWithOptions(client.Options{HTTPClient: testcluster.HTTPClient()}, c.Followers()[0].URL())
-	req := client.AllowRequest{Key: "paced", Limit: &client.Limit{Algorithm: "gcra", Rate: 1, Period: "2s", Burst: 1}}
+	req := client.AllowRequest{Key: "paced", Limit: &client.Limit{Algorithm: "gcra", Rate: 1, Period: 2 * time.Second, Burst: 1}}
 	start := time.Now() // before the burst: the next unit is due 2 s after it
 	if d, err := cl.Allow(context.Background(), req); err != nil || !d.Allowed {
 		t.Fatalf("the burst: %+v %v", d, err)
@@ -26,7 +26,7 @@ func TestWaitSleepsOutAReservation(t *testing.T) {
 		t.Fatalf("Wait beyond max_wait: %+v %v, want denied", d, err)
 	}
 	d, err := cl.Wait(context.Background(), req, 3*time.Second)
-	if err != nil || !d.Allowed || d.WaitMS != 0 || time.Since(start) < 1990*time.Millisecond {
+	if err != nil || !d.Allowed || d.Wait != 0 || time.Since(start) < 1990*time.Millisecond {
 		t.Fatalf("Wait: %+v %v after %v; want admitted 2 s after the burst", d, err, time.Since(start))
 	}
 }

@@ -184,10 +184,10 @@ func decisionOf(r fsm.Result, leader string, ask *fsm.ShareAsk, maxClockRate flo
 		d.Leader = ""
 	}
 	if g := r.Share; g != nil && ask != nil {
-		d.Share = &contract.GrantedShare{Token: contract.ShareToken{ID: g.ID, Secret: ask.Secret}, Units: g.Units, SpendForNanos: int64(spendFor(&r, maxClockRate)), Remaining: g.Remaining}
+		d.Share = &contract.GrantedShare{Token: contract.ShareToken{ID: g.ID, Secret: ask.Secret}, Units: g.Units, SpendFor: spendFor(&r, maxClockRate), Remaining: g.Remaining}
 	}
 	for i, c := range r.Checks {
-		d.Checks[i] = contract.CheckDecision{Decision: c.Decision, PeriodNanos: c.PeriodNanos, Rate: c.Rate, Key: c.Key, Shadow: c.Shadow}
+		d.Checks[i] = contract.CheckDecision{Decision: c.Decision, Period: time.Duration(c.PeriodNanos), Rate: c.Rate, Key: c.Key, Shadow: c.Shadow}
 	}
 	return d, nil
 }
@@ -208,26 +208,26 @@ func requestOf(req contract.Request) (fsm.Request, error) {
 	if err := req.Validate(); err != nil {
 		return fsm.Request{}, err
 	}
-	fr := fsm.Request{RequestID: req.RequestID, Scope: req.Scope, Checks: make([]fsm.Check, len(req.Checks)), MaxWait: req.MaxWaitNanos}
+	fr := fsm.Request{RequestID: req.RequestID, Scope: req.Scope, Checks: make([]fsm.Check, len(req.Checks)), MaxWait: int64(req.MaxWait)}
 	if s := req.Share; s != nil {
-		fr.Share = fsm.NewShareAsk(s.Units, s.TTL(), req.Scope)
+		fr.Share = fsm.NewShareAsk(s.Units, int64(s.TTLOrDefault()), req.Scope)
 	}
 	for i, c := range req.Checks {
 		fr.Checks[i] = fsm.CheckOf(c)
 	}
-	if req.SettleTTLNanos > 0 {
-		fr.Settle = &fsm.SettleAsk{TTLNanos: req.SettleTTLNanos}
+	if req.SettleTTL > 0 {
+		fr.Settle = &fsm.SettleAsk{TTLNanos: int64(req.SettleTTL)}
 	}
 	return fr, nil
 }
 
-// Settle settles a reservation that an admission with SettleTTLNanos
+// Settle settles an open settlement that an admission with SettleTTL
 // answered with (contract.Decision.SettlementID), through the log: what it
-// did not use of the cost it reserved is given back, what it used beyond is
+// did not use of the cost charged up front is given back, what it used beyond is
 // charged, up to its policy's MaxDebt beyond empty. Settling again with the
 // same cost answers the first settlement (Duplicate) and changes nothing,
 // so an unknown outcome is tried again, charged once; another cost is a
-// *contract.Error with CodeConflict; an unknown or ended reservation, one
+// *contract.Error with CodeConflict; an unknown or ended settlement, one
 // with CodeNotFound. A settlement that gave units back gives capacity back:
 // it is acknowledged once the deny leases that could contradict it have
 // ended, as a policy change is.
@@ -255,7 +255,7 @@ func (n *Node) Settle(ctx context.Context, req contract.SettleRequest) (contract
 // callerRequestOf is requestOf within the bound per caller of a node
 // whose Config.MaxWaitPerCaller is maxWait.
 func callerRequestOf(req contract.Request, maxWait time.Duration) (fsm.Request, error) {
-	if req.MaxWaitNanos > int64(maxWait) {
+	if req.MaxWait > maxWait {
 		return fsm.Request{}, contract.Invalid("max_wait", "max_wait is at most %s on this cluster: a reservation holds its key in debt for up to its wait, shutting other callers out of it for that long", maxWait)
 	}
 	return requestOf(req)

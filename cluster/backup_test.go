@@ -35,7 +35,7 @@ func TestBackupUnderLoadRestoresIntoANewCluster(t *testing.T) {
 	src := testcluster.Start(t, 3)
 	srcClient := client.NewWithOptions(client.Options{HTTPClient: httpClient}, src.Nodes[1].URL())
 	cost := int64(5)
-	if d, err := srcClient.Allow(ctx, client.AllowRequest{Key: "spent", Limit: &client.Limit{Rate: 5, Period: "1h"}, Cost: &cost}); err != nil || !d.Allowed {
+	if d, err := srcClient.Allow(ctx, client.AllowRequest{Key: "spent", Limit: &client.Limit{Rate: 5, Period: time.Hour}, Cost: cost}); err != nil || !d.Allowed {
 		t.Fatalf("spend: %+v, %v", d, err)
 	}
 	var stop atomic.Bool
@@ -43,7 +43,7 @@ func TestBackupUnderLoadRestoresIntoANewCluster(t *testing.T) {
 	for w := range 4 {
 		wg.Go(func() {
 			for i := 0; !stop.Load(); i++ {
-				_, _ = srcClient.Allow(ctx, client.AllowRequest{Key: fmt.Sprintf("load-%d-%d", w, i%50), Limit: &client.Limit{Rate: 1000, Period: "1h"}})
+				_, _ = srcClient.Allow(ctx, client.AllowRequest{Key: fmt.Sprintf("load-%d-%d", w, i%50), Limit: &client.Limit{Rate: 1000, Period: time.Hour}})
 			}
 		})
 	}
@@ -139,8 +139,8 @@ func TestACraftedBackupCannotMoveTimeOn(t *testing.T) {
 	c := testcluster.Start(t, 3)
 	cl := client.NewWithOptions(client.Options{HTTPClient: httpClient}, c.WaitLeader().URL())
 	cost := int64(5)
-	spent := client.AllowRequest{Key: "spent", Limit: &client.Limit{Rate: 5, Period: "1h"}}
-	if d, err := cl.Allow(ctx, client.AllowRequest{Key: spent.Key, Limit: spent.Limit, Cost: &cost}); err != nil || !d.Allowed {
+	spent := client.AllowRequest{Key: "spent", Limit: &client.Limit{Rate: 5, Period: time.Hour}}
+	if d, err := cl.Allow(ctx, client.AllowRequest{Key: spent.Key, Limit: spent.Limit, Cost: cost}); err != nil || !d.Allowed {
 		t.Fatalf("spend: %+v, %v", d, err)
 	}
 	file := craftedBackup(t, fsm.MaxNowNanos)

@@ -236,7 +236,7 @@ func TestBadRequestsLeaveTheClusterServing(t *testing.T) {
 func TestEmbeddedAPIAndMembership(t *testing.T) {
 	t.Parallel()
 	c := testcluster.Start(t, 3)
-	limit := algorithms.Limit{Rate: 6, PeriodNanos: int64(time.Hour), Burst: 6}
+	limit := algorithms.Limit{Rate: 6, Period: time.Hour, Burst: 6}
 	req := contract.Request{Checks: []contract.Check{{Key: "embedded", Limit: limit, Cost: 1}}}
 	ctx := context.Background()
 	for i := range 9 {
@@ -349,7 +349,7 @@ func TestSnapshotsCarryTheState(t *testing.T) {
 		cfg.TrailingLogs = 4
 	}})
 	ctx := context.Background()
-	limit := algorithms.Limit{Rate: 10, PeriodNanos: int64(time.Hour), Burst: 10}
+	limit := algorithms.Limit{Rate: 10, Period: time.Hour, Burst: 10}
 	spend := func(node *cluster.Node, key string, cost int64) {
 		t.Helper()
 		req := contract.Request{RequestID: fmt.Sprint("spend-", requestIDs.Add(1)), Checks: []contract.Check{{Key: key, Limit: limit, Cost: cost}}}
@@ -371,7 +371,7 @@ func TestSnapshotsCarryTheState(t *testing.T) {
 		var d contract.Decision
 		testenv.WaitFor(t, "a peek of "+key+" to be answered", func() bool {
 			var err error
-			d, err = node.Allow(ctx, contract.Request{Checks: []contract.Check{{Key: key, Limit: limit, Cost: 0}}})
+			d, err = node.Allow(ctx, contract.Request{Checks: []contract.Check{{Key: key, Limit: limit, Peek: true}}})
 			if err != nil && !errors.Is(err, contract.ErrNoLeader) && !errors.Is(err, contract.ErrOutcomeUnknown) {
 				t.Fatalf("peek %s: %v", key, err)
 			}
@@ -474,7 +474,7 @@ func TestRemovedMemberStaysOut(t *testing.T) {
 	removed.Kill()
 	removed.Restart()
 	testenv.WaitFor(t, "the removed node, restarted, to say it was removed", saysRemoved)
-	limit := algorithms.Limit{Rate: 10, PeriodNanos: int64(time.Minute), Burst: 10}
+	limit := algorithms.Limit{Rate: 10, Period: time.Minute, Burst: 10}
 	if a := post(t, removed.URL()+"/v1/allow", `{"key":"k","limit":{"rate":10,"period":"1m"}}`); a.status != 503 {
 		t.Fatalf("the removed node decided: %d", a.status)
 	}
@@ -633,7 +633,7 @@ func BenchmarkOneRaftGroup(b *testing.B) {
 		b.Run(fmt.Sprintf("callers=%d", callers), func(b *testing.B) {
 			c := testcluster.Start(b, 3)
 			leader := c.WaitLeader()
-			limit := algorithms.Limit{Rate: 1_000_000_000, PeriodNanos: int64(time.Second), Burst: 1_000_000_000}
+			limit := algorithms.Limit{Rate: 1_000_000_000, Period: time.Second, Burst: 1_000_000_000}
 			startIndex := leader.Node().Status().AppliedIndex
 			var decided atomic.Int64
 			b.ResetTimer()

@@ -207,7 +207,7 @@ type Config struct {
 	// each Raft entry), so give every node the same.
 	MaxKeys int64
 	// MaxWaitPerCaller bounds the max_wait a request may ask for
-	// (contract.Request.MaxWaitNanos). A reservation puts its key in debt
+	// (contract.Request.MaxWait). A reservation puts its key in debt
 	// by up to its wait, during which every other caller of the key is
 	// denied, so this is how long one caller's reservations can shut the
 	// others out of a shared key. Default DefaultMaxWaitPerCaller; negative

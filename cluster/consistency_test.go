@@ -112,7 +112,7 @@ func rewriteEntry(t *testing.T, path, key string) {
 	defer store.Close()
 	first, _ := store.FirstIndex()
 	last, _ := store.LastIndex()
-	limit := algorithms.Limit{Rate: 5, PeriodNanos: int64(time.Hour), Burst: 5}
+	limit := algorithms.Limit{Rate: 5, Period: time.Hour, Burst: 5}
 	for i := first; i <= last; i++ {
 		var entry raft.Log
 		if err := store.GetLog(i, &entry); err != nil {

@@ -361,7 +361,7 @@ func TestLeaderHeaderNamesTheDecidingLeader(t *testing.T) {
 		})
 	}
 	leader := c.WaitLeader()
-	d, err := c.Followers()[0].Node().Allow(t.Context(), contract.Request{Checks: []contract.Check{{Key: "h5", Limit: algorithms.Limit{Rate: 5, PeriodNanos: int64(time.Minute), Burst: 5}, Cost: 1}}})
+	d, err := c.Followers()[0].Node().Allow(t.Context(), contract.Request{Checks: []contract.Check{{Key: "h5", Limit: algorithms.Limit{Rate: 5, Period: time.Minute, Burst: 5}, Cost: 1}}})
 	if err != nil {
 		t.Fatal(err)
 	}

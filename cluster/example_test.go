@@ -25,7 +25,7 @@ func Example() {
 	}
 	defer node.Close()
 
-	twoPerMinute := algorithms.Limit{Rate: 2, PeriodNanos: int64(time.Minute), Burst: 2}
+	twoPerMinute := algorithms.Limit{Rate: 2, Period: time.Minute, Burst: 2}
 	for range 3 {
 		d, err := node.Allow(context.Background(), contract.Request{
 			Checks: []contract.Check{{Key: "api-key:abc123", Limit: twoPerMinute, Cost: 1}},

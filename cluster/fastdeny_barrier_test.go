@@ -24,7 +24,7 @@ func TestFastDenialAfterABarrier(t *testing.T) {
 	testenv.WaitFor(t, "the node to lead", n.IsLeader)
 	ctx := context.Background()
 	req := contract.Request{Checks: []contract.Check{{Key: "k", Cost: 1,
-		Limit: algorithms.Limit{Algorithm: algorithms.TokenBucket, Rate: 1, PeriodNanos: int64(time.Hour), Burst: 1}}}}
+		Limit: algorithms.Limit{Algorithm: algorithms.TokenBucket, Rate: 1, Period: time.Hour, Burst: 1}}}}
 	if d, err := n.Allow(ctx, req); err != nil || !d.Allowed {
 		t.Fatalf("the first: %+v %v", d, err)
 	}

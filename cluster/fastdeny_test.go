@@ -21,7 +21,7 @@ func TestDenialsAppendNoEntry(t *testing.T) {
 	c := testcluster.Start(t, 3)
 	leader := c.WaitLeader()
 	ctx := context.Background()
-	limit := algorithms.Limit{Algorithm: algorithms.TokenBucket, Rate: 2, PeriodNanos: int64(time.Hour), Burst: 2}
+	limit := algorithms.Limit{Algorithm: algorithms.TokenBucket, Rate: 2, Period: time.Hour, Burst: 2}
 	spend := contract.Request{Checks: []contract.Check{{Key: "flood", Limit: limit, Cost: 2}}}
 	if d, err := leader.Node().Allow(ctx, spend); err != nil || !d.Allowed {
 		t.Fatalf("spend: %+v %v", d, err)
@@ -39,7 +39,7 @@ func TestDenialsAppendNoEntry(t *testing.T) {
 				t.Fatalf("%s, request %d: %+v %v, want a denial", n.ID, i, d, err)
 			}
 			last := d.Checks[len(d.Checks)-1]
-			if last.Limit != 2 || last.Remaining != 0 || last.RetryAfterNanos <= 0 || d.AtNanos == 0 {
+			if last.Limit != 2 || last.Remaining != 0 || last.RetryAfter <= 0 || d.AtNanos == 0 {
 				t.Fatalf("%s, request %d: the denial's fields %+v at %d", n.ID, i, last, d.AtNanos)
 			}
 		}
@@ -66,7 +66,7 @@ func TestADeniedRequestIDKeepsItsAnswer(t *testing.T) {
 	c := testcluster.Start(t, 3)
 	leader := c.WaitLeader()
 	ctx := context.Background()
-	limit := algorithms.Limit{Algorithm: algorithms.TokenBucket, Rate: 2, PeriodNanos: int64(time.Hour), Burst: 2}
+	limit := algorithms.Limit{Algorithm: algorithms.TokenBucket, Rate: 2, Period: time.Hour, Burst: 2}
 	spend := contract.Request{Checks: []contract.Check{{Key: "flood", Limit: limit, Cost: 2}}}
 	if d, err := leader.Node().Allow(ctx, spend); err != nil || !d.Allowed {
 		t.Fatalf("spend: %+v %v", d, err)
@@ -119,7 +119,7 @@ func TestDeposedLeaderAnswersNoDenialFromStaleState(t *testing.T) {
 		t.Fatalf("the first leader is %s, not n1", old.ID)
 	}
 	ctx := context.Background()
-	tight := contract.Policy{Name: "plan", Limit: algorithms.Limit{Algorithm: algorithms.TokenBucket, Rate: 1, PeriodNanos: int64(time.Hour), Burst: 1}}
+	tight := contract.Policy{Name: "plan", Limit: algorithms.Limit{Algorithm: algorithms.TokenBucket, Rate: 1, Period: time.Hour, Burst: 1}}
 	if err := old.Node().PutPolicy(ctx, tight); err != nil {
 		t.Fatal(err)
 	}

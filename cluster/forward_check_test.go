@@ -26,7 +26,7 @@ func TestForwardedWorkIsCheckedBeforeTheLog(t *testing.T) {
 	follower := c.Followers()[0]
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	good := fsm.CheckOf(contract.Check{Key: "k", Limit: algorithms.Limit{Rate: 10, PeriodNanos: int64(time.Minute), Burst: 10}, Cost: 1})
+	good := fsm.CheckOf(contract.Check{Key: "k", Limit: algorithms.Limit{Rate: 10, Period: time.Minute, Burst: 10}, Cost: 1})
 
 	before := leader.Node().Status().CommitIndex
 	results, err := follower.Node().ForwardRawTo(ctx, leader.RaftAddr, []fsm.Request{
@@ -46,7 +46,7 @@ func TestForwardedWorkIsCheckedBeforeTheLog(t *testing.T) {
 		t.Fatalf("a good and a bad request: %+v, %v; want the first allowed, the second refused", results, err)
 	}
 
-	bad, err := fsm.Encode(fsm.CommandPutPolicy, &contract.Policy{Name: "p", Limit: algorithms.Limit{Rate: 0, PeriodNanos: int64(time.Second)}})
+	bad, err := fsm.Encode(fsm.CommandPutPolicy, &contract.Policy{Name: "p", Limit: algorithms.Limit{Rate: 0, Period: time.Second}})
 	if err != nil {
 		t.Fatal(err)
 	}

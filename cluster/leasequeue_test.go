@@ -405,7 +405,7 @@ func TestARetriedWaiterIsAnsweredWithItsGrant(t *testing.T) {
 				t.Fatalf("the retry: %v", err)
 			}
 			want := contract.Lease{ID: id, Key: key, Max: 1, Granted: true, Active: 1, AtNanos: grantedAt,
-				WaitedNanos: grantedAt - first.AtNanos, ExpiresAtNanos: grantedAt + int64(ttl)}
+				Waited: time.Duration(grantedAt - first.AtNanos), ExpiresAtNanos: grantedAt + int64(ttl)}
 			if l != want {
 				t.Fatalf("the retry's answer:\n got  %+v\n want %+v (granted when the holder gave its slot back)", l, want)
 			}

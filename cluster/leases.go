@@ -70,8 +70,8 @@ func (q *leaseQueues) acquire(ctx context.Context, id string, req contract.Lease
 		}
 	}
 	return contract.Lease{ID: cmd.ID, Key: req.Key, Max: req.Max, Granted: r.Granted, Active: r.Active,
-		ExpiresAtNanos: r.ExpiresAtNanos, RetryAfterNanos: r.RetryAfterNanos, AtNanos: r.AtNanos,
-		Waiting: r.Waiting, WaitedNanos: r.WaitedNanos}, nil
+		ExpiresAtNanos: r.ExpiresAtNanos, RetryAfter: time.Duration(r.RetryAfterNanos), AtNanos: r.AtNanos,
+		Waiting: r.Waiting, Waited: time.Duration(r.WaitedNanos)}, nil
 }
 
 // ReleaseLease gives a lease back, or takes a request with that ID out of

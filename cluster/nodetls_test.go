@@ -55,7 +55,7 @@ func TestStrangersCannotTalkToATLSCluster(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	limit := algorithms.Limit{Rate: 100, PeriodNanos: int64(time.Minute), Burst: 100}
+	limit := algorithms.Limit{Rate: 100, Period: time.Minute, Burst: 100}
 	strangers := []struct {
 		name string
 		tls  *cluster.NodeTLS

@@ -71,7 +71,7 @@ func TestANodeOutsideItsClusterDecidesNothing(t *testing.T) {
 			t.Errorf("%s on the stray node: %d, want 503", r.name, resp.StatusCode)
 		}
 	}
-	_, err := stray.Node().Allow(context.Background(), contract.Request{Checks: []contract.Check{{Key: "k", Limit: algorithms.Limit{Rate: 5, PeriodNanos: int64(time.Minute), Burst: 5}, Cost: 1}}})
+	_, err := stray.Node().Allow(context.Background(), contract.Request{Checks: []contract.Check{{Key: "k", Limit: algorithms.Limit{Rate: 5, Period: time.Minute, Burst: 5}, Cost: 1}}})
 	if !errors.Is(err, contract.ErrNotMember) || !errors.Is(err, contract.ErrNoLeader) {
 		t.Errorf("the embedded API on the stray node: %v, want ErrNotMember (an ErrNoLeader)", err)
 	}

@@ -23,7 +23,7 @@ func TestReadsSeeTheLatestWriteWithoutALogEntry(t *testing.T) {
 	ctx := context.Background()
 	for version := int64(1); version <= 5; version++ {
 		writer := c.Nodes[int(version)%len(c.Nodes)]
-		p := contract.Policy{Name: "versioned", Limit: algorithms.Limit{Rate: version, PeriodNanos: int64(time.Hour), Burst: version}}
+		p := contract.Policy{Name: "versioned", Limit: algorithms.Limit{Rate: version, Period: time.Hour, Burst: version}}
 		if err := writer.Node().PutPolicy(ctx, p); err != nil {
 			t.Fatal(err)
 		}
@@ -65,7 +65,7 @@ func TestADeposedLeaderRefusesReads(t *testing.T) {
 		t.Fatalf("the first leader is %s, not n1", old.ID)
 	}
 	ctx := context.Background()
-	p := contract.Policy{Name: "plan", Limit: algorithms.Limit{Rate: 100, PeriodNanos: int64(time.Hour), Burst: 100}}
+	p := contract.Policy{Name: "plan", Limit: algorithms.Limit{Rate: 100, Period: time.Hour, Burst: 100}}
 	if err := old.Node().PutPolicy(ctx, p); err != nil {
 		t.Fatal(err)
 	}

@@ -26,13 +26,13 @@ func TestReservationsThroughAFollower(t *testing.T) {
 	ctx := context.Background()
 	// One a second, two at once, up to 5 s of reservations: calls a few
 	// milliseconds apart see the waits grow a second at a time.
-	steady := algorithms.Limit{Algorithm: algorithms.GCRA, Rate: 1, PeriodNanos: int64(time.Second), Burst: 2}
+	steady := algorithms.Limit{Algorithm: algorithms.GCRA, Rate: 1, Period: time.Second, Burst: 2}
 	maxWait := int64(5 * time.Second)
 	start := time.Now()
-	var waits []int64
+	var waits []time.Duration
 	denied := 0
 	for range 20 {
-		d, err := node.Allow(ctx, contract.Request{Checks: []contract.Check{{Key: "smooth", Limit: steady, Cost: 1}}, MaxWaitNanos: maxWait})
+		d, err := node.Allow(ctx, contract.Request{Checks: []contract.Check{{Key: "smooth", Limit: steady, Cost: 1}}, MaxWait: time.Duration(maxWait)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -40,8 +40,8 @@ func TestReservationsThroughAFollower(t *testing.T) {
 			denied++
 			continue
 		}
-		w := d.Checks[0].WaitNanos
-		if w > maxWait || (w > 0 && d.Checks[0].Remaining != 0) {
+		w := d.Checks[0].Wait
+		if int64(w) > maxWait || (w > 0 && d.Checks[0].Remaining != 0) {
 			t.Fatalf("a wait of %v beyond max_wait, or %d remaining while in debt", time.Duration(w), d.Checks[0].Remaining)
 		}
 		waits = append(waits, w)
@@ -60,10 +60,10 @@ func TestReservationsThroughAFollower(t *testing.T) {
 		}
 	}
 
-	hourly := algorithms.Limit{Algorithm: algorithms.TokenBucket, Rate: 1, PeriodNanos: int64(time.Hour), Burst: 1}
+	hourly := algorithms.Limit{Algorithm: algorithms.TokenBucket, Rate: 1, Period: time.Hour, Burst: 1}
 	pair := func(wait int64) contract.Request {
-		return contract.Request{MaxWaitNanos: wait, Checks: []contract.Check{
-			{Key: "pair-fast", Limit: algorithms.Limit{Algorithm: algorithms.GCRA, Rate: 1, PeriodNanos: int64(time.Second), Burst: 1}, Cost: 1},
+		return contract.Request{MaxWait: time.Duration(wait), Checks: []contract.Check{
+			{Key: "pair-fast", Limit: algorithms.Limit{Algorithm: algorithms.GCRA, Rate: 1, Period: time.Second, Burst: 1}, Cost: 1},
 			{Key: "pair-slow", Limit: hourly, Cost: 1},
 		}}
 	}
@@ -73,12 +73,12 @@ func TestReservationsThroughAFollower(t *testing.T) {
 	if d, err := node.Allow(ctx, pair(int64(2*time.Second))); err != nil || d.Allowed {
 		t.Fatalf("the second pair, whose slow check needs an hour: %+v %v, want denied", d, err)
 	}
-	d, err := node.Allow(ctx, contract.Request{MaxWaitNanos: int64(2 * time.Second), Checks: pair(0).Checks[:1]})
-	if err != nil || !d.Allowed || d.Checks[0].WaitNanos > int64(time.Second) {
+	d, err := node.Allow(ctx, contract.Request{MaxWait: 2 * time.Second, Checks: pair(0).Checks[:1]})
+	if err != nil || !d.Allowed || int64(d.Checks[0].Wait) > int64(time.Second) {
 		t.Fatalf("the fast check alone after the denied pair: %+v %v; want one wait of at most 1 s (the pair reserved nothing)", d, err)
 	}
-	if _, err := node.Allow(ctx, contract.Request{MaxWaitNanos: maxWait, Checks: []contract.Check{
-		{Key: "window", Limit: algorithms.Limit{Algorithm: algorithms.FixedWindow, Rate: 1, PeriodNanos: int64(time.Second)}, Cost: 1}}}); contract.As(err) == nil || contract.As(err).Field != "max_wait" || strings.Contains(err.Error(), "checks[") {
+	if _, err := node.Allow(ctx, contract.Request{MaxWait: time.Duration(maxWait), Checks: []contract.Check{
+		{Key: "window", Limit: algorithms.Limit{Algorithm: algorithms.FixedWindow, Rate: 1, Period: time.Second}, Cost: 1}}}); contract.As(err) == nil || contract.As(err).Field != "max_wait" || strings.Contains(err.Error(), "checks[") {
 		t.Fatalf("max_wait on a window: %v, want a refusal naming max_wait and no check of a one-check request", err)
 	}
 }

@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/limitnode/limitnode/contract"
 	"github.com/limitnode/limitnode/fsm"
@@ -38,7 +39,7 @@ func (n *Node) ShouldRateLimit(ctx context.Context, q rls.Query) (rls.Decision, 
 				return rls.Decision{}, fmt.Errorf("cluster: the answer's descriptor %d names check %d of %d", i, s.Check, len(r.Checks))
 			}
 			c := r.Checks[s.Check]
-			d.Descriptors[i].Decision, d.Descriptors[i].PeriodNanos, d.Descriptors[i].Rate = c.Decision, c.PeriodNanos, c.Rate
+			d.Descriptors[i].Decision, d.Descriptors[i].Period, d.Descriptors[i].Rate = c.Decision, time.Duration(c.PeriodNanos), c.Rate
 			if b := r.Blocked; b != nil && b.Check == s.Check && d.Blocked == nil {
 				d.Blocked = &contract.BlockedCheck{Check: i, Block: b.Block}
 			}

@@ -193,7 +193,7 @@ func (h *shareHolder) sharesOf(r *fsm.Request, inline *contract.LocalShares) (cf
 // most units a share of it holds.
 func (h *shareHolder) take(ctx context.Context, key string, r *fsm.Request, cfg *contract.LocalShares, most int64) (res fsm.Result, answered bool, ask *fsm.ShareAsk) {
 	name, cost := nameOf(r)
-	ttl := time.Duration(cfg.TTL())
+	ttl := cfg.TTLOrDefault()
 	taken := h.table.Take(ctx, sharetable.Key[shareName]{Name: key, ID: name, TTL: ttl, Most: most, Cost: cost})
 	if taken.Renew > 0 {
 		renewal := name.request(h.ask(taken.Renew, ttl))
@@ -243,7 +243,7 @@ func sharedAnswer(grant fsm.Result, since time.Duration, left int64, rate float6
 	grant.Checks = grant.Checks[:1]
 	out := grant.WaitsShortenedBy(since)
 	d := &out.Checks[0].Decision
-	d.Allowed, d.RetryAfterNanos, d.WaitNanos = true, 0, 0
+	d.Allowed, d.RetryAfter, d.Wait = true, 0, 0
 	d.Remaining = min(d.Remaining+left, d.Limit)
 	out.AtNanos = holdtime.LatestClusterTime(grant.AtNanos, since, rate)
 	out.Share, out.Shared, out.DenyAtNanos, out.DenyForNanos = nil, true, 0, 0

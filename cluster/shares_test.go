@@ -198,7 +198,7 @@ func TestTheEmbeddedAPIAdmitsFromShares(t *testing.T) {
 	c := testcluster.Start(t, 3)
 	c.WaitConverged()
 	req := contract.Request{Checks: []contract.Check{{Key: "embedded", Cost: 1,
-		Limit: algorithms.Limit{Algorithm: algorithms.TokenBucket, Rate: 1, PeriodNanos: int64(time.Hour), Burst: 500}, LocalShares: &contract.LocalShares{}}}}
+		Limit: algorithms.Limit{Algorithm: algorithms.TokenBucket, Rate: 1, Period: time.Hour, Burst: 500}, LocalShares: &contract.LocalShares{}}}}
 	var admitted, shared atomic.Int64
 	var wg sync.WaitGroup
 	for _, n := range c.Running() {

@@ -41,7 +41,7 @@ func TestADamagedNewestSnapshot(t *testing.T) {
 				t.Fatal(err)
 			}
 			testenv.WaitFor(t, "the node to lead", n.IsLeader)
-			limit := algorithms.Limit{Rate: 5, PeriodNanos: int64(time.Hour), Burst: 5}
+			limit := algorithms.Limit{Rate: 5, Period: time.Hour, Burst: 5}
 			for round := range 2 {
 				for i := range 20 {
 					if _, err := n.Allow(context.Background(), contract.Request{Checks: []contract.Check{{Key: fmt.Sprint("k", round, "-", i), Limit: limit, Cost: 1}}}); err != nil {

@@ -17,7 +17,7 @@ func TestSnapshotDirHoldsTheSnapshots(t *testing.T) {
 	t.Parallel()
 	dataDir, snapDir := t.TempDir(), t.TempDir()
 	cfg := cluster.Config{ID: "n1", RaftAddr: "127.0.0.1:0", DataDir: dataDir, SnapshotDir: snapDir, Bootstrap: true}
-	limit := algorithms.Limit{Rate: 2, PeriodNanos: int64(time.Hour), Burst: 2}
+	limit := algorithms.Limit{Rate: 2, Period: time.Hour, Burst: 2}
 	allow := func(n *cluster.Node) bool {
 		t.Helper()
 		d, err := n.Allow(t.Context(), contract.Request{Checks: []contract.Check{{Key: "k", Limit: limit, Cost: 1}}})

@@ -3,6 +3,7 @@ package contract
 import (
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/limitnode/limitnode/algorithms"
 )
@@ -31,7 +32,8 @@ const (
 	MaxDimensionBytes = 256
 )
 
-// Check is one limit check: Cost against a limit on a key. The limit is
+// Check is one limit check: Cost against a limit on a key, or with Peek
+// a look at what the key has left without consuming. The limit is
 // Limit, or the named Policy's, which the cluster resolves when it applies
 // the request (so every node uses the policy as it stands at that point).
 // With a policy that has a key template, Dimensions make the key instead of
@@ -41,9 +43,12 @@ type Check struct {
 	Limit      algorithms.Limit
 	Policy     string
 	Dimensions []Dimension
-	// Cost is what the check consumes when allowed; 0 checks without
-	// consuming.
+	// Cost is what the check consumes when allowed; 0 means 1.
 	Cost int64
+	// Peek checks without consuming: the decision says whether a cost of
+	// 0 is admitted and what the key has left, and nothing changes. Cost
+	// must then be 0.
+	Peek bool
 	// LocalShares, for an inline limit, lets nodes decide the key from
 	// shares of its budget (a policy says so itself).
 	LocalShares *LocalShares
@@ -70,14 +75,14 @@ type Request struct {
 	// API token's name here): IDs of different scopes never meet, so no
 	// caller can use, or spoil, the IDs another will send.
 	Scope string
-	// MaxWaitNanos, from 0 to algorithms.MaxWait, lets the request be
+	// MaxWait, from 0 to algorithms.MaxWait, lets the request be
 	// admitted now as a reservation when every check would admit it within
 	// that time (see algorithms.Reserve); the decision then says how long
 	// to wait. Every check must use a bucket algorithm.
-	MaxWaitNanos int64
-	// SettleTTLNanos, when not 0, makes the admission a reservation to
+	MaxWait time.Duration
+	// SettleTTL, when not 0, charges the admission up front, a settlement to
 	// settle (SettleRequest) within that time; see validateSettle.
-	SettleTTLNanos int64
+	SettleTTL time.Duration
 	// Share, optional, asks for a share of the one check's budget besides
 	// its cost, for the caller to spend itself (Decision.Share).
 	Share *ShareRequest
@@ -93,7 +98,7 @@ func (r *Request) Validate() *Error {
 	if len(r.Scope) > MaxScopeBytes || strings.IndexByte(r.Scope, 0) >= 0 {
 		return Invalid("request_id", "the scope of a request ID is at most %d bytes, without NUL", MaxScopeBytes)
 	}
-	if r.MaxWaitNanos < 0 || r.MaxWaitNanos > int64(algorithms.MaxWait) {
+	if r.MaxWait < 0 || r.MaxWait > algorithms.MaxWait {
 		return Invalid("max_wait", "max_wait must be from 0 to %s", algorithms.MaxWait)
 	}
 	if len(r.Checks) == 0 || len(r.Checks) > MaxChecks {
@@ -104,7 +109,7 @@ func (r *Request) Validate() *Error {
 		if err := c.Validate(); err != nil {
 			return err.Within(checkField(i))
 		}
-		if r.MaxWaitNanos > 0 && c.Policy == "" && !c.Limit.Algorithm.IsBucket() {
+		if r.MaxWait > 0 && c.Policy == "" && !c.Limit.Algorithm.IsBucket() {
 			return MaxWaitNeedsABucket(i, len(r.Checks), c.Limit.Algorithm)
 		}
 		for j := range i {
@@ -136,10 +141,25 @@ func MaxWaitNeedsABucket(i, checks int, alg algorithms.Algorithm) *Error {
 
 func checkField(i int) string { return fmt.Sprintf("checks[%d]", i) }
 
+// Consumes is what the check consumes when allowed: 0 for a peek, 1 for a
+// Cost of 0, else Cost.
+func (c *Check) Consumes() int64 {
+	switch {
+	case c.Peek:
+		return 0
+	case c.Cost == 0:
+		return 1
+	}
+	return c.Cost
+}
+
 // Validate checks one check on its own.
 func (c *Check) Validate() *Error {
 	if c.Cost < 0 {
 		return Invalid("cost", "cost must not be negative")
+	}
+	if c.Peek && c.Cost != 0 {
+		return Invalid("cost", "a peek consumes nothing: give cost 0 with it")
 	}
 	if c.Policy != "" {
 		return c.validatePolicyCheck()
@@ -156,7 +176,7 @@ func (c *Check) Validate() *Error {
 	if err := c.LocalShares.Validate(c.Limit); err != nil {
 		return err.Within("limit")
 	}
-	return ValidateCost(c.Limit, c.Cost)
+	return ValidateCost(c.Limit, c.Consumes())
 }
 
 func (c *Check) validatePolicyCheck() *Error {

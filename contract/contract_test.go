@@ -9,7 +9,7 @@ import (
 	"github.com/limitnode/limitnode/algorithms"
 )
 
-var perMinute = algorithms.Limit{Rate: 10, PeriodNanos: int64(time.Minute), Burst: 10}
+var perMinute = algorithms.Limit{Rate: 10, Period: time.Minute, Burst: 10}
 
 func ptr[T any](v T) *T { return &v }
 
@@ -21,8 +21,8 @@ func TestLimitSpecAppliesDefaultsAndNamesTheField(t *testing.T) {
 		want      algorithms.Limit
 		wantField string
 	}{
-		{"rate alone is a token bucket of a second, burst = rate", LimitSpec{Rate: ptr[int64](5)}, algorithms.Limit{Rate: 5, PeriodNanos: int64(time.Second), Burst: 5}, ""},
-		{"a window takes no burst by default", LimitSpec{Algorithm: "fixed_window", Rate: ptr[int64](5), Period: ptr("1m")}, algorithms.Limit{Algorithm: algorithms.FixedWindow, Rate: 5, PeriodNanos: int64(time.Minute)}, ""},
+		{"rate alone is a token bucket of a second, burst = rate", LimitSpec{Rate: ptr[int64](5)}, algorithms.Limit{Rate: 5, Period: time.Second, Burst: 5}, ""},
+		{"a window takes no burst by default", LimitSpec{Algorithm: "fixed_window", Rate: ptr[int64](5), Period: ptr("1m")}, algorithms.Limit{Algorithm: algorithms.FixedWindow, Rate: 5, Period: time.Minute}, ""},
 		{"a missing rate", LimitSpec{}, algorithms.Limit{}, "rate"},
 		{"an unknown algorithm", LimitSpec{Algorithm: "nope", Rate: ptr[int64](1)}, algorithms.Limit{}, "algorithm"},
 		{"a period that is no duration", LimitSpec{Rate: ptr[int64](1), Period: ptr("soon")}, algorithms.Limit{}, "period"},

@@ -1,6 +1,10 @@
 package contract
 
-import "github.com/limitnode/limitnode/algorithms"
+import (
+	"time"
+
+	"github.com/limitnode/limitnode/algorithms"
+)
 
 // Decision is the cluster's answer to a Request.
 type Decision struct {
@@ -20,10 +24,10 @@ type Decision struct {
 	// Leader is the ID of the leader whose Raft entry decided the request
 	// (this node's, or the one a follower forwarded it to).
 	Leader string
-	// HeldNanos is how long the serving node waited out the request's
+	// Held is how long the serving node waited out the request's
 	// reservation before answering (the HTTP API's hold); the checks'
-	// WaitNanos are then zero.
-	HeldNanos int64
+	// Wait are then zero.
+	Held time.Duration
 	// Leased is true for a denial the node answered from a deny lease,
 	// repeating one the leader made moments before, without asking: no
 	// leader decided it now (Leader is ""), AtNanos is the latest cluster
@@ -44,8 +48,8 @@ type Decision struct {
 	Blocked *BlockedCheck
 	// DeniedBy, for a denial, says what denied it.
 	DeniedBy *DeniedBy
-	// SettlementID, for an admission of a request with SettleTTLNanos,
-	// names its reservation, to settle (SettleRequest).
+	// SettlementID, for an admission of a request with SettleTTL,
+	// names its open settlement, to settle (SettleRequest).
 	SettlementID string
 	// Share is the share granted to the request's Share ask, if any.
 	Share *GrantedShare
@@ -86,11 +90,11 @@ type DeniedBy struct {
 // CheckDecision is the decision on one check.
 type CheckDecision struct {
 	algorithms.Decision
-	// PeriodNanos is the period of the limit it was decided under, and
+	// Period is the period of the limit it was decided under, and
 	// Rate that limit's rate per period (the quota the RateLimit-Policy
 	// header advertises; for a bucket, Limit is its capacity).
-	PeriodNanos int64
-	Rate        int64
+	Period time.Duration
+	Rate   int64
 	// Key is the key a policy's template made from the dimensions, or "".
 	Key string
 	// Shadow is true for a policy in shadow mode: the check never denies.

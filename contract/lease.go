@@ -89,20 +89,20 @@ type Lease struct {
 	Key string
 	Max int64
 	// Granted is false when all slots were taken (and, with MaxWait, the
-	// queue was full or the wait ran out); RetryAfterNanos then says when
+	// queue was full or the wait ran out); RetryAfter then says when
 	// the earliest holder's lease expires.
 	Granted bool
 	// Active is how many slots are held after this request.
-	Active          int64
-	ExpiresAtNanos  int64
-	RetryAfterNanos int64
+	Active         int64
+	ExpiresAtNanos int64
+	RetryAfter     time.Duration
 	// AtNanos is the cluster time of the decision.
 	AtNanos int64
 	// Waiting is how many requests wait in the group's queue after the
 	// decision.
 	Waiting int64
-	// WaitedNanos is the cluster time the request spent in the queue.
-	WaitedNanos int64
+	// Waited is the cluster time the request spent in the queue.
+	Waited time.Duration
 }
 
 // QueuedLease is a request waiting in a lease group's queue, as the

@@ -47,7 +47,7 @@ func (s LimitSpec) Limit() (algorithms.Limit, *Error) {
 			return algorithms.Limit{}, Invalid("period", "period %q is not a Go duration such as \"500ms\", \"1m\" or \"24h\"", *s.Period)
 		}
 	}
-	l := algorithms.Limit{Algorithm: alg, Rate: *s.Rate, PeriodNanos: int64(period)}
+	l := algorithms.Limit{Algorithm: alg, Rate: *s.Rate, Period: period}
 	switch {
 	case s.Burst != nil && !alg.IsBucket():
 		return algorithms.Limit{}, Invalid("burst", "burst applies to token_bucket, leaky_bucket and gcra; %s admits up to rate per period", alg)
@@ -64,7 +64,7 @@ func (s LimitSpec) Limit() (algorithms.Limit, *Error) {
 
 // SpecOf is the spec that gives back l, with every field spelled out.
 func SpecOf(l algorithms.Limit) LimitSpec {
-	period := time.Duration(l.PeriodNanos).String()
+	period := l.Period.String()
 	s := LimitSpec{Algorithm: l.Algorithm.String(), Rate: &l.Rate, Period: &period}
 	if l.Algorithm.IsBucket() {
 		s.Burst = &l.Burst

@@ -7,16 +7,16 @@ import (
 	"github.com/limitnode/limitnode/algorithms"
 )
 
-// Bounds on reservations to settle.
+// Bounds on settlements (charged up front, settled later).
 const (
-	// MinSettleTTL and MaxSettleTTL bound how long a reservation may wait
+	// MinSettleTTL and MaxSettleTTL bound how long a settlement may wait
 	// for its settlement.
 	MinSettleTTL = time.Second
 	MaxSettleTTL = time.Hour
-	// MaxSettlements bounds the reservations the cluster holds open, and
+	// MaxSettlements bounds the settlements the cluster holds open, and
 	// the settled ones it remembers.
 	MaxSettlements = 100_000
-	// MaxSettlementsPerCaller bounds the reservations one caller (an API
+	// MaxSettlementsPerCaller bounds the settlements one caller (an API
 	// token) holds open, so that it takes four callers at their bound to
 	// fill the cluster's. Without tokens every caller is one, and the
 	// cluster's bound is its own.
@@ -24,44 +24,44 @@ const (
 	// MaxSettlementIDBytes bounds a settlement's ID.
 	MaxSettlementIDBytes = 64
 	// SettledMemory is how long, in cluster time, a settlement is
-	// remembered after it was settled or its reservation ended: a retry of
+	// remembered after it was settled or its TTL ended: a retry of
 	// it is answered with the first settlement, another is refused.
 	SettledMemory = 5 * time.Minute
 )
 
-// A request with SettleTTLNanos reserves its cost, the most it may cost,
+// A request with SettleTTL is charged its cost up front, the most it may cost,
 // and is settled later with what it used (SettleRequest): what it did not
 // use is given back, what it used beyond is charged, up to the policy's
-// MaxDebt beyond empty. A reservation not settled within its TTL stays
+// MaxDebt beyond empty. A settlement not settled within its TTL stays
 // charged in full.
 
 // validateSettle checks a request's settle option: a TTL from MinSettleTTL
-// to MaxSettleTTL, without max_wait, every check reserving one cost of 1
+// to MaxSettleTTL, without max_wait, every check charging one cost of 1
 // or more (the settlement's cost then applies to each).
 func (r *Request) validateSettle() *Error {
-	if r.SettleTTLNanos == 0 {
+	if r.SettleTTL == 0 {
 		return nil
 	}
-	if d := time.Duration(r.SettleTTLNanos); d < MinSettleTTL || d > MaxSettleTTL {
+	if d := r.SettleTTL; d < MinSettleTTL || d > MaxSettleTTL {
 		return Invalid("settle.ttl", "settle.ttl must be a Go duration from %s to %s", MinSettleTTL, MaxSettleTTL)
 	}
-	if r.MaxWaitNanos > 0 {
+	if r.MaxWait > 0 {
 		return Invalid("settle", "settle and max_wait do not go together")
 	}
 	if r.Share != nil {
 		return Invalid("settle", "settle and take_share do not go together")
 	}
 	for i := range r.Checks {
-		if c := r.Checks[i].Cost; c < 1 || c != r.Checks[0].Cost {
+		if c := r.Checks[i].Consumes(); c < 1 || c != r.Checks[0].Consumes() {
 			return Invalid("settle", "a request to settle reserves one cost of 1 or more on every check; checks[%d] costs %d", i, c)
 		}
 	}
 	return nil
 }
 
-// SettleRequest settles a reservation: ID is the settlement_id its
+// SettleRequest settles an open settlement: ID is the settlement_id its
 // admission answered, Cost what the request used, Scope whose the
-// reservation is (as a request ID's: the HTTP API's token name).
+// settlement is (as a request ID's: the HTTP API's token name).
 type SettleRequest struct {
 	ID    string
 	Cost  int64
@@ -81,17 +81,17 @@ func (s *SettleRequest) Validate() *Error {
 	return nil
 }
 
-// Settlement is what a settlement did: the cost reserved and the cost
-// settled, the units given back (Refunded) or charged beyond the
-// reservation (Charged; what the debt bound left out is Forgiven), each the
-// least over the reservation's checks, and, when a check is left in debt,
-// how long until it admits again (RetryAfterNanos). Duplicate: the
-// reservation was settled with this cost before, and this is that answer.
+// Settlement is what a settlement did: the cost charged up front (Upfront)
+// and the cost settled, the units given back (Refunded) or charged beyond
+// the up-front charge (Charged; what the debt bound left out is Forgiven),
+// each the least over the settlement's checks, and, when a check is left in
+// debt, how long until it admits again (RetryAfter). Duplicate: the
+// settlement was settled with this cost before, and this is that answer.
 type Settlement struct {
 	ID                          string
-	Reserved, Cost              int64
+	Upfront, Cost               int64
 	Refunded, Charged, Forgiven int64
-	RetryAfterNanos             int64
+	RetryAfter                  time.Duration
 	AtNanos                     int64
 	Duplicate                   bool
 }

@@ -32,10 +32,10 @@ const (
 // that the sum admitted never exceeds the limit). The zero value means the
 // defaults.
 type LocalShares struct {
-	// TTLNanos is how long a share may be spent: 0 means DefaultShareTTL,
+	// TTL is how long a share may be spent: 0 means DefaultShareTTL,
 	// else from MinShareTTL to MaxShareTTL. (A window algorithm's share
 	// ends with its window at the latest.)
-	TTLNanos int64
+	TTL time.Duration
 	// MaxUnits bounds one share, in units of cost: 0 means an eighth of
 	// the limit's capacity (at least 1), else from 1 to the capacity. A
 	// node asks for what it spent in its last share's lifetime, doubled,
@@ -48,7 +48,7 @@ func (s *LocalShares) Validate(l algorithms.Limit) *Error {
 	if s == nil {
 		return nil
 	}
-	if s.TTLNanos != 0 && (s.TTLNanos < int64(MinShareTTL) || s.TTLNanos > int64(MaxShareTTL)) {
+	if s.TTL != 0 && (s.TTL < MinShareTTL || s.TTL > MaxShareTTL) {
 		return Invalid("local_shares.ttl", "ttl must be from %s to %s", MinShareTTL, MaxShareTTL)
 	}
 	if s.MaxUnits < 0 || s.MaxUnits > l.Capacity() {
@@ -57,12 +57,12 @@ func (s *LocalShares) Validate(l algorithms.Limit) *Error {
 	return nil
 }
 
-// TTL is the shares' TTL in nanoseconds, the default filled in.
-func (s *LocalShares) TTL() int64 {
-	if s.TTLNanos == 0 {
-		return int64(DefaultShareTTL)
+// TTLOrDefault is the shares' TTL, DefaultShareTTL when not given.
+func (s *LocalShares) TTLOrDefault() time.Duration {
+	if s.TTL == 0 {
+		return DefaultShareTTL
 	}
-	return s.TTLNanos
+	return s.TTL
 }
 
 // MaxUnitsOf is the most one share of l holds, the default filled in.
@@ -89,7 +89,7 @@ func (s SharesSpec) LocalShares(l algorithms.Limit) (*LocalShares, *Error) {
 		if err != nil {
 			return nil, Invalid("local_shares.ttl", "ttl must be a Go duration such as 500ms")
 		}
-		out.TTLNanos = int64(d)
+		out.TTL = d
 		if d == 0 {
 			return nil, Invalid("local_shares.ttl", "ttl must be from %s to %s", MinShareTTL, MaxShareTTL)
 		}
@@ -113,8 +113,8 @@ func SpecOfShares(s *LocalShares) *SharesSpec {
 		return nil
 	}
 	out := &SharesSpec{}
-	if s.TTLNanos != 0 {
-		ttl := time.Duration(s.TTLNanos).String()
+	if s.TTL != 0 {
+		ttl := s.TTL.String()
 		out.TTL = &ttl
 	}
 	if s.MaxUnits != 0 {
@@ -125,11 +125,11 @@ func SpecOfShares(s *LocalShares) *SharesSpec {
 
 // ShareRequest asks, with a request of one check, for a share of the
 // check's budget for the caller to spend itself (the Go client's local
-// shares): up to Units, lasting TTLNanos (0: DefaultShareTTL). The check's
+// shares): up to Units, lasting TTL (0: DefaultShareTTL). The check's
 // policy must have local_shares; an inline limit's ask is its own consent.
 type ShareRequest struct {
-	Units    int64
-	TTLNanos int64
+	Units int64
+	TTL   time.Duration
 }
 
 // Validate checks the ask, and the request it rides on.
@@ -137,34 +137,34 @@ func (s *ShareRequest) Validate(r *Request) *Error {
 	switch {
 	case len(r.Checks) != 1:
 		return Invalid("take_share", "a share is asked for with exactly one check")
-	case r.RequestID != "" || r.MaxWaitNanos != 0:
+	case r.RequestID != "" || r.MaxWait != 0:
 		return Invalid("take_share", "a share is not asked for with a request_id or max_wait")
 	case s.Units < 1 || s.Units > algorithms.MaxBurst:
 		return Invalid("take_share.units", "units must be from 1 to %d", int64(algorithms.MaxBurst))
-	case s.TTLNanos != 0 && (s.TTLNanos < int64(MinShareTTL) || s.TTLNanos > int64(MaxShareTTL)):
+	case s.TTL != 0 && (s.TTL < MinShareTTL || s.TTL > MaxShareTTL):
 		return Invalid("take_share.ttl", "ttl must be from %s to %s", MinShareTTL, MaxShareTTL)
 	}
 	return nil
 }
 
-// TTL is the ask's TTL in nanoseconds, the default filled in.
-func (s *ShareRequest) TTL() int64 {
-	if s.TTLNanos == 0 {
-		return int64(DefaultShareTTL)
+// TTLOrDefault is the ask's TTL, DefaultShareTTL when not given.
+func (s *ShareRequest) TTLOrDefault() time.Duration {
+	if s.TTL == 0 {
+		return DefaultShareTTL
 	}
-	return s.TTLNanos
+	return s.TTL
 }
 
 // GrantedShare is a share granted to a caller: Token names it, and proves
 // the caller holds it, to give back what is left (ShareReturn); Units may
-// be spent until SpendForNanos has passed since the caller sent its
+// be spent until SpendFor has passed since the caller sent its
 // request, and Remaining is what the key had left for everyone else once
 // it was taken.
 type GrantedShare struct {
-	Token         ShareToken
-	Units         int64
-	SpendForNanos int64
-	Remaining     int64
+	Token     ShareToken
+	Units     int64
+	SpendFor  time.Duration
+	Remaining int64
 }
 
 // ShareToken names a share to the cluster (ID) and proves its holder

@@ -28,7 +28,7 @@ import (
 func TestTimedOutRequestRetriedAcrossALeaderChangeIsChargedOnce(t *testing.T) {
 	t.Parallel()
 	c := testcluster.Start(t, 3)
-	limit := algorithms.Limit{Rate: 10, PeriodNanos: int64(time.Hour), Burst: 10}
+	limit := algorithms.Limit{Rate: 10, Period: time.Hour, Burst: 10}
 	leader := c.WaitLeader()
 	for _, o := range c.Nodes {
 		if o != leader {
@@ -95,7 +95,7 @@ func TestAnotherCallersFloodOfIDsNeverChargesARetryTwice(t *testing.T) {
 	t.Parallel()
 	const perCaller = 50
 	c := testcluster.Start(t, 3, testcluster.Options{Configure: func(cfg *cluster.Config) { cfg.MaxRequestIDsPerCaller = perCaller }})
-	limit := algorithms.Limit{Algorithm: algorithms.SlidingWindowLog, Rate: 1000, PeriodNanos: int64(time.Hour)} // nothing comes back while the test runs
+	limit := algorithms.Limit{Algorithm: algorithms.SlidingWindowLog, Rate: 1000, Period: time.Hour} // nothing comes back while the test runs
 	stop := make(chan struct{})
 	var refused, sent atomic.Int64
 	var wg sync.WaitGroup

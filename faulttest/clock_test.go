@@ -11,7 +11,7 @@ import (
 
 // Ten a ten seconds: one token a second, so a test can tell refill by real
 // time (a few tokens) from refill by a skewed clock (all of them).
-var tenPer10s = algorithms.Limit{Rate: 10, PeriodNanos: int64(10 * time.Second), Burst: 10}
+var tenPer10s = algorithms.Limit{Rate: 10, Period: 10 * time.Second, Burst: 10}
 
 // failOverTo kills the leader after giving every other node the clock skew,
 // so whichever node takes over has it, and returns the new leader.

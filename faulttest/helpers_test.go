@@ -21,7 +21,7 @@ func peek(t testing.TB, node *testcluster.Node, key string, limit algorithms.Lim
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
 		var err error
-		d, err = node.Node().Allow(ctx, contract.Request{Checks: []contract.Check{{Key: key, Limit: limit, Cost: 0}}})
+		d, err = node.Node().Allow(ctx, contract.Request{Checks: []contract.Check{{Key: key, Limit: limit, Peek: true}}})
 		return err == nil
 	})
 	return d.Checks[0]

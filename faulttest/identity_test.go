@@ -75,7 +75,7 @@ func TestANodeOnAnotherClustersDirectoryCannotSplitTheCluster(t *testing.T) {
 	c.Net.HealAll()
 	waitLeaderAmong(t, c.Nodes[:2])
 
-	limit := algorithms.Limit{Rate: 2, PeriodNanos: int64(time.Hour), Burst: 2}
+	limit := algorithms.Limit{Rate: 2, Period: time.Hour, Burst: 2}
 	admitted := 0
 	for i := range 6 {
 		n := c.Nodes[i%2]
@@ -108,7 +108,7 @@ func oneNodeCluster(t *testing.T, c *testcluster.Cluster, id string) string {
 	testenv.WaitFor(t, "the foreign cluster to lead and hold its ID", func() bool { return node.IsLeader() && node.Status().ClusterID != "" })
 	ctx, cancel := context.WithTimeout(context.Background(), testcluster.WaitTimeout)
 	defer cancel()
-	must(t, node.PutPolicy(ctx, contract.Policy{Name: "foreign", Limit: algorithms.Limit{Rate: 100, PeriodNanos: int64(time.Second), Burst: 100}}))
+	must(t, node.PutPolicy(ctx, contract.Policy{Name: "foreign", Limit: algorithms.Limit{Rate: 100, Period: time.Second, Burst: 100}}))
 	return dir
 }
 

@@ -261,10 +261,10 @@ func (r *leaseRun) client(c *testcluster.Cluster, crng *rand.Rand, clientID int,
 			continue
 		}
 		r.record(porcupine.Operation{ClientId: clientID, Input: in, Call: call, Return: ret,
-			Output: leaseOutput{Known: true, Granted: l.Granted, ID: l.ID, At: l.AtNanos, Expires: l.ExpiresAtNanos, Waited: l.WaitedNanos, Attempts: 1}})
-		if l.WaitedNanos > 0 {
+			Output: leaseOutput{Known: true, Granted: l.Granted, ID: l.ID, At: l.AtNanos, Expires: l.ExpiresAtNanos, Waited: int64(l.Waited), Attempts: 1}})
+		if l.Waited > 0 {
 			r.record(porcupine.Operation{ClientId: clientID, Input: leaseInput{Kind: leaseJoin, Via: n.ID}, Call: call, Return: ret,
-				Output: leaseOutput{Known: true, ID: l.ID, At: l.AtNanos - l.WaitedNanos, Attempts: 1}})
+				Output: leaseOutput{Known: true, ID: l.ID, At: l.AtNanos - int64(l.Waited), Attempts: 1}})
 		}
 		if !l.Granted {
 			time.Sleep(time.Duration(crng.IntN(50)) * time.Millisecond)

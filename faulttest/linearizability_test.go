@@ -35,13 +35,13 @@ var (
 // The keys of a run and their limits: two token buckets and two fixed
 // windows, tight enough that denials, refills and window edges all happen.
 var runLimits = map[string]algorithms.Limit{
-	"tb-0": {Algorithm: algorithms.TokenBucket, Rate: 20, PeriodNanos: int64(2 * time.Second), Burst: 10},
-	"tb-1": {Algorithm: algorithms.TokenBucket, Rate: 5, PeriodNanos: int64(time.Second), Burst: 3},
-	"fw-0": {Algorithm: algorithms.FixedWindow, Rate: 15, PeriodNanos: int64(time.Second)},
-	"fw-1": {Algorithm: algorithms.FixedWindow, Rate: 40, PeriodNanos: int64(3 * time.Second)},
+	"tb-0": {Algorithm: algorithms.TokenBucket, Rate: 20, Period: 2 * time.Second, Burst: 10},
+	"tb-1": {Algorithm: algorithms.TokenBucket, Rate: 5, Period: time.Second, Burst: 3},
+	"fw-0": {Algorithm: algorithms.FixedWindow, Rate: 15, Period: time.Second},
+	"fw-1": {Algorithm: algorithms.FixedWindow, Rate: 40, Period: 3 * time.Second},
 	// slow-0 is not in the runs: spent, it stays spent for as long as a
 	// test lasts, however loaded the machine.
-	"slow-0": {Algorithm: algorithms.TokenBucket, Rate: 3, PeriodNanos: int64(time.Hour), Burst: 3},
+	"slow-0": {Algorithm: algorithms.TokenBucket, Rate: 3, Period: time.Hour, Burst: 3},
 }
 
 type allowInput struct {
@@ -113,13 +113,13 @@ var limiterModel = porcupine.Model{
 			return true, keyState{last: s.last}
 		}
 		if out.Leased {
-			d, _ := algorithms.Reserve(runLimits[in.Key], s.state, max(s.last, out.AtNanos), in.Cost, in.MaxWait)
+			d, _ := algorithms.Reserve(runLimits[in.Key], s.state, max(s.last, out.AtNanos), in.Cost, time.Duration(in.MaxWait))
 			return !out.Allowed && !d.Allowed, s
 		}
 		if out.AtNanos < s.last {
 			return false, s
 		}
-		d, next := algorithms.Reserve(runLimits[in.Key], s.state, out.AtNanos, in.Cost, in.MaxWait)
+		d, next := algorithms.Reserve(runLimits[in.Key], s.state, out.AtNanos, in.Cost, time.Duration(in.MaxWait))
 		if d.Allowed != out.Allowed || d.Remaining != out.Remaining {
 			return false, s
 		}
@@ -212,7 +212,7 @@ func attempt(ctx context.Context, n *testcluster.Node, viaHTTP bool, key string,
 	if node == nil {
 		return allowOutput{}, fmt.Errorf("%s is down", n.ID)
 	}
-	d, err := node.Allow(ctx, contract.Request{RequestID: requestID, MaxWaitNanos: maxWait, Checks: []contract.Check{{Key: key, Limit: runLimits[key], Cost: cost}}})
+	d, err := node.Allow(ctx, contract.Request{RequestID: requestID, MaxWait: time.Duration(maxWait), Checks: []contract.Check{{Key: key, Limit: runLimits[key], Cost: cost}}})
 	if err != nil {
 		return allowOutput{}, err
 	}
@@ -221,9 +221,9 @@ func attempt(ctx context.Context, n *testcluster.Node, viaHTTP bool, key string,
 
 func limitJSON(l algorithms.Limit) string {
 	if l.Algorithm.IsBucket() {
-		return fmt.Sprintf(`{"algorithm":%q,"rate":%d,"period":%q,"burst":%d}`, l.Algorithm, l.Rate, time.Duration(l.PeriodNanos), l.Burst)
+		return fmt.Sprintf(`{"algorithm":%q,"rate":%d,"period":%q,"burst":%d}`, l.Algorithm, l.Rate, l.Period, l.Burst)
 	}
-	return fmt.Sprintf(`{"algorithm":%q,"rate":%d,"period":%q}`, l.Algorithm, l.Rate, time.Duration(l.PeriodNanos))
+	return fmt.Sprintf(`{"algorithm":%q,"rate":%d,"period":%q}`, l.Algorithm, l.Rate, l.Period)
 }
 
 // runOnce starts a cluster, lets clients call Allow on random nodes through
@@ -433,9 +433,9 @@ func checkAdmittedWithinBound(t *testing.T, history []porcupine.Operation) {
 		if l.Algorithm == algorithms.FixedWindow {
 			perWindow := map[int64]int64{}
 			for _, a := range adm {
-				perWindow[a.at/l.PeriodNanos] += a.cost
-				if perWindow[a.at/l.PeriodNanos] > l.Rate {
-					t.Fatalf("%s: window %d admitted %d > %d", key, a.at/l.PeriodNanos, perWindow[a.at/l.PeriodNanos], l.Rate)
+				perWindow[a.at/int64(l.Period)] += a.cost
+				if perWindow[a.at/int64(l.Period)] > l.Rate {
+					t.Fatalf("%s: window %d admitted %d > %d", key, a.at/int64(l.Period), perWindow[a.at/int64(l.Period)], l.Rate)
 				}
 			}
 			continue
@@ -445,7 +445,7 @@ func checkAdmittedWithinBound(t *testing.T, history []porcupine.Operation) {
 			for j := i; j < len(adm); j++ {
 				sum += adm[j].cost
 				elapsed := adm[j].at - adm[i].at + reservationWait
-				if float64(sum) > float64(l.Burst)+float64(l.Rate)*float64(elapsed)/float64(l.PeriodNanos)+1e-9 {
+				if float64(sum) > float64(l.Burst)+float64(l.Rate)*float64(elapsed)/float64(l.Period)+1e-9 {
 					t.Fatalf("%s: %d admitted in %s, over burst %d + refill", key, sum, time.Duration(elapsed), l.Burst)
 				}
 			}
@@ -505,12 +505,12 @@ func checkSurvivesFullRestart(t *testing.T, c *testcluster.Cluster, history []po
 			// Admissions of one entry share a time, and their order in it is
 			// not known here: replay each with the most any was allowed to
 			// wait (the state after them is the same in any order).
-			if d, s = algorithms.Reserve(l, s, a.at, a.cost, reservationWaitFor(l)); !d.Allowed {
+			if d, s = algorithms.Reserve(l, s, a.at, a.cost, time.Duration(reservationWaitFor(l))); !d.Allowed {
 				t.Fatalf("%s: replaying the acknowledged admissions denies one at %d", key, a.at)
 			}
 		}
 		node := c.Nodes[0].Node()
-		d, err := node.Allow(context.Background(), contract.Request{Checks: []contract.Check{{Key: key, Limit: l, Cost: 0}}})
+		d, err := node.Allow(context.Background(), contract.Request{Checks: []contract.Check{{Key: key, Limit: l, Peek: true}}})
 		if err != nil {
 			t.Fatalf("peek %s after the restart: %v", key, err)
 		}

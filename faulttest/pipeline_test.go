@@ -64,7 +64,7 @@ func slowLeaderLinks(c *testcluster.Cluster, leader *testcluster.Node, d time.Du
 func TestOneRequestIDInTwoEntriesInFlightIsChargedOnce(t *testing.T) {
 	t.Parallel()
 	c := testcluster.Start(t, 3)
-	limit := algorithms.Limit{Rate: 10, PeriodNanos: int64(time.Hour), Burst: 10}
+	limit := algorithms.Limit{Rate: 10, Period: time.Hour, Burst: 10}
 	leader := c.WaitLeader()
 	slowLeaderLinks(c, leader, 300*time.Millisecond)
 	req := contract.Request{RequestID: "twice-in-flight", Checks: []contract.Check{{Key: "pipelined", Limit: limit, Cost: 3}}}
@@ -111,7 +111,7 @@ func TestALeaderKilledWithEntriesInFlightAdmitsNothingTwice(t *testing.T) {
 	t.Parallel()
 	c := testcluster.Start(t, 3)
 	const burst, waves, perWave = 20, 3, 12
-	limit := algorithms.Limit{Rate: burst, PeriodNanos: int64(time.Hour), Burst: burst}
+	limit := algorithms.Limit{Rate: burst, Period: time.Hour, Burst: burst}
 	leader := c.WaitLeader()
 	slowLeaderLinks(c, leader, 250*time.Millisecond)
 
@@ -202,7 +202,7 @@ func TestALeaderKilledWithEntriesInFlightAdmitsNothingTwice(t *testing.T) {
 func TestAFollowerForwardsWhileItsForwardsAreInFlight(t *testing.T) {
 	t.Parallel()
 	c := testcluster.Start(t, 3)
-	limit := algorithms.Limit{Rate: 10, PeriodNanos: int64(time.Hour), Burst: 10}
+	limit := algorithms.Limit{Rate: 10, Period: time.Hour, Burst: 10}
 	leader := c.WaitLeader()
 	follower := c.Followers()[0]
 	c.Net.Delay(follower.ID, leader.ID, 300*time.Millisecond)

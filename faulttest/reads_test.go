@@ -40,7 +40,7 @@ func TestReadsUnderFaultsNeverMissAnAcknowledgedWrite(t *testing.T) {
 	c := testcluster.Start(t, 3)
 	const name = "versioned"
 	policy := func(v int64) contract.Policy {
-		return contract.Policy{Name: name, Limit: algorithms.Limit{Rate: v, PeriodNanos: int64(time.Hour), Burst: v}}
+		return contract.Policy{Name: name, Limit: algorithms.Limit{Rate: v, Period: time.Hour, Burst: v}}
 	}
 	if err := c.WaitLeader().Node().PutPolicy(context.Background(), policy(1)); err != nil {
 		t.Fatal(err)

@@ -52,7 +52,7 @@ func TestALeaderKilledDuringARestoreLeavesOneState(t *testing.T) {
 			t.Parallel()
 			c := testcluster.Start(t, 3)
 			leader := c.WaitLeader()
-			spend(t, leader, "spent-before", algorithms.Limit{Rate: 3, PeriodNanos: int64(time.Hour), Burst: 3}, 3)
+			spend(t, leader, "spent-before", algorithms.Limit{Rate: 3, Period: time.Hour, Burst: 3}, 3)
 			c.WaitConverged()
 			for _, o := range c.Nodes {
 				if o != leader {
@@ -109,7 +109,7 @@ func bigBackup(t *testing.T, keys int) backupFile {
 	t.Helper()
 	src := testcluster.Start(t, 1)
 	node := src.Nodes[0].Node()
-	limit := algorithms.Limit{Rate: 10, PeriodNanos: int64(time.Hour), Burst: 10}
+	limit := algorithms.Limit{Rate: 10, Period: time.Hour, Burst: 10}
 	for start := 0; start < keys; start += contract.MaxBatchSize {
 		reqs := make([]contract.Request, 0, contract.MaxBatchSize)
 		for i := start; i < min(start+contract.MaxBatchSize, keys); i++ {

@@ -40,11 +40,11 @@ const (
 )
 
 var (
-	settledLimit = algorithms.Limit{Algorithm: algorithms.TokenBucket, Rate: 20, PeriodNanos: int64(2 * time.Second), Burst: 10}
+	settledLimit = algorithms.Limit{Algorithm: algorithms.TokenBucket, Rate: 20, Period: 2 * time.Second, Burst: 10}
 	settledDebt  = int64(4)
 	// penaltyLimit is low enough that three clients, slowed by a loaded
 	// machine to a few requests a second in all, still spend it.
-	penaltyLimit = algorithms.Limit{Algorithm: algorithms.TokenBucket, Rate: 1, PeriodNanos: int64(time.Second), Burst: 1}
+	penaltyLimit = algorithms.Limit{Algorithm: algorithms.TokenBucket, Rate: 1, Period: time.Second, Burst: 1}
 	penaltyRule  = contract.Penalty{Denials: 3, Within: 500 * time.Millisecond, BlockFor: time.Second}
 )
 
@@ -77,7 +77,7 @@ type extraOutput struct {
 // openReservation is a reservation in extrasModel's state.
 type openReservation struct {
 	id       string
-	r        algorithms.Reservation
+	r        algorithms.UpfrontCharge
 	reserved int64
 }
 
@@ -147,7 +147,7 @@ var extrasModel = porcupine.Model{
 		}
 		next.state = after
 		if d.Allowed && in.Kind == extraReserve {
-			next.open = append(next.open, openReservation{id: out.ID, r: algorithms.Reserved(l, after, out.AtNanos, in.Cost), reserved: in.Cost})
+			next.open = append(next.open, openReservation{id: out.ID, r: algorithms.ChargedUpfront(l, after, out.AtNanos, in.Cost), reserved: in.Cost})
 			slices.SortFunc(next.open, func(a, b openReservation) int { return cmpString(a.id, b.id) })
 		}
 		if !d.Allowed && in.Key == penaltyKey {
@@ -314,7 +314,7 @@ func (r *extrasRun) client(c *testcluster.Cluster, crng *rand.Rand, clientID int
 			via = n.ID
 			req := contract.Request{RequestID: id, Checks: []contract.Check{{Key: key, Policy: policy, Cost: cost}}}
 			if kind == extraReserve {
-				req.SettleTTLNanos = int64(settleTTL)
+				req.SettleTTL = settleTTL
 			}
 			return n.Node().Allow(ctx, req)
 		})

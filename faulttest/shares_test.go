@@ -20,9 +20,9 @@ import (
 // the clients ask more of than they give, so that shares are granted from
 // what refills all along the run, and the holders spend to the last unit.
 var shareLimits = map[string]algorithms.Limit{
-	"shared-tb":  {Algorithm: algorithms.TokenBucket, Rate: 100, PeriodNanos: int64(time.Second), Burst: 50},
-	"shared-fw":  {Algorithm: algorithms.FixedWindow, Rate: 100, PeriodNanos: int64(time.Second)},
-	"shared-log": {Algorithm: algorithms.SlidingWindowLog, Rate: 100, PeriodNanos: int64(time.Second)},
+	"shared-tb":  {Algorithm: algorithms.TokenBucket, Rate: 100, Period: time.Second, Burst: 50},
+	"shared-fw":  {Algorithm: algorithms.FixedWindow, Rate: 100, Period: time.Second},
+	"shared-log": {Algorithm: algorithms.SlidingWindowLog, Rate: 100, Period: time.Second},
 }
 
 type stamped struct{ at, cost int64 }
@@ -38,16 +38,16 @@ func overTheLimit(l algorithms.Limit, adm []stamped) string {
 		var sum int64
 		for j := i; j < len(adm); j++ {
 			span := adm[j].at - adm[i].at
-			if !l.Algorithm.IsBucket() && span >= l.PeriodNanos {
+			if !l.Algorithm.IsBucket() && span >= int64(l.Period) {
 				break
 			}
-			if l.Algorithm == algorithms.FixedWindow && adm[j].at/l.PeriodNanos != adm[i].at/l.PeriodNanos {
+			if l.Algorithm == algorithms.FixedWindow && adm[j].at/int64(l.Period) != adm[i].at/int64(l.Period) {
 				break
 			}
 			sum += adm[j].cost
 			bound := l.Rate
 			if l.Algorithm.IsBucket() {
-				bound = l.Burst + span*l.Rate/l.PeriodNanos
+				bound = l.Burst + span*l.Rate/int64(l.Period)
 			}
 			if sum > bound {
 				return fmt.Sprintf("%d admitted from %d to %d, over %d", sum, adm[i].at, adm[j].at, bound)
@@ -72,7 +72,7 @@ func TestSharesHoldTheLimitUnderFaults(t *testing.T) {
 	t.Parallel()
 	c := testcluster.Start(t, 3)
 	c.WaitConverged()
-	shares := &contract.LocalShares{TTLNanos: int64(300 * time.Millisecond)}
+	shares := &contract.LocalShares{TTL: 300 * time.Millisecond}
 	keys := []string{"shared-tb", "shared-fw", "shared-log"}
 	var mu sync.Mutex
 	admitted := map[string][]stamped{}
@@ -190,7 +190,7 @@ func holdShares(t *testing.T, c *testcluster.Cluster, keys []string, stop chan s
 		check := contract.Check{Key: key, Limit: shareLimits[key], Cost: 1}
 		sentAt := time.Now()
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		d, err := node.Allow(ctx, contract.Request{Checks: []contract.Check{check}, Scope: holder, Share: &contract.ShareRequest{Units: 10, TTLNanos: int64(300 * time.Millisecond)}})
+		d, err := node.Allow(ctx, contract.Request{Checks: []contract.Check{check}, Scope: holder, Share: &contract.ShareRequest{Units: 10, TTL: 300 * time.Millisecond}})
 		cancel()
 		if err != nil || !d.Allowed {
 			time.Sleep(5 * time.Millisecond)
@@ -202,7 +202,7 @@ func holdShares(t *testing.T, c *testcluster.Cluster, keys []string, stop chan s
 			continue
 		}
 		lastShareID.Store(sh.Token.ID)
-		deadline := sentAt.Add(time.Duration(sh.SpendForNanos))
+		deadline := sentAt.Add(sh.SpendFor)
 		left := sh.Units
 		for spend := rng.Int64N(sh.Units + 1); spend > 0; spend-- {
 			time.Sleep(time.Duration(rng.Int64N(int64(20 * time.Millisecond))))

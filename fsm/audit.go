@@ -224,7 +224,7 @@ func describe(t CommandType, body []byte, resp any) (subject, detail string) {
 // limitText is a limit as an entry's detail reads it: "token_bucket 100
 // per 1m0s, burst 200".
 func limitText(l algorithms.Limit) string {
-	text := fmt.Sprintf("%s %d per %s", l.Algorithm, l.Rate, time.Duration(l.PeriodNanos))
+	text := fmt.Sprintf("%s %d per %s", l.Algorithm, l.Rate, l.Period)
 	if l.Algorithm.IsBucket() && l.Burst != l.Rate {
 		text += fmt.Sprintf(", burst %d", l.Burst)
 	}

@@ -235,11 +235,11 @@ func (f *FSM) blockedResult(now int64, req *Request, targets []target, i int, b 
 		if bj := f.blocks.active(t.id.key, now); bj != nil {
 			left := bj.UntilNanos - now
 			d.Allowed, d.Remaining = false, 0
-			d.RetryAfterNanos = left
-			d.ResetAfterNanos, d.RefillAfterNanos = max(d.ResetAfterNanos, left), max(d.RefillAfterNanos, left)
+			d.RetryAfter = time.Duration(left)
+			d.ResetAfter, d.RefillAfter = max(d.ResetAfter, time.Duration(left)), max(d.RefillAfter, time.Duration(left))
 			longest = max(longest, left)
 		}
-		res.Checks[j] = CheckResult{Decision: d, PeriodNanos: t.limit.PeriodNanos, Key: t.key, Shadow: t.shadow, Rate: t.limit.Rate}
+		res.Checks[j] = CheckResult{Decision: d, PeriodNanos: int64(t.limit.Period), Key: t.key, Shadow: t.shadow, Rate: t.limit.Rate}
 	}
 	res.DenyAtNanos = now
 	res.DeniedBy = f.deniedBy(targets, res.Checks, i, b)

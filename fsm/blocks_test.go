@@ -46,8 +46,8 @@ func TestABlockDeniesWithoutTouchingCounters(t *testing.T) {
 			t.Fatalf("%s: %+v, want denied by the block of check %d", tt.name, res, tt.check)
 		}
 		d := res.Checks[tt.check].Decision
-		if want := int64(time.Minute) - 1; d.RetryAfterNanos != want || res.DenyForNanos != want {
-			t.Errorf("%s: retry after %d, deny for %d, want %d (the block's end)", tt.name, d.RetryAfterNanos, res.DenyForNanos, want)
+		if want := int64(time.Minute) - 1; int64(d.RetryAfter) != want || res.DenyForNanos != want {
+			t.Errorf("%s: retry after %d, deny for %d, want %d (the block's end)", tt.name, d.RetryAfter, res.DenyForNanos, want)
 		}
 	}
 	if !bytes.Equal(before, mustSnapshot(t, a.fsm)) {

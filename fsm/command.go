@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/hashicorp/go-msgpack/v2/codec"
 	"github.com/limitnode/limitnode/algorithms"
@@ -157,18 +158,18 @@ type Check struct {
 
 // Limit returns the check's inline limit.
 func (c *Check) Limit() algorithms.Limit {
-	return algorithms.Limit{Algorithm: c.Algorithm, Rate: c.Rate, PeriodNanos: c.Period, Burst: c.Burst}
+	return algorithms.Limit{Algorithm: c.Algorithm, Rate: c.Rate, Period: time.Duration(c.Period), Burst: c.Burst}
 }
 
 // CheckOf returns the log's form of a check.
 func CheckOf(c contract.Check) Check {
-	return Check{Key: c.Key, Algorithm: c.Limit.Algorithm, Rate: c.Limit.Rate, Period: c.Limit.PeriodNanos, Burst: c.Limit.Burst,
-		Cost: c.Cost, Policy: c.Policy, Dimensions: c.Dimensions}
+	return Check{Key: c.Key, Algorithm: c.Limit.Algorithm, Rate: c.Limit.Rate, Period: int64(c.Limit.Period), Burst: c.Limit.Burst,
+		Cost: c.Consumes(), Policy: c.Policy, Dimensions: c.Dimensions}
 }
 
 // contract returns the check in the contract's form.
 func (c *Check) contract() contract.Check {
-	return contract.Check{Key: c.Key, Limit: c.Limit(), Policy: c.Policy, Dimensions: c.Dimensions, Cost: c.Cost}
+	return contract.Check{Key: c.Key, Limit: c.Limit(), Policy: c.Policy, Dimensions: c.Dimensions, Cost: c.Cost, Peek: c.Cost == 0}
 }
 
 // Request is one caller's allow request: every check is admitted, or none.
@@ -287,7 +288,7 @@ func denyFor(req *Request, checks []CheckResult) int64 {
 			return 0
 		}
 		if !c.Decision.Allowed {
-			longest = max(longest, c.Decision.RetryAfterNanos)
+			longest = max(longest, int64(c.Decision.RetryAfter))
 		}
 	}
 	return longest
@@ -391,12 +392,12 @@ func (r *Request) Validate() *contract.Error {
 	for i := range r.Checks {
 		checks = append(checks, r.Checks[i].contract())
 	}
-	cr := contract.Request{RequestID: r.RequestID, Checks: checks, Scope: r.Scope, MaxWaitNanos: r.MaxWait}
+	cr := contract.Request{RequestID: r.RequestID, Checks: checks, Scope: r.Scope, MaxWait: time.Duration(r.MaxWait)}
 	if r.Settle != nil {
 		if r.Settle.TTLNanos == 0 {
 			return contract.Invalid("settle.ttl", "settle.ttl is required")
 		}
-		cr.SettleTTLNanos = r.Settle.TTLNanos
+		cr.SettleTTL = time.Duration(r.Settle.TTLNanos)
 	}
 	if err := cr.Validate(); err != nil {
 		return err

@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/limitnode/limitnode/algorithms"
 	"github.com/limitnode/limitnode/contract"
@@ -228,7 +229,7 @@ func (f *FSM) decideTargets(now int64, targets []target, cmd *AllowCommand, mode
 	for i := range targets {
 		t := &targets[i]
 		d, next := decideTarget(t, now)
-		res.Checks[i] = CheckResult{Decision: d, PeriodNanos: t.limit.PeriodNanos, Key: t.key, Shadow: t.shadow, Rate: t.limit.Rate}
+		res.Checks[i] = CheckResult{Decision: d, PeriodNanos: int64(t.limit.Period), Key: t.key, Shadow: t.shadow, Rate: t.limit.Rate}
 		nextStates = append(nextStates, next)
 		if !d.Allowed {
 			switch {
@@ -278,16 +279,16 @@ func (f *FSM) decideTargets(now int64, targets []target, cmd *AllowCommand, mode
 // reported as the state stands, retrying after the state resets.
 func decideTarget(t *target, now int64) (algorithms.Decision, algorithms.State) {
 	if !t.never && t.cost <= t.limit.Capacity() {
-		return algorithms.Reserve(*t.limit, t.state, now, t.cost, t.maxWait)
+		return algorithms.Reserve(*t.limit, t.state, now, t.cost, time.Duration(t.maxWait))
 	}
 	d, _ := algorithms.Decide(*t.limit, t.state, now, 0)
 	d.Allowed = false
 	if t.never {
-		d.Limit, d.Remaining, d.RefillAfterNanos = 0, 0, 0
-		d.ResetAfterNanos = t.limit.PeriodNanos - now%t.limit.PeriodNanos
+		d.Limit, d.Remaining, d.RefillAfter = 0, 0, 0
+		d.ResetAfter = time.Duration(int64(t.limit.Period) - now%int64(t.limit.Period))
 	}
 	// Retrying cannot help; say so with a wait no shorter than the period.
-	d.RetryAfterNanos = max(d.ResetAfterNanos, t.limit.PeriodNanos)
+	d.RetryAfter = max(d.ResetAfter, t.limit.Period)
 	return d, t.state
 }
 

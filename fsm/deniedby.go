@@ -23,7 +23,7 @@ func (f *FSM) deniedBy(targets []target, checks []CheckResult, blocked int, b *b
 			if targets[j].shadow || d.Allowed {
 				continue
 			}
-			if i < 0 || d.RetryAfterNanos > checks[i].Decision.RetryAfterNanos {
+			if i < 0 || d.RetryAfter > checks[i].Decision.RetryAfter {
 				i = j
 			}
 		}

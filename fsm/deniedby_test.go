@@ -38,7 +38,7 @@ func TestEveryDenialSaysWhatDeniedIt(t *testing.T) {
 		{"a block", Request{Checks: []Check{inlineCheck("other", perMinute100, 1), policyCheck("bad", "per-user", nil, 1)}},
 			contract.DeniedBy{Check: 1, Policy: "per-user", PolicyVersion: version, Limit: hourly(1), Cause: contract.CauseBlock}},
 		{"a descriptor's limit", query(descriptor(1, "client", "c1")),
-			contract.DeniedBy{Policy: "rls/edge", PolicyVersion: domainVersion, Limit: algorithms.Limit{Algorithm: algorithms.FixedWindow, Rate: 2, PeriodNanos: int64(time.Minute)}, Cause: contract.CauseLimit}},
+			contract.DeniedBy{Policy: "rls/edge", PolicyVersion: domainVersion, Limit: algorithms.Limit{Algorithm: algorithms.FixedWindow, Rate: 2, Period: time.Minute}, Cause: contract.CauseLimit}},
 	}
 	for _, tt := range tests {
 		got := a.allow(t0+1, tt.req)[0]

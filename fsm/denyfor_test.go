@@ -15,8 +15,8 @@ import (
 func TestDenialsSayHowLongTheyHold(t *testing.T) {
 	t.Parallel()
 	a := newApplier(t)
-	perSecond := algorithms.Limit{Rate: 1, PeriodNanos: int64(time.Second), Burst: 1}
-	perMinute := algorithms.Limit{Rate: 1, PeriodNanos: int64(time.Minute), Burst: 1}
+	perSecond := algorithms.Limit{Rate: 1, Period: time.Second, Burst: 1}
+	perMinute := algorithms.Limit{Rate: 1, Period: time.Minute, Burst: 1}
 	t0 := int64(1e18)
 	a.allow(t0, Request{Checks: []Check{inlineCheck("a", perSecond, 1), inlineCheck("b", perMinute, 1)}})
 	if err := a.put(contract.Policy{Name: "watch", Limit: perSecond, Shadow: true}); err != nil {
@@ -60,7 +60,7 @@ func TestAnEntryThatLetsANodeAnswerIsToldAsItIsApplied(t *testing.T) {
 	a.term = 7
 	var told []uint64
 	a.fsm.OnLocalAnswers(func(term uint64) { told = append(told, term) })
-	hourly2 := algorithms.Limit{Rate: 2, PeriodNanos: int64(time.Hour), Burst: 2}
+	hourly2 := algorithms.Limit{Rate: 2, Period: time.Hour, Burst: 2}
 	tests := []struct {
 		name string
 		req  Request

@@ -89,8 +89,8 @@ func (a bucketKey) less(b bucketKey) bool {
 		return la.Algorithm < lb.Algorithm
 	case la.Rate != lb.Rate:
 		return la.Rate < lb.Rate
-	case la.PeriodNanos != lb.PeriodNanos:
-		return la.PeriodNanos < lb.PeriodNanos
+	case la.Period != lb.Period:
+		return la.Period < lb.Period
 	default:
 		return la.Burst < lb.Burst
 	}

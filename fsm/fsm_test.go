@@ -4,12 +4,13 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"github.com/limitnode/limitnode/contract"
 	"io"
 	"log/slog"
 	"math/rand/v2"
 	"testing"
 	"time"
+
+	"github.com/limitnode/limitnode/contract"
 
 	"github.com/hashicorp/raft"
 	"github.com/limitnode/limitnode/algorithms"
@@ -17,7 +18,7 @@ import (
 
 const t0 = int64(1_800_000_000_000_000_000)
 
-var perMinute100 = algorithms.Limit{Rate: 100, PeriodNanos: int64(time.Minute), Burst: 100}
+var perMinute100 = algorithms.Limit{Rate: 100, Period: time.Minute, Burst: 100}
 
 // applier feeds commands to an FSM as numbered Raft log entries.
 type applier struct {
@@ -96,12 +97,12 @@ func randomLog(t testing.TB, seed uint64, entries int) [][]byte {
 	rng := rand.New(rand.NewPCG(seed, seed))
 	limits := []algorithms.Limit{
 		perMinute100,
-		{Rate: 5, PeriodNanos: int64(time.Second), Burst: 10},
-		{Algorithm: algorithms.GCRA, Rate: 3, PeriodNanos: int64(time.Second), Burst: 1},
-		{Algorithm: algorithms.LeakyBucket, Rate: 4, PeriodNanos: int64(time.Second), Burst: 4},
-		{Algorithm: algorithms.FixedWindow, Rate: 6, PeriodNanos: int64(time.Second)},
-		{Algorithm: algorithms.SlidingWindowLog, Rate: 8, PeriodNanos: int64(2 * time.Second)},
-		{Algorithm: algorithms.SlidingWindowCounter, Rate: 7, PeriodNanos: int64(time.Second)},
+		{Rate: 5, Period: time.Second, Burst: 10},
+		{Algorithm: algorithms.GCRA, Rate: 3, Period: time.Second, Burst: 1},
+		{Algorithm: algorithms.LeakyBucket, Rate: 4, Period: time.Second, Burst: 4},
+		{Algorithm: algorithms.FixedWindow, Rate: 6, Period: time.Second},
+		{Algorithm: algorithms.SlidingWindowLog, Rate: 8, Period: 2 * time.Second},
+		{Algorithm: algorithms.SlidingWindowCounter, Rate: 7, Period: time.Second},
 	}
 	var log [][]byte
 	now := t0
@@ -286,7 +287,7 @@ func TestAllowSpendsAndDenies(t *testing.T) {
 		t.Fatalf("admitted %d of 150 at one instant, want 100", admitted)
 	}
 	// The same key under another limit is another counter.
-	if r := a.allow(t0, one("k", algorithms.Limit{Rate: 10, PeriodNanos: int64(time.Second), Burst: 10}, 1))[0]; !r.Allowed {
+	if r := a.allow(t0, one("k", algorithms.Limit{Rate: 10, Period: time.Second, Burst: 10}, 1))[0]; !r.Allowed {
 		t.Fatal("a different limit on the same key shared the counter")
 	}
 }
@@ -294,14 +295,14 @@ func TestAllowSpendsAndDenies(t *testing.T) {
 func TestTimeNeverRunsBackwards(t *testing.T) {
 	t.Parallel()
 	a := newApplier(t)
-	l := algorithms.Limit{Rate: 1, PeriodNanos: int64(time.Second), Burst: 1}
+	l := algorithms.Limit{Rate: 1, Period: time.Second, Burst: 1}
 	if !a.allow(t0, one("k", l, 1))[0].Allowed {
 		t.Fatal("first request denied")
 	}
 	// A leader whose clock is an hour behind must not see the bucket as
 	// it was an hour ago: the FSM keeps the later time.
 	r := a.allow(t0-int64(time.Hour), one("k", l, 1))[0]
-	if r.Allowed || r.Checks[0].Decision.RetryAfterNanos != int64(time.Second) {
+	if r.Allowed || int64(r.Checks[0].Decision.RetryAfter) != int64(time.Second) {
 		t.Fatalf("stale clock: got %+v, want denied with retry-after 1s", r)
 	}
 	if got := a.fsm.Stats().NowNanos; got != t0 {
@@ -312,8 +313,8 @@ func TestTimeNeverRunsBackwards(t *testing.T) {
 func TestSeveralChecksAreAllOrNothing(t *testing.T) {
 	t.Parallel()
 	a := newApplier(t)
-	global := algorithms.Limit{Rate: 3, PeriodNanos: int64(time.Hour), Burst: 3}
-	perClient := algorithms.Limit{Rate: 2, PeriodNanos: int64(time.Hour), Burst: 2}
+	global := algorithms.Limit{Rate: 3, Period: time.Hour, Burst: 3}
+	perClient := algorithms.Limit{Rate: 2, Period: time.Hour, Burst: 2}
 	both := func(client string) Request {
 		return Request{Checks: []Check{inlineCheck("client:"+client, perClient, 1), inlineCheck("global", global, 1)}}
 	}
@@ -336,7 +337,7 @@ func TestSeveralChecksAreAllOrNothing(t *testing.T) {
 func TestRequestIDIsAnsweredOnce(t *testing.T) {
 	t.Parallel()
 	a := newApplier(t)
-	l := algorithms.Limit{Rate: 2, PeriodNanos: int64(time.Hour), Burst: 2}
+	l := algorithms.Limit{Rate: 2, Period: time.Hour, Burst: 2}
 	req := one("k", l, 1)
 	req.RequestID = "retry-me"
 	first := a.allow(t0, req)[0]
@@ -364,7 +365,7 @@ func TestRequestIDIsAnsweredOnce(t *testing.T) {
 func TestRequestIDsAreBoundedPerCaller(t *testing.T) {
 	t.Parallel()
 	a := newApplier(t)
-	l := algorithms.Limit{Rate: 100, PeriodNanos: int64(time.Hour), Burst: 100}
+	l := algorithms.Limit{Rate: 100, Period: time.Hour, Burst: 100}
 	send := func(at int64, scope, id string) Result {
 		req := one("k", l, 1)
 		req.Scope, req.RequestID = scope, id
@@ -428,7 +429,7 @@ func TestRequestIDsAreBoundedPerCaller(t *testing.T) {
 func TestIdleStateIsDropped(t *testing.T) {
 	t.Parallel()
 	a := newApplier(t)
-	l := algorithms.Limit{Rate: 10, PeriodNanos: int64(time.Second), Burst: 10}
+	l := algorithms.Limit{Rate: 10, Period: time.Second, Burst: 10}
 	for i := range 1000 {
 		a.allow(t0, one(string(rune(0x100+i)), l, 3))
 	}
@@ -484,7 +485,7 @@ func TestInvalidRequestsAreRefusedOneByOne(t *testing.T) {
 	a := newApplier(t)
 	bad := []Request{
 		one("", perMinute100, 1),
-		one("k", algorithms.Limit{Rate: 0, PeriodNanos: 1e9, Burst: 1}, 1),
+		one("k", algorithms.Limit{Rate: 0, Period: 1e9, Burst: 1}, 1),
 		one("k", perMinute100, 101),
 		{Checks: []Check{inlineCheck("k", perMinute100, 1), inlineCheck("k", perMinute100, 1)}},
 		{RequestID: string(make([]byte, contract.MaxRequestIDBytes+1)), Checks: []Check{inlineCheck("k", perMinute100, 1)}},

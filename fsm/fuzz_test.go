@@ -3,10 +3,11 @@ package fsm
 import (
 	"bytes"
 	"errors"
-	"github.com/limitnode/limitnode/contract"
 	"io"
 	"testing"
 	"time"
+
+	"github.com/limitnode/limitnode/contract"
 
 	"github.com/limitnode/limitnode/algorithms"
 	"github.com/limitnode/limitnode/rls"
@@ -25,7 +26,7 @@ func seedEntries(t testing.TB) [][]byte {
 	}
 	add(CommandAllow, &AllowCommand{NowNanos: t0, Requests: []Request{
 		one("k", perMinute100, 1),
-		{RequestID: "r1", Checks: []Check{inlineCheck("a", algorithms.Limit{Algorithm: algorithms.SlidingWindowLog, Rate: 3, PeriodNanos: int64(time.Second)}, 2)}},
+		{RequestID: "r1", Checks: []Check{inlineCheck("a", algorithms.Limit{Algorithm: algorithms.SlidingWindowLog, Rate: 3, Period: time.Second}, 2)}},
 		{Checks: []Check{policyCheck("", "p", []contract.Dimension{{Name: "user", Value: "u"}}, 1)}},
 	}})
 	add(CommandSetNode, &NodeCommand{ID: "n1", HTTPAddr: "127.0.0.1:7001"})

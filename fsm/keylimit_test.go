@@ -2,10 +2,11 @@ package fsm
 
 import (
 	"fmt"
-	"github.com/limitnode/limitnode/contract"
 	"runtime"
 	"testing"
 	"time"
+
+	"github.com/limitnode/limitnode/contract"
 )
 
 // TestKeyFloodStaysBounded floods the state with a million distinct keys

@@ -2,10 +2,11 @@ package fsm
 
 import (
 	"bytes"
-	"github.com/limitnode/limitnode/contract"
 	"io"
 	"testing"
 	"time"
+
+	"github.com/limitnode/limitnode/contract"
 )
 
 func (a *applier) lease(ct CommandType, cmd LeaseCommand) *LeaseResult {

@@ -24,13 +24,13 @@ func BenchmarkStateBytesPerKey(b *testing.B) {
 		limit algorithms.Limit
 		cost  int64
 	}{
-		{"token_bucket", algorithms.Limit{Algorithm: algorithms.TokenBucket, Rate: 100, PeriodNanos: minute, Burst: 100}, 1},
-		{"leaky_bucket", algorithms.Limit{Algorithm: algorithms.LeakyBucket, Rate: 100, PeriodNanos: minute, Burst: 100}, 1},
-		{"gcra", algorithms.Limit{Algorithm: algorithms.GCRA, Rate: 100, PeriodNanos: minute, Burst: 100}, 1},
-		{"fixed_window", algorithms.Limit{Algorithm: algorithms.FixedWindow, Rate: 100, PeriodNanos: minute}, 1},
-		{"sliding_window_counter", algorithms.Limit{Algorithm: algorithms.SlidingWindowCounter, Rate: 100, PeriodNanos: minute}, 1},
-		{"sliding_window_log/1_live", algorithms.Limit{Algorithm: algorithms.SlidingWindowLog, Rate: 100, PeriodNanos: minute}, 1},
-		{"sliding_window_log/100_live", algorithms.Limit{Algorithm: algorithms.SlidingWindowLog, Rate: 100, PeriodNanos: minute}, 100},
+		{"token_bucket", algorithms.Limit{Algorithm: algorithms.TokenBucket, Rate: 100, Period: time.Duration(minute), Burst: 100}, 1},
+		{"leaky_bucket", algorithms.Limit{Algorithm: algorithms.LeakyBucket, Rate: 100, Period: time.Duration(minute), Burst: 100}, 1},
+		{"gcra", algorithms.Limit{Algorithm: algorithms.GCRA, Rate: 100, Period: time.Duration(minute), Burst: 100}, 1},
+		{"fixed_window", algorithms.Limit{Algorithm: algorithms.FixedWindow, Rate: 100, Period: time.Duration(minute)}, 1},
+		{"sliding_window_counter", algorithms.Limit{Algorithm: algorithms.SlidingWindowCounter, Rate: 100, Period: time.Duration(minute)}, 1},
+		{"sliding_window_log/1_live", algorithms.Limit{Algorithm: algorithms.SlidingWindowLog, Rate: 100, Period: time.Duration(minute)}, 1},
+		{"sliding_window_log/100_live", algorithms.Limit{Algorithm: algorithms.SlidingWindowLog, Rate: 100, Period: time.Duration(minute)}, 100},
 	}
 	for _, tc := range cases {
 		b.Run(tc.name, func(b *testing.B) {
@@ -68,7 +68,7 @@ func heapPerKey(b *testing.B, keys int, l algorithms.Limit, cost int64) float64 
 func BenchmarkSnapshotAndRestore1M(b *testing.B) {
 	const keys = 1_000_000
 	a := newApplier(b)
-	l := algorithms.Limit{Rate: 100, PeriodNanos: int64(time.Minute), Burst: 100}
+	l := algorithms.Limit{Rate: 100, Period: time.Minute, Burst: 100}
 	for first := 0; first < keys; first += 4096 {
 		reqs := make([]Request, 0, 4096)
 		for i := first; i < first+4096 && i < keys; i++ {
@@ -106,7 +106,7 @@ func BenchmarkSnapshotAndRestore1M(b *testing.B) {
 // of its log entry. A memory measurement: run it with -benchtime 1x.
 func BenchmarkLargePolicyBytes(b *testing.B) {
 	for b.Loop() {
-		p := contract.Policy{Name: "big", Limit: algorithms.Limit{Rate: 10, PeriodNanos: int64(time.Second), Burst: 10}}
+		p := contract.Policy{Name: "big", Limit: algorithms.Limit{Rate: 10, Period: time.Second, Burst: 10}}
 		for i := range contract.MaxOverrides {
 			p.Overrides = append(p.Overrides, contract.Override{Key: fmt.Sprintf("%0*d", contract.MaxKeyBytes, i), Limit: p.Limit})
 		}

@@ -40,8 +40,8 @@ func TestAPenaltyBlocksAKeyDeniedOften(t *testing.T) {
 	if r.Blocked == nil || r.Blocked.Penalty != "login" || r.DeniedBy.Cause != contract.CausePenalty || r.Blocked.Reason != "3 denials within 1m0s" {
 		t.Fatalf("after the penalty: %+v", r)
 	}
-	if want := blockedAt + int64(10*time.Minute) - (t0 + 4*sec); r.DenyForNanos != want || r.Checks[0].Decision.RetryAfterNanos != want {
-		t.Fatalf("deny for %d, retry after %d; want the block's %d left", r.DenyForNanos, r.Checks[0].Decision.RetryAfterNanos, want)
+	if want := blockedAt + int64(10*time.Minute) - (t0 + 4*sec); r.DenyForNanos != want || int64(r.Checks[0].Decision.RetryAfter) != want {
+		t.Fatalf("deny for %d, retry after %d; want the block's %d left", r.DenyForNanos, r.Checks[0].Decision.RetryAfter, want)
 	}
 	if _, fast := a.fsm.DenyNow(&req, t0+5*sec, func() bool { return false }); !fast {
 		t.Fatal("a blocked key's denial was not answered on the fast path")

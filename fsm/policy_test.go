@@ -36,7 +36,7 @@ func policyReq(key, policy string, cost int64, dims ...contract.Dimension) Reque
 }
 
 var hourly = func(rate int64) algorithms.Limit {
-	return algorithms.Limit{Rate: rate, PeriodNanos: int64(time.Hour), Burst: rate}
+	return algorithms.Limit{Rate: rate, Period: time.Hour, Burst: rate}
 }
 
 func TestPolicyDecidesAndChangesAtOneIndex(t *testing.T) {
@@ -82,7 +82,7 @@ func TestShadowPolicyCountsButNeverDenies(t *testing.T) {
 	t.Parallel()
 	a := newApplier(t)
 	a.put(contract.Policy{Name: "trial", Limit: hourly(2), Shadow: true})
-	strict := algorithms.Limit{Rate: 4, PeriodNanos: int64(time.Hour), Burst: 4}
+	strict := algorithms.Limit{Rate: 4, Period: time.Hour, Burst: 4}
 	both := Request{Checks: []Check{policyCheck("k", "trial", nil, 1), inlineCheck("k", strict, 1)}}
 	for i := range 5 {
 		r := a.allow(t0, both)[0]
@@ -138,7 +138,7 @@ func TestPolicyRejections(t *testing.T) {
 		field  string
 	}{
 		{"a bad name", contract.Policy{Name: "has space", Limit: hourly(1)}, "name"},
-		{"a bad limit", contract.Policy{Name: "p", Limit: algorithms.Limit{Rate: 0, PeriodNanos: 1e9, Burst: 1}}, "limit.rate"},
+		{"a bad limit", contract.Policy{Name: "p", Limit: algorithms.Limit{Rate: 0, Period: 1e9, Burst: 1}}, "limit.rate"},
 		{"unsorted overrides", contract.Policy{Name: "p", Limit: hourly(1), Overrides: []contract.Override{{Key: "b", Limit: hourly(1)}, {Key: "a", Limit: hourly(1)}}}, "overrides"},
 		{"a template without placeholders", contract.Policy{Name: "p", Limit: hourly(1), KeyTemplate: "fixed"}, "key_template"},
 		{"an unbalanced template", contract.Policy{Name: "p", Limit: hourly(1), KeyTemplate: "{a"}, "key_template"},
@@ -166,7 +166,7 @@ func TestPoliciesSurviveSnapshots(t *testing.T) {
 	t.Parallel()
 	a := newApplier(t)
 	a.put(contract.Policy{Name: "b", Limit: hourly(10), Overrides: []contract.Override{{Key: "vip", Limit: hourly(20)}}, Shadow: true, KeyTemplate: "{user}"})
-	a.put(contract.Policy{Name: "a", Limit: algorithms.Limit{Algorithm: algorithms.FixedWindow, Rate: 3, PeriodNanos: int64(time.Minute)}})
+	a.put(contract.Policy{Name: "a", Limit: algorithms.Limit{Algorithm: algorithms.FixedWindow, Rate: 3, Period: time.Minute}})
 	for range 5 {
 		a.allow(t0, policyReq("", "b", 3, contract.Dimension{Name: "user", Value: "u1"}))
 		a.allow(t0, policyReq("x", "a", 1))

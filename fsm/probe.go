@@ -59,7 +59,7 @@ func (f *FSM) DenyNow(req *Request, clockNanos int64, queued func() bool) (Resul
 	case ok:
 		for i := range res.Checks {
 			d, l := &res.Checks[i].Decision, &later.Checks[i].Decision
-			d.RetryAfterNanos, d.ResetAfterNanos, d.RefillAfterNanos = l.RetryAfterNanos, l.ResetAfterNanos, l.RefillAfterNanos
+			d.RetryAfter, d.ResetAfter, d.RefillAfter = l.RetryAfter, l.ResetAfter, l.RefillAfter
 		}
 		res.DenyAtNanos, res.DenyForNanos = clock, denyFor(req, res.Checks)
 	case clock-at <= int64(QueuedStaleness) && queued():

@@ -18,7 +18,7 @@ func TestDecodeRequest(t *testing.T) {
 		}
 		return data
 	}
-	minute := algorithms.Limit{Rate: 10, PeriodNanos: int64(time.Minute), Burst: 10}
+	minute := algorithms.Limit{Rate: 10, Period: time.Minute, Burst: 10}
 	tests := []struct {
 		name      string
 		data      []byte
@@ -27,7 +27,7 @@ func TestDecodeRequest(t *testing.T) {
 		stamped   bool
 	}{
 		{"a policy", encode(CommandPutPolicy, &contract.Policy{Name: "p", Limit: minute}), "", false, false},
-		{"a policy of rate 0", encode(CommandPutPolicy, &contract.Policy{Name: "p", Limit: algorithms.Limit{PeriodNanos: int64(time.Second)}}), "limit.rate", false, false},
+		{"a policy of rate 0", encode(CommandPutPolicy, &contract.Policy{Name: "p", Limit: algorithms.Limit{Period: time.Second}}), "limit.rate", false, false},
 		{"a deletion of a bad policy name", encode(CommandDeletePolicy, &NamedDeleteCommand{Name: "a/b"}), "name", false, false},
 		{"an acquire", encode(CommandAcquireLease, &LeaseCommand{ID: "0123456789abcdef", Key: "k", Max: 1, TTLNanos: int64(time.Minute)}), "", false, true},
 		{"an acquire without a key", encode(CommandAcquireLease, &LeaseCommand{ID: "0123456789abcdef", Max: 1, TTLNanos: int64(time.Minute)}), "key", false, true},
@@ -37,7 +37,7 @@ func TestDecodeRequest(t *testing.T) {
 			return d
 		}(), "", false, true},
 		{"an audited policy of rate 0", func() []byte {
-			d, _ := EncodeAudited("ops", CommandPutPolicy, &contract.Policy{Name: "p", Limit: algorithms.Limit{PeriodNanos: int64(time.Second)}})
+			d, _ := EncodeAudited("ops", CommandPutPolicy, &contract.Policy{Name: "p", Limit: algorithms.Limit{Period: time.Second}})
 			return d
 		}(), "limit.rate", false, true},
 		{"an audited acquire, which no operator sends", func() []byte {

@@ -15,9 +15,9 @@ func (r Result) WaitsShortenedBy(elapsed time.Duration) Result {
 	copy(out.Checks, r.Checks)
 	for i := range out.Checks {
 		d := &out.Checks[i].Decision
-		d.ResetAfterNanos, d.RefillAfterNanos = holdtime.Shorten(d.ResetAfterNanos, elapsed), holdtime.Shorten(d.RefillAfterNanos, elapsed)
+		d.ResetAfter, d.RefillAfter = time.Duration(holdtime.Shorten(int64(d.ResetAfter), elapsed)), time.Duration(holdtime.Shorten(int64(d.RefillAfter), elapsed))
 		if !d.Allowed {
-			d.RetryAfterNanos = holdtime.RetryAfter(d.RetryAfterNanos, elapsed)
+			d.RetryAfter = time.Duration(holdtime.RetryAfter(int64(d.RetryAfter), elapsed))
 		}
 	}
 	return out

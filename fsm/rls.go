@@ -192,7 +192,7 @@ func rlsTarget(q *rls.Query, i int, a rlsLimit, owner string, shadow bool) (targ
 		// requests_per_unit 0 refuses every hit: a one-unit window
 		// that is never consulted stands for it.
 		period, _ := rls.UnitPeriod(rl.Unit)
-		l = algorithms.Limit{Algorithm: algorithms.FixedWindow, Rate: 1, PeriodNanos: int64(period)}
+		l = algorithms.Limit{Algorithm: algorithms.FixedWindow, Rate: 1, Period: period}
 		t.never = true
 	}
 	t.limit = &l

@@ -133,14 +133,14 @@ func beyondTheLimit(l algorithms.Limit, adm []stampedUnits) string {
 		var sum int64
 		for j := i; j < len(adm); j++ {
 			span := adm[j].at - adm[i].at
-			if !l.Algorithm.IsBucket() && span >= l.PeriodNanos ||
-				l.Algorithm == algorithms.FixedWindow && adm[j].at/l.PeriodNanos != adm[i].at/l.PeriodNanos {
+			if !l.Algorithm.IsBucket() && span >= int64(l.Period) ||
+				l.Algorithm == algorithms.FixedWindow && adm[j].at/int64(l.Period) != adm[i].at/int64(l.Period) {
 				break
 			}
 			sum += adm[j].units
 			bound := l.Rate
 			if l.Algorithm.IsBucket() {
-				bound = l.Burst + span*l.Rate/l.PeriodNanos
+				bound = l.Burst + span*l.Rate/int64(l.Period)
 			}
 			if sum > bound {
 				return fmt.Sprintf("%v: %d admitted from %d to %d, over %d", l, sum, adm[i].at, adm[j].at, bound)

@@ -52,7 +52,7 @@ type SettleResult struct {
 type settleTarget struct {
 	id          bucketKey
 	limit       algorithms.Limit
-	reservation algorithms.Reservation
+	reservation algorithms.UpfrontCharge
 	maxDebt     int64
 	// version is the policy's (contract.PolicyStatus.Version) when the
 	// reservation was made; 0 for an inline limit.
@@ -154,7 +154,7 @@ func (t *settleTable) remember(r *settledRecord) {
 func (t *settleTable) end(s *openSettlement) {
 	t.removeOpen(s)
 	t.remember(&settledRecord{id: s.id, scope: s.scope, ended: true, forgetAt: s.endNanos + int64(contract.SettledMemory),
-		result: contract.Settlement{ID: s.id, Reserved: s.reserved, Cost: s.reserved, AtNanos: s.endNanos}})
+		result: contract.Settlement{ID: s.id, Upfront: s.reserved, Cost: s.reserved, AtNanos: s.endNanos}})
 }
 
 func (t *settleTable) forget(r *settledRecord) {
@@ -190,7 +190,7 @@ func (f *FSM) openReservation(now int64, req *Request, res *Result, position int
 			debt, version = min(t.policy.policy.MaxDebt, t.limit.Capacity()), t.policy.version
 		}
 		s.targets = append(s.targets, settleTarget{id: t.id, limit: *t.limit, maxDebt: debt, version: version,
-			reservation: algorithms.Reserved(*t.limit, t.state, now, t.cost)})
+			reservation: algorithms.ChargedUpfront(*t.limit, t.state, now, t.cost)})
 	}
 	f.settles.addOpen(s)
 	res.SettlementID = s.id
@@ -224,14 +224,14 @@ func (f *FSM) applySettle(cmd *SettleCommand) any {
 		f.settles.end(s)
 		return contract.NotFound("settlement_id", "the reservation %s ended unsettled at %s and stays charged in full", cmd.ID, time.Unix(0, s.endNanos).UTC().Format(time.RFC3339Nano))
 	}
-	out := contract.Settlement{ID: s.id, Reserved: s.reserved, Cost: cmd.Cost, AtNanos: now}
+	out := contract.Settlement{ID: s.id, Upfront: s.reserved, Cost: cmd.Cost, AtNanos: now}
 	for i := range s.targets {
 		refunded, charged, wait := f.settleTarget(now, &s.targets[i], s.reserved, cmd.Cost)
 		if i == 0 {
 			out.Refunded, out.Charged = refunded, charged
 		}
 		out.Refunded, out.Charged = min(out.Refunded, refunded), min(out.Charged, charged)
-		out.RetryAfterNanos = max(out.RetryAfterNanos, wait)
+		out.RetryAfter = max(out.RetryAfter, time.Duration(wait))
 	}
 	out.Forgiven = max(cmd.Cost-s.reserved-out.Charged, 0)
 	f.settles.removeOpen(s)
@@ -276,7 +276,7 @@ func (f *FSM) settleTarget(now int64, t *settleTarget, reserved, cost int64) (re
 			f.buckets.create(t.id, limit, next)
 		}
 		if d, _ := algorithms.Decide(limit, next, now, 1); !d.Allowed {
-			wait = d.RetryAfterNanos
+			wait = int64(d.RetryAfter)
 		}
 	}
 	return refunded, charged, wait
@@ -324,7 +324,7 @@ func (t *settleTable) records() (open []openSettlementRecord, settled []settledS
 		rec := openSettlementRecord{ID: s.id, Scope: s.scope, Reserved: s.reserved, EndNanos: s.endNanos}
 		for _, tg := range s.targets {
 			rec.Targets = append(rec.Targets, settleTargetRecord{Key: tg.id.key, Policy: tg.id.policy,
-				Algorithm: tg.limit.Algorithm, Rate: tg.limit.Rate, Period: tg.limit.PeriodNanos, Burst: tg.limit.Burst,
+				Algorithm: tg.limit.Algorithm, Rate: tg.limit.Rate, Period: int64(tg.limit.Period), Burst: tg.limit.Burst,
 				At: tg.reservation.AtNanos, Units: tg.reservation.Units, TAT: tg.reservation.TAT, Frac: tg.reservation.TATFrac,
 				MaxDebt: tg.maxDebt, Forfeit: tg.forfeit, Version: tg.version})
 		}
@@ -343,7 +343,7 @@ func (f *FSM) restoreOpenSettlement(rec *openSettlementRecord) error {
 	}
 	s := &openSettlement{id: rec.ID, scope: rec.Scope, reserved: rec.Reserved, endNanos: rec.EndNanos}
 	for _, tr := range rec.Targets {
-		l := algorithms.Limit{Algorithm: tr.Algorithm, Rate: tr.Rate, PeriodNanos: tr.Period, Burst: tr.Burst}
+		l := algorithms.Limit{Algorithm: tr.Algorithm, Rate: tr.Rate, Period: time.Duration(tr.Period), Burst: tr.Burst}
 		if err := l.Validate(); err != nil {
 			return err
 		}
@@ -355,7 +355,7 @@ func (f *FSM) restoreOpenSettlement(rec *openSettlementRecord) error {
 			id.limit = l
 		}
 		s.targets = append(s.targets, settleTarget{id: id, limit: l, maxDebt: tr.MaxDebt, forfeit: tr.Forfeit, version: tr.Version,
-			reservation: algorithms.Reservation{AtNanos: tr.At, Units: tr.Units, TAT: tr.TAT, TATFrac: tr.Frac}})
+			reservation: algorithms.UpfrontCharge{AtNanos: tr.At, Units: tr.Units, TAT: tr.TAT, TATFrac: tr.Frac}})
 	}
 	f.settles.addOpen(s)
 	return nil

@@ -43,7 +43,7 @@ func TestSettlementsAgainstASequentialModel(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
 		a := newApplier(t)
 		sec := int64(time.Second)
-		limit := algorithms.Limit{Rate: rapid.Int64Range(5, 40).Draw(rt, "rate"), PeriodNanos: sec}
+		limit := algorithms.Limit{Rate: rapid.Int64Range(5, 40).Draw(rt, "rate"), Period: time.Duration(sec)}
 		var debt int64
 		if rapid.Bool().Draw(rt, "bucket") {
 			limit.Burst = rapid.Int64Range(1, 2*limit.Rate).Draw(rt, "burst")
@@ -161,7 +161,7 @@ func admittedWithin(l algorithms.Limit, debt int64, units []unit) error {
 		}
 		return n
 	}
-	p := l.PeriodNanos
+	p := int64(l.Period)
 	for _, x := range units {
 		if l.Algorithm == algorithms.FixedWindow {
 			start := x.at - x.at%p

@@ -29,7 +29,7 @@ func TestReserveThenSettle(t *testing.T) {
 	a := newApplier(t)
 	var raises int
 	a.fsm.OnRaise(func(string) { raises++ })
-	a.put(contract.Policy{Name: "tokens", Limit: algorithms.Limit{Rate: 1000, PeriodNanos: int64(time.Hour), Burst: 1000}, MaxDebt: 100})
+	a.put(contract.Policy{Name: "tokens", Limit: algorithms.Limit{Rate: 1000, Period: time.Hour, Burst: 1000}, MaxDebt: 100})
 	leftOf := func(key string, now int64) int64 {
 		res := a.fsm.decide(now, &Request{Checks: []Check{policyCheck(key, "tokens", nil, 0)}}, &AllowCommand{})
 		return res.Checks[0].Decision.Remaining
@@ -52,7 +52,7 @@ func TestReserveThenSettle(t *testing.T) {
 		{"an unknown one", "s1.9", "", 100, contract.CodeNotFound, nil},
 		{"a negative cost", id, "", -1, contract.CodeInvalidArgument, nil},
 		{"with less", id, "", 120, "", func(s contract.Settlement) {
-			if s.Reserved != 500 || s.Refunded != 380 || s.Charged != 0 || left(t0+1) != 880 || raises != 2 { // the policy put, the refund
+			if s.Upfront != 500 || s.Refunded != 380 || s.Charged != 0 || left(t0+1) != 880 || raises != 2 { // the policy put, the refund
 				t.Fatalf("settled with 120 of 500: %+v, %d left, %d raises", s, left(t0+1), raises)
 			}
 		}},
@@ -81,7 +81,7 @@ func TestReserveThenSettle(t *testing.T) {
 	// More than reserved: the excess is charged, in debt up to max_debt.
 	r = a.allow(t0+2, reserve(policyReq("tenant", "tokens", 800), time.Minute))[0]
 	s := a.settle(t0+3, r.SettlementID, "", 1100).(*SettleResult).Settlement
-	if s.Charged != 180 || s.Forgiven != 120 || s.RetryAfterNanos <= 0 {
+	if s.Charged != 180 || s.Forgiven != 120 || s.RetryAfter <= 0 {
 		t.Fatalf("settled with 1100 of 800 and 80 left: %+v, want 80 + 100 of debt charged, 120 forgiven", s)
 	}
 	if d := a.allow(t0+4, policyReq("tenant", "tokens", 1))[0]; d.Allowed {
@@ -112,7 +112,7 @@ func TestReserveThenSettle(t *testing.T) {
 func TestAPolicyChangeForfeitsRefunds(t *testing.T) {
 	t.Parallel()
 	a := newApplier(t)
-	hourly := algorithms.Limit{Rate: 1000, PeriodNanos: int64(time.Hour), Burst: 1000}
+	hourly := algorithms.Limit{Rate: 1000, Period: time.Hour, Burst: 1000}
 	a.put(contract.Policy{Name: "tokens", Limit: hourly, MaxDebt: 10})
 	less := a.allow(t0, reserve(policyReq("k", "tokens", 500), time.Minute))[0]
 	more := a.allow(t0, reserve(policyReq("k", "tokens", 100), time.Minute))[0]
@@ -134,7 +134,7 @@ func TestAPolicyChangeForfeitsRefunds(t *testing.T) {
 func TestSettlementsSurviveSnapshots(t *testing.T) {
 	t.Parallel()
 	a := newApplier(t)
-	l := algorithms.Limit{Algorithm: algorithms.FixedWindow, Rate: 100, PeriodNanos: int64(time.Hour)}
+	l := algorithms.Limit{Algorithm: algorithms.FixedWindow, Rate: 100, Period: time.Hour}
 	r1 := a.allow(t0, reserve(one("k", l, 60), time.Minute))[0]
 	r2 := a.allow(t0, reserve(one("k", l, 30), time.Minute))[0]
 	a.settle(t0+1, r2.SettlementID, "", 10)
@@ -160,7 +160,7 @@ func TestSettlementsSurviveSnapshots(t *testing.T) {
 func TestAResetKeyForfeitsItsRefunds(t *testing.T) {
 	t.Parallel()
 	a := newApplier(t)
-	l := algorithms.Limit{Algorithm: algorithms.FixedWindow, Rate: 100, PeriodNanos: int64(time.Hour)}
+	l := algorithms.Limit{Algorithm: algorithms.FixedWindow, Rate: 100, Period: time.Hour}
 	r := a.allow(t0, reserve(one("k", l, 60), time.Minute))[0]
 	data, _ := Encode(CommandResetKey, &NamedDeleteCommand{Name: "k"})
 	a.raw(data)
@@ -173,7 +173,7 @@ func TestAResetKeyForfeitsItsRefunds(t *testing.T) {
 func TestSettleRejections(t *testing.T) {
 	t.Parallel()
 	a := newApplier(t)
-	window := algorithms.Limit{Algorithm: algorithms.FixedWindow, Rate: 100, PeriodNanos: int64(time.Hour)}
+	window := algorithms.Limit{Algorithm: algorithms.FixedWindow, Rate: 100, Period: time.Hour}
 	tests := []struct {
 		name  string
 		req   Request
@@ -203,7 +203,7 @@ func TestSettleRejections(t *testing.T) {
 func TestOneCallerCannotFillTheReservations(t *testing.T) {
 	t.Parallel()
 	a := newApplier(t)
-	a.put(contract.Policy{Name: "tokens", Limit: algorithms.Limit{Rate: 1_000_000, PeriodNanos: int64(time.Hour), Burst: 1_000_000}})
+	a.put(contract.Policy{Name: "tokens", Limit: algorithms.Limit{Rate: 1_000_000, Period: time.Hour, Burst: 1_000_000}})
 	scoped := func(scope string) Request {
 		r := reserve(policyReq("shared", "tokens", 1), time.Hour)
 		r.Scope = scope

@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/limitnode/limitnode/algorithms"
 	"github.com/limitnode/limitnode/contract"
@@ -137,7 +138,7 @@ func (f *FSM) grantShare(now int64, req *Request, res *Result, position int, cmd
 		if t.shares == nil {
 			return
 		}
-		ttl, most = min(ttl, t.shares.TTL()), t.shares.MaxUnitsOf(*t.limit)
+		ttl, most = min(ttl, int64(t.shares.TTLOrDefault())), t.shares.MaxUnitsOf(*t.limit)
 	}
 	if !t.live && cmd.MaxKeys > 0 && int64(f.buckets.len()) >= cmd.MaxKeys {
 		return
@@ -148,7 +149,7 @@ func (f *FSM) grantShare(now int64, req *Request, res *Result, position int, cmd
 		return
 	}
 	id := f.lastIndex<<shareIDBits | uint64(position)
-	sh, next, ok := algorithms.Grant(*t.limit, t.state, now, units, ttl, id)
+	sh, next, ok := algorithms.Grant(*t.limit, t.state, now, units, time.Duration(ttl), id)
 	if !ok {
 		return
 	}

@@ -10,7 +10,7 @@ import (
 	"github.com/limitnode/limitnode/contract"
 )
 
-var hundredBurst = algorithms.Limit{Rate: 100, PeriodNanos: int64(time.Minute), Burst: 100}
+var hundredBurst = algorithms.Limit{Rate: 100, Period: time.Minute, Burst: 100}
 
 // The holder and secret of the shares these tests ask for.
 const testHolder = "alice"
@@ -233,7 +233,7 @@ func TestPolicyChangeWaitsForTheShares(t *testing.T) {
 	if sh == nil {
 		t.Fatal("no share granted")
 	}
-	p.Limit = algorithms.Limit{Rate: 10, PeriodNanos: int64(time.Minute), Burst: 10}
+	p.Limit = algorithms.Limit{Rate: 10, Period: time.Minute, Burst: 10}
 	if err := a.put(p); err != nil {
 		t.Fatal(err)
 	}
@@ -253,7 +253,7 @@ func TestSharesSurviveASnapshot(t *testing.T) {
 	t.Parallel()
 	a := newApplier(t)
 	t0 := int64(1e18)
-	for _, l := range []algorithms.Limit{hundredBurst, {Algorithm: algorithms.SlidingWindowLog, Rate: 100, PeriodNanos: int64(time.Minute)}} {
+	for _, l := range []algorithms.Limit{hundredBurst, {Algorithm: algorithms.SlidingWindowLog, Rate: 100, Period: time.Minute}} {
 		a.allow(t0, askFor(one("k", l, 1), 30, time.Second))
 	}
 	snap := mustSnapshot(t, a.fsm)

@@ -9,6 +9,7 @@ import (
 	"io"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/hashicorp/go-msgpack/v2/codec"
 	"github.com/hashicorp/raft"
@@ -293,7 +294,7 @@ func (s *snapshot) writeTo(w io.Writer, canonical bool) error {
 }
 
 func (r *bucketRecord) limit() algorithms.Limit {
-	return algorithms.Limit{Algorithm: r.Algorithm, Rate: r.Rate, PeriodNanos: r.Period, Burst: r.Burst}
+	return algorithms.Limit{Algorithm: r.Algorithm, Rate: r.Rate, Period: time.Duration(r.Period), Burst: r.Burst}
 }
 
 // id is the record's bucket key: for a policy bucket the limit is not part

@@ -3,13 +3,14 @@ package fsm
 import (
 	"bytes"
 	"fmt"
-	"github.com/limitnode/limitnode/internal/msgpack"
 	"math"
 	"reflect"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/limitnode/limitnode/internal/msgpack"
 
 	"github.com/hashicorp/go-msgpack/v2/codec"
 	"github.com/limitnode/limitnode/algorithms"
@@ -93,7 +94,7 @@ func TestSnapshotBytesAreTheCodecs(t *testing.T) {
 		algorithms.FixedWindow, algorithms.SlidingWindowLog, algorithms.SlidingWindowCounter}
 	var reqs []Request
 	for i := range 3 * snapshotYieldEvery {
-		l := algorithms.Limit{Algorithm: algs[i%len(algs)], Rate: int64(10 + i%7), PeriodNanos: int64(time.Minute), Burst: int64(10 + i%7)}
+		l := algorithms.Limit{Algorithm: algs[i%len(algs)], Rate: int64(10 + i%7), Period: time.Minute, Burst: int64(10 + i%7)}
 		req := Request{Checks: []Check{inlineCheck(fmt.Sprintf("key-%d", i), l, int64(1+i%3))}}
 		if i%80 == 0 {
 			req.RequestID = fmt.Sprintf("id-%d", i)
@@ -111,7 +112,7 @@ func TestSnapshotBytesAreTheCodecs(t *testing.T) {
 	var buckets []bucketRecord
 	_ = s.frozen.each(func(id bucketKey, l algorithms.Limit, st algorithms.State) error {
 		buckets = append(buckets, bucketRecord{
-			Key: id.key, Policy: id.policy, Algorithm: l.Algorithm, Rate: l.Rate, Period: l.PeriodNanos, Burst: l.Burst,
+			Key: id.key, Policy: id.policy, Algorithm: l.Algorithm, Rate: l.Rate, Period: int64(l.Period), Burst: l.Burst,
 			At: st.At, Frac: st.Frac, Count: st.Count, Previous: st.Previous, Log: st.Log, Shares: st.Shares,
 		})
 		return nil

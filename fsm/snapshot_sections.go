@@ -208,7 +208,7 @@ func writeBuckets(s *snapshot, w *sectionWriter) error {
 	}
 	return each(func(id bucketKey, l algorithms.Limit, st algorithms.State) error {
 		rec = appendBucketRecord(rec[:0], &bucketRecord{
-			Key: id.key, Policy: id.policy, Algorithm: l.Algorithm, Rate: l.Rate, Period: l.PeriodNanos, Burst: l.Burst,
+			Key: id.key, Policy: id.policy, Algorithm: l.Algorithm, Rate: l.Rate, Period: int64(l.Period), Burst: l.Burst,
 			At: st.At, Frac: st.Frac, Count: st.Count, Previous: st.Previous, Log: st.Log, Shares: st.Shares,
 		})
 		if _, err := w.bw.Write(rec); err != nil {

@@ -15,9 +15,9 @@ import (
 func TestBucketStoreMatchesAMap(t *testing.T) {
 	t.Parallel()
 	limits := []algorithms.Limit{
-		{Rate: 10, PeriodNanos: int64(time.Second), Burst: 10},
-		{Algorithm: algorithms.FixedWindow, Rate: 5, PeriodNanos: int64(time.Second)},
-		{Algorithm: algorithms.SlidingWindowLog, Rate: 5, PeriodNanos: int64(time.Second)},
+		{Rate: 10, Period: time.Second, Burst: 10},
+		{Algorithm: algorithms.FixedWindow, Rate: 5, Period: time.Second},
+		{Algorithm: algorithms.SlidingWindowLog, Rate: 5, Period: time.Second},
 	}
 	rapid.Check(t, func(t *rapid.T) {
 		s := newBucketStore()

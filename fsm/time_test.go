@@ -12,12 +12,12 @@ import (
 // extremeLimits are the largest limits of every algorithm: the arithmetic
 // that must not overflow at the latest time an entry may carry.
 var extremeLimits = []algorithms.Limit{
-	{Algorithm: algorithms.TokenBucket, Rate: 1, PeriodNanos: int64(algorithms.MaxPeriod), Burst: 50},
-	{Algorithm: algorithms.GCRA, Rate: algorithms.MaxRate, PeriodNanos: int64(algorithms.MaxPeriod), Burst: algorithms.MaxBurst},
-	{Algorithm: algorithms.LeakyBucket, Rate: 1, PeriodNanos: int64(algorithms.MaxPeriod), Burst: 50},
-	{Algorithm: algorithms.FixedWindow, Rate: algorithms.MaxRate, PeriodNanos: int64(algorithms.MaxPeriod)},
-	{Algorithm: algorithms.SlidingWindowCounter, Rate: algorithms.MaxRate, PeriodNanos: int64(algorithms.MaxPeriod)},
-	{Algorithm: algorithms.SlidingWindowLog, Rate: algorithms.MaxLogRate, PeriodNanos: int64(algorithms.MaxPeriod)},
+	{Algorithm: algorithms.TokenBucket, Rate: 1, Period: algorithms.MaxPeriod, Burst: 50},
+	{Algorithm: algorithms.GCRA, Rate: algorithms.MaxRate, Period: algorithms.MaxPeriod, Burst: algorithms.MaxBurst},
+	{Algorithm: algorithms.LeakyBucket, Rate: 1, Period: algorithms.MaxPeriod, Burst: 50},
+	{Algorithm: algorithms.FixedWindow, Rate: algorithms.MaxRate, Period: algorithms.MaxPeriod},
+	{Algorithm: algorithms.SlidingWindowCounter, Rate: algorithms.MaxRate, Period: algorithms.MaxPeriod},
+	{Algorithm: algorithms.SlidingWindowLog, Rate: algorithms.MaxLogRate, Period: algorithms.MaxPeriod},
 }
 
 // TestTheLatestTimeStillDecides: entries stamped as a leader stamps them

@@ -31,7 +31,7 @@ func TestABlockDeniesOnEveryPath(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), testcluster.WaitTimeout)
 	defer cancel()
 	admin := client.NewWithOptions(client.Options{HTTPClient: testcluster.HTTPClient()}, leader.URL())
-	if _, err := admin.PutPolicy(ctx, "per-user", client.Policy{Limit: &client.Limit{Rate: 2, Period: "1h"}, KeyTemplate: "{user}"}); err != nil {
+	if _, err := admin.PutPolicy(ctx, "per-user", client.Policy{Limit: &client.Limit{Rate: 2, Period: time.Hour}, KeyTemplate: "{user}"}); err != nil {
 		t.Fatal(err)
 	}
 	counter := rls.CounterKey("edge", []rls.Entry{{Key: "client", Value: "c1"}}, nil)
@@ -51,7 +51,7 @@ func TestABlockDeniesOnEveryPath(t *testing.T) {
 			if err != nil {
 				t.Fatalf("allow on %s: %v", n.ID, err)
 			}
-			return !d.Allowed, blockedReason(d.Blocked)
+			return !d.Allowed, blockedReason(d.Wire().Blocked)
 		}},
 		{"a batch", func(n *testcluster.Node) (bool, string) {
 			body := `{"requests":[{"key":"free","limit":{"rate":1000}},{"policy":"per-user","dimensions":{"user":"u1"}}]}`

@@ -220,7 +220,7 @@ func deniedByMetadata(d rls.Decision) *structpb.Struct {
 	by := d.DeniedBy
 	fields := map[string]any{
 		"descriptor": by.Check, "policy": by.Policy, "policy_version": float64(by.PolicyVersion), "cause": by.Cause,
-		"algorithm": by.Limit.Algorithm.String(), "rate": float64(by.Limit.Rate), "period_ms": float64(by.Limit.PeriodNanos / int64(time.Millisecond)),
+		"algorithm": by.Limit.Algorithm.String(), "rate": float64(by.Limit.Rate), "period_ms": float64(int64(by.Limit.Period) / int64(time.Millisecond)),
 	}
 	if by.Check < len(d.Descriptors) && d.Descriptors[by.Check].Name != "" {
 		fields["name"] = d.Descriptors[by.Check].Name
@@ -242,10 +242,10 @@ func deniedByMetadata(d rls.Decision) *structpb.Struct {
 // unit Envoy was told); for the others, until the limit is fully
 // available.
 func untilReset(dd *rls.DescriptorDecision, atNanos int64) int64 {
-	if (dd.Algorithm == algorithms.FixedWindow || dd.Algorithm == algorithms.SlidingWindowCounter) && dd.PeriodNanos > 0 {
-		return dd.PeriodNanos - atNanos%dd.PeriodNanos
+	if (dd.Algorithm == algorithms.FixedWindow || dd.Algorithm == algorithms.SlidingWindowCounter) && dd.Period > 0 {
+		return int64(dd.Period) - atNanos%int64(dd.Period)
 	}
-	return dd.Decision.ResetAfterNanos
+	return int64(dd.Decision.ResetAfter)
 }
 
 // closer reports whether a is closer to its limit than b: denied before
@@ -261,13 +261,13 @@ func closer(a, b *rls.DescriptorDecision) bool {
 // the HTTP API's spelling (package ratelimitheader), with Retry-After when
 // it denied.
 func headersOf(dd *rls.DescriptorDecision, jitter func(int64) int64) []*corev3.HeaderValue {
-	fields := ratelimitheader.Fields(cmp.Or(dd.Name, dd.Path), dd.Decision, dd.Rate, dd.PeriodNanos)
+	fields := ratelimitheader.Fields(cmp.Or(dd.Name, dd.Path), dd.Decision, dd.Rate, int64(dd.Period))
 	out := make([]*corev3.HeaderValue, 0, len(fields)+1)
 	for _, f := range fields {
 		out = append(out, &corev3.HeaderValue{Key: f.Name, Value: f.Value})
 	}
 	if !dd.Decision.Allowed {
-		retry := ratelimitheader.RetryAfter(ratelimitheader.CeilDiv(dd.Decision.RetryAfterNanos, int64(time.Millisecond)), jitter)
+		retry := ratelimitheader.RetryAfter(ratelimitheader.CeilDiv(int64(dd.Decision.RetryAfter), int64(time.Millisecond)), jitter)
 		out = append(out, &corev3.HeaderValue{Key: "Retry-After", Value: retry})
 	}
 	return out

@@ -145,12 +145,12 @@ func TestResponsesCarryStatusesAndHeaders(t *testing.T) {
 	t.Parallel()
 	perMinute := func(allowed bool, remaining int64) rls.DescriptorDecision {
 		d := rls.DescriptorDecision{
-			Status:      rls.Status{Limited: true, Name: "per-client", RequestsPerUnit: 2, Unit: "MINUTE", Algorithm: algorithms.FixedWindow},
-			Decision:    algorithms.Decision{Allowed: allowed, Limit: 2, Remaining: remaining, ResetAfterNanos: int64(20 * time.Second)},
-			PeriodNanos: int64(time.Minute),
+			Status:   rls.Status{Limited: true, Name: "per-client", RequestsPerUnit: 2, Unit: "MINUTE", Algorithm: algorithms.FixedWindow},
+			Decision: algorithms.Decision{Allowed: allowed, Limit: 2, Remaining: remaining, ResetAfter: 20 * time.Second},
+			Period:   time.Minute,
 		}
 		if !allowed {
-			d.Decision.RetryAfterNanos = int64(20 * time.Second)
+			d.Decision.RetryAfter = 20 * time.Second
 		}
 		return d
 	}
@@ -319,7 +319,7 @@ func TestDurationUntilResetIsTheWindowsEnd(t *testing.T) {
 		{"a token bucket", algorithms.TokenBucket, 71 * int64(time.Second), 71 * int64(time.Second)},
 	}
 	for _, tt := range tests {
-		dd := &rls.DescriptorDecision{PeriodNanos: minute, Decision: algorithms.Decision{ResetAfterNanos: tt.resetAt}}
+		dd := &rls.DescriptorDecision{Period: time.Duration(minute), Decision: algorithms.Decision{ResetAfter: time.Duration(tt.resetAt)}}
 		dd.Algorithm = tt.algorithm
 		if got := untilReset(dd, at); got != tt.want {
 			t.Errorf("%s: %v, want %v", tt.name, time.Duration(got), time.Duration(tt.want))

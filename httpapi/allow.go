@@ -59,12 +59,12 @@ func holdReservation(ctx context.Context, w http.ResponseWriter, d *contract.Dec
 	}
 	// The answer goes out after the wait: what it says of the state counts
 	// from then.
-	d.HeldNanos = wait
+	d.Held = time.Duration(wait)
 	for i := range d.Checks {
 		c := &d.Checks[i]
-		c.WaitNanos = 0
-		c.ResetAfterNanos = max(c.ResetAfterNanos-wait, 0)
-		c.RefillAfterNanos = max(c.RefillAfterNanos-wait, 0)
+		c.Wait = 0
+		c.ResetAfter = max(c.ResetAfter-time.Duration(wait), 0)
+		c.RefillAfter = max(c.RefillAfter-time.Duration(wait), 0)
 	}
 }
 
@@ -72,7 +72,7 @@ func holdReservation(ctx context.Context, w http.ResponseWriter, d *contract.Dec
 func waitOf(d contract.Decision) int64 {
 	var wait int64
 	for _, c := range d.Checks {
-		wait = max(wait, c.WaitNanos)
+		wait = max(wait, int64(c.Wait))
 	}
 	return wait
 }
@@ -115,7 +115,7 @@ func (a *API) writeDecision(w http.ResponseWriter, req contract.Request, decisio
 		policy = "default"
 	}
 	check := decision.Checks[headline]
-	for _, f := range ratelimitheader.Fields(policy, check.Decision, check.Rate, check.PeriodNanos) {
+	for _, f := range ratelimitheader.Fields(policy, check.Decision, check.Rate, int64(check.Period)) {
 		w.Header().Set(f.Name, f.Value)
 	}
 	if !forProxy {
@@ -167,16 +167,16 @@ func answer(req contract.Request, d contract.Decision) (wire.AllowResponse, int)
 		Allowed:      d.Allowed,
 		Limit:        h.Limit,
 		Remaining:    h.Remaining,
-		ResetAfterMS: ratelimitheader.CeilDiv(h.ResetAfterNanos, int64(time.Millisecond)),
+		ResetAfterMS: ratelimitheader.CeilDiv(int64(h.ResetAfter), int64(time.Millisecond)),
 	}
 	if !d.Allowed {
-		resp.RetryAfterMS = ratelimitheader.CeilDiv(h.RetryAfterNanos, int64(time.Millisecond))
+		resp.RetryAfterMS = ratelimitheader.CeilDiv(int64(h.RetryAfter), int64(time.Millisecond))
 	}
 	resp.WaitMS = ratelimitheader.CeilDiv(waitOf(d), int64(time.Millisecond))
 	if s := d.Share; s != nil {
-		resp.Share = &wire.Share{ID: s.Token.String(), Units: s.Units, SpendForMS: s.SpendForNanos / int64(time.Millisecond), Remaining: s.Remaining}
+		resp.Share = &wire.Share{ID: s.Token.String(), Units: s.Units, SpendForMS: int64(s.SpendFor) / int64(time.Millisecond), Remaining: s.Remaining}
 	}
-	resp.HeldMS = ratelimitheader.CeilDiv(d.HeldNanos, int64(time.Millisecond))
+	resp.HeldMS = ratelimitheader.CeilDiv(int64(d.Held), int64(time.Millisecond))
 	resp.Blocked = blockedAnswer(d.Blocked, d.AtNanos)
 	resp.SettlementID = d.SettlementID
 	if by := d.DeniedBy; by != nil {
@@ -195,8 +195,8 @@ func answer(req contract.Request, d contract.Decision) (wire.AllowResponse, int)
 			resp.Checks = append(resp.Checks, wire.CheckResponse{
 				Key: key, Policy: req.Checks[i].Policy, Shadow: c.Shadow,
 				Allowed: c.Allowed, Limit: c.Limit, Remaining: c.Remaining,
-				ResetAfterMS: ratelimitheader.CeilDiv(c.ResetAfterNanos, int64(time.Millisecond)),
-				RetryAfterMS: ratelimitheader.CeilDiv(c.RetryAfterNanos, int64(time.Millisecond)),
+				ResetAfterMS: ratelimitheader.CeilDiv(int64(c.ResetAfter), int64(time.Millisecond)),
+				RetryAfterMS: ratelimitheader.CeilDiv(int64(c.RetryAfter), int64(time.Millisecond)),
 			})
 		}
 	}
@@ -234,7 +234,7 @@ func moreRestrictive(c, than contract.CheckDecision) bool {
 	case !c.Allowed && than.Allowed:
 		return true
 	case !c.Allowed && !than.Allowed:
-		return c.RetryAfterNanos > than.RetryAfterNanos
+		return c.RetryAfter > than.RetryAfter
 	case c.Allowed && than.Allowed:
 		return c.Remaining < than.Remaining
 	}

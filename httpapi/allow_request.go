@@ -80,14 +80,14 @@ func toRequest(a *wire.AllowRequest) (allowRequest, *apiError) {
 	if apiErr != nil {
 		return allowRequest{}, apiErr
 	}
-	req.MaxWaitNanos = int64(maxWait)
-	if a.Hold && req.MaxWaitNanos == 0 {
+	req.MaxWait = maxWait
+	if a.Hold && req.MaxWait == 0 {
 		return allowRequest{}, invalid("hold", "hold waits out a reservation: give max_wait too")
 	}
 	if a.Hold {
 		// The node waits out no more than MaxHoldWait: a reservation further
 		// away is denied, as it would be with that max_wait.
-		req.MaxWaitNanos = min(req.MaxWaitNanos, int64(MaxHoldWait))
+		req.MaxWait = min(req.MaxWait, MaxHoldWait)
 	}
 	req.hold = a.Hold
 	if a.Settle != nil {
@@ -101,7 +101,7 @@ func toRequest(a *wire.AllowRequest) (allowRequest, *apiError) {
 		if ttl <= 0 {
 			return allowRequest{}, invalid("settle.ttl", "settle.ttl must be a Go duration from %s to %s", contract.MinSettleTTL, contract.MaxSettleTTL)
 		}
-		req.SettleTTLNanos = int64(ttl)
+		req.SettleTTL = ttl
 	}
 	if a.TakeShare != nil {
 		share, err := toShareAsk(a.TakeShare)
@@ -128,7 +128,7 @@ func toShareAsk(j *wire.ShareAsk) (*contract.ShareRequest, *apiError) {
 	if j.TTL != nil && ttl == 0 {
 		return nil, invalid("take_share.ttl", "ttl must be from %s to %s", contract.MinShareTTL, contract.MaxShareTTL)
 	}
-	return &contract.ShareRequest{Units: *j.Units, TTLNanos: int64(ttl)}, nil
+	return &contract.ShareRequest{Units: *j.Units, TTL: ttl}, nil
 }
 
 // contractError answers a refusal of the request, naming fields as the body
@@ -154,7 +154,7 @@ func checkField(i int) string { return "checks[" + strconv.Itoa(i) + "]" }
 func toCheck(c *wire.Check, prefix string) (contract.Check, *apiError) {
 	out := contract.Check{Key: c.Key, Cost: 1}
 	if c.Cost != nil {
-		out.Cost = *c.Cost
+		setCost(&out, *c.Cost)
 	}
 	field := func(name string) string {
 		if prefix == "" {
@@ -192,4 +192,10 @@ func toCheck(c *wire.Check, prefix string) (contract.Check, *apiError) {
 		slices.SortFunc(out.Dimensions, func(a, b contract.Dimension) int { return strings.Compare(a.Name, b.Name) })
 	}
 	return out, nil
+}
+
+// setCost sets a check's cost as the API spells it: "cost": 0 is a peek
+// (the check consumes nothing), any other cost is consumed when allowed.
+func setCost(c *contract.Check, cost int64) {
+	c.Cost, c.Peek = cost, cost == 0
 }

@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/limitnode/limitnode/api/wire"
 	"github.com/limitnode/limitnode/client"
 	"github.com/limitnode/limitnode/internal/testenv"
 	"github.com/limitnode/limitnode/testcluster"
@@ -51,7 +50,7 @@ func TestTheAuditTrailNamesTheTokenOfEachChange(t *testing.T) {
 	}
 	before := time.Now()
 	change("policy.put", func() error {
-		_, err := cl.PutPolicy(ctx, "api", client.Policy{Limit: &client.Limit{Rate: 100, Period: "1m"}})
+		_, err := cl.PutPolicy(ctx, "api", client.Policy{Limit: &client.Limit{Rate: 100, Period: time.Minute}})
 		return err
 	})
 	change("block.put", func() error { _, err := cl.PutBlock(ctx, "scraper", time.Hour, "too fast"); return err })
@@ -82,7 +81,7 @@ func TestTheAuditTrailNamesTheTokenOfEachChange(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var entries []wire.AuditEntry
+		var entries []client.AuditEntry
 		for _, e := range page.Entries {
 			switch last := len(entries) - 1; {
 			case len(entries) == 0 && e.Action == "member.join" && e.Actor == "":
@@ -101,7 +100,7 @@ func TestTheAuditTrailNamesTheTokenOfEachChange(t *testing.T) {
 			if e.Actor != "test-admin" || e.Action != w.action || (w.subject != "" && e.Subject != w.subject) || (w.detail != "" && e.Detail != w.detail) {
 				t.Errorf("%s: entry %d is %+v, want %s of %q by test-admin", n.ID, i, e, w.action, w.subject)
 			}
-			if at := time.UnixMilli(e.AtUnixMS); at.Before(before.Add(-time.Second)) || at.After(time.Now().Add(time.Second)) {
+			if at := time.Unix(0, e.AtNanos); at.Before(before.Add(-time.Second)) || at.After(time.Now().Add(time.Second)) {
 				t.Errorf("%s: entry %d at %v, not the cluster time of the change", n.ID, i, at)
 			}
 			if i > 0 && e.Index <= entries[i-1].Index {

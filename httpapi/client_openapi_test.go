@@ -58,21 +58,21 @@ func TestTheGoClientSpeaksTheDocument(t *testing.T) {
 	c := client.New(&http.Client{Transport: tr, Timeout: 10 * time.Second}, srv.URL)
 	ctx := context.Background()
 	cost := int64(2)
-	limit := &client.Limit{Algorithm: "gcra", Rate: 5, Period: "1s", Burst: 2}
+	limit := &client.Limit{Algorithm: "gcra", Rate: 5, Period: time.Second, Burst: 2}
 	calls := []struct {
 		name string
 		call func() error
 	}{
 		{"allow inline", func() error {
-			_, err := c.Allow(ctx, client.AllowRequest{Key: "k", Limit: limit, Cost: &cost, RequestID: "r-1"})
+			_, err := c.Allow(ctx, client.AllowRequest{Key: "k", Limit: limit, Cost: cost, RequestID: "r-1"})
 			return err
 		}},
 		{"allow with checks and a reservation", func() error {
-			_, err := c.Allow(ctx, client.AllowRequest{Checks: []client.Check{{Key: "a", Limit: limit}, {Key: "b", Limit: &client.Limit{Rate: 10}}}, MaxWait: "1s", Hold: true})
+			_, err := c.Allow(ctx, client.AllowRequest{Checks: []client.Check{{Key: "a", Limit: limit}, {Key: "b", Limit: &client.Limit{Rate: 10}}}, MaxWait: time.Second, Hold: true})
 			return err
 		}},
 		{"put a policy", func() error {
-			_, err := c.PutPolicy(ctx, "p", client.Policy{Limit: &client.Limit{Rate: 100, Period: "1m"}, Overrides: map[string]*client.Limit{"vip": {Algorithm: "fixed_window", Rate: 1000}}, KeyTemplate: "{user}"})
+			_, err := c.PutPolicy(ctx, "p", client.Policy{Limit: &client.Limit{Rate: 100, Period: time.Minute}, Overrides: map[string]*client.Limit{"vip": {Algorithm: "fixed_window", Rate: 1000}}, KeyTemplate: "{user}"})
 			return err
 		}},
 		{"allow by policy", func() error {
@@ -125,7 +125,7 @@ func TestTheGoClientSpeaksTheDocument(t *testing.T) {
 				return err
 			}
 			if d.Allowed || d.Blocked == nil || d.Blocked.Reason != "scraping" {
-				return fmt.Errorf("the blocked key was answered %+v", d.AllowResponse)
+				return fmt.Errorf("the blocked key was answered %+v", d)
 			}
 			_, err = c.DeleteBlock(ctx, "scraper")
 			return err

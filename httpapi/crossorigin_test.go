@@ -78,7 +78,7 @@ func TestBrowserWritesFromOtherOriginsAreRefused(t *testing.T) {
 		{name: "a program's body-less DELETE is answered", method: "DELETE", path: "/v1/cluster/nodes/n3", wantStatus: 200},
 	}
 	fake := newFake()
-	fake.policies["p"] = contract.Policy{Name: "p", KeyTemplate: "{user}", Limit: algorithms.Limit{Algorithm: algorithms.TokenBucket, Rate: 1000, PeriodNanos: 3600e9, Burst: 1000}}
+	fake.policies["p"] = contract.Policy{Name: "p", KeyTemplate: "{user}", Limit: algorithms.Limit{Algorithm: algorithms.TokenBucket, Rate: 1000, Period: 3600e9, Burst: 1000}}
 	h := newTestAPI(fake)
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/limitnode/limitnode/client"
 	"github.com/limitnode/limitnode/testcluster"
@@ -26,7 +27,7 @@ func TestADenialNamesThePolicyVersionThatDeniedIt(t *testing.T) {
 	defer cancel()
 	put := func(rate int64) uint64 {
 		t.Helper()
-		if _, err := cl.PutPolicy(ctx, "per-tenant", client.Policy{Limit: &client.Limit{Rate: rate, Period: "1h"}, KeyTemplate: "{tenant}"}); err != nil {
+		if _, err := cl.PutPolicy(ctx, "per-tenant", client.Policy{Limit: &client.Limit{Rate: rate, Period: time.Hour}, KeyTemplate: "{tenant}"}); err != nil {
 			t.Fatal(err)
 		}
 		p, err := cl.GetPolicy(ctx, "per-tenant")
@@ -37,7 +38,7 @@ func TestADenialNamesThePolicyVersionThatDeniedIt(t *testing.T) {
 	}
 	version := put(1)
 	req := client.AllowRequest{Checks: []client.Check{
-		{Key: "global", Limit: &client.Limit{Rate: 1000, Period: "1s"}},
+		{Key: "global", Limit: &client.Limit{Rate: 1000, Period: time.Second}},
 		{Policy: "per-tenant", Dimensions: map[string]string{"tenant": "t1"}},
 	}}
 	if d, err := cl.Allow(ctx, req); err != nil || !d.Allowed || d.DeniedBy != nil {
@@ -49,7 +50,7 @@ func TestADenialNamesThePolicyVersionThatDeniedIt(t *testing.T) {
 			t.Fatalf("denial %d: %+v %v", i, d, err)
 		}
 		by := d.DeniedBy
-		if by.Check != 1 || by.Policy != "per-tenant" || by.PolicyVersion != version || by.Cause != "limit" || *by.Limit.Rate != 1 || *by.Limit.Period != "1h0m0s" {
+		if by.Check != 1 || by.Policy != "per-tenant" || by.PolicyVersion != version || by.Cause != "limit" || by.Limit.Rate != 1 || by.Limit.Period != time.Hour {
 			t.Fatalf("denial %d is explained as %+v, want check 1 of per-tenant at version %d", i, *by, version)
 		}
 	}
@@ -75,10 +76,8 @@ func TestADenialNamesThePolicyVersionThatDeniedIt(t *testing.T) {
 	if newer <= version {
 		t.Fatalf("the policy put again has version %d, want later than %d", newer, version)
 	}
-	d, err := cl.Allow(ctx, client.AllowRequest{Policy: "per-tenant", Dimensions: map[string]string{"tenant": "t1"}, Cost: ptr(int64(2))})
+	d, err := cl.Allow(ctx, client.AllowRequest{Policy: "per-tenant", Dimensions: map[string]string{"tenant": "t1"}, Cost: 2})
 	if err != nil || d.Allowed || d.DeniedBy == nil || d.DeniedBy.PolicyVersion != newer {
 		t.Fatalf("after the change: %+v %v, want denied by version %d", d, err, newer)
 	}
 }
-
-func ptr[T any](v T) *T { return &v }

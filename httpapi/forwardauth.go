@@ -68,7 +68,7 @@ func (a *API) forwardAuthRequest(r *http.Request) (contract.Request, int, *apiEr
 		if err != nil {
 			return contract.Request{}, 0, invalid("cost", "cost must be an integer, not %q", s)
 		}
-		check.Cost = cost
+		setCost(&check, cost)
 	}
 	denyStatus := http.StatusTooManyRequests
 	switch s := q.Get("deny_status"); s {

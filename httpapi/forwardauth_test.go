@@ -30,7 +30,7 @@ func TestForwardAuthFindsTheClientBehindItsProxy(t *testing.T) {
 		{"a proxy's garbage behind another proxy", "127.0.0.1:5000", "198.51.100.7, not-an-ip, 127.0.0.2", "", 400},
 	}
 	fake := newFake()
-	fake.policies["per-ip"] = contract.Policy{Name: "per-ip", KeyTemplate: "{user}", Limit: algorithms.Limit{Algorithm: algorithms.TokenBucket, Rate: 1000, PeriodNanos: 3600e9, Burst: 1000}}
+	fake.policies["per-ip"] = contract.Policy{Name: "per-ip", KeyTemplate: "{user}", Limit: algorithms.Limit{Algorithm: algorithms.TokenBucket, Rate: 1000, Period: 3600e9, Burst: 1000}}
 	h := newTestAPI(fake)
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

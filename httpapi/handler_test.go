@@ -71,9 +71,9 @@ func (f *fakeLimiter) Settle(_ context.Context, req contract.SettleRequest) (con
 		out.Duplicate = true
 		return out, nil
 	}
-	out := contract.Settlement{ID: req.ID, Reserved: s.reserved, Cost: req.Cost, Refunded: max(s.reserved-req.Cost, 0), Charged: max(req.Cost-s.reserved, 0)}
+	out := contract.Settlement{ID: req.ID, Upfront: s.reserved, Cost: req.Cost, Refunded: max(s.reserved-req.Cost, 0), Charged: max(req.Cost-s.reserved, 0)}
 	if out.Charged > 0 {
-		out.RetryAfterNanos = int64(time.Second)
+		out.RetryAfter = time.Second
 	}
 	s.settled = &out
 	return out, nil
@@ -104,13 +104,13 @@ func (f *fakeLimiter) decide(req contract.Request) (contract.Decision, error) {
 	for i, c := range req.Checks {
 		if b, ok := f.blocks[c.Key]; ok && c.Key != "" {
 			d = contract.Decision{AtNanos: f.now, Blocked: &contract.BlockedCheck{Check: i, Block: b},
-				DeniedBy: &contract.DeniedBy{Check: i, Policy: c.Policy, Limit: algorithms.Limit{Rate: 1, PeriodNanos: int64(time.Second), Burst: 1}, Cause: contract.CauseBlock}}
+				DeniedBy: &contract.DeniedBy{Check: i, Policy: c.Policy, Limit: algorithms.Limit{Rate: 1, Period: time.Second, Burst: 1}, Cause: contract.CauseBlock}}
 			for j := range req.Checks {
 				dec := algorithms.Decision{Allowed: j != i, Limit: 1}
 				if j == i {
-					dec.RetryAfterNanos = b.UntilNanos - f.now
+					dec.RetryAfter = time.Duration(b.UntilNanos - f.now)
 				}
-				d.Checks = append(d.Checks, contract.CheckDecision{Decision: dec, PeriodNanos: int64(time.Second), Rate: 1})
+				d.Checks = append(d.Checks, contract.CheckDecision{Decision: dec, Period: time.Second, Rate: 1})
 			}
 			return d, nil
 		}
@@ -131,8 +131,8 @@ func (f *fakeLimiter) decide(req contract.Request) (contract.Decision, error) {
 			}
 		}
 		id := fmt.Sprint(key, l)
-		dec, s := algorithms.Reserve(l, f.states[id], f.now, c.Cost, req.MaxWaitNanos)
-		d.Checks = append(d.Checks, contract.CheckDecision{Decision: dec, PeriodNanos: l.PeriodNanos, Rate: l.Rate, Shadow: shadow})
+		dec, s := algorithms.Reserve(l, f.states[id], f.now, c.Consumes(), req.MaxWait)
+		d.Checks = append(d.Checks, contract.CheckDecision{Decision: dec, Period: l.Period, Rate: l.Rate, Shadow: shadow})
 		d.Allowed = d.Allowed && (dec.Allowed || shadow)
 		if !dec.Allowed && !shadow && d.DeniedBy == nil {
 			d.DeniedBy = &contract.DeniedBy{Check: len(d.Checks) - 1, Policy: c.Policy, Limit: l, Cause: contract.CauseLimit}
@@ -151,9 +151,9 @@ func (f *fakeLimiter) decide(req contract.Request) (contract.Decision, error) {
 				f.buckets[fmt.Sprint(c.Key, c.Limit)] = fakeBucket{c.Key, c.Limit}
 			}
 		}
-		if req.SettleTTLNanos > 0 {
+		if req.SettleTTL > 0 {
 			d.SettlementID = fmt.Sprint("s", len(f.settles)+1)
-			f.settles[d.SettlementID] = &fakeSettlement{reserved: req.Checks[0].Cost}
+			f.settles[d.SettlementID] = &fakeSettlement{reserved: req.Checks[0].Consumes()}
 		}
 		if req.Share != nil && req.Checks[0].Policy == "" {
 			f.grantShare(req, &d)
@@ -168,13 +168,13 @@ func (f *fakeLimiter) grantShare(req contract.Request, d *contract.Decision) {
 	c := req.Checks[0]
 	id := fmt.Sprint(c.Key, c.Limit)
 	f.shareIDs++
-	sh, s, ok := algorithms.Grant(c.Limit, f.states[id], f.now, min(req.Share.Units, c.Limit.Capacity()), req.Share.TTL(), f.shareIDs)
+	sh, s, ok := algorithms.Grant(c.Limit, f.states[id], f.now, min(req.Share.Units, c.Limit.Capacity()), req.Share.TTLOrDefault(), f.shareIDs)
 	if !ok {
 		return
 	}
 	f.states[id] = s
 	after, _ := algorithms.Decide(c.Limit, s, f.now, 0)
-	d.Share = &contract.GrantedShare{Token: contract.ShareToken{ID: sh.ID, Secret: contract.NewShareSecret()}, Units: sh.Units, SpendForNanos: sh.Until - f.now - int64(time.Millisecond), Remaining: after.Remaining}
+	d.Share = &contract.GrantedShare{Token: contract.ShareToken{ID: sh.ID, Secret: contract.NewShareSecret()}, Units: sh.Units, SpendFor: time.Duration(sh.Until - f.now - int64(time.Millisecond)), Remaining: after.Remaining}
 }
 
 func (f *fakeLimiter) keyState(key string) (contract.KeyState, bool) {
@@ -690,13 +690,13 @@ func TestDefaultsApply(t *testing.T) {
 	if rec.Code != 200 {
 		t.Fatalf("status %d: %s", rec.Code, rec.Body)
 	}
-	want := contract.Check{Key: "k", Limit: algorithms.Limit{Rate: 5, PeriodNanos: int64(time.Second), Burst: 5}, Cost: 1}
+	want := contract.Check{Key: "k", Limit: algorithms.Limit{Rate: 5, Period: time.Second, Burst: 5}, Cost: 1}
 	if got := fake.last.Checks[0]; !reflect.DeepEqual(got, want) {
 		t.Fatalf("check %+v, want %+v", got, want)
 	}
 	do(t, newTestAPI(fake), "POST", "/v1/allow", `{"key":"k","limit":{"rate":5},"cost":0,"request_id":"abc"}`)
-	if got := fake.last; got.Checks[0].Cost != 0 || got.RequestID != "abc" {
-		t.Fatalf("request %+v, want cost 0 and request ID abc", got)
+	if got := fake.last; got.Checks[0].Cost != 0 || !got.Checks[0].Peek || got.RequestID != "abc" {
+		t.Fatalf("request %+v, want a peek and request ID abc", got)
 	}
 }
 

@@ -15,7 +15,7 @@ func keyToJSON(k contract.KeyState) wire.KeyState {
 	out := wire.KeyState{Key: k.Key, Limits: make([]wire.KeyLimit, len(k.Limits))}
 	for i, l := range k.Limits {
 		out.Limits[i] = wire.KeyLimit{Owner: l.Owner, Limit: *limitToJSON(l.Limit), Remaining: l.Decision.Remaining,
-			ResetAfterMS: ratelimitheader.CeilDiv(l.Decision.ResetAfterNanos, int64(time.Millisecond))}
+			ResetAfterMS: ratelimitheader.CeilDiv(int64(l.Decision.ResetAfter), int64(time.Millisecond))}
 	}
 	return out
 }

@@ -88,12 +88,12 @@ func (a *API) acquireLease(w http.ResponseWriter, r *http.Request) {
 // and time to expiry, a refused one with the time until a holder's expires.
 func leaseAnswer(lease contract.Lease) wire.Lease {
 	out := wire.Lease{Granted: lease.Granted, Key: lease.Key, Max: lease.Max, Active: lease.Active,
-		Waiting: lease.Waiting, WaitedMS: ratelimitheader.CeilDiv(lease.WaitedNanos, int64(time.Millisecond))}
+		Waiting: lease.Waiting, WaitedMS: ratelimitheader.CeilDiv(int64(lease.Waited), int64(time.Millisecond))}
 	if lease.Granted {
 		out.ID = lease.ID
 		out.ExpiresInMS = ratelimitheader.CeilDiv(lease.ExpiresAtNanos-lease.AtNanos, int64(time.Millisecond))
 	} else {
-		out.RetryAfterMS = ratelimitheader.CeilDiv(lease.RetryAfterNanos, int64(time.Millisecond))
+		out.RetryAfterMS = ratelimitheader.CeilDiv(int64(lease.RetryAfter), int64(time.Millisecond))
 	}
 	return out
 }

@@ -24,7 +24,7 @@ func (f *fakeLimiter) AcquireLease(_ context.Context, req contract.LeaseRequest)
 		}
 	}
 	if held >= maxHolders {
-		return contract.Lease{Key: key, Max: maxHolders, Active: held, RetryAfterNanos: int64(1500 * time.Millisecond)}, nil
+		return contract.Lease{Key: key, Max: maxHolders, Active: held, RetryAfter: 1500 * time.Millisecond}, nil
 	}
 	id := fmt.Sprintf("lease-%d", len(f.leases)+1)
 	f.leases[id] = key

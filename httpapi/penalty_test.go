@@ -31,7 +31,7 @@ func TestAPenaltyBlocksAndLiftsOnEveryNode(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), testcluster.WaitTimeout)
 	defer cancel()
 	admin := client.NewWithOptions(client.Options{HTTPClient: hc}, nodes[0].URL())
-	if _, err := admin.PutPolicy(ctx, "login", client.Policy{Limit: &client.Limit{Rate: 1, Period: "1s"},
+	if _, err := admin.PutPolicy(ctx, "login", client.Policy{Limit: &client.Limit{Rate: 1, Period: time.Second},
 		Penalty: &client.Penalty{Denials: 3, Within: "1m", BlockFor: "3s"}}); err != nil {
 		t.Fatal(err)
 	}
@@ -87,9 +87,9 @@ func TestAPenaltyBlocksAndLiftsOnEveryNode(t *testing.T) {
 			t.Fatalf("%s lists %+v %v, want the penalty's block", n.ID, page, err)
 		}
 		if b := page.Blocks[0]; until == 0 {
-			until = b.UntilUnixMS
-		} else if b.UntilUnixMS != until {
-			t.Fatalf("%s says the block ends at %d, another node %d", n.ID, b.UntilUnixMS, until)
+			until = b.UntilNanos
+		} else if b.UntilNanos != until {
+			t.Fatalf("%s says the block ends at %d, another node %d", n.ID, b.UntilNanos, until)
 		}
 		d, _ := allow(n)
 		if d.Allowed || d.Blocked == nil || d.DeniedBy.Cause != "penalty" || d.RetryAfterMS < 1000 {

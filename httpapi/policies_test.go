@@ -23,8 +23,8 @@ func TestPolicyEndpoints(t *testing.T) {
 	stored := fake.policies["per-tenant"]
 	want := contract.Policy{
 		Name:        "per-tenant",
-		Limit:       algorithms.Limit{Rate: 100, PeriodNanos: int64(time.Minute), Burst: 100},
-		Overrides:   []contract.Override{{Key: "vip", Limit: algorithms.Limit{Algorithm: algorithms.FixedWindow, Rate: 1000, PeriodNanos: int64(time.Minute)}}},
+		Limit:       algorithms.Limit{Rate: 100, Period: time.Minute, Burst: 100},
+		Overrides:   []contract.Override{{Key: "vip", Limit: algorithms.Limit{Algorithm: algorithms.FixedWindow, Rate: 1000, Period: time.Minute}}},
 		KeyTemplate: "{tenant}",
 	}
 	if stored.Name != want.Name || stored.Limit != want.Limit || len(stored.Overrides) != 1 || stored.Overrides[0] != want.Overrides[0] || stored.KeyTemplate != want.KeyTemplate {
@@ -158,5 +158,5 @@ func TestBatch(t *testing.T) {
 }
 
 func testPolicy(name string) contract.Policy {
-	return contract.Policy{Name: name, Limit: algorithms.Limit{Rate: 10, PeriodNanos: int64(time.Second), Burst: 10}}
+	return contract.Policy{Name: name, Limit: algorithms.Limit{Rate: 10, Period: time.Second, Burst: 10}}
 }

@@ -43,7 +43,7 @@ func newProxiedCluster(t *testing.T) proxiedCluster {
 		t.Skip("LIMITNODE_TEST_SECURE: the proxies here talk plain HTTP without a token")
 	}
 	_, err := client.New(nil, follower.HTTPAddr).PutPolicy(context.Background(), "per-ip", client.Policy{
-		Limit: &client.Limit{Rate: 3, Period: "1h"}, KeyTemplate: "ip:{ip}"})
+		Limit: &client.Limit{Rate: 3, Period: time.Hour}, KeyTemplate: "ip:{ip}"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -344,7 +344,7 @@ func TestForwardAuthAsTraefikAsks(t *testing.T) {
 	address := traefikAddress(t)
 	pc := newProxiedCluster(t)
 	_, err := client.New(nil, pc.follower).PutPolicy(context.Background(), "per-route", client.Policy{
-		Limit: &client.Limit{Rate: 1, Period: "1h"}, KeyTemplate: "{ip} {method} {host}{path}"})
+		Limit: &client.Limit{Rate: 1, Period: time.Hour}, KeyTemplate: "{ip} {method} {host}{path}"})
 	if err != nil {
 		t.Fatal(err)
 	}

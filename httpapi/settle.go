@@ -39,6 +39,6 @@ func (a *API) settle(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("X-Limitnode-Decided-At", strconv.FormatInt(s.AtNanos, 10))
-	writeJSON(w, http.StatusOK, wire.Settlement{SettlementID: s.ID, Reserved: s.Reserved, Cost: s.Cost, Refunded: s.Refunded, Charged: s.Charged,
-		Forgiven: s.Forgiven, RetryAfterMS: ratelimitheader.CeilDiv(s.RetryAfterNanos, int64(time.Millisecond)), Duplicate: s.Duplicate})
+	writeJSON(w, http.StatusOK, wire.Settlement{SettlementID: s.ID, Upfront: s.Upfront, Cost: s.Cost, Refunded: s.Refunded, Charged: s.Charged,
+		Forgiven: s.Forgiven, RetryAfterMS: ratelimitheader.CeilDiv(int64(s.RetryAfter), int64(time.Millisecond)), Duplicate: s.Duplicate})
 }

@@ -98,7 +98,7 @@ func TestStatusPageInABrowser(t *testing.T) {
 	c := testcluster.Start(t, 3)
 	ctx := context.Background()
 	if err := c.WaitLeader().Node().PutPolicy(ctx, contract.Policy{Name: "per-user", KeyTemplate: "user:{user}",
-		Limit: algorithms.Limit{Algorithm: algorithms.TokenBucket, Rate: 5, PeriodNanos: int64(time.Hour), Burst: 5}}); err != nil {
+		Limit: algorithms.Limit{Algorithm: algorithms.TokenBucket, Rate: 5, Period: time.Hour, Burst: 5}}); err != nil {
 		t.Fatal(err)
 	}
 	// The hottest denied keys are the leader's count (a denial answered

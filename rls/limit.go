@@ -58,7 +58,7 @@ func canonicalUnit(unit string) string {
 
 // Limit turns a rate_limit into the limit limitnode decides with: its
 // algorithm (fixed_window when none is named), Rate = RequestsPerUnit,
-// PeriodNanos = the unit's period (UnitPeriod), and Burst = *Burst or
+// Period = the unit's period (UnitPeriod), and Burst = *Burst or
 // RequestsPerUnit for the bucket algorithms, 0 for the window algorithms.
 //
 // ok is false, and l the zero Limit, when no limit is to be decided: rl is
@@ -78,7 +78,7 @@ func Limit(rl *RateLimit) (l algorithms.Limit, ok bool) {
 	if !ok {
 		return algorithms.Limit{}, false
 	}
-	l = algorithms.Limit{Algorithm: alg, Rate: int64(rl.RequestsPerUnit), PeriodNanos: int64(period)}
+	l = algorithms.Limit{Algorithm: alg, Rate: int64(rl.RequestsPerUnit), Period: period}
 	if alg.IsBucket() {
 		l.Burst = l.Rate
 		if rl.Burst != nil {

@@ -391,11 +391,11 @@ descriptors:
 	tests := []struct {
 		name     string
 		entries  []Entry
-		ttl      int64
+		ttl      time.Duration
 		maxUnits int64 // of the limit, the default filled in; 0: no shares
 	}{
-		{"the defaults", e("api_key", "a"), int64(contract.DefaultShareTTL), 125},
-		{"settings", e("user", "u"), int64(250 * time.Millisecond), 50},
+		{"the defaults", e("api_key", "a"), contract.DefaultShareTTL, 125},
+		{"settings", e("user", "u"), 250 * time.Millisecond, 50},
 		{"a nested limit without them", e("api_key", "a", "path", "/"), 0, 0},
 	}
 	for _, tt := range tests {
@@ -406,8 +406,8 @@ descriptors:
 		case tt.maxUnits == 0:
 		case m.Shares == nil:
 			t.Errorf("%s: no shares", tt.name)
-		case m.Shares.TTL() != tt.ttl || m.Shares.MaxUnitsOf(m.Limit) != tt.maxUnits:
-			t.Errorf("%s: ttl %d max_units %d, want %d and %d", tt.name, m.Shares.TTL(), m.Shares.MaxUnitsOf(m.Limit), tt.ttl, tt.maxUnits)
+		case m.Shares.TTLOrDefault() != tt.ttl || m.Shares.MaxUnitsOf(m.Limit) != tt.maxUnits:
+			t.Errorf("%s: ttl %s max_units %d, want %s and %d", tt.name, m.Shares.TTLOrDefault(), m.Shares.MaxUnitsOf(m.Limit), tt.ttl, tt.maxUnits)
 		}
 	}
 }

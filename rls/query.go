@@ -2,6 +2,7 @@ package rls
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/limitnode/limitnode/algorithms"
 	"github.com/limitnode/limitnode/contract"
@@ -139,8 +140,8 @@ type DescriptorDecision struct {
 	Status
 	// Decision is the limit's decision (zero when no limit applied).
 	Decision algorithms.Decision
-	// PeriodNanos is the period of the limit that applied, and Rate its
+	// Period is the period of the limit that applied, and Rate its
 	// requests per unit.
-	PeriodNanos int64
-	Rate        int64
+	Period time.Duration
+	Rate   int64
 }

@@ -46,7 +46,7 @@ type AllowRequest struct {
 	// node wait the reservation out before it answers.
 	MaxWait *string `json:"max_wait,omitempty"`
 	Hold    bool    `json:"hold,omitempty"`
-	// Settle makes the admission a reservation of the cost, to settle
+	// Settle charges the admission its cost up front, to settle
 	// (POST /v1/settle) with what the request used within TTL.
 	Settle *SettleOptions `json:"settle,omitempty"`
 	// TakeShare asks, with one check, for a share of its budget for the
@@ -55,7 +55,7 @@ type AllowRequest struct {
 }
 
 // SettleOptions is the settle option of an allow request: how long the
-// reservation waits for its settlement (a Go duration).
+// settlement waits to be settled (a Go duration).
 type SettleOptions struct {
 	TTL *string `json:"ttl"`
 }
@@ -120,7 +120,7 @@ type AllowResponse struct {
 	Blocked *Blocked `json:"blocked,omitempty"`
 	// DeniedBy, for a denial, says what denied it.
 	DeniedBy *DeniedBy `json:"denied_by,omitempty"`
-	// SettlementID, for an admission with settle, names the reservation
+	// SettlementID, for an admission with settle, names the settlement
 	// to settle.
 	SettlementID string `json:"settlement_id,omitempty"`
 	// Share is the share granted to TakeShare, if any.
@@ -170,22 +170,23 @@ type DeniedBy struct {
 	Cause         string `json:"cause"`
 }
 
-// SettleRequest is the body of POST /v1/settle: the reservation, and what
+// SettleRequest is the body of POST /v1/settle: the settlement, and what
 // the request used.
 type SettleRequest struct {
 	SettlementID string `json:"settlement_id"`
 	Cost         *int64 `json:"cost"`
 }
 
-// Settlement is the answer of POST /v1/settle: the cost reserved and
+// Settlement is the answer of POST /v1/settle: the cost charged up front
+// (Upfront, "reserved") and
 // settled, what was given back (refunded) or charged beyond the
-// reservation (charged; what the debt bound left out, forgiven), each the
+// up-front charge (charged; what the debt bound left out, forgiven), each the
 // least over the request's checks; when a check is left in debt,
 // retry_after_ms is how long until it admits again. Duplicate: the same
 // settlement was made before, and this is its answer.
 type Settlement struct {
 	SettlementID string `json:"settlement_id"`
-	Reserved     int64  `json:"reserved"`
+	Upfront      int64  `json:"reserved"`
 	Cost         int64  `json:"cost"`
 	Refunded     int64  `json:"refunded"`
 	Charged      int64  `json:"charged"`

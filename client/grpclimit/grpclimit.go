@@ -50,8 +50,8 @@ type Options struct {
 	// Timeout bounds the wait for the cluster's decision; past it the
 	// Guard's failure policy answers. Default 2s.
 	Timeout time.Duration
-	// SettleTTL, when not 0 (1s to 1h), makes every admission a
-	// reservation of its checks' cost, for the handler to settle with what
+	// SettleTTL, when not 0 (1s to 1h), charges every admission
+	// its checks' cost up front, for the handler to settle with what
 	// the call used (Settle) within that time, as middleware's does; every
 	// list of checks must then cost the same on each of its checks.
 	SettleTTL time.Duration
@@ -158,9 +158,9 @@ func (l *Limiter) admit(ctx context.Context, method string, setHeader, setTraile
 	}
 	if !d.Allowed {
 		// gRPC's retry policy reads the pushback; people read the message.
-		md.Set("grpc-retry-pushback-ms", strconv.FormatInt(max(d.RetryAfterMS, 1), 10))
+		md.Set("grpc-retry-pushback-ms", strconv.FormatInt(max(d.ExactRetryAfter.Milliseconds(), 1), 10))
 		_ = setTrailer(md)
-		return nil, status.Errorf(codes.ResourceExhausted, "rate limit exceeded: retry after %d ms", d.RetryAfterMS)
+		return nil, status.Errorf(codes.ResourceExhausted, "rate limit exceeded: retry after %d ms", d.ExactRetryAfter.Milliseconds())
 	}
 	_ = setHeader(md)
 	return context.WithValue(ctx, admittedKey{}, &limitcheck.Admitted[Call]{Decider: l.decider, Checks: checks, Request: req, Decision: d}), nil
@@ -175,7 +175,7 @@ var ErrNotAdmitted = errors.New("grpclimit: the context is not that of a call th
 // Charge counts extra more against the check named name of the call whose
 // context ctx is, once the handler knows the real cost; the semantics of
 // middleware.Charge: one more decision, all or nothing (to pay only for what
-// a call used, reserve and Settle instead).
+// a call used, charge up front and Settle instead).
 func Charge(ctx context.Context, name string, extra int64) (client.GuardDecision, error) {
 	a, ok := ctx.Value(admittedKey{}).(*limitcheck.Admitted[Call])
 	if !ok {
@@ -188,10 +188,10 @@ func Charge(ctx context.Context, name string, extra int64) (client.GuardDecision
 	return d, err
 }
 
-// Settle settles the reservation of the call whose context ctx is (see
+// Settle settles the open settlement of the call whose context ctx is (see
 // Options.SettleTTL) with used, what the call cost, as middleware.Settle
 // does: once per call; nothing to settle (the zero Settlement) for a call
-// admitted without a reservation.
+// admitted without a settlement.
 func Settle(ctx context.Context, used int64) (client.Settlement, error) {
 	a, ok := ctx.Value(admittedKey{}).(*limitcheck.Admitted[Call])
 	if !ok {

@@ -73,7 +73,7 @@ func TestReplicasShareOneLimit(t *testing.T) {
 	t.Parallel()
 	c := testcluster.Start(t, 3)
 	c.WaitLeader()
-	opts := grpclimit.Options{Default: []grpclimit.Check{{Key: grpclimit.Join(grpclimit.Const("user"), grpclimit.Metadata("x-user")), Limit: &client.Limit{Rate: 10, Period: "1h"}}}}
+	opts := grpclimit.Options{Default: []grpclimit.Check{{Key: grpclimit.Join(grpclimit.Const("user"), grpclimit.Metadata("x-user")), Limit: &client.Limit{Rate: 10, Period: time.Hour}}}}
 	var replicas []healthpb.HealthClient
 	for i := range 3 {
 		replicas = append(replicas, serve(t, client.NewGuard(clientOf(c, i), client.GuardOptions{}), opts))
@@ -107,8 +107,8 @@ func TestMethodsPeersAndStreams(t *testing.T) {
 	c.WaitLeader()
 	guard := client.NewGuard(clientOf(c, 0), client.GuardOptions{})
 	hc := serve(t, guard, grpclimit.Options{Methods: map[string][]grpclimit.Check{
-		checkMethod: {{Key: grpclimit.Join(grpclimit.Const("m"), grpclimit.Method()), Limit: &client.Limit{Rate: 2, Period: "1h"}}},
-		watchMethod: {{Key: grpclimit.Join(grpclimit.Const("peer"), grpclimit.PeerIP()), Limit: &client.Limit{Rate: 1, Period: "1h"}}},
+		checkMethod: {{Key: grpclimit.Join(grpclimit.Const("m"), grpclimit.Method()), Limit: &client.Limit{Rate: 2, Period: time.Hour}}},
+		watchMethod: {{Key: grpclimit.Join(grpclimit.Const("peer"), grpclimit.PeerIP()), Limit: &client.Limit{Rate: 1, Period: time.Hour}}},
 	}})
 	for i, want := range []codes.Code{codes.OK, codes.OK, codes.ResourceExhausted} {
 		if code, _ := check(t, hc, "x-forwarded-for", "198.51.100.1"); code != want {
@@ -143,7 +143,7 @@ func TestTrustedProxy(t *testing.T) {
 	c := testcluster.Start(t, 1)
 	c.WaitLeader()
 	hc := serve(t, client.NewGuard(clientOf(c, 0), client.GuardOptions{}), grpclimit.Options{Default: []grpclimit.Check{
-		{Key: grpclimit.Join(grpclimit.Const("trusted"), grpclimit.PeerIP(netip.MustParsePrefix("127.0.0.0/8"))), Limit: &client.Limit{Rate: 1, Period: "1h"}},
+		{Key: grpclimit.Join(grpclimit.Const("trusted"), grpclimit.PeerIP(netip.MustParsePrefix("127.0.0.0/8"))), Limit: &client.Limit{Rate: 1, Period: time.Hour}},
 	}})
 	for _, client := range []string{"198.51.100.1", "198.51.100.2"} {
 		if code, _ := check(t, hc, "x-forwarded-for", client); code != codes.OK {
@@ -170,7 +170,7 @@ func TestClusterDown(t *testing.T) {
 	}
 	for _, tt := range tests {
 		hc := serve(t, client.NewGuard(down, client.GuardOptions{OnFailure: tt.policy}),
-			grpclimit.Options{Default: []grpclimit.Check{{Key: grpclimit.Const("k"), Limit: &client.Limit{Rate: 2, Period: "1h"}}}})
+			grpclimit.Options{Default: []grpclimit.Check{{Key: grpclimit.Const("k"), Limit: &client.Limit{Rate: 2, Period: time.Hour}}}})
 		for i, want := range tt.want {
 			code, md := check(t, hc)
 			if got := metadata.Join(md.header, md.trailer); code != want || len(got.Get("x-limitnode-degraded")) == 0 {
@@ -215,7 +215,7 @@ func (h settlingHealth) Check(ctx context.Context, _ *healthpb.HealthCheckReques
 func TestACallSettlesWhatItUsed(t *testing.T) {
 	t.Parallel()
 	c := testcluster.Start(t, 1)
-	limit := &client.Limit{Rate: 100, Period: "24h"}
+	limit := &client.Limit{Rate: 100, Period: 24 * time.Hour}
 	l, err := grpclimit.New(client.NewGuard(clientOf(c, 0), client.GuardOptions{}), grpclimit.Options{SettleTTL: time.Minute,
 		Default: []grpclimit.Check{{Key: grpclimit.Const("calls"), Limit: limit, Cost: 10}}})
 	if err != nil {
@@ -237,8 +237,7 @@ func TestACallSettlesWhatItUsed(t *testing.T) {
 	if code, _ := check(t, healthpb.NewHealthClient(conn)); code != codes.OK {
 		t.Fatalf("Check: %v", code)
 	}
-	cost := int64(0)
-	d, err := clientOf(c, 0).Allow(context.Background(), client.AllowRequest{Key: "calls", Limit: limit, Cost: &cost})
+	d, err := clientOf(c, 0).Allow(context.Background(), client.AllowRequest{Key: "calls", Limit: limit, Peek: true})
 	if err != nil || d.Remaining != 97 {
 		t.Fatalf("after the call: %+v %v, want 97 left (10 reserved, 3 used)", d, err)
 	}

@@ -16,7 +16,7 @@ import (
 // same computed from the decision, and X-Limitnode-Degraded: true.
 func writeDenial(w http.ResponseWriter, d client.GuardDecision) {
 	setHeaders(w.Header(), d, true)
-	top := d.AllowResponse
+	top := d.Wire()
 	top.Checks = nil
 	if top.Blocked != nil {
 		blocked := *top.Blocked

@@ -35,7 +35,7 @@ func BenchmarkOverhead(b *testing.B) {
 	cost := int64(1)
 
 	b.Run("client", func(b *testing.B) {
-		req := client.AllowRequest{Checks: []client.Check{{Key: "user-1", Limit: limit, Cost: &cost}}}
+		req := client.AllowRequest{Checks: []client.Check{{Key: "user-1", Limit: limit, Cost: cost}}}
 		for b.Loop() {
 			if _, err := guard.Allow(context.Background(), req); err != nil {
 				b.Fatal(err)

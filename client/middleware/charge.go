@@ -24,7 +24,7 @@ var ErrNotAdmitted = errors.New("middleware: the context is not that of a reques
 // is a denial saying when to retry; the handler has already served, so
 // what follows is its choice (cut the response short, refuse the next
 // page). What was charged up front is not given back: a handler that may
-// cost less than the most it may cost reserves the most instead
+// cost less than the most it may cost is charged the most up front instead
 // (Options.SettleTTL) and settles with what it used (Settle).
 func Charge(ctx context.Context, name string, extra int64) (client.GuardDecision, error) {
 	a, ok := ctx.Value(admittedKey{}).(*limitcheck.Admitted[*http.Request])
@@ -38,11 +38,11 @@ func Charge(ctx context.Context, name string, extra int64) (client.GuardDecision
 	return d, err
 }
 
-// Settle settles the reservation of the request whose context ctx is (see
+// Settle settles the open settlement of the request whose context ctx is (see
 // Options.SettleTTL) with used, what the request cost: what it did not use
 // of its checks' cost is given back, what it used beyond is charged (up to
 // the policies' max_debt beyond empty). Once per request: again is
-// limitcheck's ErrSettledAlready. A request admitted without a reservation
+// limitcheck's ErrSettledAlready. A request admitted without a settlement
 // (no SettleTTL, or the Guard's failure policy answered) has nothing to
 // settle: the zero Settlement.
 func Settle(ctx context.Context, used int64) (client.Settlement, error) {

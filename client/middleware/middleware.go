@@ -61,8 +61,8 @@ type Options struct {
 	// Timeout bounds the wait for the cluster's decision; past it the
 	// Guard's failure policy answers. Default 2s.
 	Timeout time.Duration
-	// SettleTTL, when not 0 (1s to 1h), makes every admission a
-	// reservation of its checks' cost, the most a request may cost, for
+	// SettleTTL, when not 0 (1s to 1h), charges every admission
+	// its checks' cost up front, the most a request may cost, for
 	// the handler to settle with what it used (Settle) within that time;
 	// one it does not settle stays charged in full. Every list of checks
 	// must then cost the same on each of its checks.

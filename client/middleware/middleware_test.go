@@ -89,7 +89,7 @@ func TestThreeReplicasHoldOneLimit(t *testing.T) {
 	t.Parallel()
 	c := testcluster.Start(t, 3)
 	c.WaitLeader()
-	opts := middleware.Options{Default: []middleware.Check{{Key: middleware.Join(middleware.Const("per-user"), user), Limit: &client.Limit{Rate: 100, Period: "1h"}}}}
+	opts := middleware.Options{Default: []middleware.Check{{Key: middleware.Join(middleware.Const("per-user"), user), Limit: &client.Limit{Rate: 100, Period: time.Hour}}}}
 	var replicas []*httptest.Server
 	for i := range 3 {
 		replicas = append(replicas, replica(t, client.NewGuard(clientOf(c, i), client.GuardOptions{}), opts, "GET /data"))
@@ -139,8 +139,8 @@ func TestRoutesAndCosts(t *testing.T) {
 	c := testcluster.Start(t, 3)
 	c.WaitLeader()
 	guard := client.NewGuard(clientOf(c, 1), client.GuardOptions{})
-	perUser := &client.Limit{Rate: 25, Period: "1h"}
-	global := &client.Limit{Rate: 1000, Period: "1h"}
+	perUser := &client.Limit{Rate: 25, Period: time.Hour}
+	global := &client.Limit{Rate: 1000, Period: time.Hour}
 	routes := func(prefix string) middleware.Options {
 		userCheck := func(cost int64) middleware.Check {
 			return middleware.Check{Name: "user", Key: middleware.Join(middleware.Const(prefix+"user"), user), Limit: perUser, Cost: cost}
@@ -149,7 +149,7 @@ func TestRoutesAndCosts(t *testing.T) {
 		return middleware.Options{Routes: map[string][]middleware.Check{
 			"POST /export":    {userCheck(10), globalCheck},
 			"GET /data":       {userCheck(1), globalCheck},
-			"GET /users/{id}": {{Key: middleware.Join(middleware.Const(prefix+"route"), middleware.Route()), Limit: &client.Limit{Rate: 2, Period: "1h"}}},
+			"GET /users/{id}": {{Key: middleware.Join(middleware.Const(prefix+"route"), middleware.Route()), Limit: &client.Limit{Rate: 2, Period: time.Hour}}},
 		}}
 	}
 	charged := func(w http.ResponseWriter, r *http.Request) {
@@ -242,8 +242,7 @@ func TestRoutesAndCosts(t *testing.T) {
 			// The global bucket was charged by the four admitted exports
 			// and data calls only: 2 + 5 = 7.
 			prefix := map[string]string{"whole mux": "whole-", "each handler": "each-"}[name]
-			zero := int64(0)
-			d, err := clientOf(c, 0).Allow(context.Background(), client.AllowRequest{Key: prefix + "global", Limit: global, Cost: &zero})
+			d, err := clientOf(c, 0).Allow(context.Background(), client.AllowRequest{Key: prefix + "global", Limit: global, Peek: true})
 			if err != nil || d.Remaining != 1000-7 {
 				t.Fatalf("global bucket: %+v, %v; want %d remaining", d, err, 1000-7)
 			}
@@ -272,7 +271,7 @@ func TestClientIPIgnoresAForgedForwardedFor(t *testing.T) {
 		{"the peer is a trusted proxy", middleware.Join(middleware.Const("trusted"), middleware.ClientIP(loopback)), 200},
 	}
 	for _, tt := range tests {
-		srv := replica(t, guard, middleware.Options{Default: []middleware.Check{{Key: tt.key, Limit: &client.Limit{Rate: 1, Period: "1h"}}}}, "GET /")
+		srv := replica(t, guard, middleware.Options{Default: []middleware.Check{{Key: tt.key, Limit: &client.Limit{Rate: 1, Period: time.Hour}}}}, "GET /")
 		if resp := get(t, "GET", srv.URL+"/", "X-Forwarded-For", "198.51.100.1"); resp.StatusCode != 200 {
 			t.Fatalf("%s: first request %d", tt.name, resp.StatusCode)
 		}
@@ -287,7 +286,7 @@ func TestClientIPIgnoresAForgedForwardedFor(t *testing.T) {
 func TestClusterDown(t *testing.T) {
 	t.Parallel()
 	down := client.New(nil, "127.0.0.1:1")
-	limit := &client.Limit{Rate: 2, Period: "1h"}
+	limit := &client.Limit{Rate: 2, Period: time.Hour}
 	tests := []struct {
 		name   string
 		policy client.FailurePolicy
@@ -350,7 +349,7 @@ func TestAHandlerSettlesWhatItUsed(t *testing.T) {
 	t.Parallel()
 	c := testcluster.Start(t, 1)
 	guard := client.NewGuard(clientOf(c, 0), client.GuardOptions{})
-	tokens := &client.Limit{Rate: 1000, Period: "24h"}
+	tokens := &client.Limit{Rate: 1000, Period: 24 * time.Hour}
 	l, err := middleware.New(guard, middleware.Options{SettleTTL: time.Minute,
 		Default: []middleware.Check{{Key: middleware.Join(middleware.Const("tokens"), user), Limit: tokens, Cost: 100}}})
 	if err != nil {
@@ -371,8 +370,7 @@ func TestAHandlerSettlesWhatItUsed(t *testing.T) {
 	srv := httptest.NewServer(authenticate(l.Wrap(mux)))
 	t.Cleanup(srv.Close)
 	left := func(who string) int64 {
-		cost := int64(0)
-		d, err := clientOf(c, 0).Allow(context.Background(), client.AllowRequest{Key: "tokens|" + who, Limit: tokens, Cost: &cost})
+		d, err := clientOf(c, 0).Allow(context.Background(), client.AllowRequest{Key: "tokens|" + who, Limit: tokens, Peek: true})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -407,7 +405,7 @@ func TestABlockedUsersDenialNamesNoKey(t *testing.T) {
 	if _, err := ops.PutBlock(context.Background(), "per-user|secret-user-key", time.Hour, "abuse"); err != nil {
 		t.Fatal(err)
 	}
-	opts := middleware.Options{Default: []middleware.Check{{Key: middleware.Join(middleware.Const("per-user"), user), Limit: &client.Limit{Rate: 100, Period: "1h"}}}}
+	opts := middleware.Options{Default: []middleware.Check{{Key: middleware.Join(middleware.Const("per-user"), user), Limit: &client.Limit{Rate: 100, Period: time.Hour}}}}
 	srv := replica(t, client.NewGuard(clientOf(c, 1), client.GuardOptions{}), opts, "GET /data")
 	resp := get(t, "GET", srv.URL+"/data", "Authorization", "User secret-user-key")
 	body, _ := io.ReadAll(resp.Body)

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/limitnode/limitnode/client"
 )
@@ -42,7 +43,7 @@ func (t *clientTarget) metricsNodes() []metricsNode { return metricsNodesOf(t.cl
 func (t *clientTarget) where() string { return t.cluster.where() }
 
 func (t *clientTarget) do(ctx context.Context, caller, seq int) (int, error) {
-	limit := &client.Limit{Rate: benchLimit.Rate, Period: "1s", Burst: benchLimit.Burst, LocalShares: t.shares}
+	limit := &client.Limit{Rate: benchLimit.Rate, Period: time.Second, Burst: benchLimit.Burst, LocalShares: t.shares}
 	d, err := t.clients[caller%len(t.clients)].Allow(ctx, client.AllowRequest{Key: t.env.key(caller, seq), Limit: limit})
 	if err != nil {
 		return 0, err

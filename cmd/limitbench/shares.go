@@ -33,7 +33,7 @@ const (
 )
 
 // zipfLimit is zipfLimitJSON for the embedded API.
-var zipfLimit = algorithms.Limit{Rate: 200, PeriodNanos: int64(time.Second), Burst: 200}
+var zipfLimit = algorithms.Limit{Rate: 200, Period: time.Second, Burst: 200}
 
 // zipfKeySet draws keys, one generator per caller (a generator is not safe
 // for concurrent use).

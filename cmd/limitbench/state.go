@@ -34,7 +34,7 @@ func (*memorySink) Close() error  { return nil }
 // the same log entries a leader writes), then measures it.
 func measureState(keys int) (stateResult, error) {
 	res := stateResult{Keys: keys}
-	limit := algorithms.Limit{Rate: 100, PeriodNanos: int64(time.Minute), Burst: 100}
+	limit := algorithms.Limit{Rate: 100, Period: time.Minute, Burst: 100}
 	now := time.Now().UnixNano()
 	var before, after runtime.MemStats
 	runtime.GC()

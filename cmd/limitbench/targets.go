@@ -139,7 +139,7 @@ func (e *environment) viaInProcess(c *testcluster.Cluster) []*testcluster.Node {
 
 // A limit no benchmark request is denied by: what is measured is the cost
 // of deciding, not of refusing.
-var benchLimit = algorithms.Limit{Rate: 1_000_000_000, PeriodNanos: int64(time.Second), Burst: 1_000_000_000}
+var benchLimit = algorithms.Limit{Rate: 1_000_000_000, Period: time.Second, Burst: 1_000_000_000}
 
 const benchLimitJSON = `{"rate":1000000000,"period":"1s","burst":1000000000}`
 

@@ -36,15 +36,14 @@ func TestBoundsPerCaller(t *testing.T) {
 	as := func(token string) *client.Client { return client.NewWithOptions(client.Options{Token: token}, n.addr) }
 	alice, bob, ops := as(aliceToken), as(bobToken), as(opsToken)
 
-	shared := &client.Limit{Rate: 1, Period: "1s"}
-	hour, twoSeconds := "1h", "2s"
-	_, err := alice.Allow(ctx, client.AllowRequest{Key: "shared", Limit: shared, MaxWait: hour})
+	shared := &client.Limit{Rate: 1, Period: time.Second}
+	_, err := alice.Allow(ctx, client.AllowRequest{Key: "shared", Limit: shared, MaxWait: time.Hour})
 	if apiErr := (*client.Error)(nil); !errors.As(err, &apiErr) || apiErr.StatusCode != 400 || apiErr.Field != "max_wait" || !strings.Contains(apiErr.Message, "2s") {
 		t.Fatalf("max_wait 1h over a bound of 2s: %v, want a 400 naming the bound", err)
 	}
 	reserved, started := 0, time.Now()
 	for range 61 {
-		d, err := alice.Allow(ctx, client.AllowRequest{Key: "shared", Limit: shared, MaxWait: twoSeconds})
+		d, err := alice.Allow(ctx, client.AllowRequest{Key: "shared", Limit: shared, MaxWait: 2 * time.Second})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -56,7 +55,7 @@ func TestBoundsPerCaller(t *testing.T) {
 	// the 2 s of debt, and what refilled while the 61 calls went on.
 	most := 3 + int(time.Since(started)/time.Second) + 1
 	d, err := bob.Allow(ctx, client.AllowRequest{Key: "shared", Limit: shared})
-	if err != nil || d.Allowed || d.RetryAfterMS > 3000 || reserved > most {
+	if err != nil || d.Allowed || d.ExactRetryAfter > 3*time.Second || reserved > most {
 		t.Fatalf("after %d reservations of alice's (at most %d), bob: %+v, %v; want a denial for at most the 2s bound", reserved, most, d, err)
 	}
 

@@ -187,12 +187,6 @@ func (r *remote) table(header string, rows [][]string) error {
 	return tw.Flush()
 }
 
-// millis prints a duration in milliseconds the way a person reads it:
-// "750ms", "2.5s", "35m59.973s".
-func millis(ms int64) string {
-	return (time.Duration(ms) * time.Millisecond).String()
-}
-
 // wantArgs checks the number of positional arguments.
 func wantArgs(args []string, n int, what string) error {
 	if len(args) != n {

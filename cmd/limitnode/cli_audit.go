@@ -41,7 +41,7 @@ var auditCommand = remoteCommand("audit", "audit [-since INDEX] [-limit N] [flag
 		} else {
 			var rows [][]string
 			for _, e := range all {
-				rows = append(rows, []string{strconv.FormatUint(e.Index, 10), time.UnixMilli(e.AtUnixMS).UTC().Format(time.RFC3339),
+				rows = append(rows, []string{strconv.FormatUint(e.Index, 10), time.Unix(0, e.AtNanos).UTC().Format(time.RFC3339),
 					cmp.Or(e.Actor, "(no token)"), e.Action, cmp.Or(e.Subject, "-"), e.Detail})
 			}
 			if err := r.table("INDEX\tTIME\tBY\tACTION\tSUBJECT\tDETAIL", rows); err != nil {

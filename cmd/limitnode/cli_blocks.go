@@ -86,7 +86,7 @@ func (r *remote) blocks(bs []client.Block) error {
 		if b.Penalty != "" {
 			by = "penalty of " + b.Penalty
 		}
-		rows = append(rows, []string{b.Key, by, millis(b.EndsInMS), time.UnixMilli(b.UntilUnixMS).UTC().Format(time.RFC3339), b.Reason})
+		rows = append(rows, []string{b.Key, by, b.EndsIn.String(), time.Unix(0, b.UntilNanos).UTC().Format(time.RFC3339), b.Reason})
 	}
 	return r.table("KEY\tBY\tENDS IN\tUNTIL\tREASON", rows)
 }

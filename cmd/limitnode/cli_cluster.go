@@ -71,8 +71,8 @@ var membersCommand = remoteCommand("members", "members [flags]", noFlags(func(ct
 		if n.Reachable != nil {
 			reachable = strconv.FormatBool(*n.Reachable)
 		}
-		if n.LastContactMS != nil {
-			contact = millis(*n.LastContactMS)
+		if n.LastContact != nil {
+			contact = n.LastContact.String()
 		}
 		if n.Lag != nil {
 			lag = strconv.FormatUint(*n.Lag, 10)

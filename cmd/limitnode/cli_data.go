@@ -13,7 +13,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/limitnode/limitnode/api/wire"
 	"github.com/limitnode/limitnode/client"
 	"github.com/limitnode/limitnode/httpapi"
 )
@@ -21,7 +20,7 @@ import (
 var allowCommand = remoteCommand("allow", "allow -key K -rate N [-period 1m] [-algorithm A] [-burst N] [-cost N] | -key K -policy P [flags]", func(fs *flag.FlagSet) runRemote {
 	key := fs.String("key", "", "the key to check")
 	rate := fs.Int64("rate", 0, "requests allowed per period")
-	period := fs.String("period", "", "the limit's period, a Go duration (default 1s)")
+	period := fs.Duration("period", 0, "the limit's period, a Go duration (default 1s)")
 	algorithm := fs.String("algorithm", "", "token_bucket (default), leaky_bucket, gcra, fixed_window, sliding_window_log, sliding_window_counter")
 	burst := fs.Int64("burst", 0, "bucket capacity (default: rate)")
 	cost := fs.Int64("cost", 1, "what the request consumes; 0 checks without consuming")
@@ -42,7 +41,7 @@ var allowCommand = remoteCommand("allow", "allow -key K -rate N [-period 1m] [-a
 		case *policy != "" && rateGiven:
 			return &usageError{"allow takes -rate or -policy, not both"}
 		}
-		req := client.AllowRequest{Key: *key, Policy: *policy, Cost: cost, RequestID: *requestID, SettleTTL: *settle}
+		req := client.AllowRequest{Key: *key, Policy: *policy, Cost: *cost, Peek: *cost == 0, RequestID: *requestID, SettleTTL: *settle}
 		if *policy == "" {
 			req.Limit = &client.Limit{Algorithm: *algorithm, Rate: *rate, Period: *period, Burst: *burst}
 		}
@@ -61,7 +60,7 @@ var allowCommand = remoteCommand("allow", "allow -key K -rate N [-period 1m] [-a
 			}
 			if err := r.table("DECISION\tLIMIT\tREMAINING\tRESET\tRETRY AFTER", [][]string{{
 				verdict, strconv.FormatInt(d.Limit, 10), strconv.FormatInt(d.Remaining, 10),
-				millis(d.ResetAfterMS), millis(d.RetryAfterMS),
+				d.ResetAfter.String(), d.ExactRetryAfter.String(),
 			}}); err != nil {
 				return err
 			}
@@ -72,7 +71,7 @@ var allowCommand = remoteCommand("allow", "allow -key K -rate N [-period 1m] [-a
 				fmt.Fprintf(r.stdout, "reserved: settle with limitnode settle %s COST\n", d.SettlementID)
 			}
 			if b := d.Blocked; b != nil {
-				fmt.Fprintf(r.stdout, "blocked for %s more: %s\n", millis(b.EndsInMS), cmp.Or(b.Reason, "(no reason given)"))
+				fmt.Fprintf(r.stdout, "blocked for %s more: %s\n", b.EndsIn.String(), cmp.Or(b.Reason, "(no reason given)"))
 			}
 		}
 		if !d.Allowed {
@@ -256,8 +255,8 @@ func short(digest string) string {
 // limitText is a limit as a table shows it: "token_bucket 100/1m burst 10".
 // deniedByText says what denied a request: "check 0, policy api (version
 // 12): token_bucket 100/1m (limit)".
-func deniedByText(by *wire.DeniedBy) string {
-	l := client.Limit{Algorithm: by.Limit.Algorithm, Rate: deref(by.Limit.Rate), Period: deref(by.Limit.Period), Burst: deref(by.Limit.Burst)}
+func deniedByText(by *client.DeniedBy) string {
+	l := by.Limit
 	policy := "an inline limit"
 	if by.Policy != "" {
 		policy = fmt.Sprintf("policy %s (version %d)", by.Policy, by.PolicyVersion)
@@ -266,7 +265,7 @@ func deniedByText(by *wire.DeniedBy) string {
 }
 
 func limitText(l client.Limit) string {
-	text := fmt.Sprintf("%s %d/%s", cmp.Or(l.Algorithm, "token_bucket"), l.Rate, shortDuration(cmp.Or(l.Period, "1s")))
+	text := fmt.Sprintf("%s %d/%s", cmp.Or(l.Algorithm, "token_bucket"), l.Rate, shortDuration(cmp.Or(l.Period, time.Second).String()))
 	if l.Burst != 0 && l.Burst != l.Rate {
 		text += fmt.Sprintf(" burst %d", l.Burst)
 	}

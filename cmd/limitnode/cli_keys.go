@@ -74,22 +74,13 @@ func (r *remote) keys(ks []client.KeyState) error {
 	var rows [][]string
 	for _, k := range ks {
 		for _, l := range k.Limits {
-			limit := client.Limit{Algorithm: l.Limit.Algorithm, Rate: deref(l.Limit.Rate), Period: deref(l.Limit.Period), Burst: deref(l.Limit.Burst)}
-			rows = append(rows, []string{k.Key, ownerText(l.Owner), limitText(limit), strconv.FormatInt(l.Remaining, 10), millis(l.ResetAfterMS)})
+			rows = append(rows, []string{k.Key, ownerText(l.Owner), limitText(l.Limit), strconv.FormatInt(l.Remaining, 10), l.ResetAfter.String()})
 		}
 	}
 	return r.table("KEY\tOWNER\tLIMIT\tREMAINING\tRESET", rows)
 }
 
 // deref is *p, or the zero value for nil.
-func deref[T any](p *T) T {
-	var zero T
-	if p == nil {
-		return zero
-	}
-	return *p
-}
-
 // ownerText names whose limit a key's state is under.
 func ownerText(owner string) string {
 	if owner == "" {

@@ -6,7 +6,7 @@ import (
 	"strconv"
 )
 
-// settleCommand settles a reservation (allow -settle) with what the request
+// settleCommand settles an open settlement (allow -settle) with what the request
 // used.
 var settleCommand = remoteCommand("settle", "settle SETTLEMENT_ID COST [flags]", noFlags(func(ctx context.Context, r *remote, args []string) error {
 	if err := wantArgs(args, 2, "SETTLEMENT_ID COST"); err != nil {
@@ -23,8 +23,8 @@ var settleCommand = remoteCommand("settle", "settle SETTLEMENT_ID COST [flags]",
 	if r.json {
 		return r.printJSON(s)
 	}
-	rows := [][]string{{s.SettlementID, strconv.FormatInt(s.Reserved, 10), strconv.FormatInt(s.Cost, 10),
-		strconv.FormatInt(s.Refunded, 10), strconv.FormatInt(s.Charged, 10), millis(s.RetryAfterMS)}}
+	rows := [][]string{{s.SettlementID, strconv.FormatInt(s.Upfront, 10), strconv.FormatInt(s.Cost, 10),
+		strconv.FormatInt(s.Refunded, 10), strconv.FormatInt(s.Charged, 10), s.RetryAfter.String()}}
 	if err := r.table("SETTLEMENT\tRESERVED\tCOST\tREFUNDED\tCHARGED\tIN DEBT FOR", rows); err != nil {
 		return err
 	}

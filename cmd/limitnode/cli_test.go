@@ -120,7 +120,7 @@ func TestTheCommandLineAgainstACluster(t *testing.T) {
 			t.Errorf("%s: stderr says limitnode twice: %q", tt.name, stderr)
 		}
 	}
-	// Reserve, then settle with less, twice: the second is the first's answer.
+	// Charge up front, then settle with less, twice: the second is the first's answer.
 	out, _, _ := limitnodeCLI(t, bin, "allow", addr, "-key", "tokens-2", "-rate", "1000", "-period", "1h", "-cost", "500", "-settle", "1m", "-json")
 	var reserved struct {
 		SettlementID string `json:"settlement_id"`

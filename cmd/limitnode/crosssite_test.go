@@ -258,7 +258,7 @@ func TestACrossSitePageCannotChangeTheCluster(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, name := range []string{"keep-me", "per-ip"} {
-		if _, err := c.PutPolicy(ctx, name, client.Policy{Limit: &client.Limit{Rate: 1, Period: "1h"}, KeyTemplate: "ip:{ip}"}); err != nil {
+		if _, err := c.PutPolicy(ctx, name, client.Policy{Limit: &client.Limit{Rate: 1, Period: time.Hour}, KeyTemplate: "ip:{ip}"}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -310,7 +310,7 @@ func TestARebindingPageCannotChangeTheCluster(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, name := range []string{"keep-me", "per-ip"} {
-		if _, err := c.PutPolicy(ctx, name, client.Policy{Limit: &client.Limit{Rate: 1, Period: "1h"}, KeyTemplate: "ip:{ip}"}); err != nil {
+		if _, err := c.PutPolicy(ctx, name, client.Policy{Limit: &client.Limit{Rate: 1, Period: time.Hour}, KeyTemplate: "ip:{ip}"}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -74,7 +74,7 @@ func TestAFullDescriptorTableDoesNotKillTheRaftPort(t *testing.T) {
 			_, _ = c2.TransferLeadership(ctx, "n1")
 		}
 		attempt++
-		d, err := c2.Allow(ctx, client.AllowRequest{Key: fmt.Sprint("after-the-flood-", attempt), Limit: &client.Limit{Rate: 5, Period: "1m"}})
+		d, err := c2.Allow(ctx, client.AllowRequest{Key: fmt.Sprint("after-the-flood-", attempt), Limit: &client.Limit{Rate: 5, Period: time.Minute}})
 		return err == nil && d.Allowed && d.Leader == "n1"
 	})
 }
@@ -90,7 +90,7 @@ func TestAFullDescriptorTableDoesNotKillTheRaftPort(t *testing.T) {
 // there as well.
 func TestAForgedEntryOnDiskCannotStopTheCluster(t *testing.T) {
 	testenv.NeedPrograms(t, "go")
-	limit := algorithms.Limit{Rate: 5, PeriodNanos: int64(time.Hour), Burst: 5}
+	limit := algorithms.Limit{Rate: 5, Period: time.Hour, Burst: 5}
 	tests := []struct {
 		name string
 		// stamps are the times of the forged entries, given the latest
@@ -117,10 +117,10 @@ func TestAForgedEntryOnDiskCannotStopTheCluster(t *testing.T) {
 				return node, c
 			}
 			stop := func(node *process) { node.stop() }
-			spent := client.AllowRequest{Key: "victim", Limit: &client.Limit{Rate: 5, Period: "1h"}}
+			spent := client.AllowRequest{Key: "victim", Limit: &client.Limit{Rate: 5, Period: time.Hour}}
 			cost := int64(5)
 			node, c := start()
-			d, err := c.Allow(context.Background(), client.AllowRequest{Key: spent.Key, Limit: spent.Limit, Cost: &cost})
+			d, err := c.Allow(context.Background(), client.AllowRequest{Key: spent.Key, Limit: spent.Limit, Cost: cost})
 			if err != nil || !d.Allowed {
 				t.Fatalf("spend the key: %+v, %v", d, err)
 			}
@@ -140,7 +140,7 @@ func TestAForgedEntryOnDiskCannotStopTheCluster(t *testing.T) {
 			}
 			for i, stamp := range tt.stamps(time.Now().UnixNano()) {
 				forged, err := fsm.Encode(fsm.CommandAllow, &fsm.AllowCommand{NowNanos: stamp,
-					Requests: []fsm.Request{{Checks: []fsm.Check{fsm.CheckOf(contract.Check{Key: "victim", Limit: limit})}}}})
+					Requests: []fsm.Request{{Checks: []fsm.Check{fsm.CheckOf(contract.Check{Key: "victim", Limit: limit, Peek: true})}}}})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -207,7 +207,7 @@ func TestADamagedLogStopsTheNodeWithOneLine(t *testing.T) {
 			c := client.New(nil, node.addrs.HTTP)
 			testenv.WaitFor(t, "the node to lead", func() bool { st, err := c.Cluster(context.Background()); return err == nil && st.Leader == "n1" })
 			for i := range 50 {
-				_, _ = c.Allow(context.Background(), client.AllowRequest{Key: fmt.Sprint("k", i), Limit: &client.Limit{Rate: 5, Period: "1h"}})
+				_, _ = c.Allow(context.Background(), client.AllowRequest{Key: fmt.Sprint("k", i), Limit: &client.Limit{Rate: 5, Period: time.Hour}})
 			}
 			node.stop()
 			tt.damage(t, filepath.Join(dir, "raft.db"))
@@ -239,7 +239,7 @@ func TestAChangedByteInTheLogIsDetected(t *testing.T) {
 	node := start()
 	c := client.New(nil, node.addrs.HTTP)
 	testenv.WaitFor(t, "the node to lead", func() bool { st, err := c.Cluster(context.Background()); return err == nil && st.Leader == "n1" })
-	if _, err := c.Allow(context.Background(), client.AllowRequest{Key: "the-victim-key", Limit: &client.Limit{Rate: 5, Period: "1h"}}); err != nil {
+	if _, err := c.Allow(context.Background(), client.AllowRequest{Key: "the-victim-key", Limit: &client.Limit{Rate: 5, Period: time.Hour}}); err != nil {
 		t.Fatal(err)
 	}
 	node.stop()
@@ -307,7 +307,7 @@ func TestRecoverFromALostQuorum(t *testing.T) {
 	start(2, "-join", n1.addrs.HTTP)
 	testenv.WaitFor(t, "three members", func() bool { st, err := c.Cluster(context.Background()); return err == nil && len(st.Nodes) == 3 })
 	cost := int64(5)
-	if d, err := c.Allow(context.Background(), client.AllowRequest{Key: "spent", Limit: &client.Limit{Rate: 5, Period: "1h"}, Cost: &cost}); err != nil || !d.Allowed {
+	if d, err := c.Allow(context.Background(), client.AllowRequest{Key: "spent", Limit: &client.Limit{Rate: 5, Period: time.Hour}, Cost: cost}); err != nil || !d.Allowed {
 		t.Fatalf("spend: %+v, %v", d, err)
 	}
 	for _, misuse := range []struct{ name, data, want string }{
@@ -334,7 +334,7 @@ func TestRecoverFromALostQuorum(t *testing.T) {
 		st, err := c.Cluster(context.Background())
 		return err == nil && st.Leader == "n1" && len(st.Nodes) == 1
 	})
-	if d, err := c.Allow(context.Background(), client.AllowRequest{Key: "spent", Limit: &client.Limit{Rate: 5, Period: "1h"}}); err != nil || d.Allowed {
+	if d, err := c.Allow(context.Background(), client.AllowRequest{Key: "spent", Limit: &client.Limit{Rate: 5, Period: time.Hour}}); err != nil || d.Allowed {
 		t.Fatalf("the spent key after recovery: %+v, %v; want it still spent", d, err)
 	}
 }

@@ -51,7 +51,7 @@ func TestLogsDoNotAlarmOnAHealthyCluster(t *testing.T) {
 		st, err := client.New(nil, n3.addr).Cluster(ctx)
 		return err == nil && len(st.Nodes) == 3 && st.Leader != ""
 	})
-	if _, err := client.New(nil, n2.addr).Allow(ctx, client.AllowRequest{Key: "k", Limit: &client.Limit{Rate: 5, Period: "1m"}}); err != nil {
+	if _, err := client.New(nil, n2.addr).Allow(ctx, client.AllowRequest{Key: "k", Limit: &client.Limit{Rate: 5, Period: time.Minute}}); err != nil {
 		t.Fatal(err)
 	}
 	for _, l := range []*testenv.SyncBuffer{logs1, logs2, logs3} {

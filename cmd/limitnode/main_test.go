@@ -121,7 +121,7 @@ func TestThreeNodesFromTheCommandLine(t *testing.T) {
 		return err == nil && len(st.Nodes) == 3 && st.Leader != "" && allHaveHTTPAddrs(st)
 	})
 
-	limit := &client.Limit{Rate: 2, Period: "1h"}
+	limit := &client.Limit{Rate: 2, Period: time.Hour}
 	var allowed int
 	for _, n := range []running{n1, n2, n3} {
 		d, err := client.New(nil, n.addr).Allow(ctx, client.AllowRequest{Key: "cli", Limit: limit})

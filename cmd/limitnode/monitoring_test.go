@@ -116,7 +116,7 @@ func TestDashboardAndAlertsNameRealMetrics(t *testing.T) {
 	c := testcluster.Start(t, 3)
 	leader, follower := c.WaitLeader(), c.Followers()[0]
 	ctx := context.Background()
-	if err := leader.Node().PutPolicy(ctx, contract.Policy{Name: "api", Limit: algorithms.Limit{Algorithm: algorithms.TokenBucket, Rate: 2, PeriodNanos: int64(time.Hour), Burst: 2}}); err != nil {
+	if err := leader.Node().PutPolicy(ctx, contract.Policy{Name: "api", Limit: algorithms.Limit{Algorithm: algorithms.TokenBucket, Rate: 2, Period: time.Hour, Burst: 2}}); err != nil {
 		t.Fatal(err)
 	}
 	for range 4 {

@@ -175,8 +175,8 @@ func driveEveryKind(t *testing.T, ctx context.Context, c *testcluster.Cluster) *
 	leader, follower := c.WaitLeader(), c.Followers()[0]
 	hour := int64(time.Hour)
 	for _, p := range []contract.Policy{
-		{Name: "api", Limit: algorithms.Limit{Algorithm: algorithms.TokenBucket, Rate: 5, PeriodNanos: hour, Burst: 5}},
-		{Name: "trial", Shadow: true, Limit: algorithms.Limit{Algorithm: algorithms.TokenBucket, Rate: 1, PeriodNanos: hour, Burst: 1}},
+		{Name: "api", Limit: algorithms.Limit{Algorithm: algorithms.TokenBucket, Rate: 5, Period: time.Duration(hour), Burst: 5}},
+		{Name: "trial", Shadow: true, Limit: algorithms.Limit{Algorithm: algorithms.TokenBucket, Rate: 1, Period: time.Duration(hour), Burst: 1}},
 	} {
 		if err := leader.Node().PutPolicy(ctx, p); err != nil {
 			t.Fatal(err)

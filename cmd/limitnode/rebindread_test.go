@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/limitnode/limitnode/client"
 	"github.com/limitnode/limitnode/internal/testenv"
@@ -59,10 +60,10 @@ func TestARebindingPageReadsNothing(t *testing.T) {
 	leader := startDefaultCluster(t, ctx)
 	const secret = "api-key-sk-live-4242"
 	c := client.New(nil, leader)
-	if _, err := c.PutPolicy(ctx, "per-ip", client.Policy{Limit: &client.Limit{Rate: 5, Period: "1h"}, KeyTemplate: "ip:{ip}"}); err != nil {
+	if _, err := c.PutPolicy(ctx, "per-ip", client.Policy{Limit: &client.Limit{Rate: 5, Period: time.Hour}, KeyTemplate: "ip:{ip}"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.Allow(ctx, client.AllowRequest{Key: secret, Limit: &client.Limit{Rate: 5, Period: "1h"}}); err != nil {
+	if _, err := c.Allow(ctx, client.AllowRequest{Key: secret, Limit: &client.Limit{Rate: 5, Period: time.Hour}}); err != nil {
 		t.Fatal(err)
 	}
 

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/limitnode/limitnode/client"
 )
@@ -31,7 +32,7 @@ func TestAFloodOfIDsLeavesAnothersRetryADuplicate(t *testing.T) {
 		"-auth", tokens, "-max-request-ids-per-caller", "100"}, nil)
 	payer := client.NewWithOptions(client.Options{Token: payerToken}, n.addr)
 	flooder := client.NewWithOptions(client.Options{Token: flooderToken}, n.addr)
-	limit := &client.Limit{Algorithm: "sliding_window_log", Rate: 1000, Period: "1h"} // nothing comes back while the test runs
+	limit := &client.Limit{Algorithm: "sliding_window_log", Rate: 1000, Period: time.Hour} // nothing comes back while the test runs
 
 	payment := client.AllowRequest{Key: "payments", Limit: limit, RequestID: "payment-42"}
 	if d, err := payer.Allow(ctx, payment); err != nil || !d.Allowed || d.Duplicate {
@@ -56,8 +57,7 @@ func TestAFloodOfIDsLeavesAnothersRetryADuplicate(t *testing.T) {
 	if d, err := payer.Allow(ctx, payment); err != nil || !d.Allowed || !d.Duplicate {
 		t.Fatalf("the payment's retry after the flood: %+v, %v; want the first answer, a duplicate", d, err)
 	}
-	peek := int64(0)
-	if d, err := payer.Allow(ctx, client.AllowRequest{Key: "payments", Limit: limit, Cost: &peek}); err != nil || d.Remaining != 999 {
+	if d, err := payer.Allow(ctx, client.AllowRequest{Key: "payments", Limit: limit, Peek: true}); err != nil || d.Remaining != 999 {
 		t.Fatalf("the payments key: %+v, %v; want it charged once", d, err)
 	}
 }

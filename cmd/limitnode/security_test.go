@@ -101,7 +101,7 @@ func TestSecureThreeNodesFromTheCommandLine(t *testing.T) {
 	n3 := startNode(t, ctx, node("n3", n2.addr), joinToken)
 
 	trust := &tls.Config{RootCAs: caPool(t, filepath.Join(dir, "ca.pem"))}
-	limit := &client.Limit{Rate: 2, Period: "1h"}
+	limit := &client.Limit{Rate: 2, Period: time.Hour}
 	allowed := 0
 	for _, n := range []running{n1, n2, n3} {
 		d, err := client.NewWithOptions(client.Options{TLS: trust, Token: checkoutToken}, n.addr).Allow(ctx, client.AllowRequest{Key: "secure", Limit: limit})
@@ -178,7 +178,7 @@ func TestRotationWhileRequestsFlow(t *testing.T) {
 				}
 				tokenMu.RLock()
 				cc := client.NewWithOptions(client.Options{HTTPClient: hc, Token: current}, "https://"+n.addr)
-				if _, err := cc.Allow(ctx, client.AllowRequest{Key: fmt.Sprint("rotate-", i), Limit: &client.Limit{Rate: 1000, Period: "1s"}}); err != nil {
+				if _, err := cc.Allow(ctx, client.AllowRequest{Key: fmt.Sprint("rotate-", i), Limit: &client.Limit{Rate: 1000, Period: time.Second}}); err != nil {
 					failures.Add(1)
 					t.Errorf("a call with the token in force failed: %v", err)
 				}
@@ -227,7 +227,7 @@ func TestRotationWhileRequestsFlow(t *testing.T) {
 }
 
 func allowWith(ctx context.Context, addr string, trust *tls.Config, token string) error {
-	_, err := client.NewWithOptions(client.Options{TLS: trust, Token: token}, addr).Allow(ctx, client.AllowRequest{Key: "probe", Limit: &client.Limit{Rate: 1000, Period: "1s"}})
+	_, err := client.NewWithOptions(client.Options{TLS: trust, Token: token}, addr).Allow(ctx, client.AllowRequest{Key: "probe", Limit: &client.Limit{Rate: 1000, Period: time.Second}})
 	return err
 }
 

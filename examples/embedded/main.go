@@ -54,7 +54,7 @@ func main() {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	perKey := algorithms.Limit{Rate: 100, PeriodNanos: int64(time.Minute), Burst: 100}
+	perKey := algorithms.Limit{Rate: 100, Period: time.Minute, Burst: 100}
 	d, err := node.Allow(ctx, contract.Request{
 		Checks:    []contract.Check{{Key: "api-key:abc123", Limit: perKey, Cost: 1}},
 		RequestID: "req-8f14e45f", // optional: makes a retry safe
@@ -69,7 +69,7 @@ func main() {
 	case err != nil:
 		log.Fatal(err)
 	case !d.Allowed: // 429
-		log.Printf("denied; retry in %v", time.Duration(d.Checks[0].RetryAfterNanos))
+		log.Printf("denied; retry in %v", d.Checks[0].RetryAfter)
 	default:
 		log.Printf("allowed; %d left", d.Checks[0].Remaining)
 	}

@@ -11,6 +11,7 @@ import (
 	"flag"
 	"log"
 	"net"
+	"time"
 
 	"github.com/limitnode/limitnode/client"
 	"github.com/limitnode/limitnode/client/grpclimit"
@@ -29,7 +30,7 @@ func main() {
 		Methods: map[string][]grpclimit.Check{
 			"/grpc.health.v1.Health/Check": {{
 				Key:   grpclimit.Join(grpclimit.Const("api-key"), grpclimit.Metadata("x-api-key")),
-				Limit: &client.Limit{Rate: 5, Period: "1m"},
+				Limit: &client.Limit{Rate: 5, Period: time.Minute},
 			}},
 		},
 	})

@@ -24,7 +24,7 @@ func main() {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	d, err := g.Allow(ctx, client.AllowRequest{Key: "api-key:abc123", Limit: &client.Limit{Rate: 100, Period: "1m"}})
+	d, err := g.Allow(ctx, client.AllowRequest{Key: "api-key:abc123", Limit: &client.Limit{Rate: 100, Period: time.Minute}})
 	if err != nil { // only for a request the API refused as invalid (4xx)
 		log.Fatal(err)
 	}

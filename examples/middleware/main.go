@@ -42,8 +42,8 @@ func main() {
 		sub, ok := ctx.Value(userKey{}).(string)
 		return sub, ok
 	}))
-	perUser := &client.Limit{Rate: 100, Period: "1m"}
-	global := middleware.Check{Key: middleware.Const("all-users"), Limit: &client.Limit{Rate: 10000, Period: "1m"}}
+	perUser := &client.Limit{Rate: 100, Period: time.Minute}
+	global := middleware.Check{Key: middleware.Const("all-users"), Limit: &client.Limit{Rate: 10000, Period: time.Minute}}
 	mux := http.NewServeMux()
 	limiter, err := middleware.New(guard, middleware.Options{
 		Mux: mux,

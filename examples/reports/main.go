@@ -25,7 +25,7 @@ import (
 )
 
 var (
-	perClient = &client.Limit{Algorithm: "token_bucket", Rate: 10, Period: "1m", Burst: 3}
+	perClient = &client.Limit{Algorithm: "token_bucket", Rate: 10, Period: time.Minute, Burst: 3}
 	building  = client.LeaseRequest{Key: "reports:building", Max: 5, TTL: 30 * time.Second, MaxWait: 10 * time.Second, MaxQueue: 20}
 )
 

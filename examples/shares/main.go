@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"log"
 	"os"
+	"time"
 
 	"github.com/limitnode/limitnode/client"
 )
@@ -22,7 +23,7 @@ func main() {
 	}
 	ctx := context.Background()
 	c := client.NewWithOptions(client.Options{LocalShares: true}, addrs...)
-	hot := client.AllowRequest{Key: "tenant:42", Limit: &client.Limit{Rate: 100000, Period: "1s", LocalShares: &client.LocalShares{}}}
+	hot := client.AllowRequest{Key: "tenant:42", Limit: &client.Limit{Rate: 100000, Period: time.Second, LocalShares: &client.LocalShares{}}}
 	admitted, shared := 0, 0
 	for range 1000 {
 		d, err := c.Allow(ctx, hot)

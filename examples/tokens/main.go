@@ -24,7 +24,7 @@ import (
 // maxTokens is the most one answer may stream, reserved up front.
 const maxTokens = 256
 
-var perTenant = &client.Limit{Rate: 10_000, Period: "24h"} // tokens a day, a bucket of as many
+var perTenant = &client.Limit{Rate: 10_000, Period: 24 * time.Hour} // tokens a day, a bucket of as many
 
 func main() {
 	listen := flag.String("listen", "127.0.0.1:8092", "address to serve on")
@@ -38,7 +38,7 @@ func main() {
 			return
 		}
 		cost := int64(maxTokens)
-		res, err := limiter.Reserve(r.Context(), client.AllowRequest{Key: "tokens:" + tenant, Limit: perTenant, Cost: &cost}, 2*time.Minute)
+		res, err := limiter.StartSettlement(r.Context(), client.AllowRequest{Key: "tokens:" + tenant, Limit: perTenant, Cost: cost}, 2*time.Minute)
 		switch {
 		case err != nil:
 			http.Error(w, "the limiter cannot answer", http.StatusServiceUnavailable)
@@ -55,7 +55,7 @@ func main() {
 		if s, err := res.Settle(ctx, sent); err != nil {
 			log.Printf("settle %s: %v", res.SettlementID, err)
 		} else {
-			log.Printf("tenant %s: reserved %d tokens, sent %d, %d given back", tenant, s.Reserved, sent, s.Refunded)
+			log.Printf("tenant %s: reserved %d tokens, sent %d, %d given back", tenant, s.Upfront, sent, s.Refunded)
 		}
 	})
 	ln, err := net.Listen("tcp", *listen) // with port 0, one the OS picks, named below

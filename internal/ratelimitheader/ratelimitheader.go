@@ -50,9 +50,9 @@ func Fields(policy string, d algorithms.Decision, rate, periodNanos int64) [5]Fi
 	return [5]Field{
 		{"RateLimit-Limit", limit},
 		{"RateLimit-Remaining", remaining},
-		{"RateLimit-Reset", strconv.FormatInt(CeilDiv(d.ResetAfterNanos, int64(time.Second)), 10)},
+		{"RateLimit-Reset", strconv.FormatInt(CeilDiv(int64(d.ResetAfter), int64(time.Second)), 10)},
 		{"RateLimit-Policy", name + ";q=" + strconv.FormatInt(quota, 10) + ";w=" + strconv.FormatInt(CeilDiv(window, int64(time.Second)), 10)},
-		{"RateLimit", name + ";r=" + remaining + ";t=" + strconv.FormatInt(CeilDiv(d.RefillAfterNanos, int64(time.Second)), 10)},
+		{"RateLimit", name + ";r=" + remaining + ";t=" + strconv.FormatInt(CeilDiv(int64(d.RefillAfter), int64(time.Second)), 10)},
 	}
 }
 
@@ -158,7 +158,7 @@ func DeniedBy(d Denial) string {
 	b.WriteString(";cause=" + d.Cause)
 	b.WriteString(";algorithm=" + d.Limit.Algorithm.String())
 	b.WriteString(";rate=" + strconv.FormatInt(d.Limit.Rate, 10))
-	b.WriteString(";period_ms=" + strconv.FormatInt(CeilDiv(d.Limit.PeriodNanos, int64(time.Millisecond)), 10))
+	b.WriteString(";period_ms=" + strconv.FormatInt(CeilDiv(int64(d.Limit.Period), int64(time.Millisecond)), 10))
 	if d.Limit.Algorithm.IsBucket() {
 		b.WriteString(";burst=" + strconv.FormatInt(d.Limit.Burst, 10))
 	}

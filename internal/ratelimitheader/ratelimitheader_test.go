@@ -37,7 +37,7 @@ func TestRetryAfterHeader(t *testing.T) {
 func TestRateLimitHeaderStrings(t *testing.T) {
 	t.Parallel()
 	h := map[string]string{}
-	d := algorithms.Decision{Limit: 50, Remaining: 7, ResetAfterNanos: 1500 * int64(time.Millisecond), RefillAfterNanos: 200 * int64(time.Millisecond)}
+	d := algorithms.Decision{Limit: 50, Remaining: 7, ResetAfter: time.Duration(1500 * int64(time.Millisecond)), RefillAfter: time.Duration(200 * int64(time.Millisecond))}
 	for _, f := range Fields("burst", d, 50, int64(90*time.Second)) {
 		h[f.Name] = f.Value
 	}

@@ -25,24 +25,24 @@ func (d Decider) Decide(ctx context.Context, req client.AllowRequest) (client.Gu
 
 // Admitted is what a middleware leaves in the context of a call it let
 // through: enough to charge more against its checks afterwards, or to
-// settle its reservation.
+// settle its open settlement.
 type Admitted[R any] struct {
 	Decider Decider
 	Checks  *List[R]
 	Request client.AllowRequest
 	// Decision is the call's admission; with Request.SettleTTL, it names
-	// the reservation to settle.
+	// the open settlement to settle.
 	Decision client.GuardDecision
 	settled  atomic.Bool
 }
 
 // ErrSettledAlready is Settle's error for a call settled before.
-var ErrSettledAlready = errors.New("the call's reservation was settled already")
+var ErrSettledAlready = errors.New("the call's settlement was settled already")
 
-// Settle settles the admitted call's reservation with used, what the call
+// Settle settles the admitted call's open settlement with used, what the call
 // cost, once (the Guard's settlement retries while the cluster answers
 // 503, within the Decider's Timeout, even after ctx is cancelled: the work
-// was done). A call that holds no reservation (no SettleTTL, or admitted
+// was done). A call that holds no open settlement (no SettleTTL, or admitted
 // by the Guard's failure policy) has nothing to settle: the zero
 // Settlement.
 func (a *Admitted[R]) Settle(ctx context.Context, used int64) (client.Settlement, error) {

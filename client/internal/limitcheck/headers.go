@@ -2,6 +2,7 @@ package limitcheck
 
 import (
 	"strconv"
+	"time"
 
 	"github.com/limitnode/limitnode/client"
 )
@@ -21,10 +22,10 @@ func Headers(d client.GuardDecision, withRetry bool) []Header {
 			out = append(out,
 				Header{"RateLimit-Limit", strconv.FormatInt(d.Limit, 10)},
 				Header{"RateLimit-Remaining", strconv.FormatInt(d.Remaining, 10)},
-				Header{"RateLimit-Reset", strconv.FormatInt(ceilSeconds(d.ResetAfterMS), 10)})
+				Header{"RateLimit-Reset", strconv.FormatInt(ceilSeconds(d.ResetAfter), 10)})
 		}
 		if withRetry {
-			out = append(out, Header{"Retry-After", strconv.FormatInt(max(ceilSeconds(d.RetryAfterMS), 1), 10)})
+			out = append(out, Header{"Retry-After", strconv.FormatInt(max(ceilSeconds(d.ExactRetryAfter), 1), 10)})
 		}
 		return out
 	}
@@ -39,9 +40,10 @@ func Headers(d client.GuardDecision, withRetry bool) []Header {
 	return out
 }
 
-func ceilSeconds(ms int64) int64 {
-	if ms <= 0 {
+// ceilSeconds is d in whole seconds, rounded up; 0 for no time.
+func ceilSeconds(d time.Duration) int64 {
+	if d <= 0 {
 		return 0
 	}
-	return (ms + 999) / 1000
+	return int64((d + time.Second - 1) / time.Second)
 }

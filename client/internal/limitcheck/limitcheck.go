@@ -67,7 +67,7 @@ func (l *List[R]) Request(r R) (client.AllowRequest, error) {
 		if err != nil {
 			return client.AllowRequest{}, err
 		}
-		req.Checks[i] = client.Check{Key: key, Limit: c.Limit, Policy: c.Policy, Cost: &l.costs[i]}
+		req.Checks[i] = client.Check{Key: key, Limit: c.Limit, Policy: c.Policy, Cost: l.costs[i]}
 	}
 	return req, nil
 }
@@ -78,7 +78,7 @@ func (l *List[R]) Extra(req client.AllowRequest, name string, extra int64) (clie
 	for i, c := range l.checks {
 		if c.Name == name {
 			check := req.Checks[i]
-			check.Cost = &extra
+			check.Cost, check.Peek = extra, extra == 0
 			return client.AllowRequest{Checks: []client.Check{check}}, true
 		}
 	}
@@ -138,7 +138,7 @@ func NewTable[R, C any](field string, dflt []C, byKey map[string][]C, convert fu
 }
 
 // OneCostEach refuses a table with a list whose checks cost differently
-// (named field in errors): a reservation to settle reserves one cost on
+// (named field in errors): a settlement charges one cost up front on
 // every check of a request, and settles each with the same.
 func (t *Table[R]) OneCostEach(field string) error {
 	check := func(where string, l *List[R]) error {

@@ -56,11 +56,11 @@ func TestNewListRefusesBadChecks(t *testing.T) {
 		t.Fatal(err)
 	}
 	req, err := l.Request("")
-	if err != nil || len(req.Checks) != 2 || *req.Checks[0].Cost != 1 || *req.Checks[1].Cost != 3 {
+	if err != nil || len(req.Checks) != 2 || req.Checks[0].Cost != 1 || req.Checks[1].Cost != 3 {
 		t.Fatalf("request %+v, %v", req, err)
 	}
 	extra, ok := l.Extra(req, "b", 7)
-	if !ok || len(extra.Checks) != 1 || *extra.Checks[0].Cost != 7 || *req.Checks[1].Cost != 3 || extra.Checks[0].Policy != "p" {
+	if !ok || len(extra.Checks) != 1 || extra.Checks[0].Cost != 7 || req.Checks[1].Cost != 3 || extra.Checks[0].Policy != "p" {
 		t.Fatalf("Extra: %+v %v (the request's own cost must stay 3)", extra, ok)
 	}
 }

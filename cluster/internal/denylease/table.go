@@ -199,7 +199,7 @@ func refillsAfter(res *fsm.Result) time.Duration {
 	var d int64
 	for i := range res.Checks {
 		if c := &res.Checks[i].Decision; c.Remaining == 0 {
-			d = max(d, c.RefillAfterNanos)
+			d = max(d, int64(c.RefillAfter))
 		}
 	}
 	return time.Duration(d)

@@ -25,7 +25,7 @@ func (c *fakeNow) add(d time.Duration) {
 }
 
 func denial(denyFor time.Duration) fsm.Result {
-	return fsm.Result{Checks: []fsm.CheckResult{{Decision: algorithms.Decision{RetryAfterNanos: int64(denyFor)}}}, DenyAtNanos: 1e18, DenyForNanos: int64(denyFor)}
+	return fsm.Result{Checks: []fsm.CheckResult{{Decision: algorithms.Decision{RetryAfter: denyFor}}}, DenyAtNanos: 1e18, DenyForNanos: int64(denyFor)}
 }
 
 func TestDenyLeaseLengths(t *testing.T) {
@@ -69,7 +69,7 @@ func TestDenyLeasesAnswerThenOneAsksForAll(t *testing.T) {
 	}
 	clock.add(300 * time.Millisecond)
 	res, ok, _ := table.Answer(ctx, "k")
-	if !ok || !res.Leased || res.Checks[0].Decision.RetryAfterNanos != int64(time.Hour-300*time.Millisecond) {
+	if !ok || !res.Leased || int64(res.Checks[0].Decision.RetryAfter) != int64(time.Hour-300*time.Millisecond) {
 		t.Fatalf("the lease answered %+v, %v; want the denial, 300ms on", res, ok)
 	}
 	clock.add(time.Second)
@@ -145,7 +145,7 @@ func TestAnAdmissionThatTookTheLastHandsTheAskingOver(t *testing.T) {
 				got <- probing
 			}()
 			waitForWaiters(table, "k", 1)
-			admitted := fsm.Result{Allowed: true, Checks: []fsm.CheckResult{{Decision: algorithms.Decision{Allowed: true, Remaining: tt.remaining, RefillAfterNanos: int64(tt.refill)}}}}
+			admitted := fsm.Result{Allowed: true, Checks: []fsm.CheckResult{{Decision: algorithms.Decision{Allowed: true, Remaining: tt.remaining, RefillAfter: tt.refill}}}}
 			table.Settle("k", nil, clock.now().Add(-tt.trip), &admitted)
 			if probing := <-got; probing != tt.wantProbing {
 				t.Fatalf("the waiting request asks for its kind: %v, want %v", probing, tt.wantProbing)
