@@ -113,7 +113,7 @@ func bucketValid(l Limit, s State) bool {
 // A key with no state, or untouched since its TAT, is a full bucket: burst
 // requests are admitted at once, then one every T. Pick it for APIs: it
 // allows the bursts real clients make while holding the average to rate.
-type tokenBucket struct{}
+type tokenBucket struct{ bucketGiveBacks }
 
 func (tokenBucket) wait(l Limit, s State, now, cost int64) int64 {
 	// The request needs debt + cost×T ≤ τ; debt shrinks by one ns per ns.
@@ -155,7 +155,7 @@ func (tokenBucket) valid(l Limit, s State) bool      { return bucketValid(l, s) 
 // its queue form, where excess requests wait to drain at a steady pace; a
 // rate limiter that answers at once cannot queue, so to smooth with this
 // algorithm give it a small burst (burst 1 spaces requests T apart).
-type leakyBucket struct{}
+type leakyBucket struct{ bucketGiveBacks }
 
 // level returns the bucket's level at now as an exact span of drain time.
 func (leakyBucket) level(l Limit, s State, now int64) instant { return debtAt(s, now, l) }
@@ -191,7 +191,7 @@ func (leakyBucket) valid(l Limit, s State) bool      { return bucketValid(l, s) 
 // requests at once (not burst+1 as the ATM form with τ = (burst−1)×T plus
 // the request itself would describe it differently but count the same).
 // It is the cheapest exact limiter: one integer per key and no refill loop.
-type gcra struct{}
+type gcra struct{ bucketGiveBacks }
 
 func (gcra) allowAt(l Limit, s State, now, cost int64) (newTAT, allowAt instant) {
 	base := tatOf(s)
@@ -222,3 +222,64 @@ func (gcra) remaining(l Limit, s State, now int64) int64 {
 
 func (gcra) expiresAt(_ Limit, s State) int64 { return bucketExpiresAt(s) }
 func (gcra) valid(l Limit, s State) bool      { return bucketValid(l, s) }
+
+// bucketGiveBacks is what the three buckets share of refunds and shares:
+// each moves the TAT, and a share is charged as an admission.
+type bucketGiveBacks struct{}
+
+func (bucketGiveBacks) refund(l Limit, s State, now int64, r UpfrontCharge, units int64) (State, int64) {
+	end := instant{r.TAT, r.TATFrac}
+	from := end.sub(emissionSpan(r.Units, l), l.Rate)
+	if from.less(instant{nanos: now}) {
+		from = instant{nanos: now}
+	}
+	if !from.less(end) {
+		return s, 0 // its units have all refilled
+	}
+	units = min(units, unitsIn(end.sub(from, l.Rate), l))
+	tat := tatOf(s)
+	floor := instant{nanos: now}.add(emissionSpan(outstanding(s.Shares), l), l.Rate)
+	if units <= 0 || !floor.less(tat) {
+		return s, 0
+	}
+	back := tat.sub(emissionSpan(units, l), l.Rate)
+	if back.less(floor) {
+		back = floor
+	}
+	next := s
+	next.At, next.Frac = back.nanos, back.frac
+	return next, min(units, unitsInCeil(tat.sub(back, l.Rate), l))
+}
+
+func (bucketGiveBacks) charge(l Limit, s State, now, units, debt int64) (State, int64) {
+	base := tatOf(s)
+	if base.less(instant{nanos: now}) {
+		base = instant{nanos: now}
+	}
+	most := instant{nanos: now}.add(emissionSpan(l.Burst+debt, l), l.Rate)
+	if !base.less(most) {
+		return s, 0
+	}
+	charged := min(units, unitsIn(most.sub(base, l.Rate), l))
+	return bucketState(base.add(emissionSpan(charged, l), l.Rate)), charged
+}
+
+func (bucketGiveBacks) shareEnd(_ Limit, _, until int64) int64 { return until }
+
+// giveBack: settled, the TAT is at least now + (all outstanding)×T, so it
+// stays at least now + (the rest)×T.
+func (bucketGiveBacks) giveBack(l Limit, s State, _ Share, unspent int64) State {
+	return bucketState(tatOf(s).sub(emissionSpan(unspent, l), l.Rate))
+}
+
+func (bucketGiveBacks) restart(l Limit, s State, now int64) State {
+	return bucketState(instant{nanos: now}.add(emissionSpan(outstanding(s.Shares), l), l.Rate))
+}
+
+func (b tokenBucket) grant(l Limit, s State, now, units, _ int64) State {
+	return b.admit(l, s, now, units)
+}
+func (b leakyBucket) grant(l Limit, s State, now, units, _ int64) State {
+	return b.admit(l, s, now, units)
+}
+func (g gcra) grant(l Limit, s State, now, units, _ int64) State { return g.admit(l, s, now, units) }

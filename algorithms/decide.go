@@ -50,6 +50,28 @@ type rule interface {
 	// valid reports whether s is a state the rule can produce for l; used
 	// to reject corrupt snapshots.
 	valid(l Limit, s State) bool
+
+	// What settles an up-front charge, and shares (Charge, Refund, Grant,
+	// GiveBack, Restart), each on a state settled at now (see settle):
+	//
+	// charge takes up to units more, into up to debt units beyond empty
+	// where the rule keeps debt, and returns the state and the units
+	// charged, 0 when none could be.
+	charge(l Limit, s State, now, units, debt int64) (State, int64)
+	// refund gives back up to units (at most r's) of what the up-front
+	// charge r took, and returns the state and the units given back, 0
+	// when nothing could be.
+	refund(l Limit, s State, now int64, r UpfrontCharge, units int64) (State, int64)
+	// shareEnd is when a share granted at now, asked to last until, ends.
+	shareEnd(l Limit, now, until int64) int64
+	// grant charges a share of units granted at now, ending at until (its
+	// shareEnd), which wait admits.
+	grant(l Limit, s State, now, units, until int64) State
+	// giveBack returns unspent units (at most its own) of the live share sh.
+	giveBack(l Limit, s State, sh Share, unspent int64) State
+	// restart is the state that counts nothing but the units of s's live
+	// shares, at now.
+	restart(l Limit, s State, now int64) State
 }
 
 var rules = [...]rule{

@@ -60,61 +60,7 @@ func Refund(l Limit, s State, now int64, r UpfrontCharge, units int64) (State, i
 	if units <= 0 {
 		return s, 0
 	}
-	chargedAt := r.AtNanos
-	next := s
-	var given int64
-	switch l.Algorithm {
-	case TokenBucket, LeakyBucket, GCRA:
-		end := instant{r.TAT, r.TATFrac}
-		from := end.sub(emissionSpan(r.Units, l), l.Rate)
-		if from.less(instant{nanos: now}) {
-			from = instant{nanos: now}
-		}
-		if !from.less(end) {
-			return s, 0 // its units have all refilled
-		}
-		units = min(units, unitsIn(end.sub(from, l.Rate), l))
-		tat := tatOf(s)
-		floor := instant{nanos: now}.add(emissionSpan(outstanding(s.Shares), l), l.Rate)
-		if units <= 0 || !floor.less(tat) {
-			return s, 0
-		}
-		back := tat.sub(emissionSpan(units, l), l.Rate)
-		if back.less(floor) {
-			back = floor
-		}
-		given = min(units, unitsInCeil(tat.sub(back, l.Rate), l))
-		next.At, next.Frac = back.nanos, back.frac
-	case FixedWindow:
-		if current := windowStart(now, int64(l.Period)); s.At != current || windowStart(chargedAt, int64(l.Period)) != current {
-			return s, 0
-		}
-		given = min(units, s.Count-outstandingIn(s))
-		next.Count -= given
-	case SlidingWindowCounter:
-		current, charged := windowStart(now, int64(l.Period)), windowStart(chargedAt, int64(l.Period))
-		switch {
-		case charged == current && s.At == current:
-			given = min(units, s.Count-outstandingIn(s))
-			next.Count -= given
-		case charged == current-int64(l.Period) && s.At == current:
-			given = min(units, s.Previous)
-			next.Previous -= given
-		case charged == current-int64(l.Period) && s.At == charged:
-			// The state still holds the charged window as its current one,
-			// which from now weighs as the previous.
-			given = min(units, s.Count)
-			next.Count -= given
-		default:
-			return s, 0
-		}
-	case SlidingWindowLog:
-		if chargedAt <= now-int64(l.Period) {
-			return s, 0 // its stamps no longer count
-		}
-		next.Log = removeStamps(s.Log, chargedAt, units)
-		given = int64(len(s.Log) - len(next.Log))
-	}
+	next, given := rules[l.Algorithm].refund(l, s, now, r, units)
 	if given <= 0 {
 		return s, 0
 	}
@@ -145,29 +91,19 @@ func Charge(l Limit, s State, now, units, debt int64) (State, int64) {
 	if units <= 0 {
 		return s, 0
 	}
-	r := rules[l.Algorithm]
-	if l.Algorithm.IsBucket() {
-		base := tatOf(s)
-		if base.less(instant{nanos: now}) {
-			base = instant{nanos: now}
-		}
-		most := instant{nanos: now}.add(emissionSpan(l.Burst+debt, l), l.Rate)
-		if !base.less(most) {
-			return s, 0
-		}
-		charged := min(units, unitsIn(most.sub(base, l.Rate), l))
-		if charged <= 0 {
-			return s, 0
-		}
-		next := bucketState(base.add(emissionSpan(charged, l), l.Rate))
-		next.Shares = s.Shares
-		return next, charged
+	next, charged := rules[l.Algorithm].charge(l, s, now, units, debt)
+	if charged <= 0 {
+		return s, 0
 	}
+	next.Shares = s.Shares
+	return next, charged
+}
+
+// chargeWithin is a window's charge: what r can admit at now, no debt.
+func chargeWithin(r rule, l Limit, s State, now, units int64) (State, int64) {
 	charged := min(units, r.remaining(l, s, now))
 	if charged <= 0 {
 		return s, 0
 	}
-	next := r.admit(l, s, now, charged)
-	next.Shares = s.Shares
-	return next, charged
+	return r.admit(l, s, now, charged), charged
 }

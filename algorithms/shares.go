@@ -101,11 +101,7 @@ func SharesLive(s State, now int64) bool {
 // the fixed window and the sliding window counter no later than the end of
 // the window now is in.
 func (l Limit) ShareEnd(now int64, ttl time.Duration) int64 {
-	until := now + int64(ttl)
-	if (l.Algorithm == FixedWindow || l.Algorithm == SlidingWindowCounter) && shareMutation != mutationNoWindowEnd {
-		until = min(until, windowStart(now, int64(l.Period))+int64(l.Period))
-	}
-	return until
+	return rules[l.Algorithm].shareEnd(l, now, now+int64(ttl))
 }
 
 // Grant hands units of the limit at now to a holder as share id, to spend
@@ -120,16 +116,7 @@ func Grant(l Limit, s State, now, units int64, ttl time.Duration, id uint64) (Sh
 		return Share{}, s, false
 	}
 	sh := Share{ID: id, Units: units, Until: l.ShareEnd(now, ttl)}
-	var next State
-	if l.Algorithm == SlidingWindowLog {
-		at := sh.Until
-		if shareMutation == mutationLogAtGrant {
-			at = now
-		}
-		next = State{Log: insertStamps(slidingWindowLog{}.live(l, s, now), at, units)}
-	} else {
-		next = r.admit(l, s, now, units)
-	}
+	next := r.grant(l, s, now, units, sh.Until)
 	next.Shares = insertShare(s.Shares, sh)
 	return sh, next, true
 }
@@ -146,19 +133,7 @@ func GiveBack(l Limit, s State, now int64, id uint64, unspent int64) (State, int
 	}
 	sh := s.Shares[i]
 	unspent = min(unspent, sh.Units)
-	next := s
-	switch {
-	case l.Algorithm.IsBucket():
-		// Settled, the TAT is at least now + (all outstanding)×T, so it
-		// stays at least now + (the rest)×T.
-		next = bucketState(tatOf(s).sub(emissionSpan(unspent, l), l.Rate))
-	case l.Algorithm == SlidingWindowLog:
-		next = State{Log: removeStamps(s.Log, sh.Until, unspent)}
-	default:
-		// A live share was granted in the window now is in, which is the
-		// state's.
-		next.Count -= unspent
-	}
+	next := rules[l.Algorithm].giveBack(l, s, sh, unspent)
 	next.Shares = slices.Delete(slices.Clone(s.Shares), i, i+1)
 	if len(next.Shares) == 0 {
 		next.Shares = nil
@@ -174,17 +149,7 @@ func Restart(l Limit, s State, now int64) State {
 	if len(s.Shares) == 0 {
 		return State{}
 	}
-	var next State
-	switch out := outstanding(s.Shares); {
-	case l.Algorithm.IsBucket():
-		next = bucketState(instant{nanos: now}.add(emissionSpan(out, l), l.Rate))
-	case l.Algorithm == SlidingWindowLog:
-		for _, sh := range s.Shares {
-			next.Log = insertStamps(next.Log, sh.Until, sh.Units)
-		}
-	default:
-		next = State{At: windowStart(now, int64(l.Period)), Count: out}
-	}
+	next := rules[l.Algorithm].restart(l, s, now)
 	next.Shares = slices.Clone(s.Shares)
 	return next
 }

@@ -32,7 +32,7 @@ func windowsValid(l Limit, s State) bool {
 // the end of one window and rate again at the start of the next. Pick it for
 // coarse internal quotas (per day, per month), not to protect a fragile
 // backend.
-type fixedWindow struct{}
+type fixedWindow struct{ countedGiveBacks }
 
 // current returns the count of the window holding now.
 func (fixedWindow) current(l Limit, s State, now int64) (start, count int64) {
@@ -87,7 +87,7 @@ func (fixedWindow) valid(l Limit, s State) bool {
 // 0.003% wrong decisions; this repository's accuracy study measures ours),
 // for the cost of two integers per key instead of one timestamp per request.
 // It is what most edge limiters use by default.
-type slidingWindowCounter struct{}
+type slidingWindowCounter struct{ countedGiveBacks }
 
 // counts returns the current window's start and the previous and current
 // counts as seen from now.
@@ -237,4 +237,107 @@ func (slidingWindowLog) expiresAt(l Limit, s State) int64 {
 func (slidingWindowLog) valid(l Limit, s State) bool {
 	return l.Burst == 0 && s.At == 0 && s.Frac == 0 && s.Count == 0 && s.Previous == 0 &&
 		int64(len(s.Log)) <= l.Rate && slices.IsSorted(s.Log)
+}
+
+// countedGiveBacks is what the fixed window and the sliding window counter
+// share of shares: a share is counted in the window it is granted in, and
+// ends with it.
+type countedGiveBacks struct{}
+
+func (countedGiveBacks) shareEnd(l Limit, now, until int64) int64 {
+	if shareMutation == mutationNoWindowEnd {
+		return until
+	}
+	return min(until, windowStart(now, int64(l.Period))+int64(l.Period))
+}
+
+// giveBack: a live share was granted in the window now is in, which is
+// the state's.
+func (countedGiveBacks) giveBack(_ Limit, s State, _ Share, unspent int64) State {
+	s.Count -= unspent
+	return s
+}
+
+func (countedGiveBacks) restart(l Limit, s State, now int64) State {
+	return State{At: windowStart(now, int64(l.Period)), Count: outstanding(s.Shares)}
+}
+
+func (w fixedWindow) grant(l Limit, s State, now, units, _ int64) State {
+	return w.admit(l, s, now, units)
+}
+func (w slidingWindowCounter) grant(l Limit, s State, now, units, _ int64) State {
+	return w.admit(l, s, now, units)
+}
+
+func (w fixedWindow) charge(l Limit, s State, now, units, _ int64) (State, int64) {
+	return chargeWithin(w, l, s, now, units)
+}
+
+func (w slidingWindowCounter) charge(l Limit, s State, now, units, _ int64) (State, int64) {
+	return chargeWithin(w, l, s, now, units)
+}
+
+func (w slidingWindowLog) charge(l Limit, s State, now, units, _ int64) (State, int64) {
+	return chargeWithin(w, l, s, now, units)
+}
+
+func (fixedWindow) refund(l Limit, s State, now int64, r UpfrontCharge, units int64) (State, int64) {
+	if current := windowStart(now, int64(l.Period)); s.At != current || windowStart(r.AtNanos, int64(l.Period)) != current {
+		return s, 0
+	}
+	given := min(units, s.Count-outstandingIn(s))
+	s.Count -= given
+	return s, given
+}
+
+func (slidingWindowCounter) refund(l Limit, s State, now int64, r UpfrontCharge, units int64) (State, int64) {
+	current, charged := windowStart(now, int64(l.Period)), windowStart(r.AtNanos, int64(l.Period))
+	var given int64
+	switch {
+	case charged == current && s.At == current:
+		given = min(units, s.Count-outstandingIn(s))
+		s.Count -= given
+	case charged == current-int64(l.Period) && s.At == current:
+		given = min(units, s.Previous)
+		s.Previous -= given
+	case charged == current-int64(l.Period) && s.At == charged:
+		// The state still holds the charged window as its current one,
+		// which from now weighs as the previous.
+		given = min(units, s.Count)
+		s.Count -= given
+	}
+	return s, given
+}
+
+func (slidingWindowLog) refund(l Limit, s State, now int64, r UpfrontCharge, units int64) (State, int64) {
+	if r.AtNanos <= now-int64(l.Period) {
+		return s, 0 // its stamps no longer count
+	}
+	next := s
+	next.Log = removeStamps(s.Log, r.AtNanos, units)
+	return next, int64(len(s.Log) - len(next.Log))
+}
+
+func (slidingWindowLog) shareEnd(_ Limit, _, until int64) int64 { return until }
+
+// grant: the units enter the log stamped with the share's end (see the
+// table at the top of shares.go).
+func (w slidingWindowLog) grant(l Limit, s State, now, units, until int64) State {
+	at := until
+	if shareMutation == mutationLogAtGrant {
+		at = now
+	}
+	return State{Log: insertStamps(w.live(l, s, now), at, units)}
+}
+
+func (slidingWindowLog) giveBack(_ Limit, s State, sh Share, unspent int64) State {
+	return State{Log: removeStamps(s.Log, sh.Until, unspent)}
+}
+
+func (slidingWindowLog) restart(_ Limit, s State, _ int64) State {
+	var next State
+	for _, sh := range s.Shares {
+		next.Log = insertStamps(next.Log, sh.Until, sh.Units)
+	}
+	return next
 }
