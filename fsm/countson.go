@@ -18,14 +18,14 @@ func (r *Request) CountsOn() string {
 	var b strings.Builder
 	if q := r.RLS; q != nil {
 		for i := range q.Descriptors {
-			b.WriteString(DescriptorCountsOn(q.Domain, &q.Descriptors[i]))
-			b.WriteString("\x01")
+			writeDescriptor(&b, q.Domain, &q.Descriptors[i])
+			b.WriteByte('\x01')
 		}
 		return b.String()
 	}
 	for i := range r.Checks {
-		b.WriteString(r.Checks[i].CountsOn())
-		b.WriteString("\x01")
+		r.Checks[i].write(&b)
+		b.WriteByte('\x01')
 	}
 	return b.String()
 }
@@ -34,34 +34,47 @@ func (r *Request) CountsOn() string {
 // on: the domain and d's entries.
 func DescriptorCountsOn(domain string, d *rls.QueryDescriptor) string {
 	var b strings.Builder
-	b.WriteString("rls\x00")
-	writeCounted(&b, domain)
-	for _, e := range d.Entries {
-		writeCounted(&b, e.Key)
-		writeCounted(&b, e.Value)
-	}
+	writeDescriptor(&b, domain, d)
 	return b.String()
+}
+
+func writeDescriptor(b *strings.Builder, domain string, d *rls.QueryDescriptor) {
+	b.WriteString("rls\x00")
+	writeCounted(b, domain)
+	for _, e := range d.Entries {
+		writeCounted(b, e.Key)
+		writeCounted(b, e.Value)
+	}
 }
 
 // CountsOn names what c counts on: its policy, key, inline limit and
 // dimensions.
 func (c *Check) CountsOn() string {
 	var b strings.Builder
-	writeCounted(&b, c.Policy)
-	writeCounted(&b, c.Key)
-	b.WriteString(strconv.FormatInt(c.Rate, 10) + "/" + strconv.FormatInt(c.Period, 10) +
-		"/" + strconv.FormatInt(c.Burst, 10) + "/" + c.Algorithm.String())
-	for _, d := range c.Dimensions {
-		b.WriteString("\x00")
-		writeCounted(&b, d.Name)
-		writeCounted(&b, d.Value)
-	}
+	c.write(&b)
 	return b.String()
+}
+
+func (c *Check) write(b *strings.Builder) {
+	var digits [20]byte
+	writeCounted(b, c.Policy)
+	writeCounted(b, c.Key)
+	for _, n := range [...]int64{c.Rate, c.Period, c.Burst} {
+		b.Write(strconv.AppendInt(digits[:0], n, 10))
+		b.WriteByte('/')
+	}
+	b.WriteString(c.Algorithm.String())
+	for _, d := range c.Dimensions {
+		b.WriteByte('\x00')
+		writeCounted(b, d.Name)
+		writeCounted(b, d.Value)
+	}
 }
 
 // writeCounted writes s to b after its length and a colon.
 func writeCounted(b *strings.Builder, s string) {
-	b.WriteString(strconv.Itoa(len(s)))
+	var digits [20]byte
+	b.Write(strconv.AppendInt(digits[:0], int64(len(s)), 10))
 	b.WriteByte(':')
 	b.WriteString(s)
 }
