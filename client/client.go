@@ -27,6 +27,7 @@ import (
 	"time"
 
 	"github.com/limitnode/limitnode/api/wire"
+	"github.com/limitnode/limitnode/contract"
 	"github.com/limitnode/limitnode/internal/ratelimitheader"
 )
 
@@ -225,7 +226,8 @@ func limitFromWire(l *wire.Limit) (*Limit, error) {
 
 // Check is one check of a multi-check request: Key and Limit, or Policy
 // (with Dimensions when its key is a template), and Cost (0: 1), or Peek
-// to look at what the key has left without consuming (Cost then 0).
+// to look at what the key has left without consuming (Cost then 0: a peek
+// with a cost is refused before it is sent).
 type Check struct {
 	Key        string
 	Limit      *Limit
@@ -275,6 +277,21 @@ type AllowRequest struct {
 	// SettleTTL, when not 0, charges an admission its cost up front, to
 	// settle within it with what the request used (see StartSettlement).
 	SettleTTL time.Duration
+}
+
+// validatePeeks refuses a peek with a cost (contract.ValidatePeek), on
+// the request or one of its checks: the API's JSON spells a peek as cost
+// 0, so the cost would be sent, and consumed.
+func (r *AllowRequest) validatePeeks() error {
+	if err := contract.ValidatePeek(r.Peek, r.Cost); err != nil {
+		return invalidRequest(err, true)
+	}
+	for i := range r.Checks {
+		if err := contract.ValidatePeek(r.Checks[i].Peek, r.Checks[i].Cost); err != nil {
+			return invalidRequest(err.Within(fmt.Sprintf("checks[%d]", i)), false)
+		}
+	}
+	return nil
 }
 
 // toWire spells r as the API does.
@@ -445,6 +462,9 @@ func unreachable(lastErr error) error {
 // Allow asks for a decision. A 429 is not an error: it is a Decision with
 // Allowed false. Other 4xx and 5xx answers are *Error.
 func (c *Client) Allow(ctx context.Context, req AllowRequest) (Decision, error) {
+	if err := req.validatePeeks(); err != nil {
+		return Decision{}, err
+	}
 	if c.shares != nil {
 		if d, answered, err := c.allowShared(ctx, req); answered {
 			return d, err

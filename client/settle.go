@@ -66,6 +66,9 @@ type OpenSettlement struct {
 // done; a denial answers one whose Decision says so, with nothing to
 // settle.
 func (c *Client) StartSettlement(ctx context.Context, req AllowRequest, ttl time.Duration) (*OpenSettlement, error) {
+	if err := req.validatePeeks(); err != nil {
+		return nil, err
+	}
 	req.SettleTTL = ttl
 	d, err := c.allowOne(ctx, req)
 	if err != nil {

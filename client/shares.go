@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"maps"
 	"net/http"
 	"slices"
 	"strconv"
@@ -54,18 +55,27 @@ func shareable(req *AllowRequest) (name string, ttl time.Duration, ok bool) {
 	default:
 		return "", 0, false
 	}
+	// Each string is written after its length, so that no key or
+	// dimension, whatever bytes it holds, names another key's share.
 	var b strings.Builder
-	b.WriteString(req.Policy + "\x00" + req.Key + "\x00")
+	writeCounted(&b, req.Policy)
+	writeCounted(&b, req.Key)
 	if l := req.Limit; l != nil {
 		b.WriteString(l.Algorithm + "/" + strconv.FormatInt(l.Rate, 10) + "/" + l.Period.String() + "/" + strconv.FormatInt(l.Burst, 10))
 	}
-	dims := make([]string, 0, len(req.Dimensions))
-	for k, v := range req.Dimensions {
-		dims = append(dims, k+"="+v)
+	for _, k := range slices.Sorted(maps.Keys(req.Dimensions)) {
+		b.WriteString("\x00")
+		writeCounted(&b, k)
+		writeCounted(&b, req.Dimensions[k])
 	}
-	slices.Sort(dims)
-	b.WriteString("\x00" + strings.Join(dims, "\x00"))
 	return b.String(), ttl, true
+}
+
+// writeCounted writes s to b after its length and a colon.
+func writeCounted(b *strings.Builder, s string) {
+	b.WriteString(strconv.Itoa(len(s)))
+	b.WriteByte(':')
+	b.WriteString(s)
 }
 
 // allowShared decides req from the client's shares when it can (answered),

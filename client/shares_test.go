@@ -125,3 +125,42 @@ func TestAGuardKeepsSpendingItsShareWithoutTheCluster(t *testing.T) {
 		t.Fatalf("%d answered from the share, then %+v; want some, then the failure policy (fail closed)", shared, last)
 	}
 }
+
+// TestAShareAnswersOnlyItsOwnKey: a client holds a share of one key of a
+// policy with a key template; another key of the policy, whose dimensions
+// read the same as the first's once joined (a value holding a NUL and
+// "="), is not answered from that share: its first request goes to the
+// cluster, which charges it.
+func TestAShareAnswersOnlyItsOwnKey(t *testing.T) {
+	t.Parallel()
+	c := testcluster.Start(t, 1)
+	ctx, cancel := context.WithTimeout(context.Background(), testcluster.WaitTimeout)
+	defer cancel()
+	cl := sharingClient(c)
+	defer cl.Close(context.Background())
+	if _, err := cl.PutPolicy(ctx, "pair", client.Policy{KeyTemplate: "{a}:{c}", Limit: &client.Limit{Rate: 1, Period: time.Hour, Burst: 600},
+		LocalShares: &client.LocalShares{TTL: time.Second}}); err != nil {
+		t.Fatal(err)
+	}
+	held := client.AllowRequest{Policy: "pair", Dimensions: map[string]string{"a": "b\x00c=d", "c": "x"}}
+	other := client.AllowRequest{Policy: "pair", Dimensions: map[string]string{"a": "b", "c": "d\x00c=x"}}
+	shared := false
+	for i := 0; i < 100 && !shared; i++ {
+		d, err := cl.Allow(ctx, held)
+		if err != nil {
+			t.Fatal(err)
+		}
+		shared = d.Shared
+	}
+	if !shared {
+		t.Fatal("the client took no share of the first key")
+	}
+	d, err := cl.Allow(ctx, other)
+	if err != nil || d.Shared || !d.Allowed {
+		t.Fatalf("the other key's first request: %+v, %v; want an admission by the cluster", d, err)
+	}
+	other.Peek = true
+	if d, err := client.New(&http.Client{Transport: testcluster.HTTPClient().Transport}, c.Nodes[0].URL()).Allow(ctx, other); err != nil || d.Remaining != 599 {
+		t.Fatalf("the other key has %d left (%v); want 599, its first request charged", d.Remaining, err)
+	}
+}

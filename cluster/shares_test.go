@@ -400,3 +400,32 @@ func TestStatsCountWhatNodesAnsweredOnTheirOwn(t *testing.T) {
 		}
 	}
 }
+
+// TestANodesShareAnswersOnlyItsOwnKey: a follower holds a share of one key
+// of a policy with a key template; another key of the policy, whose
+// dimensions read the same as the first's once joined (a value holding a
+// NUL and "="), is not answered from that share: its first request is
+// decided by the cluster, which charges it.
+func TestANodesShareAnswersOnlyItsOwnKey(t *testing.T) {
+	t.Parallel()
+	c := testcluster.Start(t, 3)
+	c.WaitConverged()
+	leader, follower := c.WaitLeader(), c.Followers()[0]
+	if status, body := do(t, "PUT", leader.URL()+"/v1/policies/pair", `{"limit":{"rate":1,"period":"1h","burst":600},"key_template":"{a}:{c}","local_shares":{"ttl":"1s"}}`); status != 200 {
+		t.Fatalf("put: %d %v", status, body)
+	}
+	c.WaitConverged()
+	held := `{"policy":"pair","dimensions":{"a":"b\u0000c=d","c":"x"}}`
+	other := `{"policy":"pair","dimensions":{"a":"b","c":"d\u0000c=x"}}`
+	shared := false
+	for i := 0; i < 50 && !shared; i++ {
+		shared = post(t, follower.URL()+"/v1/allow", held).header.Get("X-Limitnode-Shared") == "true"
+	}
+	if !shared {
+		t.Fatal("the follower took no share")
+	}
+	if a := post(t, follower.URL()+"/v1/allow", other); !a.Allowed || a.header.Get("X-Limitnode-Shared") == "true" || a.Remain != 599 {
+		t.Fatalf("the other key's first request: allowed %v, shared %q, %d left; want an admission by the cluster, 599 left",
+			a.Allowed, a.header.Get("X-Limitnode-Shared"), a.Remain)
+	}
+}

@@ -158,8 +158,8 @@ func (c *Check) Validate() *Error {
 	if c.Cost < 0 {
 		return Invalid("cost", "cost must not be negative")
 	}
-	if c.Peek && c.Cost != 0 {
-		return Invalid("cost", "a peek consumes nothing: give cost 0 with it")
+	if err := ValidatePeek(c.Peek, c.Cost); err != nil {
+		return err
 	}
 	if c.Policy != "" {
 		return c.validatePolicyCheck()
@@ -177,6 +177,14 @@ func (c *Check) Validate() *Error {
 		return err.Within("limit")
 	}
 	return ValidateCost(c.Limit, c.Consumes())
+}
+
+// ValidatePeek refuses a peek with a cost: a peek consumes nothing.
+func ValidatePeek(peek bool, cost int64) *Error {
+	if peek && cost != 0 {
+		return Invalid("cost", "a peek consumes nothing: give cost 0 with it")
+	}
+	return nil
 }
 
 func (c *Check) validatePolicyCheck() *Error {

@@ -231,3 +231,76 @@ func TestADomainChangeOutlastsTheShares(t *testing.T) {
 		t.Fatalf("%d admitted under the new limit of 5", admitted)
 	}
 }
+
+// collidingDomain has, twice, a descriptor with a generous limit and one
+// with a strict limit whose entries, written one after the other with
+// "=" between key and value, read the same: a key holding "=", and a
+// value holding a NUL and "=" against two entries. Both have local_shares.
+const collidingDomain = `
+domain: hot
+descriptors:
+  - key: "a=b"
+    value: c
+    rate_limit: {unit: hour, requests_per_unit: 1000, algorithm: token_bucket, local_shares: {ttl: 1s}}
+  - key: a
+    value: "b=c"
+    rate_limit: {unit: hour, requests_per_unit: 3, algorithm: token_bucket, local_shares: {ttl: 1s}}
+  - key: user
+    rate_limit: {unit: hour, requests_per_unit: 1000, algorithm: token_bucket, local_shares: {ttl: 1s}}
+    descriptors:
+      - key: plan
+        value: free
+        rate_limit: {unit: hour, requests_per_unit: 3, algorithm: token_bucket, local_shares: {ttl: 1s}}
+`
+
+// TestAShareAnswersOnlyItsOwnDescriptor: a follower holds a share of a
+// generous descriptor; an attacker's query of another descriptor, whose
+// entries differ but read the same once joined (a key or a value that
+// holds the separators), is never answered from that share: it is decided
+// under its own strict limit, and admitted no more than that limit allows.
+func TestAShareAnswersOnlyItsOwnDescriptor(t *testing.T) {
+	t.Parallel()
+	c := testcluster.Start(t, 3)
+	putDomain(t, c, collidingDomain)
+	c.WaitConverged()
+	client := ratelimitv3.NewRateLimitServiceClient(c.Followers()[0].DialGRPC())
+	call := func(d *ratelimitcommon.RateLimitDescriptor) (*ratelimitv3.RateLimitResponse, bool) {
+		t.Helper()
+		var md metadata.MD
+		resp, err := client.ShouldRateLimit(context.Background(), &ratelimitv3.RateLimitRequest{Domain: "hot", Descriptors: []*ratelimitcommon.RateLimitDescriptor{d}}, grpc.Header(&md))
+		if err != nil {
+			t.Fatalf("ShouldRateLimit: %v", err)
+		}
+		return resp, len(md.Get("x-limitnode-shared")) > 0
+	}
+	for _, tc := range []struct {
+		name             string
+		generous, strict *ratelimitcommon.RateLimitDescriptor
+	}{
+		{"a key holding =", desc(-1, "a=b", "c"), desc(-1, "a", "b=c")},
+		{"a value holding NUL", desc(-1, "user", "x\x00plan=free"), desc(-1, "user", "x", "plan", "free")},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			admitted := 0
+			for range 10 {
+				shared := false
+				for i := 0; i < 50 && !shared; i++ {
+					_, shared = call(tc.generous)
+				}
+				if !shared {
+					t.Fatal("the follower took no share of the generous descriptor")
+				}
+				resp, fromShare := call(tc.strict)
+				if got := resp.Statuses[0].GetCurrentLimit().GetRequestsPerUnit(); got != 3 {
+					t.Fatalf("the strict descriptor was decided under %d an hour (from a share: %v); want its own 3", got, fromShare)
+				}
+				if resp.OverallCode == ratelimitv3.RateLimitResponse_OK {
+					admitted++
+				}
+			}
+			if admitted > 3 {
+				t.Fatalf("%d admitted of the strict descriptor, whose limit is 3 an hour", admitted)
+			}
+		})
+	}
+}

@@ -6,7 +6,6 @@
 package fastdeny
 
 import (
-	"strings"
 	"sync"
 	"time"
 
@@ -95,13 +94,8 @@ func (r *Recent) AnyRecent(reqs []fsm.Request) bool {
 func requestParts(r *fsm.Request) []string {
 	var out []string
 	if q := r.RLS; q != nil {
-		for _, d := range q.Descriptors {
-			var b strings.Builder
-			b.WriteString("rls\x00" + q.Domain)
-			for _, e := range d.Entries {
-				b.WriteString("\x00" + e.Key + "=" + e.Value)
-			}
-			out = append(out, b.String())
+		for i := range q.Descriptors {
+			out = append(out, fsm.DescriptorCountsOn(q.Domain, &q.Descriptors[i]))
 		}
 		return out
 	}
