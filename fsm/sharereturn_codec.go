@@ -33,7 +33,9 @@ func (c *ReturnShareCommand) CodecEncodeSelf(e *codec.Encoder) {
 		Holder: c.Holder, Proof: c.Proof, Background: c.Background})
 }
 
-// CodecDecodeSelf reads either layout.
+// CodecDecodeSelf reads either layout into a zero command: the earlier
+// layout leaves RLS nil, whatever c held.
 func (c *ReturnShareCommand) CodecDecodeSelf(d *codec.Decoder) {
+	*c = ReturnShareCommand{}
 	d.MustDecode((*returnShareFields)(c))
 }

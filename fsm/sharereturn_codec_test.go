@@ -75,6 +75,19 @@ func TestFieldsAddedLastKeepTheEarlierBytes(t *testing.T) {
 					t.Fatalf("decoded %+v, want %+v", got, v)
 				}
 			}
+			// Into a value that holds the new field, the earlier layout
+			// leaves it unset: a decoder reused across entries keeps
+			// nothing of the one before.
+			reused := reflect.New(reflect.TypeOf(tt.decode).Elem()).Interface()
+			if err := codec.NewDecoderBytes(encodeForTest(t, tt.withNew), msgpack.Handle).Decode(reused); err != nil {
+				t.Fatal(err)
+			}
+			if err := codec.NewDecoderBytes(encodeForTest(t, tt.now), msgpack.Handle).Decode(reused); err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(reused, tt.now) {
+				t.Fatalf("decoded over a value with the new field: %+v, want %+v", reused, tt.now)
+			}
 		})
 	}
 }

@@ -37,7 +37,9 @@ func (r *RateLimit) CodecEncodeSelf(e *codec.Encoder) {
 		Replaces: r.Replaces, Algorithm: r.Algorithm, Burst: r.Burst, Penalty: r.Penalty})
 }
 
-// CodecDecodeSelf reads either layout.
+// CodecDecodeSelf reads either layout into a zero RateLimit: the earlier
+// layout leaves LocalShares nil, whatever r held.
 func (r *RateLimit) CodecDecodeSelf(d *codec.Decoder) {
+	*r = RateLimit{}
 	d.MustDecode((*rateLimitFields)(r))
 }
