@@ -2,7 +2,6 @@ package httpapi
 
 import (
 	"cmp"
-	"errors"
 	"fmt"
 	"maps"
 	"net/http"
@@ -94,7 +93,11 @@ func (a *API) forwardAuthRequest(r *http.Request) (contract.Request, int, *apiEr
 		if !ok || name == "" {
 			return contract.Request{}, 0, invalid("request_id", "request_id must be header:<Name>, the header the proxy sets to its own request ID")
 		}
-		req.RequestID = r.Header.Get(name)
+		id, err := headerOf(r, name)
+		if err != nil {
+			return contract.Request{}, 0, invalid("request_id", "%s", err.Error())
+		}
+		req.RequestID = id
 	}
 	if err := req.Validate(); err != nil {
 		field := err.Field
@@ -140,11 +143,27 @@ func (a *API) forwardedValue(r *http.Request, source string) (string, error) {
 		p, _, _ := strings.Cut(uri, "?")
 		return path.Clean("/" + p), nil
 	case strings.HasPrefix(source, "header:") && len(source) > len("header:"):
-		name := strings.TrimPrefix(source, "header:")
-		if strings.EqualFold(name, "Host") { // Go's server keeps Host out of the headers
-			return "", errors.New("source header:Host: give host (X-Forwarded-Host, else Host)")
-		}
-		return r.Header.Get(name), nil
+		return headerOf(r, strings.TrimPrefix(source, "header:"))
 	}
 	return "", fmt.Errorf("unknown source %q: give client_ip, method, host, uri, path or header:<Name>", source)
+}
+
+// strippedHeaders are the headers Go's server takes out of a request's
+// Header (into its Host, TransferEncoding and Trailer): a source naming
+// one would always read empty.
+var strippedHeaders = []string{"Host", "Transfer-Encoding", "Trailer"}
+
+// headerOf is header name of r; a header Go's server strips is an error
+// that says so (and, for Host, names the source host).
+func headerOf(r *http.Request, name string) (string, error) {
+	for _, stripped := range strippedHeaders {
+		if strings.EqualFold(name, stripped) {
+			hint := ""
+			if stripped == "Host" {
+				hint = ": give host (X-Forwarded-Host, else Host)"
+			}
+			return "", fmt.Errorf("header:%s never reaches a handler, Go's server takes it out of the headers%s", name, hint)
+		}
+	}
+	return r.Header.Get(name), nil
 }

@@ -146,6 +146,8 @@ func TestOpenAPIValidatesRealTraffic(t *testing.T) {
 		{"put a policy keyed by a header", nil, "PUT", "/v1/policies/per-route", `{"limit":{"rate":100,"period":"1m"},"key_template":"route:{route}"}`, 200},
 		{"forward-auth by a header, missing: one shared bucket", nil, "PATCH", "/v1/forward-auth?policy=per-route&dim.route=header:X-Route", "", 200},
 		{"forward-auth by the Host header", nil, "PATCH", "/v1/forward-auth?policy=per-user&dim.user=header:Host", "", 400},
+		{"forward-auth by a header Go strips", nil, "PATCH", "/v1/forward-auth?policy=per-user&dim.user=header:transfer-encoding", "", 400},
+		{"forward-auth with its request ID from Host", nil, "GET", "/v1/forward-auth?policy=per-route&dim.route=method&request_id=header:Host", "", 400},
 		{"forward-auth spending all", nil, "DELETE", "/v1/forward-auth?policy=per-user&dim.user=method&cost=100", "", 200},
 		{"forward-auth of another method's key", nil, "OPTIONS", "/v1/forward-auth?policy=per-user&dim.user=method", "", 200},
 		{"forward-auth denied for nginx", nil, "DELETE", "/v1/forward-auth?policy=per-user&dim.user=method&deny_status=403", "", 403},
