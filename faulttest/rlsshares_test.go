@@ -11,6 +11,7 @@ import (
 
 	ratelimitcommon "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"github.com/limitnode/limitnode/internal/testenv"
 	"github.com/limitnode/limitnode/rls"
 	"github.com/limitnode/limitnode/testcluster"
 	"google.golang.org/grpc"
@@ -63,7 +64,7 @@ func TestRLSSharesHoldTheLimitUnderFaults(t *testing.T) {
 	}
 	keys := []string{"shared-tb", "shared-fw", "shared-log"}
 	var mu sync.Mutex
-	admitted := map[string][]stamped{}
+	admitted := map[string][]testenv.Admission{}
 	var fromShares atomic.Int64
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
@@ -98,7 +99,7 @@ func TestRLSSharesHoldTheLimitUnderFaults(t *testing.T) {
 					continue
 				}
 				mu.Lock()
-				admitted[key] = append(admitted[key], stamped{at, cost})
+				admitted[key] = append(admitted[key], testenv.Admission{At: at, Units: cost})
 				mu.Unlock()
 				if first(header.Get("x-limitnode-shared")) == "true" {
 					fromShares.Add(1)
@@ -110,7 +111,7 @@ func TestRLSSharesHoldTheLimitUnderFaults(t *testing.T) {
 	close(stop)
 	wg.Wait()
 	for _, key := range keys {
-		if over := overTheLimit(shareLimits[key], admitted[key]); over != "" {
+		if over := testenv.OverTheLimit(shareLimits[key], admitted[key]); over != "" {
 			t.Errorf("%s: %s", key, over)
 		}
 		t.Logf("%s: %d admissions", key, len(admitted[key]))

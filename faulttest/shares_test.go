@@ -1,11 +1,8 @@
 package faulttest
 
 import (
-	"cmp"
 	"context"
-	"fmt"
 	"math/rand/v2"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -13,6 +10,7 @@ import (
 
 	"github.com/limitnode/limitnode/algorithms"
 	"github.com/limitnode/limitnode/contract"
+	"github.com/limitnode/limitnode/internal/testenv"
 	"github.com/limitnode/limitnode/testcluster"
 )
 
@@ -23,38 +21,6 @@ var shareLimits = map[string]algorithms.Limit{
 	"shared-tb":  {Algorithm: algorithms.TokenBucket, Rate: 100, Period: time.Second, Burst: 50},
 	"shared-fw":  {Algorithm: algorithms.FixedWindow, Rate: 100, Period: time.Second},
 	"shared-log": {Algorithm: algorithms.SlidingWindowLog, Rate: 100, Period: time.Second},
-}
-
-type stamped struct{ at, cost int64 }
-
-// overTheLimit returns how the admissions (at the cluster time each answer
-// gives, which for an answer from a share is no earlier than the true one
-// and no later than the share's end) break l, or "". The bucket's bound
-// over [a, b] is burst + rate × (b − a); the fixed window's, rate a
-// window; the log's, rate in any period.
-func overTheLimit(l algorithms.Limit, adm []stamped) string {
-	slices.SortFunc(adm, func(a, b stamped) int { return cmp.Compare(a.at, b.at) })
-	for i := range adm {
-		var sum int64
-		for j := i; j < len(adm); j++ {
-			span := adm[j].at - adm[i].at
-			if !l.Algorithm.IsBucket() && span >= int64(l.Period) {
-				break
-			}
-			if l.Algorithm == algorithms.FixedWindow && adm[j].at/int64(l.Period) != adm[i].at/int64(l.Period) {
-				break
-			}
-			sum += adm[j].cost
-			bound := l.Rate
-			if l.Algorithm.IsBucket() {
-				bound = l.Burst + span*l.Rate/int64(l.Period)
-			}
-			if sum > bound {
-				return fmt.Sprintf("%d admitted from %d to %d, over %d", sum, adm[i].at, adm[j].at, bound)
-			}
-		}
-	}
-	return ""
 }
 
 // TestSharesHoldTheLimitUnderFaults spends keys with local shares through
@@ -75,7 +41,7 @@ func TestSharesHoldTheLimitUnderFaults(t *testing.T) {
 	shares := &contract.LocalShares{TTL: 300 * time.Millisecond}
 	keys := []string{"shared-tb", "shared-fw", "shared-log"}
 	var mu sync.Mutex
-	admitted := map[string][]stamped{}
+	admitted := map[string][]testenv.Admission{}
 	var fromShares atomic.Int64
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
@@ -99,7 +65,7 @@ func TestSharesHoldTheLimitUnderFaults(t *testing.T) {
 				cancel()
 				if err == nil && d.Allowed {
 					mu.Lock()
-					admitted[keys[k]] = append(admitted[keys[k]], stamped{d.AtNanos, req.Checks[0].Cost})
+					admitted[keys[k]] = append(admitted[keys[k]], testenv.Admission{At: d.AtNanos, Units: req.Checks[0].Cost})
 					mu.Unlock()
 					if d.Shared {
 						fromShares.Add(1)
@@ -113,7 +79,7 @@ func TestSharesHoldTheLimitUnderFaults(t *testing.T) {
 	}
 	record := func(key string, at, cost int64) {
 		mu.Lock()
-		admitted[key] = append(admitted[key], stamped{at, cost})
+		admitted[key] = append(admitted[key], testenv.Admission{At: at, Units: cost})
 		mu.Unlock()
 	}
 	var lastShareID atomic.Uint64 // the latest share the holder took: what a stranger would guess
@@ -123,7 +89,7 @@ func TestSharesHoldTheLimitUnderFaults(t *testing.T) {
 	close(stop)
 	wg.Wait()
 	for _, key := range keys {
-		if over := overTheLimit(shareLimits[key], admitted[key]); over != "" {
+		if over := testenv.OverTheLimit(shareLimits[key], admitted[key]); over != "" {
 			t.Errorf("%s: %s", key, over)
 		}
 		t.Logf("%s: %d admissions", key, len(admitted[key]))

@@ -1,15 +1,13 @@
 package fsm
 
 import (
-	"cmp"
 	"fmt"
-	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/limitnode/limitnode/algorithms"
+	"github.com/limitnode/limitnode/internal/testenv"
 	"github.com/limitnode/limitnode/rls"
 	"pgregory.net/rapid"
 )
@@ -21,9 +19,6 @@ type modelShare struct {
 	until        int64
 	done         bool
 }
-
-// stampedUnits are units admitted at a cluster time.
-type stampedUnits struct{ at, units int64 }
 
 // TestRLSSharesNeverAdmitMoreThanTheLimit drives one RLS descriptor whose
 // rate_limit has local_shares through the state machine, with random
@@ -67,7 +62,7 @@ func simulateRLSShares(t *testing.T, rt *rapid.T, spentFromShares *atomic.Int64)
 	a.putRLS(yaml)
 	now := rapid.Int64Range(1e18, 1e18+int64(time.Hour)).Draw(rt, "start")
 	var held []*modelShare
-	var admitted []stampedUnits
+	var admitted []testenv.Admission
 	live := func() *modelShare {
 		var open []*modelShare
 		for _, h := range held {
@@ -94,7 +89,7 @@ func simulateRLSShares(t *testing.T, rt *rapid.T, spentFromShares *atomic.Int64)
 				return fmt.Sprintf("refused: %v", r.Rejection)
 			}
 			if r.Allowed {
-				admitted = append(admitted, stampedUnits{now, hits})
+				admitted = append(admitted, testenv.Admission{At: now, Units: hits})
 			}
 			if g := r.Share; g != nil {
 				held = append(held, &modelShare{id: g.ID, units: g.Units, until: g.UntilNanos})
@@ -104,7 +99,7 @@ func simulateRLSShares(t *testing.T, rt *rapid.T, spentFromShares *atomic.Int64)
 				n := rapid.Int64Range(0, h.units-h.spent).Draw(rt, "spend")
 				h.spent += n
 				spentFromShares.Add(n)
-				admitted = append(admitted, stampedUnits{now, n})
+				admitted = append(admitted, testenv.Admission{At: now, Units: n})
 			}
 		case 3: // the holder gives back what it did not spend
 			if h := live(); h != nil {
@@ -121,31 +116,5 @@ func simulateRLSShares(t *testing.T, rt *rapid.T, spentFromShares *atomic.Int64)
 			}
 		}
 	}
-	return beyondTheLimit(limit, admitted)
-}
-
-// beyondTheLimit says how the admissions break l over some interval, or
-// "": more than a bucket's burst plus what refills over the interval, a
-// fixed window's rate in one window, or the log's rate within a period.
-func beyondTheLimit(l algorithms.Limit, adm []stampedUnits) string {
-	slices.SortStableFunc(adm, func(a, b stampedUnits) int { return cmp.Compare(a.at, b.at) })
-	for i := range adm {
-		var sum int64
-		for j := i; j < len(adm); j++ {
-			span := adm[j].at - adm[i].at
-			if !l.Algorithm.IsBucket() && span >= int64(l.Period) ||
-				l.Algorithm == algorithms.FixedWindow && adm[j].at/int64(l.Period) != adm[i].at/int64(l.Period) {
-				break
-			}
-			sum += adm[j].units
-			bound := l.Rate
-			if l.Algorithm.IsBucket() {
-				bound = l.Burst + span*l.Rate/int64(l.Period)
-			}
-			if sum > bound {
-				return fmt.Sprintf("%v: %d admitted from %d to %d, over %d", l, sum, adm[i].at, adm[j].at, bound)
-			}
-		}
-	}
-	return ""
+	return testenv.OverTheLimit(limit, admitted)
 }
