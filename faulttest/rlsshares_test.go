@@ -4,14 +4,11 @@ import (
 	"context"
 	"math/rand/v2"
 	"strconv"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	ratelimitcommon "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
-	"github.com/limitnode/limitnode/internal/testenv"
 	"github.com/limitnode/limitnode/rls"
 	"github.com/limitnode/limitnode/testcluster"
 	"google.golang.org/grpc"
@@ -63,61 +60,31 @@ func TestRLSSharesHoldTheLimitUnderFaults(t *testing.T) {
 		clients = append(clients, ratelimitv3.NewRateLimitServiceClient(n.DialGRPC()))
 	}
 	keys := []string{"shared-tb", "shared-fw", "shared-log"}
-	var mu sync.Mutex
-	admitted := map[string][]testenv.Admission{}
-	var fromShares atomic.Int64
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	for client := range 9 {
-		rng := rand.New(rand.NewPCG(uint64(client), 5))
-		wg.Go(func() {
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				key, node := keys[rng.IntN(len(keys))], rng.IntN(len(clients))
-				cost := 1 + rng.Int64N(3)
-				var header metadata.MD
-				ctx, cancel := context.WithTimeout(context.Background(), time.Duration(20+rng.IntN(500))*time.Millisecond)
-				resp, err := clients[node].ShouldRateLimit(ctx, &ratelimitv3.RateLimitRequest{Domain: "shared", Descriptors: []*ratelimitcommon.RateLimitDescriptor{{
-					Entries:    []*ratelimitcommon.RateLimitDescriptor_Entry{{Key: "k", Value: key}},
-					HitsAddend: wrapperspb.UInt64(uint64(cost)),
-				}}}, grpc.Header(&header))
-				cancel()
-				if err != nil {
-					time.Sleep(5 * time.Millisecond)
-					continue
-				}
-				if resp.OverallCode != ratelimitv3.RateLimitResponse_OK {
-					continue
-				}
-				at, perr := strconv.ParseInt(first(header.Get("x-limitnode-decided-at")), 10, 64)
-				if perr != nil {
-					t.Errorf("an admission without its time: %v", header)
-					continue
-				}
-				mu.Lock()
-				admitted[key] = append(admitted[key], testenv.Admission{At: at, Units: cost})
-				mu.Unlock()
-				if first(header.Get("x-limitnode-shared")) == "true" {
-					fromShares.Add(1)
-				}
-			}
-		})
-	}
-	shareNemesis(c, rand.New(rand.NewPCG(17, 19)), 8*time.Second)
-	close(stop)
-	wg.Wait()
-	for _, key := range keys {
-		if over := testenv.OverTheLimit(shareLimits[key], admitted[key]); over != "" {
-			t.Errorf("%s: %s", key, over)
+	run := newShareRun()
+	run.clients(9, 5, func(rng *rand.Rand) {
+		key, node := keys[rng.IntN(len(keys))], rng.IntN(len(clients))
+		cost := 1 + rng.Int64N(3)
+		var header metadata.MD
+		ctx, cancel := context.WithTimeout(context.Background(), time.Duration(20+rng.IntN(500))*time.Millisecond)
+		resp, err := clients[node].ShouldRateLimit(ctx, &ratelimitv3.RateLimitRequest{Domain: "shared", Descriptors: []*ratelimitcommon.RateLimitDescriptor{{
+			Entries:    []*ratelimitcommon.RateLimitDescriptor_Entry{{Key: "k", Value: key}},
+			HitsAddend: wrapperspb.UInt64(uint64(cost)),
+		}}}, grpc.Header(&header))
+		cancel()
+		if err != nil {
+			time.Sleep(5 * time.Millisecond)
+			return
 		}
-		t.Logf("%s: %d admissions", key, len(admitted[key]))
-	}
-	t.Logf("%d answered from shares", fromShares.Load())
-	if fromShares.Load() == 0 {
-		t.Error("no admission came from a share: the run did not exercise them")
-	}
+		if resp.OverallCode != ratelimitv3.RateLimitResponse_OK {
+			return
+		}
+		at, perr := strconv.ParseInt(first(header.Get("x-limitnode-decided-at")), 10, 64)
+		if perr != nil {
+			t.Errorf("an admission without its time: %v", header)
+			return
+		}
+		run.record(key, at, cost, first(header.Get("x-limitnode-shared")) == "true")
+	})
+	shareNemesis(c, rand.New(rand.NewPCG(17, 19)), 8*time.Second)
+	run.finish(t, keys)
 }

@@ -40,62 +40,90 @@ func TestSharesHoldTheLimitUnderFaults(t *testing.T) {
 	c.WaitConverged()
 	shares := &contract.LocalShares{TTL: 300 * time.Millisecond}
 	keys := []string{"shared-tb", "shared-fw", "shared-log"}
-	var mu sync.Mutex
-	admitted := map[string][]testenv.Admission{}
-	var fromShares atomic.Int64
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	for client := range 9 {
-		rng := rand.New(rand.NewPCG(uint64(client), 3))
-		wg.Go(func() {
+	run := newShareRun()
+	run.clients(9, 3, func(rng *rand.Rand) {
+		k, node := rng.IntN(len(keys)), c.Nodes[rng.IntN(len(c.Nodes))].Node()
+		if node == nil { // down
+			time.Sleep(5 * time.Millisecond)
+			return
+		}
+		req := contract.Request{Checks: []contract.Check{{Key: keys[k], Limit: shareLimits[keys[k]], Cost: 1 + rng.Int64N(3), LocalShares: shares}}}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Duration(20+rng.IntN(500))*time.Millisecond)
+		d, err := node.Allow(ctx, req)
+		cancel()
+		if err == nil && d.Allowed {
+			run.record(keys[k], d.AtNanos, req.Checks[0].Cost, d.Shared)
+		}
+		if err != nil {
+			time.Sleep(5 * time.Millisecond)
+		}
+	})
+	record := func(key string, at, cost int64) { run.record(key, at, cost, false) }
+	var lastShareID atomic.Uint64 // the latest share the holder took: what a stranger would guess
+	run.wg.Go(func() { holdShares(t, c, keys, run.stop, record, &lastShareID) })
+	run.wg.Go(func() { returnOthersShares(t, c, keys, run.stop, &lastShareID) })
+	shareNemesis(c, rand.New(rand.NewPCG(11, 13)), 8*time.Second)
+	run.finish(t, keys)
+}
+
+// shareRun is what a share fault run keeps: the admissions its callers
+// saw, by key, how many of them a share answered, and the goroutines that
+// run until it stops.
+type shareRun struct {
+	mu         sync.Mutex
+	admitted   map[string][]testenv.Admission
+	fromShares atomic.Int64
+	stop       chan struct{}
+	wg         sync.WaitGroup
+}
+
+func newShareRun() *shareRun {
+	return &shareRun{admitted: map[string][]testenv.Admission{}, stop: make(chan struct{})}
+}
+
+// record notes units of key admitted at cluster time at, by a share when
+// shared.
+func (r *shareRun) record(key string, at, units int64, shared bool) {
+	r.mu.Lock()
+	r.admitted[key] = append(r.admitted[key], testenv.Admission{At: at, Units: units})
+	r.mu.Unlock()
+	if shared {
+		r.fromShares.Add(1)
+	}
+}
+
+// clients starts n callers, each calling spend again and again with a
+// generator of its own (seeded by its number and seed) until the run stops.
+func (r *shareRun) clients(n int, seed uint64, spend func(rng *rand.Rand)) {
+	for client := range n {
+		rng := rand.New(rand.NewPCG(uint64(client), seed))
+		r.wg.Go(func() {
 			for {
 				select {
-				case <-stop:
+				case <-r.stop:
 					return
 				default:
 				}
-				k, node := rng.IntN(len(keys)), c.Nodes[rng.IntN(len(c.Nodes))].Node()
-				if node == nil { // down
-					time.Sleep(5 * time.Millisecond)
-					continue
-				}
-				req := contract.Request{Checks: []contract.Check{{Key: keys[k], Limit: shareLimits[keys[k]], Cost: 1 + rng.Int64N(3), LocalShares: shares}}}
-				ctx, cancel := context.WithTimeout(context.Background(), time.Duration(20+rng.IntN(500))*time.Millisecond)
-				d, err := node.Allow(ctx, req)
-				cancel()
-				if err == nil && d.Allowed {
-					mu.Lock()
-					admitted[keys[k]] = append(admitted[keys[k]], testenv.Admission{At: d.AtNanos, Units: req.Checks[0].Cost})
-					mu.Unlock()
-					if d.Shared {
-						fromShares.Add(1)
-					}
-				}
-				if err != nil {
-					time.Sleep(5 * time.Millisecond)
-				}
+				spend(rng)
 			}
 		})
 	}
-	record := func(key string, at, cost int64) {
-		mu.Lock()
-		admitted[key] = append(admitted[key], testenv.Admission{At: at, Units: cost})
-		mu.Unlock()
-	}
-	var lastShareID atomic.Uint64 // the latest share the holder took: what a stranger would guess
-	wg.Go(func() { holdShares(t, c, keys, stop, record, &lastShareID) })
-	wg.Go(func() { returnOthersShares(t, c, keys, stop, &lastShareID) })
-	shareNemesis(c, rand.New(rand.NewPCG(11, 13)), 8*time.Second)
-	close(stop)
-	wg.Wait()
+}
+
+// finish stops the run and checks that every key kept its limit
+// (shareLimits) over every interval, and that shares answered some calls.
+func (r *shareRun) finish(t *testing.T, keys []string) {
+	t.Helper()
+	close(r.stop)
+	r.wg.Wait()
 	for _, key := range keys {
-		if over := testenv.OverTheLimit(shareLimits[key], admitted[key]); over != "" {
+		if over := testenv.OverTheLimit(shareLimits[key], r.admitted[key]); over != "" {
 			t.Errorf("%s: %s", key, over)
 		}
-		t.Logf("%s: %d admissions", key, len(admitted[key]))
+		t.Logf("%s: %d admissions", key, len(r.admitted[key]))
 	}
-	t.Logf("%d answered from shares", fromShares.Load())
-	if fromShares.Load() == 0 {
+	t.Logf("%d answered from shares", r.fromShares.Load())
+	if r.fromShares.Load() == 0 {
 		t.Error("no admission came from a share: the run did not exercise them")
 	}
 }
