@@ -81,12 +81,12 @@ func (n *Node) decide(ctx context.Context, reqs []fsm.Request, inline []*contrac
 	if err := n.members.refuseOutside(); err != nil {
 		return nil, "", err
 	}
-	stages := [...]localStage{leaseStage{t: n.denyLeases, metrics: n.metrics}, shareStage{h: n.shares}}
+	stages := &n.stages
 	out := make([]fsm.Result, len(reqs))
 	each := make([]pending, len(reqs)) // one allocation for the call, not one a request
 	var asked []*pending
 	var answered []int // by a local stage
-	var byStage [len(stages)]int
+	var byStage [len(n.stages)]int
 	changed := false // a stage added a share ask to a request it asks
 stage:
 	for i := range reqs {

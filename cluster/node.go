@@ -92,6 +92,8 @@ type Node struct {
 	// leases serves (leases.go).
 	waiters *leasewait.Waiters
 	leases  *leaseQueues
+	// stages are decide's local stages, in order (allow.go).
+	stages [2]localStage
 	// statistics gathers the decision statistics (stats.go).
 	statistics *statistics
 
@@ -176,6 +178,7 @@ func Open(cfg Config) (*Node, error) {
 		waitOutLeases: n.waitOutLeases, clusterID: n.identity.ClusterID}
 	n.shares = newShareHolder(shareHolder{self: cfg.ID, fsm: n.fsm, route: n.route, decide: n.decideOnLeader, maxClockRate: cfg.MaxClockRate,
 		stop: n.stopCh, metrics: n.metrics, logger: n.logger})
+	n.stages = [...]localStage{leaseStage{t: n.denyLeases, metrics: n.metrics}, shareStage{h: n.shares}}
 	n.statistics = &statistics{route: n.route, stats: n.stats, answeredHere: n.answeredHere}
 	n.leases = newLeaseQueues(n.route, n.waiters, n.logger, cfg.MaxLeasesPerCaller)
 	n.commit = newGroupCommit(cfg, n.replica, n.fwd, &n.appendedEntries, &n.leaseGrants, n.stats, n.metrics)
