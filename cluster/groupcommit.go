@@ -76,14 +76,12 @@ func (g *groupCommit) stop() {
 }
 
 // decideOnLeader sends requests through the leader's group commit, locally
-// or by forwarding, and retries only where nothing can have been applied.
+// or by forwarding, and retries only where nothing can have been applied;
+// onLeader refuses them on a node outside its cluster.
 func (n *Node) decideOnLeader(ctx context.Context, reqs []fsm.Request) ([]fsm.Result, string, error) {
 	type decided struct {
 		results []fsm.Result
 		leader  string
-	}
-	if n.members.isRemoved() {
-		return nil, "", errRemoved
 	}
 	d, err := onLeader(ctx, n.route, false, func(ctx context.Context) (decided, error) {
 		results, leader, err := n.commit.attempt(ctx, reqs)
