@@ -4,7 +4,9 @@ import (
 	"bufio"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -18,7 +20,8 @@ import (
 // encode; see docs/operations.md). limitbench reads them from every node
 // when the measured window opens and when it closes, and reports each
 // stage's mean over the window, so that a run says which stage a missed
-// target spent its time in.
+// target spent its time in, and the bucket its 99th percentile falls in,
+// so that a tail shows in the stage it comes from.
 
 // stageMean is one histogram's mean over a measured window, on one node.
 type stageMean struct {
@@ -29,6 +32,10 @@ type stageMean struct {
 	// Count is how many observations the window added; MeanMS their mean.
 	Count  int64   `json:"count"`
 	MeanMS float64 `json:"mean_ms"`
+	// P99UpToMS is the upper bound of the bucket the window's 99th
+	// percentile fell in (the histograms' buckets are coarse: 1, 2.5, 5,
+	// 10 ms...); 0 when it fell past the last bound.
+	P99UpToMS float64 `json:"p99_up_to_ms"`
 }
 
 // metricsNode is a node whose /metrics limitbench reads.
@@ -58,12 +65,23 @@ func metricsNodesOf(c netCluster) []metricsNode {
 	return out
 }
 
-// histogramTotals is a /metrics page's histograms: count and sum by name
-// with labels.
-type histogramTotals map[string][2]float64
+// histogram is one latency histogram as a /metrics page gives it: its
+// count, its sum in seconds, and the cumulative count of each bucket by
+// its upper bound in seconds.
+type histogram struct {
+	count, sum float64
+	buckets    map[float64]float64
+}
 
-// readHistograms reads the _count and _sum lines of limitnode's latency
-// histograms from a /metrics page.
+// histogramTotals is a /metrics page's histograms by name with labels.
+type histogramTotals map[string]*histogram
+
+// leLabel matches a bucket line's le label, with the comma before it when
+// other labels come first.
+var leLabel = regexp.MustCompile(`,?le="([^"]*)"`)
+
+// readHistograms reads the _count, _sum and _bucket lines of limitnode's
+// latency histograms from a /metrics page.
 func readHistograms(r io.Reader) (histogramTotals, error) {
 	out := histogramTotals{}
 	sc := bufio.NewScanner(r)
@@ -77,25 +95,67 @@ func readHistograms(r io.Reader) (histogramTotals, error) {
 		if !ok {
 			continue
 		}
-		var slot int
-		switch {
-		case strings.Contains(name, "_seconds_count"):
-			slot = 0
-		case strings.Contains(name, "_seconds_sum"):
-			slot = 1
-		default:
+		var suffix string
+		for _, s := range []string{"_seconds_count", "_seconds_sum", "_seconds_bucket"} {
+			if strings.Contains(name, s) {
+				suffix = s
+			}
+		}
+		if suffix == "" {
 			continue
 		}
 		v, err := strconv.ParseFloat(value, 64)
 		if err != nil {
 			return nil, fmt.Errorf("metrics line %q: %w", line, err)
 		}
-		stage := strings.NewReplacer("limitnode_", "", "_seconds_count", "", "_seconds_sum", "").Replace(name)
-		t := out[stage]
-		t[slot] = v
-		out[stage] = t
+		bound := 0.0
+		if suffix == "_seconds_bucket" {
+			m := leLabel.FindStringSubmatch(name)
+			if m == nil {
+				return nil, fmt.Errorf("metrics line %q: a bucket without le", line)
+			}
+			if bound, err = strconv.ParseFloat(m[1], 64); err != nil {
+				return nil, fmt.Errorf("metrics line %q: %w", line, err)
+			}
+			name = strings.Replace(leLabel.ReplaceAllString(name, ""), "{}", "", 1)
+		}
+		stage := strings.NewReplacer("limitnode_", "", suffix, "").Replace(name)
+		h := out[stage]
+		if h == nil {
+			h = &histogram{buckets: map[float64]float64{}}
+			out[stage] = h
+		}
+		switch suffix {
+		case "_seconds_count":
+			h.count = v
+		case "_seconds_sum":
+			h.sum = v
+		default:
+			h.buckets[bound] = v
+		}
 	}
 	return out, sc.Err()
+}
+
+// p99UpTo is the upper bound, in seconds, of the bucket the 99th
+// percentile of the observations from before to after fell in; 0 when it
+// fell past the last finite bound.
+func p99UpTo(before, after *histogram) float64 {
+	bounds := make([]float64, 0, len(after.buckets))
+	for b := range after.buckets {
+		bounds = append(bounds, b)
+	}
+	sort.Float64s(bounds)
+	total := after.count - before.count
+	for _, b := range bounds {
+		if math.IsInf(b, 1) {
+			break
+		}
+		if after.buckets[b]-before.buckets[b] >= 0.99*total {
+			return b
+		}
+	}
+	return 0
 }
 
 // scrapeHistograms reads every node's histograms; a node that cannot be
@@ -128,11 +188,15 @@ func stagesBetween(nodes []metricsNode, before, after []histogramTotals) []stage
 				continue // limitbench's own reads of the node
 			}
 			b := before[i][stage]
-			count := int64(a[0] - b[0])
+			if b == nil {
+				b = &histogram{}
+			}
+			count := int64(a.count - b.count)
 			if count <= 0 {
 				continue
 			}
-			out = append(out, stageMean{Node: n.name, Stage: stage, Count: count, MeanMS: (a[1] - b[1]) * 1000 / float64(count)})
+			out = append(out, stageMean{Node: n.name, Stage: stage, Count: count,
+				MeanMS: (a.sum - b.sum) * 1000 / float64(count), P99UpToMS: p99UpTo(b, a) * 1000})
 		}
 	}
 	sort.Slice(out, func(i, j int) bool {
@@ -173,7 +237,7 @@ func printStages(out io.Writer, results []result) {
 	if !any {
 		return
 	}
-	fmt.Fprintln(out, "\nStages (the nodes' limitnode_*_seconds histograms over the measured window): mean ms (observations)")
+	fmt.Fprintln(out, "\nStages (the nodes' limitnode_*_seconds histograms over the measured window): mean ms (observations) p99 up to the bucket's bound in ms")
 	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(w, "target\tload\tcallers\tnode\tstages\t")
 	for _, r := range results {
@@ -183,7 +247,11 @@ func printStages(out io.Writer, results []result) {
 			if byNode[s.Node] == nil {
 				order = append(order, s.Node)
 			}
-			byNode[s.Node] = append(byNode[s.Node], fmt.Sprintf("%s %.2f (%d)", s.Stage, s.MeanMS, s.Count))
+			p99 := "past the last bucket"
+			if s.P99UpToMS > 0 {
+				p99 = fmt.Sprintf("≤%g", s.P99UpToMS)
+			}
+			byNode[s.Node] = append(byNode[s.Node], fmt.Sprintf("%s %.2f (%d) p99 %s", s.Stage, s.MeanMS, s.Count, p99))
 		}
 		for _, node := range order {
 			fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%s\t\n", r.Target, r.point(), r.Callers, node, strings.Join(byNode[node], "; "))

@@ -6,11 +6,14 @@ import (
 )
 
 func TestStageMeansAreTheWindowsObservations(t *testing.T) {
-	page := func(count, sum string) string {
+	page := func(count, sum, under1ms, under5ms string) string {
 		return `# HELP limitnode_forward_seconds x
-limitnode_forward_seconds_bucket{le="0.001"} 3
+limitnode_forward_seconds_bucket{le="0.001"} ` + under1ms + `
+limitnode_forward_seconds_bucket{le="0.005"} ` + under5ms + `
+limitnode_forward_seconds_bucket{le="+Inf"} ` + count + `
 limitnode_forward_seconds_sum ` + sum + `
 limitnode_forward_seconds_count ` + count + `
+limitnode_batch_wait_seconds_bucket{batcher="leader",le="0.001"} 100
 limitnode_batch_wait_seconds_sum{batcher="leader"} 0.5
 limitnode_batch_wait_seconds_count{batcher="leader"} 100
 limitnode_fast_denials_total 7
@@ -19,11 +22,16 @@ limitnode_http_request_duration_seconds_count{route="/metrics"} ` + count + `
 go_gc_duration_seconds_sum 1
 `
 	}
-	before, err := readHistograms(strings.NewReader(page("10", "0.02")))
+	before, err := readHistograms(strings.NewReader(page("10", "0.02", "10", "10")))
 	if err != nil {
 		t.Fatal(err)
 	}
-	after, err := readHistograms(strings.NewReader(page("30", "0.08")))
+	if h := before[`batch_wait{batcher="leader"}`]; h == nil || h.count != 100 || h.buckets[0.001] != 100 {
+		t.Fatalf("batch_wait %+v: a labelled bucket was not read into its histogram", h)
+	}
+	// Of the window's 20 observations, 19 took at most 1 ms and one up to
+	// 5 ms: the 99th percentile is in the 5 ms bucket.
+	after, err := readHistograms(strings.NewReader(page("30", "0.08", "29", "30")))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -31,11 +39,13 @@ go_gc_duration_seconds_sum 1
 	if len(got) != 1 {
 		t.Fatalf("stages %+v: want only the forward, the one stage of a decision the window observed", got)
 	}
-	if s := got[0]; s.Stage != "forward" || s.Count != 20 || s.MeanMS < 2.999 || s.MeanMS > 3.001 {
-		t.Fatalf("stage %+v: want forward, 20 observations of 3 ms on average", s)
+	if s := got[0]; s.Stage != "forward" || s.Count != 20 || s.MeanMS < 2.999 || s.MeanMS > 3.001 || s.P99UpToMS != 5 {
+		t.Fatalf("stage %+v: want forward, 20 observations of 3 ms on average, p99 up to 5 ms", s)
 	}
-	if _, err := readHistograms(strings.NewReader("limitnode_forward_seconds_sum x\n")); err == nil {
-		t.Fatal("a sum that is not a number was read")
+	for _, bad := range []string{"limitnode_forward_seconds_sum x\n", `limitnode_forward_seconds_bucket{le="x"} 1` + "\n", "limitnode_forward_seconds_bucket 1\n"} {
+		if _, err := readHistograms(strings.NewReader(bad)); err == nil {
+			t.Errorf("%q was read", bad)
+		}
 	}
 }
 
