@@ -287,7 +287,21 @@ func TestIdleConnectionsCannotLockANewClientOut(t *testing.T) {
 	t.Parallel()
 	l := New(listen(t), Limits{MaxConns: 6, MaxConnsPerClient: 3, ShedIdle: true}, slog.New(slog.DiscardHandler))
 	release := make(chan struct{})
-	srv := &http.Server{ConnState: l.ConnState, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	// wentIdle hears each time the server has seen a connection go idle,
+	// which it may see after the client read its answer: the next
+	// connection is opened only then, so that the first is the one idle
+	// longest in the listener's eyes too.
+	wentIdle := make(chan struct{}, 64)
+	connState := func(c net.Conn, state http.ConnState) {
+		l.ConnState(c, state)
+		if state == http.StateIdle {
+			select {
+			case wentIdle <- struct{}{}:
+			default:
+			}
+		}
+	}
+	srv := &http.Server{ConnState: connState, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/hold" {
 			<-release
 		}
@@ -302,6 +316,7 @@ func TestIdleConnectionsCannotLockANewClientOut(t *testing.T) {
 		if status, err := c.get("/"); err != nil || status != http.StatusOK {
 			t.Fatalf("a connection from %s: %d, %v", from, status, err)
 		}
+		<-wentIdle
 		idle = append(idle, c)
 	}
 	var newcomer *servedClient
