@@ -34,16 +34,16 @@ const (
 	// DefaultDenyLeaseCap bounds a deny lease, and so how long a command
 	// that gives capacity back waits before it is acknowledged.
 	DefaultDenyLeaseCap = time.Second
-	// defaultMaxEntriesInFlight and defaultMaxForwardsInFlight make the
-	// allow path a pipeline. An entry holds the leader's pipeline only
-	// until it is in the leader's own log: the next is appended while it
-	// replicates, so the leader's fsync of one entry overlaps a
-	// follower's of the one before. More entries waiting for the
-	// leader's append at once only split what one append would carry:
-	// hashicorp/raft appends them one after the other, and a follower
-	// fsyncs each AppendEntries it receives, so two small entries cost a
-	// commit more than one entry of both (docs/BENCHMARKS.md has the
-	// figures). A forward costs no fsync: a follower keeps four under way.
+	// defaultMaxEntriesInFlight: the leader has one group-commit entry
+	// under way at a time, from its append until it is applied, and what
+	// arrives meanwhile goes into the next entry together. Every entry
+	// costs an fsync on the leader and on each follower (a follower fsyncs
+	// each AppendEntries it receives) and CPU on every node; on two cores,
+	// letting the next entry be appended while the previous one replicated
+	// made more, smaller entries and cost 12% of closed-loop throughput
+	// and a fifth more CPU per decision, for no gain in open-loop latency
+	// (docs/BENCHMARKS.md has the figures). A forward costs no fsync: a
+	// follower keeps four under way.
 	defaultMaxEntriesInFlight  = 1
 	defaultMaxForwardsInFlight = 4
 	// DefaultMaxKeys caps the live (key, limit) pairs: about half a
@@ -157,14 +157,12 @@ type Config struct {
 	// RaftIdleTimeout closes a connection on the Raft port that has sent
 	// nothing for this long. Default 2m.
 	RaftIdleTimeout time.Duration
-	// MaxEntriesInFlight is how many group-commit entries may wait at once
-	// for their append to the leader's own log. An entry stops counting
-	// once appended, while it replicates and commits, so entries are
-	// pipelined: with the default, 1, the next entry is appended while the
-	// previous one is written by the followers, and requests gather into
-	// one entry while another is being appended. With MaxBatchRequests 1
-	// and a large value here, every request is its own Raft Apply, which is
-	// the "bare Raft" baseline of cmd/limitbench.
+	// MaxEntriesInFlight is how many group-commit entries the leader may
+	// have under way at once, each from its append until it is applied.
+	// With the default, 1, requests gather into one entry while the
+	// previous one commits. With MaxBatchRequests 1 and a large value
+	// here, every request is its own Raft Apply, which is the "bare Raft"
+	// baseline of cmd/limitbench.
 	MaxEntriesInFlight int
 	// MaxForwardsInFlight is how many forwarded batches a follower has
 	// under way to the leader at once, each on a connection of its own, in

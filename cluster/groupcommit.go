@@ -9,7 +9,6 @@ import (
 	"github.com/limitnode/limitnode/cluster/internal/denylease"
 	"github.com/limitnode/limitnode/cluster/internal/fastdeny"
 	"github.com/limitnode/limitnode/cluster/internal/groupcommit"
-	"github.com/limitnode/limitnode/cluster/internal/raftstore"
 	"github.com/limitnode/limitnode/contract"
 	"github.com/limitnode/limitnode/fsm"
 	"github.com/limitnode/limitnode/internal/transport"
@@ -22,10 +21,9 @@ import (
 // applied state without an entry (denyFast, below). It needs the node's
 // replica and forwarder, nothing else of the node.
 type groupCommit struct {
-	id       string // this node's ID, named as the leader that decided
-	replica  *replica
-	fwd      *forwarder
-	appended *raftstore.AppendedSignals // when an entry is in the leader's own log
+	id      string // this node's ID, named as the leader that decided
+	replica *replica
+	fwd     *forwarder
 	// bounds are the per-entry bounds the leader writes into each allow
 	// entry, so that every replica applies the same ones.
 	bounds fsm.AllowCommand
@@ -50,9 +48,9 @@ type groupCommit struct {
 
 // newGroupCommit starts the batchers of a node whose configuration is cfg
 // (with its defaults).
-func newGroupCommit(cfg Config, r *replica, fwd *forwarder, appended *raftstore.AppendedSignals, leaseGrants *denylease.Grants, stats *recorder, metrics *nodeMetrics) *groupCommit {
+func newGroupCommit(cfg Config, r *replica, fwd *forwarder, leaseGrants *denylease.Grants, stats *recorder, metrics *nodeMetrics) *groupCommit {
 	g := &groupCommit{
-		id: cfg.ID, replica: r, fwd: fwd, appended: appended, leaseGrants: leaseGrants, metrics: metrics,
+		id: cfg.ID, replica: r, fwd: fwd, leaseGrants: leaseGrants, metrics: metrics,
 		bounds: fsm.AllowCommand{MaxKeys: max(cfg.MaxKeys, 0), KeyLimitFailOpen: cfg.KeyLimitFailOpen,
 			MaxIDsPerCaller: max(cfg.MaxRequestIDsPerCaller, 0)},
 		forwardedLimit: groupcommit.Load{Requests: 4 * cfg.MaxBatchRequests, Checks: 4 * cfg.MaxBatchChecks, Bytes: transport.MaxFrameBytes},
@@ -107,10 +105,9 @@ func (g *groupCommit) attempt(ctx context.Context, reqs []fsm.Request) ([]fsm.Re
 }
 
 // applyBatch is the leader's flush: one Raft entry for all the calls. It
-// releases the pipeline once the entry is in the leader's own log (or its
-// outcome is known), so that the next entry is appended while this one
-// replicates.
-func (g *groupCommit) applyBatch(calls []*groupcommit.Call, release func()) {
+// holds the leader's pipeline until the entry is applied, so that what
+// arrives meanwhile goes into the next entry together (Config.MaxEntriesInFlight).
+func (g *groupCommit) applyBatch(calls []*groupcommit.Call) {
 	reqs := groupcommit.Requests(calls)
 	stamp, err := g.replica.leaderStamp()
 	if err != nil {
@@ -125,20 +122,8 @@ func (g *groupCommit) applyBatch(calls []*groupcommit.Call, release func()) {
 		return
 	}
 	start := time.Now()
-	appended, forget := g.appended.Expect(data)
-	outcome := make(chan struct{})
-	go func() {
-		select {
-		case <-appended:
-		case <-outcome:
-		}
-		release()
-	}()
 	future := g.replica.raft.Apply(data, g.replica.timeout)
-	err = g.replica.awaitApplied(future)
-	forget()
-	close(outcome)
-	if err != nil {
+	if err := g.replica.awaitApplied(future); err != nil {
 		if notApplied(err) {
 			groupcommit.FailAll(calls, errNotLeader)
 		} else {
@@ -160,7 +145,7 @@ func (g *groupCommit) applyBatch(calls []*groupcommit.Call, release func()) {
 
 // forwardBatch is a follower's flush: one message to the leader for all the
 // calls.
-func (g *groupCommit) forwardBatch(calls []*groupcommit.Call, _ func()) {
+func (g *groupCommit) forwardBatch(calls []*groupcommit.Call) {
 	addr, id := g.replica.raft.LeaderWithID()
 	if addr == "" || string(id) == g.id {
 		groupcommit.FailAll(calls, errNotLeader)

@@ -6,7 +6,6 @@ import (
 
 	"github.com/hashicorp/raft"
 	"github.com/limitnode/limitnode/cluster/internal/groupcommit"
-	"github.com/limitnode/limitnode/cluster/internal/raftstore"
 	"github.com/limitnode/limitnode/fsm"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -77,7 +76,7 @@ func newNodeMetrics() *nodeMetrics {
 			Help:    "How long a call waited in a group-commit batcher before its flush began: leader (for a Raft entry), follower (for a forward), follower-denials (a forward of what this replica denies).",
 			Buckets: latencyBuckets}, []string{"batcher"}),
 		flushing: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "limitnode_batch_flushes_in_flight",
-			Help: "Flushes a group-commit batcher has under way: Raft entries not yet applied (leader), forwards awaiting the leader's answer (follower, follower-denials). An entry holds the leader's pipeline only until it is in the leader's log, a forward until its answer: requests gather into one flush while the pipeline is held (cluster.Config.MaxEntriesInFlight, MaxForwardsInFlight)."}, []string{"batcher"}),
+			Help: "Flushes a group-commit batcher has under way: Raft entries not yet applied (leader), forwards awaiting the leader's answer (follower, follower-denials). An entry holds the leader's pipeline until it is applied, a forward until its answer: requests gather into one flush while the pipeline is full (cluster.Config.MaxEntriesInFlight, MaxForwardsInFlight)."}, []string{"batcher"}),
 		apply: hist("limitnode_fsm_apply_seconds", "Applying one batch of committed log entries to the state machine (every node).", latencyBuckets),
 	}
 }
@@ -101,12 +100,10 @@ func (n *Node) Collectors() []prometheus.Collector {
 	return append(append(n.metrics.collectors(), n.stats.collectors()...), sharesCollector{n.fsm})
 }
 
-// timedLogStore times the log store's writes (an fsync each), and tells
-// the group commit which of its entries each write appended.
+// timedLogStore times the log store's writes (an fsync each).
 type timedLogStore struct {
 	raft.LogStore
-	hist     prometheus.Histogram
-	appended *raftstore.AppendedSignals
+	hist prometheus.Histogram
 }
 
 func (s *timedLogStore) StoreLog(l *raft.Log) error {
@@ -117,9 +114,6 @@ func (s *timedLogStore) StoreLogs(logs []*raft.Log) error {
 	start := time.Now()
 	err := s.LogStore.StoreLogs(logs)
 	since(s.hist, start)
-	if err == nil {
-		s.appended.Appended(logs)
-	}
 	return err
 }
 

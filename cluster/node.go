@@ -69,9 +69,6 @@ type Node struct {
 	quorum   health.Quorum
 	digests  consistency.Digests
 	appends  *raftstore.AppendWatch // the log store, watched for failed appends
-	// appendedEntries says when the group commit's entries reach the
-	// leader's own log.
-	appendedEntries raftstore.AppendedSignals
 	// replica is the node's Raft and state machine as the decision path
 	// and the reads use them; route its way to the leader, and commit its
 	// way to the leader's log (replica.go, leader.go, groupcommit.go).
@@ -181,7 +178,7 @@ func Open(cfg Config) (*Node, error) {
 	n.stages = [...]localStage{leaseStage{t: n.denyLeases, metrics: n.metrics}, shareStage{h: n.shares}}
 	n.statistics = &statistics{route: n.route, stats: n.stats, answeredHere: n.answeredHere}
 	n.leases = newLeaseQueues(n.route, n.waiters, n.logger, cfg.MaxLeasesPerCaller)
-	n.commit = newGroupCommit(cfg, n.replica, n.fwd, &n.appendedEntries, &n.leaseGrants, n.stats, n.metrics)
+	n.commit = newGroupCommit(cfg, n.replica, n.fwd, &n.leaseGrants, n.stats, n.metrics)
 	n.forwarding = &forwardServer{handle: n.handleForward, logger: n.logger}
 	n.startWatchers()
 	return n, nil
@@ -254,7 +251,7 @@ func (n *Node) startRaft() error {
 	n.fsm.OnStampApplied(n.clock.Observe)
 	n.appends = &raftstore.AppendWatch{LogStore: logStore}
 	network := newNetwork(&rafttransport.RaftStream{Listener: n.mux.Listener(transport.ProtocolRaft), Advertise: n.advertise, Dialer: n.fwd.dialer}, hlog)
-	r, err := raft.NewRaft(raftConfig(n.cfg, hlog), &configWatch{timedFSM: &timedFSM{FSM: n.fsm, restore: n.metrics.restore, apply: n.metrics.apply}, selfID: n.cfg.ID, records: n.identity}, &timedLogStore{LogStore: n.appends, hist: n.metrics.store, appended: &n.appendedEntries}, logStore, snapshots, network)
+	r, err := raft.NewRaft(raftConfig(n.cfg, hlog), &configWatch{timedFSM: &timedFSM{FSM: n.fsm, restore: n.metrics.restore, apply: n.metrics.apply}, selfID: n.cfg.ID, records: n.identity}, &timedLogStore{LogStore: n.appends, hist: n.metrics.store}, logStore, snapshots, network)
 	if err != nil {
 		network.Close()
 		logStore.Close()

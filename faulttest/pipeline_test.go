@@ -12,17 +12,22 @@ import (
 	"time"
 
 	"github.com/limitnode/limitnode/algorithms"
+	"github.com/limitnode/limitnode/cluster"
 	"github.com/limitnode/limitnode/contract"
 	"github.com/limitnode/limitnode/internal/testenv"
 	"github.com/limitnode/limitnode/testcluster"
 )
 
-// The leader keeps several group-commit entries in flight (appended, not
-// yet applied) and a follower several forwards; these tests hold entries in
-// flight on purpose, by slowing the leader's links, and check what must
-// not change: a request ID is charged once however many entries carry it,
-// and a leader that dies with entries in flight admits nothing twice and
-// nothing over the limit.
+// A follower keeps several forwards in flight, and a leader configured
+// for it (cluster.Config.MaxEntriesInFlight; the default is one) several
+// group-commit entries (appended, not yet applied); these tests hold
+// entries in flight on purpose, by slowing the leader's links, and check
+// what must not change: a request ID is charged once however many entries
+// carry it, and a leader that dies with entries in flight admits nothing
+// twice and nothing over the limit.
+
+// pipelined is a cluster whose leader keeps up to four entries in flight.
+var pipelined = testcluster.Options{Configure: func(cfg *cluster.Config) { cfg.MaxEntriesInFlight = 4 }}
 
 // flushesInFlight reads a node's limitnode_batch_flushes_in_flight for
 // batcher from its /metrics.
@@ -63,7 +68,7 @@ func slowLeaderLinks(c *testcluster.Cluster, leader *testcluster.Node, d time.Du
 // key is charged once.
 func TestOneRequestIDInTwoEntriesInFlightIsChargedOnce(t *testing.T) {
 	t.Parallel()
-	c := testcluster.Start(t, 3)
+	c := testcluster.Start(t, 3, pipelined)
 	limit := algorithms.Limit{Rate: 10, Period: time.Hour, Burst: 10}
 	leader := c.WaitLeader()
 	slowLeaderLinks(c, leader, 300*time.Millisecond)
@@ -109,7 +114,7 @@ func TestOneRequestIDInTwoEntriesInFlightIsChargedOnce(t *testing.T) {
 // answered.
 func TestALeaderKilledWithEntriesInFlightAdmitsNothingTwice(t *testing.T) {
 	t.Parallel()
-	c := testcluster.Start(t, 3)
+	c := testcluster.Start(t, 3, pipelined)
 	const burst, waves, perWave = 20, 3, 12
 	limit := algorithms.Limit{Rate: burst, Period: time.Hour, Burst: burst}
 	leader := c.WaitLeader()

@@ -30,25 +30,21 @@ type Call struct {
 // batcher is limitnode's group commit. Callers submit requests; a single
 // loop sends them on through flush, many at a time:
 //
-//   - when fewer than maxInFlight flushes hold the pipeline, what is pending
-//     is sent at once, so an idle node adds no latency (no linger timer);
-//   - a flush holds the pipeline until it releases it: a forward when its
-//     answer comes, the leader's Raft entry once it is in the leader's own
-//     log (while it replicates, the next entry may be appended: the two
-//     fsyncs of a commit, the leader's and a follower's, overlap for
-//     consecutive entries instead of adding up);
+//   - when fewer than maxInFlight flushes are under way, what is pending is
+//     sent at once, so an idle node adds no latency (no linger timer);
+//   - a flush holds the pipeline until it returns: the leader's Raft entry
+//     until it is committed and applied, a forward until its answer;
 //   - while the pipeline is full, new requests gather and go out together
-//     as soon as a flush releases it, so under load one Raft entry (or one
+//     as soon as a flush returns, so under load one Raft entry (or one
 //     forwarded message) carries as many requests as arrived meanwhile;
 //   - when a flush that answered several callers finishes, the loop yields
 //     the processor a few times before the next flush, so callers that ask
 //     again at once join it (see loop).
 //
 // flush must set results (one per request) or err on every call it is
-// given; it may call release (once or more) when the next flush may begin,
-// and the batcher releases for it when it returns.
+// given.
 type Batcher struct {
-	flush func(calls []*Call, release func())
+	flush func(calls []*Call)
 	// limit bounds one flush: a Raft entry, or a forwarded message. A call
 	// over it goes alone.
 	limit       Load
@@ -62,12 +58,10 @@ type Batcher struct {
 	flushing prometheus.Gauge
 
 	submitCh chan *Call
-	// releasedCh says a flush released the pipeline; doneCh that one
-	// finished.
-	releasedCh chan struct{}
-	doneCh     chan flushed
-	stopCh     chan struct{}
-	wg         sync.WaitGroup
+	// doneCh says a flush finished.
+	doneCh chan flushed
+	stopCh chan struct{}
+	wg     sync.WaitGroup
 
 	// mu guards stopped: once it is set nothing more enters submitCh, so
 	// stop can fail every call left there.
@@ -90,7 +84,7 @@ type Metrics struct {
 	Flushing prometheus.Gauge
 }
 
-func New(flush func(calls []*Call, release func()), limit Load, maxInFlight, maxYields int, m Metrics) *Batcher {
+func New(flush func(calls []*Call), limit Load, maxInFlight, maxYields int, m Metrics) *Batcher {
 	b := &Batcher{
 		flush:       flush,
 		limit:       limit,
@@ -99,11 +93,8 @@ func New(flush func(calls []*Call, release func()), limit Load, maxInFlight, max
 		waited:      m.Waited,
 		flushing:    m.Flushing,
 		submitCh:    make(chan *Call, 1024),
-		// At most maxInFlight flushes hold the pipeline, and each releases
-		// it once: the sends never block, even after the loop stopped.
-		releasedCh: make(chan struct{}, maxInFlight),
-		doneCh:     make(chan flushed),
-		stopCh:     make(chan struct{}),
+		doneCh:      make(chan flushed),
+		stopCh:      make(chan struct{}),
 	}
 	b.wg.Go(b.loop)
 	return b
@@ -137,9 +128,8 @@ func (b *Batcher) Submit(ctx context.Context, requests []fsm.Request) ([]fsm.Res
 func (b *Batcher) loop() {
 	var pending []*Call
 	pendingRequests := 0
-	// inFlight counts the flushes holding the pipeline; running, those
-	// not finished.
-	inFlight, running := 0, 0
+	// running counts the flushes under way.
+	running := 0
 	// take moves what is already queued into pending, without blocking,
 	// and reports whether it found anything.
 	take := func() bool {
@@ -157,10 +147,9 @@ func (b *Batcher) loop() {
 		return found
 	}
 	for {
-		if inFlight < b.maxInFlight && len(pending) > 0 {
+		if running < b.maxInFlight && len(pending) > 0 {
 			var batch []*Call
 			batch, pending = b.next(pending)
-			inFlight++
 			running++
 			pendingRequests -= b.startFlush(batch, running)
 			continue
@@ -170,8 +159,6 @@ func (b *Batcher) loop() {
 			pending = append(pending, c)
 			pendingRequests += len(c.Requests)
 			take()
-		case <-b.releasedCh:
-			inFlight--
 		case f := <-b.doneCh:
 			running--
 			if b.flushing != nil {
@@ -202,8 +189,7 @@ func (b *Batcher) loop() {
 
 // startFlush flushes batch on a goroutine of its own, running being how
 // many flushes run with it, and returns how many requests batch holds.
-// The flush releases the pipeline (releasedCh) when its flush function
-// says so, or when it ends, and then reports it ended (doneCh).
+// The flush reports it ended on doneCh.
 func (b *Batcher) startFlush(batch []*Call, running int) int {
 	size := 0
 	for _, c := range batch {
@@ -219,10 +205,7 @@ func (b *Batcher) startFlush(batch []*Call, running int) int {
 		}
 	}
 	b.wg.Go(func() {
-		var once sync.Once
-		release := func() { once.Do(func() { b.releasedCh <- struct{}{} }) }
-		b.flush(batch, release)
-		release()
+		b.flush(batch)
 		for _, c := range batch {
 			close(c.done)
 		}

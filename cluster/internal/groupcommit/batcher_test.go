@@ -23,7 +23,7 @@ type recordingFlush struct {
 	largest           atomic.Int64
 }
 
-func (r *recordingFlush) flush(calls []*Call, _ func()) {
+func (r *recordingFlush) flush(calls []*Call) {
 	now := r.running.Add(1)
 	defer r.running.Add(-1)
 	for seen := r.maxSeen.Load(); now > seen && !r.maxSeen.CompareAndSwap(seen, now); seen = r.maxSeen.Load() {
@@ -119,7 +119,7 @@ func TestBatcherFailsPendingCallsOnStop(t *testing.T) {
 	t.Parallel()
 	release := make(chan struct{})
 	started := make(chan struct{}, 1)
-	b := New(func(calls []*Call, _ func()) {
+	b := New(func(calls []*Call) {
 		started <- struct{}{}
 		<-release
 		FailAll(calls, errors.New("flushed"))
@@ -163,9 +163,9 @@ func BenchmarkBatcherClosedLoop(b *testing.B) {
 		for _, callers := range []int{16, 64, 256} {
 			b.Run(fmt.Sprintf("yields=%d/callers=%d", yields, callers), func(b *testing.B) {
 				var rec recordingFlush
-				flush := func(calls []*Call, release func()) {
+				flush := func(calls []*Call) {
 					spin(20_000) // a stand-in round trip, a few tens of µs
-					rec.flush(calls, release)
+					rec.flush(calls)
 				}
 				bat := New(flush, Load{Requests: 4096, Checks: 8192, Bytes: 1 << 20}, 1, yields, Metrics{})
 				defer bat.Stop()
@@ -225,56 +225,67 @@ func TestNextFlushPutsSingleCallsFirstAndKeepsToTheLimit(t *testing.T) {
 	}
 }
 
-// TestTheNextFlushStartsOnceTheLastReleasesThePipeline: with room for one
-// flush, a flush that releases the pipeline early (as the leader's entry
-// does once it is in the leader's log) lets the next begin while it is
-// still running, and a flush that has not released holds the next back.
-func TestTheNextFlushStartsOnceTheLastReleasesThePipeline(t *testing.T) {
+// TestAFlushHoldsThePipelineUntilItReturns: with room for one flush, the
+// next waits until the first returns (the leader's entry until it is
+// applied); with room for two, the next starts while the first runs.
+func TestAFlushHoldsThePipelineUntilItReturns(t *testing.T) {
 	t.Parallel()
-	started := make(chan int, 2)
-	releaseFirst, finishFirst := make(chan struct{}), make(chan struct{})
-	var flushes atomic.Int64
-	b := New(func(calls []*Call, release func()) {
-		n := int(flushes.Add(1))
-		started <- n
-		if n == 1 {
-			<-releaseFirst
-			release()
-			<-finishFirst
-		}
-		for _, c := range calls {
-			c.Results = make([]fsm.Result, len(c.Requests))
-		}
-	}, Load{Requests: 4096, Checks: 8192, Bytes: 1 << 20}, 1, 0, Metrics{})
-	defer b.Stop()
-	errs := make(chan error, 2)
-	submit := func() {
-		_, _, err := b.Submit(context.Background(), []fsm.Request{{}})
-		errs <- err
+	tests := []struct {
+		maxInFlight             int
+		secondStartsBeforeFirst bool
+	}{
+		{maxInFlight: 1, secondStartsBeforeFirst: false},
+		{maxInFlight: 2, secondStartsBeforeFirst: true},
 	}
-	go submit()
-	if n := <-started; n != 1 {
-		t.Fatalf("flush %d started first", n)
-	}
-	go submit()
-	select {
-	case n := <-started:
-		t.Fatalf("flush %d started while the first held the pipeline", n)
-	case <-time.After(50 * time.Millisecond):
-	}
-	close(releaseFirst)
-	if n := <-started; n != 2 {
-		t.Fatalf("flush %d started after the first released", n)
-	}
-	if err := <-errs; err != nil {
-		t.Fatalf("the second call: %v", err)
-	}
-	close(finishFirst)
-	if err := <-errs; err != nil {
-		t.Fatalf("the first call: %v", err)
+	for _, tt := range tests {
+		t.Run(fmt.Sprintf("maxInFlight=%d", tt.maxInFlight), func(t *testing.T) {
+			t.Parallel()
+			started := make(chan int, 2)
+			finishFirst := make(chan struct{})
+			var flushes atomic.Int64
+			b := New(func(calls []*Call) {
+				n := int(flushes.Add(1))
+				started <- n
+				if n == 1 {
+					<-finishFirst
+				}
+				for _, c := range calls {
+					c.Results = make([]fsm.Result, len(c.Requests))
+				}
+			}, Load{Requests: 4096, Checks: 8192, Bytes: 1 << 20}, tt.maxInFlight, 0, Metrics{})
+			defer b.Stop()
+			errs := make(chan error, 2)
+			submit := func() {
+				_, _, err := b.Submit(context.Background(), []fsm.Request{{}})
+				errs <- err
+			}
+			go submit()
+			if n := <-started; n != 1 {
+				t.Fatalf("flush %d started first", n)
+			}
+			go submit()
+			answered := 0
+			if tt.secondStartsBeforeFirst {
+				if n := <-started; n != 2 {
+					t.Fatalf("flush %d started second", n)
+				}
+				if err := <-errs; err != nil {
+					t.Fatalf("the second call: %v", err)
+				}
+				answered++
+			} else {
+				select {
+				case n := <-started:
+					t.Fatalf("flush %d started while the first held the pipeline", n)
+				case <-time.After(50 * time.Millisecond):
+				}
+			}
+			close(finishFirst)
+			for ; answered < 2; answered++ {
+				if err := <-errs; err != nil {
+					t.Fatalf("a call: %v", err)
+				}
+			}
+		})
 	}
 }
-
-// TestAppendedSignalsNameTheEntriesAppended: a signal fires when the log
-// store appends the very data it was asked for, not other data, and
-// forgetting one leaves nothing behind.
