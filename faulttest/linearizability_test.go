@@ -522,12 +522,21 @@ func checkSurvivesFullRestart(t *testing.T, c *testcluster.Cluster, history []po
 }
 
 // TestLinearizableUnderFaults is the short run that go test ./... includes,
-// on a plain cluster and on one with mutual TLS between the nodes, HTTPS and
-// API tokens.
+// on a plain cluster, on one with mutual TLS between the nodes, HTTPS and
+// API tokens, and on one whose leader keeps several group-commit entries
+// under way at once (the default is one).
 func TestLinearizableUnderFaults(t *testing.T) {
-	for _, secure := range []bool{false, true} {
-		t.Run(fmt.Sprintf("secure=%v", secure), func(t *testing.T) {
-			checkLinearizable(t, testcluster.Options{Secure: secure})
+	tests := []struct {
+		name string
+		opts testcluster.Options
+	}{
+		{"plain", testcluster.Options{}},
+		{"secure", testcluster.Options{Secure: true}},
+		{"pipelined", pipelined},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			checkLinearizable(t, tt.opts)
 		})
 	}
 }
