@@ -97,7 +97,25 @@ func startLoggingTo(t *testing.T, ctx context.Context, args []string, vars map[s
 	args = append(slices.Clone(args), "-addr-file", addrFile)
 	ready := make(chan string, 1)
 	r := running{done: make(chan error, 1)}
-	go func() { r.done <- run(ctx, args, env(vars), logs, ready) }()
+	exited := make(chan struct{})
+	go func() {
+		err := run(ctx, args, env(vars), logs, ready)
+		close(exited)
+		r.done <- err
+	}()
+	// A node whose context the test ended may still be closing its stores
+	// when the test returns: the test's temporary directories, its data
+	// directory among them, are removed only once it has exited.
+	t.Cleanup(func() {
+		if ctx.Err() == nil {
+			return
+		}
+		select {
+		case <-exited:
+		case <-time.After(testenv.WaitTimeout):
+			t.Errorf("the node was still running %v after its context ended", testenv.WaitTimeout)
+		}
+	})
 	select {
 	case r.addr = <-ready:
 	case err := <-r.done:
