@@ -149,7 +149,7 @@ func parse(args []string) (options, error) {
 	fs.IntVar(&o.batch, "batch", 100, "requests per call for http-batch")
 	fs.StringVar(&o.jsonPath, "json", "", "also write the results as JSON to this file")
 	fs.BoolVar(&o.noSync, "no-sync", false, "run the limitnode clusters without fsync (cluster.Config.NoSync)")
-	fs.IntVar(&o.inFlight, "in-flight", 0, "group-commit entries that may wait for the leader's append at once, for the in-process clusters (cluster.Config.MaxEntriesInFlight; 0: its default)")
+	fs.IntVar(&o.inFlight, "in-flight", 0, "group-commit entries the leader may have under way at once, each from its append until applied, for the in-process clusters (cluster.Config.MaxEntriesInFlight; 0: its default, 1)")
 	fs.StringVar(&o.via, "via", "all", "which nodes the http and embedded callers use: all (spread), leader or follower")
 	fs.IntVar(&o.stateKeys, "state-keys", 0, "also measure the replicated state with this many live keys: heap per key, snapshot and restore time")
 	fs.IntVar(&o.preload, "preload", 0, "put this many keys into the limitnode cluster before measuring (state for snapshots to carry)")
