@@ -31,8 +31,8 @@ type leaderRoute struct {
 	replica *replica
 	fwd     *forwarder
 	// refuse refuses every operation while this node is outside its
-	// cluster (Node.refuseOutsideCluster).
-	refuse func() error
+	// cluster (members.refuseOutside).
+	refuse func(ctx context.Context) error
 	// applied is told of each command this leader appended for a member
 	// (applyRequested), with its result.
 	applied func(t fsm.CommandType, result any)
@@ -55,7 +55,7 @@ func (rt *leaderRoute) withDeadline(ctx context.Context) (context.Context, conte
 // and, for an idempotent operation, while the outcome is unknown. When ctx
 // ends first it returns contract.ErrNoLeader.
 func onLeader[T any](ctx context.Context, rt *leaderRoute, idempotent bool, attempt func(ctx context.Context) (T, error)) (T, error) {
-	if err := rt.refuse(); err != nil {
+	if err := rt.refuse(ctx); err != nil {
 		var zero T
 		return zero, err
 	}

@@ -76,6 +76,17 @@ type members struct {
 	// removed is set while this node, once a member, is not in the
 	// configuration it knows; track keeps it.
 	removed atomic.Bool
+	// startedAlone holds the first decisions of a node that is its
+	// cluster's only voter (awaitDialers).
+	startedAlone startupHold
+}
+
+// startupHold is how long after it starts a node that is its cluster's
+// only voter waits before it decides anything.
+type startupHold struct {
+	length time.Duration // holdAloneFor the node's heartbeat timeout
+	until  time.Time     // the end of the wait: length after the start
+	over   atomic.Bool   // set once the wait ended, or was not needed
 }
 
 // track notes whether this node is in the latest configuration it knows,
@@ -101,16 +112,58 @@ func (ms *members) isRemoved() bool { return ms.removed.Load() }
 // node was removed from its cluster (errRemoved) or runs as a cluster of
 // its own that other nodes count as theirs (foreignReason): every path
 // that decides or appends asks it first, so that such a node answers
-// nothing its real cluster would have to agree to. It costs an atomic
-// load when nothing dials it.
-func (ms *members) refuseOutside() error {
+// nothing its real cluster would have to agree to. A lone voter's first
+// calls wait for those nodes first (awaitDialers). It costs two atomic
+// loads when nothing dials the node.
+func (ms *members) refuseOutside(ctx context.Context) error {
 	if ms.removed.Load() {
 		return errRemoved
+	}
+	if err := ms.awaitDialers(ctx); err != nil {
+		return err
 	}
 	if reason := ms.foreignReason(); reason != "" {
 		return fmt.Errorf("%w: %s", contract.ErrNotMember, reason)
 	}
 	return nil
+}
+
+// holdAloneFor is how long a node that starts as its cluster's only voter
+// waits before it decides anything: four times the longest a leader waits
+// between two heartbeats to a member it cannot reach (hashicorp/raft's
+// backoff stops at half the heartbeat timeout). A node whose data
+// directory was lost and that was started again without -join forms a
+// cluster of its own at its old address; its old cluster's leader dials
+// it within that time and is refused by the cluster ID (foreignReason).
+// Had it decided before, it would have admitted calls its old cluster had
+// counted already.
+func holdAloneFor(heartbeatTimeout time.Duration) time.Duration { return 2 * heartbeatTimeout }
+
+// awaitDialers holds a call, on a node that is its cluster's only voter,
+// until holdAloneFor has passed since the node started (startedAlone), so
+// that nodes of a cluster that counts its address as theirs have dialed
+// it first. A node with other voters never waits: without a quorum of
+// them it decides nothing anyway. When ctx ends first it returns a
+// contract.ErrNoLeader.
+func (ms *members) awaitDialers(ctx context.Context) error {
+	hold := &ms.startedAlone
+	if hold.over.Load() {
+		return nil
+	}
+	wait := time.Until(hold.until)
+	if wait <= 0 || ms.otherVoters() > 0 {
+		hold.over.Store(true)
+		return nil
+	}
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	select {
+	case <-timer.C:
+		hold.over.Store(true)
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("%w: this node is its cluster's only voter and decides nothing until %v after its start, in case another cluster counts its address as one of its members", contract.ErrNoLeader, hold.length)
+	}
 }
 
 // foreignWithin is how long after a node of another cluster dialed this
