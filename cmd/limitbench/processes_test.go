@@ -55,6 +55,14 @@ func TestProcessModeMeasuresThreeLimitnodeProcesses(t *testing.T) {
 		if len(r.servers()) != 3 || leaders != 1 {
 			t.Errorf("%s: servers %+v, want three nodes, one the leader", r.Target, r.servers())
 		}
+		// The stages come from the nodes' own /metrics pages.
+		committed := false
+		for _, s := range r.Stages {
+			committed = committed || (s.Stage == "raft_commit" && strings.HasSuffix(s.Node, " (leader)") && s.Count > 0)
+		}
+		if !committed {
+			t.Errorf("%s: stages %+v, want the leader's raft_commit", r.Target, r.Stages)
+		}
 	}
 	// One cluster served every target; it is gone once the run is.
 	if len(pids) != 3 {

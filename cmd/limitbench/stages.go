@@ -1,17 +1,18 @@
 package main
 
 import (
-	"bufio"
 	"fmt"
 	"io"
 	"math"
 	"net/http"
-	"regexp"
 	"sort"
-	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 )
 
 // A limitnode node reports where a decision's time goes in histograms on
@@ -76,65 +77,46 @@ type histogram struct {
 // histogramTotals is a /metrics page's histograms by name with labels.
 type histogramTotals map[string]*histogram
 
-// leLabel matches a bucket line's le label, with the comma before it when
-// other labels come first.
-var leLabel = regexp.MustCompile(`,?le="([^"]*)"`)
-
-// readHistograms reads the _count, _sum and _bucket lines of limitnode's
-// latency histograms from a /metrics page.
+// readHistograms reads limitnode's latency histograms (the histograms
+// named limitnode_*_seconds) from a /metrics page in Prometheus's text
+// format, each under its name without limitnode_ and _seconds and with
+// its labels, such as `batch_wait{batcher="follower"}`.
 func readHistograms(r io.Reader) (histogramTotals, error) {
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(r)
+	if err != nil {
+		return nil, fmt.Errorf("read a metrics page: %w", err)
+	}
 	out := histogramTotals{}
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		if !strings.HasPrefix(line, "limitnode_") {
+	for name, family := range families {
+		stage, limitnodes := strings.CutPrefix(name, "limitnode_")
+		stage, seconds := strings.CutSuffix(stage, "_seconds")
+		if !limitnodes || !seconds || family.GetType() != dto.MetricType_HISTOGRAM {
 			continue
 		}
-		name, value, ok := strings.Cut(line, " ")
-		if !ok {
-			continue
-		}
-		var suffix string
-		for _, s := range []string{"_seconds_count", "_seconds_sum", "_seconds_bucket"} {
-			if strings.Contains(name, s) {
-				suffix = s
+		for _, m := range family.GetMetric() {
+			h := m.GetHistogram()
+			read := &histogram{count: float64(h.GetSampleCount()), sum: h.GetSampleSum(), buckets: map[float64]float64{}}
+			for _, b := range h.GetBucket() {
+				read.buckets[b.GetUpperBound()] = float64(b.GetCumulativeCount())
 			}
-		}
-		if suffix == "" {
-			continue
-		}
-		v, err := strconv.ParseFloat(value, 64)
-		if err != nil {
-			return nil, fmt.Errorf("metrics line %q: %w", line, err)
-		}
-		bound := 0.0
-		if suffix == "_seconds_bucket" {
-			m := leLabel.FindStringSubmatch(name)
-			if m == nil {
-				return nil, fmt.Errorf("metrics line %q: a bucket without le", line)
-			}
-			if bound, err = strconv.ParseFloat(m[1], 64); err != nil {
-				return nil, fmt.Errorf("metrics line %q: %w", line, err)
-			}
-			name = strings.Replace(leLabel.ReplaceAllString(name, ""), "{}", "", 1)
-		}
-		stage := strings.NewReplacer("limitnode_", "", suffix, "").Replace(name)
-		h := out[stage]
-		if h == nil {
-			h = &histogram{buckets: map[float64]float64{}}
-			out[stage] = h
-		}
-		switch suffix {
-		case "_seconds_count":
-			h.count = v
-		case "_seconds_sum":
-			h.sum = v
-		default:
-			h.buckets[bound] = v
+			out[stage+labelsOf(m)] = read
 		}
 	}
-	return out, sc.Err()
+	return out, nil
+}
+
+// labelsOf writes m's labels as the metrics page does: {name="value",...},
+// or "" when it has none.
+func labelsOf(m *dto.Metric) string {
+	if len(m.GetLabel()) == 0 {
+		return ""
+	}
+	pairs := make([]string, len(m.GetLabel()))
+	for i, l := range m.GetLabel() {
+		pairs[i] = fmt.Sprintf("%s=%q", l.GetName(), l.GetValue())
+	}
+	return "{" + strings.Join(pairs, ",") + "}"
 }
 
 // p99UpTo is the upper bound, in seconds, of the bucket the 99th

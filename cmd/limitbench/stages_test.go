@@ -8,17 +8,22 @@ import (
 func TestStageMeansAreTheWindowsObservations(t *testing.T) {
 	page := func(count, sum, under1ms, under5ms string) string {
 		return `# HELP limitnode_forward_seconds x
+# TYPE limitnode_forward_seconds histogram
 limitnode_forward_seconds_bucket{le="0.001"} ` + under1ms + `
 limitnode_forward_seconds_bucket{le="0.005"} ` + under5ms + `
 limitnode_forward_seconds_bucket{le="+Inf"} ` + count + `
 limitnode_forward_seconds_sum ` + sum + `
 limitnode_forward_seconds_count ` + count + `
+# TYPE limitnode_batch_wait_seconds histogram
 limitnode_batch_wait_seconds_bucket{batcher="leader",le="0.001"} 100
 limitnode_batch_wait_seconds_sum{batcher="leader"} 0.5
 limitnode_batch_wait_seconds_count{batcher="leader"} 100
+# TYPE limitnode_fast_denials_total counter
 limitnode_fast_denials_total 7
+# TYPE limitnode_http_request_duration_seconds histogram
 limitnode_http_request_duration_seconds_sum{route="/metrics"} ` + sum + `
 limitnode_http_request_duration_seconds_count{route="/metrics"} ` + count + `
+# TYPE go_gc_duration_seconds summary
 go_gc_duration_seconds_sum 1
 `
 	}
@@ -42,7 +47,8 @@ go_gc_duration_seconds_sum 1
 	if s := got[0]; s.Stage != "forward" || s.Count != 20 || s.MeanMS < 2.999 || s.MeanMS > 3.001 || s.P99UpToMS != 5 {
 		t.Fatalf("stage %+v: want forward, 20 observations of 3 ms on average, p99 up to 5 ms", s)
 	}
-	for _, bad := range []string{"limitnode_forward_seconds_sum x\n", `limitnode_forward_seconds_bucket{le="x"} 1` + "\n", "limitnode_forward_seconds_bucket 1\n"} {
+	const typed = "# TYPE limitnode_forward_seconds histogram\n"
+	for _, bad := range []string{typed + "limitnode_forward_seconds_sum x\n", typed + `limitnode_forward_seconds_bucket{le="x"} 1` + "\n"} {
 		if _, err := readHistograms(strings.NewReader(bad)); err == nil {
 			t.Errorf("%q was read", bad)
 		}
