@@ -234,7 +234,9 @@ type Config struct {
 	// unlimited until room frees up.
 	KeyLimitFailOpen bool
 	// HeartbeatTimeout, ElectionTimeout and LeaderLeaseTimeout are Raft's;
-	// defaults 500ms, 500ms and 250ms.
+	// defaults 500ms, 500ms and 250ms. A node that is its cluster's only
+	// voter also holds its calls for twice HeartbeatTimeout after it starts
+	// (holdAloneFor).
 	HeartbeatTimeout   time.Duration
 	ElectionTimeout    time.Duration
 	LeaderLeaseTimeout time.Duration
