@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"time"
 
 	"github.com/limitnode/limitnode/contract"
 	"github.com/limitnode/limitnode/fsm"
@@ -40,4 +41,11 @@ func (n *Node) ForwardCommandTo(ctx context.Context, addr string, command []byte
 		return err
 	}
 	return errorFor(resp)
+}
+
+// HoldCallsUntil makes this node hold its calls until then, as a lone
+// voter does for holdAloneFor after it starts (members.awaitDialers).
+func (n *Node) HoldCallsUntil(until time.Time) {
+	n.members.startedAlone.until.Store(&until)
+	n.members.startedAlone.over.Store(false)
 }

@@ -84,9 +84,9 @@ type members struct {
 // startupHold is how long after it starts a node that is its cluster's
 // only voter waits before it decides anything.
 type startupHold struct {
-	length time.Duration // holdAloneFor the node's heartbeat timeout
-	until  time.Time     // the end of the wait: length after the start
-	over   atomic.Bool   // set once the wait ended, or was not needed
+	length time.Duration             // holdAloneFor the node's heartbeat timeout
+	until  atomic.Pointer[time.Time] // the end of the wait: length after the start
+	over   atomic.Bool               // set once the wait ended, or was not needed
 }
 
 // track notes whether this node is in the latest configuration it knows,
@@ -146,15 +146,11 @@ func holdAloneFor(heartbeatTimeout time.Duration) time.Duration { return 2 * hea
 // them it decides nothing anyway. When ctx ends first it returns a
 // contract.ErrNoLeader.
 func (ms *members) awaitDialers(ctx context.Context) error {
+	wait := ms.holding()
+	if wait <= 0 {
+		return nil
+	}
 	hold := &ms.startedAlone
-	if hold.over.Load() {
-		return nil
-	}
-	wait := time.Until(hold.until)
-	if wait <= 0 || ms.otherVoters() > 0 {
-		hold.over.Store(true)
-		return nil
-	}
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
 	select {
@@ -162,8 +158,36 @@ func (ms *members) awaitDialers(ctx context.Context) error {
 		hold.over.Store(true)
 		return nil
 	case <-ctx.Done():
-		return fmt.Errorf("%w: this node is its cluster's only voter and decides nothing until %v after its start, in case another cluster counts its address as one of its members", contract.ErrNoLeader, hold.length)
+		return fmt.Errorf("%w: %s", contract.ErrNoLeader, hold.reason())
 	}
+}
+
+// holding returns how much longer this node holds its calls
+// (awaitDialers), or 0 when it no longer does.
+func (ms *members) holding() time.Duration {
+	hold := &ms.startedAlone
+	if hold.over.Load() {
+		return 0
+	}
+	wait := time.Until(*hold.until.Load())
+	if wait <= 0 || ms.otherVoters() > 0 {
+		hold.over.Store(true)
+		return 0
+	}
+	return wait
+}
+
+// holdReason says, while this node holds its calls (holding), why.
+func (ms *members) holdReason() string {
+	if ms.holding() <= 0 {
+		return ""
+	}
+	return ms.startedAlone.reason()
+}
+
+// reason says why calls wait for the hold to end.
+func (h *startupHold) reason() string {
+	return fmt.Sprintf("this node is its cluster's only voter and decides nothing until %v after its start, in case another cluster counts its address as one of its members", h.length)
 }
 
 // foreignWithin is how long after a node of another cluster dialed this

@@ -3,6 +3,7 @@ package cluster_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -87,5 +88,59 @@ func TestANodeOutsideItsClusterDecidesNothing(t *testing.T) {
 	}
 	if admitted != 5 {
 		t.Errorf("%d admitted on a limit of 5, alternating the stray node with the leader", admitted)
+	}
+}
+
+// TestALoneVoterJustStartedHoldsItsCalls: a node that is its cluster's
+// only voter holds every call of its first moments (members.awaitDialers,
+// here made to last): /readyz says why, and a call whose deadline ends
+// first is refused as without a leader, naming the reason; once the hold
+// ends the node is ready and decides. A node with other voters never
+// holds.
+func TestALoneVoterJustStartedHoldsItsCalls(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name  string
+		nodes int
+		held  bool
+	}{
+		{"a cluster of one", 1, true},
+		{"a follower of a cluster of three", 3, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			c := testcluster.Start(t, tt.nodes)
+			node := c.Nodes[len(c.Nodes)-1]
+			node.Node().HoldCallsUntil(time.Now().Add(time.Hour))
+			check := contract.Request{Checks: []contract.Check{{Key: "k", Limit: algorithms.Limit{Rate: 5, Period: time.Minute, Burst: 5}, Cost: 1}}}
+			allow := func() error {
+				ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+				defer cancel()
+				_, err := node.Node().Allow(ctx, check)
+				return err
+			}
+			status, body := do(t, "GET", node.URL()+"/readyz", "")
+			err := allow()
+			if !tt.held {
+				if status != http.StatusOK || err != nil {
+					t.Fatalf("held without cause: /readyz %d %v; a call: %v", status, body, err)
+				}
+				return
+			}
+			if status != http.StatusServiceUnavailable || !strings.Contains(fmt.Sprint(body), "only voter") {
+				t.Errorf("/readyz while held: %d %v, want 503 naming the hold", status, body)
+			}
+			if !errors.Is(err, contract.ErrNoLeader) || !strings.Contains(fmt.Sprint(err), "only voter") {
+				t.Errorf("a call that ends while held: %v, want ErrNoLeader naming the hold", err)
+			}
+			node.Node().HoldCallsUntil(time.Now())
+			if status, body := do(t, "GET", node.URL()+"/readyz", ""); status != http.StatusOK {
+				t.Errorf("/readyz after the hold: %d %v", status, body)
+			}
+			if a := post(t, node.URL()+"/v1/allow", `{"key":"k","limit":{"rate":5,"period":"1m"}}`); a.status != http.StatusOK || !a.Allowed {
+				t.Errorf("a call after the hold: %d %q", a.status, a.Error)
+			}
+		})
 	}
 }

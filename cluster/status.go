@@ -50,7 +50,8 @@ func (n *Node) Status() contract.Status {
 }
 
 // Ready returns "" when the node serves as a member: it is one, knows a
-// leader, has applied every entry it knows to be committed and, within
+// leader, does not hold its calls as a lone voter just started
+// (members.holding), has applied every entry it knows to be committed and, within
 // maxReadyLag, what the leader had applied, can write to its disk and
 // append to its log, and its Raft port accepts. Otherwise it says what is
 // wrong.
@@ -77,6 +78,8 @@ func (n *Node) Ready() string {
 		return n.appends.Failing()
 	case leaderID == "":
 		return n.quorum.NoLeaderReason()
+	case n.members.holdReason() != "":
+		return n.members.holdReason()
 	case n.raft.AppliedIndex() < n.raft.CommitIndex():
 		return "catching up with the log"
 	case !n.IsLeader() && n.progress.Trailing(n.raft.AppliedIndex()) != "":
