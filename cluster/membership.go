@@ -113,8 +113,8 @@ func (ms *members) isRemoved() bool { return ms.removed.Load() }
 // its own that other nodes count as theirs (foreignReason): every path
 // that decides or appends asks it first, so that such a node answers
 // nothing its real cluster would have to agree to. A lone voter's first
-// calls wait for those nodes first (awaitDialers). It costs two atomic
-// loads when nothing dials the node.
+// calls wait for those nodes first (awaitDialers). Once that wait is over
+// it costs three atomic loads when nothing dials the node.
 func (ms *members) refuseOutside(ctx context.Context) error {
 	if ms.removed.Load() {
 		return errRemoved
