@@ -78,7 +78,10 @@ func (n *Node) AllowBatch(ctx context.Context, reqs []contract.Request) ([]contr
 // local_shares of each request's inline check. The leader named is ""
 // when no request asked it.
 func (n *Node) decide(ctx context.Context, reqs []fsm.Request, inline []*contract.LocalShares) ([]fsm.Result, string, error) {
-	if err := n.members.refuseOutside(ctx); err != nil {
+	if err := n.members.awaitDialers(ctx); err != nil {
+		return nil, "", err
+	}
+	if err := n.members.refuseOutside(); err != nil {
 		return nil, "", err
 	}
 	stages := &n.stages

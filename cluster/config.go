@@ -235,8 +235,8 @@ type Config struct {
 	KeyLimitFailOpen bool
 	// HeartbeatTimeout, ElectionTimeout and LeaderLeaseTimeout are Raft's;
 	// defaults 500ms, 500ms and 250ms. A node that is its cluster's only
-	// voter also holds its calls for twice HeartbeatTimeout after it starts
-	// (holdAloneFor).
+	// voter also holds its calls after it starts for four times the longer
+	// of HeartbeatTimeout and ElectionTimeout (holdAloneFor).
 	HeartbeatTimeout   time.Duration
 	ElectionTimeout    time.Duration
 	LeaderLeaseTimeout time.Duration

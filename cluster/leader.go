@@ -32,7 +32,10 @@ type leaderRoute struct {
 	fwd     *forwarder
 	// refuse refuses every operation while this node is outside its
 	// cluster (members.refuseOutside).
-	refuse func(ctx context.Context) error
+	refuse func() error
+	// holdCommand holds a command while this node, its cluster's only
+	// voter, has just started (members.awaitDialers).
+	holdCommand func(ctx context.Context) error
 	// applied is told of each command this leader appended for a member
 	// (applyRequested), with its result.
 	applied func(t fsm.CommandType, result any)
@@ -55,7 +58,7 @@ func (rt *leaderRoute) withDeadline(ctx context.Context) (context.Context, conte
 // and, for an idempotent operation, while the outcome is unknown. When ctx
 // ends first it returns contract.ErrNoLeader.
 func onLeader[T any](ctx context.Context, rt *leaderRoute, idempotent bool, attempt func(ctx context.Context) (T, error)) (T, error) {
-	if err := rt.refuse(ctx); err != nil {
+	if err := rt.refuse(); err != nil {
 		var zero T
 		return zero, err
 	}
@@ -123,7 +126,8 @@ func (rt *leaderRoute) forward(ctx context.Context, req *forwardRequest) (*forwa
 // lease command carries its ID), so an unknown outcome is tried again. An
 // operator's command (fsm.Audited) goes inside fsm.CommandAudited, naming
 // who asked (contract.ActorOf ctx), so that its entry records it in the
-// audit trail.
+// audit trail. On a node that is its cluster's only voter and has just
+// started, the command waits first (holdCommand).
 func commandOnLeader[R any](ctx context.Context, rt *leaderRoute, t fsm.CommandType, body any) (*R, error) {
 	encode := fsm.Encode
 	if fsm.Audited(t) {
@@ -133,6 +137,9 @@ func commandOnLeader[R any](ctx context.Context, rt *leaderRoute, t fsm.CommandT
 	}
 	data, err := encode(t, body)
 	if err != nil {
+		return nil, err
+	}
+	if err := rt.holdCommand(ctx); err != nil {
 		return nil, err
 	}
 	return onLeader(ctx, rt, true, func(ctx context.Context) (*R, error) {

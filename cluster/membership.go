@@ -84,7 +84,7 @@ type members struct {
 // startupHold is how long after it starts a node that is its cluster's
 // only voter waits before it decides anything.
 type startupHold struct {
-	length time.Duration             // holdAloneFor the node's heartbeat timeout
+	length time.Duration             // holdAloneFor the node's Raft timeouts
 	until  atomic.Pointer[time.Time] // the end of the wait: length after the start
 	over   atomic.Bool               // set once the wait ended, or was not needed
 }
@@ -112,15 +112,11 @@ func (ms *members) isRemoved() bool { return ms.removed.Load() }
 // node was removed from its cluster (errRemoved) or runs as a cluster of
 // its own that other nodes count as theirs (foreignReason): every path
 // that decides or appends asks it first, so that such a node answers
-// nothing its real cluster would have to agree to. A lone voter's first
-// calls wait for those nodes first (awaitDialers). Once that wait is over
-// it costs three atomic loads when nothing dials the node.
-func (ms *members) refuseOutside(ctx context.Context) error {
+// nothing its real cluster would have to agree to. It costs two atomic
+// loads when nothing dials the node.
+func (ms *members) refuseOutside() error {
 	if ms.removed.Load() {
 		return errRemoved
-	}
-	if err := ms.awaitDialers(ctx); err != nil {
-		return err
 	}
 	if reason := ms.foreignReason(); reason != "" {
 		return fmt.Errorf("%w: %s", contract.ErrNotMember, reason)
@@ -129,22 +125,28 @@ func (ms *members) refuseOutside(ctx context.Context) error {
 }
 
 // holdAloneFor is how long a node that starts as its cluster's only voter
-// waits before it decides anything: four times the longest a leader waits
-// between two heartbeats to a member it cannot reach (hashicorp/raft's
-// backoff stops at half the heartbeat timeout). A node whose data
-// directory was lost and that was started again without -join forms a
-// cluster of its own at its old address; its old cluster's leader dials
-// it within that time and is refused by the cluster ID (foreignReason).
-// Had it decided before, it would have admitted calls its old cluster had
-// counted already.
-func holdAloneFor(heartbeatTimeout time.Duration) time.Duration { return 2 * heartbeatTimeout }
+// waits before it decides anything. A node whose data directory was lost
+// and that was started again without -join forms a cluster of its own at
+// its old address; its old cluster's nodes dial it, and are refused by the
+// cluster ID (foreignReason), within that time. Had it decided before, it
+// would have admitted calls its old cluster had counted already. The
+// longest hashicorp/raft leaves between two such dials is a leaderless
+// remnant's: a follower stands for election within twice the heartbeat
+// timeout, and a candidate asks every voter again within twice the
+// election timeout (a leader retries a member it cannot reach far sooner:
+// within half the heartbeat timeout). The hold is twice that longest gap.
+func holdAloneFor(heartbeatTimeout, electionTimeout time.Duration) time.Duration {
+	return 4 * max(heartbeatTimeout, electionTimeout)
+}
 
-// awaitDialers holds a call, on a node that is its cluster's only voter,
-// until holdAloneFor has passed since the node started (startedAlone), so
-// that nodes of a cluster that counts its address as theirs have dialed
-// it first. A node with other voters never waits: without a quorum of
-// them it decides nothing anyway. When ctx ends first it returns a
-// contract.ErrNoLeader.
+// awaitDialers holds a decision or a command, on a node that is its
+// cluster's only voter, until holdAloneFor has passed since the node
+// started (startedAlone), so that nodes of a cluster that counts its
+// address as theirs have dialed it first (refuseOutside then refuses it).
+// A node with other voters never waits: without a quorum of them it
+// decides nothing anyway. Membership changes and reads do not wait: they
+// decide no call, and a cluster of one grows by joins. When ctx ends first
+// it returns a contract.ErrNoLeader.
 func (ms *members) awaitDialers(ctx context.Context) error {
 	wait := ms.holding()
 	if wait <= 0 {
@@ -187,7 +189,7 @@ func (ms *members) holdReason() string {
 
 // reason says why calls wait for the hold to end.
 func (h *startupHold) reason() string {
-	return fmt.Sprintf("this node is its cluster's only voter and decides nothing until %v after its start, in case another cluster counts its address as one of its members", h.length)
+	return fmt.Sprintf("starting: a cluster's only voter decides nothing in its first %v, so that any cluster that still counts this address as a member's can reach it first", h.length)
 }
 
 // foreignWithin is how long after a node of another cluster dialed this

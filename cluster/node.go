@@ -158,10 +158,10 @@ func Open(cfg Config) (*Node, error) {
 		confirm: &confirmer{verify: func() error { return n.raft.VerifyLeader().Error() }}}
 	n.members = &members{raft: n.raft, selfID: cfg.ID, logger: n.logger, dialer: n.fwd.dialer, records: n.identity,
 		httpAddrOf: n.fsm.NodeHTTPAddr, apply: n.replica.applyCommand, foreignDialer: n.mux.ForeignDialer}
-	n.members.startedAlone.length = holdAloneFor(cfg.HeartbeatTimeout)
+	n.members.startedAlone.length = holdAloneFor(cfg.HeartbeatTimeout, cfg.ElectionTimeout)
 	holdEnds := time.Now().Add(n.members.startedAlone.length)
 	n.members.startedAlone.until.Store(&holdEnds)
-	n.route = &leaderRoute{self: cfg.ID, replica: n.replica, fwd: n.fwd, refuse: n.members.refuseOutside, readWait: n.metrics.readIndex, logger: n.logger,
+	n.route = &leaderRoute{self: cfg.ID, replica: n.replica, fwd: n.fwd, refuse: n.members.refuseOutside, holdCommand: n.members.awaitDialers, readWait: n.metrics.readIndex, logger: n.logger,
 		applied: func(t fsm.CommandType, result any) {
 			if fsm.EffectOf(t, result).Waits() {
 				n.waitOutLeases() // the raise rule (denylease.go)

@@ -36,21 +36,7 @@ func TestANodeOutsideItsClusterDecidesNothing(t *testing.T) {
 	stray.Kill()
 	stray.RestartWithoutData()
 	const body = `{"key":"k","limit":{"rate":5,"period":"1m","burst":5}}`
-	// Probes go from the moment the stray answers HTTP: while it elects
-	// itself it answers 503 for want of a leader, while it holds its first
-	// decisions they wait, and then it refuses; it never decides.
-	decided := 0
-	testenv.WaitForWithin(t, time.Minute, "the stray node to refuse decisions as outside its cluster", func() bool {
-		a := post(t, stray.URL()+"/v1/allow", `{"key":"probe","limit":{"rate":5}}`)
-		if a.status == http.StatusServiceUnavailable && strings.Contains(a.Error, "outside its cluster") {
-			return true
-		}
-		if a.status != http.StatusServiceUnavailable {
-			decided++
-			t.Errorf("the stray node decided a call alone: %d %q", a.status, a.Error)
-		}
-		return decided > 0
-	})
+	probeUntilRefused(t, stray)
 	refused := []struct {
 		name, method, path, body string
 	}{
@@ -88,6 +74,52 @@ func TestANodeOutsideItsClusterDecidesNothing(t *testing.T) {
 	}
 	if admitted != 5 {
 		t.Errorf("%d admitted on a limit of 5, alternating the stray node with the leader", admitted)
+	}
+}
+
+// probeUntilRefused calls the stray node from the moment it answers HTTP
+// until it refuses as outside its cluster, and fails the test on any
+// decision meanwhile: while it elects itself it answers 503 for want of a
+// leader, while it holds its first calls they wait, then it refuses.
+func probeUntilRefused(t *testing.T, stray *testcluster.Node) {
+	t.Helper()
+	decided := 0
+	testenv.WaitForWithin(t, time.Minute, "the stray node to refuse decisions as outside its cluster", func() bool {
+		a := post(t, stray.URL()+"/v1/allow", `{"key":"probe","limit":{"rate":5}}`)
+		if a.status == http.StatusServiceUnavailable && strings.Contains(a.Error, "outside its cluster") {
+			return true
+		}
+		if a.status != http.StatusServiceUnavailable {
+			decided++
+			t.Errorf("the stray node decided a call alone: %d %q", a.status, a.Error)
+		}
+		return decided > 0
+	})
+}
+
+// TestANodeOutsideALeaderlessClusterDecidesNothing: the leader and another
+// member stopped, and the leader started again without its data and on
+// its own. Nothing leads its old cluster, so only the one member left
+// dials it, once per round of its elections, which are further apart than
+// a leader's heartbeats; the stray still decides nothing before that
+// member's dial makes it refuse, and the key spent before stays spent.
+func TestANodeOutsideALeaderlessClusterDecidesNothing(t *testing.T) {
+	t.Parallel()
+	c := testcluster.Start(t, 3)
+	c.WaitConverged()
+	stray := c.WaitLeader()
+	const body = `{"key":"k","limit":{"rate":5,"period":"1h","burst":5}}`
+	for range 5 {
+		if a := decided(t, stray.URL()+"/v1/allow", body); !a.Allowed {
+			t.Fatalf("spending the key: %d %q", a.status, a.Error)
+		}
+	}
+	c.Followers()[0].Kill()
+	stray.Kill()
+	stray.RestartWithoutData()
+	probeUntilRefused(t, stray)
+	if a := post(t, stray.URL()+"/v1/allow", body); a.status != http.StatusServiceUnavailable {
+		t.Errorf("the spent key on the stray node: %d %q, want 503", a.status, a.Error)
 	}
 }
 
